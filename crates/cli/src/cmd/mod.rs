@@ -1,0 +1,6 @@
+//! One module per subcommand.
+
+pub mod bench;
+pub mod compare;
+pub mod lss;
+pub mod vat;

@@ -1,0 +1,35 @@
+//! `halflife`: benchmarks, comparisons against real peers, the VAT model and the
+//! log-structured block store, from one binary.
+
+mod cmd;
+mod plot;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "halflife", version, about = "A measured key-value storage engine")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a YCSB-style workload on the engine and report throughput, latency and amplification.
+    Bench(cmd::bench::Args),
+    /// Run one workload on several engines and policies, side by side, with ratios.
+    Compare(cmd::compare::Args),
+    /// The VAT amplification model (paper 003).
+    Vat(cmd::vat::Args),
+    /// Log-structured block storage on an SSD array (paper 004).
+    Lss(cmd::lss::Args),
+}
+
+fn main() -> anyhow::Result<()> {
+    match Cli::parse().command {
+        Command::Bench(a) => cmd::bench::run(a),
+        Command::Compare(a) => cmd::compare::run(a),
+        Command::Vat(a) => cmd::vat::run(a),
+        Command::Lss(a) => cmd::lss::run(a),
+    }
+}

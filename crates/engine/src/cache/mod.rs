@@ -1,0 +1,1 @@
+//! Block cache (in progress).

@@ -1,0 +1,1 @@
+//! Sorted table files (in progress).
