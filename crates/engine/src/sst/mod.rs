@@ -24,3 +24,7 @@
 
 mod coding;
 pub mod format;
+pub mod iter;
+mod merge;
+
+pub use iter::{InternalIterator, MergingIterator, VecIterator};
