@@ -22,6 +22,7 @@
 //! shortens these keys to save index space; with internal keys that would add a subtle
 //! ordering corner for little gain at our block sizes.)
 
+pub mod block;
 mod coding;
 pub mod format;
 pub mod iter;
