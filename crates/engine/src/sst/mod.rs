@@ -24,6 +24,7 @@
 
 pub mod block;
 mod coding;
+pub mod filter;
 pub mod format;
 pub mod iter;
 mod merge;
