@@ -23,10 +23,14 @@
 //! ordering corner for little gain at our block sizes.)
 
 pub mod block;
+mod builder;
 mod coding;
 pub mod filter;
 pub mod format;
 pub mod iter;
 mod merge;
+mod properties;
 
+pub use builder::{BlockSink, TableBuilder, TableOptions};
 pub use iter::{InternalIterator, MergingIterator, VecIterator};
+pub use properties::TableProperties;
