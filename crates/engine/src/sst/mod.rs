@@ -30,7 +30,18 @@ pub mod format;
 pub mod iter;
 mod merge;
 mod properties;
+mod stats;
+mod table;
+mod table_iter;
 
 pub use builder::{BlockSink, TableBuilder, TableOptions};
 pub use iter::{InternalIterator, MergingIterator, VecIterator};
 pub use properties::TableProperties;
+pub use stats::{TableStats, TableStatsSnapshot};
+pub use table::Table;
+pub use table_iter::TableIter;
+
+#[cfg(test)]
+pub(crate) mod test_util;
+#[cfg(test)]
+mod tests;
