@@ -4,4 +4,5 @@
 //! - [`rng`]: the crate's own seeded generator, so a seed names the same run forever.
 
 pub mod generator;
+pub mod keys;
 pub mod rng;
