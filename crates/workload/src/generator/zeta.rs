@@ -21,7 +21,7 @@
 pub const EXACT_LIMIT: u64 = 1 << 20;
 
 /// The Euler–Maclaurin tail starts at this term; the terms before it are summed exactly.
-const EM_HEAD: u64 = 1000;
+pub const EM_HEAD: u64 = 1000;
 
 /// zeta(n, theta) for `theta` in `[0, 1)`; exact below [`EXACT_LIMIT`], Euler–Maclaurin above.
 pub fn zeta(n: u64, theta: f64) -> f64 {
