@@ -16,6 +16,7 @@
 pub mod generator;
 pub mod keys;
 pub mod op;
+pub mod opfile;
 pub mod rng;
 pub mod spec;
 pub mod workload;
