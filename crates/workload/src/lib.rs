@@ -15,6 +15,7 @@
 
 pub mod generator;
 pub mod keys;
+pub mod lifetime;
 pub mod op;
 pub mod opfile;
 pub mod rng;
