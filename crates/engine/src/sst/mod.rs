@@ -11,7 +11,7 @@
 //! ```
 //!
 //! Every block is followed by a 5-byte trailer (type byte + masked crc32c) and the footer
-//! has its own checksum ([`format`]). The layout of a block's contents is in [`block`].
+//! has its own checksum ([`format`](mod@format)). The layout of a block's contents is in [`block`].
 //!
 //! Why this shape: a point lookup needs at most the (in-memory) filter and index and one
 //! data block; a scan reads data blocks in file order; a reader finds everything from the

@@ -116,3 +116,25 @@ fn stats_serialize() {
     let back: CacheStats = serde_json::from_str(&json).unwrap();
     assert_eq!(back, cache.stats());
 }
+
+#[test]
+fn concurrent_use_keeps_the_budget() {
+    let cache = BlockCache::new(32 * 1024);
+    std::thread::scope(|s| {
+        for t in 0..4u64 {
+            let cache = &cache;
+            s.spawn(move || {
+                for i in 0..2000u64 {
+                    cache.insert(t, i * 4096, block((i % 700) as usize));
+                    cache.get(t, (i / 2) * 4096);
+                    if i % 500 == 0 {
+                        cache.erase_file((t + 1) % 4);
+                    }
+                }
+            });
+        }
+    });
+    let s = cache.stats();
+    assert!(s.usage <= s.capacity);
+    assert_eq!(s.hits + s.misses, 8000);
+}

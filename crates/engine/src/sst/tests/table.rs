@@ -265,3 +265,14 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn readers_are_shareable_between_threads() {
+    fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<Table>();
+    assert_send_sync::<BlockCache>();
+    assert_send_sync::<crate::sst::block::Block>();
+    fn assert_send<T: Send>() {}
+    assert_send::<TableIter>();
+    assert_send::<TableBuilder>();
+}
