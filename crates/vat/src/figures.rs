@@ -96,12 +96,12 @@ pub fn fig2() -> Result<Figure> {
             points: cost_vs_levels(Design::Leveling, &p, C, 14.0)?,
         });
     }
-    let panel = |title: &str, series| Panel {
+    let panel = |title: &str, y_max: f64, series| Panel {
         title: title.to_string(),
         x_label: "number of levels l".into(),
         y_label: "T / T_opt".into(),
         x_range: (1.0, 14.0),
-        y_range: (0.0, 100.0),
+        y_range: (0.0, y_max),
         series,
         mark_minimum: true,
     };
@@ -109,8 +109,8 @@ pub fn fig2() -> Result<Figure> {
         name: "fig2".into(),
         caption: "Fig. 2: VAT cost of leveling (Eq. 5)".into(),
         panels: vec![
-            panel("(a) r = 1, C = 1000", a_series),
-            panel("(b) a = 1, C = 1000", r_series),
+            panel("(a) r = 1, C = 1000", 100.0, a_series),
+            panel("(b) a = 1, C = 1000", 130.0, r_series),
         ],
     })
 }
@@ -168,7 +168,7 @@ pub fn fig4() -> Result<Figure> {
                 x_label: "merge amplification a".into(),
                 y_label: "gain (x)".into(),
                 x_range: (0.0, 1.0),
-                y_range: (0.0, 10.0),
+                y_range: (0.0, 12.0),
                 series: tier_series,
                 mark_minimum: false,
             },
