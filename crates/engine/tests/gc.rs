@@ -34,7 +34,7 @@ fn value(k: u32, round: u32) -> Vec<u8> {
 }
 
 fn expected(k: u32) -> Vec<u8> {
-    value(k, if k % 2 == 0 { 9 } else { 8 })
+    value(k, if k.is_multiple_of(2) { 9 } else { 8 })
 }
 
 /// Overwrites 200 keys ten times, then checks every value and how much space is left.
@@ -44,7 +44,7 @@ fn overwrite_and_collect(gc: GcPolicyConfig) -> (halflife_engine::DbStats, u64) 
     for round in 0..10 {
         // The last round rewrites only even keys, so the files of round 8 stay half live
         // and GC must move (and write back) their odd keys.
-        for k in (0..200u32).filter(|k| round < 9 || k % 2 == 0) {
+        for k in (0..200u32).filter(|k| round < 9 || k.is_multiple_of(2)) {
             db.put(format!("key{k:04}").as_bytes(), &value(k, round))
                 .unwrap();
         }

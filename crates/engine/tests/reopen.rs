@@ -1,23 +1,30 @@
+//! Writes survive repeated reopenings, with and without the WAL.
+
 use halflife_engine::{Options, DB};
-#[test]
-fn reopen_twice() {
+
+fn reopen_keeps_everything(use_wal: bool) {
     let dir = tempfile::tempdir().unwrap();
     let o = || Options {
         memtable_size: 16 << 10,
+        use_wal,
         ..Options::default()
     };
-    let db = DB::open(dir.path(), o()).unwrap();
-    db.put(b"a", b"1").unwrap();
-    db.close().unwrap();
-    eprintln!("after close 1: {:?}", ls());
-    let db = DB::open(dir.path(), o()).unwrap();
-    eprintln!("after open 2: {:?}", ls());
-    assert_eq!(db.get(b"a").unwrap(), Some(b"1".to_vec()));
-    db.put(b"b", b"2").unwrap();
-    db.close().unwrap();
-    eprintln!("after close 2: {:?}", ls());
-    let db = DB::open(dir.path(), o()).unwrap();
-    eprintln!("after open 3: {:?}", ls());
-    assert_eq!(db.get(b"a").unwrap(), Some(b"1".to_vec()));
-    assert_eq!(db.get(b"b").unwrap(), Some(b"2".to_vec()));
+    for round in 0..4u32 {
+        let db = DB::open(dir.path(), o()).unwrap();
+        for r in 0..round {
+            assert_eq!(db.get(format!("k{r}").as_bytes()).unwrap(), Some(vec![r as u8; 10]));
+        }
+        db.put(format!("k{round}").as_bytes(), &[round as u8; 10]).unwrap();
+        db.close().unwrap();
+    }
+}
+
+#[test]
+fn reopen_with_wal() {
+    reopen_keeps_everything(true);
+}
+
+#[test]
+fn reopen_without_wal_flushes_at_close() {
+    reopen_keeps_everything(false);
 }

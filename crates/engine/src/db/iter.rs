@@ -112,6 +112,9 @@ pub(crate) fn children(view: &ReadView, cause: IoCause) -> Result<Vec<Box<dyn In
     Ok(c)
 }
 
+/// A visible entry: user key, kind, raw value (a pointer is not resolved).
+type RawEntry = (Vec<u8>, ValueKind, Vec<u8>);
+
 /// Walks the newest visible version of each user key.
 struct Visible {
     merged: MergingIterator,
@@ -121,7 +124,7 @@ struct Visible {
 
 impl Visible {
     /// Next live entry as (user key, kind, raw value), tombstones skipped.
-    fn next_entry(&mut self) -> Result<Option<(Vec<u8>, ValueKind, Vec<u8>)>> {
+    fn next_entry(&mut self) -> Result<Option<RawEntry>> {
         while self.merged.valid() {
             let ikey = self.merged.key();
             let p = parse_internal_key(ikey)

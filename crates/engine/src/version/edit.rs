@@ -197,7 +197,7 @@ mod tests {
             largest_seq: 1 << 50,
             entries: 10,
             deletions: 2,
-            oldest_blob: if n % 2 == 0 { Some(n + 1) } else { None },
+            oldest_blob: if n.is_multiple_of(2) { Some(n + 1) } else { None },
         }
     }
 
