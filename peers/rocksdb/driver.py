@@ -16,9 +16,10 @@ small protocol (see docs/bench.md, "The peer interface"):
 While it runs it prints `progress DONE TOTAL` lines on stderr, which `halflife compare`
 turns into a progress bar.
 
-Keys follow the workload crate's rule exactly: b"user" + the 20-digit zero-padded decimal
-of FNV-1a-64 over the 8 little-endian bytes of the key number, right-padded with b"x" to
-the key size. Values are slices of one pre-generated random buffer taken at varying
+Keys follow the workload crate's rule exactly (crates/workload/src/keys.rs): b"user" + the
+20-digit zero-padded decimal of FNV-1a-64 over the 8 little-endian bytes of the key number,
+right-padded with b"x" to the key size; below 24 bytes, the key number's lowest
+`key_size - 4` decimal digits, least significant first. Values are slices of one pre-generated random buffer taken at varying
 offsets: compression is off for every engine, so the bytes' content does not change how
 many bytes are written, and slicing keeps the per-op cost of Python low.
 """
@@ -43,6 +44,12 @@ MASK64 = (1 << 64) - 1
 
 def make_key(keynum, key_size):
     """The workload crate's key for `keynum` (see the module docstring)."""
+    if key_size < 24:
+        # Too short for the 20 hash digits: the key number's lowest decimal digits, reversed.
+        d = key_size - 4
+        if d <= 0:
+            return b"user"[:key_size]
+        return b"user" + (b"%0*d" % (d, keynum % 10**d))[::-1]
     h = FNV_OFFSET
     n = keynum
     for _ in range(8):
