@@ -1,1 +1,29 @@
-//! placeholder
+//! YCSB-style workloads shared by every halflife benchmark and by the peer drivers.
+//!
+//! A [`WorkloadSpec`] (a YCSB preset, paper 000's write-intensive workload, or a custom mix)
+//! becomes a [`Workload`], which yields a load phase and a seeded run phase of [`Op`]s.
+//! Ops name keys by number; [`keys`] turns numbers into key bytes and values, [`opfile`]
+//! writes the op stream for drivers in other languages, and [`lifetime`] computes when each
+//! written value will be overwritten, for oracle policies.
+//!
+//! - [`generator`]: key choosers (uniform, Zipfian, scrambled Zipfian, latest).
+//! - [`spec`]: workload descriptions, presets and validation.
+//! - [`keys`]: key formatting and verifiable value bytes.
+//! - [`opfile`]: the binary op-stream format.
+//! - [`lifetime`]: next-write index per write, for oracle GC policies.
+//! - [`rng`]: the crate's own seeded generator, so a seed names the same run forever.
+
+pub mod generator;
+pub mod keys;
+pub mod lifetime;
+pub mod op;
+pub mod opfile;
+pub mod rng;
+pub mod spec;
+pub mod workload;
+
+pub use generator::{Distribution, DistributionError, KeyChooser};
+pub use keys::{format_key, ValueGen};
+pub use op::Op;
+pub use spec::{Proportions, SpecError, WorkloadSpec};
+pub use workload::{RunOps, Workload};

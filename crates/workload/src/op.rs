@@ -1,0 +1,51 @@
+//! The operations a workload issues, by key number (see [`crate::keys`] for the bytes).
+
+use serde::{Deserialize, Serialize};
+
+/// One operation. Keys are key numbers; [`crate::keys::format_key`] turns them into bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Op {
+    /// Write a key that did not exist before (the key space grows by one).
+    Insert { key: u64 },
+    /// Overwrite an existing key.
+    Update { key: u64 },
+    /// Point lookup.
+    Read { key: u64 },
+    /// Read `len` consecutive keys in sorted key order, starting at the key of `start`.
+    Scan { start: u64, len: u32 },
+    /// Read a key, then write a new version of it.
+    ReadModifyWrite { key: u64 },
+}
+
+impl Op {
+    /// The key the op addresses (the first key for a scan).
+    pub fn key(&self) -> u64 {
+        match *self {
+            Op::Insert { key }
+            | Op::Update { key }
+            | Op::Read { key }
+            | Op::ReadModifyWrite { key } => key,
+            Op::Scan { start, .. } => start,
+        }
+    }
+
+    /// Whether the op writes a new version of its key (insert, update, read-modify-write);
+    /// these are the ops that end a previous value's lifetime.
+    pub fn is_write(&self) -> bool {
+        matches!(
+            self,
+            Op::Insert { .. } | Op::Update { .. } | Op::ReadModifyWrite { .. }
+        )
+    }
+
+    /// The op code used by [`crate::opfile`]: 0 insert, 1 update, 2 read, 3 scan, 4 rmw.
+    pub fn code(&self) -> u8 {
+        match self {
+            Op::Insert { .. } => 0,
+            Op::Update { .. } => 1,
+            Op::Read { .. } => 2,
+            Op::Scan { .. } => 3,
+            Op::ReadModifyWrite { .. } => 4,
+        }
+    }
+}
