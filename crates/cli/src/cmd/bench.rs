@@ -138,8 +138,9 @@ enum Source {
 impl Plan {
     fn from_args(a: &Args) -> Result<Plan> {
         if let Some(path) = &a.ops {
-            let header = workload::opfile::read_header(path)
-                .with_context(|| format!("reading op file {}", path.display()))?;
+            let header = *workload::opfile::OpFileReader::open(path)
+                .with_context(|| format!("reading op file {}", path.display()))?
+                .header();
             let info = WorkloadInfo {
                 record_count: header.record_count,
                 op_count: header.op_count,
@@ -294,7 +295,7 @@ pub fn run(a: Args) -> Result<()> {
             Box::new(w.run_ops().map(|op| Ok(ClientOp::from(op))))
         }
         Source::OpFile(path) => {
-            let reader = workload::opfile::OpReader::open(path)?;
+            let reader = workload::opfile::OpFileReader::open(path)?;
             Box::new(reader.map(|op| op.map(ClientOp::from).map_err(anyhow::Error::from)))
         }
     };
