@@ -7,7 +7,11 @@ mod plot;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(name = "halflife", version, about = "A measured key-value storage engine")]
+#[command(
+    name = "halflife",
+    version,
+    about = "A measured key-value storage engine"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

@@ -39,6 +39,9 @@ pub enum Error {
     /// The handle was closed, or a background error made it read-only.
     #[error("database is closed")]
     Closed,
+    /// The write group this write belonged to failed (the leader got the full error).
+    #[error("write failed: {0}")]
+    WriteFailed(String),
     /// A background job failed; writes are refused until reopen.
     #[error("background error, database is read-only until reopened: {0}")]
     Background(String),

@@ -5,10 +5,23 @@
 //! [`compaction`]; get -> memtable -> levels -> [`vlog`]). Every file operation goes through
 //! [`io::Storage`] with a cause, so amplification is counted, not estimated.
 
+pub mod batch;
 pub mod cache;
+pub mod compaction;
+pub mod db;
 pub mod error;
 pub mod io;
+pub mod memtable;
+pub mod options;
 pub mod sst;
+pub mod stats;
 pub mod types;
+pub mod version;
+pub mod vlog;
+pub mod wal;
 
+pub use batch::WriteBatch;
+pub use db::{DbIter, Snapshot, DB};
 pub use error::{Error, Result};
+pub use options::{GcPolicyConfig, Options, WriteOptions};
+pub use stats::DbStats;

@@ -147,7 +147,10 @@ mod tests {
         assert_eq!(cmp_internal(&a3, &ab), Ordering::Less);
         assert_eq!(cmp_internal(&seek, &a5), Ordering::Less);
         let p = parse_internal_key(&a3).unwrap();
-        assert_eq!((p.user_key, p.seq, p.kind), (&b"a"[..], 3, ValueKind::Deletion));
+        assert_eq!(
+            (p.user_key, p.seq, p.kind),
+            (&b"a"[..], 3, ValueKind::Deletion)
+        );
         assert!(parse_internal_key(b"short").is_none());
     }
 }

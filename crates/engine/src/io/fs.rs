@@ -101,7 +101,10 @@ struct FsReadable {
 
 impl ReadableFile for FsReadable {
     fn read_at(&self, offset: u64, len: usize, cause: IoCause) -> Result<Vec<u8>> {
-        if offset.checked_add(len as u64).is_none_or(|end| end > self.len) {
+        if offset
+            .checked_add(len as u64)
+            .is_none_or(|end| end > self.len)
+        {
             return Err(Error::corruption(
                 &self.path,
                 format!(
@@ -245,6 +248,9 @@ mod tests {
         assert_eq!(r.read_at(0, 6, IoCause::ClientRead).unwrap(), b"hello ");
         let err = r.read_at(total - 2, 4, IoCause::ClientRead).unwrap_err();
         assert!(err.is_corruption(), "{err}");
-        assert_eq!(fs.stats().snapshot().cause(IoCause::ClientRead).bytes_read, 6);
+        assert_eq!(
+            fs.stats().snapshot().cause(IoCause::ClientRead).bytes_read,
+            6
+        );
     }
 }

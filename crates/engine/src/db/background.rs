@@ -1,0 +1,477 @@
+//! Background work: one flush thread, `background_compactions` compaction threads, and a
+//! GC thread for policies with standalone GC jobs. Each job runs without the main lock and
+//! installs its result with one version edit.
+
+use super::iter::LevelIter;
+use super::{read, write, Inner, State};
+use crate::compaction::{self, JobOutput, JobSpec};
+use crate::error::{Error, Result};
+use crate::io::IoCause;
+use crate::sst::{InternalIterator, MergingIterator};
+use crate::stats::EngineCounters;
+use crate::types::ValueKind;
+use crate::version::picker::{self, Compaction};
+use crate::version::VersionEdit;
+use crate::vlog::file::value_file_name;
+use crate::vlog::{ValueFileWriter, ValuePointer};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+const IDLE_WAIT: Duration = Duration::from_millis(100);
+
+pub(crate) fn start(inner: &Arc<Inner>) -> Vec<JoinHandle<()>> {
+    let mut t = Vec::new();
+    let spawn = |name: &str, f: fn(&Arc<Inner>) -> Result<bool>| {
+        let inner = inner.clone();
+        std::thread::Builder::new()
+            .name(name.to_string())
+            .spawn(move || worker(&inner, f))
+            .expect("spawn background thread")
+    };
+    t.push(spawn("halflife-flush", flush_one));
+    for i in 0..inner.opts.background_compactions {
+        t.push(spawn(&format!("halflife-compact-{i}"), compact_one));
+    }
+    if inner.opts.gc.separates_values() {
+        t.push(spawn("halflife-gc", gc_one));
+    }
+    t
+}
+
+fn worker(inner: &Arc<Inner>, job: fn(&Arc<Inner>) -> Result<bool>) {
+    while !inner.shutdown.load(Ordering::SeqCst) {
+        match job(inner) {
+            Ok(true) => continue,
+            Ok(false) => {}
+            Err(e) => {
+                let mut st = inner.state.lock();
+                inner.set_bg_error(&mut st, &e);
+            }
+        }
+        let mut st = inner.state.lock();
+        if !inner.shutdown.load(Ordering::SeqCst) {
+            inner.bg_cv.wait_for(&mut st, IDLE_WAIT);
+        }
+    }
+}
+
+fn job_spec<'a>(
+    inner: &'a Arc<Inner>,
+    cause: IoCause,
+    smallest_snapshot: u64,
+    blobs: &'a std::collections::BTreeMap<u64, Arc<crate::vlog::BlobFile>>,
+    new_file_number: &'a (dyn Fn() -> u64 + Sync),
+) -> JobSpec<'a> {
+    JobSpec {
+        dir: &inner.dir,
+        storage: &inner.storage,
+        opts: &inner.opts,
+        cause,
+        smallest_snapshot,
+        drop_tombstones: false,
+        separate_values: false,
+        split_outputs: false,
+        relocate: None,
+        blobs,
+        new_file_number,
+    }
+}
+
+fn add_outputs(edit: &mut VersionEdit, level: usize, out: JobOutput) {
+    edit.added
+        .extend(out.tables.into_iter().map(|t| (level, t)));
+    edit.added_blobs.extend(out.blobs);
+    edit.blob_garbage
+        .extend(out.garbage.into_iter().map(|(n, (b, e))| (n, b, e)));
+}
+
+/// Flushes the oldest immutable memtable to L0.
+fn flush_one(inner: &Arc<Inner>) -> Result<bool> {
+    let (mem, snap, v) = {
+        let mut st = inner.state.lock();
+        if st.flushing || st.bg_error.is_some() {
+            return Ok(false);
+        }
+        let Some(mem) = st.imm.front().cloned() else {
+            return Ok(false);
+        };
+        st.flushing = true;
+        (mem, inner.smallest_snapshot(&st), st.versions.current())
+    };
+    let nf = || inner.new_file_number();
+    let spec = JobSpec {
+        separate_values: inner.gc.separates_values(),
+        ..job_spec(inner, IoCause::Flush, snap, &v.blobs, &nf)
+    };
+    let out = compaction::run(&spec, &mut mem.iter());
+    let mut st = inner.state.lock();
+    st.flushing = false;
+    let out = out?;
+    let mut edit = VersionEdit::default();
+    add_outputs(&mut edit, 0, out);
+    let next_wal = st
+        .imm
+        .get(1)
+        .map_or(st.mem.wal_number(), |m| m.wal_number());
+    if inner.opts.use_wal {
+        edit.log_number = Some(next_wal);
+    }
+    st.versions.last_sequence = inner.last_seq.load(Ordering::Acquire);
+    st.versions.log_and_apply(edit)?;
+    st.imm.pop_front();
+    if inner.opts.use_wal {
+        remove_old_wals(inner, next_wal);
+    }
+    EngineCounters::add(&inner.counters.flushes, 1);
+    release_dead_value_files(inner, &mut st)?;
+    inner.bg_cv.notify_all();
+    Ok(true)
+}
+
+pub(crate) fn remove_old_wals(inner: &Inner, below: u64) {
+    for p in inner.storage.list(&inner.dir).unwrap_or_default() {
+        if p.extension().is_some_and(|e| e == "wal") {
+            let n = p
+                .file_stem()
+                .and_then(|s| s.to_str())
+                .and_then(|s| s.parse::<u64>().ok());
+            if n.is_some_and(|n| n < below) {
+                let _ = inner.storage.remove(&p);
+            }
+        }
+    }
+}
+
+/// Drops value files whose every record is garbage (nothing in the tree points at them).
+fn release_dead_value_files(inner: &Inner, st: &mut State) -> Result<()> {
+    let v = st.versions.current();
+    let dead: Vec<u64> = v
+        .blobs
+        .values()
+        .filter(|b| b.all_garbage() && !st.busy_blobs.contains(&b.number))
+        .map(|b| b.number)
+        .collect();
+    if dead.is_empty() {
+        return Ok(());
+    }
+    st.versions.log_and_apply(VersionEdit {
+        deleted_blobs: dead,
+        ..Default::default()
+    })?;
+    inner.bg_cv.notify_all();
+    Ok(())
+}
+
+fn compact_one(inner: &Arc<Inner>) -> Result<bool> {
+    let (c, snap, v, filter) = {
+        let mut st = inner.state.lock();
+        if st.manual || st.bg_error.is_some() {
+            return Ok(false);
+        }
+        let v = st.versions.current();
+        let mut forced = inner.gc.forced_compactions(&v);
+        forced.extend(st.forced.iter().copied());
+        let Some(c) = picker::pick(&v, &inner.opts, &st.busy_tables, &forced) else {
+            return Ok(false);
+        };
+        mark_busy(&mut st, &c, true);
+        st.running_compactions += 1;
+        (
+            c,
+            inner.smallest_snapshot(&st),
+            v.clone(),
+            inner.gc.relocation_filter(&v),
+        )
+    };
+    let r = run_compaction(inner, &c, snap, &v, filter.as_deref());
+    let mut st = inner.state.lock();
+    mark_busy(&mut st, &c, false);
+    st.running_compactions -= 1;
+    inner.bg_cv.notify_all();
+    r?;
+    release_dead_value_files(inner, &mut st)?;
+    Ok(true)
+}
+
+fn mark_busy(st: &mut State, c: &Compaction, busy: bool) {
+    for f in c.all_files() {
+        if busy {
+            st.busy_tables.insert(f.number());
+        } else {
+            st.busy_tables.remove(&f.number());
+            st.forced.remove(&f.number());
+        }
+    }
+}
+
+/// Runs one compaction and installs its result.
+fn run_compaction(
+    inner: &Arc<Inner>,
+    c: &Compaction,
+    snap: u64,
+    v: &crate::version::Version,
+    filter: Option<&(dyn Fn(&ValuePointer) -> bool + Send + Sync)>,
+) -> Result<()> {
+    let mut edit = VersionEdit::default();
+    for f in &c.inputs {
+        edit.deleted.push((c.level, f.number()));
+    }
+    for f in &c.overlaps {
+        edit.deleted.push((c.output_level, f.number()));
+    }
+    let trivial = c.inputs.len() == 1
+        && c.overlaps.is_empty()
+        && c.output_level != c.level
+        && c.inputs[0].meta.deletions == 0
+        && filter.is_none_or(|f| {
+            c.inputs[0].meta.oldest_blob.is_none_or(|b| {
+                !f(&ValuePointer {
+                    file: b,
+                    offset: 0,
+                    size: 0,
+                })
+            })
+        });
+    if trivial {
+        edit.added.push((c.output_level, c.inputs[0].meta.clone()));
+    } else {
+        let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
+        if c.level == 0 {
+            for f in &c.inputs {
+                children.push(Box::new(f.table()?.iter(IoCause::Compaction)));
+            }
+        } else {
+            children.push(Box::new(LevelIter::new(
+                c.inputs.clone(),
+                IoCause::Compaction,
+            )));
+        }
+        if !c.overlaps.is_empty() {
+            children.push(Box::new(LevelIter::new(
+                c.overlaps.clone(),
+                IoCause::Compaction,
+            )));
+        }
+        let mut merged = MergingIterator::new(children);
+        let nf = || inner.new_file_number();
+        let spec = JobSpec {
+            drop_tombstones: c.bottommost,
+            split_outputs: true,
+            relocate: filter.map(|f| f as &(dyn Fn(&ValuePointer) -> bool + Sync)),
+            ..job_spec(inner, IoCause::Compaction, snap, &v.blobs, &nf)
+        };
+        let out = compaction::run(&spec, &mut merged)?;
+        EngineCounters::add(&inner.counters.gc_relocated_bytes, out.relocated_bytes);
+        add_outputs(&mut edit, c.output_level, out);
+    }
+    let mut st = inner.state.lock();
+    let r = st.versions.log_and_apply(edit);
+    if r.is_ok() {
+        EngineCounters::add(&inner.counters.compactions, 1);
+    }
+    r
+}
+
+/// One standalone GC job (Titan): rewrite the valid values of the picked value files and
+/// write their new pointers back through the write path.
+fn gc_one(inner: &Arc<Inner>) -> Result<bool> {
+    let files = {
+        let mut st = inner.state.lock();
+        if st.running_gc || st.bg_error.is_some() {
+            return Ok(false);
+        }
+        let v = st.versions.current();
+        let picked = inner.gc.pick_gc(&v, &st.busy_blobs);
+        if picked.is_empty() {
+            return Ok(false);
+        }
+        st.running_gc = true;
+        st.busy_blobs.extend(picked.iter().copied());
+        picked
+            .iter()
+            .filter_map(|n| v.blobs.get(n).cloned())
+            .collect::<Vec<_>>()
+    };
+    let r = run_gc(inner, &files);
+    let mut st = inner.state.lock();
+    st.running_gc = false;
+    for f in &files {
+        st.busy_blobs.remove(&f.number);
+    }
+    inner.bg_cv.notify_all();
+    r?;
+    EngineCounters::add(&inner.counters.gc_jobs, 1);
+    release_dead_value_files(inner, &mut st)?;
+    Ok(true)
+}
+
+fn run_gc(inner: &Arc<Inner>, files: &[Arc<crate::vlog::BlobFile>]) -> Result<()> {
+    let mut writer: Option<ValueFileWriter> = None;
+    let mut outputs = Vec::new();
+    let mut writebacks = Vec::new();
+    let mut created = Vec::new();
+    let result = (|| -> Result<()> {
+        for f in files {
+            let mut r = f.scan(IoCause::GcRead)?;
+            while let Some((ptr, key, value)) = r.next_record()? {
+                let seq = inner.visible_seq.load(Ordering::Acquire);
+                let valid = match read::lookup(inner, key, seq)? {
+                    Some(found) if found.kind == ValueKind::Pointer => {
+                        ValuePointer::decode(&inner.dir, &found.value)?.0 == ptr
+                    }
+                    _ => false,
+                };
+                if !valid {
+                    continue;
+                }
+                if writer
+                    .as_ref()
+                    .is_some_and(|w| w.len() >= inner.opts.blob_file_size)
+                {
+                    outputs.push(writer.take().unwrap().finish()?);
+                }
+                if writer.is_none() {
+                    let n = inner.new_file_number();
+                    let path = value_file_name(&inner.dir, n);
+                    created.push(path.clone());
+                    writer = Some(ValueFileWriter::new(
+                        inner.storage.create(&path, IoCause::GcWrite)?,
+                        n,
+                    )?);
+                }
+                let np = writer.as_mut().unwrap().add(key, value)?;
+                EngineCounters::add(&inner.counters.gc_relocated_bytes, np.size as u64);
+                writebacks.push((key.to_vec(), ptr, np));
+            }
+        }
+        if let Some(w) = writer.take() {
+            outputs.push(w.finish()?);
+        }
+        Ok(())
+    })();
+    if let Err(e) = result {
+        drop(writer);
+        for p in created {
+            let _ = inner.storage.remove(&p);
+        }
+        return Err(e);
+    }
+    // New files first, so that pointers written back into them can be read at once.
+    if !outputs.is_empty() {
+        let mut st = inner.state.lock();
+        st.versions.log_and_apply(VersionEdit {
+            added_blobs: outputs,
+            ..Default::default()
+        })?;
+    }
+    let news: Vec<ValuePointer> = writebacks.iter().map(|w| w.2).collect();
+    let flags = if writebacks.is_empty() {
+        Vec::new()
+    } else {
+        write::write_back(inner, writebacks)?
+    };
+    let mut edit = VersionEdit {
+        deleted_blobs: files.iter().map(|f| f.number).collect(),
+        ..Default::default()
+    };
+    // Relocated records whose key moved on meanwhile are garbage from birth.
+    for (np, ok) in news.iter().zip(&flags) {
+        if !ok {
+            edit.blob_garbage.push((np.file, np.size as u64, 1));
+        }
+    }
+    inner.state.lock().versions.log_and_apply(edit)
+}
+
+fn wait_until(inner: &Inner, done: impl Fn(&State) -> bool) -> Result<()> {
+    let mut st = inner.state.lock();
+    loop {
+        if let Some(e) = &st.bg_error {
+            return Err(Error::Background(e.clone()));
+        }
+        if done(&st) {
+            return Ok(());
+        }
+        if inner.shutdown.load(Ordering::SeqCst) {
+            return Err(Error::Closed);
+        }
+        inner.bg_cv.notify_all();
+        inner.bg_cv.wait_for(&mut st, IDLE_WAIT);
+    }
+}
+
+pub(crate) fn wait_flushed(inner: &Inner) -> Result<()> {
+    wait_until(inner, |st| st.imm.is_empty() && !st.flushing)
+}
+
+pub(crate) fn wait_idle(inner: &Inner) -> Result<()> {
+    wait_until(inner, |st| {
+        let v = st.versions.current();
+        let mut forced = inner.gc.forced_compactions(&v);
+        forced.extend(st.forced.iter().copied());
+        st.imm.is_empty()
+            && !st.flushing
+            && st.running_compactions == 0
+            && !st.running_gc
+            && picker::pick(&v, &inner.opts, &st.busy_tables, &forced).is_none()
+            && (!inner.opts.gc.separates_values()
+                || inner.gc.pick_gc(&v, &st.busy_blobs).is_empty())
+    })
+}
+
+/// Manual compaction of [start, end] level by level down to the deepest level holding keys
+/// of the range.
+pub(crate) fn compact_range(
+    inner: &Arc<Inner>,
+    start: Option<&[u8]>,
+    end: Option<&[u8]>,
+) -> Result<()> {
+    {
+        let mut st = inner.state.lock();
+        st.manual = true;
+    }
+    let r = (|| -> Result<()> {
+        wait_until(inner, |st| st.running_compactions == 0)?;
+        let deepest = {
+            let st = inner.state.lock();
+            let v = st.versions.current();
+            (0..v.num_levels())
+                .rev()
+                .find(|&l| !picker::files_in_range(&v, l, start, end).is_empty())
+        };
+        let Some(deepest) = deepest else {
+            return Ok(());
+        };
+        for level in 0..deepest.max(1) {
+            let (c, snap, v, filter) = {
+                let mut st = inner.state.lock();
+                let v = st.versions.current();
+                let files = picker::files_in_range(&v, level, start, end);
+                let Some(c) = picker::build(&v, level, files, &st.busy_tables, "manual") else {
+                    continue;
+                };
+                mark_busy(&mut st, &c, true);
+                st.running_compactions += 1;
+                (
+                    c,
+                    inner.smallest_snapshot(&st),
+                    v.clone(),
+                    inner.gc.relocation_filter(&v),
+                )
+            };
+            let r = run_compaction(inner, &c, snap, &v, filter.as_deref());
+            let mut st = inner.state.lock();
+            mark_busy(&mut st, &c, false);
+            st.running_compactions -= 1;
+            r?;
+            release_dead_value_files(inner, &mut st)?;
+        }
+        Ok(())
+    })();
+    let mut st = inner.state.lock();
+    st.manual = false;
+    inner.bg_cv.notify_all();
+    r
+}

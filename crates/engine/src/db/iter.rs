@@ -1,0 +1,261 @@
+//! Range scans: a merging iterator over the memtables and every level, reduced to the
+//! newest visible version of each user key, tombstones hidden, pointers resolved.
+
+use super::read::{read_pointer, ReadView};
+use super::{Inner, Snapshot};
+use crate::error::{Error, Result};
+use crate::io::IoCause;
+use crate::memtable::seek_key;
+use crate::sst::{InternalIterator, MergingIterator, TableIter};
+use crate::types::{cmp_internal, parse_internal_key, SeqNo, ValueKind};
+use crate::version::{TableFile, Version};
+use crate::vlog::{BlobFile, ValuePointer};
+use std::collections::BTreeMap;
+use std::ops::Bound;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+/// Concatenation of the disjoint, sorted files of one level >= 1, opening files lazily.
+pub(crate) struct LevelIter {
+    files: Vec<Arc<TableFile>>,
+    idx: usize,
+    cur: Option<TableIter>,
+    cause: IoCause,
+}
+
+impl LevelIter {
+    pub fn new(files: Vec<Arc<TableFile>>, cause: IoCause) -> Self {
+        LevelIter {
+            files,
+            idx: 0,
+            cur: None,
+            cause,
+        }
+    }
+
+    fn open(&mut self, idx: usize) -> Result<()> {
+        self.idx = idx;
+        self.cur = match self.files.get(idx) {
+            Some(f) => Some(f.table()?.iter(self.cause)),
+            None => None,
+        };
+        Ok(())
+    }
+
+    /// Moves to the next files while the current one is exhausted.
+    fn skip_empty(&mut self) -> Result<()> {
+        while self.cur.as_ref().is_some_and(|c| !c.valid()) {
+            self.open(self.idx + 1)?;
+            if let Some(c) = self.cur.as_mut() {
+                c.seek_to_first()?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl InternalIterator for LevelIter {
+    fn valid(&self) -> bool {
+        self.cur.as_ref().is_some_and(|c| c.valid())
+    }
+
+    fn seek_to_first(&mut self) -> Result<()> {
+        self.open(0)?;
+        if let Some(c) = self.cur.as_mut() {
+            c.seek_to_first()?;
+        }
+        self.skip_empty()
+    }
+
+    fn seek(&mut self, target: &[u8]) -> Result<()> {
+        let i = self
+            .files
+            .partition_point(|f| cmp_internal(&f.meta.largest, target).is_lt());
+        self.open(i)?;
+        if let Some(c) = self.cur.as_mut() {
+            c.seek(target)?;
+        }
+        self.skip_empty()
+    }
+
+    fn next(&mut self) -> Result<()> {
+        if let Some(c) = self.cur.as_mut() {
+            c.next()?;
+        }
+        self.skip_empty()
+    }
+
+    fn key(&self) -> &[u8] {
+        self.cur.as_ref().expect("valid").key()
+    }
+
+    fn value(&self) -> &[u8] {
+        self.cur.as_ref().expect("valid").value()
+    }
+}
+
+/// One iterator per memtable, per L0 file and per deeper level.
+pub(crate) fn children(view: &ReadView, cause: IoCause) -> Result<Vec<Box<dyn InternalIterator>>> {
+    let mut c: Vec<Box<dyn InternalIterator>> = Vec::new();
+    for m in &view.mems {
+        c.push(Box::new(m.iter()));
+    }
+    let v: &Version = &view.version;
+    for f in &v.levels[0] {
+        c.push(Box::new(f.table()?.iter(cause)));
+    }
+    for files in v.levels.iter().skip(1) {
+        if !files.is_empty() {
+            c.push(Box::new(LevelIter::new(files.clone(), cause)));
+        }
+    }
+    Ok(c)
+}
+
+/// Walks the newest visible version of each user key.
+struct Visible {
+    merged: MergingIterator,
+    seq: SeqNo,
+    last_key: Option<Vec<u8>>,
+}
+
+impl Visible {
+    /// Next live entry as (user key, kind, raw value), tombstones skipped.
+    fn next_entry(&mut self) -> Result<Option<(Vec<u8>, ValueKind, Vec<u8>)>> {
+        while self.merged.valid() {
+            let ikey = self.merged.key();
+            let p = parse_internal_key(ikey)
+                .ok_or_else(|| Error::corruption("<scan>", "malformed internal key"))?;
+            let skip = p.seq > self.seq || self.last_key.as_deref() == Some(p.user_key);
+            if skip {
+                self.merged.next()?;
+                continue;
+            }
+            self.last_key = Some(p.user_key.to_vec());
+            let out = (p.user_key.to_vec(), p.kind, self.merged.value().to_vec());
+            self.merged.next()?;
+            if out.1 != ValueKind::Deletion {
+                return Ok(Some(out));
+            }
+        }
+        Ok(None)
+    }
+}
+
+/// Iterator over `(key, value)` pairs of a range, in key order.
+pub struct DbIter {
+    inner: Arc<Inner>,
+    visible: Visible,
+    version: Arc<Version>,
+    pinned: Option<Arc<BTreeMap<u64, Arc<BlobFile>>>>,
+    upper: Bound<Vec<u8>>,
+    done: bool,
+}
+
+impl DbIter {
+    pub(crate) fn new(
+        inner: &Arc<Inner>,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        snap: Option<&Snapshot>,
+    ) -> Result<DbIter> {
+        let view = ReadView::take(inner);
+        let seq = snap.map_or_else(|| inner.visible_seq.load(Ordering::Acquire), |s| s.seq());
+        let mut merged = MergingIterator::new(children(&view, IoCause::ClientRead)?);
+        let mut last_key = None;
+        match lower {
+            Bound::Unbounded => merged.seek_to_first()?,
+            Bound::Included(k) => merged.seek(&seek_key(k, seq))?,
+            Bound::Excluded(k) => {
+                merged.seek(&seek_key(k, seq))?;
+                last_key = Some(k.to_vec());
+            }
+        }
+        Ok(DbIter {
+            inner: inner.clone(),
+            visible: Visible {
+                merged,
+                seq,
+                last_key,
+            },
+            version: view.version,
+            pinned: snap.map(|s| Arc::new(s.blobs().clone())),
+            upper: match upper {
+                Bound::Included(k) => Bound::Included(k.to_vec()),
+                Bound::Excluded(k) => Bound::Excluded(k.to_vec()),
+                Bound::Unbounded => Bound::Unbounded,
+            },
+            done: false,
+        })
+    }
+
+    fn step(&mut self) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+        let Some((key, kind, value)) = self.visible.next_entry()? else {
+            return Ok(None);
+        };
+        let within = match &self.upper {
+            Bound::Included(u) => key <= *u,
+            Bound::Excluded(u) => key < *u,
+            Bound::Unbounded => true,
+        };
+        if !within {
+            return Ok(None);
+        }
+        let value = if kind == ValueKind::Pointer {
+            let (ptr, _) = ValuePointer::decode(&self.inner.dir, &value)?;
+            read_pointer(
+                &self.inner,
+                &self.version.blobs,
+                self.pinned.as_deref(),
+                &key,
+                &ptr,
+            )?
+        } else {
+            value
+        };
+        Ok(Some((key, value)))
+    }
+}
+
+impl Iterator for DbIter {
+    type Item = Result<(Vec<u8>, Vec<u8>)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        match self.step() {
+            Ok(Some(kv)) => Some(Ok(kv)),
+            Ok(None) => {
+                self.done = true;
+                None
+            }
+            Err(e) => {
+                self.done = true;
+                Some(Err(e))
+            }
+        }
+    }
+}
+
+/// Sum of key and value lengths of the newest visible versions, without reading values.
+pub(crate) fn live_bytes(inner: &Arc<Inner>) -> Result<u64> {
+    let view = ReadView::take(inner);
+    let mut v = Visible {
+        merged: MergingIterator::new(children(&view, IoCause::Other)?),
+        seq: inner.visible_seq.load(Ordering::Acquire),
+        last_key: None,
+    };
+    v.merged.seek_to_first()?;
+    let mut total = 0u64;
+    while let Some((key, kind, value)) = v.next_entry()? {
+        total += key.len() as u64;
+        total += match kind {
+            ValueKind::Pointer => ValuePointer::decode(&inner.dir, &value)?
+                .0
+                .value_len(key.len()),
+            _ => value.len() as u64,
+        };
+    }
+    Ok(total)
+}

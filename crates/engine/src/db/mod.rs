@@ -1,0 +1,364 @@
+//! The database handle.
+//!
+//! Data path: a write is appended to the WAL and inserted into the memtable by the group-
+//! commit leader ([`write`]); a full memtable becomes immutable and the flush thread writes
+//! it to an L0 table (values split into value files by the GC policy); compaction threads
+//! merge levels ([`background`]); a read looks in the memtable, the immutable memtables,
+//! then the levels, and follows a value pointer into its value file ([`read`]). Opening
+//! replays the manifest and the WALs and removes files no version refers to ([`recovery`]).
+
+mod background;
+mod iter;
+mod read;
+mod recovery;
+mod snapshot;
+mod write;
+
+pub use iter::DbIter;
+pub use snapshot::Snapshot;
+
+use crate::batch::WriteBatch;
+use crate::cache::BlockCache;
+use crate::error::{Error, Result};
+use crate::io::Storage;
+use crate::memtable::Memtable;
+use crate::options::{Options, WriteOptions};
+use crate::stats::{DbStats, EngineCounters, LevelStats, ValueFileStats};
+use crate::types::SeqNo;
+use crate::version::{Version, VersionSet};
+use crate::vlog::gc::GcPolicy;
+use crate::wal::LogWriter;
+use parking_lot::{Condvar, Mutex};
+use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::ops::Bound;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+pub fn wal_file_name(dir: &Path, number: u64) -> PathBuf {
+    dir.join(format!("{number:06}.wal"))
+}
+
+/// State guarded by the main mutex.
+pub(crate) struct State {
+    pub mem: Arc<Memtable>,
+    /// Oldest first.
+    pub imm: VecDeque<Arc<Memtable>>,
+    pub versions: VersionSet,
+    /// Table files inputs of a running compaction.
+    pub busy_tables: HashSet<u64>,
+    /// Value files a running GC job reads.
+    pub busy_blobs: HashSet<u64>,
+    /// Table files a compaction must pick first (GC-forced or manual).
+    pub forced: HashSet<u64>,
+    /// Live snapshots: sequence number -> count.
+    pub snapshots: BTreeMap<SeqNo, usize>,
+    pub bg_error: Option<String>,
+    pub flushing: bool,
+    pub running_compactions: usize,
+    pub running_gc: bool,
+    /// Manual compactions in progress hold back automatic ones.
+    pub manual: bool,
+    pub live_user_bytes: Option<u64>,
+}
+
+pub(crate) struct Inner {
+    pub dir: PathBuf,
+    pub opts: Options,
+    pub storage: Arc<dyn Storage>,
+    pub cache: Arc<BlockCache>,
+    pub gc: Box<dyn GcPolicy>,
+    pub state: Mutex<State>,
+    /// Signalled whenever background work may have become possible or finished.
+    pub bg_cv: Condvar,
+    pub writers: Mutex<VecDeque<Arc<write::Writer>>>,
+    pub writers_cv: Condvar,
+    pub wal: Mutex<Option<LogWriter>>,
+    /// Last sequence number assigned (only the write leader advances it).
+    pub last_seq: AtomicU64,
+    /// Last sequence number whose write is fully in the memtable.
+    pub visible_seq: AtomicU64,
+    pub counters: EngineCounters,
+    pub shutdown: AtomicBool,
+    _lock: std::fs::File,
+}
+
+/// An open database. `Send + Sync`: share it between threads (e.g. in an `Arc`).
+pub struct DB {
+    inner: Arc<Inner>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl DB {
+    /// Opens (or creates) the database in `path`.
+    pub fn open(path: impl AsRef<Path>, opts: Options) -> Result<DB> {
+        opts.validate()?;
+        let inner = Arc::new(recovery::open(path.as_ref(), opts)?);
+        let threads = background::start(&inner);
+        Ok(DB {
+            inner,
+            threads: Mutex::new(threads),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.inner.dir
+    }
+
+    pub fn options(&self) -> &Options {
+        &self.inner.opts
+    }
+
+    pub fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        let mut b = WriteBatch::new();
+        b.put(key, value);
+        self.write(b, &self.default_write_options())
+    }
+
+    pub fn put_opt(&self, key: &[u8], value: &[u8], o: &WriteOptions) -> Result<()> {
+        let mut b = WriteBatch::new();
+        b.put(key, value);
+        self.write(b, o)
+    }
+
+    pub fn delete(&self, key: &[u8]) -> Result<()> {
+        let mut b = WriteBatch::new();
+        b.delete(key);
+        self.write(b, &self.default_write_options())
+    }
+
+    pub fn delete_opt(&self, key: &[u8], o: &WriteOptions) -> Result<()> {
+        let mut b = WriteBatch::new();
+        b.delete(key);
+        self.write(b, o)
+    }
+
+    fn default_write_options(&self) -> WriteOptions {
+        WriteOptions {
+            sync: self.inner.opts.sync_writes,
+        }
+    }
+
+    /// Applies `batch` atomically; returns once it is in the WAL (synced if `o.sync`) and
+    /// visible to readers.
+    pub fn write(&self, batch: WriteBatch, o: &WriteOptions) -> Result<()> {
+        self.check_batch(&batch)?;
+        write::write(&self.inner, batch, o.sync)
+    }
+
+    fn check_batch(&self, b: &WriteBatch) -> Result<()> {
+        let o = &self.inner.opts;
+        for e in b.iter() {
+            if e.key.is_empty() {
+                return Err(Error::EmptyKey);
+            }
+            if e.key.len() > o.max_key_size {
+                return Err(Error::KeyTooLarge {
+                    len: e.key.len(),
+                    max: o.max_key_size,
+                });
+            }
+            if e.value.len() > o.max_value_size {
+                return Err(Error::ValueTooLarge {
+                    len: e.value.len(),
+                    max: o.max_value_size,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        read::get(&self.inner, key, None)
+    }
+
+    /// Reads `key` as of `snap`.
+    pub fn get_at(&self, key: &[u8], snap: &Snapshot) -> Result<Option<Vec<u8>>> {
+        read::get(&self.inner, key, Some(snap))
+    }
+
+    /// A consistent point-in-time view for `get_at` and `scan_at`.
+    pub fn snapshot(&self) -> Snapshot {
+        Snapshot::new(&self.inner)
+    }
+
+    /// Forward scan of the newest versions with user keys in the given bounds.
+    pub fn scan(&self, lower: Bound<&[u8]>, upper: Bound<&[u8]>) -> Result<DbIter> {
+        iter::DbIter::new(&self.inner, lower, upper, None)
+    }
+
+    pub fn scan_at(
+        &self,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        snap: &Snapshot,
+    ) -> Result<DbIter> {
+        iter::DbIter::new(&self.inner, lower, upper, Some(snap))
+    }
+
+    /// Flushes the memtable to a table file and waits for it.
+    pub fn flush(&self) -> Result<()> {
+        write::force_switch(&self.inner)?;
+        background::wait_flushed(&self.inner)
+    }
+
+    /// Compacts every level overlapping [start, end] down to the last level it reaches.
+    pub fn compact_range(&self, start: Option<&[u8]>, end: Option<&[u8]>) -> Result<()> {
+        self.flush()?;
+        background::compact_range(&self.inner, start, end)
+    }
+
+    /// Waits until no flush, compaction or GC is pending or running.
+    pub fn wait_idle(&self) -> Result<()> {
+        background::wait_idle(&self.inner)
+    }
+
+    /// Exact live user bytes (key + value of each newest visible version), by a scan of the
+    /// tree that does not read value files. Also recorded for `stats()`.
+    pub fn measure_live_bytes(&self) -> Result<u64> {
+        let n = iter::live_bytes(&self.inner)?;
+        self.inner.state.lock().live_user_bytes = Some(n);
+        Ok(n)
+    }
+
+    pub fn stats(&self) -> DbStats {
+        stats(&self.inner)
+    }
+
+    /// The current version (for tools and tests).
+    pub fn version(&self) -> Arc<Version> {
+        self.inner.state.lock().versions.current()
+    }
+
+    /// Stops background work and closes the files. Unflushed writes stay in the WAL (or are
+    /// flushed now if the WAL is off).
+    pub fn close(self) -> Result<()> {
+        self.shutdown()
+    }
+
+    fn shutdown(&self) -> Result<()> {
+        let inner = &self.inner;
+        let mut result = Ok(());
+        if !inner.opts.use_wal && !inner.shutdown.load(Ordering::SeqCst) {
+            result = self.flush();
+        }
+        {
+            let _st = inner.state.lock();
+            inner.shutdown.store(true, Ordering::SeqCst);
+            inner.bg_cv.notify_all();
+        }
+        for t in self.threads.lock().drain(..) {
+            let _ = t.join();
+        }
+        if let Some(w) = inner.wal.lock().as_mut() {
+            if let Err(e) = w.flush() {
+                result = result.and(Err(e));
+            }
+        }
+        result
+    }
+}
+
+impl Drop for DB {
+    fn drop(&mut self) {
+        let _ = self.shutdown();
+    }
+}
+
+fn stats(inner: &Inner) -> DbStats {
+    let st = inner.state.lock();
+    let v = st.versions.current();
+    let mem_bytes: usize =
+        st.mem.approximate_size() + st.imm.iter().map(|m| m.approximate_size()).sum::<usize>();
+    let live = st.live_user_bytes;
+    drop(st);
+    let c = &inner.counters;
+    let io = inner.storage.stats().snapshot();
+    let user = EngineCounters::get(&c.user_bytes_written);
+    let wal_bytes = inner
+        .storage
+        .list(&inner.dir)
+        .unwrap_or_default()
+        .iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "wal"))
+        .filter_map(|p| inner.storage.file_size(p).ok())
+        .sum();
+    let tree_bytes = v.tree_bytes();
+    let value_file_bytes = v.blob_bytes();
+    let disk_bytes = tree_bytes + value_file_bytes + wal_bytes;
+    DbStats {
+        policy: inner.gc.name().to_string(),
+        write_amplification: if user == 0 {
+            0.0
+        } else {
+            io.total_written() as f64 / user as f64
+        },
+        io,
+        user_bytes_written: user,
+        puts: EngineCounters::get(&c.puts),
+        deletes: EngineCounters::get(&c.deletes),
+        gets: EngineCounters::get(&c.gets),
+        live_user_bytes: live,
+        space_amplification: live
+            .filter(|&l| l > 0)
+            .map(|l| disk_bytes as f64 / l as f64),
+        disk_bytes,
+        tree_bytes,
+        value_file_bytes,
+        wal_bytes,
+        memtable_bytes: mem_bytes as u64,
+        stall_micros: EngineCounters::get(&c.stall_micros),
+        stall_count: EngineCounters::get(&c.stall_count),
+        write_groups: EngineCounters::get(&c.write_groups),
+        flushes: EngineCounters::get(&c.flushes),
+        compactions: EngineCounters::get(&c.compactions),
+        gc_jobs: EngineCounters::get(&c.gc_jobs),
+        gc_relocated_bytes: EngineCounters::get(&c.gc_relocated_bytes),
+        gc_writeback_entries: EngineCounters::get(&c.gc_writeback_entries),
+        levels: v
+            .levels
+            .iter()
+            .enumerate()
+            .map(|(level, f)| LevelStats {
+                level,
+                files: f.len(),
+                bytes: v.level_bytes(level),
+            })
+            .collect(),
+        value_files: v
+            .blobs
+            .values()
+            .map(|b| ValueFileStats {
+                number: b.number,
+                bytes: b.size,
+                entries: b.entries,
+                live_bytes: b.live_bytes(),
+                garbage_bytes: b.garbage_bytes(),
+            })
+            .collect(),
+        cache: inner.cache.stats(),
+    }
+}
+
+impl Inner {
+    /// The smallest sequence number a reader may still read at.
+    pub fn smallest_snapshot(&self, st: &State) -> SeqNo {
+        st.snapshots
+            .keys()
+            .next()
+            .copied()
+            .unwrap_or_else(|| self.visible_seq.load(Ordering::Acquire))
+    }
+
+    pub fn new_file_number(&self) -> u64 {
+        self.state.lock().versions.new_file_number()
+    }
+
+    pub fn set_bg_error(&self, st: &mut State, e: &Error) {
+        if st.bg_error.is_none() {
+            st.bg_error = Some(e.to_string());
+        }
+        self.bg_cv.notify_all();
+    }
+}

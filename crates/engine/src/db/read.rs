@@ -1,0 +1,100 @@
+//! Point reads: memtable, immutable memtables (newest first), then the levels; a pointer is
+//! followed into its value file.
+
+use super::{Inner, Snapshot};
+use crate::error::{Error, Result};
+use crate::io::IoCause;
+use crate::memtable::seek_key;
+use crate::stats::EngineCounters;
+use crate::types::{SeqNo, ValueKind};
+use crate::version::{Found, Version};
+use crate::vlog::{BlobFile, ValuePointer};
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+/// What a reader needs, taken under the lock in one step so that it is consistent.
+pub(crate) struct ReadView {
+    pub mems: Vec<Arc<crate::memtable::Memtable>>,
+    pub version: Arc<Version>,
+}
+
+impl ReadView {
+    pub fn take(inner: &Inner) -> ReadView {
+        let st = inner.state.lock();
+        let mut mems = Vec::with_capacity(1 + st.imm.len());
+        mems.push(st.mem.clone());
+        mems.extend(st.imm.iter().rev().cloned());
+        ReadView {
+            mems,
+            version: st.versions.current(),
+        }
+    }
+
+    pub fn lookup(&self, key: &[u8], seq: SeqNo) -> Result<Option<Found>> {
+        for m in &self.mems {
+            if let Some(f) = m.get(key, seq) {
+                return Ok(Some(Found {
+                    kind: f.kind,
+                    seq: f.seq,
+                    value: f.value,
+                }));
+            }
+        }
+        self.version
+            .get(key, &seek_key(key, seq), IoCause::ClientRead)
+    }
+}
+
+/// The newest entry for `key` visible at `seq`, pointer unresolved.
+pub(crate) fn lookup(inner: &Inner, key: &[u8], seq: SeqNo) -> Result<Option<Found>> {
+    ReadView::take(inner).lookup(key, seq)
+}
+
+pub(crate) fn get(inner: &Inner, key: &[u8], snap: Option<&Snapshot>) -> Result<Option<Vec<u8>>> {
+    EngineCounters::add(&inner.counters.gets, 1);
+    let view = ReadView::take(inner);
+    let seq = snap.map_or_else(|| inner.visible_seq.load(Ordering::Acquire), |s| s.seq());
+    let Some(found) = view.lookup(key, seq)? else {
+        return Ok(None);
+    };
+    let pinned = snap.map(|s| s.blobs());
+    resolve(inner, &view.version.blobs, pinned, key, found)
+}
+
+/// Turns a found entry into the user's value.
+pub(crate) fn resolve(
+    inner: &Inner,
+    blobs: &BTreeMap<u64, Arc<BlobFile>>,
+    pinned: Option<&BTreeMap<u64, Arc<BlobFile>>>,
+    key: &[u8],
+    found: Found,
+) -> Result<Option<Vec<u8>>> {
+    match found.kind {
+        ValueKind::Deletion => Ok(None),
+        ValueKind::Value => Ok(Some(found.value)),
+        ValueKind::Pointer => {
+            let (ptr, _) = ValuePointer::decode(&inner.dir, &found.value)?;
+            read_pointer(inner, blobs, pinned, key, &ptr).map(Some)
+        }
+    }
+}
+
+pub(crate) fn read_pointer(
+    inner: &Inner,
+    blobs: &BTreeMap<u64, Arc<BlobFile>>,
+    pinned: Option<&BTreeMap<u64, Arc<BlobFile>>>,
+    key: &[u8],
+    ptr: &ValuePointer,
+) -> Result<Vec<u8>> {
+    let file = blobs
+        .get(&ptr.file)
+        .or_else(|| pinned.and_then(|p| p.get(&ptr.file)))
+        .ok_or_else(|| {
+            Error::corruption(
+                &inner.dir,
+                format!("value pointer to value file {} which is not live", ptr.file),
+            )
+        })?;
+    file.read(ptr, key, IoCause::ClientRead)
+}

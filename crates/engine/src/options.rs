@@ -1,0 +1,300 @@
+//! Engine options, validated at open. Defaults follow RocksDB where the papers do not say
+//! otherwise (64 MiB memtable, growth factor 10, L0 trigger 4, 10 Bloom bits per key).
+
+use crate::error::{Error, Result};
+use crate::io::Storage;
+use std::fmt;
+use std::str::FromStr;
+use std::sync::Arc;
+
+/// Which value-file garbage-collection policy runs (see [`crate::vlog::gc`]).
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "policy", rename_all = "snake_case")]
+pub enum GcPolicyConfig {
+    /// No key-value separation: values stay in the tree ("RocksDB-std" of paper 000).
+    Inline,
+    /// RocksDB's integrated BlobDB: compaction relocates values that live in the oldest
+    /// `age_cutoff` fraction of value files; when the oldest files' garbage ratio reaches
+    /// `force_threshold`, the table files pointing into them are compacted.
+    BlobDb {
+        age_cutoff: f64,
+        force_threshold: f64,
+    },
+    /// Titan: a value file whose garbage ratio reaches `garbage_ratio` is collected; valid
+    /// values (checked by a tree lookup) are rewritten and their new pointers written back
+    /// through the write path.
+    Titan { garbage_ratio: f64 },
+}
+
+impl GcPolicyConfig {
+    pub const NAMES: [&'static str; 3] = ["inline", "blobdb", "titan"];
+
+    pub fn name(&self) -> &'static str {
+        match self {
+            GcPolicyConfig::Inline => "inline",
+            GcPolicyConfig::BlobDb { .. } => "blobdb",
+            GcPolicyConfig::Titan { .. } => "titan",
+        }
+    }
+
+    pub fn blobdb() -> Self {
+        GcPolicyConfig::BlobDb {
+            age_cutoff: 0.8,
+            force_threshold: 0.2,
+        }
+    }
+
+    pub fn titan() -> Self {
+        GcPolicyConfig::Titan { garbage_ratio: 0.2 }
+    }
+
+    /// Whether values at or above `min_blob_size` leave the tree.
+    pub fn separates_values(&self) -> bool {
+        !matches!(self, GcPolicyConfig::Inline)
+    }
+
+    fn validate(&self) -> Result<()> {
+        let ratio = |name: &'static str, v: f64| {
+            if (0.0..=1.0).contains(&v) {
+                Ok(())
+            } else {
+                Err(Error::InvalidOptions {
+                    name,
+                    detail: format!("{v} is not a fraction in [0, 1]"),
+                })
+            }
+        };
+        match *self {
+            GcPolicyConfig::Inline => Ok(()),
+            GcPolicyConfig::BlobDb {
+                age_cutoff,
+                force_threshold,
+            } => {
+                ratio("gc.age_cutoff", age_cutoff)?;
+                ratio("gc.force_threshold", force_threshold)
+            }
+            GcPolicyConfig::Titan { garbage_ratio } => {
+                ratio("gc.garbage_ratio", garbage_ratio)?;
+                if garbage_ratio == 0.0 {
+                    return Err(Error::InvalidOptions {
+                        name: "gc.garbage_ratio",
+                        detail: "0 would collect files with no garbage forever".into(),
+                    });
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+impl Default for GcPolicyConfig {
+    fn default() -> Self {
+        GcPolicyConfig::blobdb()
+    }
+}
+
+impl fmt::Display for GcPolicyConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for GcPolicyConfig {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "inline" => Ok(GcPolicyConfig::Inline),
+            "blobdb" => Ok(GcPolicyConfig::blobdb()),
+            "titan" => Ok(GcPolicyConfig::titan()),
+            other => Err(Error::InvalidOptions {
+                name: "gc",
+                detail: format!(
+                    "unknown policy {other:?}; expected one of {}",
+                    Self::NAMES.join(", ")
+                ),
+            }),
+        }
+    }
+}
+
+/// Options fixed for the lifetime of an open database.
+#[derive(Clone)]
+pub struct Options {
+    pub create_if_missing: bool,
+    pub error_if_exists: bool,
+    /// Bytes of user data a memtable holds before it is switched and flushed.
+    pub memtable_size: usize,
+    /// Immutable memtables waiting for flush before writers stall.
+    pub max_immutable_memtables: usize,
+    pub l0_compaction_trigger: usize,
+    /// Writers stall while L0 has this many files.
+    pub l0_stop_writes_trigger: usize,
+    /// Size ratio between adjacent levels.
+    pub growth_factor: f64,
+    pub num_levels: usize,
+    /// Target size of L1; L(n) = level1_max_bytes * growth_factor^(n-1).
+    pub level1_max_bytes: u64,
+    /// Table files are cut at this size by flush and compaction.
+    pub target_file_size: u64,
+    pub block_size: usize,
+    pub bloom_bits_per_key: u32,
+    /// Bytes of table blocks the block cache holds.
+    pub block_cache_capacity: usize,
+    /// Background compaction threads (flush has its own thread).
+    pub background_compactions: usize,
+    /// Default for [`crate::WriteOptions::sync`].
+    pub sync_writes: bool,
+    /// Write-ahead logging. Off only for experiments that measure the tree alone (VAT).
+    pub use_wal: bool,
+    pub max_key_size: usize,
+    pub max_value_size: usize,
+    /// Values at least this large go to value files (unless the policy is `inline`).
+    pub min_blob_size: usize,
+    /// Value files are cut at this size.
+    pub blob_file_size: u64,
+    pub gc: GcPolicyConfig,
+    /// The device; `None` means plain files ([`crate::io::FileStorage`]).
+    pub storage: Option<Arc<dyn Storage>>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            create_if_missing: true,
+            error_if_exists: false,
+            memtable_size: 64 << 20,
+            max_immutable_memtables: 2,
+            l0_compaction_trigger: 4,
+            l0_stop_writes_trigger: 20,
+            growth_factor: 10.0,
+            num_levels: 7,
+            level1_max_bytes: 256 << 20,
+            target_file_size: 64 << 20,
+            block_size: 4096,
+            bloom_bits_per_key: 10,
+            block_cache_capacity: 64 << 20,
+            background_compactions: 1,
+            sync_writes: false,
+            use_wal: true,
+            max_key_size: 64 << 10,
+            max_value_size: 256 << 20,
+            min_blob_size: 512,
+            blob_file_size: 256 << 20,
+            gc: GcPolicyConfig::default(),
+            storage: None,
+        }
+    }
+}
+
+impl fmt::Debug for Options {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Options")
+            .field("memtable_size", &self.memtable_size)
+            .field("growth_factor", &self.growth_factor)
+            .field("num_levels", &self.num_levels)
+            .field("level1_max_bytes", &self.level1_max_bytes)
+            .field("target_file_size", &self.target_file_size)
+            .field("min_blob_size", &self.min_blob_size)
+            .field("blob_file_size", &self.blob_file_size)
+            .field("gc", &self.gc)
+            .field("use_wal", &self.use_wal)
+            .field("sync_writes", &self.sync_writes)
+            .finish_non_exhaustive()
+    }
+}
+
+fn invalid(name: &'static str, detail: impl Into<String>) -> Error {
+    Error::InvalidOptions {
+        name,
+        detail: detail.into(),
+    }
+}
+
+impl Options {
+    /// Checks every option; the error names the first bad one.
+    pub fn validate(&self) -> Result<()> {
+        if self.memtable_size < 4096 {
+            return Err(invalid("memtable_size", "must be at least 4096 bytes"));
+        }
+        if self.max_immutable_memtables == 0 {
+            return Err(invalid("max_immutable_memtables", "must be at least 1"));
+        }
+        if self.l0_compaction_trigger == 0 {
+            return Err(invalid("l0_compaction_trigger", "must be at least 1"));
+        }
+        if self.l0_stop_writes_trigger <= self.l0_compaction_trigger {
+            return Err(invalid(
+                "l0_stop_writes_trigger",
+                "must be larger than l0_compaction_trigger",
+            ));
+        }
+        if !(self.growth_factor > 1.0 && self.growth_factor.is_finite()) {
+            return Err(invalid(
+                "growth_factor",
+                format!("{} must be a finite number > 1", self.growth_factor),
+            ));
+        }
+        if !(2..=20).contains(&self.num_levels) {
+            return Err(invalid("num_levels", "must be between 2 and 20"));
+        }
+        if self.level1_max_bytes == 0 || self.target_file_size == 0 || self.blob_file_size == 0 {
+            return Err(invalid(
+                "level1_max_bytes/target_file_size/blob_file_size",
+                "sizes must be positive",
+            ));
+        }
+        if !(256..=(16 << 20)).contains(&self.block_size) {
+            return Err(invalid("block_size", "must be between 256 B and 16 MiB"));
+        }
+        if self.bloom_bits_per_key > 64 {
+            return Err(invalid("bloom_bits_per_key", "at most 64"));
+        }
+        if self.background_compactions == 0 {
+            return Err(invalid("background_compactions", "must be at least 1"));
+        }
+        if self.max_key_size == 0 || self.max_key_size > (1 << 30) {
+            return Err(invalid("max_key_size", "must be in 1..=1 GiB"));
+        }
+        if self.max_value_size > u32::MAX as usize {
+            return Err(invalid("max_value_size", "must fit in 32 bits"));
+        }
+        self.gc.validate()
+    }
+}
+
+/// Per-write options.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct WriteOptions {
+    /// fsync the WAL before the write is acknowledged.
+    pub sync: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_validate_and_bad_values_are_named() {
+        Options::default().validate().unwrap();
+        let o = Options {
+            growth_factor: 1.0,
+            ..Default::default()
+        };
+        match o.validate() {
+            Err(Error::InvalidOptions { name, .. }) => assert_eq!(name, "growth_factor"),
+            other => panic!("{other:?}"),
+        }
+        let o = Options {
+            gc: GcPolicyConfig::BlobDb {
+                age_cutoff: 1.5,
+                force_threshold: 0.2,
+            },
+            ..Default::default()
+        };
+        assert!(o.validate().is_err());
+        assert!("nope".parse::<GcPolicyConfig>().is_err());
+        for n in GcPolicyConfig::NAMES {
+            assert_eq!(n.parse::<GcPolicyConfig>().unwrap().name(), n);
+        }
+    }
+}

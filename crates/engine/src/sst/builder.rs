@@ -1,0 +1,205 @@
+//! Writes a table file: data blocks as entries arrive, then the filter, index and
+//! properties blocks and the footer (file layout in the module docs of [`crate::sst`]).
+
+use super::block::{Block, BlockBuilder};
+use super::filter::BloomFilterBuilder;
+use super::format::{block_checksum, BlockHandle, Footer, BLOCK_TYPE_UNCOMPRESSED};
+use super::properties::TableProperties;
+use crate::error::{Error, Result};
+use crate::io::WritableFile;
+use crate::types::{cmp_internal, parse_internal_key, ValueKind};
+use std::cmp::Ordering;
+use std::sync::Arc;
+
+/// How a table is laid out.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TableOptions {
+    /// Target size of a data block's contents; a block is cut once it reaches this size.
+    pub block_size: usize,
+    /// Bloom filter bits per user key; 0 writes no filter.
+    pub bloom_bits_per_key: u32,
+    /// A whole key is stored every this many entries of a data block.
+    pub restart_interval: usize,
+}
+
+impl TableOptions {
+    pub fn new() -> Self {
+        TableOptions {
+            block_size: 4096,
+            bloom_bits_per_key: 10,
+            restart_interval: 16,
+        }
+    }
+
+    pub fn block_size(mut self, bytes: usize) -> Self {
+        self.block_size = bytes;
+        self
+    }
+
+    pub fn bloom_bits_per_key(mut self, bits: u32) -> Self {
+        self.bloom_bits_per_key = bits;
+        self
+    }
+
+    pub fn restart_interval(mut self, n: usize) -> Self {
+        self.restart_interval = n;
+        self
+    }
+}
+
+impl Default for TableOptions {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Called with `(block offset, block)` for every data block right after it is written, so
+/// that a cache can be warmed with blocks that were never read (see
+/// [`BlockCache::warming_sink`](crate::cache::BlockCache::warming_sink)).
+pub type BlockSink = Box<dyn FnMut(u64, &Arc<Block>) + Send>;
+
+/// Index blocks restart at every entry: they are small and a seek in them must be exact.
+const INDEX_RESTART_INTERVAL: usize = 1;
+
+/// Builds one table file from entries in increasing internal-key order.
+pub struct TableBuilder {
+    file: Box<dyn WritableFile>,
+    opts: TableOptions,
+    data_block: BlockBuilder,
+    index_block: BlockBuilder,
+    filter: BloomFilterBuilder,
+    props: TableProperties,
+    /// Bytes written so far: the offset of the next block.
+    offset: u64,
+    sink: Option<BlockSink>,
+}
+
+impl TableBuilder {
+    pub fn new(file: Box<dyn WritableFile>, opts: TableOptions) -> Self {
+        TableBuilder {
+            data_block: BlockBuilder::new(opts.restart_interval),
+            index_block: BlockBuilder::new(INDEX_RESTART_INTERVAL),
+            filter: BloomFilterBuilder::new(opts.bloom_bits_per_key),
+            props: TableProperties::default(),
+            offset: file.len(),
+            file,
+            opts,
+            sink: None,
+        }
+    }
+
+    /// Registers a callback that sees every data block as it is written.
+    pub fn set_block_sink(&mut self, sink: BlockSink) {
+        self.sink = Some(sink);
+    }
+
+    /// Appends an entry. `ikey` must be a well-formed internal key, strictly greater than
+    /// the previous one in [`cmp_internal`] order.
+    pub fn add(&mut self, ikey: &[u8], value: &[u8]) -> Result<()> {
+        let parsed = parse_internal_key(ikey).ok_or_else(|| {
+            Error::corruption(
+                self.file.path(),
+                format!(
+                    "table builder given a malformed internal key of {} bytes",
+                    ikey.len()
+                ),
+            )
+        })?;
+        debug_assert!(
+            self.props.num_entries == 0
+                || cmp_internal(&self.props.largest_key, ikey) == Ordering::Less,
+            "table keys must be strictly increasing"
+        );
+        let p = &mut self.props;
+        if p.num_entries == 0 {
+            p.smallest_key = ikey.to_vec();
+            p.smallest_seq = parsed.seq;
+            p.largest_seq = parsed.seq;
+        }
+        p.smallest_seq = p.smallest_seq.min(parsed.seq);
+        p.largest_seq = p.largest_seq.max(parsed.seq);
+        p.largest_key.clear();
+        p.largest_key.extend_from_slice(ikey);
+        p.num_entries += 1;
+        p.raw_key_bytes += ikey.len() as u64;
+        p.raw_value_bytes += value.len() as u64;
+        match parsed.kind {
+            ValueKind::Deletion => p.num_deletions += 1,
+            ValueKind::Pointer => p.num_pointers += 1,
+            ValueKind::Value => {}
+        }
+        self.filter.add_key(parsed.user_key);
+        self.data_block.add(ikey, value);
+        if self.data_block.current_size_estimate() >= self.opts.block_size {
+            self.flush_data_block()?;
+        }
+        Ok(())
+    }
+
+    /// Bytes the file would have if finished now, not counting filter, index and footer.
+    pub fn estimated_size(&self) -> u64 {
+        self.offset + self.data_block.current_size_estimate() as u64
+    }
+
+    pub fn num_entries(&self) -> u64 {
+        self.props.num_entries
+    }
+
+    /// Writes the pending data block and records it in the index. The index key is the
+    /// block's last key: the first block whose last key is >= a target holds the target's
+    /// position.
+    fn flush_data_block(&mut self) -> Result<()> {
+        if self.data_block.is_empty() {
+            return Ok(());
+        }
+        let last_key = self.data_block.last_key().to_vec();
+        let contents = self.data_block.finish();
+        let handle = self.write_block(&contents)?;
+        let mut encoded = Vec::with_capacity(20);
+        handle.encode_to(&mut encoded);
+        self.index_block.add(&last_key, &encoded);
+        self.props.num_data_blocks += 1;
+        if let Some(sink) = self.sink.as_mut() {
+            match Block::new(contents) {
+                Ok(block) => sink(handle.offset, &Arc::new(block)),
+                Err(e) => debug_assert!(false, "builder produced a malformed block: {e}"),
+            }
+        }
+        Ok(())
+    }
+
+    /// Appends block contents plus the type/checksum trailer.
+    fn write_block(&mut self, contents: &[u8]) -> Result<BlockHandle> {
+        let handle = BlockHandle::new(self.offset, contents.len() as u64);
+        let mut trailer = [BLOCK_TYPE_UNCOMPRESSED, 0, 0, 0, 0];
+        trailer[1..]
+            .copy_from_slice(&block_checksum(contents, BLOCK_TYPE_UNCOMPRESSED).to_le_bytes());
+        self.file.append(contents)?;
+        self.file.append(&trailer)?;
+        self.offset += (contents.len() + trailer.len()) as u64;
+        Ok(handle)
+    }
+
+    /// Writes the remaining blocks and the footer, syncs the file, and returns the
+    /// properties of the finished table.
+    pub fn finish(mut self) -> Result<TableProperties> {
+        self.flush_data_block()?;
+        let filter = self.filter.finish();
+        let filter = self.write_block(&filter)?;
+        let index = self.index_block.finish();
+        let index = self.write_block(&index)?;
+        let props = self.props.encode();
+        let properties = self.write_block(&props)?;
+        let footer = Footer {
+            index,
+            filter,
+            properties,
+        }
+        .encode();
+        self.file.append(&footer)?;
+        self.offset += footer.len() as u64;
+        self.file.sync()?;
+        self.props.file_size = self.offset;
+        Ok(self.props)
+    }
+}

@@ -1,0 +1,88 @@
+//! The iterator interface shared by every sorted source in the engine: memtables, table
+//! files, blocks, and the merging iterator that combines them.
+//!
+//! Keys are internal keys ordered by [`cmp_internal`](crate::types::cmp_internal). Methods
+//! that move the cursor return `Result` because moving may read a block from storage; the
+//! accessors borrow the current entry and are only meaningful while [`valid`] is true.
+//!
+//! [`valid`]: InternalIterator::valid
+
+use crate::error::Result;
+
+pub use super::merge::MergingIterator;
+
+/// A cursor over entries in internal-key order.
+pub trait InternalIterator: Send {
+    fn valid(&self) -> bool;
+    fn seek_to_first(&mut self) -> Result<()>;
+    /// Positions at the first entry with internal key >= target.
+    fn seek(&mut self, target: &[u8]) -> Result<()>;
+    fn next(&mut self) -> Result<()>;
+    /// Valid only while valid().
+    fn key(&self) -> &[u8];
+    fn value(&self) -> &[u8];
+}
+
+impl<I: InternalIterator + ?Sized> InternalIterator for Box<I> {
+    fn valid(&self) -> bool {
+        (**self).valid()
+    }
+    fn seek_to_first(&mut self) -> Result<()> {
+        (**self).seek_to_first()
+    }
+    fn seek(&mut self, target: &[u8]) -> Result<()> {
+        (**self).seek(target)
+    }
+    fn next(&mut self) -> Result<()> {
+        (**self).next()
+    }
+    fn key(&self) -> &[u8] {
+        (**self).key()
+    }
+    fn value(&self) -> &[u8] {
+        (**self).value()
+    }
+}
+
+/// An iterator over an owned, already sorted list of entries. Handy in tests and for small
+/// in-memory sources; the entries must be in strictly increasing internal order.
+#[derive(Debug, Default)]
+pub struct VecIterator {
+    entries: Vec<(Vec<u8>, Vec<u8>)>,
+    pos: usize,
+}
+
+impl VecIterator {
+    pub fn new(entries: Vec<(Vec<u8>, Vec<u8>)>) -> Self {
+        let pos = entries.len();
+        VecIterator { entries, pos }
+    }
+}
+
+impl InternalIterator for VecIterator {
+    fn valid(&self) -> bool {
+        self.pos < self.entries.len()
+    }
+    fn seek_to_first(&mut self) -> Result<()> {
+        self.pos = 0;
+        Ok(())
+    }
+    fn seek(&mut self, target: &[u8]) -> Result<()> {
+        self.pos = self.entries.partition_point(|(k, _)| {
+            crate::types::cmp_internal(k, target) == std::cmp::Ordering::Less
+        });
+        Ok(())
+    }
+    fn next(&mut self) -> Result<()> {
+        if self.valid() {
+            self.pos += 1;
+        }
+        Ok(())
+    }
+    fn key(&self) -> &[u8] {
+        self.entries.get(self.pos).map_or(&[], |(k, _)| k)
+    }
+    fn value(&self) -> &[u8] {
+        self.entries.get(self.pos).map_or(&[], |(_, v)| v)
+    }
+}

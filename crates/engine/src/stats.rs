@@ -1,0 +1,90 @@
+//! Counters every experiment reads: bytes by cause (from the I/O layer), user bytes, and
+//! the shape of the tree and the value files.
+
+use crate::cache::CacheStats;
+use crate::io::IoStatsSnapshot;
+use serde::{Deserialize, Serialize};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+/// Engine-side counters, updated lock-free.
+#[derive(Default)]
+pub(crate) struct EngineCounters {
+    pub user_bytes_written: AtomicU64,
+    pub puts: AtomicU64,
+    pub deletes: AtomicU64,
+    pub gets: AtomicU64,
+    pub stall_micros: AtomicU64,
+    pub stall_count: AtomicU64,
+    pub flushes: AtomicU64,
+    pub compactions: AtomicU64,
+    pub gc_jobs: AtomicU64,
+    pub gc_relocated_bytes: AtomicU64,
+    pub gc_writeback_entries: AtomicU64,
+    pub write_groups: AtomicU64,
+}
+
+impl EngineCounters {
+    pub fn add(c: &AtomicU64, n: u64) {
+        c.fetch_add(n, Relaxed);
+    }
+    pub fn get(c: &AtomicU64) -> u64 {
+        c.load(Relaxed)
+    }
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct LevelStats {
+    pub level: usize,
+    pub files: usize,
+    pub bytes: u64,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct ValueFileStats {
+    pub number: u64,
+    pub bytes: u64,
+    pub entries: u64,
+    pub live_bytes: u64,
+    pub garbage_bytes: u64,
+}
+
+/// Everything `DB::stats` reports.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct DbStats {
+    pub policy: String,
+    pub io: IoStatsSnapshot,
+    /// Key and value bytes the user handed to put (and key bytes of deletes).
+    pub user_bytes_written: u64,
+    pub puts: u64,
+    pub deletes: u64,
+    pub gets: u64,
+    /// Bytes written to files (all causes) / user bytes.
+    pub write_amplification: f64,
+    /// Exact live user bytes, as last measured by `DB::measure_live_bytes`.
+    pub live_user_bytes: Option<u64>,
+    /// Bytes on disk / live user bytes (needs `live_user_bytes`).
+    pub space_amplification: Option<f64>,
+    pub disk_bytes: u64,
+    pub tree_bytes: u64,
+    pub value_file_bytes: u64,
+    pub wal_bytes: u64,
+    pub memtable_bytes: u64,
+    pub stall_micros: u64,
+    pub stall_count: u64,
+    pub write_groups: u64,
+    pub flushes: u64,
+    pub compactions: u64,
+    pub gc_jobs: u64,
+    pub gc_relocated_bytes: u64,
+    pub gc_writeback_entries: u64,
+    pub levels: Vec<LevelStats>,
+    pub value_files: Vec<ValueFileStats>,
+    pub cache: CacheStats,
+}
+
+impl DbStats {
+    /// Bytes written for one cause.
+    pub fn written(&self, cause: crate::io::IoCause) -> u64 {
+        self.io.cause(cause).bytes_written
+    }
+}

@@ -1,0 +1,248 @@
+//! Versions: the set of live table files per level and live value files, replaced
+//! atomically by applying a [`VersionEdit`] recorded in the manifest ([`set`]).
+
+pub mod edit;
+pub mod picker;
+pub mod set;
+
+pub use edit::{FileMeta, VersionEdit};
+pub use set::VersionSet;
+
+use crate::cache::BlockCache;
+use crate::error::Result;
+use crate::io::{IoCause, Storage};
+use crate::sst::Table;
+use crate::types::{cmp_internal, parse_internal_key, user_key, SeqNo, ValueKind};
+use crate::vlog::BlobFile;
+use std::cmp::Ordering;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::{Arc, OnceLock};
+
+pub fn table_file_name(dir: &Path, number: u64) -> PathBuf {
+    dir.join(format!("{number:06}.sst"))
+}
+
+/// A table file as versions hold it; deleted from disk when obsolete and unreferenced.
+pub struct TableFile {
+    pub meta: FileMeta,
+    path: PathBuf,
+    table: OnceLock<Arc<Table>>,
+    obsolete: AtomicBool,
+    storage: Arc<dyn Storage>,
+    cache: Option<Arc<BlockCache>>,
+}
+
+impl TableFile {
+    pub fn new(
+        meta: FileMeta,
+        dir: &Path,
+        storage: Arc<dyn Storage>,
+        cache: Option<Arc<BlockCache>>,
+    ) -> Self {
+        TableFile {
+            path: table_file_name(dir, meta.number),
+            meta,
+            table: OnceLock::new(),
+            obsolete: AtomicBool::new(false),
+            storage,
+            cache,
+        }
+    }
+
+    pub fn number(&self) -> u64 {
+        self.meta.number
+    }
+
+    pub fn smallest_user_key(&self) -> &[u8] {
+        user_key(&self.meta.smallest)
+    }
+
+    pub fn largest_user_key(&self) -> &[u8] {
+        user_key(&self.meta.largest)
+    }
+
+    /// The open table, opened on first use.
+    pub fn table(&self) -> Result<&Arc<Table>> {
+        if let Some(t) = self.table.get() {
+            return Ok(t);
+        }
+        let f = self.storage.open(&self.path)?;
+        let t = Table::open(f, self.meta.number, self.cache.clone())?;
+        Ok(self.table.get_or_init(|| t))
+    }
+
+    pub(crate) fn mark_obsolete(&self) {
+        self.obsolete.store(true, Relaxed);
+    }
+
+    fn overlaps(&self, lo: &[u8], hi: &[u8]) -> bool {
+        self.largest_user_key() >= lo && self.smallest_user_key() <= hi
+    }
+}
+
+impl Drop for TableFile {
+    fn drop(&mut self) {
+        if self.obsolete.load(Relaxed) {
+            if let Some(c) = &self.cache {
+                c.erase_file(self.meta.number);
+            }
+            let _ = self.storage.remove(&self.path);
+        }
+    }
+}
+
+/// An entry found by a point lookup.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Found {
+    pub kind: ValueKind,
+    pub seq: SeqNo,
+    pub value: Vec<u8>,
+}
+
+/// An immutable snapshot of the tree's shape.
+#[derive(Clone)]
+pub struct Version {
+    /// Level 0 newest first (may overlap); levels 1.. sorted by key, disjoint.
+    pub levels: Vec<Vec<Arc<TableFile>>>,
+    pub blobs: Arc<BTreeMap<u64, Arc<BlobFile>>>,
+}
+
+impl Version {
+    pub fn empty(num_levels: usize) -> Self {
+        Version {
+            levels: vec![Vec::new(); num_levels],
+            blobs: Arc::new(BTreeMap::new()),
+        }
+    }
+
+    pub fn num_levels(&self) -> usize {
+        self.levels.len()
+    }
+
+    pub fn level_bytes(&self, level: usize) -> u64 {
+        self.levels[level].iter().map(|f| f.meta.size).sum()
+    }
+
+    pub fn tree_bytes(&self) -> u64 {
+        (0..self.levels.len()).map(|l| self.level_bytes(l)).sum()
+    }
+
+    pub fn blob_bytes(&self) -> u64 {
+        self.blobs.values().map(|b| b.size).sum()
+    }
+
+    /// The newest entry for `key` visible at `seq`, searching level by level.
+    pub fn get(&self, key: &[u8], seek: &[u8], cause: IoCause) -> Result<Option<Found>> {
+        for (level, files) in self.levels.iter().enumerate() {
+            let candidates: Vec<&Arc<TableFile>> = if level == 0 {
+                files.iter().filter(|f| f.overlaps(key, key)).collect()
+            } else {
+                let i = files.partition_point(|f| f.largest_user_key() < key);
+                files
+                    .get(i)
+                    .filter(|f| f.smallest_user_key() <= key)
+                    .into_iter()
+                    .collect()
+            };
+            for f in candidates {
+                let t = f.table()?;
+                if !t.may_contain(key) {
+                    continue;
+                }
+                if let Some((ikey, value)) = t.get(seek, cause)? {
+                    let p = parse_internal_key(&ikey).ok_or_else(|| {
+                        crate::Error::corruption(&f.path, "malformed internal key")
+                    })?;
+                    return Ok(Some(Found {
+                        kind: p.kind,
+                        seq: p.seq,
+                        value,
+                    }));
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// Files of `level` whose user-key range intersects [lo, hi].
+    pub fn overlapping(&self, level: usize, lo: &[u8], hi: &[u8]) -> Vec<Arc<TableFile>> {
+        self.levels[level]
+            .iter()
+            .filter(|f| f.overlaps(lo, hi))
+            .cloned()
+            .collect()
+    }
+
+    /// Builds the version that results from applying `edit`. Files removed by the edit are
+    /// marked obsolete.
+    pub fn apply(
+        &self,
+        edit: &VersionEdit,
+        dir: &Path,
+        storage: &Arc<dyn Storage>,
+        cache: &Option<Arc<BlockCache>>,
+    ) -> Version {
+        let mut levels = self.levels.clone();
+        for &(level, number) in &edit.deleted {
+            if let Some(i) = levels[level].iter().position(|f| f.number() == number) {
+                levels[level].remove(i).mark_obsolete();
+            }
+        }
+        for (level, meta) in &edit.added {
+            levels[*level].push(Arc::new(TableFile::new(
+                meta.clone(),
+                dir,
+                storage.clone(),
+                cache.clone(),
+            )));
+        }
+        for (level, files) in levels.iter_mut().enumerate() {
+            if level == 0 {
+                files.sort_by(|a, b| {
+                    b.meta
+                        .largest_seq
+                        .cmp(&a.meta.largest_seq)
+                        .then(b.number().cmp(&a.number()))
+                });
+            } else {
+                files.sort_by(|a, b| cmp_internal(&a.meta.smallest, &b.meta.smallest));
+            }
+        }
+        let mut blobs = (*self.blobs).clone();
+        for b in &edit.added_blobs {
+            blobs.insert(b.number, Arc::new(BlobFile::new(b, dir, storage.clone())));
+        }
+        for &(n, bytes, entries) in &edit.blob_garbage {
+            if let Some(b) = blobs.get(&n) {
+                b.add_garbage(bytes, entries);
+            }
+        }
+        for n in &edit.deleted_blobs {
+            if let Some(b) = blobs.remove(n) {
+                b.mark_obsolete();
+            }
+        }
+        Version {
+            levels,
+            blobs: Arc::new(blobs),
+        }
+    }
+
+    /// Checks the invariants of levels >= 1 (sorted, disjoint user-key ranges).
+    pub fn check_invariants(&self) -> std::result::Result<(), String> {
+        for (level, files) in self.levels.iter().enumerate().skip(1) {
+            for w in files.windows(2) {
+                if w[0].largest_user_key().cmp(w[1].smallest_user_key()) != Ordering::Less {
+                    return Err(format!(
+                        "level {level}: files {} and {} overlap",
+                        w[0].number(),
+                        w[1].number()
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,171 @@
+//! Leveled compaction picking, per file as RocksDB does.
+//!
+//! Each level has a score: L0 is its file count over the L0 trigger, level n >= 1 is its
+//! size over `level1_max_bytes * growth_factor^(n-1)`. The level with the highest score of
+//! at least 1 is compacted: all of L0 (its files overlap), or from level n >= 1 the one file
+//! whose overlap with level n+1 is smallest relative to its size (RocksDB's
+//! kMinOverlappingRatio), which keeps the rewritten bytes per compaction low. Files named
+//! in `forced` (BlobDB's force-GC targets, manual compactions) are picked first.
+
+use super::{TableFile, Version};
+use crate::options::Options;
+use std::collections::HashSet;
+use std::sync::Arc;
+
+/// One compaction: the inputs at `level` and their overlaps at `output_level`.
+pub struct Compaction {
+    pub level: usize,
+    pub output_level: usize,
+    pub inputs: Vec<Arc<TableFile>>,
+    pub overlaps: Vec<Arc<TableFile>>,
+    /// No level below `output_level` holds keys in the compaction's range, so tombstones
+    /// and overwritten versions can be dropped for good.
+    pub bottommost: bool,
+    pub reason: &'static str,
+}
+
+impl Compaction {
+    pub fn all_files(&self) -> impl Iterator<Item = &Arc<TableFile>> {
+        self.inputs.iter().chain(self.overlaps.iter())
+    }
+
+    pub fn input_bytes(&self) -> u64 {
+        self.all_files().map(|f| f.meta.size).sum()
+    }
+}
+
+/// Target size of `level` (>= 1).
+pub fn level_target(opts: &Options, level: usize) -> u64 {
+    let t = opts.level1_max_bytes as f64 * opts.growth_factor.powi(level as i32 - 1);
+    t.min(u64::MAX as f64 / 2.0) as u64
+}
+
+/// Compaction scores per level (the last level has none: it has nowhere to go).
+pub fn scores(v: &Version, opts: &Options) -> Vec<f64> {
+    let last = v.num_levels() - 1;
+    (0..last)
+        .map(|l| {
+            if l == 0 {
+                v.levels[0].len() as f64 / opts.l0_compaction_trigger as f64
+            } else {
+                v.level_bytes(l) as f64 / level_target(opts, l) as f64
+            }
+        })
+        .collect()
+}
+
+fn key_range(files: &[Arc<TableFile>]) -> (Vec<u8>, Vec<u8>) {
+    let lo = files.iter().map(|f| f.smallest_user_key()).min().unwrap();
+    let hi = files.iter().map(|f| f.largest_user_key()).max().unwrap();
+    (lo.to_vec(), hi.to_vec())
+}
+
+fn is_bottommost(v: &Version, output_level: usize, lo: &[u8], hi: &[u8]) -> bool {
+    (output_level + 1..v.num_levels()).all(|l| v.overlapping(l, lo, hi).is_empty())
+}
+
+/// Expands `inputs` at `level` with their overlaps at the next level (or compacts a last-
+/// level file into itself) unless a file involved is busy.
+pub fn build(
+    v: &Version,
+    level: usize,
+    inputs: Vec<Arc<TableFile>>,
+    busy: &HashSet<u64>,
+    reason: &'static str,
+) -> Option<Compaction> {
+    if inputs.is_empty() || inputs.iter().any(|f| busy.contains(&f.number())) {
+        return None;
+    }
+    let last = v.num_levels() - 1;
+    let output_level = (level + 1).min(last);
+    let (lo, hi) = key_range(&inputs);
+    let overlaps = if output_level == level {
+        Vec::new()
+    } else {
+        v.overlapping(output_level, &lo, &hi)
+    };
+    if overlaps.iter().any(|f| busy.contains(&f.number())) {
+        return None;
+    }
+    Some(Compaction {
+        level,
+        output_level,
+        bottommost: is_bottommost(v, output_level, &lo, &hi),
+        inputs,
+        overlaps,
+        reason,
+    })
+}
+
+/// Picks the most urgent compaction, if any.
+pub fn pick(
+    v: &Version,
+    opts: &Options,
+    busy: &HashSet<u64>,
+    forced: &HashSet<u64>,
+) -> Option<Compaction> {
+    // Forced files first, shallowest level first.
+    for (level, files) in v.levels.iter().enumerate() {
+        for f in files.iter().filter(|f| forced.contains(&f.number())) {
+            let inputs = if level == 0 {
+                v.levels[0].clone()
+            } else {
+                vec![f.clone()]
+            };
+            if let Some(c) = build(v, level, inputs, busy, "forced") {
+                return Some(c);
+            }
+        }
+    }
+    let mut order: Vec<(usize, f64)> = scores(v, opts).into_iter().enumerate().collect();
+    order.sort_by(|a, b| b.1.total_cmp(&a.1));
+    for (level, score) in order {
+        if score < 1.0 {
+            break;
+        }
+        if level == 0 {
+            if let Some(c) = build(v, 0, v.levels[0].clone(), busy, "l0") {
+                return Some(c);
+            }
+            continue;
+        }
+        // Smallest overlap with the next level relative to the file's own size.
+        let mut cands: Vec<(f64, &Arc<TableFile>)> = v.levels[level]
+            .iter()
+            .filter(|f| !busy.contains(&f.number()))
+            .map(|f| {
+                let o: u64 = v
+                    .overlapping(level + 1, f.smallest_user_key(), f.largest_user_key())
+                    .iter()
+                    .map(|o| o.meta.size)
+                    .sum();
+                (o as f64 / f.meta.size.max(1) as f64, f)
+            })
+            .collect();
+        cands.sort_by(|a, b| a.0.total_cmp(&b.0));
+        for (_, f) in cands {
+            if let Some(c) = build(v, level, vec![f.clone()], busy, "size") {
+                return Some(c);
+            }
+        }
+    }
+    None
+}
+
+/// Files of `level` overlapping the user-key range [lo, hi] (None = unbounded), for manual
+/// compaction.
+pub fn files_in_range(
+    v: &Version,
+    level: usize,
+    lo: Option<&[u8]>,
+    hi: Option<&[u8]>,
+) -> Vec<Arc<TableFile>> {
+    v.levels[level]
+        .iter()
+        .filter(|f| {
+            lo.is_none_or(|lo| f.largest_user_key() >= lo)
+                && hi.is_none_or(|hi| f.smallest_user_key() <= hi)
+        })
+        .cloned()
+        .collect()
+}

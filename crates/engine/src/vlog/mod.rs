@@ -1,0 +1,10 @@
+//! Key-value separation: values at or above `min_blob_size` live in append-only value files
+//! and the tree stores a [`ValuePointer`]. Garbage collection of value files is a policy
+//! behind the [`gc::GcPolicy`] trait.
+
+pub mod file;
+pub mod gc;
+pub mod pointer;
+
+pub use file::{BlobFile, ValueFileReader, ValueFileWriter};
+pub use pointer::ValuePointer;

@@ -1,0 +1,7 @@
+//! The write-ahead log. Every write batch is one record of the [`log`] format; a WAL file is
+//! numbered like table files and belongs to one memtable. It is deleted once that memtable
+//! is flushed and the manifest says so.
+
+pub mod log;
+
+pub use log::{LogReader, LogWriter, ReadOutcome};
