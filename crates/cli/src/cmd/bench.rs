@@ -477,7 +477,6 @@ fn client(db: &DB, rx: &SharedReceiver, shared: &Shared, key_size: usize, id: us
         if shared.stop.load(Relaxed) {
             break;
         }
-        let mut user = 0u64;
         for op in &batch {
             workload::keys::format_key(op.key, key_size, &mut key);
             let value = &shared.values[offset..offset + vs];
@@ -485,7 +484,7 @@ fn client(db: &DB, rx: &SharedReceiver, shared: &Shared, key_size: usize, id: us
             match op.code {
                 INSERT | UPDATE => {
                     db.put(&key, value)?;
-                    user += write_bytes;
+                    shared.user_bytes.fetch_add(write_bytes, Relaxed);
                 }
                 READ => {
                     if db.get(&key)?.is_none() {
@@ -503,7 +502,7 @@ fn client(db: &DB, rx: &SharedReceiver, shared: &Shared, key_size: usize, id: us
                         not_found += 1;
                     }
                     db.put(&key, value)?;
-                    user += write_bytes;
+                    shared.user_bytes.fetch_add(write_bytes, Relaxed);
                 }
                 c => bail!("unknown op code {c}"),
             }
@@ -511,9 +510,9 @@ fn client(db: &DB, rx: &SharedReceiver, shared: &Shared, key_size: usize, id: us
             if op.code == INSERT || op.code == UPDATE || op.code == RMW {
                 offset = (offset + 4093) % POOL;
             }
+            // Per op, so that a sample's user bytes match the engine's counters to one op.
+            shared.ops_done.fetch_add(1, Relaxed);
         }
-        shared.user_bytes.fetch_add(user, Relaxed);
-        shared.ops_done.fetch_add(batch.len() as u64, Relaxed);
     }
     Ok((lat, not_found))
 }
@@ -670,7 +669,3 @@ pub fn render_summary(r: &RunReport) -> String {
     out
 }
 
-/// Path helper for tests and compare: the report a bench run with `--report` writes.
-pub fn report_path(dir: &Path, name: &str) -> PathBuf {
-    dir.join(format!("{name}.json"))
-}

@@ -4,6 +4,7 @@ use super::report::Sample;
 use anyhow::{anyhow, Result};
 use plotters::coord::ranged1d::SegmentValue;
 use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 use std::path::Path;
 
 const GIB: f64 = (1u64 << 30) as f64;
@@ -155,10 +156,7 @@ pub fn bars(path: &Path, title: &str, engines: &[String], panels: &[BarPanel]) -
                     .draw_series(std::iter::once(Text::new(
                         text.clone(),
                         (SegmentValue::CenterOf(i), v + y_max * 0.02),
-                        ("sans-serif", 15).into_font().pos(plotters::style::text_anchor::Pos::new(
-                            plotters::style::text_anchor::HPos::Center,
-                            plotters::style::text_anchor::VPos::Bottom,
-                        )),
+                        TextStyle::from(("sans-serif", 15).into_font()).pos(Pos::new(HPos::Center, VPos::Bottom)),
                     )))
                     .map_err(err)?;
             }
