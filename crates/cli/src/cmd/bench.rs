@@ -9,7 +9,8 @@
 //!
 //! Every option has a default: `halflife bench` alone runs paper 000's write-intensive
 //! pattern (scrambled Zipfian 0.9 updates, 256-byte keys, 4 KiB values) scaled to about a
-//! minute on a 2-core machine: 40,000 records (about 170 MB live), 80,000 updates.
+//! minute on a 2-core machine: 200,000 records (870 MB live), 600,000 updates (2.6 GB), which
+//! is enough for value-file GC to run many times.
 
 use crate::harness::latency::{Latencies, OP_NAMES};
 use crate::harness::ops::{self, ClientOp, SharedReceiver, INSERT, READ, RMW, SCAN, UPDATE};
@@ -22,7 +23,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use rand::{RngCore, SeedableRng};
 use std::collections::BTreeMap;
 use std::ops::Bound;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -34,12 +35,12 @@ pub struct Args {
     /// section 5.2: updates only, 256-byte keys, 4 KiB values).
     #[arg(short, long, default_value = "write-intensive")]
     pub workload: String,
-    /// Records loaded before the run phase [default: 40000 for write-intensive, else the
+    /// Records loaded before the run phase [default: 200000 for write-intensive, else the
     /// preset's].
     #[arg(long)]
     pub records: Option<u64>,
-    /// Operations in the run phase [default: twice the records for write-intensive, else
-    /// the preset's].
+    /// Operations in the run phase [default: three times the records for write-intensive,
+    /// else the preset's].
     #[arg(long)]
     pub op_count: Option<u64>,
     /// Key size in bytes [default: the preset's].
@@ -173,9 +174,9 @@ impl Plan {
     }
 }
 
-/// Records and ops of the default `halflife bench`: about 170 MB live and 340 MB of
-/// updates, a run of about a minute on 2 cores.
-pub const DEFAULT_WRITE_INTENSIVE_RECORDS: u64 = 40_000;
+/// Records of the default `halflife bench` (three updates per record follow): 870 MB live
+/// and 2.6 GB of updates, a run of about a minute on 2 cores.
+pub const DEFAULT_WRITE_INTENSIVE_RECORDS: u64 = 200_000;
 
 pub fn build_spec(a: &Args) -> Result<WorkloadSpec> {
     let w = a.workload.to_ascii_lowercase();
@@ -184,7 +185,7 @@ pub fn build_spec(a: &Args) -> Result<WorkloadSpec> {
             let records = a.records.unwrap_or(DEFAULT_WRITE_INTENSIVE_RECORDS);
             WorkloadSpec::write_intensive(a.theta)?
                 .with_record_count(records)
-                .with_operation_count(a.op_count.unwrap_or(2 * records))
+                .with_operation_count(a.op_count.unwrap_or(3 * records))
         }
         s if s.len() == 1 || s.starts_with("ycsb-") => {
             let c = s.chars().last().expect("non-empty");
@@ -355,7 +356,8 @@ pub fn run(a: Args) -> Result<()> {
     };
     if let Some(p) = &plot_path {
         let title = format!("halflife {} - {}", report.engine, plan.description);
-        plots::amplification_over_run(p, &title, &report.samples)?;
+        let load_end = record_count * (plan.info.key_size + plan.info.value_size);
+        plots::amplification_over_run(p, &title, &report.samples, Some(load_end))?;
     }
     report.proc_io = ProcIo::current().unwrap_or_default();
     report.save(&report_path)?;

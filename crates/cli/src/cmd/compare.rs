@@ -508,11 +508,11 @@ mod tests {
         let s = render_comparison(&names, &rows, 0);
         let lines: Vec<&str> = s.lines().collect();
         assert!(lines[2].starts_with("run throughput"), "{s}");
-        assert!(lines[2].ends_with("1000/s  500/s (0.50x)"), "{s}");
+        assert!(lines[2].ends_with("1.0K/s  500/s (0.50x)"), "{s}");
         assert!(lines[3].ends_with("2.00 KiB              -"), "{s}");
         // Baseline in the second column.
         let s = render_comparison(&names, &rows, 1);
-        assert!(s.lines().nth(2).unwrap().contains("1000/s (2.00x)"), "{s}");
+        assert!(s.lines().nth(2).unwrap().contains("1.0K/s (2.00x)"), "{s}");
     }
 
     #[test]

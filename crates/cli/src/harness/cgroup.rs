@@ -91,10 +91,6 @@ impl MemoryCgroup {
         &self.dir
     }
 
-    pub fn version(&self) -> Version {
-        self.version
-    }
-
     pub fn limit(&self) -> u64 {
         self.limit
     }

@@ -38,10 +38,6 @@ impl Latencies {
         }
     }
 
-    pub fn count(&self) -> u64 {
-        self.hists.iter().map(Histogram::len).sum()
-    }
-
     pub fn summary(&self, op: usize) -> Option<LatencySummary> {
         summarize(&self.hists[op])
     }
@@ -53,15 +49,6 @@ impl Latencies {
             .enumerate()
             .filter_map(|(i, name)| Some((name.to_string(), self.summary(i)?)))
             .collect()
-    }
-
-    /// All op types merged into one summary.
-    pub fn overall(&self) -> Option<LatencySummary> {
-        let mut all = self.hists[0].clone();
-        for h in &self.hists[1..] {
-            all.add(h).expect("same bounds");
-        }
-        summarize(&all)
     }
 }
 
@@ -102,7 +89,5 @@ mod tests {
         other.record(1, 7_000);
         l.merge(&other);
         assert_eq!(l.summaries()["update"].count, 2);
-        assert_eq!(l.overall().unwrap().count, 1002);
-        assert_eq!(l.count(), 1002);
     }
 }

@@ -316,7 +316,7 @@ mod tests {
         let e = select("rocksdb-blob, halflife-inline").unwrap();
         let names: Vec<&str> = e.iter().map(|p| p.name()).collect();
         assert_eq!(names, ["rocksdb-blob", "halflife-inline"]);
-        assert!(select("mysql").unwrap_err().to_string().contains("known engines"));
+        assert!(select("mysql").err().unwrap().to_string().contains("known engines"));
         assert!(select("").is_err());
         assert_eq!(select(DEFAULT_ENGINES).unwrap().len(), 5);
         let all: Vec<String> = all().iter().map(|p| p.name().to_string()).collect();

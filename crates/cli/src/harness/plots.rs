@@ -16,7 +16,8 @@ fn err<E: std::fmt::Display>(e: E) -> anyhow::Error {
 
 /// Two panels over user data written: write amplification (cumulative engine bytes / user
 /// bytes) and space amplification (disk bytes / live user bytes).
-pub fn amplification_over_run(path: &Path, title: &str, samples: &[Sample]) -> Result<()> {
+/// A dashed vertical line marks the end of the load phase at `load_end` user bytes.
+pub fn amplification_over_run(path: &Path, title: &str, samples: &[Sample], load_end: Option<u64>) -> Result<()> {
     crate::plot::init_fonts()?;
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir)?;
@@ -40,8 +41,9 @@ pub fn amplification_over_run(path: &Path, title: &str, samples: &[Sample]) -> R
         .filter_map(|s| Some((s.user_bytes_written as f64 / unit, s.space_amplification?)))
         .filter(|(_, y)| y.is_finite())
         .collect();
-    line_panel(&panels[0], "write amplification", &x_desc, x_max, &wa, &BLUE)?;
-    line_panel(&panels[1], "space amplification", &x_desc, x_max, &sa, &RED)?;
+    let load_end = load_end.map(|b| b as f64 / unit).filter(|x| *x < x_max);
+    line_panel(&panels[0], "write amplification", &x_desc, x_max, &wa, &BLUE, load_end)?;
+    line_panel(&panels[1], "space amplification", &x_desc, x_max, &sa, &RED, load_end)?;
     root.present().map_err(err)?;
     Ok(())
 }
@@ -53,6 +55,7 @@ fn line_panel(
     x_max: f64,
     points: &[(f64, f64)],
     color: &RGBColor,
+    load_end: Option<f64>,
 ) -> Result<()> {
     let y_max = points.iter().map(|p| p.1).fold(1.0f64, f64::max) * 1.1;
     let mut chart = ChartBuilder::on(area)
@@ -66,9 +69,24 @@ fn line_panel(
         .configure_mesh()
         .x_desc(x_desc)
         .y_desc(name)
+        .x_label_formatter(&|x| short(*x))
         .y_label_formatter(&|y| format!("{y:.1}"))
         .draw()
         .map_err(err)?;
+    if let Some(x) = load_end {
+        let dashes = (0..40).map(|i| {
+            let (a, b) = (i as f64 / 40.0 * y_max, (i as f64 + 0.5) / 40.0 * y_max);
+            PathElement::new(vec![(x, a), (x, b)], BLACK.mix(0.5))
+        });
+        chart.draw_series(dashes).map_err(err)?;
+        chart
+            .draw_series(std::iter::once(Text::new(
+                "load | run",
+                (x, y_max * 0.97),
+                TextStyle::from(("sans-serif", 14).into_font()).pos(Pos::new(HPos::Center, VPos::Top)),
+            )))
+            .map_err(err)?;
+    }
     chart
         .draw_series(LineSeries::new(points.iter().copied(), color.stroke_width(2)))
         .map_err(err)?;

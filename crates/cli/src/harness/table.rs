@@ -3,11 +3,10 @@
 use std::fmt::Write;
 
 /// A table with a header row; the first column is left-aligned, the others right-aligned.
-/// A row of `None` is drawn as a separator line.
 #[derive(Default)]
 pub struct Table {
     header: Vec<String>,
-    rows: Vec<Option<Vec<String>>>,
+    rows: Vec<Vec<String>>,
 }
 
 impl Table {
@@ -16,12 +15,7 @@ impl Table {
     }
 
     pub fn row<S: Into<String>>(&mut self, cells: impl IntoIterator<Item = S>) -> &mut Self {
-        self.rows.push(Some(cells.into_iter().map(Into::into).collect()));
-        self
-    }
-
-    pub fn separator(&mut self) -> &mut Self {
-        self.rows.push(None);
+        self.rows.push(cells.into_iter().map(Into::into).collect());
         self
     }
 
@@ -29,13 +23,12 @@ impl Table {
         let ncols = self
             .rows
             .iter()
-            .flatten()
             .map(Vec::len)
             .chain(std::iter::once(self.header.len()))
             .max()
             .unwrap_or(0);
         let mut widths = vec![0usize; ncols];
-        for row in std::iter::once(&self.header).chain(self.rows.iter().flatten()) {
+        for row in std::iter::once(&self.header).chain(self.rows.iter()) {
             for (i, cell) in row.iter().enumerate() {
                 widths[i] = widths[i].max(cell.chars().count());
             }
@@ -62,13 +55,7 @@ impl Table {
         out.push_str(&"-".repeat(total));
         out.push('\n');
         for row in &self.rows {
-            match row {
-                Some(r) => line(&mut out, r),
-                None => {
-                    out.push_str(&"-".repeat(total));
-                    out.push('\n');
-                }
-            }
+            line(&mut out, row);
         }
         out
     }
@@ -111,7 +98,9 @@ pub fn count(n: u64) -> String {
 
 /// Microseconds shown in the unit that keeps them short: `850 us`, `12.3 ms`, `1.20 s`.
 pub fn micros(us: f64) -> String {
-    if us < 1000.0 {
+    if us == 0.0 {
+        "0".to_string()
+    } else if us < 1000.0 {
         if us < 10.0 {
             format!("{us:.1} us")
         } else {
@@ -151,13 +140,12 @@ mod tests {
     #[test]
     fn renders_aligned_columns() {
         let mut t = Table::new(["op", "count", "p99"]);
-        t.row(["update", "1,000", "12 us"]).separator().row(["read", "5", "1.2 ms"]);
+        t.row(["update", "1,000", "12 us"]).row(["read", "5", "1.2 ms"]);
         let s = t.render();
         let expected = "\
 op      count     p99
 ---------------------
 update  1,000   12 us
----------------------
 read        5  1.2 ms
 ";
         assert_eq!(s, expected);
