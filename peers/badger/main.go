@@ -31,6 +31,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	badger "github.com/dgraph-io/badger/v4"
@@ -521,6 +522,10 @@ func run(opsPath, dir, reportPath, name string, memtableMB, cacheMB, valueThresh
 			"expvar": counters, "levels": levels,
 			"value_log_gc_rewrites": gcRewrites, "value_log_gc_calls": gcRuns,
 		},
+	}
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
+		report["max_rss_bytes"] = ru.Maxrss * 1024
 	}
 	report["proc_io"] = procSelfIO()
 	text, err := json.MarshalIndent(report, "", " ")

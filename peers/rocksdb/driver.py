@@ -28,6 +28,7 @@ import argparse
 import json
 import os
 import random
+import resource
 import struct
 import sys
 import time
@@ -412,6 +413,7 @@ def main():
     }
     # Last, so that everything above (including the report's own encoding) is counted.
     text = json.dumps(report, indent=1)
+    report["max_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     report["proc_io"] = proc_self_io()
     text = json.dumps(report, indent=1)
     if args.report:

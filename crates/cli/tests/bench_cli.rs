@@ -16,13 +16,23 @@ fn run_bench(extra: &[&str]) -> serde_json::Value {
         .status()
         .expect("running halflife bench");
     assert!(status.success(), "halflife bench failed: {status}");
-    assert!(std::fs::metadata(&plot).unwrap().len() > 1000, "plot written");
+    assert!(
+        std::fs::metadata(&plot).unwrap().len() > 1000,
+        "plot written"
+    );
     serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap()
 }
 
 #[test]
 fn write_intensive_report_is_sane() {
-    let r = run_bench(&["--records", "1500", "--op-count", "3000", "--value-size", "1024"]);
+    let r = run_bench(&[
+        "--records",
+        "1500",
+        "--op-count",
+        "3000",
+        "--value-size",
+        "1024",
+    ]);
     assert_eq!(r["schema"], "halflife-run/1");
     assert_eq!(r["phases"]["load"]["ops"], 1500);
     assert_eq!(r["phases"]["run"]["ops"], 3000);
@@ -31,7 +41,10 @@ fn write_intensive_report_is_sane() {
     let user = r["user_bytes_written"].as_u64().unwrap();
     assert_eq!(user, 4500 * (256 + 1024));
     let engine = r["engine_bytes_written"].as_u64().unwrap();
-    assert!(engine >= user, "write amplification >= 1: {engine} < {user}");
+    assert!(
+        engine >= user,
+        "write amplification >= 1: {engine} < {user}"
+    );
     let live = r["live_user_bytes"].as_u64().unwrap();
     assert_eq!(live, 1500 * (256 + 1024));
     assert!(r["disk_bytes"].as_u64().unwrap() > 0);
@@ -42,7 +55,16 @@ fn write_intensive_report_is_sane() {
 #[test]
 fn ycsb_mix_with_two_threads_counts_every_op() {
     let r = run_bench(&[
-        "--workload", "e", "--records", "1000", "--op-count", "2000", "--threads", "2", "--policy", "inline",
+        "--workload",
+        "e",
+        "--records",
+        "1000",
+        "--op-count",
+        "2000",
+        "--threads",
+        "2",
+        "--policy",
+        "inline",
     ]);
     let counted: u64 = r["latency_us"]
         .as_object()

@@ -148,9 +148,16 @@ impl Plan {
                 key_size: header.key_size as u64,
                 value_size: header.value_size as u64,
             };
-            let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("ops").to_string();
+            let stem = path
+                .file_stem()
+                .and_then(|s| s.to_str())
+                .unwrap_or("ops")
+                .to_string();
             return Ok(Plan {
-                name: a.name.clone().unwrap_or_else(|| format!("{stem}-{}", a.policy)),
+                name: a
+                    .name
+                    .clone()
+                    .unwrap_or_else(|| format!("{stem}-{}", a.policy)),
                 description: format!("op file {}", path.display()),
                 info,
                 source: Source::OpFile(path.clone()),
@@ -165,7 +172,10 @@ impl Plan {
             value_size: spec.value_size as u64,
         };
         Ok(Plan {
-            name: a.name.clone().unwrap_or_else(|| format!("{}-{}", spec.name, a.policy)),
+            name: a
+                .name
+                .clone()
+                .unwrap_or_else(|| format!("{}-{}", spec.name, a.policy)),
             description: format!("{} ({})", spec.name, spec.request_distribution),
             info,
             source: Source::Spec(spec.clone()),
@@ -191,7 +201,10 @@ pub fn build_spec(a: &Args) -> Result<WorkloadSpec> {
             let c = s.chars().last().expect("non-empty");
             WorkloadSpec::ycsb(c)?
         }
-        _ => bail!("unknown workload {:?}: use a, b, c, d, e, f or write-intensive", a.workload),
+        _ => bail!(
+            "unknown workload {:?}: use a, b, c, d, e, f or write-intensive",
+            a.workload
+        ),
     };
     if let Some(n) = a.records {
         spec = spec.with_record_count(n);
@@ -218,8 +231,13 @@ pub fn build_spec(a: &Args) -> Result<WorkloadSpec> {
 pub fn gc_policy(a: &Args) -> Result<GcPolicyConfig> {
     Ok(match a.policy.to_ascii_lowercase().as_str() {
         "inline" => GcPolicyConfig::Inline,
-        "blobdb" => GcPolicyConfig::BlobDb { age_cutoff: a.age_cutoff, force_threshold: a.force_threshold },
-        "titan" => GcPolicyConfig::Titan { garbage_ratio: a.garbage_ratio },
+        "blobdb" => GcPolicyConfig::BlobDb {
+            age_cutoff: a.age_cutoff,
+            force_threshold: a.force_threshold,
+        },
+        "titan" => GcPolicyConfig::Titan {
+            garbage_ratio: a.garbage_ratio,
+        },
         other => bail!("unknown policy {other:?}: use inline, blobdb or titan"),
     })
 }
@@ -243,9 +261,15 @@ pub fn run(a: Args) -> Result<()> {
     }
     let plan = Plan::from_args(&a)?;
     let opts = engine_options(&a)?;
-    let report_path = a.report.clone().unwrap_or_else(|| PathBuf::from(format!("bench-out/{}.json", plan.name)));
-    let plot_path = (!a.no_plot)
-        .then(|| a.plot.clone().unwrap_or_else(|| PathBuf::from(format!("bench-out/{}.png", plan.name))));
+    let report_path = a
+        .report
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(format!("bench-out/{}.json", plan.name)));
+    let plot_path = (!a.no_plot).then(|| {
+        a.plot
+            .clone()
+            .unwrap_or_else(|| PathBuf::from(format!("bench-out/{}.png", plan.name)))
+    });
 
     let (_tmp, dir) = match &a.dir {
         Some(d) => {
@@ -255,7 +279,9 @@ pub fn run(a: Args) -> Result<()> {
             (None, d.clone())
         }
         None => {
-            let t = tempfile::Builder::new().prefix("halflife-bench-").tempdir()?;
+            let t = tempfile::Builder::new()
+                .prefix("halflife-bench-")
+                .tempdir()?;
             let p = t.path().to_path_buf();
             (Some(t), p)
         }
@@ -276,17 +302,38 @@ pub fn run(a: Args) -> Result<()> {
         );
     }
 
-    let db = Arc::new(DB::open(&dir, opts).with_context(|| format!("opening the engine in {}", dir.display()))?);
+    let db = Arc::new(
+        DB::open(&dir, opts).with_context(|| format!("opening the engine in {}", dir.display()))?,
+    );
     let shared = Shared::new(plan.info.value_size as usize);
     let sample_every = ((plan.info.record_count + plan.info.op_count) / a.samples.max(1)).max(1);
-    let mut sampler = Sampler { every: sample_every, next_at: sample_every, samples: Vec::new(), start: Instant::now() };
+    let mut sampler = Sampler {
+        every: sample_every,
+        next_at: sample_every,
+        samples: Vec::new(),
+        start: Instant::now(),
+    };
     sampler.take(&db, &shared)?;
 
     // Load phase.
     progress.phase("load");
     let record_count = plan.info.record_count;
-    let load_ops = (0..record_count).map(|k| Ok(ClientOp { code: INSERT, key: k, len: 0 }));
-    let load = drive(&db, &plan, &shared, a.threads, load_ops, &progress, &mut sampler)?;
+    let load_ops = (0..record_count).map(|k| {
+        Ok(ClientOp {
+            code: INSERT,
+            key: k,
+            len: 0,
+        })
+    });
+    let load = drive(
+        &db,
+        &plan,
+        &shared,
+        a.threads,
+        load_ops,
+        &progress,
+        &mut sampler,
+    )?;
 
     // Run phase.
     progress.phase("run");
@@ -300,7 +347,15 @@ pub fn run(a: Args) -> Result<()> {
             Box::new(reader.map(|op| op.map(ClientOp::from).map_err(anyhow::Error::from)))
         }
     };
-    let run = drive(&db, &plan, &shared, a.threads, run_ops, &progress, &mut sampler)?;
+    let run = drive(
+        &db,
+        &plan,
+        &shared,
+        a.threads,
+        run_ops,
+        &progress,
+        &mut sampler,
+    )?;
 
     // Settle: no flush, compaction or GC pending.
     progress.phase("settle");
@@ -311,7 +366,11 @@ pub fn run(a: Args) -> Result<()> {
     progress.finish();
 
     let stats = db.stats();
-    let live = *sampler.samples.last().and_then(|s| s.live_user_bytes.as_ref()).ok_or_else(|| anyhow!("no live bytes"))?;
+    let live = *sampler
+        .samples
+        .last()
+        .and_then(|s| s.live_user_bytes.as_ref())
+        .ok_or_else(|| anyhow!("no live bytes"))?;
     let engine_stats = serde_json::to_value(&stats)?;
     let by_cause: BTreeMap<String, u64> = stats
         .io
@@ -326,11 +385,17 @@ pub fn run(a: Args) -> Result<()> {
 
     let mut phases = BTreeMap::new();
     phases.insert("load".to_string(), Phase::new(record_count, load.seconds));
-    phases.insert("run".to_string(), Phase::new(plan.info.op_count, run.seconds));
+    phases.insert(
+        "run".to_string(),
+        Phase::new(plan.info.op_count, run.seconds),
+    );
     phases.insert("settle".to_string(), Phase::new(0, settle));
     let mut report = RunReport {
         schema: report::SCHEMA.to_string(),
-        engine: a.name.clone().unwrap_or_else(|| format!("halflife-{}", a.policy)),
+        engine: a
+            .name
+            .clone()
+            .unwrap_or_else(|| format!("halflife-{}", a.policy)),
         settings: serde_json::json!({
             "policy": a.policy, "gc": gc_policy(&a)?.to_string(), "memtable_mb": a.memtable_mb,
             "cache_mb": a.cache_mb, "min_blob_size": a.min_blob_size, "blob_file_mb": a.blob_file_mb,
@@ -351,6 +416,7 @@ pub fn run(a: Args) -> Result<()> {
         live_user_bytes: Some(live),
         stall_micros: stats.stall_micros,
         proc_io: ProcIo::default(),
+        max_rss_bytes: None,
         engine_stats,
         samples: sampler.samples,
     };
@@ -359,6 +425,7 @@ pub fn run(a: Args) -> Result<()> {
         let load_end = record_count * (plan.info.key_size + plan.info.value_size);
         plots::amplification_over_run(p, &title, &report.samples, Some(load_end))?;
     }
+    report.max_rss_bytes = report::max_rss_bytes();
     report.proc_io = ProcIo::current().unwrap_or_default();
     report.save(&report_path)?;
     if !a.quiet && !a.progress_lines {
@@ -453,22 +520,36 @@ where
         let mut latencies = Latencies::new();
         let mut not_found = 0;
         for c in clients {
-            let r = c.join().map_err(|_| anyhow!("a client thread panicked"))??;
+            let r = c
+                .join()
+                .map_err(|_| anyhow!("a client thread panicked"))??;
             latencies.merge(&r.0);
             not_found += r.1;
         }
-        Ok(PhaseResult { seconds: start.elapsed().as_secs_f64(), latencies, not_found })
+        Ok(PhaseResult {
+            seconds: start.elapsed().as_secs_f64(),
+            latencies,
+            not_found,
+        })
     });
     if result.is_err() {
         shared.stop.store(true, Relaxed);
     }
     drop(rx);
-    producer.join().map_err(|_| anyhow!("the op producer panicked"))??;
+    producer
+        .join()
+        .map_err(|_| anyhow!("the op producer panicked"))??;
     progress.set(shared.ops_done.load(Relaxed));
     result
 }
 
-fn client(db: &DB, rx: &SharedReceiver, shared: &Shared, key_size: usize, id: usize) -> Result<(Latencies, u64)> {
+fn client(
+    db: &DB,
+    rx: &SharedReceiver,
+    shared: &Shared,
+    key_size: usize,
+    id: usize,
+) -> Result<(Latencies, u64)> {
     let mut lat = Latencies::new();
     let mut key = Vec::with_capacity(key_size);
     let mut not_found = 0u64;
@@ -569,7 +650,12 @@ impl Progress {
             );
             bar
         });
-        Progress { bar, lines: a.progress_lines, total, last_line: parking_lot::Mutex::new(Instant::now()) }
+        Progress {
+            bar,
+            lines: a.progress_lines,
+            total,
+            last_line: parking_lot::Mutex::new(Instant::now()),
+        }
     }
 
     fn phase(&self, name: &str) {
@@ -604,8 +690,16 @@ pub fn render_summary(r: &RunReport) -> String {
     let mut t = table::Table::new(["phase", "ops", "seconds", "throughput"]);
     for name in ["load", "run", "settle"] {
         if let Some(p) = r.phases.get(name) {
-            let rate = if p.ops > 0 { table::rate(p.ops_per_sec) } else { String::new() };
-            let ops = if p.ops > 0 { table::count(p.ops) } else { String::new() };
+            let rate = if p.ops > 0 {
+                table::rate(p.ops_per_sec)
+            } else {
+                String::new()
+            };
+            let ops = if p.ops > 0 {
+                table::count(p.ops)
+            } else {
+                String::new()
+            };
             t.row([name.to_string(), ops, format!("{:.1}", p.seconds), rate]);
         }
     }
@@ -636,9 +730,17 @@ pub fn render_summary(r: &RunReport) -> String {
     out.push('\n');
 
     let mut t = table::Table::new(["bytes written", "bytes", "per user byte"]);
-    t.row(["user (key + value)".to_string(), table::bytes(r.user_bytes_written), String::new()]);
+    t.row([
+        "user (key + value)".to_string(),
+        table::bytes(r.user_bytes_written),
+        String::new(),
+    ]);
     for (cause, b) in &r.engine_bytes_by_cause {
-        t.row([format!("  {cause}"), table::bytes(*b), format!("{:.3}", report::ratio(*b, r.user_bytes_written))]);
+        t.row([
+            format!("  {cause}"),
+            table::bytes(*b),
+            format!("{:.3}", report::ratio(*b, r.user_bytes_written)),
+        ]);
     }
     t.row([
         "engine total (write amp.)".to_string(),
@@ -650,19 +752,39 @@ pub fn render_summary(r: &RunReport) -> String {
 
     let mut t = table::Table::new(["space", "bytes", ""]);
     if let Some(live) = r.live_user_bytes {
-        t.row(["live user data".to_string(), table::bytes(live), String::new()]);
-        t.row(["on disk (space amp.)".to_string(), table::bytes(r.disk_bytes), table::times(report::ratio(r.disk_bytes, live))]);
+        t.row([
+            "live user data".to_string(),
+            table::bytes(live),
+            String::new(),
+        ]);
+        t.row([
+            "on disk (space amp.)".to_string(),
+            table::bytes(r.disk_bytes),
+            table::times(report::ratio(r.disk_bytes, live)),
+        ]);
     } else {
-        t.row(["on disk".to_string(), table::bytes(r.disk_bytes), String::new()]);
+        t.row([
+            "on disk".to_string(),
+            table::bytes(r.disk_bytes),
+            String::new(),
+        ]);
     }
     if let Some(tree) = r.tree_bytes {
-        t.row(["  tree (SSTs)".to_string(), table::bytes(tree), String::new()]);
+        t.row([
+            "  tree (SSTs)".to_string(),
+            table::bytes(tree),
+            String::new(),
+        ]);
     }
     if let Some(v) = r.value_file_bytes {
         t.row(["  value files".to_string(), table::bytes(v), String::new()]);
     }
     out.push_str(&t.render());
-    let stalls = r.engine_stats.get("stall_count").and_then(|v| v.as_u64()).unwrap_or(0);
+    let stalls = r
+        .engine_stats
+        .get("stall_count")
+        .and_then(|v| v.as_u64())
+        .unwrap_or(0);
     out.push_str(&format!(
         "\nwrite stalls: {} in {} stall(s)\n",
         table::micros(r.stall_micros as f64),
@@ -670,4 +792,3 @@ pub fn render_summary(r: &RunReport) -> String {
     ));
     out
 }
-

@@ -117,10 +117,18 @@ struct Preset {
 
 fn preset(name: &str) -> Result<Preset> {
     Ok(match name {
-        "small" => Preset { records: 50_000, op_count: 100_000, cache_mb: 32, memory_limit_mb: 512 },
-        "write-intensive" => {
-            Preset { records: 1_000_000, op_count: 4_000_000, cache_mb: 256, memory_limit_mb: 1024 }
-        }
+        "small" => Preset {
+            records: 50_000,
+            op_count: 100_000,
+            cache_mb: 32,
+            memory_limit_mb: 512,
+        },
+        "write-intensive" => Preset {
+            records: 1_000_000,
+            op_count: 4_000_000,
+            cache_mb: 256,
+            memory_limit_mb: 1024,
+        },
         other => bail!("unknown preset {other:?}: use small or write-intensive"),
     })
 }
@@ -157,7 +165,10 @@ struct CompareReport {
 pub fn run(a: Args) -> Result<()> {
     let p = preset(&a.preset)?;
     let engines = peers::select(&a.engines)?;
-    let baseline = a.baseline.clone().unwrap_or_else(|| engines[0].name().to_string());
+    let baseline = a
+        .baseline
+        .clone()
+        .unwrap_or_else(|| engines[0].name().to_string());
     if !engines.iter().any(|e| e.name() == baseline) {
         bail!("--baseline {baseline} is not among --engines");
     }
@@ -175,8 +186,14 @@ pub fn run(a: Args) -> Result<()> {
         0 => None,
         mb => Some(mb << 20),
     };
-    let report_path = a.report.clone().unwrap_or_else(|| PathBuf::from(format!("bench-out/compare-{}.json", a.preset)));
-    let plot_path = a.plot.clone().unwrap_or_else(|| report_path.with_extension("png"));
+    let report_path = a
+        .report
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(format!("bench-out/compare-{}.json", a.preset)));
+    let plot_path = a
+        .plot
+        .clone()
+        .unwrap_or_else(|| report_path.with_extension("png"));
 
     let (_tmp, work) = match &a.work_dir {
         Some(d) => {
@@ -184,7 +201,9 @@ pub fn run(a: Args) -> Result<()> {
             (None, d.canonicalize()?)
         }
         None => {
-            let t = tempfile::Builder::new().prefix("halflife-compare-").tempdir()?;
+            let t = tempfile::Builder::new()
+                .prefix("halflife-compare-")
+                .tempdir()?;
             let p = t.path().to_path_buf();
             (Some(t), p)
         }
@@ -193,7 +212,8 @@ pub fn run(a: Args) -> Result<()> {
     // Prepare every driver before anything is measured.
     let ctx = PeerContext::new(a.peers_dir.clone())?;
     for e in &engines {
-        e.prepare(&ctx).with_context(|| format!("preparing {}", e.name()))?;
+        e.prepare(&ctx)
+            .with_context(|| format!("preparing {}", e.name()))?;
     }
 
     // The op file, once.
@@ -218,7 +238,8 @@ pub fn run(a: Args) -> Result<()> {
             );
             let w = Workload::new(spec.clone())?;
             let header = Header::for_workload(&w);
-            let file = std::fs::File::create(&path).with_context(|| format!("creating {}", path.display()))?;
+            let file = std::fs::File::create(&path)
+                .with_context(|| format!("creating {}", path.display()))?;
             let mut writer = OpFileWriter::new(BufWriter::new(file), header)?;
             let mut inserts = 0u64;
             for op in w.run_ops() {
@@ -229,8 +250,8 @@ pub fn run(a: Args) -> Result<()> {
             (path, Some(spec), header, inserts)
         }
     };
-    let live_user_bytes =
-        (header.record_count + inserts) * (u64::from(header.key_size) + u64::from(header.value_size));
+    let live_user_bytes = (header.record_count + inserts)
+        * (u64::from(header.key_size) + u64::from(header.value_size));
 
     let device = match BlockDevice::of_path(&work) {
         Ok(d) => Some(d),
@@ -254,15 +275,31 @@ pub fn run(a: Args) -> Result<()> {
         }
         let report = work.join(format!("{}.json", e.name()));
         let log = work.join(format!("{}.log", e.name()));
-        let cmd = e.command(&ctx, &RunPaths { ops: &ops_path, dir: &dir, report: &report }, &settings)?;
-        let bar = ProgressBar::with_draw_target(Some(header.record_count + header.op_count), ProgressDrawTarget::stderr_with_hz(5));
+        let cmd = e.command(
+            &ctx,
+            &RunPaths {
+                ops: &ops_path,
+                dir: &dir,
+                report: &report,
+            },
+            &settings,
+        )?;
+        let bar = ProgressBar::with_draw_target(
+            Some(header.record_count + header.op_count),
+            ProgressDrawTarget::stderr_with_hz(5),
+        );
         bar.set_style(
             ProgressStyle::with_template("{prefix:>16} [{elapsed_precise}] {wide_bar:.cyan/blue} {human_pos}/{human_len} ops eta {eta}")
                 .expect("valid template")
                 .progress_chars("=> "),
         );
         bar.set_prefix(e.name().to_string());
-        let opts = IsolateOptions { name: e.name(), device: device.as_ref(), memory_limit, log: &log };
+        let opts = IsolateOptions {
+            name: e.name(),
+            device: device.as_ref(),
+            memory_limit,
+            log: &log,
+        };
         let (r, outside) = isolate::run(cmd, &report, &opts, &bar)?;
         bar.finish_and_clear();
         eprintln!(
@@ -270,12 +307,20 @@ pub fn run(a: Args) -> Result<()> {
             e.name(),
             outside.wall_seconds,
             table::rate(r.phases.get("run").map(|p| p.ops_per_sec).unwrap_or(0.0)),
-            outside.device_bytes_written.map(|d| table::times(ratio(d, r.user_bytes_written))).unwrap_or_else(|| "-".into())
+            outside
+                .device_bytes_written
+                .map(|d| table::times(ratio(d, r.user_bytes_written)))
+                .unwrap_or_else(|| "-".into())
         );
         if !a.keep {
             std::fs::remove_dir_all(&dir).ok();
         }
-        results.push(EngineResult { name: e.name().to_string(), about: e.about().to_string(), report: r, outside });
+        results.push(EngineResult {
+            name: e.name().to_string(),
+            about: e.about().to_string(),
+            report: r,
+            outside,
+        });
     }
 
     let rows = metric_rows(&results, live_user_bytes);
@@ -321,7 +366,9 @@ pub fn run(a: Args) -> Result<()> {
         .with_context(|| format!("writing {}", report_path.display()))?;
     let title = format!(
         "{}: {} records x ({} + {} B), {} ops",
-        spec.as_ref().map(|s| s.name.clone()).unwrap_or_else(|| "op file".into()),
+        spec.as_ref()
+            .map(|s| s.name.clone())
+            .unwrap_or_else(|| "op file".into()),
         table::count(header.record_count),
         header.key_size,
         header.value_size,
@@ -393,8 +440,16 @@ fn fmt_secs(v: f64) -> String {
 
 fn metric_rows(results: &[EngineResult], live: u64) -> Vec<Row> {
     let mut rows = Vec::new();
-    let mut push = |name: &str, fmt: fn(f64) -> String, ratio: bool, f: &dyn Fn(&EngineResult) -> Option<f64>| {
-        rows.push(Row { name: name.to_string(), values: results.iter().map(f).collect(), fmt, ratio });
+    let mut push = |name: &str,
+                    fmt: fn(f64) -> String,
+                    ratio: bool,
+                    f: &dyn Fn(&EngineResult) -> Option<f64>| {
+        rows.push(Row {
+            name: name.to_string(),
+            values: results.iter().map(f).collect(),
+            fmt,
+            ratio,
+        });
     };
     let phase = |r: &EngineResult, p: &str| r.report.phases.get(p).map(|p| p.ops_per_sec);
     push("load throughput", fmt_rate, true, &|r| phase(r, "load"));
@@ -409,19 +464,35 @@ fn metric_rows(results: &[EngineResult], live: u64) -> Vec<Row> {
     }
     for op in &op_types {
         let lat = |r: &EngineResult| r.report.latency_us.get(op.as_str()).copied();
-        push(&format!("{op} p50"), fmt_us, true, &|r| lat(r).map(|l| l.p50));
-        push(&format!("{op} p99"), fmt_us, true, &|r| lat(r).map(|l| l.p99));
-        push(&format!("{op} p99.9"), fmt_us, true, &|r| lat(r).map(|l| l.p999));
+        push(&format!("{op} p50"), fmt_us, true, &|r| {
+            lat(r).map(|l| l.p50)
+        });
+        push(&format!("{op} p99"), fmt_us, true, &|r| {
+            lat(r).map(|l| l.p99)
+        });
+        push(&format!("{op} p99.9"), fmt_us, true, &|r| {
+            lat(r).map(|l| l.p999)
+        });
     }
     let user = |r: &EngineResult| r.report.user_bytes_written;
-    push("user bytes written", fmt_bytes, false, &|r| Some(user(r) as f64));
+    push("user bytes written", fmt_bytes, false, &|r| {
+        Some(user(r) as f64)
+    });
     push("WA device (headline)", fmt_times, true, &|r| {
         r.outside.device_bytes_written.map(|d| ratio(d, user(r)))
     });
-    push("  device bytes written", fmt_bytes, true, &|r| r.outside.device_bytes_written.map(|d| d as f64));
-    push("WA process write_bytes", fmt_times, true, &|r| Some(ratio(r.report.proc_io.net_write_bytes(), user(r))));
-    push("WA process wchar", fmt_times, true, &|r| Some(ratio(r.report.proc_io.wchar, user(r))));
-    push("WA engine counters", fmt_times, true, &|r| Some(r.report.write_amplification()));
+    push("  device bytes written", fmt_bytes, true, &|r| {
+        r.outside.device_bytes_written.map(|d| d as f64)
+    });
+    push("WA process write_bytes", fmt_times, true, &|r| {
+        Some(ratio(r.report.proc_io.net_write_bytes(), user(r)))
+    });
+    push("WA process wchar", fmt_times, true, &|r| {
+        Some(ratio(r.report.proc_io.wchar, user(r)))
+    });
+    push("WA engine counters", fmt_times, true, &|r| {
+        Some(r.report.write_amplification())
+    });
     let mut causes: Vec<String> = Vec::new();
     for r in results {
         for k in r.report.engine_bytes_by_cause.keys() {
@@ -431,16 +502,38 @@ fn metric_rows(results: &[EngineResult], live: u64) -> Vec<Row> {
         }
     }
     for c in &causes {
-        push(&format!("  {c}"), fmt_bytes, false, &|r| r.report.engine_bytes_by_cause.get(c.as_str()).map(|b| *b as f64));
+        push(&format!("  {c}"), fmt_bytes, false, &|r| {
+            r.report
+                .engine_bytes_by_cause
+                .get(c.as_str())
+                .map(|b| *b as f64)
+        });
     }
-    push("space amp. (disk/live)", fmt_times, true, &|r| Some(ratio(r.report.disk_bytes, live)));
-    push("  bytes on disk", fmt_bytes, true, &|r| Some(r.report.disk_bytes as f64));
-    push("  tree (SST) bytes", fmt_bytes, true, &|r| r.report.tree_bytes.map(|b| b as f64));
-    push("  value file bytes", fmt_bytes, false, &|r| r.report.value_file_bytes.map(|b| b as f64));
-    push("write stall time", fmt_secs, false, &|r| Some(r.report.stall_micros as f64 / 1e6));
+    push("space amp. (disk/live)", fmt_times, true, &|r| {
+        Some(ratio(r.report.disk_bytes, live))
+    });
+    push("  bytes on disk", fmt_bytes, true, &|r| {
+        Some(r.report.disk_bytes as f64)
+    });
+    push("  tree (SST) bytes", fmt_bytes, true, &|r| {
+        r.report.tree_bytes.map(|b| b as f64)
+    });
+    push("  value file bytes", fmt_bytes, false, &|r| {
+        r.report.value_file_bytes.map(|b| b as f64)
+    });
+    push("write stall time", fmt_secs, false, &|r| {
+        Some(r.report.stall_micros as f64 / 1e6)
+    });
     push("settle time", fmt_secs, false, &|r| phase_secs(r, "settle"));
-    push("memory peak (cgroup)", fmt_bytes, false, &|r| r.outside.memory_peak.map(|b| b as f64));
-    push("wall time", fmt_secs, true, &|r| Some(r.outside.wall_seconds));
+    push("max RSS (process)", fmt_bytes, false, &|r| {
+        r.report.max_rss_bytes.map(|b| b as f64)
+    });
+    push("memory peak (cgroup)", fmt_bytes, false, &|r| {
+        r.outside.memory_peak.map(|b| b as f64)
+    });
+    push("wall time", fmt_secs, true, &|r| {
+        Some(r.outside.wall_seconds)
+    });
     rows
 }
 
@@ -461,7 +554,9 @@ fn render_comparison(names: &[String], rows: &[Row], base: usize) -> String {
                 Some(v) => {
                     let shown = (row.fmt)(*v);
                     match row.values.get(base).copied().flatten() {
-                        Some(b) if row.ratio && i != base && b > 0.0 => format!("{shown} ({:.2}x)", v / b),
+                        Some(b) if row.ratio && i != base && b > 0.0 => {
+                            format!("{shown} ({:.2}x)", v / b)
+                        }
                         _ => shown,
                     }
                 }
@@ -479,14 +574,27 @@ fn draw(path: &Path, title: &str, names: &[String], rows: &[Row]) -> Result<()> 
         Some(BarPanel {
             title: title.to_string(),
             values: row.values.clone(),
-            labels: row.values.iter().map(|v| v.map(|v| (row.fmt)(v)).unwrap_or_default()).collect(),
+            labels: row
+                .values
+                .iter()
+                .map(|v| v.map(|v| (row.fmt)(v)).unwrap_or_default())
+                .collect(),
         })
     };
     let panels: Vec<BarPanel> = [
-        ("WA device (headline)", "write amplification (device bytes / user bytes)"),
-        ("WA engine counters", "write amplification (engine's own counters)"),
+        (
+            "WA device (headline)",
+            "write amplification (device bytes / user bytes)",
+        ),
+        (
+            "WA engine counters",
+            "write amplification (engine's own counters)",
+        ),
         ("run throughput", "run-phase throughput (ops/s)"),
-        ("space amp. (disk/live)", "space amplification (bytes on disk / live bytes)"),
+        (
+            "space amp. (disk/live)",
+            "space amplification (bytes on disk / live bytes)",
+        ),
     ]
     .iter()
     .filter_map(|(n, t)| pick(n, t))
@@ -502,8 +610,18 @@ mod tests {
     fn comparison_shows_ratios_to_the_baseline_only_where_meaningful() {
         let names = vec!["a".to_string(), "b".to_string()];
         let rows = vec![
-            Row { name: "run throughput".into(), values: vec![Some(1000.0), Some(500.0)], fmt: fmt_rate, ratio: true },
-            Row { name: "  wal".into(), values: vec![Some(2048.0), None], fmt: fmt_bytes, ratio: false },
+            Row {
+                name: "run throughput".into(),
+                values: vec![Some(1000.0), Some(500.0)],
+                fmt: fmt_rate,
+                ratio: true,
+            },
+            Row {
+                name: "  wal".into(),
+                values: vec![Some(2048.0), None],
+                fmt: fmt_bytes,
+                ratio: false,
+            },
         ];
         let s = render_comparison(&names, &rows, 0);
         let lines: Vec<&str> = s.lines().collect();

@@ -59,7 +59,13 @@ impl MemoryCgroup {
         bail!("{}", errors.join("; "))
     }
 
-    fn create_at(mount: &Path, own: &str, name: &str, limit: u64, version: Version) -> Result<Self> {
+    fn create_at(
+        mount: &Path,
+        own: &str,
+        name: &str,
+        limit: u64,
+        version: Version,
+    ) -> Result<Self> {
         let parent = mount.join(own.trim_start_matches('/'));
         let dir = parent.join(name);
         if dir.exists() {
@@ -68,7 +74,11 @@ impl MemoryCgroup {
                 .with_context(|| format!("removing stale cgroup {}", dir.display()))?;
         }
         std::fs::create_dir(&dir).with_context(|| format!("mkdir {}", dir.display()))?;
-        let cg = MemoryCgroup { dir, version, limit };
+        let cg = MemoryCgroup {
+            dir,
+            version,
+            limit,
+        };
         let (file, value) = match version {
             Version::V1 => ("memory.limit_in_bytes", limit.to_string()),
             Version::V2 => {
@@ -79,7 +89,8 @@ impl MemoryCgroup {
             }
         };
         let path = cg.dir.join(file);
-        std::fs::write(&path, &value).with_context(|| format!("writing {value} to {}", path.display()))?;
+        std::fs::write(&path, &value)
+            .with_context(|| format!("writing {value} to {}", path.display()))?;
         if version == Version::V2 {
             // Keep the engine out of swap so the limit bounds its page cache, not just RAM.
             let _ = std::fs::write(cg.dir.join("memory.swap.max"), "0");
@@ -136,7 +147,11 @@ impl MemoryCgroup {
             Version::V1 => "memory.max_usage_in_bytes",
             Version::V2 => "memory.peak",
         };
-        std::fs::read_to_string(self.dir.join(file)).ok()?.trim().parse().ok()
+        std::fs::read_to_string(self.dir.join(file))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
     }
 
     /// How many processes the kernel's OOM killer ended in this cgroup.

@@ -23,24 +23,32 @@ impl BlockDevice {
         let meta = std::fs::metadata(dir).with_context(|| format!("stat {}", dir.display()))?;
         let dev = meta.dev();
         let (major, minor) = (libc::major(dev), libc::minor(dev));
-        let diskstats = std::fs::read_to_string("/proc/diskstats").context("reading /proc/diskstats")?;
+        let diskstats =
+            std::fs::read_to_string("/proc/diskstats").context("reading /proc/diskstats")?;
         if let Some(name) = name_by_numbers(&diskstats, major, minor) {
             return Ok(BlockDevice { name });
         }
         let sys = PathBuf::from(format!("/sys/dev/block/{major}:{minor}"));
         if let Ok(target) = std::fs::read_link(&sys) {
             if let Some(name) = target.file_name().and_then(|n| n.to_str()) {
-                return Ok(BlockDevice { name: name.to_string() });
+                return Ok(BlockDevice {
+                    name: name.to_string(),
+                });
             }
         }
         let canonical = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
-        let mountinfo =
-            std::fs::read_to_string("/proc/self/mountinfo").context("reading /proc/self/mountinfo")?;
+        let mountinfo = std::fs::read_to_string("/proc/self/mountinfo")
+            .context("reading /proc/self/mountinfo")?;
         let source = mount_source(&mountinfo, &canonical).ok_or_else(|| {
-            anyhow!("no mount in /proc/self/mountinfo holds {}", canonical.display())
+            anyhow!(
+                "no mount in /proc/self/mountinfo holds {}",
+                canonical.display()
+            )
         })?;
         let dev_path = Path::new(&source);
-        let resolved = dev_path.canonicalize().unwrap_or_else(|_| dev_path.to_path_buf());
+        let resolved = dev_path
+            .canonicalize()
+            .unwrap_or_else(|_| dev_path.to_path_buf());
         let name = resolved
             .file_name()
             .and_then(|n| n.to_str())
@@ -51,12 +59,15 @@ impl BlockDevice {
                 dir.display()
             );
         }
-        Ok(BlockDevice { name: name.to_string() })
+        Ok(BlockDevice {
+            name: name.to_string(),
+        })
     }
 
     /// Bytes written to the device since boot (sectors written x 512).
     pub fn bytes_written(&self) -> Result<u64> {
-        let diskstats = std::fs::read_to_string("/proc/diskstats").context("reading /proc/diskstats")?;
+        let diskstats =
+            std::fs::read_to_string("/proc/diskstats").context("reading /proc/diskstats")?;
         let line = diskstats_line(&diskstats, &self.name)
             .ok_or_else(|| anyhow!("{} disappeared from /proc/diskstats", self.name))?;
         sectors_written(line).map(|s| s * 512)
@@ -107,7 +118,9 @@ pub fn mount_source(mountinfo: &str, path: &Path) -> Option<String> {
     for line in mountinfo.lines() {
         let fields: Vec<&str> = line.split_whitespace().collect();
         // id parent maj:min root mount-point options [optional...] - fstype source super-options
-        let Some(sep) = fields.iter().position(|f| *f == "-") else { continue };
+        let Some(sep) = fields.iter().position(|f| *f == "-") else {
+            continue;
+        };
         if fields.len() < 5 || fields.len() < sep + 3 {
             continue;
         }
@@ -129,7 +142,10 @@ fn unescape_mount(s: &str) -> String {
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
     while i < b.len() {
-        if b[i] == b'\\' && i + 3 < b.len() && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c)) {
+        if b[i] == b'\\'
+            && i + 3 < b.len()
+            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
+        {
             let v = (b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0');
             out.push(v);
             i += 4;
@@ -158,7 +174,10 @@ mod tests {
         assert_eq!(name_by_numbers(DISKSTATS, 8, 0), None);
         let line = diskstats_line(DISKSTATS, "vda").unwrap();
         assert_eq!(sectors_written(line).unwrap(), 2563920);
-        assert_eq!(sectors_written(diskstats_line(DISKSTATS, "vda1").unwrap()).unwrap(), 4096);
+        assert_eq!(
+            sectors_written(diskstats_line(DISKSTATS, "vda1").unwrap()).unwrap(),
+            4096
+        );
         assert!(diskstats_line(DISKSTATS, "vd").is_none());
         assert!(sectors_written("254 0 vda 1 2").is_err());
     }
@@ -171,7 +190,10 @@ mod tests {
 40 27 259:2 / /data rw,relatime shared:1 - xfs /dev/nvme0n1p2 rw
 41 40 259:3 / /data/with\\040space rw - ext4 /dev/sdb1 rw
 ";
-        assert_eq!(mount_source(mountinfo, Path::new("/tmp/x")).as_deref(), Some("/dev/vda"));
+        assert_eq!(
+            mount_source(mountinfo, Path::new("/tmp/x")).as_deref(),
+            Some("/dev/vda")
+        );
         assert_eq!(
             mount_source(mountinfo, Path::new("/data/db/000001.sst")).as_deref(),
             Some("/dev/nvme0n1p2")
@@ -181,7 +203,10 @@ mod tests {
             Some("/dev/sdb1")
         );
         // A prefix of the name is not a prefix of the path.
-        assert_eq!(mount_source(mountinfo, Path::new("/database")).as_deref(), Some("/dev/vda"));
+        assert_eq!(
+            mount_source(mountinfo, Path::new("/database")).as_deref(),
+            Some("/dev/vda")
+        );
     }
 
     #[test]

@@ -38,8 +38,16 @@ pub struct IsolateOptions<'a> {
 }
 
 /// Runs `cmd` and returns its report (read from `report`) and the outside measurements.
-pub fn run(mut cmd: Command, report: &Path, opts: &IsolateOptions, bar: &ProgressBar) -> Result<(RunReport, Outside)> {
-    let mut outside = Outside { device: opts.device.map(|d| d.name.clone()), ..Default::default() };
+pub fn run(
+    mut cmd: Command,
+    report: &Path,
+    opts: &IsolateOptions,
+    bar: &ProgressBar,
+) -> Result<(RunReport, Outside)> {
+    let mut outside = Outside {
+        device: opts.device.map(|d| d.name.clone()),
+        ..Default::default()
+    };
     let cgroup = match opts.memory_limit {
         Some(limit) => {
             let name = format!("halflife-{}-{}", opts.name, std::process::id());
@@ -64,15 +72,20 @@ pub fn run(mut cmd: Command, report: &Path, opts: &IsolateOptions, bar: &Progres
         }
         None => None,
     };
-    let log = std::fs::File::create(opts.log).with_context(|| format!("creating {}", opts.log.display()))?;
-    cmd.stdin(Stdio::null()).stdout(log.try_clone()?).stderr(Stdio::piped());
+    let log = std::fs::File::create(opts.log)
+        .with_context(|| format!("creating {}", opts.log.display()))?;
+    cmd.stdin(Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(Stdio::piped());
 
     let before = match opts.device {
         Some(d) => Some(d.synced_bytes_written()?),
         None => None,
     };
     let start = Instant::now();
-    let mut child = cmd.spawn().with_context(|| format!("starting {:?}", cmd.get_program()))?;
+    let mut child = cmd
+        .spawn()
+        .with_context(|| format!("starting {:?}", cmd.get_program()))?;
     let stderr = child.stderr.take().expect("piped");
     let mut log_w = std::io::LineWriter::new(log);
     for line in BufReader::new(stderr).lines() {
@@ -104,7 +117,11 @@ pub fn run(mut cmd: Command, report: &Path, opts: &IsolateOptions, bar: &Progres
     }
     if !status.success() {
         let tail = tail_of(opts.log, 15);
-        bail!("{} failed ({status}); last lines of {}:\n{tail}", opts.name, opts.log.display());
+        bail!(
+            "{} failed ({status}); last lines of {}:\n{tail}",
+            opts.name,
+            opts.log.display()
+        );
     }
     let report = RunReport::load(report)?;
     Ok((report, outside))

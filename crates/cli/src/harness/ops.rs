@@ -28,7 +28,11 @@ impl From<workload::Op> for ClientOp {
             workload::Op::Scan { len, .. } => len,
             _ => 0,
         };
-        ClientOp { code: op.code(), key: op.key(), len }
+        ClientOp {
+            code: op.code(),
+            key: op.key(),
+            len,
+        }
     }
 }
 
@@ -39,7 +43,10 @@ pub type SharedReceiver = Arc<Mutex<Receiver<Vec<ClientOp>>>>;
 
 /// Starts a producer thread that batches `ops` into a channel; returns the receiver and the
 /// producer's handle (which returns the number of ops produced, or the source's error).
-pub fn produce<I>(ops: I, clients: usize) -> (SharedReceiver, std::thread::JoinHandle<anyhow::Result<u64>>)
+pub fn produce<I>(
+    ops: I,
+    clients: usize,
+) -> (SharedReceiver, std::thread::JoinHandle<anyhow::Result<u64>>)
 where
     I: Iterator<Item = anyhow::Result<ClientOp>> + Send + 'static,
 {
@@ -53,7 +60,10 @@ where
                 batch.push(op?);
                 n += 1;
                 if batch.len() == BATCH {
-                    if tx.send(std::mem::replace(&mut batch, Vec::with_capacity(BATCH))).is_err() {
+                    if tx
+                        .send(std::mem::replace(&mut batch, Vec::with_capacity(BATCH)))
+                        .is_err()
+                    {
                         return Ok(n); // clients stopped (an error there is reported by them)
                     }
                 }
@@ -78,7 +88,13 @@ mod tests {
 
     #[test]
     fn batches_reach_every_client_once() {
-        let ops = (0..5000u64).map(|k| Ok(ClientOp { code: INSERT, key: k, len: 0 }));
+        let ops = (0..5000u64).map(|k| {
+            Ok(ClientOp {
+                code: INSERT,
+                key: k,
+                len: 0,
+            })
+        });
         let (rx, producer) = produce(ops, 3);
         let clients: Vec<_> = (0..3)
             .map(|_| {
@@ -92,7 +108,10 @@ mod tests {
                 })
             })
             .collect();
-        let mut all: Vec<u64> = clients.into_iter().flat_map(|c| c.join().unwrap()).collect();
+        let mut all: Vec<u64> = clients
+            .into_iter()
+            .flat_map(|c| c.join().unwrap())
+            .collect();
         all.sort_unstable();
         assert_eq!(all, (0..5000).collect::<Vec<_>>());
         assert_eq!(producer.join().unwrap().unwrap(), 5000);

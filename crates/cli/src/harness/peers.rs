@@ -70,7 +70,11 @@ impl PeerContext {
                  repository root or pass --peers-dir",
             )?,
         };
-        Ok(PeerContext { halflife_exe, peers_dir, python: "python3".to_string() })
+        Ok(PeerContext {
+            halflife_exe,
+            peers_dir,
+            python: "python3".to_string(),
+        })
     }
 }
 
@@ -88,9 +92,18 @@ fn find_peers_dir() -> Result<PathBuf> {
 /// Every engine compare knows, in the default order.
 pub fn all() -> Vec<Box<dyn Peer>> {
     vec![
-        Box::new(Halflife { name: "halflife-inline", policy: "inline" }),
-        Box::new(Halflife { name: "halflife-blobdb", policy: "blobdb" }),
-        Box::new(Halflife { name: "halflife-titan", policy: "titan" }),
+        Box::new(Halflife {
+            name: "halflife-inline",
+            policy: "inline",
+        }),
+        Box::new(Halflife {
+            name: "halflife-blobdb",
+            policy: "blobdb",
+        }),
+        Box::new(Halflife {
+            name: "halflife-titan",
+            policy: "titan",
+        }),
         Box::new(RocksDb { blob: false }),
         Box::new(RocksDb { blob: true }),
         Box::new(Badger),
@@ -98,7 +111,8 @@ pub fn all() -> Vec<Box<dyn Peer>> {
 }
 
 /// The engines run when `--engines` is not given.
-pub const DEFAULT_ENGINES: &str = "halflife-inline,halflife-blobdb,halflife-titan,rocksdb,rocksdb-blob";
+pub const DEFAULT_ENGINES: &str =
+    "halflife-inline,halflife-blobdb,halflife-titan,rocksdb,rocksdb-blob";
 
 /// Looks up a comma-separated list of engine names.
 pub fn select(names: &str) -> Result<Vec<Box<dyn Peer>>> {
@@ -107,7 +121,10 @@ pub fn select(names: &str) -> Result<Vec<Box<dyn Peer>>> {
     for name in names.split(',').map(str::trim).filter(|n| !n.is_empty()) {
         let Some(i) = known.iter().position(|p| p.name() == name) else {
             let list: Vec<&str> = all_names();
-            bail!("unknown engine {name:?}; known engines: {}", list.join(", "));
+            bail!(
+                "unknown engine {name:?}; known engines: {}",
+                list.join(", ")
+            );
         };
         out.push(known.remove(i));
     }
@@ -118,7 +135,14 @@ pub fn select(names: &str) -> Result<Vec<Box<dyn Peer>>> {
 }
 
 pub fn all_names() -> Vec<&'static str> {
-    vec!["halflife-inline", "halflife-blobdb", "halflife-titan", "rocksdb", "rocksdb-blob", "badger"]
+    vec![
+        "halflife-inline",
+        "halflife-blobdb",
+        "halflife-titan",
+        "rocksdb",
+        "rocksdb-blob",
+        "badger",
+    ]
 }
 
 /// Our engine: the same binary, `halflife bench --ops FILE`.
@@ -153,7 +177,14 @@ impl Peer for Halflife {
             .arg(run.dir)
             .arg("--report")
             .arg(run.report)
-            .args(["--name", self.name, "--policy", self.policy, "--progress-lines", "--no-plot"])
+            .args([
+                "--name",
+                self.name,
+                "--policy",
+                self.policy,
+                "--progress-lines",
+                "--no-plot",
+            ])
             .args(["--memtable-mb", &s.memtable_mb.to_string()])
             .args(["--cache-mb", &s.cache_mb.to_string()])
             .args(["--min-blob-size", &s.min_blob_size.to_string()])
@@ -238,7 +269,9 @@ pub fn ensure_rocksdict(python: &str) -> Result<()> {
     if has(python) {
         return Ok(());
     }
-    eprintln!("installing the rocksdict Python package (python3 -m pip install --quiet rocksdict) ...");
+    eprintln!(
+        "installing the rocksdict Python package (python3 -m pip install --quiet rocksdict) ..."
+    );
     let status = Command::new(python)
         .args(["-m", "pip", "install", "--quiet", "rocksdict"])
         .status()
@@ -275,7 +308,10 @@ impl Peer for Badger {
         if !dir.join("main.go").exists() {
             bail!("{} has no Badger driver", dir.display());
         }
-        eprintln!("building the Badger driver (go build in {}) ...", dir.display());
+        eprintln!(
+            "building the Badger driver (go build in {}) ...",
+            dir.display()
+        );
         let status = Command::new("go")
             .args(["build", "-o", "badger-driver", "."])
             .current_dir(&dir)
@@ -316,7 +352,11 @@ mod tests {
         let e = select("rocksdb-blob, halflife-inline").unwrap();
         let names: Vec<&str> = e.iter().map(|p| p.name()).collect();
         assert_eq!(names, ["rocksdb-blob", "halflife-inline"]);
-        assert!(select("mysql").err().unwrap().to_string().contains("known engines"));
+        assert!(select("mysql")
+            .err()
+            .unwrap()
+            .to_string()
+            .contains("known engines"));
         assert!(select("").is_err());
         assert_eq!(select(DEFAULT_ENGINES).unwrap().len(), 5);
         let all: Vec<String> = all().iter().map(|p| p.name().to_string()).collect();

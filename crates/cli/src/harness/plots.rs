@@ -17,7 +17,12 @@ fn err<E: std::fmt::Display>(e: E) -> anyhow::Error {
 /// Two panels over user data written: write amplification (cumulative engine bytes / user
 /// bytes) and space amplification (disk bytes / live user bytes).
 /// A dashed vertical line marks the end of the load phase at `load_end` user bytes.
-pub fn amplification_over_run(path: &Path, title: &str, samples: &[Sample], load_end: Option<u64>) -> Result<()> {
+pub fn amplification_over_run(
+    path: &Path,
+    title: &str,
+    samples: &[Sample],
+    load_end: Option<u64>,
+) -> Result<()> {
     crate::plot::init_fonts()?;
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir)?;
@@ -26,8 +31,16 @@ pub fn amplification_over_run(path: &Path, title: &str, samples: &[Sample], load
     root.fill(&WHITE).map_err(err)?;
     let root = root.titled(title, ("sans-serif", 22)).map_err(err)?;
     let panels = root.split_evenly((1, 2));
-    let max_user = samples.iter().map(|s| s.user_bytes_written).max().unwrap_or(0) as f64;
-    let (unit, unit_name) = if max_user >= 4.0 * GIB { (GIB, "GiB") } else { (MIB, "MiB") };
+    let max_user = samples
+        .iter()
+        .map(|s| s.user_bytes_written)
+        .max()
+        .unwrap_or(0) as f64;
+    let (unit, unit_name) = if max_user >= 4.0 * GIB {
+        (GIB, "GiB")
+    } else {
+        (MIB, "MiB")
+    };
     let x_max = (max_user / unit).max(1e-9) * 1.02;
     let x_desc = format!("user data written ({unit_name})");
 
@@ -42,8 +55,24 @@ pub fn amplification_over_run(path: &Path, title: &str, samples: &[Sample], load
         .filter(|(_, y)| y.is_finite())
         .collect();
     let load_end = load_end.map(|b| b as f64 / unit).filter(|x| *x < x_max);
-    line_panel(&panels[0], "write amplification", &x_desc, x_max, &wa, &BLUE, load_end)?;
-    line_panel(&panels[1], "space amplification", &x_desc, x_max, &sa, &RED, load_end)?;
+    line_panel(
+        &panels[0],
+        "write amplification",
+        &x_desc,
+        x_max,
+        &wa,
+        &BLUE,
+        load_end,
+    )?;
+    line_panel(
+        &panels[1],
+        "space amplification",
+        &x_desc,
+        x_max,
+        &sa,
+        &RED,
+        load_end,
+    )?;
     root.present().map_err(err)?;
     Ok(())
 }
@@ -83,12 +112,16 @@ fn line_panel(
             .draw_series(std::iter::once(Text::new(
                 "load | run",
                 (x, y_max * 0.97),
-                TextStyle::from(("sans-serif", 14).into_font()).pos(Pos::new(HPos::Center, VPos::Top)),
+                TextStyle::from(("sans-serif", 14).into_font())
+                    .pos(Pos::new(HPos::Center, VPos::Top)),
             )))
             .map_err(err)?;
     }
     chart
-        .draw_series(LineSeries::new(points.iter().copied(), color.stroke_width(2)))
+        .draw_series(LineSeries::new(
+            points.iter().copied(),
+            color.stroke_width(2),
+        ))
         .map_err(err)?;
     chart
         .draw_series(points.iter().map(|&p| Circle::new(p, 3, color.filled())))
@@ -134,15 +167,23 @@ pub fn bars(path: &Path, title: &str, engines: &[String], panels: &[BarPanel]) -
     root.fill(&WHITE).map_err(err)?;
     let root = root.titled(title, ("sans-serif", 22)).map_err(err)?;
     let areas = root.split_evenly((rows, cols));
+    // A discrete u32 range includes its end: 0..n-1 has n segments.
     let n = engines.len() as u32;
     for (panel, area) in panels.iter().zip(areas.iter()) {
-        let y_max = panel.values.iter().flatten().copied().fold(0.0f64, f64::max).max(1e-9) * 1.18;
+        let y_max = panel
+            .values
+            .iter()
+            .flatten()
+            .copied()
+            .fold(0.0f64, f64::max)
+            .max(1e-9)
+            * 1.18;
         let mut chart = ChartBuilder::on(area)
             .caption(&panel.title, ("sans-serif", 18))
             .margin(12)
             .x_label_area_size(36)
             .y_label_area_size(70)
-            .build_cartesian_2d((0..n).into_segmented(), 0f64..y_max)
+            .build_cartesian_2d((0..n.saturating_sub(1)).into_segmented(), 0f64..y_max)
             .map_err(err)?;
         let label = |v: &SegmentValue<u32>| match v {
             SegmentValue::CenterOf(i) | SegmentValue::Exact(i) => {
@@ -164,7 +205,10 @@ pub fn bars(path: &Path, title: &str, engines: &[String], panels: &[BarPanel]) -
             let i = i as u32;
             let color = PALETTE[i as usize % PALETTE.len()];
             let mut bar = Rectangle::new(
-                [(SegmentValue::Exact(i), 0.0), (SegmentValue::Exact(i + 1), v)],
+                [
+                    (SegmentValue::Exact(i), 0.0),
+                    (SegmentValue::Exact(i + 1), v),
+                ],
                 color.filled(),
             );
             bar.set_margin(0, 0, 14, 14);
@@ -174,7 +218,8 @@ pub fn bars(path: &Path, title: &str, engines: &[String], panels: &[BarPanel]) -
                     .draw_series(std::iter::once(Text::new(
                         text.clone(),
                         (SegmentValue::CenterOf(i), v + y_max * 0.02),
-                        TextStyle::from(("sans-serif", 15).into_font()).pos(Pos::new(HPos::Center, VPos::Bottom)),
+                        TextStyle::from(("sans-serif", 15).into_font())
+                            .pos(Pos::new(HPos::Center, VPos::Bottom)),
                     )))
                     .map_err(err)?;
             }

@@ -36,8 +36,12 @@ impl ProcIo {
     pub fn parse(text: &str) -> ProcIo {
         let mut io = ProcIo::default();
         for line in text.lines() {
-            let Some((name, value)) = line.split_once(':') else { continue };
-            let Ok(value) = value.trim().parse::<u64>() else { continue };
+            let Some((name, value)) = line.split_once(':') else {
+                continue;
+            };
+            let Ok(value) = value.trim().parse::<u64>() else {
+                continue;
+            };
             match name.trim() {
                 "rchar" => io.rchar = value,
                 "wchar" => io.wchar = value,

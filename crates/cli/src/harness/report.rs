@@ -32,8 +32,16 @@ pub struct Phase {
 
 impl Phase {
     pub fn new(ops: u64, seconds: f64) -> Phase {
-        let ops_per_sec = if seconds > 0.0 { ops as f64 / seconds } else { 0.0 };
-        Phase { ops, seconds, ops_per_sec }
+        let ops_per_sec = if seconds > 0.0 {
+            ops as f64 / seconds
+        } else {
+            0.0
+        };
+        Phase {
+            ops,
+            seconds,
+            ops_per_sec,
+        }
     }
 }
 
@@ -81,6 +89,9 @@ pub struct RunReport {
     /// The process's own /proc/self/io, read as the last thing before exiting.
     #[serde(default)]
     pub proc_io: ProcIo,
+    /// Peak resident set size of the process (getrusage), page cache not included.
+    #[serde(default)]
+    pub max_rss_bytes: Option<u64>,
     #[serde(default)]
     pub engine_stats: serde_json::Value,
     /// Time series sampled during the run (halflife only).
@@ -107,8 +118,8 @@ impl RunReport {
     }
 
     pub fn load(path: &Path) -> Result<RunReport> {
-        let text =
-            std::fs::read_to_string(path).with_context(|| format!("reading report {}", path.display()))?;
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("reading report {}", path.display()))?;
         serde_json::from_str(&text).with_context(|| format!("parsing report {}", path.display()))
     }
 
@@ -129,9 +140,19 @@ pub fn ratio(a: u64, b: u64) -> f64 {
     }
 }
 
+/// Peak resident set size of this process, from getrusage.
+pub fn max_rss_bytes() -> Option<u64> {
+    // SAFETY: getrusage writes into the zeroed struct we pass.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    (rc == 0).then(|| ru.ru_maxrss as u64 * 1024)
+}
+
 /// Apparent size of every file under `dir`.
 pub fn dir_bytes(dir: &Path) -> u64 {
-    let Ok(entries) = std::fs::read_dir(dir) else { return 0 };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
     entries
         .flatten()
         .map(|e| match e.file_type() {

@@ -11,7 +11,10 @@ pub struct Table {
 
 impl Table {
     pub fn new<S: Into<String>>(header: impl IntoIterator<Item = S>) -> Table {
-        Table { header: header.into_iter().map(Into::into).collect(), rows: Vec::new() }
+        Table {
+            header: header.into_iter().map(Into::into).collect(),
+            rows: Vec::new(),
+        }
     }
 
     pub fn row<S: Into<String>>(&mut self, cells: impl IntoIterator<Item = S>) -> &mut Self {
@@ -140,7 +143,8 @@ mod tests {
     #[test]
     fn renders_aligned_columns() {
         let mut t = Table::new(["op", "count", "p99"]);
-        t.row(["update", "1,000", "12 us"]).row(["read", "5", "1.2 ms"]);
+        t.row(["update", "1,000", "12 us"])
+            .row(["read", "5", "1.2 ms"]);
         let s = t.render();
         let expected = "\
 op      count     p99
