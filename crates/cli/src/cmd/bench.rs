@@ -312,6 +312,7 @@ pub fn run(a: Args) -> Result<()> {
         next_at: sample_every,
         samples: Vec::new(),
         start: Instant::now(),
+        warned: false,
     };
     sampler.take(&db, &shared)?;
 
@@ -362,15 +363,10 @@ pub fn run(a: Args) -> Result<()> {
     let t = Instant::now();
     db.wait_idle()?;
     let settle = t.elapsed().as_secs_f64();
-    sampler.take(&db, &shared)?;
+    let live = sampler.take_final(&db, &shared);
     progress.finish();
 
     let stats = db.stats();
-    let live = *sampler
-        .samples
-        .last()
-        .and_then(|s| s.live_user_bytes.as_ref())
-        .ok_or_else(|| anyhow!("no live bytes"))?;
     let engine_stats = serde_json::to_value(&stats)?;
     let by_cause: BTreeMap<String, u64> = stats
         .io
@@ -413,7 +409,7 @@ pub fn run(a: Args) -> Result<()> {
         disk_bytes,
         tree_bytes: Some(stats.tree_bytes),
         value_file_bytes: Some(stats.value_file_bytes),
-        live_user_bytes: Some(live),
+        live_user_bytes: live,
         stall_micros: stats.stall_micros,
         proc_io: ProcIo::default(),
         max_rss_bytes: None,
@@ -564,34 +560,16 @@ fn client(
             workload::keys::format_key(op.key, key_size, &mut key);
             let value = &shared.values[offset..offset + vs];
             let t = Instant::now();
-            match op.code {
-                INSERT | UPDATE => {
-                    db.put(&key, value)?;
-                    shared.user_bytes.fetch_add(write_bytes, Relaxed);
-                }
-                READ => {
-                    if db.get(&key)?.is_none() {
-                        not_found += 1;
-                    }
-                }
-                SCAN => {
-                    let iter = db.scan(Bound::Included(key.as_slice()), Bound::Unbounded)?;
-                    for item in iter.take(op.len as usize) {
-                        item?;
-                    }
-                }
-                RMW => {
-                    if db.get(&key)?.is_none() {
-                        not_found += 1;
-                    }
-                    db.put(&key, value)?;
-                    shared.user_bytes.fetch_add(write_bytes, Relaxed);
-                }
-                c => bail!("unknown op code {c}"),
-            }
+            let found = exec(db, op, &key, value).with_context(|| {
+                let n = shared.ops_done.load(Relaxed);
+                let name = OP_NAMES.get(op.code as usize).unwrap_or(&"op");
+                format!("{name} of key number {} (after {n} ops)", op.key)
+            })?;
             lat.record(op.code as usize, t.elapsed().as_nanos() as u64);
+            not_found += u64::from(!found);
             if op.code == INSERT || op.code == UPDATE || op.code == RMW {
                 offset = (offset + 4093) % POOL;
+                shared.user_bytes.fetch_add(write_bytes, Relaxed);
             }
             // Per op, so that a sample's user bytes match the engine's counters to one op.
             shared.ops_done.fetch_add(1, Relaxed);
@@ -600,18 +578,47 @@ fn client(
     Ok((lat, not_found))
 }
 
+/// Executes one op; false if a read found no value.
+fn exec(db: &DB, op: &ClientOp, key: &[u8], value: &[u8]) -> Result<bool> {
+    match op.code {
+        INSERT | UPDATE => db.put(key, value)?,
+        READ => return Ok(db.get(key)?.is_some()),
+        SCAN => {
+            let iter = db.scan(Bound::Included(key), Bound::Unbounded)?;
+            for item in iter.take(op.len as usize) {
+                item?;
+            }
+        }
+        RMW => {
+            let found = db.get(key)?.is_some();
+            db.put(key, value)?;
+            return Ok(found);
+        }
+        c => bail!("unknown op code {c}"),
+    }
+    Ok(true)
+}
+
 struct Sampler {
     every: u64,
     next_at: u64,
     samples: Vec<Sample>,
     start: Instant,
+    warned: bool,
 }
 
 impl Sampler {
+    /// One sample. Live bytes are measured first (a tree scan, while clients keep going),
+    /// then the counters, which are cheap and consistent with each other.
     fn take(&mut self, db: &DB, shared: &Shared) -> Result<()> {
+        let live = self.live_bytes(db);
+        self.push(db, shared, live);
+        Ok(())
+    }
+
+    fn push(&mut self, db: &DB, shared: &Shared, live: Option<u64>) {
         let ops_done = shared.ops_done.load(Relaxed);
         let user = shared.user_bytes.load(Relaxed);
-        let live = db.measure_live_bytes()?;
         let stats = db.stats();
         let engine = stats.io.total_written();
         self.samples.push(Sample {
@@ -621,11 +628,47 @@ impl Sampler {
             engine_bytes_written: engine,
             write_amplification: report::ratio(engine, user),
             disk_bytes: stats.disk_bytes,
-            live_user_bytes: Some(live),
-            space_amplification: (live > 0).then(|| stats.disk_bytes as f64 / live as f64),
+            live_user_bytes: live,
+            space_amplification: live
+                .filter(|l| *l > 0)
+                .map(|l| stats.disk_bytes as f64 / l as f64),
         });
         self.next_at = (ops_done / self.every + 1) * self.every;
-        Ok(())
+    }
+
+    /// The final sample, when the engine is idle.
+    fn take_final(&mut self, db: &DB, shared: &Shared) -> Option<u64> {
+        let live = match db.measure_live_bytes() {
+            Ok(v) => Some(v),
+            Err(e) => {
+                eprintln!("warning: measure_live_bytes failed after the run: {e}");
+                None
+            }
+        };
+        self.push(db, shared, live);
+        live
+    }
+
+    /// Live bytes during the run; a scan that races with background work and fails is
+    /// retried, then the sample goes without (with a warning: it is an engine bug).
+    fn live_bytes(&mut self, db: &DB) -> Option<u64> {
+        let mut last_err = None;
+        for _ in 0..3 {
+            match db.measure_live_bytes() {
+                Ok(v) => return Some(v),
+                Err(e) => last_err = Some(e),
+            }
+        }
+        if !self.warned {
+            self.warned = true;
+            if let Some(e) = last_err {
+                eprintln!(
+                    "warning: measure_live_bytes failed during the run ({e}); \
+                     such samples have no space amplification"
+                );
+            }
+        }
+        None
     }
 }
 
