@@ -162,7 +162,8 @@ fn run_inner(spec: &JobSpec<'_>, input: &mut dyn InternalIterator, o: &mut Outpu
     input.seek_to_first()?;
     let mut cur_key: Vec<u8> = Vec::new();
     let mut have_key = false;
-    let mut last_seq_for_key = SeqNo::MAX;
+    // Sequence number of the previous (newer) version of the current key, if any.
+    let mut last_seq_for_key: Option<SeqNo> = None;
     let mut new_value = Vec::new();
     let mut new_key = Vec::new();
     while input.valid() {
@@ -183,13 +184,13 @@ fn run_inner(spec: &JobSpec<'_>, input: &mut dyn InternalIterator, o: &mut Outpu
             cur_key.clear();
             cur_key.extend_from_slice(p.user_key);
             have_key = true;
-            last_seq_for_key = SeqNo::MAX;
+            last_seq_for_key = None;
         }
-        let shadowed = last_seq_for_key <= spec.smallest_snapshot;
+        let shadowed = last_seq_for_key.is_some_and(|s| s <= spec.smallest_snapshot);
         let dead_tombstone = p.kind == ValueKind::Deletion
             && spec.drop_tombstones
             && p.seq <= spec.smallest_snapshot;
-        last_seq_for_key = p.seq;
+        last_seq_for_key = Some(p.seq);
         let value = input.value();
         if shadowed || dead_tombstone {
             if p.kind == ValueKind::Pointer {

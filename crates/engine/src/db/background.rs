@@ -448,7 +448,13 @@ pub(crate) fn compact_range(
             let (c, snap, v, filter) = {
                 let mut st = inner.state.lock();
                 let v = st.versions.current();
-                let files = picker::files_in_range(&v, level, start, end);
+                // L0 files overlap each other: moving only some of them below the others
+                // could put an older version above a newer one, so L0 goes whole.
+                let files = if level == 0 {
+                    v.levels[0].clone()
+                } else {
+                    picker::files_in_range(&v, level, start, end)
+                };
                 let Some(c) = picker::build(&v, level, files, &st.busy_tables, "manual") else {
                     continue;
                 };

@@ -15,7 +15,7 @@ use crate::sst::Table;
 use crate::types::{cmp_internal, parse_internal_key, user_key, SeqNo, ValueKind};
 use crate::vlog::BlobFile;
 use std::cmp::Ordering;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{Arc, OnceLock};
@@ -185,18 +185,26 @@ impl Version {
         cache: &Option<Arc<BlockCache>>,
     ) -> Version {
         let mut levels = self.levels.clone();
+        let mut removed = HashMap::new();
         for &(level, number) in &edit.deleted {
             if let Some(i) = levels[level].iter().position(|f| f.number() == number) {
-                levels[level].remove(i).mark_obsolete();
+                removed.insert(number, levels[level].remove(i));
             }
         }
         for (level, meta) in &edit.added {
-            levels[*level].push(Arc::new(TableFile::new(
-                meta.clone(),
-                dir,
-                storage.clone(),
-                cache.clone(),
-            )));
+            // A file deleted and added by the same edit moved between levels: same file.
+            let f = removed.remove(&meta.number).unwrap_or_else(|| {
+                Arc::new(TableFile::new(
+                    meta.clone(),
+                    dir,
+                    storage.clone(),
+                    cache.clone(),
+                ))
+            });
+            levels[*level].push(f);
+        }
+        for f in removed.values() {
+            f.mark_obsolete();
         }
         for (level, files) in levels.iter_mut().enumerate() {
             if level == 0 {

@@ -98,7 +98,9 @@ impl GcPolicy for BlobDb {
         let (Some(cutoff), Some(oldest)) = (self.cutoff_number(v), v.blobs.values().next()) else {
             return out;
         };
-        if oldest.number >= cutoff || oldest.garbage_ratio() < self.force_threshold {
+        // A file without garbage is never forced: relocating it would only move it.
+        let ratio = oldest.garbage_ratio();
+        if oldest.number >= cutoff || ratio == 0.0 || ratio < self.force_threshold {
             return out;
         }
         for files in &v.levels {
