@@ -2,6 +2,7 @@
 //! log-structured block store, from one binary.
 
 mod cmd;
+mod harness;
 mod plot;
 
 use clap::{Parser, Subcommand};

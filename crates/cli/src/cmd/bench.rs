@@ -1,8 +1,837 @@
-//! Not implemented yet.
+//! `halflife bench`: run one workload on the engine and report throughput, latency per op
+//! type, write amplification by cause, space amplification, tree size and stalls.
+//!
+//! The run: open the engine in a fresh directory; load phase (insert key numbers
+//! `0..record_count`); run phase (the workload's ops, or an op file's with `--ops`); wait
+//! until no background work is pending; final statistics. Client threads execute ops in
+//! batches fed by a producer thread. About every 1/`--samples` of the ops, the main thread
+//! samples the engine's counters and its live bytes for the amplification-over-time plot.
+//!
+//! Every option has a default: `halflife bench` alone runs paper 000's write-intensive
+//! pattern (scrambled Zipfian 0.9 updates, 256-byte keys, 4 KiB values) scaled to about a
+//! minute on a 2-core machine: 200,000 records (870 MB live), 600,000 updates (2.6 GB), which
+//! is enough for value-file GC to run many times.
 
-#[derive(clap::Args)]
-pub struct Args {}
+use crate::harness::latency::{Latencies, OP_NAMES};
+use crate::harness::ops::{self, ClientOp, SharedReceiver, INSERT, READ, RMW, SCAN, UPDATE};
+use crate::harness::procio::ProcIo;
+use crate::harness::report::{self, Phase, RunReport, Sample, WorkloadInfo};
+use crate::harness::{plots, table};
+use anyhow::{anyhow, bail, Context, Result};
+use engine::{GcPolicyConfig, Options, DB};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use rand::{RngCore, SeedableRng};
+use std::collections::BTreeMap;
+use std::ops::Bound;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use workload::spec::WorkloadSpec;
 
-pub fn run(_args: Args) -> anyhow::Result<()> {
-    anyhow::bail!("not implemented yet")
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Workload preset: a, b, c, d, e, f (YCSB core workloads) or write-intensive (paper 000
+    /// section 5.2: updates only, 256-byte keys, 4 KiB values).
+    #[arg(short, long, default_value = "write-intensive")]
+    pub workload: String,
+    /// Records loaded before the run phase [default: 200000 for write-intensive, else the
+    /// preset's].
+    #[arg(long)]
+    pub records: Option<u64>,
+    /// Operations in the run phase [default: three times the records for write-intensive,
+    /// else the preset's].
+    #[arg(long)]
+    pub op_count: Option<u64>,
+    /// Key size in bytes [default: the preset's].
+    #[arg(long)]
+    pub key_size: Option<u32>,
+    /// Value size in bytes [default: the preset's].
+    #[arg(long)]
+    pub value_size: Option<u32>,
+    /// Request distribution override: uniform, zipfian[:theta], scrambled[:theta],
+    /// latest[:theta].
+    #[arg(long)]
+    pub distribution: Option<String>,
+    /// Zipfian constant of the write-intensive preset.
+    #[arg(long, default_value_t = 0.9)]
+    pub theta: f64,
+    /// Workload seed [default: the workload crate's].
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Replay this op file (as written by `halflife compare`) instead of generating ops.
+    #[arg(long, value_name = "FILE")]
+    pub ops: Option<PathBuf>,
+
+    /// Value placement and GC policy: inline, blobdb or titan.
+    #[arg(short, long, default_value = "blobdb")]
+    pub policy: String,
+    /// blobdb: fraction of the oldest value files GC may collect.
+    #[arg(long, default_value_t = 0.8)]
+    pub age_cutoff: f64,
+    /// blobdb: garbage ratio of those files that forces their collection.
+    #[arg(long, default_value_t = 0.2)]
+    pub force_threshold: f64,
+    /// titan: garbage ratio at which a value file is collected.
+    #[arg(long, default_value_t = 0.2)]
+    pub garbage_ratio: f64,
+    /// Memtable size in MiB.
+    #[arg(long, default_value_t = 64)]
+    pub memtable_mb: u64,
+    /// Block cache size in MiB.
+    #[arg(long, default_value_t = 64)]
+    pub cache_mb: u64,
+    /// Values at least this large go to value files (blobdb, titan).
+    #[arg(long, default_value_t = 512)]
+    pub min_blob_size: u64,
+    /// Target value file size in MiB.
+    #[arg(long, default_value_t = 64)]
+    pub blob_file_mb: u64,
+    /// Sync the WAL on every write.
+    #[arg(long)]
+    pub sync: bool,
+
+    /// Client threads.
+    #[arg(short, long, default_value_t = 1)]
+    pub threads: usize,
+    /// Data directory (must be empty or absent) [default: a temporary directory, removed
+    /// at the end].
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+    /// Name of the run, used in the default report and plot paths.
+    #[arg(long)]
+    pub name: Option<String>,
+    /// JSON report path [default: bench-out/<name>.json].
+    #[arg(long)]
+    pub report: Option<PathBuf>,
+    /// PNG plot of write and space amplification over the run [default:
+    /// bench-out/<name>.png].
+    #[arg(long)]
+    pub plot: Option<PathBuf>,
+    /// Do not draw the plot.
+    #[arg(long)]
+    pub no_plot: bool,
+    /// Statistics samples over the run (each one measures live bytes with a tree scan).
+    #[arg(long, default_value_t = 50)]
+    pub samples: u64,
+    /// No progress bar and no table (the report is still written).
+    #[arg(short, long)]
+    pub quiet: bool,
+    /// Print `progress DONE TOTAL` lines on stderr instead of a bar (used by compare).
+    #[arg(long, hide = true)]
+    pub progress_lines: bool,
+}
+
+/// What runs: the sizes, and where the run-phase ops come from.
+struct Plan {
+    name: String,
+    description: String,
+    info: WorkloadInfo,
+    source: Source,
+    spec: Option<WorkloadSpec>,
+}
+
+enum Source {
+    Spec(WorkloadSpec),
+    OpFile(PathBuf),
+}
+
+impl Plan {
+    fn from_args(a: &Args) -> Result<Plan> {
+        if let Some(path) = &a.ops {
+            let header = *workload::opfile::OpFileReader::open(path)
+                .with_context(|| format!("reading op file {}", path.display()))?
+                .header();
+            let info = WorkloadInfo {
+                record_count: header.record_count,
+                op_count: header.op_count,
+                key_size: header.key_size as u64,
+                value_size: header.value_size as u64,
+            };
+            let stem = path
+                .file_stem()
+                .and_then(|s| s.to_str())
+                .unwrap_or("ops")
+                .to_string();
+            return Ok(Plan {
+                name: a
+                    .name
+                    .clone()
+                    .unwrap_or_else(|| format!("{stem}-{}", a.policy)),
+                description: format!("op file {}", path.display()),
+                info,
+                source: Source::OpFile(path.clone()),
+                spec: None,
+            });
+        }
+        let spec = build_spec(a)?;
+        let info = WorkloadInfo {
+            record_count: spec.record_count,
+            op_count: spec.operation_count,
+            key_size: spec.key_size as u64,
+            value_size: spec.value_size as u64,
+        };
+        Ok(Plan {
+            name: a
+                .name
+                .clone()
+                .unwrap_or_else(|| format!("{}-{}", spec.name, a.policy)),
+            description: format!("{} ({})", spec.name, spec.request_distribution),
+            info,
+            source: Source::Spec(spec.clone()),
+            spec: Some(spec),
+        })
+    }
+}
+
+/// Records of the default `halflife bench` (three updates per record follow): 870 MB live
+/// and 2.6 GB of updates, a run of about a minute on 2 cores.
+pub const DEFAULT_WRITE_INTENSIVE_RECORDS: u64 = 200_000;
+
+pub fn build_spec(a: &Args) -> Result<WorkloadSpec> {
+    let w = a.workload.to_ascii_lowercase();
+    let mut spec = match w.as_str() {
+        "write-intensive" | "wi" => {
+            let records = a.records.unwrap_or(DEFAULT_WRITE_INTENSIVE_RECORDS);
+            WorkloadSpec::write_intensive(a.theta)?
+                .with_record_count(records)
+                .with_operation_count(a.op_count.unwrap_or(3 * records))
+        }
+        s if s.len() == 1 || s.starts_with("ycsb-") => {
+            let c = s.chars().last().expect("non-empty");
+            WorkloadSpec::ycsb(c)?
+        }
+        _ => bail!(
+            "unknown workload {:?}: use a, b, c, d, e, f or write-intensive",
+            a.workload
+        ),
+    };
+    if let Some(n) = a.records {
+        spec = spec.with_record_count(n);
+    }
+    if let Some(n) = a.op_count {
+        spec = spec.with_operation_count(n);
+    }
+    if let Some(n) = a.key_size {
+        spec = spec.with_key_size(n);
+    }
+    if let Some(n) = a.value_size {
+        spec = spec.with_value_size(n);
+    }
+    if let Some(d) = &a.distribution {
+        spec.request_distribution = d.parse().map_err(|e| anyhow!("--distribution {d}: {e}"))?;
+    }
+    if let Some(seed) = a.seed {
+        spec = spec.with_seed(seed);
+    }
+    spec.validate()?;
+    Ok(spec)
+}
+
+pub fn gc_policy(a: &Args) -> Result<GcPolicyConfig> {
+    Ok(match a.policy.to_ascii_lowercase().as_str() {
+        "inline" => GcPolicyConfig::Inline,
+        "blobdb" => GcPolicyConfig::BlobDb {
+            age_cutoff: a.age_cutoff,
+            force_threshold: a.force_threshold,
+        },
+        "titan" => GcPolicyConfig::Titan {
+            garbage_ratio: a.garbage_ratio,
+        },
+        other => bail!("unknown policy {other:?}: use inline, blobdb or titan"),
+    })
+}
+
+fn engine_options(a: &Args) -> Result<Options> {
+    Ok(Options {
+        memtable_size: (a.memtable_mb << 20) as usize,
+        block_cache_capacity: (a.cache_mb << 20) as usize,
+        sync_writes: a.sync,
+        use_wal: true,
+        gc: gc_policy(a)?,
+        min_blob_size: a.min_blob_size as usize,
+        blob_file_size: a.blob_file_mb << 20,
+        ..Options::default()
+    })
+}
+
+pub fn run(a: Args) -> Result<()> {
+    if a.threads == 0 {
+        bail!("--threads must be at least 1");
+    }
+    let plan = Plan::from_args(&a)?;
+    let opts = engine_options(&a)?;
+    let report_path = a
+        .report
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(format!("bench-out/{}.json", plan.name)));
+    let plot_path = (!a.no_plot).then(|| {
+        a.plot
+            .clone()
+            .unwrap_or_else(|| PathBuf::from(format!("bench-out/{}.png", plan.name)))
+    });
+
+    let (_tmp, dir) = match &a.dir {
+        Some(d) => {
+            if d.exists() && std::fs::read_dir(d)?.next().is_some() {
+                bail!("--dir {} is not empty", d.display());
+            }
+            (None, d.clone())
+        }
+        None => {
+            let t = tempfile::Builder::new()
+                .prefix("halflife-bench-")
+                .tempdir()?;
+            let p = t.path().to_path_buf();
+            (Some(t), p)
+        }
+    };
+
+    let progress = Progress::new(&a, plan.info.record_count + plan.info.op_count);
+    if !a.quiet && !a.progress_lines {
+        eprintln!(
+            "halflife bench {}: {} records of {} B keys and {} B values, {} ops, policy {}, {} thread(s), in {}",
+            plan.description,
+            table::count(plan.info.record_count),
+            plan.info.key_size,
+            plan.info.value_size,
+            table::count(plan.info.op_count),
+            a.policy,
+            a.threads,
+            dir.display()
+        );
+    }
+
+    let db = Arc::new(
+        DB::open(&dir, opts).with_context(|| format!("opening the engine in {}", dir.display()))?,
+    );
+    let shared = Shared::new(plan.info.value_size as usize);
+    let sample_every = ((plan.info.record_count + plan.info.op_count) / a.samples.max(1)).max(1);
+    let mut sampler = Sampler {
+        every: sample_every,
+        next_at: sample_every,
+        samples: Vec::new(),
+        start: Instant::now(),
+        warned: false,
+    };
+    sampler.take(&db, &shared)?;
+
+    // Load phase.
+    progress.phase("load");
+    let record_count = plan.info.record_count;
+    let load_ops = (0..record_count).map(|k| {
+        Ok(ClientOp {
+            code: INSERT,
+            key: k,
+            len: 0,
+        })
+    });
+    let load = drive(
+        &db,
+        &plan,
+        &shared,
+        a.threads,
+        load_ops,
+        &progress,
+        &mut sampler,
+    )?;
+
+    // Run phase.
+    progress.phase("run");
+    let run_ops: Box<dyn Iterator<Item = Result<ClientOp>> + Send> = match &plan.source {
+        Source::Spec(spec) => {
+            let w = workload::Workload::new(spec.clone())?;
+            Box::new(w.run_ops().map(|op| Ok(ClientOp::from(op))))
+        }
+        Source::OpFile(path) => {
+            let reader = workload::opfile::OpFileReader::open(path)?;
+            Box::new(reader.map(|op| op.map(ClientOp::from).map_err(anyhow::Error::from)))
+        }
+    };
+    let run = drive(
+        &db,
+        &plan,
+        &shared,
+        a.threads,
+        run_ops,
+        &progress,
+        &mut sampler,
+    )?;
+
+    // Settle: no flush, compaction or GC pending.
+    progress.phase("settle");
+    let t = Instant::now();
+    db.wait_idle()?;
+    let settle = t.elapsed().as_secs_f64();
+    let live = sampler.take_final(&db, &shared);
+    progress.finish();
+
+    let stats = db.stats();
+    let engine_stats = serde_json::to_value(&stats)?;
+    let by_cause: BTreeMap<String, u64> = stats
+        .io
+        .by_cause
+        .iter()
+        .filter(|(_, c)| c.bytes_written > 0)
+        .map(|(k, c)| (k.clone(), c.bytes_written))
+        .collect();
+    let db = Arc::try_unwrap(db).map_err(|_| anyhow!("engine handle still shared"))?;
+    db.close()?;
+    let disk_bytes = report::dir_bytes(&dir);
+
+    let mut phases = BTreeMap::new();
+    phases.insert("load".to_string(), Phase::new(record_count, load.seconds));
+    phases.insert(
+        "run".to_string(),
+        Phase::new(plan.info.op_count, run.seconds),
+    );
+    phases.insert("settle".to_string(), Phase::new(0, settle));
+    let mut report = RunReport {
+        schema: report::SCHEMA.to_string(),
+        engine: a
+            .name
+            .clone()
+            .unwrap_or_else(|| format!("halflife-{}", a.policy)),
+        settings: serde_json::json!({
+            "policy": a.policy, "gc": gc_policy(&a)?.to_string(), "memtable_mb": a.memtable_mb,
+            "cache_mb": a.cache_mb, "min_blob_size": a.min_blob_size, "blob_file_mb": a.blob_file_mb,
+            "sync": a.sync, "threads": a.threads, "samples": a.samples,
+            "workload": plan.spec, "ops_file": a.ops,
+        }),
+        workload: plan.info.clone(),
+        phases,
+        latency_us: run.latencies.summaries(),
+        load_latency_us: load.latencies.summary(INSERT as usize),
+        not_found: load.not_found + run.not_found,
+        user_bytes_written: shared.user_bytes.load(Relaxed),
+        engine_bytes_written: stats.io.total_written(),
+        engine_bytes_by_cause: by_cause,
+        disk_bytes,
+        tree_bytes: Some(stats.tree_bytes),
+        value_file_bytes: Some(stats.value_file_bytes),
+        live_user_bytes: live,
+        stall_micros: stats.stall_micros,
+        proc_io: ProcIo::default(),
+        max_rss_bytes: None,
+        engine_stats,
+        samples: sampler.samples,
+    };
+    if let Some(p) = &plot_path {
+        let title = format!("halflife {} - {}", report.engine, plan.description);
+        let load_end = record_count * (plan.info.key_size + plan.info.value_size);
+        plots::amplification_over_run(p, &title, &report.samples, Some(load_end))?;
+    }
+    report.max_rss_bytes = report::max_rss_bytes();
+    report.proc_io = ProcIo::current().unwrap_or_default();
+    report.save(&report_path)?;
+    if !a.quiet && !a.progress_lines {
+        print!("{}", render_summary(&report));
+        println!();
+        println!("report: {}", report_path.display());
+        if let Some(p) = &plot_path {
+            println!("plot:   {}", p.display());
+        }
+    }
+    Ok(())
+}
+
+/// State the client threads share.
+struct Shared {
+    values: Arc<[u8]>,
+    value_size: usize,
+    ops_done: AtomicU64,
+    user_bytes: AtomicU64,
+    stop: AtomicBool,
+}
+
+/// Values are slices of one random 1 MiB pool at varying offsets: compression is off, so
+/// content does not change the bytes written, and copying is cheaper than generating.
+const POOL: usize = 1 << 20;
+
+impl Shared {
+    fn new(value_size: usize) -> Shared {
+        let mut pool = vec![0u8; POOL + value_size];
+        rand::rngs::StdRng::seed_from_u64(0x6861_6c66).fill_bytes(&mut pool);
+        Shared {
+            values: pool.into(),
+            value_size,
+            ops_done: AtomicU64::new(0),
+            user_bytes: AtomicU64::new(0),
+            stop: AtomicBool::new(false),
+        }
+    }
+}
+
+struct PhaseResult {
+    seconds: f64,
+    latencies: Latencies,
+    not_found: u64,
+}
+
+/// Runs `ops` on `threads` clients while the calling thread drives the progress display
+/// and the sampler.
+fn drive<I>(
+    db: &Arc<DB>,
+    plan: &Plan,
+    shared: &Shared,
+    threads: usize,
+    ops: I,
+    progress: &Progress,
+    sampler: &mut Sampler,
+) -> Result<PhaseResult>
+where
+    I: Iterator<Item = Result<ClientOp>> + Send + 'static,
+{
+    let start = Instant::now();
+    let (rx, producer) = ops::produce(ops, threads);
+    let key_size = plan.info.key_size as usize;
+    let result = std::thread::scope(|s| -> Result<PhaseResult> {
+        let clients: Vec<_> = (0..threads)
+            .map(|i| {
+                let rx = rx.clone();
+                let db = db.clone();
+                std::thread::Builder::new()
+                    .name(format!("client-{i}"))
+                    .spawn_scoped(s, move || {
+                        let r = client(&db, &rx, shared, key_size, i);
+                        if r.is_err() {
+                            shared.stop.store(true, Relaxed);
+                        }
+                        r
+                    })
+                    .expect("spawning a client thread")
+            })
+            .collect();
+        while clients.iter().any(|c| !c.is_finished()) {
+            std::thread::sleep(Duration::from_millis(50));
+            let done = shared.ops_done.load(Relaxed);
+            progress.set(done);
+            if done >= sampler.next_at {
+                if let Err(e) = sampler.take(db, shared) {
+                    shared.stop.store(true, Relaxed);
+                    return Err(e);
+                }
+            }
+        }
+        let mut latencies = Latencies::new();
+        let mut not_found = 0;
+        for c in clients {
+            let r = c
+                .join()
+                .map_err(|_| anyhow!("a client thread panicked"))??;
+            latencies.merge(&r.0);
+            not_found += r.1;
+        }
+        Ok(PhaseResult {
+            seconds: start.elapsed().as_secs_f64(),
+            latencies,
+            not_found,
+        })
+    });
+    if result.is_err() {
+        shared.stop.store(true, Relaxed);
+    }
+    drop(rx);
+    producer
+        .join()
+        .map_err(|_| anyhow!("the op producer panicked"))??;
+    progress.set(shared.ops_done.load(Relaxed));
+    result
+}
+
+fn client(
+    db: &DB,
+    rx: &SharedReceiver,
+    shared: &Shared,
+    key_size: usize,
+    id: usize,
+) -> Result<(Latencies, u64)> {
+    let mut lat = Latencies::new();
+    let mut key = Vec::with_capacity(key_size);
+    let mut not_found = 0u64;
+    let mut offset = (id * 7919) % POOL;
+    let vs = shared.value_size;
+    let write_bytes = (key_size + vs) as u64;
+    while let Some(batch) = ops::next_batch(rx) {
+        if shared.stop.load(Relaxed) {
+            break;
+        }
+        for op in &batch {
+            workload::keys::format_key(op.key, key_size, &mut key);
+            let value = &shared.values[offset..offset + vs];
+            let t = Instant::now();
+            let found = exec(db, op, &key, value).with_context(|| {
+                let n = shared.ops_done.load(Relaxed);
+                let name = OP_NAMES.get(op.code as usize).unwrap_or(&"op");
+                format!("{name} of key number {} (after {n} ops)", op.key)
+            })?;
+            lat.record(op.code as usize, t.elapsed().as_nanos() as u64);
+            not_found += u64::from(!found);
+            if op.code == INSERT || op.code == UPDATE || op.code == RMW {
+                offset = (offset + 4093) % POOL;
+                shared.user_bytes.fetch_add(write_bytes, Relaxed);
+            }
+            // Per op, so that a sample's user bytes match the engine's counters to one op.
+            shared.ops_done.fetch_add(1, Relaxed);
+        }
+    }
+    Ok((lat, not_found))
+}
+
+/// Executes one op; false if a read found no value.
+fn exec(db: &DB, op: &ClientOp, key: &[u8], value: &[u8]) -> Result<bool> {
+    match op.code {
+        INSERT | UPDATE => db.put(key, value)?,
+        READ => return Ok(db.get(key)?.is_some()),
+        SCAN => {
+            let iter = db.scan(Bound::Included(key), Bound::Unbounded)?;
+            for item in iter.take(op.len as usize) {
+                item?;
+            }
+        }
+        RMW => {
+            let found = db.get(key)?.is_some();
+            db.put(key, value)?;
+            return Ok(found);
+        }
+        c => bail!("unknown op code {c}"),
+    }
+    Ok(true)
+}
+
+struct Sampler {
+    every: u64,
+    next_at: u64,
+    samples: Vec<Sample>,
+    start: Instant,
+    warned: bool,
+}
+
+impl Sampler {
+    /// One sample. Live bytes are measured first (a tree scan, while clients keep going),
+    /// then the counters, which are cheap and consistent with each other.
+    fn take(&mut self, db: &DB, shared: &Shared) -> Result<()> {
+        let live = self.live_bytes(db);
+        self.push(db, shared, live);
+        Ok(())
+    }
+
+    fn push(&mut self, db: &DB, shared: &Shared, live: Option<u64>) {
+        let ops_done = shared.ops_done.load(Relaxed);
+        let user = shared.user_bytes.load(Relaxed);
+        let stats = db.stats();
+        let engine = stats.io.total_written();
+        self.samples.push(Sample {
+            seconds: self.start.elapsed().as_secs_f64(),
+            ops_done,
+            user_bytes_written: user,
+            engine_bytes_written: engine,
+            write_amplification: report::ratio(engine, user),
+            disk_bytes: stats.disk_bytes,
+            live_user_bytes: live,
+            space_amplification: live
+                .filter(|l| *l > 0)
+                .map(|l| stats.disk_bytes as f64 / l as f64),
+        });
+        self.next_at = (ops_done / self.every + 1) * self.every;
+    }
+
+    /// The final sample, when the engine is idle.
+    fn take_final(&mut self, db: &DB, shared: &Shared) -> Option<u64> {
+        let live = match db.measure_live_bytes() {
+            Ok(v) => Some(v),
+            Err(e) => {
+                eprintln!("warning: measure_live_bytes failed after the run: {e}");
+                None
+            }
+        };
+        self.push(db, shared, live);
+        live
+    }
+
+    /// Live bytes during the run; a scan that races with background work and fails is
+    /// retried, then the sample goes without (with a warning: it is an engine bug).
+    fn live_bytes(&mut self, db: &DB) -> Option<u64> {
+        let mut last_err = None;
+        for _ in 0..3 {
+            match db.measure_live_bytes() {
+                Ok(v) => return Some(v),
+                Err(e) => last_err = Some(e),
+            }
+        }
+        if !self.warned {
+            self.warned = true;
+            if let Some(e) = last_err {
+                eprintln!(
+                    "warning: measure_live_bytes failed during the run ({e}); \
+                     such samples have no space amplification"
+                );
+            }
+        }
+        None
+    }
+}
+
+/// The terminal progress display: a bar, `progress` lines for a parent process, or nothing.
+struct Progress {
+    bar: Option<ProgressBar>,
+    lines: bool,
+    total: u64,
+    last_line: parking_lot::Mutex<Instant>,
+}
+
+impl Progress {
+    fn new(a: &Args, total: u64) -> Progress {
+        let bar = (!a.quiet && !a.progress_lines).then(|| {
+            let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr_with_hz(5));
+            bar.set_style(
+                ProgressStyle::with_template(
+                    "{prefix:>6} [{elapsed_precise}] {wide_bar:.cyan/blue} {human_pos}/{human_len} ops {per_sec} eta {eta}",
+                )
+                .expect("valid template")
+                .progress_chars("=> "),
+            );
+            bar
+        });
+        Progress {
+            bar,
+            lines: a.progress_lines,
+            total,
+            last_line: parking_lot::Mutex::new(Instant::now()),
+        }
+    }
+
+    fn phase(&self, name: &str) {
+        if let Some(b) = &self.bar {
+            b.set_prefix(name.to_string());
+        }
+    }
+
+    fn set(&self, done: u64) {
+        if let Some(b) = &self.bar {
+            b.set_position(done);
+        }
+        if self.lines {
+            let mut last = self.last_line.lock();
+            if last.elapsed() >= Duration::from_millis(200) || done >= self.total {
+                *last = Instant::now();
+                eprintln!("progress {done} {}", self.total);
+            }
+        }
+    }
+
+    fn finish(&self) {
+        if let Some(b) = &self.bar {
+            b.finish_and_clear();
+        }
+    }
+}
+
+/// The tables printed after a run.
+pub fn render_summary(r: &RunReport) -> String {
+    let mut out = String::new();
+    let mut t = table::Table::new(["phase", "ops", "seconds", "throughput"]);
+    for name in ["load", "run", "settle"] {
+        if let Some(p) = r.phases.get(name) {
+            let rate = if p.ops > 0 {
+                table::rate(p.ops_per_sec)
+            } else {
+                String::new()
+            };
+            let ops = if p.ops > 0 {
+                table::count(p.ops)
+            } else {
+                String::new()
+            };
+            t.row([name.to_string(), ops, format!("{:.1}", p.seconds), rate]);
+        }
+    }
+    out.push_str(&t.render());
+    out.push('\n');
+
+    let mut t = table::Table::new(["latency", "count", "mean", "p50", "p99", "p99.9", "max"]);
+    let mut lat_row = |name: &str, s: &report::LatencySummary| {
+        t.row([
+            name.to_string(),
+            table::count(s.count),
+            table::micros(s.mean),
+            table::micros(s.p50),
+            table::micros(s.p99),
+            table::micros(s.p999),
+            table::micros(s.max),
+        ]);
+    };
+    if let Some(l) = &r.load_latency_us {
+        lat_row("load insert", l);
+    }
+    for name in OP_NAMES {
+        if let Some(s) = r.latency_us.get(name) {
+            lat_row(name, s);
+        }
+    }
+    out.push_str(&t.render());
+    out.push('\n');
+
+    let mut t = table::Table::new(["bytes written", "bytes", "per user byte"]);
+    t.row([
+        "user (key + value)".to_string(),
+        table::bytes(r.user_bytes_written),
+        String::new(),
+    ]);
+    for (cause, b) in &r.engine_bytes_by_cause {
+        t.row([
+            format!("  {cause}"),
+            table::bytes(*b),
+            format!("{:.3}", report::ratio(*b, r.user_bytes_written)),
+        ]);
+    }
+    t.row([
+        "engine total (write amp.)".to_string(),
+        table::bytes(r.engine_bytes_written),
+        table::times(r.write_amplification()),
+    ]);
+    out.push_str(&t.render());
+    out.push('\n');
+
+    let mut t = table::Table::new(["space", "bytes", ""]);
+    if let Some(live) = r.live_user_bytes {
+        t.row([
+            "live user data".to_string(),
+            table::bytes(live),
+            String::new(),
+        ]);
+        t.row([
+            "on disk (space amp.)".to_string(),
+            table::bytes(r.disk_bytes),
+            table::times(report::ratio(r.disk_bytes, live)),
+        ]);
+    } else {
+        t.row([
+            "on disk".to_string(),
+            table::bytes(r.disk_bytes),
+            String::new(),
+        ]);
+    }
+    if let Some(tree) = r.tree_bytes {
+        t.row([
+            "  tree (SSTs)".to_string(),
+            table::bytes(tree),
+            String::new(),
+        ]);
+    }
+    if let Some(v) = r.value_file_bytes {
+        t.row(["  value files".to_string(), table::bytes(v), String::new()]);
+    }
+    out.push_str(&t.render());
+    let stalls = r
+        .engine_stats
+        .get("stall_count")
+        .and_then(|v| v.as_u64())
+        .unwrap_or(0);
+    out.push_str(&format!(
+        "\nwrite stalls: {} in {} stall(s)\n",
+        table::micros(r.stall_micros as f64),
+        table::count(stalls)
+    ));
+    out
 }

@@ -1,8 +1,642 @@
-//! Not implemented yet.
+//! `halflife compare`: one workload, several engines and policies, side by side.
+//!
+//! The workload is generated once into an op file. Then each engine runs alone, as its own
+//! child process ([`crate::harness::peers`]), in a memory-limited cgroup, and is measured
+//! from outside (device sectors written between two `sync`s) and from inside (the
+//! process's /proc/self/io and the engine's own counters, from its report). Live user bytes
+//! are derived from the op file (loaded keys plus inserted keys, times key + value size),
+//! the same denominator for every engine's space amplification.
 
-#[derive(clap::Args)]
-pub struct Args {}
+use crate::harness::device::BlockDevice;
+use crate::harness::isolate::{self, IsolateOptions, Outside};
+use crate::harness::peers::{self, EngineSettings, PeerContext, RunPaths};
+use crate::harness::plots::{self, BarPanel};
+use crate::harness::report::{ratio, RunReport};
+use crate::harness::table::{self, Table};
+use anyhow::{bail, Context, Result};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use serde::Serialize;
+use std::io::BufWriter;
+use std::path::{Path, PathBuf};
+use workload::opfile::{Header, OpFileWriter};
+use workload::{Op, Workload, WorkloadSpec};
 
-pub fn run(_args: Args) -> anyhow::Result<()> {
-    anyhow::bail!("not implemented yet")
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Engines to run, in this order, comma-separated. Known: halflife-inline,
+    /// halflife-blobdb, halflife-titan, rocksdb, rocksdb-blob, badger.
+    #[arg(short, long, default_value = peers::DEFAULT_ENGINES)]
+    pub engines: String,
+    /// Ratios are to this engine [default: the first one].
+    #[arg(long)]
+    pub baseline: Option<String>,
+    /// small: about 200 MB live and 400 MB of updates, a few minutes for all engines.
+    /// write-intensive: paper 000 section 5.2 scaled to this machine (1M records of 256 B +
+    /// 4 KiB, 4.3 GB live; 4M Zipfian 0.9 updates, 17 GB written).
+    #[arg(long, default_value = "small")]
+    pub preset: String,
+    /// Workload: write-intensive, or a YCSB core workload a-f.
+    #[arg(short, long, default_value = "write-intensive")]
+    pub workload: String,
+    /// Records loaded [default: the preset's].
+    #[arg(long)]
+    pub records: Option<u64>,
+    /// Run-phase operations [default: the preset's].
+    #[arg(long)]
+    pub op_count: Option<u64>,
+    /// Key size in bytes [default: the workload's].
+    #[arg(long)]
+    pub key_size: Option<u32>,
+    /// Value size in bytes [default: the workload's].
+    #[arg(long)]
+    pub value_size: Option<u32>,
+    /// Zipfian constant of the write-intensive workload.
+    #[arg(long, default_value_t = 0.9)]
+    pub theta: f64,
+    /// Request distribution override (uniform, zipfian[:theta], scrambled[:theta], latest[:theta]).
+    #[arg(long)]
+    pub distribution: Option<String>,
+    /// Replay this op file instead of generating one.
+    #[arg(long, value_name = "FILE")]
+    pub ops: Option<PathBuf>,
+
+    /// Memtable (write buffer) size in MiB, for every engine.
+    #[arg(long, default_value_t = 64)]
+    pub memtable_mb: u64,
+    /// Block cache in MiB [default: 32 small, 256 write-intensive].
+    #[arg(long)]
+    pub cache_mb: Option<u64>,
+    /// Values at least this large are separated (BlobDB min_blob_size, Badger value threshold).
+    #[arg(long, default_value_t = 512)]
+    pub min_blob_size: u64,
+    /// Value (blob) file size in MiB [default: 64].
+    #[arg(long, default_value_t = 64)]
+    pub blob_file_mb: u64,
+    /// BlobDB GC age cutoff (ours and RocksDB's).
+    #[arg(long, default_value_t = 0.8)]
+    pub age_cutoff: f64,
+    /// BlobDB GC force threshold (ours and RocksDB's).
+    #[arg(long, default_value_t = 0.2)]
+    pub force_threshold: f64,
+    /// Titan GC garbage ratio, and Badger's RunValueLogGC discard ratio.
+    #[arg(long, default_value_t = 0.2)]
+    pub garbage_ratio: f64,
+    /// Sync the WAL on every write.
+    #[arg(long)]
+    pub sync: bool,
+    /// Memory limit of each engine's cgroup in MiB, page cache included; 0 for none
+    /// [default: 512 small, 1024 write-intensive].
+    #[arg(long)]
+    pub memory_limit_mb: Option<u64>,
+
+    /// Where the op file and the engines' data go (on the device to measure) [default: a
+    /// temporary directory].
+    #[arg(long)]
+    pub work_dir: Option<PathBuf>,
+    /// Keep each engine's data directory after its run.
+    #[arg(long)]
+    pub keep: bool,
+    /// JSON report [default: bench-out/compare-<preset>.json].
+    #[arg(long)]
+    pub report: Option<PathBuf>,
+    /// PNG bar plots [default: the report path with .png].
+    #[arg(long)]
+    pub plot: Option<PathBuf>,
+    /// The peers/ directory of the source tree [default: ./peers, else the one this binary
+    /// was built from].
+    #[arg(long)]
+    pub peers_dir: Option<PathBuf>,
+}
+
+struct Preset {
+    records: u64,
+    op_count: u64,
+    cache_mb: u64,
+    memory_limit_mb: u64,
+}
+
+fn preset(name: &str) -> Result<Preset> {
+    Ok(match name {
+        "small" => Preset {
+            records: 50_000,
+            op_count: 100_000,
+            cache_mb: 32,
+            memory_limit_mb: 512,
+        },
+        "write-intensive" => Preset {
+            records: 1_000_000,
+            op_count: 4_000_000,
+            cache_mb: 256,
+            memory_limit_mb: 1024,
+        },
+        other => bail!("unknown preset {other:?}: use small or write-intensive"),
+    })
+}
+
+/// One engine's results in the compare report.
+#[derive(Serialize)]
+struct EngineResult {
+    name: String,
+    about: String,
+    report: RunReport,
+    outside: Outside,
+}
+
+#[derive(Serialize)]
+struct CompareReport {
+    schema: &'static str,
+    command: String,
+    preset: String,
+    workload: Option<WorkloadSpec>,
+    ops_file: PathBuf,
+    record_count: u64,
+    op_count: u64,
+    key_size: u32,
+    value_size: u32,
+    /// Loaded plus inserted keys, times key + value size: the space-amplification denominator.
+    live_user_bytes: u64,
+    settings: EngineSettings,
+    memory_limit: Option<u64>,
+    device: Option<String>,
+    baseline: String,
+    engines: Vec<EngineResult>,
+}
+
+pub fn run(a: Args) -> Result<()> {
+    let p = preset(&a.preset)?;
+    let engines = peers::select(&a.engines)?;
+    let baseline = a
+        .baseline
+        .clone()
+        .unwrap_or_else(|| engines[0].name().to_string());
+    if !engines.iter().any(|e| e.name() == baseline) {
+        bail!("--baseline {baseline} is not among --engines");
+    }
+    let settings = EngineSettings {
+        memtable_mb: a.memtable_mb,
+        cache_mb: a.cache_mb.unwrap_or(p.cache_mb),
+        sync: a.sync,
+        min_blob_size: a.min_blob_size,
+        blob_file_mb: a.blob_file_mb,
+        age_cutoff: a.age_cutoff,
+        force_threshold: a.force_threshold,
+        garbage_ratio: a.garbage_ratio,
+    };
+    let memory_limit = match a.memory_limit_mb.unwrap_or(p.memory_limit_mb) {
+        0 => None,
+        mb => Some(mb << 20),
+    };
+    let report_path = a
+        .report
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(format!("bench-out/compare-{}.json", a.preset)));
+    let plot_path = a
+        .plot
+        .clone()
+        .unwrap_or_else(|| report_path.with_extension("png"));
+
+    let (_tmp, work) = match &a.work_dir {
+        Some(d) => {
+            std::fs::create_dir_all(d)?;
+            (None, d.canonicalize()?)
+        }
+        None => {
+            let t = tempfile::Builder::new()
+                .prefix("halflife-compare-")
+                .tempdir()?;
+            let p = t.path().to_path_buf();
+            (Some(t), p)
+        }
+    };
+
+    // Prepare every driver before anything is measured.
+    let ctx = PeerContext::new(a.peers_dir.clone())?;
+    for e in &engines {
+        e.prepare(&ctx)
+            .with_context(|| format!("preparing {}", e.name()))?;
+    }
+
+    // The op file, once.
+    let (ops_path, spec, header, inserts) = match &a.ops {
+        Some(path) => {
+            let reader = workload::opfile::OpFileReader::open(path)?;
+            let header = *reader.header();
+            let mut inserts = 0u64;
+            for op in reader {
+                inserts += matches!(op?, Op::Insert { .. }) as u64;
+            }
+            (path.clone(), None, header, inserts)
+        }
+        None => {
+            let spec = build_spec(&a, &p)?;
+            let path = work.join("workload.ops");
+            eprintln!(
+                "generating {} ops ({}) into {}",
+                table::count(spec.operation_count),
+                spec.name,
+                path.display()
+            );
+            let w = Workload::new(spec.clone())?;
+            let header = Header::for_workload(&w);
+            let file = std::fs::File::create(&path)
+                .with_context(|| format!("creating {}", path.display()))?;
+            let mut writer = OpFileWriter::new(BufWriter::new(file), header)?;
+            let mut inserts = 0u64;
+            for op in w.run_ops() {
+                inserts += matches!(op, Op::Insert { .. }) as u64;
+                writer.write_op(&op)?;
+            }
+            writer.finish()?;
+            (path, Some(spec), header, inserts)
+        }
+    };
+    let live_user_bytes = (header.record_count + inserts)
+        * (u64::from(header.key_size) + u64::from(header.value_size));
+
+    let device = match BlockDevice::of_path(&work) {
+        Ok(d) => Some(d),
+        Err(e) => {
+            eprintln!("warning: no block device found for {} ({e:#}): device bytes written are not measured", work.display());
+            None
+        }
+    };
+    if device.is_some() {
+        eprintln!(
+            "note: device bytes are all writes to {} during each run; other processes writing to it add to them",
+            device.as_ref().map(|d| d.name.as_str()).unwrap_or("")
+        );
+    }
+
+    let mut results = Vec::new();
+    for e in &engines {
+        let dir = work.join(e.name());
+        if dir.exists() {
+            std::fs::remove_dir_all(&dir)?;
+        }
+        let report = work.join(format!("{}.json", e.name()));
+        let log = work.join(format!("{}.log", e.name()));
+        let cmd = e.command(
+            &ctx,
+            &RunPaths {
+                ops: &ops_path,
+                dir: &dir,
+                report: &report,
+            },
+            &settings,
+        )?;
+        let bar = ProgressBar::with_draw_target(
+            Some(header.record_count + header.op_count),
+            ProgressDrawTarget::stderr_with_hz(5),
+        );
+        bar.set_style(
+            ProgressStyle::with_template("{prefix:>16} [{elapsed_precise}] {wide_bar:.cyan/blue} {human_pos}/{human_len} ops eta {eta}")
+                .expect("valid template")
+                .progress_chars("=> "),
+        );
+        bar.set_prefix(e.name().to_string());
+        let opts = IsolateOptions {
+            name: e.name(),
+            device: device.as_ref(),
+            memory_limit,
+            log: &log,
+        };
+        let (r, outside) = isolate::run(cmd, &report, &opts, &bar)?;
+        bar.finish_and_clear();
+        eprintln!(
+            "{:>16}: {:.1} s, run {}, device WA {}",
+            e.name(),
+            outside.wall_seconds,
+            table::rate(r.phases.get("run").map(|p| p.ops_per_sec).unwrap_or(0.0)),
+            outside
+                .device_bytes_written
+                .map(|d| table::times(ratio(d, r.user_bytes_written)))
+                .unwrap_or_else(|| "-".into())
+        );
+        if !a.keep {
+            std::fs::remove_dir_all(&dir).ok();
+        }
+        results.push(EngineResult {
+            name: e.name().to_string(),
+            about: e.about().to_string(),
+            report: r,
+            outside,
+        });
+    }
+
+    let rows = metric_rows(&results, live_user_bytes);
+    let base = results.iter().position(|r| r.name == baseline).unwrap_or(0);
+    println!();
+    println!(
+        "{} records of {} B keys + {} B values, {} ops; live data {}; memtable {} MiB, cache {} MiB, memory limit {}",
+        table::count(header.record_count),
+        header.key_size,
+        header.value_size,
+        table::count(header.op_count),
+        table::bytes(live_user_bytes),
+        settings.memtable_mb,
+        settings.cache_mb,
+        memory_limit.map(table::bytes).unwrap_or_else(|| "none".into())
+    );
+    let names: Vec<String> = results.iter().map(|r| r.name.clone()).collect();
+    print!("{}", render_comparison(&names, &rows, base));
+    println!("(ratios are to {baseline}; WA = bytes written / user bytes written; space amp. = bytes on disk / live user bytes)");
+
+    let command = std::env::args().collect::<Vec<_>>().join(" ");
+    let compare = CompareReport {
+        schema: "halflife-compare/1",
+        command,
+        preset: a.preset.clone(),
+        workload: spec.clone(),
+        ops_file: ops_path.clone(),
+        record_count: header.record_count,
+        op_count: header.op_count,
+        key_size: header.key_size,
+        value_size: header.value_size,
+        live_user_bytes,
+        settings,
+        memory_limit,
+        device: device.map(|d| d.name),
+        baseline,
+        engines: results,
+    };
+    if let Some(dir) = report_path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)?;
+    }
+    std::fs::write(&report_path, serde_json::to_string_pretty(&compare)?)
+        .with_context(|| format!("writing {}", report_path.display()))?;
+    let title = format!(
+        "{}: {} records x ({} + {} B), {} ops",
+        spec.as_ref()
+            .map(|s| s.name.clone())
+            .unwrap_or_else(|| "op file".into()),
+        table::count(header.record_count),
+        header.key_size,
+        header.value_size,
+        table::count(header.op_count)
+    );
+    draw(&plot_path, &title, &names, &rows)?;
+    println!("report: {}", report_path.display());
+    println!("plot:   {}", plot_path.display());
+    Ok(())
+}
+
+fn build_spec(a: &Args, p: &Preset) -> Result<WorkloadSpec> {
+    let bench_args = crate::cmd::bench::Args {
+        workload: a.workload.clone(),
+        records: Some(a.records.unwrap_or(p.records)),
+        op_count: Some(a.op_count.unwrap_or(p.op_count)),
+        key_size: a.key_size,
+        value_size: a.value_size,
+        distribution: a.distribution.clone(),
+        theta: a.theta,
+        seed: None,
+        ops: None,
+        policy: "inline".into(),
+        age_cutoff: a.age_cutoff,
+        force_threshold: a.force_threshold,
+        garbage_ratio: a.garbage_ratio,
+        memtable_mb: a.memtable_mb,
+        cache_mb: 0,
+        min_blob_size: a.min_blob_size,
+        blob_file_mb: a.blob_file_mb,
+        sync: a.sync,
+        threads: 1,
+        dir: None,
+        name: None,
+        report: None,
+        plot: None,
+        no_plot: true,
+        samples: 0,
+        quiet: true,
+        progress_lines: false,
+    };
+    crate::cmd::bench::build_spec(&bench_args)
+}
+
+/// One line of the comparison: a value per engine, how to show it, and whether a ratio to
+/// the baseline means something.
+struct Row {
+    name: String,
+    values: Vec<Option<f64>>,
+    fmt: fn(f64) -> String,
+    ratio: bool,
+}
+
+fn fmt_bytes(v: f64) -> String {
+    table::bytes(v as u64)
+}
+fn fmt_rate(v: f64) -> String {
+    table::rate(v)
+}
+fn fmt_times(v: f64) -> String {
+    table::times(v)
+}
+fn fmt_us(v: f64) -> String {
+    table::micros(v)
+}
+fn fmt_secs(v: f64) -> String {
+    format!("{v:.1} s")
+}
+
+fn metric_rows(results: &[EngineResult], live: u64) -> Vec<Row> {
+    let mut rows = Vec::new();
+    let mut push = |name: &str,
+                    fmt: fn(f64) -> String,
+                    ratio: bool,
+                    f: &dyn Fn(&EngineResult) -> Option<f64>| {
+        rows.push(Row {
+            name: name.to_string(),
+            values: results.iter().map(f).collect(),
+            fmt,
+            ratio,
+        });
+    };
+    let phase = |r: &EngineResult, p: &str| r.report.phases.get(p).map(|p| p.ops_per_sec);
+    push("load throughput", fmt_rate, true, &|r| phase(r, "load"));
+    push("run throughput", fmt_rate, true, &|r| phase(r, "run"));
+    let mut op_types: Vec<String> = Vec::new();
+    for r in results {
+        for k in r.report.latency_us.keys() {
+            if !op_types.contains(k) {
+                op_types.push(k.clone());
+            }
+        }
+    }
+    for op in &op_types {
+        let lat = |r: &EngineResult| r.report.latency_us.get(op.as_str()).copied();
+        push(&format!("{op} p50"), fmt_us, true, &|r| {
+            lat(r).map(|l| l.p50)
+        });
+        push(&format!("{op} p99"), fmt_us, true, &|r| {
+            lat(r).map(|l| l.p99)
+        });
+        push(&format!("{op} p99.9"), fmt_us, true, &|r| {
+            lat(r).map(|l| l.p999)
+        });
+    }
+    let user = |r: &EngineResult| r.report.user_bytes_written;
+    push("user bytes written", fmt_bytes, false, &|r| {
+        Some(user(r) as f64)
+    });
+    push("WA device (headline)", fmt_times, true, &|r| {
+        r.outside.device_bytes_written.map(|d| ratio(d, user(r)))
+    });
+    push("  device bytes written", fmt_bytes, true, &|r| {
+        r.outside.device_bytes_written.map(|d| d as f64)
+    });
+    push("WA process write_bytes", fmt_times, true, &|r| {
+        Some(ratio(r.report.proc_io.net_write_bytes(), user(r)))
+    });
+    push("WA process wchar", fmt_times, true, &|r| {
+        Some(ratio(r.report.proc_io.wchar, user(r)))
+    });
+    push("WA engine counters", fmt_times, true, &|r| {
+        Some(r.report.write_amplification())
+    });
+    let mut causes: Vec<String> = Vec::new();
+    for r in results {
+        for k in r.report.engine_bytes_by_cause.keys() {
+            if !causes.contains(k) {
+                causes.push(k.clone());
+            }
+        }
+    }
+    for c in &causes {
+        push(&format!("  {c}"), fmt_bytes, false, &|r| {
+            r.report
+                .engine_bytes_by_cause
+                .get(c.as_str())
+                .map(|b| *b as f64)
+        });
+    }
+    push("space amp. (disk/live)", fmt_times, true, &|r| {
+        Some(ratio(r.report.disk_bytes, live))
+    });
+    push("  bytes on disk", fmt_bytes, true, &|r| {
+        Some(r.report.disk_bytes as f64)
+    });
+    push("  tree (SST) bytes", fmt_bytes, true, &|r| {
+        r.report.tree_bytes.map(|b| b as f64)
+    });
+    push("  value file bytes", fmt_bytes, false, &|r| {
+        r.report.value_file_bytes.map(|b| b as f64)
+    });
+    push("write stall time", fmt_secs, false, &|r| {
+        Some(r.report.stall_micros as f64 / 1e6)
+    });
+    push("settle time", fmt_secs, false, &|r| phase_secs(r, "settle"));
+    push("max RSS (process)", fmt_bytes, false, &|r| {
+        r.report.max_rss_bytes.map(|b| b as f64)
+    });
+    push("memory peak (cgroup)", fmt_bytes, false, &|r| {
+        r.outside.memory_peak.map(|b| b as f64)
+    });
+    push("wall time", fmt_secs, true, &|r| {
+        Some(r.outside.wall_seconds)
+    });
+    rows
+}
+
+fn phase_secs(r: &EngineResult, p: &str) -> Option<f64> {
+    r.report.phases.get(p).map(|p| p.seconds)
+}
+
+/// The side-by-side table: one column per engine, `value (ratio to baseline)`.
+fn render_comparison(names: &[String], rows: &[Row], base: usize) -> String {
+    let mut header = vec!["".to_string()];
+    header.extend(names.iter().cloned());
+    let mut t = Table::new(header);
+    for row in rows {
+        let mut cells = vec![row.name.clone()];
+        for (i, v) in row.values.iter().enumerate() {
+            let cell = match v {
+                None => "-".to_string(),
+                Some(v) => {
+                    let shown = (row.fmt)(*v);
+                    match row.values.get(base).copied().flatten() {
+                        Some(b) if row.ratio && i != base && b > 0.0 => {
+                            format!("{shown} ({:.2}x)", v / b)
+                        }
+                        _ => shown,
+                    }
+                }
+            };
+            cells.push(cell);
+        }
+        t.row(cells);
+    }
+    t.render()
+}
+
+fn draw(path: &Path, title: &str, names: &[String], rows: &[Row]) -> Result<()> {
+    let pick = |name: &str, title: &str| -> Option<BarPanel> {
+        let row = rows.iter().find(|r| r.name == name)?;
+        Some(BarPanel {
+            title: title.to_string(),
+            values: row.values.clone(),
+            labels: row
+                .values
+                .iter()
+                .map(|v| v.map(|v| (row.fmt)(v)).unwrap_or_default())
+                .collect(),
+        })
+    };
+    let panels: Vec<BarPanel> = [
+        (
+            "WA device (headline)",
+            "write amplification (device bytes / user bytes)",
+        ),
+        (
+            "WA engine counters",
+            "write amplification (engine's own counters)",
+        ),
+        ("run throughput", "run-phase throughput (ops/s)"),
+        (
+            "space amp. (disk/live)",
+            "space amplification (bytes on disk / live bytes)",
+        ),
+    ]
+    .iter()
+    .filter_map(|(n, t)| pick(n, t))
+    .collect();
+    plots::bars(path, title, names, &panels)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn comparison_shows_ratios_to_the_baseline_only_where_meaningful() {
+        let names = vec!["a".to_string(), "b".to_string()];
+        let rows = vec![
+            Row {
+                name: "run throughput".into(),
+                values: vec![Some(1000.0), Some(500.0)],
+                fmt: fmt_rate,
+                ratio: true,
+            },
+            Row {
+                name: "  wal".into(),
+                values: vec![Some(2048.0), None],
+                fmt: fmt_bytes,
+                ratio: false,
+            },
+        ];
+        let s = render_comparison(&names, &rows, 0);
+        let lines: Vec<&str> = s.lines().collect();
+        assert!(lines[2].starts_with("run throughput"), "{s}");
+        assert!(lines[2].ends_with("1.0K/s  500/s (0.50x)"), "{s}");
+        assert!(lines[3].ends_with("2.00 KiB              -"), "{s}");
+        // Baseline in the second column.
+        let s = render_comparison(&names, &rows, 1);
+        assert!(s.lines().nth(2).unwrap().contains("1.0K/s (2.00x)"), "{s}");
+    }
+
+    #[test]
+    fn presets_exist() {
+        assert!(preset("small").is_ok());
+        assert_eq!(preset("write-intensive").unwrap().records, 1_000_000);
+        assert!(preset("huge").is_err());
+    }
 }

@@ -1,0 +1,119 @@
+//! Operations as the benchmark clients execute them, and the batches they travel in.
+//!
+//! Ops are generated (or read from an op file) on one producer thread and handed to the
+//! client threads in batches over a bounded channel, so generation overlaps the run, memory
+//! stays bounded, and generation cost is not counted in any op's latency.
+
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+use std::sync::{Arc, Mutex};
+
+/// Op codes, also indices into [`super::latency::OP_NAMES`] and the op-file codes.
+pub const INSERT: u8 = 0;
+pub const UPDATE: u8 = 1;
+pub const READ: u8 = 2;
+pub const SCAN: u8 = 3;
+pub const RMW: u8 = 4;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClientOp {
+    pub code: u8,
+    pub key: u64,
+    /// Scan length (0 for other ops).
+    pub len: u32,
+}
+
+impl From<workload::Op> for ClientOp {
+    fn from(op: workload::Op) -> ClientOp {
+        let len = match op {
+            workload::Op::Scan { len, .. } => len,
+            _ => 0,
+        };
+        ClientOp {
+            code: op.code(),
+            key: op.key(),
+            len,
+        }
+    }
+}
+
+pub const BATCH: usize = 1024;
+
+/// The receiving end shared by the client threads.
+pub type SharedReceiver = Arc<Mutex<Receiver<Vec<ClientOp>>>>;
+
+/// Starts a producer thread that batches `ops` into a channel; returns the receiver and the
+/// producer's handle (which returns the number of ops produced, or the source's error).
+pub fn produce<I>(
+    ops: I,
+    clients: usize,
+) -> (SharedReceiver, std::thread::JoinHandle<anyhow::Result<u64>>)
+where
+    I: Iterator<Item = anyhow::Result<ClientOp>> + Send + 'static,
+{
+    let (tx, rx): (SyncSender<Vec<ClientOp>>, _) = sync_channel(4 * clients.max(1));
+    let handle = std::thread::Builder::new()
+        .name("op-producer".into())
+        .spawn(move || {
+            let mut n = 0u64;
+            let mut batch = Vec::with_capacity(BATCH);
+            for op in ops {
+                batch.push(op?);
+                n += 1;
+                if batch.len() == BATCH {
+                    if tx
+                        .send(std::mem::replace(&mut batch, Vec::with_capacity(BATCH)))
+                        .is_err()
+                    {
+                        return Ok(n); // clients stopped (an error there is reported by them)
+                    }
+                }
+            }
+            if !batch.is_empty() {
+                let _ = tx.send(batch);
+            }
+            Ok(n)
+        })
+        .expect("spawning the op producer");
+    (Arc::new(Mutex::new(rx)), handle)
+}
+
+/// The next batch for a client, `None` when the producer is done.
+pub fn next_batch(rx: &SharedReceiver) -> Option<Vec<ClientOp>> {
+    rx.lock().ok()?.recv().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn batches_reach_every_client_once() {
+        let ops = (0..5000u64).map(|k| {
+            Ok(ClientOp {
+                code: INSERT,
+                key: k,
+                len: 0,
+            })
+        });
+        let (rx, producer) = produce(ops, 3);
+        let clients: Vec<_> = (0..3)
+            .map(|_| {
+                let rx = rx.clone();
+                std::thread::spawn(move || {
+                    let mut keys = Vec::new();
+                    while let Some(b) = next_batch(&rx) {
+                        keys.extend(b.iter().map(|o| o.key));
+                    }
+                    keys
+                })
+            })
+            .collect();
+        let mut all: Vec<u64> = clients
+            .into_iter()
+            .flat_map(|c| c.join().unwrap())
+            .collect();
+        all.sort_unstable();
+        assert_eq!(all, (0..5000).collect::<Vec<_>>());
+        assert_eq!(producer.join().unwrap().unwrap(), 5000);
+    }
+}

@@ -1,0 +1,365 @@
+//! The engines `halflife compare` can run, each as one child process speaking the driver
+//! protocol (docs/bench.md, "The peer interface"):
+//!
+//! ```text
+//! <driver> --ops FILE --dir DIR --report FILE [settings as flags]
+//! ```
+//!
+//! The driver loads key numbers `0..record_count`, replays the op file, waits for its
+//! background work, and writes a [`RunReport`](super::report::RunReport) to `--report`. It
+//! may print `progress DONE TOTAL` lines on stderr. Adding a peer is one more [`Peer`]
+//! implementation here and one more driver program under `peers/`.
+
+use anyhow::{bail, Context, Result};
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Settings every engine is run with, the same for all of them.
+#[derive(Clone, Debug, Serialize)]
+pub struct EngineSettings {
+    pub memtable_mb: u64,
+    pub cache_mb: u64,
+    pub sync: bool,
+    /// Values at least this large go to value files (engines with key-value separation).
+    pub min_blob_size: u64,
+    pub blob_file_mb: u64,
+    /// BlobDB-style GC: collect the oldest `age_cutoff` of value files, forced when their
+    /// garbage ratio reaches `force_threshold`.
+    pub age_cutoff: f64,
+    pub force_threshold: f64,
+    /// Titan- and Badger-style GC: collect a file once this fraction of it is garbage.
+    pub garbage_ratio: f64,
+}
+
+/// One run of one engine: where its inputs and outputs are.
+pub struct RunPaths<'a> {
+    pub ops: &'a Path,
+    pub dir: &'a Path,
+    pub report: &'a Path,
+}
+
+pub trait Peer {
+    /// The name used by `--engines` and in tables.
+    fn name(&self) -> &str;
+    /// One line for `--help` and the docs.
+    fn about(&self) -> &str;
+    /// Makes the driver runnable (installs a package, builds a binary). Called once per
+    /// compare run, before anything is measured.
+    fn prepare(&self, ctx: &PeerContext) -> Result<()>;
+    /// The command that runs it.
+    fn command(&self, ctx: &PeerContext, run: &RunPaths, s: &EngineSettings) -> Result<Command>;
+}
+
+/// What drivers need to be found and run.
+pub struct PeerContext {
+    /// The `halflife` binary itself (our engine's driver is `halflife bench --ops`).
+    pub halflife_exe: PathBuf,
+    /// The `peers/` directory of the source tree.
+    pub peers_dir: PathBuf,
+    pub python: String,
+}
+
+impl PeerContext {
+    pub fn new(peers_dir: Option<PathBuf>) -> Result<PeerContext> {
+        let halflife_exe = std::env::current_exe().context("finding the halflife binary")?;
+        let peers_dir = match peers_dir {
+            Some(p) => p,
+            None => find_peers_dir().context(
+                "cannot find the peers/ directory of the halflife source tree: run from the \
+                 repository root or pass --peers-dir",
+            )?,
+        };
+        Ok(PeerContext {
+            halflife_exe,
+            peers_dir,
+            python: "python3".to_string(),
+        })
+    }
+}
+
+fn find_peers_dir() -> Result<PathBuf> {
+    let mut candidates = vec![PathBuf::from("peers")];
+    candidates.push(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../peers"));
+    for c in candidates {
+        if c.join("rocksdb").is_dir() {
+            return Ok(c.canonicalize()?);
+        }
+    }
+    bail!("no peers/rocksdb directory found")
+}
+
+/// Every engine compare knows, in the default order.
+pub fn all() -> Vec<Box<dyn Peer>> {
+    vec![
+        Box::new(Halflife {
+            name: "halflife-inline",
+            policy: "inline",
+        }),
+        Box::new(Halflife {
+            name: "halflife-blobdb",
+            policy: "blobdb",
+        }),
+        Box::new(Halflife {
+            name: "halflife-titan",
+            policy: "titan",
+        }),
+        Box::new(RocksDb { blob: false }),
+        Box::new(RocksDb { blob: true }),
+        Box::new(Badger),
+    ]
+}
+
+/// The engines run when `--engines` is not given.
+pub const DEFAULT_ENGINES: &str =
+    "halflife-inline,halflife-blobdb,halflife-titan,rocksdb,rocksdb-blob";
+
+/// Looks up a comma-separated list of engine names.
+pub fn select(names: &str) -> Result<Vec<Box<dyn Peer>>> {
+    let mut known = all();
+    let mut out: Vec<Box<dyn Peer>> = Vec::new();
+    for name in names.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+        let Some(i) = known.iter().position(|p| p.name() == name) else {
+            let list: Vec<&str> = all_names();
+            bail!(
+                "unknown engine {name:?}; known engines: {}",
+                list.join(", ")
+            );
+        };
+        out.push(known.remove(i));
+    }
+    if out.is_empty() {
+        bail!("no engine selected");
+    }
+    Ok(out)
+}
+
+pub fn all_names() -> Vec<&'static str> {
+    vec![
+        "halflife-inline",
+        "halflife-blobdb",
+        "halflife-titan",
+        "rocksdb",
+        "rocksdb-blob",
+        "badger",
+    ]
+}
+
+/// Our engine: the same binary, `halflife bench --ops FILE`.
+struct Halflife {
+    name: &'static str,
+    policy: &'static str,
+}
+
+impl Peer for Halflife {
+    fn name(&self) -> &str {
+        self.name
+    }
+
+    fn about(&self) -> &str {
+        match self.policy {
+            "inline" => "halflife, values inline in the tree",
+            "blobdb" => "halflife, value files with BlobDB-style GC (age cutoff, force threshold)",
+            _ => "halflife, value files with Titan-style GC (garbage ratio)",
+        }
+    }
+
+    fn prepare(&self, _ctx: &PeerContext) -> Result<()> {
+        Ok(())
+    }
+
+    fn command(&self, ctx: &PeerContext, run: &RunPaths, s: &EngineSettings) -> Result<Command> {
+        let mut c = Command::new(&ctx.halflife_exe);
+        c.arg("bench")
+            .arg("--ops")
+            .arg(run.ops)
+            .arg("--dir")
+            .arg(run.dir)
+            .arg("--report")
+            .arg(run.report)
+            .args([
+                "--name",
+                self.name,
+                "--policy",
+                self.policy,
+                "--progress-lines",
+                "--no-plot",
+            ])
+            .args(["--memtable-mb", &s.memtable_mb.to_string()])
+            .args(["--cache-mb", &s.cache_mb.to_string()])
+            .args(["--min-blob-size", &s.min_blob_size.to_string()])
+            .args(["--blob-file-mb", &s.blob_file_mb.to_string()])
+            .args(["--age-cutoff", &s.age_cutoff.to_string()])
+            .args(["--force-threshold", &s.force_threshold.to_string()])
+            .args(["--garbage-ratio", &s.garbage_ratio.to_string()]);
+        if s.sync {
+            c.arg("--sync");
+        }
+        Ok(c)
+    }
+}
+
+/// RocksDB through the `rocksdict` Python package: peers/rocksdb/driver.py.
+struct RocksDb {
+    blob: bool,
+}
+
+impl Peer for RocksDb {
+    fn name(&self) -> &str {
+        if self.blob {
+            "rocksdb-blob"
+        } else {
+            "rocksdb"
+        }
+    }
+
+    fn about(&self) -> &str {
+        if self.blob {
+            "RocksDB with integrated BlobDB (rocksdict)"
+        } else {
+            "RocksDB, values in the tree (rocksdict)"
+        }
+    }
+
+    fn prepare(&self, ctx: &PeerContext) -> Result<()> {
+        ensure_rocksdict(&ctx.python)
+    }
+
+    fn command(&self, ctx: &PeerContext, run: &RunPaths, s: &EngineSettings) -> Result<Command> {
+        let script = ctx.peers_dir.join("rocksdb/driver.py");
+        if !script.exists() {
+            bail!("{} is missing", script.display());
+        }
+        let mut c = Command::new(&ctx.python);
+        c.arg(script)
+            .arg("--ops")
+            .arg(run.ops)
+            .arg("--dir")
+            .arg(run.dir)
+            .arg("--report")
+            .arg(run.report)
+            .args(["--engine-name", self.name()])
+            .args(["--memtable-mb", &s.memtable_mb.to_string()])
+            .args(["--cache-mb", &s.cache_mb.to_string()]);
+        if s.sync {
+            c.arg("--sync");
+        }
+        if self.blob {
+            c.arg("--blob")
+                .args(["--min-blob-size", &s.min_blob_size.to_string()])
+                .args(["--blob-file-mb", &s.blob_file_mb.to_string()])
+                .args(["--age-cutoff", &s.age_cutoff.to_string()])
+                .args(["--force-threshold", &s.force_threshold.to_string()]);
+        }
+        Ok(c)
+    }
+}
+
+/// Installs rocksdict with pip if `import rocksdict` fails.
+pub fn ensure_rocksdict(python: &str) -> Result<()> {
+    let has = |py: &str| {
+        Command::new(py)
+            .args(["-c", "import rocksdict"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false)
+    };
+    if has(python) {
+        return Ok(());
+    }
+    eprintln!(
+        "installing the rocksdict Python package (python3 -m pip install --quiet rocksdict) ..."
+    );
+    let status = Command::new(python)
+        .args(["-m", "pip", "install", "--quiet", "rocksdict"])
+        .status()
+        .with_context(|| format!("running {python} -m pip"))?;
+    if !status.success() || !has(python) {
+        bail!(
+            "could not install rocksdict with `{python} -m pip install rocksdict` ({status}); \
+             install it by hand or leave rocksdb and rocksdb-blob out of --engines"
+        );
+    }
+    Ok(())
+}
+
+/// Badger v4 through a small Go program: peers/badger, built with `go build`.
+struct Badger;
+
+impl Badger {
+    fn binary(ctx: &PeerContext) -> PathBuf {
+        ctx.peers_dir.join("badger/badger-driver")
+    }
+}
+
+impl Peer for Badger {
+    fn name(&self) -> &str {
+        "badger"
+    }
+
+    fn about(&self) -> &str {
+        "Badger v4 (Go), value log with RunValueLogGC(garbage ratio) in a loop"
+    }
+
+    fn prepare(&self, ctx: &PeerContext) -> Result<()> {
+        let dir = ctx.peers_dir.join("badger");
+        if !dir.join("main.go").exists() {
+            bail!("{} has no Badger driver", dir.display());
+        }
+        eprintln!(
+            "building the Badger driver (go build in {}) ...",
+            dir.display()
+        );
+        let status = Command::new("go")
+            .args(["build", "-o", "badger-driver", "."])
+            .current_dir(&dir)
+            .status()
+            .context("running `go build` (is Go installed?)")?;
+        if !status.success() {
+            bail!("`go build` of the Badger driver failed ({status})");
+        }
+        Ok(())
+    }
+
+    fn command(&self, ctx: &PeerContext, run: &RunPaths, s: &EngineSettings) -> Result<Command> {
+        let mut c = Command::new(Self::binary(ctx));
+        c.arg("--ops")
+            .arg(run.ops)
+            .arg("--dir")
+            .arg(run.dir)
+            .arg("--report")
+            .arg(run.report)
+            .args(["--memtable-mb", &s.memtable_mb.to_string()])
+            .args(["--cache-mb", &s.cache_mb.to_string()])
+            .args(["--value-threshold", &s.min_blob_size.to_string()])
+            .args(["--vlog-file-mb", &s.blob_file_mb.to_string()])
+            .args(["--discard-ratio", &s.garbage_ratio.to_string()]);
+        if s.sync {
+            c.arg("--sync");
+        }
+        Ok(c)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn selects_engines_by_name_in_the_given_order() {
+        let e = select("rocksdb-blob, halflife-inline").unwrap();
+        let names: Vec<&str> = e.iter().map(|p| p.name()).collect();
+        assert_eq!(names, ["rocksdb-blob", "halflife-inline"]);
+        assert!(select("mysql")
+            .err()
+            .unwrap()
+            .to_string()
+            .contains("known engines"));
+        assert!(select("").is_err());
+        assert_eq!(select(DEFAULT_ENGINES).unwrap().len(), 5);
+        let all: Vec<String> = all().iter().map(|p| p.name().to_string()).collect();
+        assert_eq!(all, all_names());
+    }
+}

@@ -1,0 +1,245 @@
+//! PNG plots of benchmark results: amplification over a run, and bars per engine.
+
+use super::report::Sample;
+use anyhow::{anyhow, Result};
+use plotters::coord::ranged1d::SegmentValue;
+use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
+use std::path::Path;
+
+const GIB: f64 = (1u64 << 30) as f64;
+const MIB: f64 = (1u64 << 20) as f64;
+
+fn err<E: std::fmt::Display>(e: E) -> anyhow::Error {
+    anyhow!("drawing plot: {e}")
+}
+
+/// Two panels over user data written: write amplification (cumulative engine bytes / user
+/// bytes) and space amplification (disk bytes / live user bytes).
+/// A dashed vertical line marks the end of the load phase at `load_end` user bytes.
+pub fn amplification_over_run(
+    path: &Path,
+    title: &str,
+    samples: &[Sample],
+    load_end: Option<u64>,
+) -> Result<()> {
+    crate::plot::init_fonts()?;
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)?;
+    }
+    let root = BitMapBackend::new(path, (1200, 520)).into_drawing_area();
+    root.fill(&WHITE).map_err(err)?;
+    let root = root.titled(title, ("sans-serif", 22)).map_err(err)?;
+    let panels = root.split_evenly((1, 2));
+    let max_user = samples
+        .iter()
+        .map(|s| s.user_bytes_written)
+        .max()
+        .unwrap_or(0) as f64;
+    let (unit, unit_name) = if max_user >= 4.0 * GIB {
+        (GIB, "GiB")
+    } else {
+        (MIB, "MiB")
+    };
+    let x_max = (max_user / unit).max(1e-9) * 1.02;
+    let x_desc = format!("user data written ({unit_name})");
+
+    let wa: Vec<(f64, f64)> = samples
+        .iter()
+        .filter(|s| s.user_bytes_written > 0)
+        .map(|s| (s.user_bytes_written as f64 / unit, s.write_amplification))
+        .collect();
+    let sa: Vec<(f64, f64)> = samples
+        .iter()
+        .filter_map(|s| Some((s.user_bytes_written as f64 / unit, s.space_amplification?)))
+        .filter(|(_, y)| y.is_finite())
+        .collect();
+    let load_end = load_end.map(|b| b as f64 / unit).filter(|x| *x < x_max);
+    line_panel(
+        &panels[0],
+        "write amplification",
+        &x_desc,
+        x_max,
+        &wa,
+        &BLUE,
+        load_end,
+    )?;
+    line_panel(
+        &panels[1],
+        "space amplification",
+        &x_desc,
+        x_max,
+        &sa,
+        &RED,
+        load_end,
+    )?;
+    root.present().map_err(err)?;
+    Ok(())
+}
+
+fn line_panel(
+    area: &DrawingArea<BitMapBackend, plotters::coord::Shift>,
+    name: &str,
+    x_desc: &str,
+    x_max: f64,
+    points: &[(f64, f64)],
+    color: &RGBColor,
+    load_end: Option<f64>,
+) -> Result<()> {
+    let y_max = points.iter().map(|p| p.1).fold(1.0f64, f64::max) * 1.1;
+    let mut chart = ChartBuilder::on(area)
+        .caption(name, ("sans-serif", 18))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(55)
+        .build_cartesian_2d(0f64..x_max, 0f64..y_max)
+        .map_err(err)?;
+    chart
+        .configure_mesh()
+        .x_desc(x_desc)
+        .y_desc(name)
+        .x_label_formatter(&|x| short(*x))
+        .y_label_formatter(&|y| format!("{y:.1}"))
+        .draw()
+        .map_err(err)?;
+    if let Some(x) = load_end {
+        let dashes = (0..40).map(|i| {
+            let (a, b) = (i as f64 / 40.0 * y_max, (i as f64 + 0.5) / 40.0 * y_max);
+            PathElement::new(vec![(x, a), (x, b)], BLACK.mix(0.5))
+        });
+        chart.draw_series(dashes).map_err(err)?;
+        chart
+            .draw_series(std::iter::once(Text::new(
+                "load | run",
+                (x, y_max * 0.97),
+                TextStyle::from(("sans-serif", 14).into_font())
+                    .pos(Pos::new(HPos::Center, VPos::Top)),
+            )))
+            .map_err(err)?;
+    }
+    chart
+        .draw_series(LineSeries::new(
+            points.iter().copied(),
+            color.stroke_width(2),
+        ))
+        .map_err(err)?;
+    chart
+        .draw_series(points.iter().map(|&p| Circle::new(p, 3, color.filled())))
+        .map_err(err)?;
+    if let Some(&(x, y)) = points.last() {
+        chart
+            .draw_series(std::iter::once(Text::new(
+                format!("{y:.2}x"),
+                (x * 0.86, y + y_max * 0.04),
+                ("sans-serif", 16).into_font(),
+            )))
+            .map_err(err)?;
+    }
+    Ok(())
+}
+
+/// One bar chart panel: a value per engine.
+pub struct BarPanel {
+    pub title: String,
+    pub values: Vec<Option<f64>>,
+    /// Text drawn above each bar.
+    pub labels: Vec<String>,
+}
+
+const PALETTE: [RGBColor; 6] = [
+    RGBColor(31, 119, 180),
+    RGBColor(255, 127, 14),
+    RGBColor(44, 160, 44),
+    RGBColor(214, 39, 40),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+];
+
+/// A grid of bar charts, one bar per engine in each, engines in the same colors.
+pub fn bars(path: &Path, title: &str, engines: &[String], panels: &[BarPanel]) -> Result<()> {
+    crate::plot::init_fonts()?;
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)?;
+    }
+    let cols = 2;
+    let rows = panels.len().div_ceil(cols);
+    let root = BitMapBackend::new(path, (1300, 480 * rows as u32)).into_drawing_area();
+    root.fill(&WHITE).map_err(err)?;
+    let root = root.titled(title, ("sans-serif", 22)).map_err(err)?;
+    let areas = root.split_evenly((rows, cols));
+    // A discrete u32 range includes its end: 0..n-1 has n segments.
+    let n = engines.len() as u32;
+    for (panel, area) in panels.iter().zip(areas.iter()) {
+        let y_max = panel
+            .values
+            .iter()
+            .flatten()
+            .copied()
+            .fold(0.0f64, f64::max)
+            .max(1e-9)
+            * 1.18;
+        let mut chart = ChartBuilder::on(area)
+            .caption(&panel.title, ("sans-serif", 18))
+            .margin(12)
+            .x_label_area_size(36)
+            .y_label_area_size(70)
+            .build_cartesian_2d((0..n.saturating_sub(1)).into_segmented(), 0f64..y_max)
+            .map_err(err)?;
+        let label = |v: &SegmentValue<u32>| match v {
+            SegmentValue::CenterOf(i) | SegmentValue::Exact(i) => {
+                engines.get(*i as usize).cloned().unwrap_or_default()
+            }
+            SegmentValue::Last => String::new(),
+        };
+        chart
+            .configure_mesh()
+            .disable_x_mesh()
+            .x_labels(engines.len())
+            .x_label_formatter(&label)
+            .x_label_style(("sans-serif", 14))
+            .y_label_formatter(&|y| short(*y))
+            .draw()
+            .map_err(err)?;
+        for (i, v) in panel.values.iter().enumerate() {
+            let Some(v) = *v else { continue };
+            let i = i as u32;
+            let color = PALETTE[i as usize % PALETTE.len()];
+            let mut bar = Rectangle::new(
+                [
+                    (SegmentValue::Exact(i), 0.0),
+                    (SegmentValue::Exact(i + 1), v),
+                ],
+                color.filled(),
+            );
+            bar.set_margin(0, 0, 14, 14);
+            chart.draw_series(std::iter::once(bar)).map_err(err)?;
+            if let Some(text) = panel.labels.get(i as usize) {
+                chart
+                    .draw_series(std::iter::once(Text::new(
+                        text.clone(),
+                        (SegmentValue::CenterOf(i), v + y_max * 0.02),
+                        TextStyle::from(("sans-serif", 15).into_font())
+                            .pos(Pos::new(HPos::Center, VPos::Bottom)),
+                    )))
+                    .map_err(err)?;
+            }
+        }
+    }
+    root.present().map_err(err)?;
+    Ok(())
+}
+
+/// Axis numbers: 1.5K, 2M, 0.25.
+fn short(y: f64) -> String {
+    if y >= 1e9 {
+        format!("{:.1}G", y / 1e9)
+    } else if y >= 1e6 {
+        format!("{:.1}M", y / 1e6)
+    } else if y >= 1e4 {
+        format!("{:.0}K", y / 1e3)
+    } else if y >= 10.0 {
+        format!("{y:.0}")
+    } else {
+        format!("{y:.2}")
+    }
+}

@@ -1,0 +1,78 @@
+//! `halflife bench` end to end on a tiny workload: the report exists and its numbers are sane.
+
+use std::process::Command;
+
+fn run_bench(extra: &[&str]) -> serde_json::Value {
+    let out = tempfile::tempdir().unwrap();
+    let report = out.path().join("r.json");
+    let plot = out.path().join("r.png");
+    let status = Command::new(env!("CARGO_BIN_EXE_halflife"))
+        .args(["bench", "--quiet", "--samples", "5", "--memtable-mb", "1"])
+        .args(extra)
+        .arg("--report")
+        .arg(&report)
+        .arg("--plot")
+        .arg(&plot)
+        .status()
+        .expect("running halflife bench");
+    assert!(status.success(), "halflife bench failed: {status}");
+    assert!(
+        std::fs::metadata(&plot).unwrap().len() > 1000,
+        "plot written"
+    );
+    serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap()
+}
+
+#[test]
+fn write_intensive_report_is_sane() {
+    let r = run_bench(&[
+        "--records",
+        "1500",
+        "--op-count",
+        "3000",
+        "--value-size",
+        "1024",
+    ]);
+    assert_eq!(r["schema"], "halflife-run/1");
+    assert_eq!(r["phases"]["load"]["ops"], 1500);
+    assert_eq!(r["phases"]["run"]["ops"], 3000);
+    assert_eq!(r["load_latency_us"]["count"], 1500);
+    assert_eq!(r["latency_us"]["update"]["count"], 3000);
+    let user = r["user_bytes_written"].as_u64().unwrap();
+    assert_eq!(user, 4500 * (256 + 1024));
+    let engine = r["engine_bytes_written"].as_u64().unwrap();
+    assert!(
+        engine >= user,
+        "write amplification >= 1: {engine} < {user}"
+    );
+    let live = r["live_user_bytes"].as_u64().unwrap();
+    assert_eq!(live, 1500 * (256 + 1024));
+    assert!(r["disk_bytes"].as_u64().unwrap() > 0);
+    assert!(r["samples"].as_array().unwrap().len() >= 2);
+    assert!(r["proc_io"]["wchar"].as_u64().unwrap() > 0);
+}
+
+#[test]
+fn ycsb_mix_with_two_threads_counts_every_op() {
+    let r = run_bench(&[
+        "--workload",
+        "e",
+        "--records",
+        "1000",
+        "--op-count",
+        "2000",
+        "--threads",
+        "2",
+        "--policy",
+        "inline",
+    ]);
+    let counted: u64 = r["latency_us"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|l| l["count"].as_u64().unwrap())
+        .sum();
+    assert_eq!(counted, 2000);
+    assert!(r["latency_us"]["scan"]["count"].as_u64().unwrap() > 1500);
+    assert_eq!(r["not_found"], 0);
+}
