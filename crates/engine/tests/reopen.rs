@@ -12,9 +12,13 @@ fn reopen_keeps_everything(use_wal: bool) {
     for round in 0..4u32 {
         let db = DB::open(dir.path(), o()).unwrap();
         for r in 0..round {
-            assert_eq!(db.get(format!("k{r}").as_bytes()).unwrap(), Some(vec![r as u8; 10]));
+            assert_eq!(
+                db.get(format!("k{r}").as_bytes()).unwrap(),
+                Some(vec![r as u8; 10])
+            );
         }
-        db.put(format!("k{round}").as_bytes(), &[round as u8; 10]).unwrap();
+        db.put(format!("k{round}").as_bytes(), &[round as u8; 10])
+            .unwrap();
         db.close().unwrap();
     }
 }

@@ -100,12 +100,15 @@ fn flush_one(inner: &Arc<Inner>) -> Result<bool> {
         st.flushing = true;
         (mem, inner.smallest_snapshot(&st), st.versions.current())
     };
-    let nf = || inner.new_file_number();
-    let spec = JobSpec {
-        separate_values: inner.gc.separates_values(),
-        ..job_spec(inner, IoCause::Flush, snap, &v.blobs, &nf)
+    let out = {
+        let nf = || inner.new_file_number();
+        let spec = JobSpec {
+            separate_values: inner.gc.separates_values(),
+            ..job_spec(inner, IoCause::Flush, snap, &v.blobs, &nf)
+        };
+        compaction::run(&spec, &mut mem.iter())
     };
-    let out = compaction::run(&spec, &mut mem.iter());
+    drop((v, mem));
     let mut st = inner.state.lock();
     st.flushing = false;
     let out = out?;
@@ -186,8 +189,10 @@ fn compact_one(inner: &Arc<Inner>) -> Result<bool> {
         )
     };
     let r = run_compaction(inner, &c, snap, &v, filter.as_deref());
+    drop((v, filter));
     let mut st = inner.state.lock();
     mark_busy(&mut st, &c, false);
+    drop(c);
     st.running_compactions -= 1;
     inner.bg_cv.notify_all();
     r?;
@@ -295,10 +300,14 @@ fn gc_one(inner: &Arc<Inner>) -> Result<bool> {
             .collect::<Vec<_>>()
     };
     let r = run_gc(inner, &files);
+    // Let go of the collected files before reporting the job done, so that a waiter sees
+    // them gone from disk.
+    let numbers: Vec<u64> = files.iter().map(|f| f.number).collect();
+    drop(files);
     let mut st = inner.state.lock();
     st.running_gc = false;
-    for f in &files {
-        st.busy_blobs.remove(&f.number);
+    for n in numbers {
+        st.busy_blobs.remove(&n);
     }
     inner.bg_cv.notify_all();
     r?;
@@ -362,11 +371,14 @@ fn run_gc(inner: &Arc<Inner>, files: &[Arc<crate::vlog::BlobFile>]) -> Result<()
     if !outputs.is_empty() {
         let mut st = inner.state.lock();
         st.versions.log_and_apply(VersionEdit {
+            gc_pending: outputs.iter().map(|b| b.number).collect(),
             added_blobs: outputs,
             ..Default::default()
         })?;
     }
     let news: Vec<ValuePointer> = writebacks.iter().map(|w| w.2).collect();
+    let mut settled: Vec<u64> = news.iter().map(|p| p.file).collect();
+    settled.dedup();
     let flags = if writebacks.is_empty() {
         Vec::new()
     } else {
@@ -374,6 +386,7 @@ fn run_gc(inner: &Arc<Inner>, files: &[Arc<crate::vlog::BlobFile>]) -> Result<()
     };
     let mut edit = VersionEdit {
         deleted_blobs: files.iter().map(|f| f.number).collect(),
+        gc_settled: settled,
         ..Default::default()
     };
     // Relocated records whose key moved on meanwhile are garbage from birth.
@@ -468,8 +481,10 @@ pub(crate) fn compact_range(
                 )
             };
             let r = run_compaction(inner, &c, snap, &v, filter.as_deref());
+            drop((v, filter));
             let mut st = inner.state.lock();
             mark_busy(&mut st, &c, false);
+            drop(c);
             st.running_compactions -= 1;
             r?;
             release_dead_value_files(inner, &mut st)?;
@@ -480,4 +495,46 @@ pub(crate) fn compact_range(
     st.manual = false;
     inner.bg_cv.notify_all();
     r
+}
+
+/// Settles GC outputs left pending by a process that died between installing them and
+/// finishing the write-back: every record the tree does not point at is garbage. Runs at
+/// open, before background threads start.
+pub(crate) fn settle_pending_gc(inner: &Arc<Inner>) -> Result<()> {
+    let pending: Vec<_> = {
+        let st = inner.state.lock();
+        st.versions
+            .current()
+            .blobs
+            .values()
+            .filter(|b| b.is_pending())
+            .cloned()
+            .collect()
+    };
+    if pending.is_empty() {
+        return Ok(());
+    }
+    let seq = inner.visible_seq.load(Ordering::Acquire);
+    let mut edit = VersionEdit::default();
+    for f in &pending {
+        let (mut bytes, mut entries) = (0, 0);
+        let mut r = f.scan(IoCause::GcRead)?;
+        while let Some((ptr, key, _)) = r.next_record()? {
+            let referenced = match read::lookup(inner, key, seq)? {
+                Some(found) if found.kind == ValueKind::Pointer => {
+                    ValuePointer::decode(&inner.dir, &found.value)?.0 == ptr
+                }
+                _ => false,
+            };
+            if !referenced {
+                bytes += ptr.size as u64;
+                entries += 1;
+            }
+        }
+        edit.blob_garbage.push((f.number, bytes, entries));
+        edit.gc_settled.push(f.number);
+    }
+    let mut st = inner.state.lock();
+    st.versions.log_and_apply(edit)?;
+    release_dead_value_files(inner, &mut st)
 }

@@ -95,6 +95,7 @@ impl DB {
     pub fn open(path: impl AsRef<Path>, opts: Options) -> Result<DB> {
         opts.validate()?;
         let inner = Arc::new(recovery::open(path.as_ref(), opts)?);
+        background::settle_pending_gc(&inner)?;
         let threads = background::start(&inner);
         Ok(DB {
             inner,

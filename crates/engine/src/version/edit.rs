@@ -10,6 +10,8 @@
 //!   6 add value file: number v | size v | entries v | garbage_bytes v | garbage_entries v
 //!   7 value-file garbage delta: number v | bytes v | entries v
 //!   8 delete value file: number v
+//!   9 value file is a GC output whose pointers are not all written back yet: number v
+//!  10 GC output settled (write-back finished): number v
 //! bytes := varint length | raw
 //! ```
 
@@ -46,6 +48,10 @@ pub struct VersionEdit {
     /// (file, bytes, entries) that became garbage.
     pub blob_garbage: Vec<(u64, u64, u64)>,
     pub deleted_blobs: Vec<u64>,
+    /// GC outputs installed before their pointers are written back: if the process dies
+    /// in between, the next open counts their unreferenced records as garbage.
+    pub gc_pending: Vec<u64>,
+    pub gc_settled: Vec<u64>,
 }
 
 fn put_bytes(v: &mut Vec<u8>, b: &[u8]) {
@@ -101,6 +107,12 @@ impl VersionEdit {
         }
         for &n in &self.deleted_blobs {
             w(8, &[n], &mut v);
+        }
+        for &n in &self.gc_pending {
+            w(9, &[n], &mut v);
+        }
+        for &n in &self.gc_settled {
+            w(10, &[n], &mut v);
         }
         v
     }
@@ -175,6 +187,8 @@ impl VersionEdit {
                     e.blob_garbage.push(g);
                 }
                 8 => e.deleted_blobs.push(num(&mut pos)?),
+                9 => e.gc_pending.push(num(&mut pos)?),
+                10 => e.gc_settled.push(num(&mut pos)?),
                 t => return Err(bad(&format!("unknown tag {t}"))),
             }
         }
@@ -197,7 +211,11 @@ mod tests {
             largest_seq: 1 << 50,
             entries: 10,
             deletions: 2,
-            oldest_blob: if n.is_multiple_of(2) { Some(n + 1) } else { None },
+            oldest_blob: if n.is_multiple_of(2) {
+                Some(n + 1)
+            } else {
+                None
+            },
         }
     }
 
@@ -214,6 +232,8 @@ mod tests {
                 added_blobs: vec![BlobMeta { number: 5, size: 1 << 30, entries: 7, garbage_bytes: 3, garbage_entries: 1 }],
                 blob_garbage: garbage,
                 deleted_blobs: vec![4, 8],
+                gc_pending: vec![11],
+                gc_settled: vec![12, 13],
             };
             let enc = e.encode();
             prop_assert_eq!(VersionEdit::decode(Path::new("m"), &enc).unwrap(), e);

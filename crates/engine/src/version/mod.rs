@@ -227,6 +227,16 @@ impl Version {
                 b.add_garbage(bytes, entries);
             }
         }
+        for n in &edit.gc_pending {
+            if let Some(b) = blobs.get(n) {
+                b.set_pending(true);
+            }
+        }
+        for n in &edit.gc_settled {
+            if let Some(b) = blobs.get(n) {
+                b.set_pending(false);
+            }
+        }
         for n in &edit.deleted_blobs {
             if let Some(b) = blobs.remove(n) {
                 b.mark_obsolete();

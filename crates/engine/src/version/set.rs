@@ -134,6 +134,9 @@ impl VersionSet {
         }
         for b in self.current.blobs.values() {
             snap.added_blobs.push(b.meta());
+            if b.is_pending() {
+                snap.gc_pending.push(b.number);
+            }
         }
         w.add_record(&snap.encode())?;
         w.sync()?;

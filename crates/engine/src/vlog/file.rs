@@ -126,6 +126,8 @@ pub struct BlobFile {
     garbage_bytes: AtomicU64,
     garbage_entries: AtomicU64,
     obsolete: AtomicBool,
+    /// A GC output whose write-back has not finished (see `VersionEdit::gc_pending`).
+    pending: AtomicBool,
     reader: OnceLock<Arc<dyn ReadableFile>>,
     storage: Arc<dyn Storage>,
 }
@@ -140,6 +142,7 @@ impl BlobFile {
             garbage_bytes: AtomicU64::new(meta.garbage_bytes),
             garbage_entries: AtomicU64::new(meta.garbage_entries),
             obsolete: AtomicBool::new(false),
+            pending: AtomicBool::new(false),
             reader: OnceLock::new(),
             storage,
         }
@@ -185,6 +188,14 @@ impl BlobFile {
     pub(crate) fn add_garbage(&self, bytes: u64, entries: u64) {
         self.garbage_bytes.fetch_add(bytes, Relaxed);
         self.garbage_entries.fetch_add(entries, Relaxed);
+    }
+
+    pub fn is_pending(&self) -> bool {
+        self.pending.load(Relaxed)
+    }
+
+    pub(crate) fn set_pending(&self, pending: bool) {
+        self.pending.store(pending, Relaxed);
     }
 
     pub(crate) fn mark_obsolete(&self) {
