@@ -231,9 +231,10 @@ pub fn run(a: Args) -> Result<()> {
             let spec = build_spec(&a, &p)?;
             let path = work.join("workload.ops");
             eprintln!(
-                "generating {} ops ({}) into {}",
+                "generating {} ops ({}, {}) into {}",
                 table::count(spec.operation_count),
                 spec.name,
+                spec.request_distribution,
                 path.display()
             );
             let w = Workload::new(spec.clone())?;
@@ -367,7 +368,7 @@ pub fn run(a: Args) -> Result<()> {
     let title = format!(
         "{}: {} records x ({} + {} B), {} ops",
         spec.as_ref()
-            .map(|s| s.name.clone())
+            .map(|s| format!("{} ({})", s.name, s.request_distribution))
             .unwrap_or_else(|| "op file".into()),
         table::count(header.record_count),
         header.key_size,

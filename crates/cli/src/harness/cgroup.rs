@@ -67,6 +67,7 @@ impl MemoryCgroup {
         version: Version,
     ) -> Result<Self> {
         let parent = mount.join(own.trim_start_matches('/'));
+        remove_stale(&parent);
         let dir = parent.join(name);
         if dir.exists() {
             // Left over from a run that was killed: it is empty, or rmdir fails and we say so.
@@ -183,6 +184,27 @@ impl Drop for MemoryCgroup {
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
         eprintln!("warning: could not remove cgroup {}", self.dir.display());
+    }
+}
+
+/// Removes `halflife-*-<pid>` cgroups left by a compare that was killed (its `Drop` did not
+/// run): those whose pid is gone. rmdir fails harmlessly on a cgroup that still has tasks.
+fn remove_stale(parent: &Path) {
+    let Ok(entries) = std::fs::read_dir(parent) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(name) = name.to_str() else { continue };
+        if !name.starts_with("halflife-") {
+            continue;
+        }
+        let pid = name.rsplit('-').next().and_then(|p| p.parse::<u32>().ok());
+        if let Some(pid) = pid {
+            if !Path::new(&format!("/proc/{pid}")).exists() {
+                let _ = std::fs::remove_dir(e.path());
+            }
+        }
     }
 }
 

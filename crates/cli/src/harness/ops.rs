@@ -59,13 +59,12 @@ where
             for op in ops {
                 batch.push(op?);
                 n += 1;
-                if batch.len() == BATCH {
-                    if tx
+                if batch.len() == BATCH
+                    && tx
                         .send(std::mem::replace(&mut batch, Vec::with_capacity(BATCH)))
                         .is_err()
-                    {
-                        return Ok(n); // clients stopped (an error there is reported by them)
-                    }
+                {
+                    return Ok(n); // clients stopped (an error there is reported by them)
                 }
             }
             if !batch.is_empty() {

@@ -89,12 +89,16 @@ pub fn bytes(n: u64) -> String {
 /// A count with thousands separators: `1,234,567`.
 pub fn count(n: u64) -> String {
     let s = n.to_string();
+    // The first group has 1-3 digits, the others 3.
+    let head = match s.len() % 3 {
+        0 => 3.min(s.len()),
+        r => r,
+    };
     let mut out = String::with_capacity(s.len() + s.len() / 3);
-    for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
+    out.push_str(&s[..head]);
+    for group in s.as_bytes()[head..].chunks(3) {
+        out.push(',');
+        out.push_str(std::str::from_utf8(group).expect("ASCII digits"));
     }
     out
 }
