@@ -7,6 +7,12 @@ mod plot;
 
 use clap::{Parser, Subcommand};
 
+/// mimalloc instead of glibc malloc: memtables allocate and free many value-sized buffers
+/// from several threads, and glibc's per-thread arenas kept up to twice the live memtable
+/// bytes resident (measured: docs/engine.md), starving the page cache under a memory limit.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(
     name = "halflife",

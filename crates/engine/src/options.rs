@@ -124,7 +124,8 @@ pub struct Options {
     pub error_if_exists: bool,
     /// Bytes of user data a memtable holds before it is switched and flushed.
     pub memtable_size: usize,
-    /// Immutable memtables waiting for flush before writers stall.
+    /// Immutable memtables waiting for flush before writers stall (1, as RocksDB's
+    /// max_write_buffer_number = 2).
     pub max_immutable_memtables: usize,
     pub l0_compaction_trigger: usize,
     /// Writers stall while L0 has this many files.
@@ -163,7 +164,7 @@ impl Default for Options {
             create_if_missing: true,
             error_if_exists: false,
             memtable_size: 64 << 20,
-            max_immutable_memtables: 2,
+            max_immutable_memtables: 1,
             l0_compaction_trigger: 4,
             l0_stop_writes_trigger: 20,
             growth_factor: 10.0,

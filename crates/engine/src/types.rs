@@ -58,6 +58,17 @@ pub fn append_internal_key(dst: &mut Vec<u8>, user_key: &[u8], seq: SeqNo, kind:
     dst.extend_from_slice(&pack_trailer(seq, kind).to_le_bytes());
 }
 
+/// Appends an internal key to an arena buffer.
+pub fn append_internal_key_bytes(
+    dst: &mut bytes::BytesMut,
+    user_key: &[u8],
+    seq: SeqNo,
+    kind: ValueKind,
+) {
+    dst.extend_from_slice(user_key);
+    dst.extend_from_slice(&pack_trailer(seq, kind).to_le_bytes());
+}
+
 /// A borrowed, already validated view of an internal key.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ParsedKey<'a> {

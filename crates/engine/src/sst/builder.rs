@@ -7,7 +7,9 @@ use super::format::{block_checksum, BlockHandle, Footer, BLOCK_TYPE_UNCOMPRESSED
 use super::properties::TableProperties;
 use crate::error::{Error, Result};
 use crate::io::WritableFile;
-use crate::types::{cmp_internal, parse_internal_key, ValueKind};
+use crate::types::{
+    cmp_internal, make_internal_key, parse_internal_key, ValueKind, KIND_SEEK, MAX_SEQ, TRAILER_LEN,
+};
 use std::cmp::Ordering;
 use std::sync::Arc;
 
@@ -72,6 +74,9 @@ pub struct TableBuilder {
     /// Bytes written so far: the offset of the next block.
     offset: u64,
     sink: Option<BlockSink>,
+    /// The last key and encoded handle of the block just written; its index entry waits
+    /// for the next block's first key so that a short separator can stand in for the key.
+    pending_index: Option<(Vec<u8>, Vec<u8>)>,
 }
 
 impl TableBuilder {
@@ -85,6 +90,7 @@ impl TableBuilder {
             file,
             opts,
             sink: None,
+            pending_index: None,
         }
     }
 
@@ -128,6 +134,10 @@ impl TableBuilder {
             ValueKind::Pointer => p.num_pointers += 1,
             ValueKind::Value => {}
         }
+        if let Some((last, handle)) = self.pending_index.take() {
+            let sep = separator(&last, parsed.user_key);
+            self.index_block.add(&sep, &handle);
+        }
         self.filter.add_key(parsed.user_key);
         self.data_block.add(ikey, value);
         if self.data_block.current_size_estimate() >= self.opts.block_size {
@@ -145,9 +155,10 @@ impl TableBuilder {
         self.props.num_entries
     }
 
-    /// Writes the pending data block and records it in the index. The index key is the
-    /// block's last key: the first block whose last key is >= a target holds the target's
-    /// position.
+    /// Writes the pending data block; its index entry is added once the next key (or the
+    /// end of the table) is known. An index key K of a block satisfies
+    /// last key of the block <= K < first key of the next block, so the first block whose
+    /// index key is >= a target holds the target's position or is followed by it.
     fn flush_data_block(&mut self) -> Result<()> {
         if self.data_block.is_empty() {
             return Ok(());
@@ -157,7 +168,7 @@ impl TableBuilder {
         let handle = self.write_block(&contents)?;
         let mut encoded = Vec::with_capacity(20);
         handle.encode_to(&mut encoded);
-        self.index_block.add(&last_key, &encoded);
+        self.pending_index = Some((last_key, encoded));
         self.props.num_data_blocks += 1;
         if let Some(sink) = self.sink.as_mut() {
             match Block::new(contents) {
@@ -184,6 +195,9 @@ impl TableBuilder {
     /// properties of the finished table.
     pub fn finish(mut self) -> Result<TableProperties> {
         self.flush_data_block()?;
+        if let Some((last, handle)) = self.pending_index.take() {
+            self.index_block.add(&successor(&last), &handle);
+        }
         let filter = self.filter.finish();
         let filter = self.write_block(&filter)?;
         let index = self.index_block.finish();
@@ -201,5 +215,66 @@ impl TableBuilder {
         self.file.sync()?;
         self.props.file_size = self.offset;
         Ok(self.props)
+    }
+}
+
+/// A short index key between internal key `last` and the next block's first user key
+/// `next_user`: with long keys (paper 000 uses 256 bytes) full index keys would make the
+/// index, held in memory per open table, as large as a sizeable fraction of the data.
+/// The user key is cut after the first differing byte, which is incremented (LevelDB's
+/// shortest separator), and given the largest trailer of its user key, so it sorts after
+/// every version of the block's last key and before the next block's first key.
+fn separator(last: &[u8], next_user: &[u8]) -> Vec<u8> {
+    let a = &last[..last.len() - TRAILER_LEN];
+    let i = a.iter().zip(next_user).take_while(|(x, y)| x == y).count();
+    if i < a.len() && i < next_user.len() {
+        let byte = a[i];
+        if byte < 0xff && byte + 1 < next_user[i] && i + 1 < a.len() {
+            let mut u = a[..=i].to_vec();
+            u[i] += 1;
+            return make_internal_key(&u, MAX_SEQ, KIND_SEEK);
+        }
+    }
+    last.to_vec()
+}
+
+/// A short index key at or after every key of the table's last block: the user key cut
+/// after its first byte that can be incremented.
+fn successor(last: &[u8]) -> Vec<u8> {
+    let a = &last[..last.len() - TRAILER_LEN];
+    match a.iter().position(|&b| b != 0xff) {
+        Some(i) if i + 1 < a.len() => {
+            let mut u = a[..=i].to_vec();
+            u[i] += 1;
+            make_internal_key(&u, MAX_SEQ, KIND_SEEK)
+        }
+        _ => last.to_vec(),
+    }
+}
+
+#[cfg(test)]
+mod separator_tests {
+    use super::*;
+    use crate::types::ValueKind;
+
+    #[test]
+    fn separators_sort_between_their_neighbours_and_are_short() {
+        let last = make_internal_key(b"user12345xxxxxxxx", 7, ValueKind::Value);
+        let sep = separator(&last, b"user19999yyyy");
+        assert_eq!(&sep[..sep.len() - TRAILER_LEN], b"user13");
+        assert_eq!(cmp_internal(&last, &sep), Ordering::Less);
+        let next = make_internal_key(b"user19999yyyy", MAX_SEQ, ValueKind::Pointer);
+        assert_eq!(cmp_internal(&sep, &next), Ordering::Less);
+        // Adjacent bytes or equal user keys: the full key is kept.
+        assert_eq!(separator(&last, b"user2"), last);
+        let adjacent = make_internal_key(b"user1a", 1, ValueKind::Value);
+        assert_eq!(separator(&adjacent, b"user1b"), adjacent);
+        let same = make_internal_key(b"k", 9, ValueKind::Value);
+        assert_eq!(separator(&same, b"k"), same);
+        let succ = successor(&last);
+        assert_eq!(&succ[..succ.len() - TRAILER_LEN], b"v");
+        assert_eq!(cmp_internal(&last, &succ), Ordering::Less);
+        let ff = make_internal_key(&[0xff, 0xff], 3, ValueKind::Value);
+        assert_eq!(successor(&ff), ff);
     }
 }
