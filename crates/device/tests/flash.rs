@@ -145,3 +145,18 @@ fn same_seed_same_completion_times() {
     let (c, _) = run(1000);
     assert!(a != c, "different seeds should give different runs");
 }
+
+#[test]
+fn default_config_is_valid_and_device_is_shareable() {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<Device>();
+    send_sync::<halflife_device::DeviceFile>();
+    let c = DeviceConfig::default();
+    c.validate().unwrap();
+    assert_eq!(c.geometry.logical_bytes(), 896 << 20);
+    let mut bad = DeviceConfig::small();
+    bad.geometry.over_provisioning = 0.01;
+    assert!(bad.validate().is_err());
+    let (_d, dev) = device(c);
+    assert_eq!(dev.num_sets(), 4);
+}
