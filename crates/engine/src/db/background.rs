@@ -168,26 +168,33 @@ fn release_dead_value_files(inner: &Inner, st: &mut State) -> Result<()> {
 }
 
 fn compact_one(inner: &Arc<Inner>) -> Result<bool> {
-    let (c, snap, v, filter) = {
-        let mut st = inner.state.lock();
-        if st.manual || st.bg_error.is_some() {
-            return Ok(false);
-        }
-        let v = st.versions.current();
-        let mut forced = inner.gc.forced_compactions(&v);
-        forced.extend(st.forced.iter().copied());
-        let Some(c) = picker::pick(&v, &inner.opts, &st.busy_tables, &forced) else {
-            return Ok(false);
-        };
-        mark_busy(&mut st, &c, true);
-        st.running_compactions += 1;
-        (
-            c,
-            inner.smallest_snapshot(&st),
-            v.clone(),
-            inner.gc.relocation_filter(&v),
-        )
+    let st = inner.state.lock();
+    if st.manual || st.bg_error.is_some() {
+        return Ok(false);
+    }
+    let v = st.versions.current();
+    let mut forced = inner.gc.forced_compactions(&v);
+    forced.extend(st.forced.iter().copied());
+    let Some(c) = picker::pick(&v, &inner.opts, &st.busy_tables, &forced) else {
+        return Ok(false);
     };
+    execute(inner, st, c, v)?;
+    Ok(true)
+}
+
+/// Runs a picked compaction: marks its files busy, releases the lock for the job, then
+/// installs the result and lets go of the inputs before reporting it done.
+fn execute(
+    inner: &Arc<Inner>,
+    mut st: parking_lot::MutexGuard<'_, State>,
+    c: Compaction,
+    v: Arc<crate::version::Version>,
+) -> Result<()> {
+    mark_busy(&mut st, &c, true);
+    st.running_compactions += 1;
+    let snap = inner.smallest_snapshot(&st);
+    let filter = inner.gc.relocation_filter(&v);
+    drop(st);
     let r = run_compaction(inner, &c, snap, &v, filter.as_deref());
     drop((v, filter));
     let mut st = inner.state.lock();
@@ -196,8 +203,7 @@ fn compact_one(inner: &Arc<Inner>) -> Result<bool> {
     st.running_compactions -= 1;
     inner.bg_cv.notify_all();
     r?;
-    release_dead_value_files(inner, &mut st)?;
-    Ok(true)
+    release_dead_value_files(inner, &mut st)
 }
 
 fn mark_busy(st: &mut State, c: &Compaction, busy: bool) {
@@ -458,8 +464,8 @@ pub(crate) fn compact_range(
             return Ok(());
         };
         for level in 0..deepest.max(1) {
-            let (c, snap, v, filter) = {
-                let mut st = inner.state.lock();
+            {
+                let st = inner.state.lock();
                 let v = st.versions.current();
                 // L0 files overlap each other: moving only some of them below the others
                 // could put an older version above a newer one, so L0 goes whole.
@@ -471,23 +477,8 @@ pub(crate) fn compact_range(
                 let Some(c) = picker::build(&v, level, files, &st.busy_tables, "manual") else {
                     continue;
                 };
-                mark_busy(&mut st, &c, true);
-                st.running_compactions += 1;
-                (
-                    c,
-                    inner.smallest_snapshot(&st),
-                    v.clone(),
-                    inner.gc.relocation_filter(&v),
-                )
-            };
-            let r = run_compaction(inner, &c, snap, &v, filter.as_deref());
-            drop((v, filter));
-            let mut st = inner.state.lock();
-            mark_busy(&mut st, &c, false);
-            drop(c);
-            st.running_compactions -= 1;
-            r?;
-            release_dead_value_files(inner, &mut st)?;
+                execute(inner, st, c, v)?;
+            }
         }
         Ok(())
     })();

@@ -112,16 +112,16 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
             storage.truncate(path, valid_len)?;
         }
         if mem.approximate_size() >= opts.memtable_size {
+            let full = std::mem::replace(&mut mem, Arc::new(Memtable::new(0)));
             flush_recovered(
                 dir,
                 &storage,
                 &opts,
                 &*policy,
                 &mut versions,
-                &mem,
+                &full,
                 &mut edit,
             )?;
-            mem = Arc::new(Memtable::new(0));
         }
     }
     if !mem.is_empty() {
