@@ -21,6 +21,9 @@ pub(crate) struct EngineCounters {
     pub gc_relocated_bytes: AtomicU64,
     pub gc_writeback_entries: AtomicU64,
     pub write_groups: AtomicU64,
+    /// Sum of per-compaction merge amplification, in millionths, and its count.
+    pub merge_amp_micros: AtomicU64,
+    pub merge_amp_count: AtomicU64,
 }
 
 impl EngineCounters {
@@ -77,6 +80,8 @@ pub struct DbStats {
     pub gc_jobs: u64,
     pub gc_relocated_bytes: u64,
     pub gc_writeback_entries: u64,
+    /// Mean merge amplification `a` over all compactions (paper 003, sec. 3.2).
+    pub merge_amplification: Option<f64>,
     pub levels: Vec<LevelStats>,
     pub value_files: Vec<ValueFileStats>,
     pub cache: CacheStats,

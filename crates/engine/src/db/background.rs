@@ -192,6 +192,9 @@ fn execute(
 ) -> Result<()> {
     mark_busy(&mut st, &c, true);
     st.running_compactions += 1;
+    let a = c.merge_amplification(&v);
+    EngineCounters::add(&inner.counters.merge_amp_micros, (a * 1e6).round() as u64);
+    EngineCounters::add(&inner.counters.merge_amp_count, 1);
     let snap = inner.smallest_snapshot(&st);
     let filter = inner.gc.relocation_filter(&v);
     drop(st);

@@ -317,6 +317,10 @@ fn stats(inner: &Inner) -> DbStats {
         gc_jobs: EngineCounters::get(&c.gc_jobs),
         gc_relocated_bytes: EngineCounters::get(&c.gc_relocated_bytes),
         gc_writeback_entries: EngineCounters::get(&c.gc_writeback_entries),
+        merge_amplification: match EngineCounters::get(&c.merge_amp_count) {
+            0 => None,
+            n => Some(EngineCounters::get(&c.merge_amp_micros) as f64 / 1e6 / n as f64),
+        },
         levels: v
             .levels
             .iter()

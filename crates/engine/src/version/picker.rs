@@ -32,6 +32,22 @@ impl Compaction {
     pub fn input_bytes(&self) -> u64 {
         self.all_files().map(|f| f.meta.size).sum()
     }
+
+    /// VAT's merge amplification of this compaction (paper 003, sec. 3.2): the fraction of
+    /// the lower level read and written, relative to merging the whole upper level into the
+    /// whole lower level. `k` of the upper level's `n_u` files overlap `m` of the lower
+    /// level's `n_l` files: a = (m / n_l) / (k / n_u), at most 1; 0 when the lower level is
+    /// empty or the compaction stays within one level.
+    pub fn merge_amplification(&self, v: &Version) -> f64 {
+        let n_u = v.levels[self.level].len();
+        let n_l = v.levels[self.output_level].len();
+        if self.output_level == self.level || n_l == 0 || n_u == 0 || self.inputs.is_empty() {
+            return 0.0;
+        }
+        let lower = self.overlaps.len() as f64 / n_l as f64;
+        let upper = self.inputs.len() as f64 / n_u as f64;
+        (lower / upper).min(1.0)
+    }
 }
 
 /// Target size of `level` (>= 1).
@@ -168,4 +184,55 @@ pub fn files_in_range(
         })
         .cloned()
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::io::{FileStorage, Storage};
+    use crate::types::{make_internal_key, ValueKind};
+    use crate::version::{FileMeta, VersionEdit};
+    use std::path::Path;
+
+    fn meta(number: u64, lo: &str, hi: &str) -> FileMeta {
+        FileMeta {
+            number,
+            size: 1000,
+            smallest: make_internal_key(lo.as_bytes(), 1, ValueKind::Value),
+            largest: make_internal_key(hi.as_bytes(), 1, ValueKind::Value),
+            smallest_seq: 1,
+            largest_seq: 1,
+            entries: 10,
+            deletions: 0,
+            oldest_blob: None,
+        }
+    }
+
+    #[test]
+    fn merge_amplification_follows_the_overlap() {
+        let storage: Arc<dyn Storage> = Arc::new(FileStorage::new());
+        let mut edit = VersionEdit::default();
+        // Level 1: two files; level 2: four files, the first of them overlapping "a".."c".
+        edit.added.push((1, meta(1, "a", "c")));
+        edit.added.push((1, meta(2, "m", "p")));
+        for (n, lo, hi) in [(3, "b", "d"), (4, "e", "g"), (5, "n", "o"), (6, "x", "z")] {
+            edit.added.push((2, meta(n, lo, hi)));
+        }
+        let v = Version::empty(4).apply(&edit, Path::new("/nonexistent"), &storage, &None);
+        let f = v.levels[1][0].clone();
+        let c = build(&v, 1, vec![f], &HashSet::new(), "test").unwrap();
+        // k = 1 of n_u = 2 upper files meets m = 1 of n_l = 4 lower files: (1/4)/(1/2).
+        assert_eq!(c.overlaps.len(), 1);
+        assert!((c.merge_amplification(&v) - 0.5).abs() < 1e-12);
+        // Both upper files span "a".."p", which covers three of the four lower files:
+        // (3/4)/(2/2).
+        let c = build(&v, 1, v.levels[1].clone(), &HashSet::new(), "test").unwrap();
+        assert_eq!(c.overlaps.len(), 3);
+        assert!((c.merge_amplification(&v) - 0.75).abs() < 1e-12);
+        // Into an empty level: nothing merged.
+        let f = v.levels[2][0].clone();
+        let c = build(&v, 2, vec![f], &HashSet::new(), "test").unwrap();
+        assert_eq!(c.merge_amplification(&v), 0.0);
+        assert!(c.bottommost);
+    }
 }
