@@ -201,7 +201,7 @@ fn predict_latency() {
         let handle = ModelHandle::new();
         handle.install(Arc::new(m));
         let recs: Vec<FeatureRecord> = (0..1000u64)
-            .map(|i| history(1 + i % 33, 1000 + i * 37_000, 1 << 30))
+            .map(|i| history(1 + i % 33, 1000 + i * 37_000, 1 << 40))
             .collect();
         let t = std::time::Instant::now();
         let mut longs = 0;
