@@ -270,7 +270,12 @@ impl ModelHandle {
         let mut row = [0.0; MODEL_INPUT_LEN];
         features.write_model_input(Some(elapsed), &mut row);
         let p = m.probability_long(&row);
-        (m.predict(&row), p)
+        let class = if p >= 0.5 {
+            LifetimeClass::Long
+        } else {
+            LifetimeClass::Short
+        };
+        (class, p)
     }
 }
 
