@@ -11,6 +11,7 @@ pub mod compaction;
 pub mod db;
 pub mod error;
 pub mod io;
+pub mod lifetime;
 pub mod memtable;
 pub mod options;
 pub mod sst;
