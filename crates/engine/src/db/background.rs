@@ -124,6 +124,7 @@ fn flush_one(inner: &Arc<Inner>) -> Result<bool> {
     st.versions.last_sequence = inner.last_seq.load(Ordering::Acquire);
     st.versions.log_and_apply(edit)?;
     st.imm.pop_front();
+    inner.publish(&st);
     if inner.opts.use_wal {
         remove_old_wals(inner, next_wal);
     }
@@ -159,10 +160,13 @@ fn release_dead_value_files(inner: &Inner, st: &mut State) -> Result<()> {
     if dead.is_empty() {
         return Ok(());
     }
-    st.versions.log_and_apply(VersionEdit {
-        deleted_blobs: dead,
-        ..Default::default()
-    })?;
+    inner.apply_edit(
+        st,
+        VersionEdit {
+            deleted_blobs: dead,
+            ..Default::default()
+        },
+    )?;
     inner.bg_cv.notify_all();
     Ok(())
 }
@@ -281,7 +285,7 @@ fn run_compaction(
         add_outputs(&mut edit, c.output_level, out);
     }
     let mut st = inner.state.lock();
-    let r = st.versions.log_and_apply(edit);
+    let r = inner.apply_edit(&mut st, edit);
     if r.is_ok() {
         EngineCounters::add(&inner.counters.compactions, 1);
     }
@@ -379,11 +383,14 @@ fn run_gc(inner: &Arc<Inner>, files: &[Arc<crate::vlog::BlobFile>]) -> Result<()
     // New files first, so that pointers written back into them can be read at once.
     if !outputs.is_empty() {
         let mut st = inner.state.lock();
-        st.versions.log_and_apply(VersionEdit {
-            gc_pending: outputs.iter().map(|b| b.number).collect(),
-            added_blobs: outputs,
-            ..Default::default()
-        })?;
+        inner.apply_edit(
+            &mut st,
+            VersionEdit {
+                gc_pending: outputs.iter().map(|b| b.number).collect(),
+                added_blobs: outputs,
+                ..Default::default()
+            },
+        )?;
     }
     let news: Vec<ValuePointer> = writebacks.iter().map(|w| w.2).collect();
     let mut settled: Vec<u64> = news.iter().map(|p| p.file).collect();
@@ -404,7 +411,7 @@ fn run_gc(inner: &Arc<Inner>, files: &[Arc<crate::vlog::BlobFile>]) -> Result<()
             edit.blob_garbage.push((np.file, np.size as u64, 1));
         }
     }
-    inner.state.lock().versions.log_and_apply(edit)
+    inner.apply_edit(&mut inner.state.lock(), edit)
 }
 
 fn wait_until(inner: &Inner, done: impl Fn(&State) -> bool) -> Result<()> {
@@ -529,6 +536,6 @@ pub(crate) fn settle_pending_gc(inner: &Arc<Inner>) -> Result<()> {
         edit.gc_settled.push(f.number);
     }
     let mut st = inner.state.lock();
-    st.versions.log_and_apply(edit)?;
+    inner.apply_edit(&mut st, edit)?;
     release_dead_value_files(inner, &mut st)
 }

@@ -181,7 +181,7 @@ impl DbIter {
                 seq,
                 last_key,
             },
-            version: view.version,
+            version: view.version.clone(),
             pinned: snap.map(|s| Arc::new(s.blobs().clone())),
             upper: match upper {
                 Bound::Included(k) => Bound::Included(k.to_vec()),

@@ -70,6 +70,8 @@ pub(crate) struct Inner {
     pub cache: Arc<BlockCache>,
     pub gc: Box<dyn GcPolicy>,
     pub state: Mutex<State>,
+    /// The memtables and version readers use, republished by every change to them.
+    pub read_view: parking_lot::RwLock<Arc<read::ReadView>>,
     /// Signalled whenever background work may have become possible or finished.
     pub bg_cv: Condvar,
     pub writers: Mutex<VecDeque<Arc<write::Writer>>>,
@@ -354,6 +356,19 @@ impl Inner {
             .next()
             .copied()
             .unwrap_or_else(|| self.visible_seq.load(Ordering::Acquire))
+    }
+
+    /// Publishes the current memtables and version to readers. Called with the state lock
+    /// held after every change to either.
+    pub fn publish(&self, st: &State) {
+        *self.read_view.write() = Arc::new(read::ReadView::from_state(st));
+    }
+
+    /// Records a version edit and publishes the result.
+    pub fn apply_edit(&self, st: &mut State, edit: crate::version::VersionEdit) -> Result<()> {
+        let r = st.versions.log_and_apply(edit);
+        self.publish(st);
+        r
     }
 
     pub fn new_file_number(&self) -> u64 {

@@ -13,15 +13,20 @@ use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-/// What a reader needs, taken under the lock in one step so that it is consistent.
+/// What a reader needs: the memtables (newest first) and the version, published together
+/// (RocksDB's "super version") whenever one of them changes, so that a reader takes a
+/// consistent set without the main lock, which flushes hold across manifest syncs.
 pub(crate) struct ReadView {
     pub mems: Vec<Arc<crate::memtable::Memtable>>,
     pub version: Arc<Version>,
 }
 
 impl ReadView {
-    pub fn take(inner: &Inner) -> ReadView {
-        let st = inner.state.lock();
+    pub fn take(inner: &Inner) -> Arc<ReadView> {
+        inner.read_view.read().clone()
+    }
+
+    pub fn from_state(st: &super::State) -> ReadView {
         let mut mems = Vec::with_capacity(1 + st.imm.len());
         mems.push(st.mem.clone());
         mems.extend(st.imm.iter().rev().cloned());

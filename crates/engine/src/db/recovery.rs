@@ -169,6 +169,7 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
         storage,
         cache,
         gc: policy,
+        read_view: parking_lot::RwLock::new(Arc::new(super::read::ReadView::from_state(&state))),
         state: Mutex::new(state),
         bg_cv: Condvar::new(),
         writers: Mutex::new(VecDeque::new()),

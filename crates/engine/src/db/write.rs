@@ -258,6 +258,7 @@ fn make_room(inner: &Inner, mut force: bool) -> Result<Arc<Memtable>> {
         };
         let old = std::mem::replace(&mut st.mem, Arc::new(Memtable::new(wal_number)));
         st.imm.push_back(old);
+        inner.publish(&st);
         force = false;
         inner.bg_cv.notify_all();
     };
