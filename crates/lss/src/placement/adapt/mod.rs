@@ -1,0 +1,419 @@
+//! ADAPT (paper 004): access-density-aware placement with cross-group aggregation.
+//!
+//! Six groups: 0 (hot user), 1 (cold user), 2..=5 (GC-rewritten, SepBIT's classes).
+//! - **Density-aware threshold adaptation** (sec. 3.2, [`search`], [`ghost`],
+//!   [`sampler`]): sampled user writes feed ghost sets that replay the user groups at
+//!   different hot/cold thresholds, padding included, so the chosen threshold weighs
+//!   both popularity (reuse distance) and access density (how often chunks fill in time).
+//!   Until the ghosts have run an epoch with GC, SepBIT's `ell` is the threshold.
+//!   Ghost thresholds are reuse distances (unique blocks); the real classifier compares
+//!   the block's reuse time (user writes since its previous version), so the chosen
+//!   distance is translated to the time with the same quantile over recent samples.
+//! - **Cross-group dynamic aggregation** (sec. 3.3): when a hot chunk's SLA window ends
+//!   unfilled, its blocks may be shadow-appended into the cold group's unfilled chunk,
+//!   which is written at once, while the hot chunk stays open (lazy append). The
+//!   two-step condition uses Eq. 1 ([`avg_unfilled`]).
+//! - **Proactive demotion** (sec. 3.4, [`bloom`]): GC rewrites that land back in their
+//!   own GC group are recorded in that group's Bloom cascade; a user write whose block
+//!   scores at least `score_threshold` in some cascade goes straight to that GC group.
+
+pub mod bloom;
+pub mod ghost;
+pub mod sampler;
+pub mod search;
+
+use super::sepbit::{gc_class, Lifespan};
+use super::{Collected, Deadline, DeadlineAction, Env, GcWrite, Placement, UserWrite};
+use std::collections::VecDeque;
+
+pub const GROUPS: usize = 6;
+const HOT: usize = 0;
+const COLD: usize = 1;
+const PAIRS: usize = 4096;
+
+/// ADAPT's knobs; the defaults are the ones measured in docs/lss.md.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct AdaptConfig {
+    /// Fraction of blocks sampled for the ghost sets.
+    pub sample_rate: f64,
+    /// Number of ghost sets (thresholds tried at once).
+    pub ghost_sets: usize,
+    /// Sampled writes per decision, as a fraction of the (sampled) capacity.
+    pub epoch_fraction: f64,
+    /// Bloom filters per GC group and the minimum score for demotion.
+    pub filters: usize,
+    pub score_threshold: usize,
+    pub bits_per_key: usize,
+    /// Switches for ablations.
+    pub adaptation: bool,
+    pub aggregation: bool,
+    pub demotion: bool,
+}
+
+impl Default for AdaptConfig {
+    fn default() -> Self {
+        AdaptConfig {
+            sample_rate: 1.0 / 32.0,
+            ghost_sets: 8,
+            epoch_fraction: 0.1,
+            filters: 4,
+            score_threshold: 2,
+            bits_per_key: 10,
+            adaptation: true,
+            aggregation: true,
+            demotion: true,
+        }
+    }
+}
+
+/// Eq. 1: the average number of blocks in a group's unfilled (padded) chunks,
+/// `C = (V - S_ck (k N_ck - P)) / P`, from the data blocks `V` written in `k` segments of
+/// `N_ck` chunks of `S_ck` blocks, `P` of which were padded. `None` without padding.
+pub fn avg_unfilled(v: f64, k: f64, p: f64, s_ck: f64, n_ck: f64) -> Option<f64> {
+    if p <= 0.0 {
+        return None;
+    }
+    Some(((v - s_ck * (k * n_ck - p)) / p).clamp(0.0, s_ck))
+}
+
+#[derive(Clone, Debug, serde::Serialize)]
+struct Decision {
+    now: u64,
+    distance: f64,
+    time: f64,
+    wa: f64,
+}
+
+pub struct Adapt {
+    cfg: AdaptConfig,
+    sampler: sampler::Sampler,
+    ghosts: Vec<ghost::GhostSet>,
+    search: search::ThresholdSearch,
+    ell: Lifespan,
+    /// Reuse-time threshold in user writes, once the ghosts have decided.
+    threshold: Option<f64>,
+    pairs: VecDeque<(u64, f64)>,
+    epoch_writes: u64,
+    epoch_len: u64,
+    cascades: Vec<bloom::Cascade>,
+    history: Vec<Decision>,
+    shadows: u64,
+    demotions: u64,
+}
+
+impl Adapt {
+    pub fn new(env: &Env, cfg: AdaptConfig) -> Self {
+        let rate = cfg.sample_rate;
+        let ghost_seg =
+            ((env.segment_blocks as f64 * rate / env.chunk_blocks as f64).round() as u32).max(2)
+                * env.chunk_blocks;
+        let window = if env.sla_window_us == u64::MAX {
+            u64::MAX
+        } else {
+            (env.sla_window_us as f64 / rate) as u64
+        };
+        let unit = env.segment_blocks as f64;
+        let search = search::ThresholdSearch::new(cfg.ghost_sets, unit);
+        let ghosts = search
+            .thresholds()
+            .iter()
+            .map(|&t| {
+                ghost::GhostSet::new(t, ghost_seg, env.chunk_blocks, window, env.gc_garbage_ratio)
+            })
+            .collect();
+        let epoch_len = ((env.capacity_blocks as f64 * rate * cfg.epoch_fraction) as u64)
+            .max(4 * ghost_seg as u64);
+        let per_filter = (env.capacity_blocks as usize / 32).max(1024);
+        Adapt {
+            sampler: sampler::Sampler::new(env.n_lbas, rate),
+            ghosts,
+            search,
+            ell: Lifespan::default(),
+            threshold: None,
+            pairs: VecDeque::with_capacity(PAIRS),
+            epoch_writes: 0,
+            epoch_len,
+            cascades: (0..GROUPS - 2)
+                .map(|_| bloom::Cascade::new(cfg.filters, per_filter, cfg.bits_per_key))
+                .collect(),
+            history: Vec::new(),
+            shadows: 0,
+            demotions: 0,
+            cfg,
+        }
+    }
+
+    /// The current reuse-time threshold between the hot and the cold user group.
+    pub fn threshold(&self) -> f64 {
+        self.threshold.unwrap_or_else(|| self.ell.ell())
+    }
+
+    fn observe(&mut self, w: &UserWrite) {
+        let Some(s) = self.sampler.access(w.lba) else {
+            return;
+        };
+        for g in &mut self.ghosts {
+            g.write(s.sid, s.distance, w.t_us);
+        }
+        if let (Some(prev), Some(d)) = (w.prev_write, s.distance) {
+            if self.pairs.len() == PAIRS {
+                self.pairs.pop_front();
+            }
+            self.pairs.push_back((w.now - prev, d));
+        }
+        self.epoch_writes += 1;
+        if self.epoch_writes >= self.epoch_len && self.ghosts.iter().all(|g| g.total_gcs > 0) {
+            self.decide(w.now);
+        }
+    }
+
+    fn decide(&mut self, now: u64) {
+        let wa: Vec<f64> = self.ghosts.iter().map(|g| g.epoch.wa()).collect();
+        let best_wa = wa.iter().copied().fold(f64::INFINITY, f64::min);
+        let distance = self.search.step(&wa);
+        for (g, &t) in self.ghosts.iter_mut().zip(self.search.thresholds()) {
+            g.threshold = t;
+            g.epoch = ghost::Epoch::default();
+        }
+        self.epoch_writes = 0;
+        let time = self.distance_to_time(distance);
+        self.threshold = Some(time);
+        self.history.push(Decision {
+            now,
+            distance,
+            time,
+            wa: best_wa,
+        });
+    }
+
+    /// The reuse time below which the same share of recent samples falls as below the
+    /// reuse distance `d`.
+    fn distance_to_time(&self, d: f64) -> f64 {
+        if self.pairs.is_empty() {
+            return d;
+        }
+        let n = self.pairs.len();
+        let below = self.pairs.iter().filter(|p| p.1 < d).count();
+        let mut times: Vec<u64> = self.pairs.iter().map(|p| p.0).collect();
+        times.sort_unstable();
+        match below {
+            0 => 0.0,
+            b if b >= n => times[n - 1] as f64 + 1.0,
+            b => times[b] as f64,
+        }
+    }
+
+    fn demotion_target(&self, lba: u32) -> Option<usize> {
+        let (k, score) = self
+            .cascades
+            .iter()
+            .enumerate()
+            .map(|(k, c)| (k, c.score(lba)))
+            .max_by_key(|&(k, s)| (s, k))?;
+        (score >= self.cfg.score_threshold).then_some(k + 2)
+    }
+}
+
+impl Placement for Adapt {
+    fn name(&self) -> &'static str {
+        "adapt"
+    }
+    fn groups(&self) -> usize {
+        GROUPS
+    }
+
+    fn user_group(&mut self, w: &UserWrite) -> usize {
+        if self.cfg.adaptation {
+            self.observe(w);
+        }
+        if self.cfg.demotion && w.prev_write.is_some() {
+            if let Some(g) = self.demotion_target(w.lba) {
+                self.demotions += 1;
+                return g;
+            }
+        }
+        match w.prev_write {
+            Some(t) if ((w.now - t) as f64) < self.threshold() => HOT,
+            _ => COLD,
+        }
+    }
+
+    fn gc_group(&mut self, w: &GcWrite) -> usize {
+        let g = gc_class(w.from_group, w.now - w.write_time, self.ell.ell());
+        if self.cfg.demotion && w.from_group >= 2 && g == w.from_group {
+            self.cascades[g - 2].insert(w.lba);
+        }
+        g
+    }
+
+    fn collected(&mut self, c: &Collected) {
+        if c.group == HOT {
+            self.ell.push(c.now - c.created);
+        }
+    }
+
+    fn deadline(&mut self, d: &Deadline<'_>) -> DeadlineAction {
+        if !self.cfg.aggregation || d.group != HOT {
+            return DeadlineAction::Pad;
+        }
+        let ck = d.chunk_blocks as f64;
+        let nck = d.segment_chunks as f64;
+        let hot = &d.stats[HOT];
+        // Step 1: predict from recent chunks whether the hot group fills its chunks in
+        // time; if most recent chunks needed padding, this one would too.
+        if hot.chunks > 0.0 && hot.p / hot.chunks < 0.5 {
+            return DeadlineAction::Pad;
+        }
+        // Step 2: a chunk that already holds lazily appended blocks keeps aggregating
+        // across groups only while they stay under the hot group's average padding size.
+        let lazy = (d.open_fill[HOT] - d.pending) as f64;
+        if lazy > 0.0 {
+            let hot_pad = avg_unfilled(hot.v, hot.k, hot.p, ck, nck).map_or(ck, |c| ck - c);
+            if lazy + d.pending as f64 > hot_pad {
+                return DeadlineAction::Pad;
+            }
+        }
+        // The colder group lends its unfilled chunk, up to its own average padding.
+        let cold_fill = d.open_fill[COLD];
+        if cold_fill == 0 || cold_fill + d.pending > d.chunk_blocks {
+            return DeadlineAction::Pad;
+        }
+        let cold = &d.stats[COLD];
+        let room = avg_unfilled(cold.v, cold.k, cold.p, ck, nck).map_or(0.0, |c| ck - c);
+        if (d.shadow_fill[COLD] + d.pending) as f64 > room {
+            return DeadlineAction::Pad;
+        }
+        self.shadows += 1;
+        DeadlineAction::Shadow(COLD)
+    }
+
+    fn metadata_bytes(&self) -> usize {
+        self.sampler.bytes()
+            + self.ghosts.iter().map(|g| g.bytes()).sum::<usize>()
+            + self.cascades.iter().map(|c| c.bytes()).sum::<usize>()
+            + self.pairs.len() * 16
+    }
+
+    fn diagnostics(&self) -> serde_json::Value {
+        serde_json::json!({
+            "threshold_time": self.threshold(),
+            "decisions": self.history.len(),
+            "last_decisions": self.history.iter().rev().take(8).collect::<Vec<_>>(),
+            "shadow_appends": self.shadows,
+            "demotions": self.demotions,
+            "sampled_blocks": self.sampler.sampled_blocks(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn eq1_average_fill_of_padded_chunks() {
+        // 2 segments of 4 chunks of 16 blocks: 6 full chunks and 2 padded ones holding
+        // 3 and 5 blocks: V = 6*16 + 8 = 104, P = 2 -> C = 4.
+        assert_eq!(avg_unfilled(104.0, 2.0, 2.0, 16.0, 4.0), Some(4.0));
+        assert_eq!(avg_unfilled(128.0, 2.0, 0.0, 16.0, 4.0), None);
+        // Every chunk padded with one block each.
+        assert_eq!(avg_unfilled(8.0, 2.0, 8.0, 16.0, 4.0), Some(1.0));
+    }
+
+    fn stats(v: f64, k: f64, p: f64, chunks: f64) -> crate::placement::GroupStats {
+        crate::placement::GroupStats {
+            v,
+            k,
+            p,
+            chunks,
+            ..Default::default()
+        }
+    }
+
+    fn env() -> Env {
+        Env {
+            n_lbas: 1000,
+            segment_blocks: 64,
+            chunk_blocks: 16,
+            sla_window_us: 100,
+            capacity_blocks: 2048,
+            gc_garbage_ratio: 0.15,
+            chunk_model: true,
+        }
+    }
+
+    #[test]
+    fn aggregation_condition() {
+        let mut a = Adapt::new(&env(), AdaptConfig::default());
+        // Sparse hot group (all chunks padded, 2 blocks each); the cold group pads
+        // chunks holding 4 blocks on average, so it has 12 blocks of room (Eq. 1).
+        let sparse = [stats(8.0, 1.0, 4.0, 4.0), stats(16.0, 1.0, 4.0, 4.0)];
+        let dense = [stats(60.0, 1.0, 1.0, 4.0), sparse[1]];
+        let mut ask = |st: &[crate::placement::GroupStats; 2], group, fill: [u32; 2], pending| {
+            let mut all = vec![crate::placement::GroupStats::default(); GROUPS];
+            all[..2].copy_from_slice(st);
+            let mut f = [0u32; GROUPS];
+            f[..2].copy_from_slice(&fill);
+            a.deadline(&Deadline {
+                group,
+                t_us: 0,
+                pending,
+                open_fill: &f,
+                shadow_fill: &[0; GROUPS],
+                stats: &all,
+                chunk_blocks: 16,
+                segment_chunks: 4,
+            })
+        };
+        assert_eq!(ask(&sparse, 0, [2, 3], 2), DeadlineAction::Shadow(1));
+        // Cold chunk empty: nothing to share.
+        assert_eq!(ask(&sparse, 0, [2, 0], 2), DeadlineAction::Pad);
+        // Cold chunk too full to take the hot blocks.
+        assert_eq!(ask(&sparse, 0, [2, 15], 2), DeadlineAction::Pad);
+        // More shadow blocks than the cold group's average padding (12).
+        assert_eq!(ask(&sparse, 0, [13, 1], 13), DeadlineAction::Pad);
+        // A dense hot group (few padded chunks) pads as usual.
+        assert_eq!(ask(&dense, 0, [2, 3], 2), DeadlineAction::Pad);
+        // Lazy blocks beyond the hot group's average padding (14) stop the aggregation.
+        assert_eq!(ask(&sparse, 0, [15, 3], 1), DeadlineAction::Pad);
+        assert_eq!(ask(&sparse, 0, [5, 3], 1), DeadlineAction::Shadow(1));
+        // Only the hot group shadows.
+        assert_eq!(ask(&sparse, 1, [2, 3], 3), DeadlineAction::Pad);
+    }
+
+    #[test]
+    fn demotion_after_repeated_migrations() {
+        let mut a = Adapt::new(&env(), AdaptConfig::default());
+        let gc = |lba| GcWrite {
+            lba,
+            now: 10_000,
+            from_group: 5,
+            write_time: 0,
+            migrations: 3,
+            next_write: u64::MAX,
+        };
+        // Without any hot segment reclaimed, ell is infinite: old blocks stay in group 3
+        // (age < 4 ell), so seed ell with a small lifespan to make group 5 the oldest.
+        a.collected(&Collected {
+            group: 0,
+            created: 0,
+            now: 10,
+            valid: 0,
+        });
+        assert_eq!(a.gc_group(&gc(7)), 5);
+        let w = UserWrite {
+            lba: 7,
+            now: 10_001,
+            t_us: 0,
+            prev_write: Some(0),
+            next_write: 0,
+        };
+        assert_ne!(a.user_group(&w), 5, "one migration is not enough");
+        // Fill the newest filter (quota 1024) so the next insertion starts another one.
+        for l in 1000..(1000 + 1024) {
+            a.gc_group(&gc(l));
+        }
+        assert_eq!(a.gc_group(&gc(7)), 5);
+        assert_eq!(a.user_group(&w), 5);
+    }
+}
