@@ -140,6 +140,7 @@ pub struct Store {
     groups: Vec<Group>,
     stats: Vec<GroupStats>,
     scratch_fill: Vec<u32>,
+    scratch_unpersisted: Vec<u32>,
     shadow_fill: Vec<u32>,
     now: u64,
     t_us: u64,
@@ -197,6 +198,7 @@ impl Store {
             ],
             stats: vec![GroupStats::default(); groups],
             scratch_fill: vec![0; groups],
+            scratch_unpersisted: vec![0; groups],
             shadow_fill: vec![0; groups],
             now: 0,
             t_us: 0,
@@ -258,6 +260,7 @@ impl Store {
             t_us,
             prev_write,
             next_write,
+            log_blocks: self.log_blocks(),
         });
         self.wtime[l] = self.now;
         self.next[l] = next_write;
@@ -306,6 +309,10 @@ impl Store {
 
     pub fn segments(&self) -> usize {
         self.segs.len()
+    }
+
+    fn log_blocks(&self) -> u64 {
+        self.c.user + self.c.gc + self.c.padding + self.c.shadow
     }
 
     fn invalidate(&mut self, slot: u32) {
@@ -477,9 +484,9 @@ impl Store {
             }
             for i in 0..self.groups.len() {
                 self.scratch_fill[i] = self.open_fill(i);
+                self.scratch_unpersisted[i] = self.scratch_fill[i] - self.groups[i].shadowed;
             }
-            let gr = self.groups[g];
-            let pending = self.scratch_fill[g] - gr.shadowed;
+            let pending = self.scratch_unpersisted[g];
             let action = if pending == 0 {
                 None
             } else {
@@ -488,37 +495,52 @@ impl Store {
                     t_us: d,
                     pending,
                     open_fill: &self.scratch_fill,
+                    unpersisted: &self.scratch_unpersisted,
                     shadow_fill: &self.shadow_fill,
                     stats: &self.stats,
                     chunk_blocks: self.chunk_blocks,
                     segment_chunks: self.seg_blocks / self.chunk_blocks,
                 }))
             };
+            let n = self.groups.len();
             match action {
                 None => self.groups[g].deadline = NO_DEADLINE,
-                Some(DeadlineAction::Pad) => self.pad(g),
-                Some(DeadlineAction::Shadow(c)) if c != g && c < self.groups.len() => {
-                    self.shadow(p, g, c, pending)
+                Some(DeadlineAction::Shadow(c)) if c != g && c < n => self.shadow(p, g, c),
+                Some(DeadlineAction::Absorb(h)) if h != g && h < n => {
+                    let room = self.chunk_blocks - self.open_fill(g);
+                    let k = self.scratch_unpersisted[h].min(room);
+                    self.shadow_blocks(p, h, g, k);
+                    self.pad(g);
                 }
-                Some(DeadlineAction::Shadow(_)) => self.pad(g),
+                Some(_) => self.pad(g),
             }
             self.recompute_deadline();
         }
     }
 
-    /// Shadow append: persist `n` pending blocks of `g` in `c`'s open chunk, write that
-    /// chunk now, and leave `g`'s chunk open with its timer stopped until the next user
-    /// block (the lazy append writes the originals when the chunk fills).
-    fn shadow(&mut self, p: &mut dyn Placement, g: usize, c: usize, n: u32) {
+    /// Shadow append: persist the unpersisted blocks of `g` in `c`'s open chunk and write
+    /// that chunk now; `g`'s chunk stays open for the lazy append.
+    fn shadow(&mut self, p: &mut dyn Placement, g: usize, c: usize) {
+        let n = self.open_fill(g) - self.groups[g].shadowed;
+        self.shadow_blocks(p, g, c, n);
+        self.pad(c);
+    }
+
+    /// Appends shadow copies of the oldest `n` unpersisted blocks of `from`'s open chunk
+    /// to `into`'s open chunk. When all of `from`'s blocks are persisted its SLA timer
+    /// stops until the next user block arrives.
+    fn shadow_blocks(&mut self, p: &mut dyn Placement, from: usize, into: usize, n: u32) {
         for _ in 0..n {
-            self.append(p, c, SHADOW, Kind::Shadow);
-            self.shadow_fill[c] += 1;
+            self.append(p, into, SHADOW, Kind::Shadow);
+            self.shadow_fill[into] += 1;
         }
         self.c.shadow += n as u64;
-        self.pad(c);
-        let gr = &mut self.groups[g];
+        let fill = self.open_fill(from);
+        let gr = &mut self.groups[from];
         gr.shadowed += n;
-        gr.deadline = NO_DEADLINE;
+        if gr.shadowed >= fill {
+            gr.deadline = NO_DEADLINE;
+        }
     }
 
     fn select_victim(&self) -> Option<usize> {
@@ -589,6 +611,7 @@ impl Store {
                 write_time: self.wtime[li],
                 migrations: self.migr[li],
                 next_write: self.next[li],
+                log_blocks: self.log_blocks(),
             });
             self.migr[li] = self.migr[li].saturating_add(1);
             self.segs[v].valid -= 1;

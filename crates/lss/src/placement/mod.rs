@@ -46,6 +46,9 @@ pub struct UserWrite {
     pub prev_write: Option<u64>,
     /// Oracle: time of the next write to this block (`u64::MAX` = never). Only FK reads it.
     pub next_write: u64,
+    /// Blocks appended to the log so far (user, GC, padding, shadow): the log's own
+    /// clock, which runs faster than `now` by the current write amplification.
+    pub log_blocks: u64,
 }
 
 /// A valid block that GC is about to rewrite.
@@ -59,6 +62,7 @@ pub struct GcWrite {
     /// How many times GC has moved this version before.
     pub migrations: u8,
     pub next_write: u64,
+    pub log_blocks: u64,
 }
 
 /// A reclaimed segment.
@@ -95,6 +99,8 @@ pub struct Deadline<'a> {
     pub pending: u32,
     /// Blocks currently buffered in each group's open chunk.
     pub open_fill: &'a [u32],
+    /// Blocks of each group's open chunk not yet persisted anywhere.
+    pub unpersisted: &'a [u32],
     /// Shadow blocks already placed in each group's open chunk.
     pub shadow_fill: &'a [u32],
     pub stats: &'a [GroupStats],
@@ -110,6 +116,10 @@ pub enum DeadlineAction {
     /// Persist the pending blocks in the given group's open chunk (shadow append), write
     /// that chunk now, and keep this chunk open for more blocks (lazy append).
     Shadow(usize),
+    /// Fill this chunk's padding space with shadow copies of the given group's
+    /// unpersisted blocks (as many as fit), then pad and write it; the other group's
+    /// chunk stays open for the lazy append.
+    Absorb(usize),
 }
 
 /// A data placement scheme.
@@ -135,17 +145,33 @@ pub trait Placement: Send {
 
 /// Builds a policy by name.
 pub fn build(name: &str, env: &Env) -> Result<Box<dyn Placement>> {
-    Ok(match name.to_ascii_lowercase().as_str() {
+    let name = name.to_ascii_lowercase();
+    let name = name.as_str();
+    Ok(match name {
         "sepgc" => Box::new(sepgc::SepGc),
         "dac" => Box::new(dac::Dac::new(env)),
         "warcip" => Box::new(warcip::Warcip::new(env)),
         "mida" => Box::new(mida::Mida),
         "sepbit" => Box::new(sepbit::SepBit::new()),
         "adapt" => Box::new(adapt::Adapt::new(env, adapt::AdaptConfig::default())),
+        // Ablations: ADAPT without one of its three mechanisms.
+        "adapt-noadapt" | "adapt-noagg" | "adapt-nodemote" => {
+            let mut c = adapt::AdaptConfig::default();
+            match name {
+                "adapt-noadapt" => c.adaptation = false,
+                "adapt-noagg" => c.aggregation = false,
+                _ => c.demotion = false,
+            }
+            Box::new(adapt::Adapt::new(env, c).named(name))
+        }
         "fk" => Box::new(fk::Fk::new(env)),
         _ => return Err(LssError::UnknownPolicy(name.to_string())),
     })
 }
+
+/// ADAPT variants with one mechanism switched off, accepted by [`build`] and
+/// [`parse_list`] but not part of `all`.
+pub const ABLATIONS: &[&str] = &["adapt-noadapt", "adapt-noagg", "adapt-nodemote"];
 
 /// Expands `all` and comma-separated lists into known names, checking each.
 pub fn parse_list(spec: &str) -> Result<Vec<String>> {
@@ -153,7 +179,9 @@ pub fn parse_list(spec: &str) -> Result<Vec<String>> {
     for s in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         if s.eq_ignore_ascii_case("all") {
             out.extend(NAMES.iter().map(|n| n.to_string()));
-        } else if NAMES.contains(&s.to_ascii_lowercase().as_str()) {
+        } else if NAMES.contains(&s.to_ascii_lowercase().as_str())
+            || ABLATIONS.contains(&s.to_ascii_lowercase().as_str())
+        {
             out.push(s.to_ascii_lowercase());
         } else {
             return Err(LssError::UnknownPolicy(s.to_string()));

@@ -94,4 +94,7 @@ impl Placement for SepBit {
     fn metadata_bytes(&self) -> usize {
         Lifespan::WINDOW * 8
     }
+    fn diagnostics(&self) -> serde_json::Value {
+        serde_json::json!({ "ell": self.ell.ell() })
+    }
 }

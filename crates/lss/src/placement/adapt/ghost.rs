@@ -6,8 +6,10 @@
 //! inverse rate, since the sampled stream is that much sparser. GC triggers on the
 //! garbage proportion like the real log, but valid blocks of a victim are discarded and
 //! counted instead of rewritten: in the real store they would leave the user groups for
-//! the GC groups. Its write amplification over an epoch is
-//! `(written + padding + discarded) / written`.
+//! the GC groups. With aggregation on, a ghost set merges the two groups' unfilled chunks
+//! at a deadline the way the real store does (hot blocks shadowed in the cold chunk), so
+//! that splitting is not charged padding the real store would avoid. Its write
+//! amplification over an epoch is `(written + padding + shadow + discarded) / written`.
 
 const NONE: u32 = u32::MAX;
 const PAD: u32 = u32::MAX;
@@ -24,6 +26,7 @@ struct GSeg {
 pub struct Epoch {
     pub written: u64,
     pub padding: u64,
+    pub shadow: u64,
     pub discarded: u64,
     pub gcs: u64,
 }
@@ -33,7 +36,7 @@ impl Epoch {
         if self.written == 0 {
             return f64::INFINITY;
         }
-        (self.written + self.padding + self.discarded) as f64 / self.written as f64
+        (self.written + self.padding + self.shadow + self.discarded) as f64 / self.written as f64
     }
 }
 
@@ -51,6 +54,8 @@ pub struct GhostSet {
     open: [u32; 2],
     chunk_start: [u32; 2],
     deadline: [u64; 2],
+    shadowed: [u32; 2],
+    aggregation: bool,
     used: u64,
     valid: u64,
     pub epoch: Epoch,
@@ -58,7 +63,14 @@ pub struct GhostSet {
 }
 
 impl GhostSet {
-    pub fn new(threshold: f64, seg_blocks: u32, chunk: u32, window: u64, gp: f64) -> Self {
+    pub fn new(
+        threshold: f64,
+        seg_blocks: u32,
+        chunk: u32,
+        window: u64,
+        gp: f64,
+        aggregation: bool,
+    ) -> Self {
         GhostSet {
             threshold,
             seg_blocks,
@@ -72,6 +84,8 @@ impl GhostSet {
             open: [NONE; 2],
             chunk_start: [0; 2],
             deadline: [u64::MAX; 2],
+            shadowed: [0; 2],
+            aggregation,
             used: 0,
             valid: 0,
             epoch: Epoch::default(),
@@ -81,10 +95,12 @@ impl GhostSet {
 
     /// Places one sampled write of block `sid` with reuse distance `distance`.
     pub fn write(&mut self, sid: u32, distance: Option<f64>, t_us: u64) {
-        for g in 0..2 {
-            if self.deadline[g] <= t_us {
-                self.pad(g);
+        loop {
+            let g = usize::from(self.deadline[1] < self.deadline[0]);
+            if self.deadline[g] > t_us {
+                break;
             }
+            self.expire(g);
         }
         let s = sid as usize;
         if s >= self.loc.len() {
@@ -100,7 +116,7 @@ impl GhostSet {
         let g = usize::from(!hot);
         self.append(g, sid);
         self.epoch.written += 1;
-        if self.deadline[g] == u64::MAX {
+        if self.deadline[g] == u64::MAX && self.window != u64::MAX {
             self.deadline[g] = t_us.saturating_add(self.window);
         }
         while (self.used - self.valid) as f64 > self.gp * self.used as f64 {
@@ -140,10 +156,54 @@ impl GhostSet {
         if seg.fill - self.chunk_start[g] == self.chunk {
             self.chunk_start[g] = seg.fill;
             self.deadline[g] = u64::MAX;
+            self.shadowed[g] = 0;
             if seg.fill == self.seg_blocks {
                 seg.sealed = true;
                 self.open[g] = NONE;
             }
+        }
+    }
+
+    fn fill(&self, g: usize) -> u32 {
+        let s = self.open[g];
+        if s == NONE {
+            0
+        } else {
+            self.segs[s as usize].fill - self.chunk_start[g]
+        }
+    }
+
+    /// The SLA window of `g`'s chunk ended: merge with the other group's chunk when
+    /// aggregation allows (group 0 is hot, 1 cold), else pad.
+    fn expire(&mut self, g: usize) {
+        self.deadline[g] = u64::MAX;
+        if !self.aggregation {
+            return self.pad(g);
+        }
+        let (hot, cold) = (0, 1);
+        let unpersisted = |s: &Self, x: usize| s.fill(x) - s.shadowed[x];
+        if g == hot && self.fill(cold) > 0 && self.fill(cold) + unpersisted(self, hot) <= self.chunk
+        {
+            let n = unpersisted(self, hot);
+            self.shadow(hot, cold, n);
+            self.pad(cold);
+        } else if g == cold && unpersisted(self, hot) > 0 {
+            let n = unpersisted(self, hot).min(self.chunk - self.fill(cold));
+            self.shadow(hot, cold, n);
+            self.pad(cold);
+        } else {
+            self.pad(g);
+        }
+    }
+
+    fn shadow(&mut self, from: usize, into: usize, n: u32) {
+        for _ in 0..n {
+            self.append(into, PAD);
+        }
+        self.epoch.shadow += n as u64;
+        self.shadowed[from] += n;
+        if self.shadowed[from] >= self.fill(from) {
+            self.deadline[from] = u64::MAX;
         }
     }
 
@@ -207,7 +267,7 @@ mod tests {
     #[test]
     fn counts_padding_and_discards() {
         // Segments of 4 blocks, chunks of 2, window 10 us.
-        let mut g = GhostSet::new(5.0, 4, 2, 10, 0.2);
+        let mut g = GhostSet::new(5.0, 4, 2, 10, 0.2, false);
         g.write(0, None, 0); // cold chunk opens
         g.write(1, None, 20); // window over: block 0 padded with one block
         assert_eq!(g.epoch.padding, 1);
@@ -217,8 +277,24 @@ mod tests {
     }
 
     #[test]
+    fn aggregation_merges_hot_into_cold_chunk() {
+        // Chunks of 4, window 10: a cold block then a hot block inside one window.
+        let mut g = GhostSet::new(5.0, 8, 4, 10, 0.5, true);
+        g.write(0, None, 0);
+        g.write(1, Some(1.0), 5);
+        // Past both deadlines: one merged chunk (cold block, hot shadow, 2 padding).
+        g.write(2, None, 100);
+        assert_eq!((g.epoch.shadow, g.epoch.padding), (1, 2));
+        let mut n = GhostSet::new(5.0, 8, 4, 10, 0.5, false);
+        n.write(0, None, 0);
+        n.write(1, Some(1.0), 5);
+        n.write(2, None, 100);
+        assert_eq!((n.epoch.shadow, n.epoch.padding), (0, 6));
+    }
+
+    #[test]
     fn gc_discards_valid_blocks() {
-        let mut g = GhostSet::new(0.0, 4, 1, u64::MAX, 0.25);
+        let mut g = GhostSet::new(0.0, 4, 1, u64::MAX, 0.25, false);
         // Everything cold. Fill two segments, then overwrite so garbage passes 25 %.
         for sid in 0..8 {
             g.write(sid, None, 0);
