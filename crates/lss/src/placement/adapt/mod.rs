@@ -446,6 +446,7 @@ mod tests {
             write_time: 0,
             migrations: 3,
             next_write: u64::MAX,
+            log_blocks: 0,
         };
         // Without any hot segment reclaimed, ell is infinite: old blocks stay in group 3
         // (age < 4 ell), so seed ell with a small lifespan to make group 5 the oldest.
@@ -462,6 +463,7 @@ mod tests {
             t_us: 0,
             prev_write: Some(0),
             next_write: 0,
+            log_blocks: 0,
         };
         assert_ne!(a.user_group(&w), 5, "one migration is not enough");
         // Fill the newest filter (quota 1024) so the next insertion starts another one.
