@@ -150,6 +150,25 @@ pub struct Store {
     live: u64,
     c: Counters,
     warm: Option<Counters>,
+    /// Prototype hook: chunks written and segments reclaimed since the last take.
+    recording: bool,
+    flushed: Vec<Flushed>,
+    reclaimed: Vec<u32>,
+}
+
+/// A chunk the store wrote, for the prototype: where it goes and what its slots hold
+/// (a block id, or [`Flushed::PAD`] / [`Flushed::SHADOW`]).
+#[derive(Clone, Debug)]
+pub struct Flushed {
+    pub segment: u32,
+    /// Chunk index within the segment.
+    pub chunk: u32,
+    pub slots: Vec<u32>,
+}
+
+impl Flushed {
+    pub const PAD: u32 = PAD;
+    pub const SHADOW: u32 = SHADOW;
 }
 
 /// Groups any policy may use; capacity reserves one open segment for each.
@@ -212,6 +231,9 @@ impl Store {
             } else {
                 None
             },
+            recording: false,
+            flushed: Vec::new(),
+            reclaimed: Vec::new(),
         }
     }
 
@@ -287,6 +309,19 @@ impl Store {
             self.pad(g);
         }
         self.recompute_deadline();
+    }
+
+    /// Starts recording written chunks and reclaimed segments (the prototype's data path).
+    pub fn set_recording(&mut self, on: bool) {
+        self.recording = on;
+    }
+
+    /// Chunks written and segments reclaimed since the last call.
+    pub fn take_events(&mut self) -> (Vec<Flushed>, Vec<u32>) {
+        (
+            std::mem::take(&mut self.flushed),
+            std::mem::take(&mut self.reclaimed),
+        )
     }
 
     /// Counters since the end of the warm-up.
@@ -396,6 +431,15 @@ impl Store {
         let s = self.groups[g].seg as usize;
         let fill = self.segs[s].fill;
         self.c.chunks += 1;
+        if self.recording {
+            let base = s * self.seg_blocks as usize;
+            let start = (fill - self.chunk_blocks) as usize;
+            self.flushed.push(Flushed {
+                segment: s as u32,
+                chunk: start as u32 / self.chunk_blocks,
+                slots: self.slots[base + start..base + fill as usize].to_vec(),
+            });
+        }
         if (fill / self.chunk_blocks) % self.cfg.data_devices == 0 {
             self.c.parity_chunks += 1;
         }
@@ -623,6 +667,9 @@ impl Store {
         self.used_slots -= seg.fill as u64;
         self.segs[v] = Segment::FREE;
         self.free.push(v as u32);
+        if self.recording {
+            self.reclaimed.push(v as u32);
+        }
         self.c.segments_collected += 1;
         p.collected(&Collected {
             group,
