@@ -3,7 +3,7 @@
 //! Columns: `Timestamp,Hostname,DiskNumber,Type,Offset,Size,ResponseTime`; timestamp in
 //! Windows filetime (100 ns ticks since 1601-01-01); Type `Read` or `Write`; offset and
 //! size in bytes; response time in filetime ticks (ignored). The volume is
-//! `Hostname_DiskNumber`.
+//! `Hostname_DiskNumber`. Times are converted to Unix microseconds.
 
 use super::{fields, nonzero, sector_aligned, uint, Record};
 
@@ -33,7 +33,7 @@ pub fn parse(line: &str) -> Result<Record, String> {
         write,
         offset: sector_aligned(uint(f[4], "offset")?, "offset")?,
         len: nonzero(sector_aligned(uint(f[5], "size")?, "size")?, "size")?,
-        t_us: ticks / 10,
+        t_us: (ticks - FILETIME_1970) / 10,
     })
 }
 
@@ -42,7 +42,7 @@ pub fn format(r: &Record) -> String {
     let ty = if r.write { "Write" } else { "Read" };
     format!(
         "{},{host},{disk},{ty},{},{},0",
-        r.t_us * 10,
+        r.t_us * 10 + FILETIME_1970,
         r.offset,
         r.len
     )
@@ -57,7 +57,7 @@ mod tests {
         let r = parse("128166372003061629,hm,1,Write,3154152960,4096,1985").unwrap();
         assert_eq!(r.volume, "hm_1");
         assert_eq!((r.write, r.offset, r.len), (true, 3154152960, 4096));
-        assert_eq!(r.t_us, 12816637200306162);
+        assert_eq!(r.t_us, 1172163600306162); // 2007-02-22, Unix microseconds
         let back = parse(&format(&r)).unwrap();
         assert_eq!(
             (back.volume, back.offset, back.t_us),
