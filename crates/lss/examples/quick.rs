@@ -38,7 +38,8 @@ fn main() {
     cfg.warmup_blocks = fill;
     let pols =
         halflife_lss::placement::parse_list(&std::env::var("POL").unwrap_or("all".into())).unwrap();
-    let r = run_all(&[v], &pols, &cfg, 2, &AtomicU64::new(0)).unwrap();
+    let threads = std::env::var("THREADS").map_or(2, |t| t.parse().unwrap());
+    let r = run_all(&[v], &pols, &cfg, threads, &AtomicU64::new(0)).unwrap();
     print!("{}", table(&summarize(&r)));
     for x in &r {
         if x.policy.starts_with("adapt") || x.policy == "sepbit" {

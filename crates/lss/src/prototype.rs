@@ -118,8 +118,8 @@ impl Array {
 
     /// Global stripe of a chunk and its column among the data chunks.
     fn place(&self, segment: u32, chunk: u32) -> (u64, u32) {
-        let stripe = segment as u64 * self.stripes_per_segment as u64
-            + (chunk / self.data_devices) as u64;
+        let stripe =
+            segment as u64 * self.stripes_per_segment as u64 + (chunk / self.data_devices) as u64;
         (stripe, chunk % self.data_devices)
     }
 
@@ -243,7 +243,9 @@ struct Shared {
 pub fn run(cfg: &Config, sc: &SynthConfig, policy: &str, opts: &Options) -> Result<ProtoResult> {
     cfg.validate()?;
     if !cfg.chunk_model {
-        return Err(LssError::Config("the prototype needs the chunk model".into()));
+        return Err(LssError::Config(
+            "the prototype needs the chunk model".into(),
+        ));
     }
     let env = Store::env(cfg, sc.blocks);
     let p = placement::build(policy, &env)?;
@@ -269,7 +271,8 @@ pub fn run(cfg: &Config, sc: &SynthConfig, policy: &str, opts: &Options) -> Resu
     let before = shared.lock().store.total_counters();
     let t0 = Instant::now();
     let per_client = sc.updates / opts.clients.max(1) as u64;
-    let zipf = Zipf::new(sc.blocks as f64, sc.alpha).map_err(|e| LssError::Config(e.to_string()))?;
+    let zipf =
+        Zipf::new(sc.blocks as f64, sc.alpha).map_err(|e| LssError::Config(e.to_string()))?;
     let n = sc.blocks as u64;
     let mult = {
         let mut m = 0x9E37_79B9_7F4A_7C15u64 % n.max(2);
@@ -319,7 +322,9 @@ pub fn run(cfg: &Config, sc: &SynthConfig, policy: &str, opts: &Options) -> Resu
     let after = s.store.total_counters();
     let user = (after.user - before.user) * BLOCK_BYTES;
     let device = (after.chunks - before.chunks) * s.store.chunk_blocks() as u64 * BLOCK_BYTES
-        + (after.parity_chunks - before.parity_chunks) * s.store.chunk_blocks() as u64 * BLOCK_BYTES;
+        + (after.parity_chunks - before.parity_chunks)
+            * s.store.chunk_blocks() as u64
+            * BLOCK_BYTES;
     let c = after;
     let stripes_checked = verify_parity(&array, &parity.into_inner())?;
     Ok(ProtoResult {
@@ -354,9 +359,13 @@ fn verify_parity(array: &Array, parity: &Parity) -> Result<u64> {
         if !complete {
             continue;
         }
-        let mut x = array.read(array.parity_device(stripe), stripe).map_err(io)?;
+        let mut x = array
+            .read(array.parity_device(stripe), stripe)
+            .map_err(io)?;
         for col in 0..array.data_devices {
-            let d = array.read(array.data_device(stripe, col), stripe).map_err(io)?;
+            let d = array
+                .read(array.data_device(stripe, col), stripe)
+                .map_err(io)?;
             x.iter_mut().zip(&d).for_each(|(a, b)| *a ^= b);
         }
         if x.iter().any(|&b| b != 0) {

@@ -10,7 +10,9 @@ use std::path::PathBuf;
 use std::sync::atomic::AtomicU64;
 
 fn sample(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("testdata").join(name)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("testdata")
+        .join(name)
 }
 
 #[test]
@@ -24,7 +26,10 @@ fn samples_parse_identically_in_all_formats() {
         for (a, b) in ali.iter().zip(vols.iter()) {
             assert_eq!(a.lbas, b.lbas);
             assert_eq!(a.times, b.times);
-            assert_eq!((a.read_requests, a.write_requests), (b.read_requests, b.write_requests));
+            assert_eq!(
+                (a.read_requests, a.write_requests),
+                (b.read_requests, b.write_requests)
+            );
         }
     }
     assert!(ali[0].read_requests > 0, "YCSB-A samples hold reads");

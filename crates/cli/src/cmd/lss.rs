@@ -152,7 +152,11 @@ struct SimArgs {
     #[arg(long)]
     no_sweep: bool,
     /// Request rates of the density sweep.
-    #[arg(long, value_delimiter = ',', default_value = "2000,5000,20000,100000,1000000")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "2000,5000,20000,100000,1000000"
+    )]
     sweep_rates: Vec<f64>,
     /// Zipf exponents of the skew sweep.
     #[arg(long, value_delimiter = ',', default_value = "0,0.5,0.8,0.9,0.99")]
@@ -318,12 +322,19 @@ fn simulate(a: SimArgs) -> Result<()> {
         let format = match &a.format {
             Some(f) => f.parse::<Format>()?,
             None => Format::guess(path).with_context(|| {
-                format!("cannot guess the format of {}; pass --format", path.display())
+                format!(
+                    "cannot guess the format of {}; pass --format",
+                    path.display()
+                )
             })?,
         };
         let mut vs = trace::read(path, format)?;
         for v in &mut vs {
-            v.name = format!("{}:{}", path.file_name().unwrap_or_default().to_string_lossy(), v.name);
+            v.name = format!(
+                "{}:{}",
+                path.file_name().unwrap_or_default().to_string_lossy(),
+                v.name
+            );
         }
         vols.extend(vs);
     }
@@ -349,10 +360,10 @@ fn simulate(a: SimArgs) -> Result<()> {
         policies.len(),
         if cfg.chunk_model {
             format!(
-                "{} KiB chunks, {}+1 RAID-5, {} MiB segments, SLA {} us, {:?}",
+                "{} KiB chunks, {}+1 RAID-5, {} KiB segments, SLA {} us, {:?}",
                 cfg.chunk_blocks * 4,
                 cfg.data_devices,
-                cfg.segment_blocks() / 256,
+                cfg.segment_blocks() * 4,
                 cfg.sla_window_us,
                 cfg.selection
             )
@@ -374,20 +385,33 @@ fn simulate(a: SimArgs) -> Result<()> {
         });
         b / f64::max(s, 1e-9)
     };
-    println!("simulator speed: {:.2} M block writes/s per thread", speed / 1e6);
+    println!(
+        "simulator speed: {:.2} M block writes/s per thread",
+        speed / 1e6
+    );
 
     let (mut density, mut skew) = (Vec::new(), Vec::new());
     if synthetic && !a.no_sweep {
         for &rate in &a.sweep_rates {
-            let sc = SynthConfig { rate, ..a.synth.config() };
+            let sc = SynthConfig {
+                rate,
+                ..a.synth.config()
+            };
             density.push(sweep_point(&sc, &policies, &cfg, threads)?);
         }
         for &alpha in &a.sweep_alphas {
-            let sc = SynthConfig { alpha, ..a.synth.config() };
+            let sc = SynthConfig {
+                alpha,
+                ..a.synth.config()
+            };
             skew.push(sweep_point(&sc, &policies, &cfg, threads)?);
         }
-        print_sweep("density sweep (WA by request rate)", &density, |p| format!("{:.0}/s", p.rate));
-        print_sweep("skew sweep (WA by Zipf alpha)", &skew, |p| format!("a={}", p.alpha));
+        print_sweep("density sweep (WA by request rate)", &density, |p| {
+            format!("{:.0}/s", p.rate)
+        });
+        print_sweep("skew sweep (WA by Zipf alpha)", &skew, |p| {
+            format!("a={}", p.alpha)
+        });
     }
 
     let report = SimReport {
@@ -409,13 +433,22 @@ fn simulate(a: SimArgs) -> Result<()> {
     plot_wa(&a.out.join("wa.png"), &report.summary)?;
     plot_padding_cdf(&a.out.join("padding_cdf.png"), &report.results)?;
     if !report.density_sweep.is_empty() {
-        plot_sensitivity(&a.out.join("sensitivity.png"), &report.density_sweep, &report.skew_sweep)?;
+        plot_sensitivity(
+            &a.out.join("sensitivity.png"),
+            &report.density_sweep,
+            &report.skew_sweep,
+        )?;
     }
     eprintln!("wrote {} and plots in {}", json.display(), a.out.display());
     Ok(())
 }
 
-fn sweep_point(sc: &SynthConfig, policies: &[String], cfg: &Config, threads: usize) -> Result<SweepPoint> {
+fn sweep_point(
+    sc: &SynthConfig,
+    policies: &[String],
+    cfg: &Config,
+    threads: usize,
+) -> Result<SweepPoint> {
     let (v, fill) = synth::volume(sc)?;
     let cfg = Config {
         warmup_blocks: fill,
@@ -522,7 +555,11 @@ fn plot_wa(path: &Path, sums: &[PolicySummary]) -> Result<()> {
             .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], c.filled()));
     }
     chart.draw_series(sums.iter().enumerate().map(|(i, s)| {
-        Text::new(format!("{:.2}", s.wa), (i as f64 - 0.2, s.wa + ymax * 0.02), ("sans-serif", 15))
+        Text::new(
+            format!("{:.2}", s.wa),
+            (i as f64 - 0.2, s.wa + ymax * 0.02),
+            ("sans-serif", 15),
+        )
     }))?;
     chart
         .configure_series_labels()
@@ -552,7 +589,10 @@ fn plot_padding_cdf(path: &Path, results: &[RunResult]) -> Result<()> {
         .min(100.0)
         * 1.05;
     let mut chart = ChartBuilder::on(&root)
-        .caption("CDF of padding traffic ratio over volumes", ("sans-serif", 24))
+        .caption(
+            "CDF of padding traffic ratio over volumes",
+            ("sans-serif", 24),
+        )
         .margin(15)
         .x_label_area_size(45)
         .y_label_area_size(55)
@@ -628,12 +668,19 @@ fn plot_sensitivity(path: &Path, density: &[SweepPoint], skew: &[SweepPoint]) ->
         for (i, p) in policies.iter().enumerate() {
             let pts: Vec<(f64, f64)> = density
                 .iter()
-                .filter_map(|d| d.summary.iter().find(|s| &s.policy == p).map(|s| (d.rate, s.wa)))
+                .filter_map(|d| {
+                    d.summary
+                        .iter()
+                        .find(|s| &s.policy == p)
+                        .map(|s| (d.rate, s.wa))
+                })
                 .collect();
             let col = color(i);
             c.draw_series(LineSeries::new(pts.clone(), col.stroke_width(2)))?
                 .label(p.as_str())
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], col.stroke_width(2)));
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 18, y)], col.stroke_width(2))
+                });
             c.draw_series(pts.into_iter().map(|q| Circle::new(q, 3, col.filled())))?;
         }
         c.configure_series_labels()
@@ -658,12 +705,19 @@ fn plot_sensitivity(path: &Path, density: &[SweepPoint], skew: &[SweepPoint]) ->
         for (i, p) in policies.iter().enumerate() {
             let pts: Vec<(f64, f64)> = skew
                 .iter()
-                .filter_map(|d| d.summary.iter().find(|s| &s.policy == p).map(|s| (d.alpha, s.wa)))
+                .filter_map(|d| {
+                    d.summary
+                        .iter()
+                        .find(|s| &s.policy == p)
+                        .map(|s| (d.alpha, s.wa))
+                })
                 .collect();
             let col = color(i);
             c.draw_series(LineSeries::new(pts.clone(), col.stroke_width(2)))?
                 .label(p.as_str())
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], col.stroke_width(2)));
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 18, y)], col.stroke_width(2))
+                });
             c.draw_series(pts.into_iter().map(|q| Circle::new(q, 3, col.filled())))?;
         }
         c.configure_series_labels()
@@ -746,10 +800,16 @@ fn prototype(a: ProtoArgs) -> Result<()> {
             rows.push(r);
         }
     }
-    std::fs::write(a.out.join("prototype.json"), serde_json::to_string_pretty(&rows)?)?;
+    std::fs::write(
+        a.out.join("prototype.json"),
+        serde_json::to_string_pretty(&rows)?,
+    )?;
     crate::plot::init_fonts()?;
     plot_prototype(&a.out.join("prototype.png"), &rows, &policies, &a.clients)?;
-    eprintln!("wrote prototype.json and prototype.png in {}", a.out.display());
+    eprintln!(
+        "wrote prototype.json and prototype.png in {}",
+        a.out.display()
+    );
     Ok(())
 }
 
@@ -777,7 +837,10 @@ fn plot_prototype(
         .x_label_formatter(&|x| {
             let i = x.round();
             if (x - i).abs() < 0.01 && i >= 0.0 {
-                clients.get(i as usize).map(|c| format!("{c} clients")).unwrap_or_default()
+                clients
+                    .get(i as usize)
+                    .map(|c| format!("{c} clients"))
+                    .unwrap_or_default()
             } else {
                 String::new()
             }
@@ -794,7 +857,10 @@ fn plot_prototype(
             .filter_map(|r| {
                 let g = clients.iter().position(|&c| c == r.clients)?;
                 let x = g as f64 - 0.4 + w * pi as f64;
-                Some(Rectangle::new([(x, 0.0), (x + w * 0.9, r.user_mib_per_s)], col.filled()))
+                Some(Rectangle::new(
+                    [(x, 0.0), (x + w * 0.9, r.user_mib_per_s)],
+                    col.filled(),
+                ))
             })
             .collect();
         c.draw_series(bars)?
@@ -841,7 +907,10 @@ fn plot_prototype(
         .label_style(("sans-serif", 14))
         .draw()?;
     c.draw_series(mem.iter().enumerate().map(|(i, (_, m))| {
-        Rectangle::new([(i as f64 - 0.35, 0.0), (i as f64 + 0.35, *m)], color(i).filled())
+        Rectangle::new(
+            [(i as f64 - 0.35, 0.0), (i as f64 + 0.35, *m)],
+            color(i).filled(),
+        )
     }))?;
     root.present()?;
     Ok(())

@@ -31,18 +31,26 @@ impl Bloom {
         }
     }
 
-    fn probes(&self, key: u32) -> impl Iterator<Item = u64> + '_ {
-        let h = xxh3_64_with_seed(&key.to_le_bytes(), 0x5eed);
-        let (h1, h2) = (h, (h >> 32) | 1);
-        (0..self.k as u64).map(move |i| h1.wrapping_add(i.wrapping_mul(h2)) & self.mask)
+    /// The key's hash; probes are derived from it by double hashing, so a cascade
+    /// hashes a key once for all its filters.
+    pub fn hash(key: u32) -> u64 {
+        xxh3_64_with_seed(&key.to_le_bytes(), 0x5eed)
+    }
+
+    fn probe(&self, h: u64, i: u64) -> (usize, u64) {
+        let b = h.wrapping_add(i.wrapping_mul((h >> 32) | 1)) & self.mask;
+        ((b / 64) as usize, 1u64 << (b % 64))
     }
 
     /// Inserts `key`; returns whether any bit changed (false: probably present already).
     pub fn insert(&mut self, key: u32) -> bool {
+        self.insert_hashed(Self::hash(key))
+    }
+
+    fn insert_hashed(&mut self, h: u64) -> bool {
         let mut changed = false;
-        let probes: Vec<u64> = self.probes(key).collect();
-        for b in probes {
-            let (w, m) = ((b / 64) as usize, 1u64 << (b % 64));
+        for i in 0..self.k as u64 {
+            let (w, m) = self.probe(h, i);
             changed |= self.bits[w] & m == 0;
             self.bits[w] |= m;
         }
@@ -53,8 +61,14 @@ impl Bloom {
     }
 
     pub fn contains(&self, key: u32) -> bool {
-        self.probes(key)
-            .all(|b| self.bits[(b / 64) as usize] & (1u64 << (b % 64)) != 0)
+        self.contains_hashed(Self::hash(key))
+    }
+
+    fn contains_hashed(&self, h: u64) -> bool {
+        (0..self.k as u64).all(|i| {
+            let (w, m) = self.probe(h, i);
+            self.bits[w] & m != 0
+        })
     }
 
     /// Distinct keys inserted (keys that changed no bit are not counted).
@@ -103,7 +117,12 @@ impl Cascade {
 
     /// Number of filters containing `key`.
     pub fn score(&self, key: u32) -> usize {
-        self.filters.iter().filter(|f| f.contains(key)).count()
+        self.score_hashed(Bloom::hash(key))
+    }
+
+    /// [`Cascade::score`] with the key's [`Bloom::hash`] computed by the caller.
+    pub fn score_hashed(&self, h: u64) -> usize {
+        self.filters.iter().filter(|f| f.contains_hashed(h)).count()
     }
 
     pub fn filters(&self) -> usize {

@@ -227,11 +227,12 @@ impl Adapt {
     }
 
     fn demotion_target(&self, lba: u32) -> Option<usize> {
+        let h = bloom::Bloom::hash(lba);
         let (k, score) = self
             .cascades
             .iter()
             .enumerate()
-            .map(|(k, c)| (k, c.score(lba)))
+            .map(|(k, c)| (k, c.score_hashed(h)))
             .max_by_key(|&(k, s)| (s, k))?;
         (score >= self.cfg.score_threshold).then_some(k + 2)
     }
