@@ -513,19 +513,14 @@ impl Store {
 
     /// Handles every chunk whose SLA window ended by `t`, earliest first.
     fn expire(&mut self, p: &mut dyn Placement, t: u64) {
-        loop {
-            let Some((g, d)) = self
-                .groups
-                .iter()
-                .enumerate()
-                .map(|(i, g)| (i, g.deadline))
-                .min_by_key(|&(_, d)| d)
-            else {
-                break;
-            };
-            if d > t {
-                break;
-            }
+        while let Some((g, d)) = self
+            .groups
+            .iter()
+            .enumerate()
+            .map(|(i, g)| (i, g.deadline))
+            .min_by_key(|&(_, d)| d)
+            .filter(|&(_, d)| d <= t)
+        {
             for i in 0..self.groups.len() {
                 self.scratch_fill[i] = self.open_fill(i);
                 self.scratch_unpersisted[i] = self.scratch_fill[i] - self.groups[i].shadowed;

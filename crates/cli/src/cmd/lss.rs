@@ -21,8 +21,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 #[derive(clap::Args)]
 pub struct Args {
+    // Boxed: the options are large and `Args` sits in the binary's command enum.
     #[command(subcommand)]
-    cmd: Cmd,
+    cmd: Box<Cmd>,
 }
 
 #[derive(clap::Subcommand)]
@@ -67,7 +68,7 @@ struct StoreArgs {
 
 impl StoreArgs {
     fn config(&self, stripes_given: bool) -> Result<Config> {
-        if self.chunk_kib == 0 || self.chunk_kib % 4 != 0 {
+        if self.chunk_kib == 0 || self.chunk_kib / 4 * 4 != self.chunk_kib {
             bail!("--chunk-kib must be a positive multiple of 4");
         }
         if self.devices < 2 {
@@ -226,7 +227,7 @@ struct ProtoArgs {
 }
 
 pub fn run(args: Args) -> Result<()> {
-    match args.cmd {
+    match *args.cmd {
         Cmd::Simulate(a) => simulate(a),
         Cmd::Prototype(a) => prototype(a),
         Cmd::GenTrace(a) => gen_trace(a),

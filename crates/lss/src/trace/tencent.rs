@@ -71,7 +71,7 @@ mod tests {
         let r = parse("1538323200,16,8,1,1063").unwrap();
         assert_eq!(
             (r.offset, r.len, r.write, r.t_us),
-            (8192, 4096, true, 1538323200_000_000)
+            (8192, 4096, true, 1_538_323_200_000_000)
         );
         assert_eq!(parse(&format(&r)).unwrap(), r);
         let r = parse("12.5,0,8,0,7").unwrap();
