@@ -301,12 +301,11 @@ impl Store {
     /// Flushes every open chunk (zero-padded) at the end of the replay; without the
     /// chunk model there is nothing to flush.
     pub fn finish(&mut self, p: &mut dyn Placement) {
-        let _ = p;
         if !self.cfg.chunk_model {
             return;
         }
         for g in 0..self.groups.len() {
-            self.pad(g);
+            self.pad(p, g);
         }
         self.recompute_deadline();
     }
@@ -422,12 +421,12 @@ impl Store {
             self.min_deadline = self.min_deadline.min(gr.deadline);
         }
         if fill - gr.chunk_start == self.chunk_blocks {
-            self.chunk_done(g, false);
+            self.chunk_done(p, g, false);
         }
     }
 
     /// Closes the open chunk of `g` (full or padded) and seals the segment when full.
-    fn chunk_done(&mut self, g: usize, padded: bool) {
+    fn chunk_done(&mut self, p: &mut dyn Placement, g: usize, padded: bool) {
         let s = self.groups[g].seg as usize;
         let fill = self.segs[s].fill;
         self.c.chunks += 1;
@@ -457,6 +456,7 @@ impl Store {
         }
         if fill == self.seg_blocks {
             self.seal(g);
+            p.sealed(g);
         }
     }
 
@@ -482,7 +482,7 @@ impl Store {
     }
 
     /// Zero-pads and writes the open chunk of `g`, if it holds anything.
-    fn pad(&mut self, g: usize) {
+    fn pad(&mut self, p: &mut dyn Placement, g: usize) {
         let gr = self.groups[g];
         if gr.seg == NONE {
             return;
@@ -499,7 +499,7 @@ impl Store {
         self.used_slots += n as u64;
         self.c.padding += n as u64;
         self.stats[g].padding_blocks += n as u64;
-        self.chunk_done(g, true);
+        self.chunk_done(p, g, true);
     }
 
     fn recompute_deadline(&mut self) {
@@ -549,9 +549,9 @@ impl Store {
                     let room = self.chunk_blocks - self.open_fill(g);
                     let k = self.scratch_unpersisted[h].min(room);
                     self.shadow_blocks(p, h, g, k);
-                    self.pad(g);
+                    self.pad(p, g);
                 }
-                Some(_) => self.pad(g),
+                Some(_) => self.pad(p, g),
             }
             self.recompute_deadline();
         }
@@ -562,7 +562,7 @@ impl Store {
     fn shadow(&mut self, p: &mut dyn Placement, g: usize, c: usize) {
         let n = self.open_fill(g) - self.groups[g].shadowed;
         self.shadow_blocks(p, g, c, n);
-        self.pad(c);
+        self.pad(p, c);
     }
 
     /// Appends shadow copies of the oldest `n` unpersisted blocks of `from`'s open chunk

@@ -102,8 +102,8 @@ impl StoreArgs {
 /// The synthetic workload.
 #[derive(clap::Args, Clone)]
 struct SynthArgs {
-    /// Working set in 4 KiB blocks (filled once before measuring).
-    #[arg(long, default_value_t = 1 << 17)]
+    /// Working set in 4 KiB blocks (filled once before measuring; 1 GiB by default).
+    #[arg(long, default_value_t = 1 << 18)]
     blocks: u32,
     /// Updates after the fill, in multiples of the working set.
     #[arg(long, default_value_t = 10)]
@@ -160,7 +160,7 @@ struct SimArgs {
     )]
     sweep_rates: Vec<f64>,
     /// Zipf exponents of the skew sweep.
-    #[arg(long, value_delimiter = ',', default_value = "0,0.5,0.8,0.9,0.99")]
+    #[arg(long, value_delimiter = ',', default_value = "0,0.5,0.9,0.99")]
     sweep_alphas: Vec<f64>,
     /// Policies: `all` or a comma-separated list (sepgc, dac, warcip, mida, sepbit,
     /// adapt, fk, and the ablations adapt-noadapt, adapt-noagg, adapt-nodemote).

@@ -131,6 +131,8 @@ pub trait Placement: Send {
     fn gc_group(&mut self, w: &GcWrite) -> usize;
     /// A segment was reclaimed by GC.
     fn collected(&mut self, _c: &Collected) {}
+    /// A segment of `group` was filled and sealed.
+    fn sealed(&mut self, _group: usize) {}
     /// An unfilled chunk reached the end of its SLA window.
     fn deadline(&mut self, _d: &Deadline<'_>) -> DeadlineAction {
         DeadlineAction::Pad

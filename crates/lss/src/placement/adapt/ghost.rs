@@ -58,6 +58,9 @@ pub struct GhostSet {
     aggregation: bool,
     used: u64,
     valid: u64,
+    /// When set, GC keeps the log within this many blocks instead of triggering on
+    /// the garbage proportion.
+    pub capacity: Option<u64>,
     pub epoch: Epoch,
     pub total_gcs: u64,
 }
@@ -88,6 +91,7 @@ impl GhostSet {
             aggregation,
             used: 0,
             valid: 0,
+            capacity: None,
             epoch: Epoch::default(),
             total_gcs: 0,
         }
@@ -119,8 +123,12 @@ impl GhostSet {
         if self.deadline[g] == u64::MAX && self.window != u64::MAX {
             self.deadline[g] = t_us.saturating_add(self.window);
         }
-        while (self.used - self.valid) as f64 > self.gp * self.used as f64 {
-            if !self.gc() {
+        loop {
+            let over = match self.capacity {
+                Some(c) => self.used > c,
+                None => (self.used - self.valid) as f64 > self.gp * self.used as f64,
+            };
+            if !over || !self.gc() {
                 break;
             }
         }

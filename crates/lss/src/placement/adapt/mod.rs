@@ -27,6 +27,8 @@ use super::{Collected, Deadline, DeadlineAction, Env, GcWrite, Placement, UserWr
 use std::collections::VecDeque;
 
 pub const GROUPS: usize = 6;
+/// Relative WA gain a candidate threshold needs over the one in force.
+const INCUMBENT_MARGIN: f64 = 0.02;
 const HOT: usize = 0;
 const COLD: usize = 1;
 const PAIRS: usize = 4096;
@@ -48,6 +50,10 @@ pub struct AdaptConfig {
     pub filters: usize,
     pub score_threshold: usize,
     pub bits_per_key: usize,
+    /// Ghost GC trigger: `true` keeps each ghost log within the user groups' current
+    /// share of the (sampled) capacity, `false` triggers on the garbage proportion as
+    /// the paper describes. See docs/lss.md for why the default is `true`.
+    pub ghost_capacity: bool,
     /// Switches for ablations.
     pub adaptation: bool,
     pub aggregation: bool,
@@ -63,6 +69,7 @@ impl Default for AdaptConfig {
             filters: 4,
             score_threshold: 4,
             bits_per_key: 10,
+            ghost_capacity: true,
             adaptation: true,
             aggregation: true,
             demotion: true,
@@ -83,9 +90,13 @@ pub fn avg_unfilled(v: f64, k: f64, p: f64, s_ck: f64, n_ck: f64) -> Option<f64>
 #[derive(Clone, Debug, serde::Serialize)]
 struct Decision {
     now: u64,
+    /// Best candidate threshold (reuse distance) and its time equivalent.
     distance: f64,
     time: f64,
     wa: f64,
+    /// WA of the ghost set running the threshold in force.
+    incumbent_wa: f64,
+    adopted: bool,
 }
 
 pub struct Adapt {
@@ -93,6 +104,9 @@ pub struct Adapt {
     cfg: AdaptConfig,
     sampler: sampler::Sampler,
     ghosts: Vec<ghost::GhostSet>,
+    /// A ghost set running the threshold in force (SepBIT's `ell` until a candidate
+    /// wins), the reference candidates must beat.
+    incumbent: ghost::GhostSet,
     search: search::ThresholdSearch,
     ell: Lifespan,
     /// Reuse-time threshold in user writes, once the ghosts have decided.
@@ -101,6 +115,10 @@ pub struct Adapt {
     epoch_writes: u64,
     epoch_len: u64,
     cascades: Vec<bloom::Cascade>,
+    /// Live (sealed, not reclaimed) segments per group.
+    live_segments: [i64; GROUPS],
+    capacity_blocks: u64,
+    ghost_seg: u64,
     history: Vec<Decision>,
     shadows: u64,
     demotions: u64,
@@ -119,6 +137,17 @@ impl Adapt {
         };
         let unit = env.segment_blocks as f64;
         let search = search::ThresholdSearch::new(cfg.ghost_sets, unit);
+        let make = |t| {
+            ghost::GhostSet::new(
+                t,
+                ghost_seg,
+                env.chunk_blocks,
+                window,
+                env.gc_garbage_ratio,
+                cfg.aggregation,
+            )
+        };
+        let incumbent = make(f64::MAX);
         let ghosts = search
             .thresholds()
             .iter()
@@ -140,6 +169,7 @@ impl Adapt {
             name: "adapt",
             sampler: sampler::Sampler::new(env.n_lbas, rate),
             ghosts,
+            incumbent,
             search,
             ell: Lifespan::default(),
             threshold: None,
@@ -149,6 +179,9 @@ impl Adapt {
             cascades: (0..GROUPS - 2)
                 .map(|_| bloom::Cascade::new(cfg.filters, per_filter, cfg.bits_per_key))
                 .collect(),
+            live_segments: [0; GROUPS],
+            capacity_blocks: env.capacity_blocks,
+            ghost_seg: ghost_seg as u64,
             history: Vec::new(),
             shadows: 0,
             demotions: 0,
@@ -178,6 +211,7 @@ impl Adapt {
         for g in &mut self.ghosts {
             g.write(s.sid, s.distance, w.t_us);
         }
+        self.incumbent.write(s.sid, s.distance, w.t_us);
         if let (Some(prev), Some(d)) = (w.prev_write, s.distance) {
             if self.pairs.len() == PAIRS {
                 self.pairs.pop_front();
@@ -185,28 +219,77 @@ impl Adapt {
             self.pairs.push_back((w.now - prev, d));
         }
         self.epoch_writes += 1;
-        if self.epoch_writes >= self.epoch_len && self.ghosts.iter().all(|g| g.total_gcs > 0) {
+        if self.epoch_writes >= self.epoch_len
+            && self.ghosts.iter().all(|g| g.total_gcs > 0)
+            && self.incumbent.total_gcs > 0
+        {
             self.decide(w.now);
         }
+    }
+
+    /// Ghost capacity: the user groups' share of live segments applied to the sampled
+    /// capacity (at least four ghost segments).
+    fn ghost_capacity(&self) -> Option<u64> {
+        if !self.cfg.ghost_capacity {
+            return None;
+        }
+        let total: i64 = self.live_segments.iter().sum();
+        let user = self.live_segments[HOT] + self.live_segments[COLD];
+        let share = if total <= 0 {
+            1.0
+        } else {
+            user.max(1) as f64 / total as f64
+        };
+        let c = (self.capacity_blocks as f64 * self.cfg.sample_rate * share) as u64;
+        Some(c.max(4 * self.ghost_seg))
     }
 
     fn decide(&mut self, now: u64) {
         let wa: Vec<f64> = self.ghosts.iter().map(|g| g.epoch.wa()).collect();
         let best_wa = wa.iter().copied().fold(f64::INFINITY, f64::min);
+        let incumbent_wa = self.incumbent.epoch.wa();
         let distance = self.search.step(&wa);
+        let cap = self.ghost_capacity();
         for (g, &t) in self.ghosts.iter_mut().zip(self.search.thresholds()) {
             g.threshold = t;
             g.epoch = ghost::Epoch::default();
+            g.capacity = cap;
         }
+        self.incumbent.capacity = cap;
         self.epoch_writes = 0;
         let time = self.distance_to_time(distance);
-        self.threshold = Some(time);
+        // A candidate replaces the threshold in force only when its simulated WA beats
+        // the incumbent's by a margin: ghost WA is noisy over one epoch.
+        let adopted = best_wa < incumbent_wa * (1.0 - INCUMBENT_MARGIN);
+        if adopted {
+            self.threshold = Some(time);
+        }
+        self.incumbent.threshold = self.time_to_distance(self.threshold());
+        self.incumbent.epoch = ghost::Epoch::default();
         self.history.push(Decision {
             now,
             distance,
             time,
             wa: best_wa,
+            incumbent_wa,
+            adopted,
         });
+    }
+
+    /// Inverse of [`Adapt::distance_to_time`].
+    fn time_to_distance(&self, t: f64) -> f64 {
+        if self.pairs.is_empty() || !t.is_finite() {
+            return if t.is_finite() { t } else { f64::MAX };
+        }
+        let n = self.pairs.len();
+        let below = self.pairs.iter().filter(|p| (p.0 as f64) < t).count();
+        let mut d: Vec<f64> = self.pairs.iter().map(|p| p.1).collect();
+        d.sort_by(f64::total_cmp);
+        match below {
+            0 => 0.0,
+            b if b >= n => d[n - 1] + 1.0,
+            b => d[b],
+        }
     }
 
     /// The reuse time below which the same share of recent samples falls as below the
@@ -273,9 +356,24 @@ impl Placement for Adapt {
         g
     }
 
+    fn sealed(&mut self, group: usize) {
+        self.live_segments[group] += 1;
+        if self.history.is_empty() && self.live_segments.iter().sum::<i64>() % 16 == 0 {
+            // Before the first decision, keep the ghost capacity current.
+            let cap = self.ghost_capacity();
+            self.ghosts.iter_mut().for_each(|g| g.capacity = cap);
+            self.incumbent.capacity = cap;
+        }
+    }
+
     fn collected(&mut self, c: &Collected) {
+        self.live_segments[c.group] -= 1;
         if c.group == HOT {
             self.ell.push(c.now - c.created);
+            if self.threshold.is_none() {
+                // The incumbent follows `ell` until a candidate is adopted.
+                self.incumbent.threshold = self.time_to_distance(self.ell.ell());
+            }
         }
     }
 
@@ -337,6 +435,7 @@ impl Placement for Adapt {
     fn metadata_bytes(&self) -> usize {
         self.sampler.bytes()
             + self.ghosts.iter().map(|g| g.bytes()).sum::<usize>()
+            + self.incumbent.bytes()
             + self.cascades.iter().map(|c| c.bytes()).sum::<usize>()
             + self.pairs.len() * 16
     }
