@@ -8,10 +8,11 @@
 //!   data chunk is; [`ProtoResult::stripes_checked`] counts the stripes re-read and
 //!   verified after the run.
 //! - Clients are closed-loop threads issuing 4 KiB updates (Zipf); the SLA window runs on
-//!   the wall clock. Placement and GC bookkeeping happen under one store lock; the data
-//!   path (building chunk buffers, parity, reading GC victims back) runs outside it, on
-//!   the client threads, which double as GC threads: a client whose write triggered GC
-//!   reads the victims' data from the device files.
+//!   the wall clock. Placement and GC bookkeeping happen under one store lock; building
+//!   chunk buffers and parity runs under a second lock taken before the first is
+//!   released (so chunks are submitted in the order the store wrote them), and the
+//!   writes themselves run on the device writer threads. Clients double as GC threads:
+//!   a client whose write triggered GC reads the victims' data back from the devices.
 //!
 //! Writes go through the page cache (no O_DIRECT), so absolute throughput reflects the
 //! machine's memory and file system more than an SSD array; ratios between policies
@@ -31,7 +32,7 @@ use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
-use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+use std::sync::mpsc::{sync_channel, SyncSender};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -60,7 +61,9 @@ type Job = (u64, Vec<u8>);
 /// The array of device files with their writer queues.
 struct Array {
     files: Vec<Arc<File>>,
-    queues: Vec<SyncSender<Job>>,
+    /// Per device, one queue per writer thread; a stripe always goes to the same
+    /// writer, so two writes to one offset land in submission order.
+    queues: Vec<Vec<SyncSender<Job>>>,
     workers: Vec<std::thread::JoinHandle<std::io::Result<()>>>,
     chunk_bytes: usize,
     data_devices: u32,
@@ -88,19 +91,20 @@ impl Array {
                 .open(&path)
                 .map_err(|source| LssError::Io { path, source })?;
             let f = Arc::new(f);
-            let (tx, rx) = sync_channel::<Job>(io_depth.max(1));
-            let rx = Arc::new(std::sync::Mutex::new(rx));
+            let mut txs = Vec::new();
             for _ in 0..io_depth.max(1) {
-                let (f, rx): (Arc<File>, Arc<std::sync::Mutex<Receiver<Job>>>) =
-                    (f.clone(), rx.clone());
-                workers.push(std::thread::spawn(move || loop {
-                    let job = rx.lock().unwrap().recv();
-                    let Ok((off, buf)) = job else { return Ok(()) };
-                    f.write_all_at(&buf, off)?;
+                let (tx, rx) = sync_channel::<Job>(1);
+                let f = f.clone();
+                workers.push(std::thread::spawn(move || {
+                    while let Ok((off, buf)) = rx.recv() {
+                        f.write_all_at(&buf, off)?;
+                    }
+                    Ok(())
                 }));
+                txs.push(tx);
             }
             files.push(f);
-            queues.push(tx);
+            queues.push(txs);
         }
         Ok(Array {
             files,
@@ -132,7 +136,8 @@ impl Array {
     }
 
     fn submit(&self, device: u32, stripe: u64, buf: Vec<u8>) -> Result<()> {
-        self.queues[device as usize]
+        let q = &self.queues[device as usize];
+        q[(stripe % q.len() as u64) as usize]
             .send((stripe * self.chunk_bytes as u64, buf))
             .map_err(|_| LssError::Config("device writer stopped".into()))
     }
@@ -254,6 +259,7 @@ pub fn run(cfg: &Config, sc: &SynthConfig, policy: &str, opts: &Options) -> Resu
     let shared = Mutex::new(Shared { store, policy: p });
     let mut array = Array::open(&opts.dir, cfg, opts.io_depth)?;
     let parity = Mutex::new(Parity::default());
+    let submit = Mutex::new(());
     let start = Instant::now();
     let now_us = || start.elapsed().as_micros() as u64;
 
@@ -284,19 +290,23 @@ pub fn run(cfg: &Config, sc: &SynthConfig, policy: &str, opts: &Options) -> Resu
     std::thread::scope(|s| -> Result<()> {
         let mut hs = Vec::new();
         for c in 0..opts.clients.max(1) {
-            let (shared, array, parity, zipf) = (&shared, &array, &parity, &zipf);
+            let (shared, array, parity, zipf, submit) = (&shared, &array, &parity, &zipf, &submit);
             hs.push(s.spawn(move || -> Result<()> {
                 let mut rng = SmallRng::seed_from_u64(sc.seed + 1 + c as u64);
                 for _ in 0..per_client {
                     let rank = zipf.sample(&mut rng) as u64 - 1;
                     let lba = ((rank.min(n - 1) * mult) % n) as u32;
-                    let (flushed, victims) = {
-                        let mut s = shared.lock();
-                        let Shared { store, policy } = &mut *s;
-                        store.write(policy.as_mut(), lba, now_us(), u64::MAX);
-                        store.take_events()
-                    };
+                    let mut s = shared.lock();
+                    let Shared { store, policy } = &mut *s;
+                    store.write(policy.as_mut(), lba, now_us(), u64::MAX);
+                    let (flushed, victims) = store.take_events();
+                    // Take the submission lock before releasing the store: chunks reach
+                    // the parity accumulators and the queues in the order the store
+                    // wrote them, while the next client already works on the store.
+                    let order = submit.lock();
+                    drop(s);
                     write_chunks(array, parity, flushed)?;
+                    drop(order);
                     read_victims(array, &victims)?;
                 }
                 Ok(())
@@ -397,10 +407,12 @@ mod tests {
             alpha: 0.9,
             ..SynthConfig::default()
         };
-        for policy in ["sepgc", "adapt"] {
+        // DAC rewrites a lot, so segments (and stripes) are reused while earlier writes
+        // may still be queued: the case where submission order matters.
+        for policy in ["sepgc", "dac", "adapt"] {
             let opts = Options {
                 dir: dir.path().join(policy),
-                clients: 2,
+                clients: 4,
                 io_depth: 4,
                 gc_threads: 2,
             };
