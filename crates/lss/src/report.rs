@@ -93,7 +93,7 @@ pub fn table(sums: &[PolicySummary]) -> String {
         "pad%",
         "user GiB",
         "GC GiB",
-        "pad GiB",
+        "pad+sh GiB",
         "WA/ADAPT",
         "GC/ADAPT",
         "pad/ADAPT",
