@@ -11,8 +11,9 @@
 //!   the wall clock. Placement and GC bookkeeping happen under one store lock; building
 //!   chunk buffers and parity runs under a second lock taken before the first is
 //!   released (so chunks are submitted in the order the store wrote them), and the
-//!   writes themselves run on the device writer threads. Clients double as GC threads:
-//!   a client whose write triggered GC reads the victims' data back from the devices.
+//!   writes themselves run on the device writer threads. GC victims are chosen and their
+//!   valid blocks relocated by the store (relocations are ordinary chunk writes); the
+//!   victims' data is read back from the devices by `gc_threads` GC threads.
 //!
 //! Writes go through the page cache (no O_DIRECT), so absolute throughput reflects the
 //! machine's memory and file system more than an SSD array; ratios between policies
@@ -287,10 +288,26 @@ pub fn run(cfg: &Config, sc: &SynthConfig, policy: &str, opts: &Options) -> Resu
         }
         m.max(1)
     };
+    // GC threads: the victims' data is read back from the devices off the clients'
+    // path; the bounded queue makes clients wait when GC falls behind.
+    let (victim_tx, victim_rx) = sync_channel::<u32>(64);
+    let victim_rx = std::sync::Mutex::new(victim_rx);
     std::thread::scope(|s| -> Result<()> {
+        let mut gcs = Vec::new();
+        for _ in 0..opts.gc_threads.max(1) {
+            let (array, rx) = (&array, &victim_rx);
+            gcs.push(s.spawn(move || -> Result<()> {
+                loop {
+                    let v = rx.lock().unwrap().recv();
+                    let Ok(v) = v else { return Ok(()) };
+                    read_victims(array, &[v])?;
+                }
+            }));
+        }
         let mut hs = Vec::new();
         for c in 0..opts.clients.max(1) {
             let (shared, array, parity, zipf, submit) = (&shared, &array, &parity, &zipf, &submit);
+            let victim_tx = victim_tx.clone();
             hs.push(s.spawn(move || -> Result<()> {
                 let mut rng = SmallRng::seed_from_u64(sc.seed + 1 + c as u64);
                 for _ in 0..per_client {
@@ -307,14 +324,19 @@ pub fn run(cfg: &Config, sc: &SynthConfig, policy: &str, opts: &Options) -> Resu
                     drop(s);
                     write_chunks(array, parity, flushed)?;
                     drop(order);
-                    read_victims(array, &victims)?;
+                    for v in victims {
+                        victim_tx
+                            .send(v)
+                            .map_err(|_| LssError::Config("GC threads stopped".into()))?;
+                    }
                 }
                 Ok(())
             }));
         }
-        for h in hs {
+        drop(victim_tx);
+        for h in hs.into_iter().chain(gcs) {
             h.join()
-                .map_err(|_| LssError::Config("client panicked".into()))??;
+                .map_err(|_| LssError::Config("client or GC thread panicked".into()))??;
         }
         Ok(())
     })?;

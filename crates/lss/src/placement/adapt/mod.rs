@@ -111,6 +111,8 @@ pub struct Adapt {
     ell: Lifespan,
     /// Reuse-time threshold in user writes, once the ghosts have decided.
     threshold: Option<f64>,
+    /// The best candidate beat the incumbent in the previous epoch.
+    won_last_epoch: bool,
     pairs: VecDeque<(u64, f64)>,
     epoch_writes: u64,
     epoch_len: u64,
@@ -173,6 +175,7 @@ impl Adapt {
             search,
             ell: Lifespan::default(),
             threshold: None,
+            won_last_epoch: false,
             pairs: VecDeque::with_capacity(PAIRS),
             epoch_writes: 0,
             epoch_len,
@@ -258,9 +261,11 @@ impl Adapt {
         self.incumbent.capacity = cap;
         self.epoch_writes = 0;
         let time = self.distance_to_time(distance);
-        // A candidate replaces the threshold in force only when its simulated WA beats
-        // the incumbent's by a margin: ghost WA is noisy over one epoch.
-        let adopted = best_wa < incumbent_wa * (1.0 - INCUMBENT_MARGIN);
+        // A candidate replaces the threshold in force only when the best candidate beats
+        // the incumbent by a margin in two epochs in a row: ghost WA is noisy over one.
+        let wins = best_wa < incumbent_wa * (1.0 - INCUMBENT_MARGIN);
+        let adopted = wins && self.won_last_epoch;
+        self.won_last_epoch = wins && !adopted;
         if adopted {
             self.threshold = Some(time);
         }
