@@ -114,6 +114,8 @@ pub struct Adapt {
     /// The best candidate beat the incumbent in the previous epoch.
     won_last_epoch: bool,
     pairs: VecDeque<(u64, f64)>,
+    sorted: (Vec<u64>, Vec<f64>),
+    pairs_since_sort: usize,
     epoch_writes: u64,
     epoch_len: u64,
     cascades: Vec<bloom::Cascade>,
@@ -177,6 +179,8 @@ impl Adapt {
             threshold: None,
             won_last_epoch: false,
             pairs: VecDeque::with_capacity(PAIRS),
+            sorted: (Vec::new(), Vec::new()),
+            pairs_since_sort: 0,
             epoch_writes: 0,
             epoch_len,
             cascades: (0..GROUPS - 2)
@@ -220,6 +224,7 @@ impl Adapt {
                 self.pairs.pop_front();
             }
             self.pairs.push_back((w.now - prev, d));
+            self.pairs_since_sort += 1;
         }
         self.epoch_writes += 1;
         if self.epoch_writes >= self.epoch_len
@@ -281,36 +286,46 @@ impl Adapt {
         });
     }
 
-    /// Inverse of [`Adapt::distance_to_time`].
-    fn time_to_distance(&self, t: f64) -> f64 {
-        if self.pairs.is_empty() || !t.is_finite() {
-            return if t.is_finite() { t } else { f64::MAX };
+    /// The recent samples' reuse times and distances, each sorted; re-sorted after 512
+    /// new samples (the mapping moves slowly and is asked at every hot reclaim).
+    fn sorted_pairs(&mut self) -> &(Vec<u64>, Vec<f64>) {
+        if self.pairs_since_sort >= 512 || self.sorted.0.len() != self.pairs.len() {
+            let mut t: Vec<u64> = self.pairs.iter().map(|p| p.0).collect();
+            let mut d: Vec<f64> = self.pairs.iter().map(|p| p.1).collect();
+            t.sort_unstable();
+            d.sort_by(f64::total_cmp);
+            self.sorted = (t, d);
+            self.pairs_since_sort = 0;
         }
-        let n = self.pairs.len();
-        let below = self.pairs.iter().filter(|p| (p.0 as f64) < t).count();
-        let mut d: Vec<f64> = self.pairs.iter().map(|p| p.1).collect();
-        d.sort_by(f64::total_cmp);
-        match below {
-            0 => 0.0,
-            b if b >= n => d[n - 1] + 1.0,
-            b => d[b],
-        }
+        &self.sorted
     }
 
     /// The reuse time below which the same share of recent samples falls as below the
     /// reuse distance `d`.
-    fn distance_to_time(&self, d: f64) -> f64 {
+    fn distance_to_time(&mut self, d: f64) -> f64 {
         if self.pairs.is_empty() {
             return d;
         }
-        let n = self.pairs.len();
-        let below = self.pairs.iter().filter(|p| p.1 < d).count();
-        let mut times: Vec<u64> = self.pairs.iter().map(|p| p.0).collect();
-        times.sort_unstable();
-        match below {
+        let (times, dists) = self.sorted_pairs();
+        let n = times.len();
+        match dists.partition_point(|&x| x < d) {
             0 => 0.0,
             b if b >= n => times[n - 1] as f64 + 1.0,
             b => times[b] as f64,
+        }
+    }
+
+    /// Inverse of [`Adapt::distance_to_time`].
+    fn time_to_distance(&mut self, t: f64) -> f64 {
+        if self.pairs.is_empty() || !t.is_finite() {
+            return if t.is_finite() { t } else { f64::MAX };
+        }
+        let (times, dists) = self.sorted_pairs();
+        let n = times.len();
+        match times.partition_point(|&x| (x as f64) < t) {
+            0 => 0.0,
+            b if b >= n => dists[n - 1] + 1.0,
+            b => dists[b],
         }
     }
 

@@ -11,6 +11,8 @@
 use xxhash_rust::xxh3::xxh3_64_with_seed;
 
 const NONE: u32 = u32::MAX;
+/// Marks a block whose hash was checked and is not sampled (saves hashing it again).
+const SKIP: u32 = u32::MAX - 1;
 
 /// Fenwick tree over positions `0..n` of 0/1 markers.
 #[derive(Clone, Debug)]
@@ -95,8 +97,12 @@ impl Sampler {
     pub fn access(&mut self, lba: u32) -> Option<Sample> {
         let l = lba as usize;
         let mut sid = self.sid_of[l];
+        if sid == SKIP {
+            return None;
+        }
         if sid == NONE {
             if !self.is_sampled(lba) {
+                self.sid_of[l] = SKIP;
                 return None;
             }
             sid = self.last_pos.len() as u32;
