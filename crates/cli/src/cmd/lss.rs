@@ -117,6 +117,7 @@ struct SynthArgs {
     /// Blocks per request.
     #[arg(long, default_value_t = 1)]
     request_blocks: u32,
+    /// Seed of the generator (same seed, same stream).
     #[arg(long, default_value_t = 42)]
     seed: u64,
 }
@@ -148,8 +149,8 @@ struct SimArgs {
     synthetic: bool,
     #[command(flatten)]
     synth: SynthArgs,
-    /// Also sweep access density and skew on the synthetic workload (Fig. 11 curves).
-    /// On by default for --synthetic; --no-sweep turns it off.
+    /// Skip the access-density and skew sweeps (the Fig. 11 curves) that a synthetic
+    /// run adds by default.
     #[arg(long)]
     no_sweep: bool,
     /// Request rates of the density sweep.
