@@ -120,6 +120,23 @@ impl Cascade {
         self.score_hashed(Bloom::hash(key))
     }
 
+    /// Whether at least `t` filters contain the key (hash from [`Bloom::hash`]); stops as
+    /// soon as the answer is known, newest filter first.
+    pub fn score_at_least(&self, h: u64, t: usize) -> bool {
+        let (mut hits, mut left) = (0, self.filters.len());
+        for f in self.filters.iter().rev() {
+            if hits >= t {
+                return true;
+            }
+            if hits + left < t {
+                return false;
+            }
+            hits += usize::from(f.contains_hashed(h));
+            left -= 1;
+        }
+        hits >= t
+    }
+
     /// [`Cascade::score`] with the key's [`Bloom::hash`] computed by the caller.
     pub fn score_hashed(&self, h: u64) -> usize {
         self.filters.iter().filter(|f| f.contains_hashed(h)).count()
@@ -170,6 +187,9 @@ mod tests {
         assert_eq!(c.score(1), 3);
         assert_eq!(c.score(2), 1);
         assert_eq!(c.score(999_999), 0);
+        let h = Bloom::hash(2);
+        assert!(c.score_at_least(h, 1) && !c.score_at_least(h, 2));
+        assert!(c.score_at_least(Bloom::hash(1), 3));
         // A fourth period evicts the first filter, and key 2 with it.
         for k in 0..100 {
             c.insert(9000 + k);

@@ -329,15 +329,19 @@ impl Adapt {
         }
     }
 
+    /// The GC group whose cascade holds the block in at least `score_threshold` filters
+    /// (the highest score, then the coldest group, wins).
     fn demotion_target(&self, lba: u32) -> Option<usize> {
         let h = bloom::Bloom::hash(lba);
+        let t = self.cfg.score_threshold;
         let (k, score) = self
             .cascades
             .iter()
             .enumerate()
+            .filter(|(_, c)| c.score_at_least(h, t))
             .map(|(k, c)| (k, c.score_hashed(h)))
             .max_by_key(|&(k, s)| (s, k))?;
-        (score >= self.cfg.score_threshold).then_some(k + 2)
+        (score >= t).then_some(k + 2)
     }
 }
 
