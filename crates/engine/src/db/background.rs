@@ -177,9 +177,8 @@ fn compact_one(inner: &Arc<Inner>) -> Result<bool> {
         return Ok(false);
     }
     let v = st.versions.current();
-    let mut forced = inner.gc.forced_compactions(&v);
-    forced.extend(st.forced.iter().copied());
-    let Some(c) = picker::pick(&v, &inner.opts, &st.busy_tables, &forced) else {
+    let forced_gc = inner.gc.forced_compactions(&v);
+    let Some(c) = picker::pick(&v, &inner.opts, &st.busy_tables, &forced_gc) else {
         return Ok(false);
     };
     execute(inner, st, c, v)?;
@@ -219,7 +218,6 @@ fn mark_busy(st: &mut State, c: &Compaction, busy: bool) {
             st.busy_tables.insert(f.number());
         } else {
             st.busy_tables.remove(&f.number());
-            st.forced.remove(&f.number());
         }
     }
 }
@@ -438,13 +436,12 @@ pub(crate) fn wait_flushed(inner: &Inner) -> Result<()> {
 pub(crate) fn wait_idle(inner: &Inner) -> Result<()> {
     wait_until(inner, |st| {
         let v = st.versions.current();
-        let mut forced = inner.gc.forced_compactions(&v);
-        forced.extend(st.forced.iter().copied());
+        let forced_gc = inner.gc.forced_compactions(&v);
         st.imm.is_empty()
             && !st.flushing
             && st.running_compactions == 0
             && !st.running_gc
-            && picker::pick(&v, &inner.opts, &st.busy_tables, &forced).is_none()
+            && picker::pick(&v, &inner.opts, &st.busy_tables, &forced_gc).is_none()
             && (!inner.opts.gc.separates_values()
                 || inner.gc.pick_gc(&v, &st.busy_blobs).is_empty())
     })

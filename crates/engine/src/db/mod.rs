@@ -50,8 +50,6 @@ pub(crate) struct State {
     pub busy_tables: HashSet<u64>,
     /// Value files a running GC job reads.
     pub busy_blobs: HashSet<u64>,
-    /// Table files a compaction must pick first (GC-forced or manual).
-    pub forced: HashSet<u64>,
     /// Live snapshots: sequence number -> count.
     pub snapshots: BTreeMap<SeqNo, usize>,
     pub bg_error: Option<String>,

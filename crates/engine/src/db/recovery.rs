@@ -154,7 +154,6 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
         versions,
         busy_tables: HashSet::new(),
         busy_blobs: HashSet::new(),
-        forced: HashSet::new(),
         snapshots: BTreeMap::new(),
         bg_error: None,
         flushing: false,

@@ -4,8 +4,8 @@
 //! size over `level1_max_bytes * growth_factor^(n-1)`. The level with the highest score of
 //! at least 1 is compacted: all of L0 (its files overlap), or from level n >= 1 the one file
 //! whose overlap with level n+1 is smallest relative to its size (RocksDB's
-//! kMinOverlappingRatio), which keeps the rewritten bytes per compaction low. Files named
-//! in `forced` (BlobDB's force-GC targets, manual compactions) are picked first.
+//! kMinOverlappingRatio), which keeps the rewritten bytes per compaction low. BlobDB's
+//! force-GC targets come after size-driven compactions, as in RocksDB.
 
 use super::{TableFile, Version};
 use crate::options::Options;
@@ -113,26 +113,15 @@ pub fn build(
     })
 }
 
-/// Picks the most urgent compaction, if any.
+/// Picks the most urgent compaction, if any: size-driven compactions first, then files
+/// whose compaction would release garbage-heavy value files (`forced_gc`), last as in
+/// RocksDB's level picker, so that GC never holds back the L0 compactions writers wait for.
 pub fn pick(
     v: &Version,
     opts: &Options,
     busy: &HashSet<u64>,
-    forced: &HashSet<u64>,
+    forced_gc: &HashSet<u64>,
 ) -> Option<Compaction> {
-    // Forced files first, shallowest level first.
-    for (level, files) in v.levels.iter().enumerate() {
-        for f in files.iter().filter(|f| forced.contains(&f.number())) {
-            let inputs = if level == 0 {
-                v.levels[0].clone()
-            } else {
-                vec![f.clone()]
-            };
-            if let Some(c) = build(v, level, inputs, busy, "forced") {
-                return Some(c);
-            }
-        }
-    }
     let mut order: Vec<(usize, f64)> = scores(v, opts).into_iter().enumerate().collect();
     order.sort_by(|a, b| b.1.total_cmp(&a.1));
     for (level, score) in order {
@@ -161,6 +150,19 @@ pub fn pick(
         cands.sort_by(|a, b| a.0.total_cmp(&b.0));
         for (_, f) in cands {
             if let Some(c) = build(v, level, vec![f.clone()], busy, "size") {
+                return Some(c);
+            }
+        }
+    }
+    // The shallowest forced file with its overlaps (all of L0 for an L0 file).
+    for (level, files) in v.levels.iter().enumerate() {
+        for f in files.iter().filter(|f| forced_gc.contains(&f.number())) {
+            let inputs = if level == 0 {
+                v.levels[0].clone()
+            } else {
+                vec![f.clone()]
+            };
+            if let Some(c) = build(v, level, inputs, busy, "blob-gc") {
                 return Some(c);
             }
         }
