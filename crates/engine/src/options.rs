@@ -133,8 +133,12 @@ pub struct Options {
     /// Size ratio between adjacent levels.
     pub growth_factor: f64,
     pub num_levels: usize,
-    /// Target size of L1; L(n) = level1_max_bytes * growth_factor^(n-1).
+    /// Target size of L1 (static targets: L(n) = level1_max_bytes * growth_factor^(n-1));
+    /// with dynamic targets, the largest target of the level L0 compacts into.
     pub level1_max_bytes: u64,
+    /// Derive level targets from the last level's actual size (RocksDB's default
+    /// `level_compaction_dynamic_level_bytes`), see [`crate::version::picker::targets`].
+    pub dynamic_level_bytes: bool,
     /// Table files are cut at this size by flush and compaction.
     pub target_file_size: u64,
     pub block_size: usize,
@@ -170,6 +174,7 @@ impl Default for Options {
             growth_factor: 10.0,
             num_levels: 7,
             level1_max_bytes: 256 << 20,
+            dynamic_level_bytes: true,
             target_file_size: 64 << 20,
             block_size: 4096,
             bloom_bits_per_key: 10,

@@ -8,8 +8,9 @@ use rand::{Rng, SeedableRng};
 use std::collections::BTreeMap;
 use std::ops::Bound;
 
-fn small_options(gc: GcPolicyConfig) -> Options {
+fn small_options(gc: GcPolicyConfig, dynamic_level_bytes: bool) -> Options {
     Options {
+        dynamic_level_bytes,
         memtable_size: 16 << 10,
         level1_max_bytes: 64 << 10,
         target_file_size: 16 << 10,
@@ -73,9 +74,13 @@ fn check_scan(db: &DB, model: &BTreeMap<Vec<u8>, Vec<u8>>, lo: &[u8], hi: &[u8])
 }
 
 fn run_model(gc: GcPolicyConfig, seed: u64, steps: usize) {
+    run_model_shaped(gc, seed, steps, true);
+}
+
+fn run_model_shaped(gc: GcPolicyConfig, seed: u64, steps: usize, dynamic: bool) {
     let dir = tempfile::tempdir().unwrap();
     let mut rng = StdRng::seed_from_u64(seed);
-    let mut db = DB::open(dir.path(), small_options(gc.clone())).unwrap();
+    let mut db = DB::open(dir.path(), small_options(gc.clone(), dynamic)).unwrap();
     let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
     let mut snaps = Vec::new();
     let mut version = 0u32;
@@ -154,7 +159,7 @@ fn run_model(gc: GcPolicyConfig, seed: u64, steps: usize) {
                 flushes += s.flushes;
                 compactions += s.compactions;
                 db.close().unwrap();
-                db = DB::open(dir.path(), small_options(gc.clone())).unwrap();
+                db = DB::open(dir.path(), small_options(gc.clone(), dynamic)).unwrap();
             }
         }
     }
@@ -174,7 +179,7 @@ fn run_model(gc: GcPolicyConfig, seed: u64, steps: usize) {
     drop(snaps);
     db.close().unwrap();
     // Every file on disk is accounted for: nothing leaked, nothing missing.
-    let db = DB::open(dir.path(), small_options(gc)).unwrap();
+    let db = DB::open(dir.path(), small_options(gc, dynamic)).unwrap();
     check_scan(&db, &model, b"", b"\xff");
 }
 
@@ -214,4 +219,9 @@ fn model_titan_aggressive_gc() {
         5,
         2000,
     );
+}
+
+#[test]
+fn model_blobdb_static_level_targets() {
+    run_model_shaped(GcPolicyConfig::blobdb(), 6, 2000, false);
 }

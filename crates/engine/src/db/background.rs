@@ -481,7 +481,9 @@ pub(crate) fn compact_range(
                 } else {
                     picker::files_in_range(&v, level, start, end)
                 };
-                let Some(c) = picker::build(&v, level, files, &st.busy_tables, "manual") else {
+                let out = (level + 1).min(v.num_levels() - 1);
+                let Some(c) = picker::build(&v, level, out, files, &st.busy_tables, "manual")
+                else {
                     continue;
                 };
                 execute(inner, st, c, v)?;

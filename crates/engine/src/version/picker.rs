@@ -1,7 +1,10 @@
 //! Leveled compaction picking, per file as RocksDB does.
 //!
 //! Each level has a score: L0 is its file count over the L0 trigger, level n >= 1 is its
-//! size over `level1_max_bytes * growth_factor^(n-1)`. The level with the highest score of
+//! size over its target ([`targets`]: static, `level1_max_bytes * growth_factor^(n-1)`, or
+//! dynamic as RocksDB's default `level_compaction_dynamic_level_bytes`, derived downward
+//! from the last level's actual size, with L0 compacting into the shallowest level whose
+//! target reaches `level1_max_bytes / growth_factor`). The level with the highest score of
 //! at least 1 is compacted: all of L0 (its files overlap), or from level n >= 1 the one file
 //! whose overlap with level n+1 is smallest relative to its size (RocksDB's
 //! kMinOverlappingRatio), which keeps the rewritten bytes per compaction low. BlobDB's
@@ -50,24 +53,70 @@ impl Compaction {
     }
 }
 
-/// Target size of `level` (>= 1).
-pub fn level_target(opts: &Options, level: usize) -> u64 {
-    let t = opts.level1_max_bytes as f64 * opts.growth_factor.powi(level as i32 - 1);
-    t.min(u64::MAX as f64 / 2.0) as u64
+/// The tree's shape targets: the level L0 compacts into and each level's target size.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Targets {
+    pub base: usize,
+    /// Target bytes per level (index 0 unused; 0 for a level that should be empty).
+    pub bytes: Vec<f64>,
+}
+
+/// Level targets for `v`. Dynamic targets start from the largest level's actual size and
+/// divide by the growth factor upward until a level's target falls to
+/// `level1_max_bytes`; that level is the base. Levels above the base should be empty: a
+/// tree that shrank has them drained downward.
+pub fn targets(v: &Version, opts: &Options) -> Targets {
+    let n = v.num_levels();
+    let last = n - 1;
+    let f = opts.growth_factor;
+    let mut bytes = vec![0.0; n];
+    if !opts.dynamic_level_bytes {
+        for (l, b) in bytes.iter_mut().enumerate().skip(1) {
+            *b = opts.level1_max_bytes as f64 * f.powi(l as i32 - 1);
+        }
+        return Targets { base: 1, bytes };
+    }
+    let largest = (1..n).map(|l| v.level_bytes(l)).max().unwrap_or(0) as f64;
+    let mut base = last;
+    let mut size = largest.max(opts.level1_max_bytes as f64);
+    bytes[last] = size;
+    while base > 1 && size > opts.level1_max_bytes as f64 {
+        base -= 1;
+        size /= f;
+        bytes[base] = size;
+    }
+    Targets { base, bytes }
 }
 
 /// Compaction scores per level (the last level has none: it has nowhere to go).
-pub fn scores(v: &Version, opts: &Options) -> Vec<f64> {
+pub fn scores(v: &Version, opts: &Options, t: &Targets) -> Vec<f64> {
     let last = v.num_levels() - 1;
     (0..last)
         .map(|l| {
+            let bytes = v.level_bytes(l);
             if l == 0 {
                 v.levels[0].len() as f64 / opts.l0_compaction_trigger as f64
+            } else if t.bytes[l] == 0.0 {
+                if bytes > 0 {
+                    f64::INFINITY
+                } else {
+                    0.0
+                }
             } else {
-                v.level_bytes(l) as f64 / level_target(opts, l) as f64
+                bytes as f64 / t.bytes[l]
             }
         })
         .collect()
+}
+
+/// Where a compaction from `level` writes: L0 into the base level, others one level down,
+/// the last level into itself.
+pub fn output_level(v: &Version, t: &Targets, level: usize) -> usize {
+    if level == 0 {
+        t.base
+    } else {
+        (level + 1).min(v.num_levels() - 1)
+    }
 }
 
 fn key_range(files: &[Arc<TableFile>]) -> (Vec<u8>, Vec<u8>) {
@@ -80,11 +129,12 @@ fn is_bottommost(v: &Version, output_level: usize, lo: &[u8], hi: &[u8]) -> bool
     (output_level + 1..v.num_levels()).all(|l| v.overlapping(l, lo, hi).is_empty())
 }
 
-/// Expands `inputs` at `level` with their overlaps at the next level (or compacts a last-
-/// level file into itself) unless a file involved is busy.
+/// Expands `inputs` at `level` with their overlaps at `output_level` (nothing when a
+/// last-level file is compacted into itself) unless a file involved is busy.
 pub fn build(
     v: &Version,
     level: usize,
+    output_level: usize,
     inputs: Vec<Arc<TableFile>>,
     busy: &HashSet<u64>,
     reason: &'static str,
@@ -92,8 +142,6 @@ pub fn build(
     if inputs.is_empty() || inputs.iter().any(|f| busy.contains(&f.number())) {
         return None;
     }
-    let last = v.num_levels() - 1;
-    let output_level = (level + 1).min(last);
     let (lo, hi) = key_range(&inputs);
     let overlaps = if output_level == level {
         Vec::new()
@@ -122,14 +170,15 @@ pub fn pick(
     busy: &HashSet<u64>,
     forced_gc: &HashSet<u64>,
 ) -> Option<Compaction> {
-    let mut order: Vec<(usize, f64)> = scores(v, opts).into_iter().enumerate().collect();
+    let t = targets(v, opts);
+    let mut order: Vec<(usize, f64)> = scores(v, opts, &t).into_iter().enumerate().collect();
     order.sort_by(|a, b| b.1.total_cmp(&a.1));
     for (level, score) in order {
         if score < 1.0 {
             break;
         }
         if level == 0 {
-            if let Some(c) = build(v, 0, v.levels[0].clone(), busy, "l0") {
+            if let Some(c) = build(v, 0, t.base, v.levels[0].clone(), busy, "l0") {
                 return Some(c);
             }
             continue;
@@ -149,7 +198,7 @@ pub fn pick(
             .collect();
         cands.sort_by(|a, b| a.0.total_cmp(&b.0));
         for (_, f) in cands {
-            if let Some(c) = build(v, level, vec![f.clone()], busy, "size") {
+            if let Some(c) = build(v, level, level + 1, vec![f.clone()], busy, "size") {
                 return Some(c);
             }
         }
@@ -162,7 +211,8 @@ pub fn pick(
             } else {
                 vec![f.clone()]
             };
-            if let Some(c) = build(v, level, inputs, busy, "blob-gc") {
+            let out = output_level(v, &t, level);
+            if let Some(c) = build(v, level, out, inputs, busy, "blob-gc") {
                 return Some(c);
             }
         }
@@ -222,19 +272,80 @@ mod tests {
         }
         let v = Version::empty(4).apply(&edit, Path::new("/nonexistent"), &storage, &None);
         let f = v.levels[1][0].clone();
-        let c = build(&v, 1, vec![f], &HashSet::new(), "test").unwrap();
+        let c = build(&v, 1, 2, vec![f], &HashSet::new(), "test").unwrap();
         // k = 1 of n_u = 2 upper files meets m = 1 of n_l = 4 lower files: (1/4)/(1/2).
         assert_eq!(c.overlaps.len(), 1);
         assert!((c.merge_amplification(&v) - 0.5).abs() < 1e-12);
         // Both upper files span "a".."p", which covers three of the four lower files:
         // (3/4)/(2/2).
-        let c = build(&v, 1, v.levels[1].clone(), &HashSet::new(), "test").unwrap();
+        let c = build(&v, 1, 2, v.levels[1].clone(), &HashSet::new(), "test").unwrap();
         assert_eq!(c.overlaps.len(), 3);
         assert!((c.merge_amplification(&v) - 0.75).abs() < 1e-12);
         // Into an empty level: nothing merged.
         let f = v.levels[2][0].clone();
-        let c = build(&v, 2, vec![f], &HashSet::new(), "test").unwrap();
+        let c = build(&v, 2, 3, vec![f], &HashSet::new(), "test").unwrap();
         assert_eq!(c.merge_amplification(&v), 0.0);
         assert!(c.bottommost);
+    }
+}
+
+#[cfg(test)]
+mod target_tests {
+    use super::*;
+    use crate::io::{FileStorage, Storage};
+    use crate::types::{make_internal_key, ValueKind};
+    use crate::version::{FileMeta, VersionEdit};
+    use std::path::Path;
+
+    fn version_with(level: usize, size: u64) -> Version {
+        let storage: Arc<dyn Storage> = Arc::new(FileStorage::new());
+        let mut edit = VersionEdit::default();
+        edit.added.push((
+            level,
+            FileMeta {
+                number: 1,
+                size,
+                smallest: make_internal_key(b"a", 1, ValueKind::Value),
+                largest: make_internal_key(b"z", 1, ValueKind::Value),
+                smallest_seq: 1,
+                largest_seq: 1,
+                entries: 1,
+                deletions: 0,
+                oldest_blob: None,
+            },
+        ));
+        Version::empty(7).apply(&edit, Path::new("/nonexistent"), &storage, &None)
+    }
+
+    #[test]
+    fn dynamic_targets_follow_the_last_level() {
+        let opts = Options {
+            level1_max_bytes: 256 << 20,
+            growth_factor: 10.0,
+            ..Options::default()
+        };
+        // An empty tree: L0 goes straight to the last level.
+        let t = targets(&Version::empty(7), &opts);
+        assert_eq!(t.base, 6);
+        // 2.7 GB in L6: L5 gets 270 MB > 256 MB, so L4 (27 MB) is the base.
+        let v = version_with(6, 2_700 << 20);
+        let t = targets(&v, &opts);
+        assert_eq!(t.base, 4);
+        assert!((t.bytes[5] - (270 << 20) as f64).abs() < 1.0);
+        assert!((t.bytes[4] - (27 << 20) as f64).abs() < 1.0);
+        assert_eq!(output_level(&v, &t, 0), 4);
+        // Data stranded above the base is drained down first.
+        let v = version_with(2, 1 << 20);
+        let t = targets(&v, &opts);
+        assert_eq!(t.base, 6);
+        assert_eq!(scores(&v, &opts, &t)[2], f64::INFINITY);
+        // Static targets: L1 is the base, level n holds level1_max_bytes * f^(n-1).
+        let st = Options {
+            dynamic_level_bytes: false,
+            ..opts
+        };
+        let t = targets(&v, &st);
+        assert_eq!(t.base, 1);
+        assert_eq!(t.bytes[3], (256u64 << 20) as f64 * 100.0);
     }
 }
