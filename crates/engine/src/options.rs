@@ -128,7 +128,10 @@ pub struct Options {
     /// max_write_buffer_number = 2).
     pub max_immutable_memtables: usize,
     pub l0_compaction_trigger: usize,
-    /// Writers stall while L0 has this many files.
+    /// Writers stall while L0 has this many files (36, RocksDB's
+    /// level0_stop_writes_trigger: a lower value forces many small L0 merges into the
+    /// large bottom level, each rewriting it and relocating its old values under BlobDB GC;
+    /// measured in docs/bench.md).
     pub l0_stop_writes_trigger: usize,
     /// Size ratio between adjacent levels.
     pub growth_factor: f64,
@@ -170,7 +173,7 @@ impl Default for Options {
             memtable_size: 64 << 20,
             max_immutable_memtables: 1,
             l0_compaction_trigger: 4,
-            l0_stop_writes_trigger: 20,
+            l0_stop_writes_trigger: 36,
             growth_factor: 10.0,
             num_levels: 7,
             level1_max_bytes: 256 << 20,
