@@ -53,20 +53,15 @@ pub fn make_internal_key(user_key: &[u8], seq: SeqNo, kind: ValueKind) -> Vec<u8
     v
 }
 
-pub fn append_internal_key(dst: &mut Vec<u8>, user_key: &[u8], seq: SeqNo, kind: ValueKind) {
-    dst.extend_from_slice(user_key);
-    dst.extend_from_slice(&pack_trailer(seq, kind).to_le_bytes());
-}
-
-/// Appends an internal key to an arena buffer.
-pub fn append_internal_key_bytes(
-    dst: &mut bytes::BytesMut,
+/// Appends an internal key to a buffer (a `Vec<u8>`, or the memtable's arena).
+pub fn append_internal_key(
+    dst: &mut impl bytes::BufMut,
     user_key: &[u8],
     seq: SeqNo,
     kind: ValueKind,
 ) {
-    dst.extend_from_slice(user_key);
-    dst.extend_from_slice(&pack_trailer(seq, kind).to_le_bytes());
+    dst.put_slice(user_key);
+    dst.put_slice(&pack_trailer(seq, kind).to_le_bytes());
 }
 
 /// A borrowed, already validated view of an internal key.

@@ -192,12 +192,8 @@ fn flush_recovered(
     mem: &Arc<Memtable>,
     edit: &mut VersionEdit,
 ) -> Result<()> {
-    let next = std::sync::Mutex::new(versions.next_file_number);
-    let nf = || {
-        let mut n = next.lock().unwrap();
-        *n += 1;
-        *n - 1
-    };
+    let next = AtomicU64::new(versions.next_file_number);
+    let nf = || next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let blobs = versions.current().blobs.clone();
     let spec = JobSpec {
         dir,
@@ -213,7 +209,7 @@ fn flush_recovered(
         new_file_number: &nf,
     };
     let out = compaction::run(&spec, &mut mem.iter())?;
-    versions.next_file_number = *next.lock().unwrap();
+    versions.next_file_number = next.into_inner();
     edit.added.extend(out.tables.into_iter().map(|t| (0, t)));
     edit.added_blobs.extend(out.blobs);
     edit.blob_garbage

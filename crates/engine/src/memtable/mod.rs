@@ -11,8 +11,8 @@
 use crate::error::Result;
 use crate::sst::InternalIterator;
 use crate::types::{
-    append_internal_key_bytes, cmp_internal, make_internal_key, parse_internal_key, SeqNo,
-    ValueKind, KIND_SEEK, TRAILER_LEN,
+    append_internal_key, cmp_internal, make_internal_key, parse_internal_key, SeqNo, ValueKind,
+    KIND_SEEK, TRAILER_LEN,
 };
 use bytes::{Bytes, BytesMut};
 use crossbeam_skiplist::SkipMap;
@@ -83,7 +83,7 @@ impl Memtable {
             if arena.capacity() - arena.len() < need {
                 *arena = BytesMut::with_capacity(need.max(CHUNK));
             }
-            append_internal_key_bytes(&mut arena, key, seq, kind);
+            append_internal_key(&mut *arena, key, seq, kind);
             let k = arena.split().freeze();
             arena.extend_from_slice(value);
             (k, arena.split().freeze())
