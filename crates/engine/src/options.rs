@@ -3,6 +3,8 @@
 
 use crate::error::{Error, Result};
 use crate::io::Storage;
+use crate::lifetime::{GbmParams, ThresholdParams};
+use crate::types::SeqNo;
 use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
@@ -24,16 +26,64 @@ pub enum GcPolicyConfig {
     /// values (checked by a tree lookup) are rewritten and their new pointers written back
     /// through the write path.
     Titan { garbage_ratio: f64 },
+    /// TerarkDB: garbage-ratio-triggered GC like Titan, but valid values are found again
+    /// through value index maps instead of a pointer write-back.
+    Terark { garbage_ratio: f64 },
+    /// Lifetime-aware GC (paper 000, DumpKV): value files with a lifetime class and a TTL,
+    /// collected when the TTL elapses, valid values placed by `mode`, index maps.
+    Lifetime { mode: LifetimeMode },
+}
+
+/// How the lifetime policy places the valid values GC finds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LifetimeMode {
+    /// By the online-trained model (DumpKV).
+    Learned,
+    /// Every valid value to the long class (the paper's ablation, sec. 5.6).
+    NoModel,
+    /// By the true next write of the key, from [`Options::lifetime_oracle`]: the lower
+    /// bound the model aims at.
+    Oracle,
 }
 
 impl GcPolicyConfig {
-    pub const NAMES: [&'static str; 3] = ["inline", "blobdb", "titan"];
+    pub const NAMES: [&'static str; 7] = [
+        "inline",
+        "blobdb",
+        "titan",
+        "terark",
+        "lifetime",
+        "lifetime-nomodel",
+        "oracle",
+    ];
 
     pub fn name(&self) -> &'static str {
         match self {
             GcPolicyConfig::Inline => "inline",
             GcPolicyConfig::BlobDb { .. } => "blobdb",
             GcPolicyConfig::Titan { .. } => "titan",
+            GcPolicyConfig::Terark { .. } => "terark",
+            GcPolicyConfig::Lifetime { mode } => match mode {
+                LifetimeMode::Learned => "lifetime",
+                LifetimeMode::NoModel => "lifetime-nomodel",
+                LifetimeMode::Oracle => "oracle",
+            },
+        }
+    }
+
+    /// Whether GC redirects reads through value index maps instead of writing pointers back.
+    pub fn uses_index_maps(&self) -> bool {
+        matches!(
+            self,
+            GcPolicyConfig::Terark { .. } | GcPolicyConfig::Lifetime { .. }
+        )
+    }
+
+    pub fn lifetime_mode(&self) -> Option<LifetimeMode> {
+        match self {
+            GcPolicyConfig::Lifetime { mode } => Some(*mode),
+            _ => None,
         }
     }
 
@@ -73,7 +123,8 @@ impl GcPolicyConfig {
                 ratio("gc.age_cutoff", age_cutoff)?;
                 ratio("gc.force_threshold", force_threshold)
             }
-            GcPolicyConfig::Titan { garbage_ratio } => {
+            GcPolicyConfig::Lifetime { .. } => Ok(()),
+            GcPolicyConfig::Titan { garbage_ratio } | GcPolicyConfig::Terark { garbage_ratio } => {
                 ratio("gc.garbage_ratio", garbage_ratio)?;
                 if garbage_ratio == 0.0 {
                     return Err(Error::InvalidOptions {
@@ -106,6 +157,16 @@ impl FromStr for GcPolicyConfig {
             "inline" => Ok(GcPolicyConfig::Inline),
             "blobdb" => Ok(GcPolicyConfig::blobdb()),
             "titan" => Ok(GcPolicyConfig::titan()),
+            "terark" => Ok(GcPolicyConfig::Terark { garbage_ratio: 0.2 }),
+            "lifetime" => Ok(GcPolicyConfig::Lifetime {
+                mode: LifetimeMode::Learned,
+            }),
+            "lifetime-nomodel" => Ok(GcPolicyConfig::Lifetime {
+                mode: LifetimeMode::NoModel,
+            }),
+            "oracle" => Ok(GcPolicyConfig::Lifetime {
+                mode: LifetimeMode::Oracle,
+            }),
             other => Err(Error::InvalidOptions {
                 name: "gc",
                 detail: format!(
@@ -161,8 +222,45 @@ pub struct Options {
     /// Value files are cut at this size.
     pub blob_file_size: u64,
     pub gc: GcPolicyConfig,
+    /// Parameters of the lifetime policies.
+    pub lifetime: LifetimeOptions,
+    /// The future, for the `oracle` policy only: the benchmark that generated the workload
+    /// knows each key's next write.
+    pub lifetime_oracle: Option<Arc<dyn LifetimeOracle>>,
     /// The device; `None` means plain files ([`crate::io::FileStorage`]).
     pub storage: Option<Arc<dyn Storage>>,
+}
+
+/// Knows when each key will be written next (for the `oracle` policy).
+pub trait LifetimeOracle: Send + Sync {
+    /// The sequence number of the first write of `key` after sequence number `after`.
+    fn next_write(&self, key: &[u8], after: SeqNo) -> Option<SeqNo>;
+}
+
+/// Parameters of the lifetime policies (paper 000). Thresholds follow
+/// [`ThresholdParams`]'s defaults, the paper's.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LifetimeOptions {
+    pub thresholds: ThresholdParams,
+    /// Training samples per model (the paper: 128k).
+    pub dataset_capacity: usize,
+    pub gbm: GbmParams,
+    /// Store the value size as a static feature (sec. 4.2, optional).
+    pub value_size_feature: bool,
+    /// At most this many bytes of value files per GC job.
+    pub max_gc_batch_bytes: u64,
+}
+
+impl Default for LifetimeOptions {
+    fn default() -> Self {
+        LifetimeOptions {
+            thresholds: ThresholdParams::default(),
+            dataset_capacity: crate::lifetime::DEFAULT_DATASET_CAPACITY,
+            gbm: GbmParams::default(),
+            value_size_feature: false,
+            max_gc_batch_bytes: 1 << 30,
+        }
+    }
 }
 
 impl Default for Options {
@@ -190,6 +288,8 @@ impl Default for Options {
             min_blob_size: 512,
             blob_file_size: 256 << 20,
             gc: GcPolicyConfig::default(),
+            lifetime: LifetimeOptions::default(),
+            lifetime_oracle: None,
             storage: None,
         }
     }
@@ -267,7 +367,20 @@ impl Options {
         if self.max_value_size > u32::MAX as usize {
             return Err(invalid("max_value_size", "must fit in 32 bits"));
         }
-        self.gc.validate()
+        self.gc.validate()?;
+        if self.gc.uses_index_maps() || self.gc.lifetime_mode().is_some() {
+            self.lifetime.thresholds.validate()?;
+            if self.lifetime.dataset_capacity < 2 {
+                return Err(invalid("lifetime.dataset_capacity", "must be at least 2"));
+            }
+        }
+        if self.gc.lifetime_mode() == Some(LifetimeMode::Oracle) && self.lifetime_oracle.is_none() {
+            return Err(invalid(
+                "lifetime_oracle",
+                "the oracle policy needs the workload's future (Options::lifetime_oracle)",
+            ));
+        }
+        Ok(())
     }
 }
 

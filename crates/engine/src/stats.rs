@@ -70,6 +70,8 @@ pub struct DbStats {
     pub disk_bytes: u64,
     pub tree_bytes: u64,
     pub value_file_bytes: u64,
+    /// Value index maps (index-map GC policies).
+    pub index_map_bytes: u64,
     pub wal_bytes: u64,
     pub memtable_bytes: u64,
     pub stall_micros: u64,
@@ -85,6 +87,8 @@ pub struct DbStats {
     pub levels: Vec<LevelStats>,
     pub value_files: Vec<ValueFileStats>,
     pub cache: CacheStats,
+    /// Lifetime and TerarkDB policies only.
+    pub lifetime: Option<crate::db::LifetimeStats>,
 }
 
 impl DbStats {

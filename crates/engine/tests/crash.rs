@@ -3,7 +3,8 @@
 //! database and checks that every acknowledged write is there. Small memtables and value
 //! files make kills land inside flushes, compactions and GC jobs too.
 
-use halflife_engine::{GcPolicyConfig, Options, WriteOptions, DB};
+use halflife_engine::lifetime::{GbmParams, ThresholdParams};
+use halflife_engine::{GcPolicyConfig, LifetimeOptions, Options, WriteOptions, DB};
 use rand::{Rng, SeedableRng};
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -24,6 +25,20 @@ fn options(policy: &str) -> Options {
         min_blob_size: 100,
         blob_file_size: 64 << 10,
         gc: policy.parse().unwrap(),
+        // Lifetime policies: short TTLs and a small dataset, so that kills also land in
+        // GC jobs, index-map writes and model training/saving.
+        lifetime: LifetimeOptions {
+            thresholds: ThresholdParams {
+                initial_ttl: 400,
+                ..ThresholdParams::default()
+            },
+            dataset_capacity: 32,
+            gbm: GbmParams {
+                iterations: 5,
+                ..GbmParams::default()
+            },
+            ..LifetimeOptions::default()
+        },
         ..Options::default()
     }
 }
@@ -145,6 +160,16 @@ fn crash_blobdb() {
 #[test]
 fn crash_titan_during_gc() {
     crash_rounds("titan", 13, 5);
+}
+
+#[test]
+fn crash_lifetime_during_gc_and_training() {
+    crash_rounds("lifetime", 14, 5);
+}
+
+#[test]
+fn crash_terark_during_gc() {
+    crash_rounds("terark", 15, 3);
 }
 
 #[test]

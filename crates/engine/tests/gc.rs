@@ -1,7 +1,8 @@
 //! Value-file GC: no value lost, obsolete values reclaimed, counted bytes equal file sizes.
 
 use halflife_engine::io::IoCause;
-use halflife_engine::{GcPolicyConfig, Options, DB};
+use halflife_engine::lifetime::ThresholdParams;
+use halflife_engine::{GcPolicyConfig, LifetimeMode, LifetimeOptions, Options, DB};
 use std::path::Path;
 
 fn opts(gc: GcPolicyConfig) -> Options {
@@ -14,6 +15,15 @@ fn opts(gc: GcPolicyConfig) -> Options {
         min_blob_size: 100,
         blob_file_size: 64 << 10,
         gc,
+        // Lifetime policy: a TTL of 150 writes, shorter than the 200 writes between two
+        // versions of a key, so that GC finds valid values to move.
+        lifetime: LifetimeOptions {
+            thresholds: ThresholdParams {
+                initial_ttl: 150,
+                ..ThresholdParams::default()
+            },
+            ..LifetimeOptions::default()
+        },
         ..Options::default()
     }
 }
@@ -103,6 +113,36 @@ fn blobdb_reclaims_overwritten_values() {
     );
     let files_with_garbage = s.value_files.iter().filter(|f| f.garbage_bytes > 0).count();
     assert!(files_with_garbage < s.value_files.len() || s.value_files.is_empty());
+}
+
+#[test]
+fn terark_reclaims_overwritten_values_through_index_maps() {
+    let (s, live) = overwrite_and_collect(GcPolicyConfig::Terark { garbage_ratio: 0.2 });
+    assert!(s.gc_jobs > 0, "no GC job ran");
+    assert_eq!(s.gc_writeback_entries, 0, "no write-back with index maps");
+    assert!(
+        s.value_file_bytes < 4 * live,
+        "value files {} live {live}",
+        s.value_file_bytes
+    );
+}
+
+#[test]
+fn lifetime_reclaims_overwritten_values_when_ttls_expire() {
+    let (s, live) = overwrite_and_collect(GcPolicyConfig::Lifetime {
+        mode: LifetimeMode::NoModel,
+    });
+    assert!(s.gc_jobs > 0, "no GC job ran");
+    assert_eq!(s.gc_writeback_entries, 0);
+    let l = s.lifetime.unwrap();
+    assert!(l.placed_long > 0, "GC found no valid value to place");
+    assert!(!l.gc_history.is_empty());
+    // Ten versions were written; what remains is the files still inside their TTL.
+    assert!(
+        s.value_file_bytes < 5 * live,
+        "value files {} live {live}",
+        s.value_file_bytes
+    );
 }
 
 #[test]

@@ -2,11 +2,16 @@
 //! with flushes, compactions, snapshots, scans and reopenings. Small memtables and value
 //! files make every background path (flush, compaction, relocation, GC, write-back) run.
 
-use halflife_engine::{GcPolicyConfig, Options, WriteBatch, WriteOptions, DB};
+use halflife_engine::lifetime::{GbmParams, ThresholdParams};
+use halflife_engine::{
+    GcPolicyConfig, LifetimeMode, LifetimeOptions, LifetimeOracle, Options, WriteBatch,
+    WriteOptions, DB,
+};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::collections::BTreeMap;
 use std::ops::Bound;
+use std::sync::Arc;
 
 fn small_options(gc: GcPolicyConfig, dynamic_level_bytes: bool) -> Options {
     Options {
@@ -20,8 +25,34 @@ fn small_options(gc: GcPolicyConfig, dynamic_level_bytes: bool) -> Options {
         min_blob_size: 64,
         blob_file_size: 32 << 10,
         block_cache_capacity: 64 << 10,
+        lifetime: LifetimeOptions {
+            // TTLs of a few hundred writes and a tiny dataset, so that GC jobs, training
+            // and model-driven placement all happen within a few thousand operations.
+            thresholds: ThresholdParams {
+                initial_ttl: 300,
+                ..ThresholdParams::default()
+            },
+            dataset_capacity: 64,
+            gbm: GbmParams {
+                iterations: 5,
+                ..GbmParams::default()
+            },
+            value_size_feature: true,
+            max_gc_batch_bytes: 64 << 10,
+        },
+        lifetime_oracle: Some(Arc::new(EveryKeyAgainSoon)),
         gc,
         ..Options::default()
+    }
+}
+
+/// An oracle for the model test (which has no future to look at): every key is written
+/// again within one sequence number, so `oracle` places every valid value short.
+struct EveryKeyAgainSoon;
+
+impl LifetimeOracle for EveryKeyAgainSoon {
+    fn next_write(&self, _key: &[u8], after: u64) -> Option<u64> {
+        Some(after + 1)
     }
 }
 
@@ -73,6 +104,29 @@ fn check_scan(db: &DB, model: &BTreeMap<Vec<u8>, Vec<u8>>, lo: &[u8], hi: &[u8])
     assert!(got == want, "scan contents differ");
 }
 
+#[derive(Default)]
+struct LifetimeSums {
+    gc_jobs: u64,
+    lazy_rewrites: u64,
+    links: u64,
+    gc_records: usize,
+    trainings: u64,
+    placed_short: u64,
+}
+
+impl LifetimeSums {
+    fn add(&mut self, s: &halflife_engine::DbStats) {
+        self.gc_jobs += s.gc_jobs;
+        if let Some(l) = &s.lifetime {
+            self.lazy_rewrites += l.lazy_rewrites;
+            self.links += l.links;
+            self.gc_records += l.gc_history.len();
+            self.trainings += l.trainings;
+            self.placed_short += l.placed_short;
+        }
+    }
+}
+
 fn run_model(gc: GcPolicyConfig, seed: u64, steps: usize) {
     run_model_shaped(gc, seed, steps, true);
 }
@@ -85,6 +139,8 @@ fn run_model_shaped(gc: GcPolicyConfig, seed: u64, steps: usize, dynamic: bool) 
     let mut snaps = Vec::new();
     let mut version = 0u32;
     let (mut flushes, mut compactions) = (0, 0);
+    // Lifetime counters summed over the reopenings.
+    let mut sums = LifetimeSums::default();
     for step in 0..steps {
         version += 1;
         let i = rng.random_range(0..400u32);
@@ -158,6 +214,7 @@ fn run_model_shaped(gc: GcPolicyConfig, seed: u64, steps: usize, dynamic: bool) 
                 let s = db.stats();
                 flushes += s.flushes;
                 compactions += s.compactions;
+                sums.add(&s);
                 db.close().unwrap();
                 db = DB::open(dir.path(), small_options(gc.clone(), dynamic)).unwrap();
             }
@@ -170,6 +227,26 @@ fn run_model_shaped(gc: GcPolicyConfig, seed: u64, steps: usize, dynamic: bool) 
     assert_eq!(db.measure_live_bytes().unwrap(), live);
     let s = db.stats();
     assert!(s.write_amplification >= 1.0, "{}", s.write_amplification);
+    sums.add(&s);
+    if gc.uses_index_maps() {
+        assert!(sums.gc_jobs > 0, "no GC job ran");
+        assert!(
+            sums.lazy_rewrites > 0,
+            "no pointer was rewritten through a map"
+        );
+        if gc.lifetime_mode().is_some() {
+            assert!(sums.links > 0, "no feature record was linked");
+            assert!(sums.gc_records > 0);
+        }
+        match gc.lifetime_mode() {
+            Some(LifetimeMode::Learned) => {
+                assert!(sums.trainings > 0, "no model trained: {:?}", s.lifetime)
+            }
+            Some(LifetimeMode::Oracle) => assert!(sums.placed_short > 0),
+            Some(LifetimeMode::NoModel) => assert_eq!(sums.placed_short, 0),
+            None => {}
+        }
+    }
     flushes += s.flushes;
     compactions += s.compactions;
     assert!(
@@ -224,4 +301,48 @@ fn model_titan_aggressive_gc() {
 #[test]
 fn model_blobdb_static_level_targets() {
     run_model_shaped(GcPolicyConfig::blobdb(), 6, 2000, false);
+}
+
+#[test]
+fn model_lifetime() {
+    run_model(
+        GcPolicyConfig::Lifetime {
+            mode: LifetimeMode::Learned,
+        },
+        7,
+        3000,
+    );
+}
+
+#[test]
+fn model_lifetime_nomodel() {
+    run_model(
+        GcPolicyConfig::Lifetime {
+            mode: LifetimeMode::NoModel,
+        },
+        8,
+        2000,
+    );
+}
+
+#[test]
+fn model_lifetime_oracle() {
+    run_model(
+        GcPolicyConfig::Lifetime {
+            mode: LifetimeMode::Oracle,
+        },
+        9,
+        2000,
+    );
+}
+
+#[test]
+fn model_terark() {
+    run_model(
+        GcPolicyConfig::Terark {
+            garbage_ratio: 0.05,
+        },
+        10,
+        3000,
+    );
 }

@@ -8,15 +8,35 @@
 
 use crate::error::{Error, Result};
 use crate::io::{IoCause, Storage};
+use crate::lifetime::FeatureRecord;
 use crate::options::Options;
 use crate::sst::{InternalIterator, TableBuilder, TableOptions};
-use crate::types::{parse_internal_key, SeqNo, ValueKind};
-use crate::version::{table_file_name, FileMeta};
+use crate::types::{parse_internal_key, user_key, SeqNo, ValueKind};
+use crate::version::{table_file_name, FileMeta, Version};
 use crate::vlog::file::{value_file_name, BlobMeta};
-use crate::vlog::{BlobFile, ValueFileWriter, ValuePointer};
-use std::collections::{BTreeMap, HashMap};
+use crate::vlog::{FileLifetime, ValueFileWriter, ValuePointer};
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
+
+/// What the lifetime policies add to flush and compaction (paper 000, sec. 4.2-4.3).
+pub trait LifetimeHooks: Sync {
+    /// The lifetime stamped on value files the job creates.
+    fn new_file_lifetime(&self) -> Option<FileLifetime>;
+    /// The feature record flush stores after a new pointer (marked pending a link).
+    fn fresh_features(&self, value_len: usize) -> FeatureRecord;
+    /// The key's newest write older than `seq` *below* the job's output level: its
+    /// sequence number and, if it is a separated value, its feature record.
+    fn previous_below(&self, key: &[u8], seq: SeqNo) -> Result<Option<Previous>>;
+    /// A true lifetime: the write whose record was `prev` lived `lifetime` sequence numbers.
+    fn observe(&self, prev: &FeatureRecord, lifetime: SeqNo);
+}
+
+/// An older write of a key, as feature linking needs it.
+pub struct Previous {
+    pub seq: SeqNo,
+    pub features: Option<FeatureRecord>,
+}
 
 /// What a job is allowed to do with the entries it reads.
 pub struct JobSpec<'a> {
@@ -35,8 +55,11 @@ pub struct JobSpec<'a> {
     pub split_outputs: bool,
     /// Rewrite the value a pointer points to into a new value file (BlobDB-style GC).
     pub relocate: Option<&'a (dyn Fn(&ValuePointer) -> bool + Sync)>,
-    /// Value files pointers may refer to (to read relocated values).
-    pub blobs: &'a BTreeMap<u64, Arc<BlobFile>>,
+    /// The version the job started from: its value files (to read relocated values) and
+    /// index maps (to rewrite pointers to collected files lazily).
+    pub version: &'a Version,
+    /// Lifetime policies: feature records, file lifetimes, lifetime samples.
+    pub lifetime: Option<&'a dyn LifetimeHooks>,
     /// Allocates file numbers.
     pub new_file_number: &'a (dyn Fn() -> u64 + Sync),
 }
@@ -46,11 +69,32 @@ pub struct JobSpec<'a> {
 pub struct JobOutput {
     pub tables: Vec<FileMeta>,
     pub blobs: Vec<BlobMeta>,
-    /// Per value file: (bytes, entries) that became garbage.
-    pub garbage: HashMap<u64, (u64, u64)>,
+    /// Pointers the job removed from the tree: their records became garbage. They are
+    /// charged when the job installs (see [`garbage_by_file`]), because a GC may have moved
+    /// the records meanwhile.
+    pub dropped: Vec<ValuePointer>,
     pub entries_in: u64,
     pub entries_out: u64,
     pub relocated_bytes: u64,
+    /// Pointers to collected value files rewritten through index maps.
+    pub lazy_rewrites: u64,
+    /// Feature records linked to the key's previous write.
+    pub links: u64,
+}
+
+/// Charges dropped pointers to the files that hold their records under `v`:
+/// (file, bytes, entries). A record GC did not keep (it was garbage when its file was
+/// collected) is charged to nothing.
+pub fn garbage_by_file(v: &Version, dropped: &[ValuePointer]) -> Vec<(u64, u64, u64)> {
+    let mut g: BTreeMap<u64, (u64, u64)> = BTreeMap::new();
+    for p in dropped {
+        if let Some(r) = v.resolve(p) {
+            let e = g.entry(r.file).or_default();
+            e.0 += r.size as u64;
+            e.1 += 1;
+        }
+    }
+    g.into_iter().map(|(n, (b, e))| (n, b, e)).collect()
 }
 
 struct Outputs<'a> {
@@ -118,7 +162,9 @@ impl Outputs<'_> {
 
     fn finish_value_file(&mut self) -> Result<()> {
         if let Some(w) = self.value_writer.take() {
-            self.out.blobs.push(w.finish()?);
+            let mut meta = w.finish()?;
+            meta.lifetime = self.spec.lifetime.and_then(|l| l.new_file_lifetime());
+            self.out.blobs.push(meta);
         }
         Ok(())
     }
@@ -158,91 +204,202 @@ pub fn run(spec: &JobSpec<'_>, input: &mut dyn InternalIterator) -> Result<JobOu
     }
 }
 
+/// Per-key state of the loop.
+#[derive(Default)]
+struct KeyState {
+    cur_key: Vec<u8>,
+    have_key: bool,
+    /// Sequence number of the previous (newer) version of the current key, if any.
+    last_seq: Option<SeqNo>,
+    new_value: Vec<u8>,
+    new_key: Vec<u8>,
+}
+
 fn run_inner(spec: &JobSpec<'_>, input: &mut dyn InternalIterator, o: &mut Outputs) -> Result<()> {
     input.seek_to_first()?;
-    let mut cur_key: Vec<u8> = Vec::new();
-    let mut have_key = false;
-    // Sequence number of the previous (newer) version of the current key, if any.
-    let mut last_seq_for_key: Option<SeqNo> = None;
-    let mut new_value = Vec::new();
-    let mut new_key = Vec::new();
+    let mut ks = KeyState::default();
+    // Compactions under a lifetime policy see all versions of a key before writing any, to
+    // link each flushed feature record to the key's previous write (paper 000, sec. 4.3).
+    let linking = spec.lifetime.filter(|_| !spec.separate_values);
+    let mut group: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
     while input.valid() {
-        let ikey = input.key();
-        let p = parse_internal_key(ikey)
-            .ok_or_else(|| Error::corruption(spec.dir, "malformed internal key in job input"))?;
-        o.out.entries_in += 1;
-        let first_of_key = !have_key || p.user_key != cur_key.as_slice();
-        if first_of_key {
-            // Cut the output between user keys only.
-            if spec.split_outputs
-                && o.table
-                    .as_ref()
-                    .is_some_and(|t| t.0.estimated_size() >= spec.opts.target_file_size)
-            {
-                o.finish_table()?;
-            }
-            cur_key.clear();
-            cur_key.extend_from_slice(p.user_key);
-            have_key = true;
-            last_seq_for_key = None;
-        }
-        let shadowed = last_seq_for_key.is_some_and(|s| s <= spec.smallest_snapshot);
-        let dead_tombstone = p.kind == ValueKind::Deletion
-            && spec.drop_tombstones
-            && p.seq <= spec.smallest_snapshot;
-        last_seq_for_key = Some(p.seq);
-        let value = input.value();
-        if shadowed || dead_tombstone {
-            if p.kind == ValueKind::Pointer {
-                let (ptr, _) = ValuePointer::decode(spec.dir, value)?;
-                let g = o.out.garbage.entry(ptr.file).or_default();
-                g.0 += ptr.size as u64;
-                g.1 += 1;
-            }
+        let Some(hooks) = linking else {
+            process(spec, o, &mut ks, input.key(), input.value())?;
             input.next()?;
             continue;
-        }
-        match p.kind {
-            ValueKind::Value if spec.separate_values && value.len() >= spec.opts.min_blob_size => {
-                let ptr = o.write_value(p.user_key, value, IoCause::ValueLog)?;
-                new_value.clear();
-                ptr.encode_into(&mut new_value);
-                new_key.clear();
-                crate::types::append_internal_key(
-                    &mut new_key,
-                    p.user_key,
-                    p.seq,
-                    ValueKind::Pointer,
-                );
-                o.emit(&new_key, &new_value, Some(ptr))?;
+        };
+        let same = group
+            .first()
+            .is_some_and(|(k, _)| user_key(k) == user_key(input.key()));
+        if !same && !group.is_empty() {
+            link_group(spec, hooks, &mut group, &mut o.out)?;
+            for (k, v) in group.drain(..) {
+                process(spec, o, &mut ks, &k, &v)?;
             }
-            ValueKind::Pointer => {
-                let (ptr, meta) = ValuePointer::decode(spec.dir, value)?;
-                if spec.relocate.is_some_and(|f| f(&ptr)) {
-                    let old = spec.blobs.get(&ptr.file).ok_or_else(|| {
-                        Error::corruption(
-                            spec.dir,
-                            format!("pointer to missing value file {}", ptr.file),
-                        )
-                    })?;
-                    let v = old.read(&ptr, p.user_key, IoCause::GcRead)?;
-                    let np = o.write_value(p.user_key, &v, IoCause::GcWrite)?;
-                    o.out.relocated_bytes += np.size as u64;
-                    let g = o.out.garbage.entry(ptr.file).or_default();
-                    g.0 += ptr.size as u64;
-                    g.1 += 1;
-                    new_value.clear();
-                    np.encode_into(&mut new_value);
-                    new_value.extend_from_slice(meta);
-                    o.emit(ikey, &new_value, Some(np))?;
-                } else {
-                    o.emit(ikey, value, Some(ptr))?;
-                }
-            }
-            _ => o.emit(ikey, value, None)?,
         }
+        group.push((input.key().to_vec(), input.value().to_vec()));
         input.next()?;
+    }
+    if let Some(hooks) = linking.filter(|_| !group.is_empty()) {
+        link_group(spec, hooks, &mut group, &mut o.out)?;
+        for (k, v) in group.drain(..) {
+            process(spec, o, &mut ks, &k, &v)?;
+        }
     }
     o.finish_table()?;
     o.finish_value_file()
+}
+
+/// Links the feature records of one key's versions (newest first) that flush left
+/// pending: each gets the history of the version before it (in the group, else the
+/// key's newest write below the output), and each interval found is a true lifetime.
+fn link_group(
+    spec: &JobSpec<'_>,
+    hooks: &dyn LifetimeHooks,
+    group: &mut [(Vec<u8>, Vec<u8>)],
+    out: &mut JobOutput,
+) -> Result<()> {
+    let parse = |k: &[u8]| {
+        parse_internal_key(k)
+            .map(|p| (p.seq, p.kind))
+            .ok_or_else(|| Error::corruption(spec.dir, "malformed internal key in job input"))
+    };
+    // Oldest first, carrying the previous write's sequence number and record.
+    let mut prev: Option<Previous> = None;
+    for i in (0..group.len()).rev() {
+        let (seq, kind) = parse(&group[i].0)?;
+        if kind != ValueKind::Pointer {
+            prev = Some(Previous {
+                seq,
+                features: None,
+            });
+            continue;
+        }
+        let (ptr, meta) = ValuePointer::decode(spec.dir, &group[i].1)?;
+        let (mut rec, _) = FeatureRecord::decode_from(spec.dir, meta)?;
+        if rec.pending_link() {
+            if prev.is_none() && i + 1 == group.len() {
+                let key = user_key(&group[i].0).to_vec();
+                prev = hooks.previous_below(&key, seq)?;
+            }
+            let size = rec.value_size();
+            rec = match &prev {
+                Some(p) => {
+                    let mut r = p.features.clone().unwrap_or_default();
+                    if let Some(f) = &p.features {
+                        hooks.observe(f, seq.saturating_sub(p.seq));
+                    }
+                    r.update(seq, p.seq);
+                    r
+                }
+                None => FeatureRecord::new(),
+            };
+            rec.set_value_size(size);
+            rec.set_pending_link(false);
+            out.links += 1;
+            let mut v = ptr.encode();
+            rec.encode_into(&mut v);
+            group[i].1 = v;
+        }
+        prev = Some(Previous {
+            seq,
+            features: Some(rec),
+        });
+    }
+    Ok(())
+}
+
+/// Keeps or drops one entry (newest versions of a key first) and writes what is kept.
+fn process(
+    spec: &JobSpec<'_>,
+    o: &mut Outputs,
+    ks: &mut KeyState,
+    ikey: &[u8],
+    value: &[u8],
+) -> Result<()> {
+    let p = parse_internal_key(ikey)
+        .ok_or_else(|| Error::corruption(spec.dir, "malformed internal key in job input"))?;
+    o.out.entries_in += 1;
+    let first_of_key = !ks.have_key || p.user_key != ks.cur_key.as_slice();
+    if first_of_key {
+        // Cut the output between user keys only.
+        if spec.split_outputs
+            && o.table
+                .as_ref()
+                .is_some_and(|t| t.0.estimated_size() >= spec.opts.target_file_size)
+        {
+            o.finish_table()?;
+        }
+        ks.cur_key.clear();
+        ks.cur_key.extend_from_slice(p.user_key);
+        ks.have_key = true;
+        ks.last_seq = None;
+    }
+    let shadowed = ks.last_seq.is_some_and(|s| s <= spec.smallest_snapshot);
+    let dead_tombstone =
+        p.kind == ValueKind::Deletion && spec.drop_tombstones && p.seq <= spec.smallest_snapshot;
+    ks.last_seq = Some(p.seq);
+    if shadowed || dead_tombstone {
+        if p.kind == ValueKind::Pointer {
+            o.out.dropped.push(ValuePointer::decode(spec.dir, value)?.0);
+        }
+        return Ok(());
+    }
+    match p.kind {
+        ValueKind::Value if spec.separate_values && value.len() >= spec.opts.min_blob_size => {
+            let ptr = o.write_value(p.user_key, value, IoCause::ValueLog)?;
+            ks.new_value.clear();
+            ptr.encode_into(&mut ks.new_value);
+            if let Some(h) = spec.lifetime {
+                let mut rec = h.fresh_features(value.len());
+                rec.set_pending_link(true);
+                rec.encode_into(&mut ks.new_value);
+            }
+            ks.new_key.clear();
+            crate::types::append_internal_key(
+                &mut ks.new_key,
+                p.user_key,
+                p.seq,
+                ValueKind::Pointer,
+            );
+            o.emit(&ks.new_key, &ks.new_value, Some(ptr))
+        }
+        ValueKind::Pointer => {
+            let (stored, meta) = ValuePointer::decode(spec.dir, value)?;
+            // A pointer into a collected file is rewritten to where the index maps say the
+            // record lives now (paper 000, sec. 4.5: lazy pointer update).
+            let ptr = if spec.version.blobs.contains_key(&stored.file) {
+                stored
+            } else if let Some(r) = spec.version.resolve(&stored) {
+                o.out.lazy_rewrites += 1;
+                r
+            } else {
+                stored
+            };
+            if spec.relocate.is_some_and(|f| f(&ptr)) {
+                let old = spec.version.blobs.get(&ptr.file).ok_or_else(|| {
+                    Error::corruption(
+                        spec.dir,
+                        format!("pointer to missing value file {}", ptr.file),
+                    )
+                })?;
+                let v = old.read(&ptr, p.user_key, IoCause::GcRead)?;
+                let np = o.write_value(p.user_key, &v, IoCause::GcWrite)?;
+                o.out.relocated_bytes += np.size as u64;
+                o.out.dropped.push(ptr);
+                ks.new_value.clear();
+                np.encode_into(&mut ks.new_value);
+                ks.new_value.extend_from_slice(meta);
+                o.emit(ikey, &ks.new_value, Some(np))
+            } else if ptr != stored {
+                ks.new_value.clear();
+                ptr.encode_into(&mut ks.new_value);
+                ks.new_value.extend_from_slice(meta);
+                o.emit(ikey, &ks.new_value, Some(ptr))
+            } else {
+                o.emit(ikey, value, Some(ptr))
+            }
+        }
+        _ => o.emit(ikey, value, None),
+    }
 }

@@ -4,14 +4,14 @@
 
 use super::iter::LevelIter;
 use super::{read, write, Inner, State};
-use crate::compaction::{self, JobOutput, JobSpec};
+use crate::compaction::{self, JobOutput, JobSpec, LifetimeHooks};
 use crate::error::{Error, Result};
 use crate::io::IoCause;
 use crate::sst::{InternalIterator, MergingIterator};
 use crate::stats::EngineCounters;
 use crate::types::ValueKind;
 use crate::version::picker::{self, Compaction};
-use crate::version::VersionEdit;
+use crate::version::{Version, VersionEdit};
 use crate::vlog::file::value_file_name;
 use crate::vlog::{ValueFileWriter, ValuePointer};
 use std::sync::atomic::Ordering;
@@ -61,7 +61,7 @@ fn job_spec<'a>(
     inner: &'a Arc<Inner>,
     cause: IoCause,
     smallest_snapshot: u64,
-    blobs: &'a std::collections::BTreeMap<u64, Arc<crate::vlog::BlobFile>>,
+    version: &'a Version,
     new_file_number: &'a (dyn Fn() -> u64 + Sync),
 ) -> JobSpec<'a> {
     JobSpec {
@@ -74,17 +74,41 @@ fn job_spec<'a>(
         separate_values: false,
         split_outputs: false,
         relocate: None,
-        blobs,
+        version,
+        lifetime: None,
         new_file_number,
     }
 }
 
-fn add_outputs(edit: &mut VersionEdit, level: usize, out: JobOutput) {
+/// Adds a job's outputs to `edit`, charging the pointers it dropped to the files that hold
+/// their records now (under the lock, so that a GC installed meanwhile is seen). Drops
+/// into files a GC job is collecting are also kept for that job to settle.
+fn add_outputs(
+    inner: &Inner,
+    st: &mut State,
+    edit: &mut VersionEdit,
+    level: usize,
+    out: JobOutput,
+) {
+    let v = st.versions.current();
     edit.added
         .extend(out.tables.into_iter().map(|t| (level, t)));
     edit.added_blobs.extend(out.blobs);
     edit.blob_garbage
-        .extend(out.garbage.into_iter().map(|(n, (b, e))| (n, b, e)));
+        .extend(compaction::garbage_by_file(&v, &out.dropped));
+    if let Some(rt) = &inner.lifetime {
+        rt.count_job(out.links, out.lazy_rewrites);
+        if st.running_gc {
+            let busy = &st.busy_blobs;
+            let in_gc: Vec<_> = out
+                .dropped
+                .iter()
+                .filter(|p| v.resolve(p).is_some_and(|r| busy.contains(&r.file)))
+                .copied()
+                .collect();
+            st.gc_drops.extend(in_gc);
+        }
+    }
 }
 
 /// Flushes the oldest immutable memtable to L0.
@@ -102,9 +126,12 @@ fn flush_one(inner: &Arc<Inner>) -> Result<bool> {
     };
     let out = {
         let nf = || inner.new_file_number();
+        let now = inner.last_seq.load(Ordering::Acquire);
+        let hooks = inner.lifetime.as_ref().map(|rt| rt.hooks(&v, 0, now));
         let spec = JobSpec {
             separate_values: inner.gc.separates_values(),
-            ..job_spec(inner, IoCause::Flush, snap, &v.blobs, &nf)
+            lifetime: hooks.as_ref().map(|h| h as &dyn LifetimeHooks),
+            ..job_spec(inner, IoCause::Flush, snap, &v, &nf)
         };
         compaction::run(&spec, &mut mem.iter())
     };
@@ -113,7 +140,7 @@ fn flush_one(inner: &Arc<Inner>) -> Result<bool> {
     st.flushing = false;
     let out = out?;
     let mut edit = VersionEdit::default();
-    add_outputs(&mut edit, 0, out);
+    add_outputs(inner, &mut st, &mut edit, 0, out);
     let next_wal = st
         .imm
         .get(1)
@@ -227,7 +254,7 @@ fn run_compaction(
     inner: &Arc<Inner>,
     c: &Compaction,
     snap: u64,
-    v: &crate::version::Version,
+    v: &Version,
     filter: Option<&(dyn Fn(&ValuePointer) -> bool + Send + Sync)>,
 ) -> Result<()> {
     let mut edit = VersionEdit::default();
@@ -250,6 +277,7 @@ fn run_compaction(
                 })
             })
         });
+    let mut out = None;
     if trivial {
         edit.added.push((c.output_level, c.inputs[0].meta.clone()));
     } else {
@@ -272,22 +300,33 @@ fn run_compaction(
         }
         let mut merged = MergingIterator::new(children);
         let nf = || inner.new_file_number();
+        let now = inner.last_seq.load(Ordering::Acquire);
+        let hooks = inner
+            .lifetime
+            .as_ref()
+            .map(|rt| rt.hooks(v, c.output_level + 1, now));
         let spec = JobSpec {
             drop_tombstones: c.bottommost,
             split_outputs: true,
             relocate: filter.map(|f| f as &(dyn Fn(&ValuePointer) -> bool + Sync)),
-            ..job_spec(inner, IoCause::Compaction, snap, &v.blobs, &nf)
+            lifetime: hooks.as_ref().map(|h| h as &dyn LifetimeHooks),
+            ..job_spec(inner, IoCause::Compaction, snap, v, &nf)
         };
-        let out = compaction::run(&spec, &mut merged)?;
-        EngineCounters::add(&inner.counters.gc_relocated_bytes, out.relocated_bytes);
-        add_outputs(&mut edit, c.output_level, out);
+        let o = compaction::run(&spec, &mut merged)?;
+        EngineCounters::add(&inner.counters.gc_relocated_bytes, o.relocated_bytes);
+        out = Some(o);
     }
     let mut st = inner.state.lock();
-    let r = inner.apply_edit(&mut st, edit);
-    if r.is_ok() {
-        EngineCounters::add(&inner.counters.compactions, 1);
+    if let Some(o) = out {
+        add_outputs(inner, &mut st, &mut edit, c.output_level, o);
     }
-    r
+    inner.apply_edit(&mut st, edit)?;
+    EngineCounters::add(&inner.counters.compactions, 1);
+    if inner.lifetime.is_some() {
+        // Lazy pointer rewrites may have released index maps.
+        super::lifetime::drop_unneeded_maps(inner, &mut st)?;
+    }
+    Ok(())
 }
 
 /// One standalone GC job (Titan): rewrite the valid values of the picked value files and
@@ -299,18 +338,27 @@ fn gc_one(inner: &Arc<Inner>) -> Result<bool> {
             return Ok(false);
         }
         let v = st.versions.current();
-        let picked = inner.gc.pick_gc(&v, &st.busy_blobs);
+        let now = inner.last_seq.load(Ordering::Acquire);
+        let mut picked = inner.gc.pick_gc(&v, &st.busy_blobs, now);
+        // Index-map GC scans its inputs in file-number order (maps are sorted by source).
+        picked.sort_unstable();
         if picked.is_empty() {
             return Ok(false);
         }
         st.running_gc = true;
+        st.gc_drops.clear();
         st.busy_blobs.extend(picked.iter().copied());
-        picked
+        let files = picked
             .iter()
             .filter_map(|n| v.blobs.get(n).cloned())
-            .collect::<Vec<_>>()
+            .collect::<Vec<_>>();
+        (files, st.snapshots.keys().copied().collect::<Vec<_>>())
     };
-    let r = run_gc(inner, &files);
+    let (files, snapshots) = files;
+    let r = match &inner.lifetime {
+        Some(rt) => super::lifetime::run_mapped_gc(inner, rt, &files, &snapshots),
+        None => run_gc(inner, &files),
+    };
     // Let go of the collected files before reporting the job done, so that a waiter sees
     // them gone from disk.
     let numbers: Vec<u64> = files.iter().map(|f| f.number).collect();
@@ -443,7 +491,10 @@ pub(crate) fn wait_idle(inner: &Inner) -> Result<()> {
             && !st.running_gc
             && picker::pick(&v, &inner.opts, &st.busy_tables, &forced_gc).is_none()
             && (!inner.opts.gc.separates_values()
-                || inner.gc.pick_gc(&v, &st.busy_blobs).is_empty())
+                || inner
+                    .gc
+                    .pick_gc(&v, &st.busy_blobs, inner.last_seq.load(Ordering::Acquire))
+                    .is_empty())
     })
 }
 

@@ -208,7 +208,7 @@ impl DbIter {
             let (ptr, _) = ValuePointer::decode(&self.inner.dir, &value)?;
             read_pointer(
                 &self.inner,
-                &self.version.blobs,
+                &self.version,
                 self.pinned.as_deref(),
                 &key,
                 &ptr,

@@ -9,12 +9,14 @@
 
 mod background;
 mod iter;
+mod lifetime;
 mod read;
 mod recovery;
 mod snapshot;
 mod write;
 
 pub use iter::DbIter;
+pub use lifetime::{GcJobRecord, LifetimeStats, MODEL_FILE};
 pub use snapshot::Snapshot;
 
 use crate::batch::WriteBatch;
@@ -59,6 +61,9 @@ pub(crate) struct State {
     /// Manual compactions in progress hold back automatic ones.
     pub manual: bool,
     pub live_user_bytes: Option<u64>,
+    /// Pointers compactions dropped into files an index-map GC job is collecting (see
+    /// `lifetime::run_mapped_gc`).
+    pub gc_drops: Vec<crate::vlog::ValuePointer>,
 }
 
 pub(crate) struct Inner {
@@ -67,6 +72,8 @@ pub(crate) struct Inner {
     pub storage: Arc<dyn Storage>,
     pub cache: Arc<BlockCache>,
     pub gc: Box<dyn GcPolicy>,
+    /// Lifetime policies and TerarkDB: thresholds, model, trainer (else `None`).
+    pub lifetime: Option<lifetime::LifetimeRuntime>,
     pub state: Mutex<State>,
     /// The memtables and version readers use, republished by every change to them.
     pub read_view: parking_lot::RwLock<Arc<read::ReadView>>,
@@ -287,7 +294,8 @@ fn stats(inner: &Inner) -> DbStats {
         .sum();
     let tree_bytes = v.tree_bytes();
     let value_file_bytes = v.blob_bytes();
-    let disk_bytes = tree_bytes + value_file_bytes + wal_bytes;
+    let index_map_bytes: u64 = v.maps.values().map(|m| m.memory_bytes()).sum();
+    let disk_bytes = tree_bytes + value_file_bytes + wal_bytes + index_map_bytes;
     DbStats {
         policy: inner.gc.name().to_string(),
         write_amplification: if user == 0 {
@@ -307,6 +315,7 @@ fn stats(inner: &Inner) -> DbStats {
         disk_bytes,
         tree_bytes,
         value_file_bytes,
+        index_map_bytes,
         wal_bytes,
         memtable_bytes: mem_bytes as u64,
         stall_micros: EngineCounters::get(&c.stall_micros),
@@ -343,6 +352,7 @@ fn stats(inner: &Inner) -> DbStats {
             })
             .collect(),
         cache: inner.cache.stats(),
+        lifetime: inner.lifetime.as_ref().map(|rt| rt.stats(&inner.dir, &v)),
     }
 }
 

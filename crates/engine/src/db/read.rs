@@ -64,13 +64,13 @@ pub(crate) fn get(inner: &Inner, key: &[u8], snap: Option<&Snapshot>) -> Result<
         return Ok(None);
     };
     let pinned = snap.map(|s| s.blobs());
-    resolve(inner, &view.version.blobs, pinned, key, found)
+    resolve(inner, &view.version, pinned, key, found)
 }
 
 /// Turns a found entry into the user's value.
 pub(crate) fn resolve(
     inner: &Inner,
-    blobs: &BTreeMap<u64, Arc<BlobFile>>,
+    version: &Version,
     pinned: Option<&BTreeMap<u64, Arc<BlobFile>>>,
     key: &[u8],
     found: Found,
@@ -80,26 +80,30 @@ pub(crate) fn resolve(
         ValueKind::Value => Ok(Some(found.value)),
         ValueKind::Pointer => {
             let (ptr, _) = ValuePointer::decode(&inner.dir, &found.value)?;
-            read_pointer(inner, blobs, pinned, key, &ptr).map(Some)
+            read_pointer(inner, version, pinned, key, &ptr).map(Some)
         }
     }
 }
 
+/// Reads the value `ptr` names: from its file if live, else where the index maps moved it,
+/// else from a value file a snapshot pinned.
 pub(crate) fn read_pointer(
     inner: &Inner,
-    blobs: &BTreeMap<u64, Arc<BlobFile>>,
+    version: &Version,
     pinned: Option<&BTreeMap<u64, Arc<BlobFile>>>,
     key: &[u8],
     ptr: &ValuePointer,
 ) -> Result<Vec<u8>> {
-    let file = blobs
-        .get(&ptr.file)
-        .or_else(|| pinned.and_then(|p| p.get(&ptr.file)))
-        .ok_or_else(|| {
-            Error::corruption(
-                &inner.dir,
-                format!("value pointer to value file {} which is not live", ptr.file),
-            )
-        })?;
+    if let Some(r) = version.resolve(ptr) {
+        if let Some(f) = version.blobs.get(&r.file) {
+            return f.read(&r, key, IoCause::ClientRead);
+        }
+    }
+    let file = pinned.and_then(|p| p.get(&ptr.file)).ok_or_else(|| {
+        Error::corruption(
+            &inner.dir,
+            format!("value pointer to value file {} which is not live", ptr.file),
+        )
+    })?;
     file.read(ptr, key, IoCause::ClientRead)
 }

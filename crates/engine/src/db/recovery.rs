@@ -83,7 +83,8 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
     let cache = BlockCache::new(opts.block_cache_capacity);
     let mut versions =
         VersionSet::open(dir, storage.clone(), Some(cache.clone()), opts.num_levels)?;
-    let policy = gc::from_config(&opts.gc);
+    let policy = gc::from_options(&opts);
+    let lifetime = super::lifetime::LifetimeRuntime::open(dir, &opts)?;
 
     // Replay WALs newer than the manifest's log number, oldest first.
     let mut wals: Vec<(u64, std::path::PathBuf)> = storage
@@ -112,12 +113,13 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
             storage.truncate(path, valid_len)?;
         }
         if mem.approximate_size() >= opts.memtable_size {
+            versions.last_sequence = last_seq;
             let full = std::mem::replace(&mut mem, Arc::new(Memtable::new(0)));
             flush_recovered(
                 dir,
                 &storage,
                 &opts,
-                &*policy,
+                lifetime.as_ref(),
                 &mut versions,
                 &full,
                 &mut edit,
@@ -125,11 +127,12 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
         }
     }
     if !mem.is_empty() {
+        versions.last_sequence = last_seq;
         flush_recovered(
             dir,
             &storage,
             &opts,
-            &*policy,
+            lifetime.as_ref(),
             &mut versions,
             &mem,
             &mut edit,
@@ -161,6 +164,7 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
         running_gc: false,
         manual: false,
         live_user_bytes: None,
+        gc_drops: Vec::new(),
     };
     Ok(Inner {
         dir: dir.to_path_buf(),
@@ -168,6 +172,7 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
         storage,
         cache,
         gc: policy,
+        lifetime,
         read_view: parking_lot::RwLock::new(Arc::new(super::read::ReadView::from_state(&state))),
         state: Mutex::new(state),
         bg_cv: Condvar::new(),
@@ -187,14 +192,15 @@ fn flush_recovered(
     dir: &Path,
     storage: &Arc<dyn Storage>,
     opts: &Options,
-    policy: &dyn gc::GcPolicy,
+    lifetime: Option<&super::lifetime::LifetimeRuntime>,
     versions: &mut VersionSet,
     mem: &Arc<Memtable>,
     edit: &mut VersionEdit,
 ) -> Result<()> {
     let next = AtomicU64::new(versions.next_file_number);
     let nf = || next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let blobs = versions.current().blobs.clone();
+    let v = versions.current();
+    let hooks = lifetime.map(|rt| rt.hooks(&v, 0, versions.last_sequence));
     let spec = JobSpec {
         dir,
         storage,
@@ -202,10 +208,11 @@ fn flush_recovered(
         cause: IoCause::Flush,
         smallest_snapshot: u64::MAX,
         drop_tombstones: false,
-        separate_values: policy.separates_values(),
+        separate_values: opts.gc.separates_values(),
         split_outputs: false,
         relocate: None,
-        blobs: &blobs,
+        version: &v,
+        lifetime: hooks.as_ref().map(|h| h as &dyn compaction::LifetimeHooks),
         new_file_number: &nf,
     };
     let out = compaction::run(&spec, &mut mem.iter())?;
@@ -213,7 +220,7 @@ fn flush_recovered(
     edit.added.extend(out.tables.into_iter().map(|t| (0, t)));
     edit.added_blobs.extend(out.blobs);
     edit.blob_garbage
-        .extend(out.garbage.into_iter().map(|(n, (b, e))| (n, b, e)));
+        .extend(compaction::garbage_by_file(&v, &out.dropped));
     Ok(())
 }
 
@@ -229,6 +236,8 @@ fn remove_orphans(dir: &Path, storage: &Arc<dyn Storage>, vs: &VersionSet, wal: 
             !live_tables.contains(&n)
         } else if let Some(n) = file_number(&p, "vlog") {
             !v.blobs.contains_key(&n)
+        } else if let Some(n) = file_number(&p, "vmap") {
+            !v.maps.contains_key(&n)
         } else if let Some(n) = file_number(&p, "wal") {
             n != wal
         } else {

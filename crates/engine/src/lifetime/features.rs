@@ -8,8 +8,9 @@
 //! # Encoding
 //!
 //! ```text
-//! header: u8        bits 0..=5: delta count (0..=32); bit 7: a value size follows;
-//!                   bits 6 must be zero
+//! header: u8        bits 0..=5: delta count (0..=32); bit 6: written by a flush and not
+//!                   yet linked to the key's previous write (compaction links it);
+//!                   bit 7: a value size follows
 //! deltas: varint*   `count` LEB128 varints, newest first; each is capped at 2^56 - 1 so
 //!                   it takes at most 8 bytes
 //! edwc:   f32 LE*10 only when count > 0; a key written once has the implicit counters 1.0
@@ -49,7 +50,18 @@ pub const INPUT_VALUE_SIZE: usize = INPUT_EDWC + NUM_EDWC;
 
 const COUNT_MASK: u8 = 0x3f;
 const FLAG_VALUE_SIZE: u8 = 0x80;
-const RESERVED_BITS: u8 = 0x40;
+const FLAG_PENDING_LINK: u8 = 0x40;
+
+/// A readable name for column `c` of the model input.
+pub fn column_name(c: usize) -> String {
+    match c {
+        INPUT_ELAPSED => "elapsed".into(),
+        c if (INPUT_DELTAS..INPUT_EDWC).contains(&c) => format!("delta{}", c - INPUT_DELTAS + 1),
+        c if (INPUT_EDWC..INPUT_VALUE_SIZE).contains(&c) => format!("edwc{}", c - INPUT_EDWC),
+        INPUT_VALUE_SIZE => "value_size".into(),
+        c => format!("column{c}"),
+    }
+}
 
 /// What the engine remembers about a key's write history.
 #[derive(Clone, Debug, PartialEq)]
@@ -59,6 +71,9 @@ pub struct FeatureRecord {
     /// Counters as of the key's latest write.
     edwc: [f32; NUM_EDWC],
     value_size: Option<u32>,
+    /// Not part of the features: set by flush, which cannot see the key's older writes;
+    /// the first compaction that finds the previous write folds it in and clears it.
+    pending_link: bool,
 }
 
 impl Default for FeatureRecord {
@@ -74,6 +89,7 @@ impl FeatureRecord {
             deltas: Vec::new(),
             edwc: [1.0; NUM_EDWC],
             value_size: None,
+            pending_link: false,
         }
     }
 
@@ -106,6 +122,14 @@ impl FeatureRecord {
 
     pub fn set_value_size(&mut self, value_size: Option<u32>) {
         self.value_size = value_size;
+    }
+
+    pub fn pending_link(&self) -> bool {
+        self.pending_link
+    }
+
+    pub fn set_pending_link(&mut self, pending: bool) {
+        self.pending_link = pending;
     }
 
     /// True if the key has been written only once (no Delta yet).
@@ -159,6 +183,9 @@ impl FeatureRecord {
         if self.value_size.is_some() {
             header |= FLAG_VALUE_SIZE;
         }
+        if self.pending_link {
+            header |= FLAG_PENDING_LINK;
+        }
         out.push(header);
         for &d in &self.deltas {
             out.write_varint(d).expect("writing to a Vec cannot fail");
@@ -188,9 +215,6 @@ impl FeatureRecord {
     pub fn decode_from(file: &Path, data: &[u8]) -> Result<(FeatureRecord, usize)> {
         let bad = |what: &str| Error::corruption(file, format!("feature record: {what}"));
         let &header = data.first().ok_or_else(|| bad("empty"))?;
-        if header & RESERVED_BITS != 0 {
-            return Err(bad("reserved header bit set"));
-        }
         let count = (header & COUNT_MASK) as usize;
         if count > MAX_DELTAS {
             return Err(bad(&format!("{count} deltas, at most {MAX_DELTAS}")));
@@ -232,6 +256,7 @@ impl FeatureRecord {
                 deltas,
                 edwc,
                 value_size,
+                pending_link: header & FLAG_PENDING_LINK != 0,
             },
             pos,
         ))
@@ -396,7 +421,9 @@ mod tests {
             assert!(e.is_corruption(), "{cut}: {e}");
         }
         assert!(FeatureRecord::decode(&[33]).unwrap_err().is_corruption());
-        assert!(FeatureRecord::decode(&[0x40]).unwrap_err().is_corruption());
+        let (r, n) = FeatureRecord::decode(&[0x40]).unwrap();
+        assert!(r.pending_link() && r.written_once() && n == 1);
+        assert!(FeatureRecord::decode(&[0x41]).unwrap_err().is_corruption());
         let mut nan = good.clone();
         let at = nan.len() - 4;
         nan[at..].copy_from_slice(&f32::NAN.to_le_bytes());

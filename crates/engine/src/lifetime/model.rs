@@ -18,6 +18,7 @@ use super::thresholds::{LifetimeClass, LifetimeThresholds};
 use crate::error::{Error, Result};
 use crossbeam_channel::{Receiver, Sender, TrySendError};
 use forust_ml::data::Matrix;
+use forust_ml::gradientbooster::ImportanceMethod;
 use forust_ml::objective::ObjectiveType;
 use forust_ml::GradientBooster;
 use parking_lot::{Mutex, RwLock};
@@ -130,6 +131,19 @@ impl GbmModel {
 
     pub fn num_trees(&self) -> usize {
         self.booster.trees.len()
+    }
+
+    /// Total split gain per input column, largest first, named as in
+    /// [`super::features::column_name`] (paper 000 Fig. 7b).
+    pub fn feature_importance(&self) -> Vec<(String, f64)> {
+        let mut v: Vec<(String, f64)> = self
+            .booster
+            .calculate_feature_importance(ImportanceMethod::TotalGain, true)
+            .into_iter()
+            .map(|(c, g)| (super::features::column_name(c), f64::from(g)))
+            .collect();
+        v.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        v
     }
 
     /// The model as bytes of the file format in the module docs.

@@ -12,11 +12,15 @@
 //!   8 delete value file: number v
 //!   9 value file is a GC output whose pointers are not all written back yet: number v
 //!  10 GC output settled (write-back finished): number v
+//!  11 lifetime of the value file just added by tag 6: number v | class v | created_seq v | ttl v
+//!  12 add value index map: target v | count v | source v * count
+//!  13 delete value index map: target v
 //! bytes := varint length | raw
 //! ```
 
 use crate::error::{Error, Result};
-use crate::vlog::file::BlobMeta;
+use crate::lifetime::LifetimeClass;
+use crate::vlog::file::{BlobMeta, FileLifetime};
 use integer_encoding::{VarInt, VarIntWriter};
 use std::path::Path;
 
@@ -52,6 +56,9 @@ pub struct VersionEdit {
     /// in between, the next open counts their unreferenced records as garbage.
     pub gc_pending: Vec<u64>,
     pub gc_settled: Vec<u64>,
+    /// Index maps of GC outputs (target file, source files), see [`crate::vlog::index_map`].
+    pub added_maps: Vec<(u64, Vec<u64>)>,
+    pub deleted_maps: Vec<u64>,
 }
 
 fn put_bytes(v: &mut Vec<u8>, b: &[u8]) {
@@ -101,6 +108,13 @@ impl VersionEdit {
                 ],
                 &mut v,
             );
+            if let Some(l) = b.lifetime {
+                w(
+                    11,
+                    &[b.number, l.class as u64, l.created_seq, l.ttl],
+                    &mut v,
+                );
+            }
         }
         for &(n, bytes, entries) in &self.blob_garbage {
             w(7, &[n, bytes, entries], &mut v);
@@ -113,6 +127,15 @@ impl VersionEdit {
         }
         for &n in &self.gc_settled {
             w(10, &[n], &mut v);
+        }
+        for (target, sources) in &self.added_maps {
+            w(12, &[*target, sources.len() as u64], &mut v);
+            for &s in sources {
+                v.write_varint(s).unwrap();
+            }
+        }
+        for &n in &self.deleted_maps {
+            w(13, &[n], &mut v);
         }
         v
     }
@@ -179,6 +202,7 @@ impl VersionEdit {
                         entries: num(&mut pos)?,
                         garbage_bytes: num(&mut pos)?,
                         garbage_entries: num(&mut pos)?,
+                        lifetime: None,
                     };
                     e.added_blobs.push(b);
                 }
@@ -189,6 +213,35 @@ impl VersionEdit {
                 8 => e.deleted_blobs.push(num(&mut pos)?),
                 9 => e.gc_pending.push(num(&mut pos)?),
                 10 => e.gc_settled.push(num(&mut pos)?),
+                11 => {
+                    let number = num(&mut pos)?;
+                    let class = LifetimeClass::from_u8(num(&mut pos)?.min(255) as u8)
+                        .ok_or_else(|| bad("unknown lifetime class"))?;
+                    let l = FileLifetime {
+                        class,
+                        created_seq: num(&mut pos)?,
+                        ttl: num(&mut pos)?,
+                    };
+                    let b = e
+                        .added_blobs
+                        .iter_mut()
+                        .rev()
+                        .find(|b| b.number == number)
+                        .ok_or_else(|| bad("lifetime of a value file the edit does not add"))?;
+                    b.lifetime = Some(l);
+                }
+                12 => {
+                    let target = num(&mut pos)?;
+                    let count = num(&mut pos)?;
+                    if count > (data.len() - pos) as u64 {
+                        return Err(bad("index map source count past the end"));
+                    }
+                    let sources = (0..count)
+                        .map(|_| num(&mut pos))
+                        .collect::<Result<Vec<_>>>()?;
+                    e.added_maps.push((target, sources));
+                }
+                13 => e.deleted_maps.push(num(&mut pos)?),
                 t => return Err(bad(&format!("unknown tag {t}"))),
             }
         }
@@ -229,11 +282,17 @@ mod tests {
                 last_sequence: Some(12345),
                 added: (0..files).map(|n| ((n % 7) as usize, meta(n))).collect(),
                 deleted: dels,
-                added_blobs: vec![BlobMeta { number: 5, size: 1 << 30, entries: 7, garbage_bytes: 3, garbage_entries: 1 }],
+                added_blobs: vec![
+                    BlobMeta { number: 5, size: 1 << 30, entries: 7, garbage_bytes: 3, garbage_entries: 1, lifetime: None },
+                    BlobMeta { number: 6, size: 9, entries: 1, garbage_bytes: 0, garbage_entries: 0,
+                               lifetime: Some(FileLifetime { class: LifetimeClass::Short, created_seq: 77, ttl: 1 << 22 }) },
+                ],
                 blob_garbage: garbage,
                 deleted_blobs: vec![4, 8],
                 gc_pending: vec![11],
                 gc_settled: vec![12, 13],
+                added_maps: vec![(6, vec![2, 5]), (7, vec![])],
+                deleted_maps: vec![3],
             };
             let enc = e.encode();
             prop_assert_eq!(VersionEdit::decode(Path::new("m"), &enc).unwrap(), e);

@@ -13,7 +13,7 @@ use crate::error::Result;
 use crate::io::{IoCause, Storage};
 use crate::sst::Table;
 use crate::types::{cmp_internal, parse_internal_key, user_key, SeqNo, ValueKind};
-use crate::vlog::BlobFile;
+use crate::vlog::{BlobFile, IndexMap, ValuePointer};
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -107,6 +107,10 @@ pub struct Version {
     /// Level 0 newest first (may overlap); levels 1.. sorted by key, disjoint.
     pub levels: Vec<Vec<Arc<TableFile>>>,
     pub blobs: Arc<BTreeMap<u64, Arc<BlobFile>>>,
+    /// Value index maps by target file (index-map GC policies only).
+    pub maps: Arc<BTreeMap<u64, Arc<IndexMap>>>,
+    /// Source value file -> the maps translating from it, oldest first.
+    redirects: Arc<BTreeMap<u64, Vec<Arc<IndexMap>>>>,
 }
 
 impl Version {
@@ -114,7 +118,48 @@ impl Version {
         Version {
             levels: vec![Vec::new(); num_levels],
             blobs: Arc::new(BTreeMap::new()),
+            maps: Arc::new(BTreeMap::new()),
+            redirects: Arc::new(BTreeMap::new()),
         }
+    }
+
+    /// Where the record `ptr` names lives now: `ptr` itself if its file is live, else the
+    /// location the index maps lead to (through as many GC generations as it moved), or
+    /// `None` if GC did not keep the record (it was garbage when collected).
+    pub fn resolve(&self, ptr: &ValuePointer) -> Option<ValuePointer> {
+        let mut p = *ptr;
+        // Each step moves to a strictly newer file, so this ends within `maps.len()` steps.
+        for _ in 0..=self.maps.len() {
+            if self.blobs.contains_key(&p.file) {
+                return Some(p);
+            }
+            p = self
+                .redirects
+                .get(&p.file)?
+                .iter()
+                .find_map(|m| m.lookup(&p))?;
+        }
+        None
+    }
+
+    /// The smallest value file number any table points into (`u64::MAX` if none).
+    pub fn oldest_referenced_blob(&self) -> u64 {
+        self.levels
+            .iter()
+            .flatten()
+            .filter_map(|f| f.meta.oldest_blob)
+            .min()
+            .unwrap_or(u64::MAX)
+    }
+
+    /// Index maps no pointer in the tree can resolve through any more.
+    pub fn unneeded_maps(&self) -> Vec<u64> {
+        let oldest = self.oldest_referenced_blob();
+        self.maps
+            .values()
+            .filter(|m| m.newest_source() < oldest)
+            .map(|m| m.target())
+            .collect()
     }
 
     pub fn num_levels(&self) -> usize {
@@ -135,7 +180,18 @@ impl Version {
 
     /// The newest entry for `key` visible at `seq`, searching level by level.
     pub fn get(&self, key: &[u8], seek: &[u8], cause: IoCause) -> Result<Option<Found>> {
-        for (level, files) in self.levels.iter().enumerate() {
+        self.get_from(0, key, seek, cause)
+    }
+
+    /// Like [`Version::get`], searching only levels `first_level` and below.
+    pub fn get_from(
+        &self,
+        first_level: usize,
+        key: &[u8],
+        seek: &[u8],
+        cause: IoCause,
+    ) -> Result<Option<Found>> {
+        for (level, files) in self.levels.iter().enumerate().skip(first_level) {
             let candidates: Vec<&Arc<TableFile>> = if level == 0 {
                 files.iter().filter(|f| f.overlaps(key, key)).collect()
             } else {
@@ -183,6 +239,20 @@ impl Version {
         dir: &Path,
         storage: &Arc<dyn Storage>,
         cache: &Option<Arc<BlockCache>>,
+    ) -> Version {
+        self.apply_with_maps(edit, dir, storage, cache, &HashMap::new())
+    }
+
+    /// [`Version::apply`] for edits that add index maps: `loaded` holds the maps already
+    /// read from disk (an added map missing from it was deleted by a later edit of the same
+    /// manifest replay and is skipped).
+    pub fn apply_with_maps(
+        &self,
+        edit: &VersionEdit,
+        dir: &Path,
+        storage: &Arc<dyn Storage>,
+        cache: &Option<Arc<BlockCache>>,
+        loaded: &HashMap<u64, Arc<IndexMap>>,
     ) -> Version {
         let mut levels = self.levels.clone();
         let mut removed = HashMap::new();
@@ -242,9 +312,33 @@ impl Version {
                 b.mark_obsolete();
             }
         }
+        let (maps, redirects) = if edit.added_maps.is_empty() && edit.deleted_maps.is_empty() {
+            (self.maps.clone(), self.redirects.clone())
+        } else {
+            let mut maps = (*self.maps).clone();
+            for (target, _) in &edit.added_maps {
+                if let Some(m) = loaded.get(target) {
+                    maps.insert(*target, m.clone());
+                }
+            }
+            for n in &edit.deleted_maps {
+                if let Some(m) = maps.remove(n) {
+                    m.mark_obsolete();
+                }
+            }
+            let mut redirects: BTreeMap<u64, Vec<Arc<IndexMap>>> = BTreeMap::new();
+            for m in maps.values() {
+                for s in m.sources() {
+                    redirects.entry(*s).or_default().push(m.clone());
+                }
+            }
+            (Arc::new(maps), Arc::new(redirects))
+        };
         Version {
             levels,
             blobs: Arc::new(blobs),
+            maps,
+            redirects,
         }
     }
 

@@ -10,7 +10,9 @@ use super::{Version, VersionEdit};
 use crate::cache::BlockCache;
 use crate::error::{Error, Result};
 use crate::io::{read_all, IoCause, Storage};
+use crate::vlog::IndexMap;
 use crate::wal::{LogReader, LogWriter};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -79,6 +81,19 @@ impl VersionSet {
             edits.push(VersionEdit::decode(path, rec)?);
             Ok(())
         })?;
+        // Index maps still listed at the end of the log are loaded once; maps deleted by a
+        // later edit are gone from disk and skipped.
+        let mut live_maps = std::collections::BTreeSet::new();
+        for e in &edits {
+            live_maps.extend(e.added_maps.iter().map(|m| m.0));
+            for n in &e.deleted_maps {
+                live_maps.remove(n);
+            }
+        }
+        let mut loaded = HashMap::new();
+        for n in live_maps {
+            loaded.insert(n, Arc::new(IndexMap::load(&self.dir, &self.storage, n)?));
+        }
         let mut v = Version::empty(self.current.num_levels());
         for e in &edits {
             for (level, f) in &e.added {
@@ -89,7 +104,7 @@ impl VersionSet {
                     ));
                 }
             }
-            v = v.apply(e, &self.dir, &self.storage, &self.cache);
+            v = v.apply_with_maps(e, &self.dir, &self.storage, &self.cache, &loaded);
             self.absorb_counters(e);
         }
         // Nothing was deleted by replaying: the apply above marks removed files obsolete,
@@ -138,6 +153,9 @@ impl VersionSet {
                 snap.gc_pending.push(b.number);
             }
         }
+        for m in self.current.maps.values() {
+            snap.added_maps.push((m.target(), m.sources().to_vec()));
+        }
         w.add_record(&snap.encode())?;
         w.sync()?;
         self.set_current(&manifest_name(number))?;
@@ -179,13 +197,20 @@ impl VersionSet {
         edit.next_file_number = Some(self.next_file_number);
         edit.last_sequence = Some(self.last_sequence);
         let w = self.manifest.as_mut().ok_or(Error::Closed)?;
+        let mut loaded = HashMap::new();
+        for (n, _) in &edit.added_maps {
+            loaded.insert(*n, Arc::new(IndexMap::load(&self.dir, &self.storage, *n)?));
+        }
         w.add_record(&edit.encode())?;
         w.sync()?;
         self.absorb_counters(&edit);
-        self.current = Arc::new(
-            self.current
-                .apply(&edit, &self.dir, &self.storage, &self.cache),
-        );
+        self.current = Arc::new(self.current.apply_with_maps(
+            &edit,
+            &self.dir,
+            &self.storage,
+            &self.cache,
+            &loaded,
+        ));
         if self
             .manifest
             .as_ref()

@@ -14,6 +14,8 @@
 use super::ValuePointer;
 use crate::error::{Error, Result};
 use crate::io::{IoCause, ReadableFile, Storage, WritableFile};
+use crate::lifetime::LifetimeClass;
+use crate::types::SeqNo;
 use crate::wal::log::{mask_crc, unmask_crc};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
@@ -98,7 +100,24 @@ impl ValueFileWriter {
             entries: self.entries,
             garbage_bytes: 0,
             garbage_entries: 0,
+            lifetime: None,
         })
+    }
+}
+
+/// The lifetime a value file was given at creation (lifetime-aware GC, paper 000): its
+/// class and a TTL in sequence numbers counted from `created_seq`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FileLifetime {
+    pub class: LifetimeClass,
+    pub created_seq: SeqNo,
+    pub ttl: SeqNo,
+}
+
+impl FileLifetime {
+    /// Whether the TTL has elapsed at sequence number `now`.
+    pub fn due(&self, now: SeqNo) -> bool {
+        now >= self.created_seq.saturating_add(self.ttl)
     }
 }
 
@@ -113,6 +132,8 @@ pub struct BlobMeta {
     /// their pointers or GC relocates them).
     pub garbage_bytes: u64,
     pub garbage_entries: u64,
+    /// Set for files of the lifetime-aware policies.
+    pub lifetime: Option<FileLifetime>,
 }
 
 /// A value file as a version holds it. When a version edit removes it, it is marked
@@ -123,6 +144,7 @@ pub struct BlobFile {
     pub path: PathBuf,
     pub size: u64,
     pub entries: u64,
+    pub lifetime: Option<FileLifetime>,
     garbage_bytes: AtomicU64,
     garbage_entries: AtomicU64,
     obsolete: AtomicBool,
@@ -139,6 +161,7 @@ impl BlobFile {
             path: value_file_name(dir, meta.number),
             size: meta.size,
             entries: meta.entries,
+            lifetime: meta.lifetime,
             garbage_bytes: AtomicU64::new(meta.garbage_bytes),
             garbage_entries: AtomicU64::new(meta.garbage_entries),
             obsolete: AtomicBool::new(false),
@@ -155,6 +178,7 @@ impl BlobFile {
             entries: self.entries,
             garbage_bytes: self.garbage_bytes(),
             garbage_entries: self.garbage_entries.load(Relaxed),
+            lifetime: self.lifetime,
         }
     }
 

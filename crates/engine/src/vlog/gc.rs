@@ -4,13 +4,17 @@
 //! A policy decides; the engine acts. The three decisions are: which pointers a compaction
 //! rewrites into new value files ([`GcPolicy::relocation_filter`]), which table files must
 //! be compacted so that old value files can be released ([`GcPolicy::forced_compactions`]),
-//! and which value files a standalone GC job collects ([`GcPolicy::pick_gc`], whose valid
-//! values the engine writes back through the write path).
+//! and which value files a standalone GC job collects ([`GcPolicy::pick_gc`]). The valid
+//! values a GC job finds are found again either by a pointer write-back through the write
+//! path (Titan) or through value index maps (TerarkDB, the lifetime policies; see
+//! [`super::index_map`]).
 
-use super::ValuePointer;
-use crate::options::GcPolicyConfig;
+use super::{BlobFile, ValuePointer};
+use crate::options::{GcPolicyConfig, Options};
+use crate::types::SeqNo;
 use crate::version::Version;
 use std::collections::HashSet;
+use std::sync::Arc;
 
 pub type RelocationFilter = Box<dyn Fn(&ValuePointer) -> bool + Send + Sync>;
 
@@ -32,15 +36,16 @@ pub trait GcPolicy: Send + Sync {
         HashSet::new()
     }
 
-    /// Value files a standalone GC job should collect now (none of them in `busy`).
-    fn pick_gc(&self, _version: &Version, _busy: &HashSet<u64>) -> Vec<u64> {
+    /// Value files a standalone GC job should collect now (none of them in `busy`); `now`
+    /// is the last sequence number, the clock of lifetime TTLs.
+    fn pick_gc(&self, _version: &Version, _busy: &HashSet<u64>, _now: SeqNo) -> Vec<u64> {
         Vec::new()
     }
 }
 
-/// Builds the policy an option names.
-pub fn from_config(c: &GcPolicyConfig) -> Box<dyn GcPolicy> {
-    match *c {
+/// Builds the policy the options name.
+pub fn from_options(o: &Options) -> Box<dyn GcPolicy> {
+    match o.gc {
         GcPolicyConfig::Inline => Box::new(Inline),
         GcPolicyConfig::BlobDb {
             age_cutoff,
@@ -50,6 +55,10 @@ pub fn from_config(c: &GcPolicyConfig) -> Box<dyn GcPolicy> {
             force_threshold,
         }),
         GcPolicyConfig::Titan { garbage_ratio } => Box::new(Titan { garbage_ratio }),
+        GcPolicyConfig::Terark { garbage_ratio } => Box::new(Terark { garbage_ratio }),
+        GcPolicyConfig::Lifetime { .. } => Box::new(Lifetime {
+            max_batch_bytes: o.lifetime.max_gc_batch_bytes,
+        }),
     }
 }
 
@@ -119,30 +128,82 @@ pub struct Titan {
     pub garbage_ratio: f64,
 }
 
-/// At most this many bytes of value files per GC job.
-const TITAN_MAX_BATCH_BYTES: u64 = 1 << 30;
+/// At most this many bytes of value files per garbage-ratio GC job.
+const RATIO_MAX_BATCH_BYTES: u64 = 1 << 30;
+
+/// Takes files in the given order until `max_bytes` (at least one file).
+fn batch<'a>(files: impl Iterator<Item = &'a Arc<BlobFile>>, max_bytes: u64) -> Vec<u64> {
+    let mut bytes = 0;
+    let mut out = Vec::new();
+    for b in files {
+        if bytes > 0 && bytes + b.size > max_bytes {
+            break;
+        }
+        bytes += b.size;
+        out.push(b.number);
+    }
+    out
+}
+
+/// The files at or above `ratio` garbage, most garbage first.
+fn pick_by_garbage_ratio(v: &Version, busy: &HashSet<u64>, ratio: f64) -> Vec<u64> {
+    let mut c: Vec<_> = v
+        .blobs
+        .values()
+        .filter(|b| !busy.contains(&b.number) && b.garbage_ratio() >= ratio)
+        .collect();
+    c.sort_by(|a, b| b.garbage_ratio().total_cmp(&a.garbage_ratio()));
+    batch(c.into_iter(), RATIO_MAX_BATCH_BYTES)
+}
 
 impl GcPolicy for Titan {
     fn name(&self) -> &'static str {
         "titan"
     }
 
-    fn pick_gc(&self, v: &Version, busy: &HashSet<u64>) -> Vec<u64> {
-        let mut c: Vec<_> = v
+    fn pick_gc(&self, v: &Version, busy: &HashSet<u64>, _now: SeqNo) -> Vec<u64> {
+        pick_by_garbage_ratio(v, busy, self.garbage_ratio)
+    }
+}
+
+/// TerarkDB's GC: Titan's trigger, index maps instead of write-back.
+pub struct Terark {
+    pub garbage_ratio: f64,
+}
+
+impl GcPolicy for Terark {
+    fn name(&self) -> &'static str {
+        "terark"
+    }
+
+    fn pick_gc(&self, v: &Version, busy: &HashSet<u64>, _now: SeqNo) -> Vec<u64> {
+        pick_by_garbage_ratio(v, busy, self.garbage_ratio)
+    }
+}
+
+/// Lifetime-aware GC (paper 000, sec. 4.5): a file is collected once its TTL has elapsed;
+/// one job takes every due file (of any class), oldest deadline first, up to a size cap.
+pub struct Lifetime {
+    pub max_batch_bytes: u64,
+}
+
+impl GcPolicy for Lifetime {
+    fn name(&self) -> &'static str {
+        "lifetime"
+    }
+
+    fn pick_gc(&self, v: &Version, busy: &HashSet<u64>, now: SeqNo) -> Vec<u64> {
+        // A file without a lifetime (written under another policy) is due at once.
+        let deadline = |b: &BlobFile| {
+            b.lifetime
+                .map_or(0, |l| l.created_seq.saturating_add(l.ttl))
+        };
+        let mut due: Vec<_> = v
             .blobs
             .values()
-            .filter(|b| !busy.contains(&b.number) && b.garbage_ratio() >= self.garbage_ratio)
+            .filter(|b| !busy.contains(&b.number) && deadline(b) <= now)
             .collect();
-        c.sort_by(|a, b| b.garbage_ratio().total_cmp(&a.garbage_ratio()));
-        let mut bytes = 0;
-        let mut out = Vec::new();
-        for b in c {
-            if bytes > 0 && bytes + b.size > TITAN_MAX_BATCH_BYTES {
-                break;
-            }
-            bytes += b.size;
-            out.push(b.number);
-        }
-        out
+        due.sort_by_key(|b| (deadline(b), b.number));
+        batch(due.into_iter(), self.max_batch_bytes)
     }
 }

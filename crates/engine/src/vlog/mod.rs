@@ -4,7 +4,9 @@
 
 pub mod file;
 pub mod gc;
+pub mod index_map;
 pub mod pointer;
 
-pub use file::{BlobFile, ValueFileReader, ValueFileWriter};
+pub use file::{BlobFile, FileLifetime, ValueFileReader, ValueFileWriter};
+pub use index_map::{IndexMap, IndexMapBuilder};
 pub use pointer::ValuePointer;

@@ -1,0 +1,528 @@
+//! Lifetime-aware GC in the database (paper 000, DumpKV), and the index-map GC job it
+//! shares with TerarkDB's policy.
+//!
+//! * [`LifetimeRuntime`] holds what lives as long as the database: the thresholds
+//!   (Eq. 3-6), the model handle, the background trainer, and the counters.
+//! * [`JobHooks`] is what flush and compaction see ([`LifetimeHooks`]): flush stamps new
+//!   value files with the default class and TTL `l_d` and stores a fresh feature record
+//!   after each pointer; compaction links that record to the key's previous write and
+//!   reports the true lifetime it found (sec. 4.3).
+//! * [`run_mapped_gc`] is one GC job without pointer write-back (sec. 4.5): validity by a
+//!   tree lookup, valid values placed by class into new value files, one index map per new
+//!   file, all installed by one version edit. A job that dies before that edit leaves only
+//!   orphan files, removed at the next open (sec. 4.6).
+
+use super::read::ReadView;
+use super::{Inner, State};
+use crate::compaction::{garbage_by_file, LifetimeHooks, Previous};
+use crate::error::Result;
+use crate::io::IoCause;
+use crate::lifetime::{
+    compaction_sample_probability, gc_sample_probability, FeatureRecord, LifetimeClass,
+    LifetimeThresholds, ModelHandle, SampleSource, Sampler, Trainer, TrainerConfig, TrainingSample,
+};
+use crate::memtable::seek_key;
+use crate::options::{LifetimeMode, Options};
+use crate::stats::EngineCounters;
+use crate::types::{SeqNo, ValueKind};
+use crate::version::{Version, VersionEdit};
+use crate::vlog::file::value_file_name;
+use crate::vlog::index_map::index_map_file_name;
+use crate::vlog::{BlobFile, FileLifetime, IndexMapBuilder, ValueFileWriter, ValuePointer};
+use parking_lot::Mutex;
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Name of the saved model in the database directory.
+pub const MODEL_FILE: &str = "LIFETIME-MODEL";
+
+/// The thresholds and GC outcome after one GC job, for the plots of paper 000 Fig. 8-9.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct GcJobRecord {
+    /// Sequence number when the job finished.
+    pub seq: SeqNo,
+    pub l_s: SeqNo,
+    pub l_l: SeqNo,
+    pub l_d: SeqNo,
+    /// Garbage share of the job's input bytes.
+    pub gc_ratio: f64,
+    /// Garbage share of the input bytes per class (default, short, long); `None` if the job
+    /// took no file of that class.
+    pub invalid_ratio_by_class: [Option<f64>; 3],
+}
+
+/// What `DB::stats` reports for the lifetime policies.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct LifetimeStats {
+    pub l_s: SeqNo,
+    pub l_l: SeqNo,
+    pub l_d: SeqNo,
+    pub model_calls: u64,
+    /// Mean time of one model call (building the row, decaying counters, the trees).
+    pub model_call_micros: f64,
+    pub trainings: u64,
+    pub training_failures: u64,
+    pub last_training_micros: u64,
+    pub samples_received: u64,
+    pub samples_dropped: u64,
+    pub dataset_capacity: usize,
+    /// Bytes of the saved model file.
+    pub model_bytes: u64,
+    /// Total gain per model input column (Deltas, EDWCs, elapsed, value size), if a model
+    /// exists.
+    pub feature_importance: Vec<(String, f64)>,
+    /// Valid values GC placed in short and long files.
+    pub placed_short: u64,
+    pub placed_long: u64,
+    /// Old versions GC kept only because a snapshot can still read them.
+    pub kept_for_snapshots: u64,
+    /// Records linked to their previous write by compaction, and true lifetimes sampled.
+    pub links: u64,
+    pub lazy_rewrites: u64,
+    pub index_maps: usize,
+    pub index_map_entries: u64,
+    pub gc_history: Vec<GcJobRecord>,
+}
+
+#[derive(Default)]
+struct Counters {
+    model_calls: AtomicU64,
+    model_nanos: AtomicU64,
+    placed_short: AtomicU64,
+    placed_long: AtomicU64,
+    kept_for_snapshots: AtomicU64,
+    links: AtomicU64,
+    lazy_rewrites: AtomicU64,
+}
+
+/// Lifetime state that lives as long as the open database.
+pub(crate) struct LifetimeRuntime {
+    /// `None` for TerarkDB's policy (index maps, no classes).
+    pub mode: Option<LifetimeMode>,
+    pub thresholds: Arc<LifetimeThresholds>,
+    pub model: Arc<ModelHandle>,
+    trainer: Option<Trainer>,
+    dataset_capacity: usize,
+    sampler: Sampler,
+    value_size_feature: bool,
+    counters: Counters,
+    history: Mutex<Vec<GcJobRecord>>,
+}
+
+impl LifetimeRuntime {
+    /// Builds the runtime for policies with index maps; `None` for the others. The model
+    /// saved by an earlier run is loaded (sec. 4.6).
+    pub fn open(dir: &Path, opts: &Options) -> Result<Option<LifetimeRuntime>> {
+        if !opts.gc.uses_index_maps() {
+            return Ok(None);
+        }
+        let mode = opts.gc.lifetime_mode();
+        let thresholds = Arc::new(LifetimeThresholds::new(opts.lifetime.thresholds.clone())?);
+        let model_path = dir.join(MODEL_FILE);
+        let model = Arc::new(if mode == Some(LifetimeMode::Learned) {
+            ModelHandle::open(&model_path)?
+        } else {
+            ModelHandle::new()
+        });
+        let trainer = if mode == Some(LifetimeMode::Learned) {
+            let cfg = TrainerConfig {
+                dataset_capacity: opts.lifetime.dataset_capacity,
+                gbm: opts.lifetime.gbm.clone(),
+                model_path: Some(model_path),
+                ..TrainerConfig::default()
+            };
+            Some(Trainer::spawn(cfg, thresholds.clone(), model.clone())?)
+        } else {
+            None
+        };
+        Ok(Some(LifetimeRuntime {
+            mode,
+            thresholds,
+            model,
+            trainer,
+            dataset_capacity: opts.lifetime.dataset_capacity,
+            sampler: Sampler::new(0x5eed_0f_11fe),
+            value_size_feature: opts.lifetime.value_size_feature,
+            counters: Counters::default(),
+            history: Mutex::new(Vec::new()),
+        }))
+    }
+
+    /// Hooks for a flush (`below_level` unused) or a compaction writing into
+    /// `below_level - 1`.
+    pub fn hooks<'a>(
+        &'a self,
+        version: &'a Version,
+        below_level: usize,
+        now: SeqNo,
+    ) -> JobHooks<'a> {
+        JobHooks {
+            rt: self,
+            version,
+            below_level,
+            now,
+        }
+    }
+
+    /// Hands a sample to the trainer; without one (no-model and oracle modes), feeds the
+    /// histograms directly so that the thresholds still adapt.
+    fn submit(&self, sample: TrainingSample) {
+        match &self.trainer {
+            Some(t) => {
+                t.submit(sample);
+            }
+            None => match sample.source {
+                SampleSource::Compaction => self.thresholds.record_short(sample.lifetime),
+                SampleSource::Gc => self.thresholds.record_long(sample.lifetime),
+            },
+        }
+    }
+
+    pub fn count_job(&self, links: u64, lazy_rewrites: u64) {
+        EngineCounters::add(&self.counters.links, links);
+        EngineCounters::add(&self.counters.lazy_rewrites, lazy_rewrites);
+    }
+
+    pub fn stats(&self, dir: &Path, v: &Version) -> LifetimeStats {
+        let t = self.thresholds.current();
+        let c = &self.counters;
+        let calls = EngineCounters::get(&c.model_calls);
+        let ts = self.trainer.as_ref().map(|t| t.stats());
+        let get = |f: fn(&crate::lifetime::model::TrainerStats) -> &AtomicU64| {
+            ts.map_or(0, |s| f(s).load(Ordering::Relaxed))
+        };
+        LifetimeStats {
+            l_s: t.short,
+            l_l: t.long,
+            l_d: t.default,
+            model_calls: calls,
+            model_call_micros: if calls == 0 {
+                0.0
+            } else {
+                EngineCounters::get(&c.model_nanos) as f64 / 1e3 / calls as f64
+            },
+            trainings: get(|s| &s.trainings),
+            training_failures: get(|s| &s.training_failures),
+            last_training_micros: get(|s| &s.last_training_micros),
+            samples_received: get(|s| &s.samples_received),
+            samples_dropped: get(|s| &s.samples_dropped),
+            dataset_capacity: self.dataset_capacity,
+            model_bytes: std::fs::metadata(dir.join(MODEL_FILE)).map_or(0, |m| m.len()),
+            feature_importance: self
+                .model
+                .current()
+                .map(|m| m.feature_importance())
+                .unwrap_or_default(),
+            placed_short: EngineCounters::get(&c.placed_short),
+            placed_long: EngineCounters::get(&c.placed_long),
+            kept_for_snapshots: EngineCounters::get(&c.kept_for_snapshots),
+            links: EngineCounters::get(&c.links),
+            lazy_rewrites: EngineCounters::get(&c.lazy_rewrites),
+            index_maps: v.maps.len(),
+            index_map_entries: v.maps.values().map(|m| m.len() as u64).sum(),
+            gc_history: self.history.lock().clone(),
+        }
+    }
+}
+
+/// The lifetime hooks of one flush or compaction job.
+pub(crate) struct JobHooks<'a> {
+    rt: &'a LifetimeRuntime,
+    version: &'a Version,
+    below_level: usize,
+    now: SeqNo,
+}
+
+impl LifetimeHooks for JobHooks<'_> {
+    fn new_file_lifetime(&self) -> Option<FileLifetime> {
+        self.rt.mode.map(|_| FileLifetime {
+            class: LifetimeClass::Default,
+            created_seq: self.now,
+            ttl: self.rt.thresholds.current().default,
+        })
+    }
+
+    fn fresh_features(&self, value_len: usize) -> FeatureRecord {
+        if self.rt.value_size_feature {
+            FeatureRecord::with_value_size(value_len.min(u32::MAX as usize) as u32)
+        } else {
+            FeatureRecord::new()
+        }
+    }
+
+    fn previous_below(&self, key: &[u8], seq: SeqNo) -> Result<Option<Previous>> {
+        if self.below_level >= self.version.num_levels() {
+            return Ok(None);
+        }
+        let seek = seek_key(key, seq.saturating_sub(1));
+        let Some(f) = self
+            .version
+            .get_from(self.below_level, key, &seek, IoCause::Compaction)?
+        else {
+            return Ok(None);
+        };
+        let features = if f.kind == ValueKind::Pointer {
+            let (_, meta) = ValuePointer::decode(Path::new("<tree>"), &f.value)?;
+            FeatureRecord::decode(meta).ok().map(|(r, _)| r)
+        } else {
+            None
+        };
+        Ok(Some(Previous {
+            seq: f.seq,
+            features,
+        }))
+    }
+
+    fn observe(&self, prev: &FeatureRecord, lifetime: SeqNo) {
+        if self.rt.mode.is_none() {
+            return;
+        }
+        let t = self.rt.thresholds.current();
+        let p = compaction_sample_probability(prev, t.s_idx(), t.l_idx());
+        if self.rt.sampler.accept(p) {
+            self.rt.submit(TrainingSample {
+                source: SampleSource::Compaction,
+                features: prev.clone(),
+                lifetime,
+            });
+        }
+    }
+}
+
+/// One output class of a GC job: the value file being written and its index map.
+struct Output {
+    writer: ValueFileWriter,
+    map: IndexMapBuilder,
+}
+
+/// Runs one GC job over `files` (ascending numbers) with index maps instead of write-back.
+pub(crate) fn run_mapped_gc(
+    inner: &Arc<Inner>,
+    rt: &LifetimeRuntime,
+    files: &[Arc<BlobFile>],
+    snapshots: &[SeqNo],
+) -> Result<()> {
+    let now = inner.visible_seq.load(Ordering::Acquire);
+    let t = rt.thresholds.current();
+    let oracle = inner.opts.lifetime_oracle.as_deref();
+    // Finished outputs: (class, meta, map); open ones by class index.
+    let mut done: Vec<(
+        Option<LifetimeClass>,
+        crate::vlog::file::BlobMeta,
+        IndexMapBuilder,
+    )> = Vec::new();
+    let mut open: [Option<Output>; 3] = [None, None, None];
+    let mut created = Vec::new();
+    let mut samples = Vec::new();
+    // (input bytes, garbage bytes) per class of input file.
+    let mut by_class = [(0u64, 0u64); 3];
+    let (mut total, mut garbage) = (0u64, 0u64);
+    let result = (|| -> Result<()> {
+        for f in files {
+            let class_idx = f.lifetime.map_or(0, |l| l.class as usize);
+            let mut r = f.scan(IoCause::GcRead)?;
+            while let Some((ptr, key, value)) = r.next_record()? {
+                total += ptr.size as u64;
+                by_class[class_idx].0 += ptr.size as u64;
+                let view = ReadView::take(inner);
+                let refers = |found: &Option<crate::version::Found>| -> Result<bool> {
+                    Ok(match found {
+                        Some(f) if f.kind == ValueKind::Pointer => {
+                            let (p, _) = ValuePointer::decode(&inner.dir, &f.value)?;
+                            view.version.resolve(&p) == Some(ptr)
+                        }
+                        _ => false,
+                    })
+                };
+                let latest = view.lookup(key, now)?;
+                let for_snapshot = !refers(&latest)?;
+                let class = if !for_snapshot {
+                    let found = latest.as_ref().expect("refers implies found");
+                    let (_, meta) = ValuePointer::decode(&inner.dir, &found.value)?;
+                    let rec = FeatureRecord::decode_from(&inner.dir, meta)
+                        .map(|(r, _)| r)
+                        .unwrap_or_default();
+                    let elapsed = now.saturating_sub(found.seq);
+                    let class = match rt.mode {
+                        None => None,
+                        Some(LifetimeMode::NoModel) => Some(LifetimeClass::Long),
+                        Some(LifetimeMode::Learned) => {
+                            let start = Instant::now();
+                            let c = rt.model.predict(&rec, elapsed);
+                            EngineCounters::add(
+                                &rt.counters.model_nanos,
+                                start.elapsed().as_nanos() as u64,
+                            );
+                            EngineCounters::add(&rt.counters.model_calls, 1);
+                            Some(c)
+                        }
+                        Some(LifetimeMode::Oracle) => {
+                            let next = oracle.and_then(|o| o.next_write(key, found.seq));
+                            Some(match next {
+                                Some(n) if n.saturating_sub(now) <= t.short => LifetimeClass::Short,
+                                _ => LifetimeClass::Long,
+                            })
+                        }
+                    };
+                    if rt.mode.is_some() {
+                        samples.push(TrainingSample {
+                            source: SampleSource::Gc,
+                            features: rec,
+                            lifetime: elapsed,
+                        });
+                    }
+                    class
+                } else {
+                    // Still needed by a snapshot reader? Keep it; it dies with the snapshot.
+                    let mut needed = false;
+                    for &s in snapshots {
+                        if refers(&view.lookup(key, s)?)? {
+                            needed = true;
+                            break;
+                        }
+                    }
+                    if !needed {
+                        garbage += ptr.size as u64;
+                        by_class[class_idx].1 += ptr.size as u64;
+                        continue;
+                    }
+                    rt.mode.map(|_| LifetimeClass::Short)
+                };
+                let slot = class.map_or(0, |c| c as usize);
+                if open[slot]
+                    .as_ref()
+                    .is_some_and(|o| o.writer.len() >= inner.opts.blob_file_size)
+                {
+                    let o = open[slot].take().unwrap();
+                    done.push((class, o.writer.finish()?, o.map));
+                }
+                if open[slot].is_none() {
+                    let n = inner.new_file_number();
+                    let path = value_file_name(&inner.dir, n);
+                    created.push(path.clone());
+                    created.push(index_map_file_name(&inner.dir, n));
+                    open[slot] = Some(Output {
+                        writer: ValueFileWriter::new(
+                            inner.storage.create(&path, IoCause::GcWrite)?,
+                            n,
+                        )?,
+                        map: IndexMapBuilder::new(n),
+                    });
+                }
+                let o = open[slot].as_mut().unwrap();
+                let np = o.writer.add(key, value)?;
+                o.map.add(&ptr, &np);
+                EngineCounters::add(&inner.counters.gc_relocated_bytes, np.size as u64);
+                let counter = match (for_snapshot, class) {
+                    (true, _) => &rt.counters.kept_for_snapshots,
+                    (false, Some(LifetimeClass::Short)) => &rt.counters.placed_short,
+                    (false, Some(_)) => &rt.counters.placed_long,
+                    (false, None) => &rt.counters.kept_for_snapshots,
+                };
+                EngineCounters::add(counter, 1);
+            }
+        }
+        for (slot, o) in open.iter_mut().enumerate() {
+            if let Some(o) = o.take() {
+                let class = rt.mode.map(|_| LifetimeClass::from_u8(slot as u8).unwrap());
+                done.push((class, o.writer.finish()?, o.map));
+            }
+        }
+        Ok(())
+    })();
+    let sources: Vec<u64> = files.iter().map(|f| f.number).collect();
+    let gc_ratio = if total == 0 {
+        1.0
+    } else {
+        garbage as f64 / total as f64
+    };
+    // Sec. 4.3: GC samples are kept with the job's valid ratio; then Eq. 3-6.
+    let result = result.and_then(|()| {
+        let keep = gc_sample_probability(gc_ratio);
+        for s in samples {
+            if rt.sampler.accept(keep) {
+                rt.submit(s);
+            }
+        }
+        let t = if rt.mode.is_some() {
+            rt.thresholds.recompute(gc_ratio)
+        } else {
+            t
+        };
+        let mut edit = VersionEdit {
+            deleted_blobs: sources.clone(),
+            ..Default::default()
+        };
+        for (class, mut meta, map) in done {
+            meta.lifetime = class.map(|c| FileLifetime {
+                class: c,
+                created_seq: now,
+                ttl: c.ttl(&t),
+            });
+            map.finish(&inner.dir, &*inner.storage, &sources)?;
+            edit.added_maps.push((meta.number, sources.clone()));
+            edit.added_blobs.push(meta);
+        }
+        let mut st = inner.state.lock();
+        inner.apply_edit(&mut st, edit)?;
+        settle_drops_during_gc(inner, &mut st)?;
+        drop_unneeded_maps(inner, &mut st)?;
+        if rt.mode.is_some() {
+            let ratio = |(b, g): (u64, u64)| (b > 0).then(|| g as f64 / b as f64);
+            rt.history.lock().push(GcJobRecord {
+                seq: now,
+                l_s: t.short,
+                l_l: t.long,
+                l_d: t.default,
+                gc_ratio,
+                invalid_ratio_by_class: [
+                    ratio(by_class[0]),
+                    ratio(by_class[1]),
+                    ratio(by_class[2]),
+                ],
+            });
+        }
+        Ok(())
+    });
+    if result.is_err() {
+        for p in created {
+            let _ = inner.storage.remove(&p);
+        }
+    }
+    result
+}
+
+/// Pointers compaction dropped while the GC ran, into files it was collecting: if GC
+/// copied their records, the copies are garbage; charge them where they live now.
+fn settle_drops_during_gc(inner: &Inner, st: &mut State) -> Result<()> {
+    let drops = std::mem::take(&mut st.gc_drops);
+    let g = garbage_by_file(&st.versions.current(), &drops);
+    if g.is_empty() {
+        return Ok(());
+    }
+    inner.apply_edit(
+        st,
+        VersionEdit {
+            blob_garbage: g,
+            ..Default::default()
+        },
+    )
+}
+
+/// Drops index maps no table can resolve through any more.
+pub(crate) fn drop_unneeded_maps(inner: &Inner, st: &mut State) -> Result<()> {
+    let unneeded = st.versions.current().unneeded_maps();
+    if unneeded.is_empty() {
+        return Ok(());
+    }
+    inner.apply_edit(
+        st,
+        VersionEdit {
+            deleted_maps: unneeded,
+            ..Default::default()
+        },
+    )
+}

@@ -1,0 +1,294 @@
+//! Value index maps (paper 000, sec. 4.5): GC without pointer write-back.
+//!
+//! When GC moves a still-valid record from an old value file into a new one, the tree keeps
+//! pointing at the old location. Each new value file therefore gets an immutable map from
+//! old locations (source file, offset) to the record's place in the new file. A read whose
+//! pointer names a file that no longer exists follows the maps, possibly through several GC
+//! generations, to the newest location; compaction rewrites such pointers lazily.
+//!
+//! ```text
+//! file   := magic "HLVMAP01" (8) | target u64 | count u64 | nsources u32 |
+//!           source u64 * nsources | entry * count | masked crc32c u32 (of all before it)
+//! entry  := source_file u64 | source_offset u64 | new_offset u64 | new_size u32   (28 bytes)
+//! ```
+//! Entries are sorted by (source_file, source_offset), so a lookup is a binary search. All
+//! integers little-endian.
+//!
+//! A map is needed while some pointer in the tree may resolve through it. Resolution only
+//! moves from older files to newer ones, so a pointer to file `p` can use a map only if
+//! `p <= max(sources)`: once every table's oldest referenced value file is above a map's
+//! newest source, the map is dropped ([`IndexMap::newest_source`]).
+
+use super::ValuePointer;
+use crate::error::{Error, Result};
+use crate::io::{IoCause, Storage};
+use crate::wal::log::{mask_crc, unmask_crc};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::Arc;
+
+pub const MAGIC: &[u8; 8] = b"HLVMAP01";
+const HEADER: usize = 8 + 8 + 8 + 4;
+const ENTRY: usize = 28;
+
+pub fn index_map_file_name(dir: &Path, target: u64) -> PathBuf {
+    dir.join(format!("{target:06}.vmap"))
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Entry {
+    src_file: u64,
+    src_offset: u64,
+    offset: u64,
+    size: u32,
+}
+
+/// Builds the map of one GC output file. Entries must arrive in (file, offset) order,
+/// which is the order GC scans its input files.
+pub struct IndexMapBuilder {
+    target: u64,
+    entries: Vec<Entry>,
+}
+
+impl IndexMapBuilder {
+    pub fn new(target: u64) -> Self {
+        IndexMapBuilder {
+            target,
+            entries: Vec::new(),
+        }
+    }
+
+    pub fn target(&self) -> u64 {
+        self.target
+    }
+
+    /// Records that the record at `old` now lives at `new` (in the target file).
+    pub fn add(&mut self, old: &ValuePointer, new: &ValuePointer) {
+        debug_assert_eq!(new.file, self.target);
+        let e = Entry {
+            src_file: old.file,
+            src_offset: old.offset,
+            offset: new.offset,
+            size: new.size,
+        };
+        debug_assert!(self
+            .entries
+            .last()
+            .is_none_or(|l| (l.src_file, l.src_offset) < (e.src_file, e.src_offset)));
+        self.entries.push(e);
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Writes and syncs the map file; `sources` are the files GC collected into the target.
+    pub fn finish(self, dir: &Path, storage: &dyn Storage, sources: &[u64]) -> Result<()> {
+        let mut b = Vec::with_capacity(HEADER + 8 * sources.len() + ENTRY * self.len() + 4);
+        b.extend_from_slice(MAGIC);
+        b.extend_from_slice(&self.target.to_le_bytes());
+        b.extend_from_slice(&(self.entries.len() as u64).to_le_bytes());
+        b.extend_from_slice(&(sources.len() as u32).to_le_bytes());
+        for s in sources {
+            b.extend_from_slice(&s.to_le_bytes());
+        }
+        for e in &self.entries {
+            b.extend_from_slice(&e.src_file.to_le_bytes());
+            b.extend_from_slice(&e.src_offset.to_le_bytes());
+            b.extend_from_slice(&e.offset.to_le_bytes());
+            b.extend_from_slice(&e.size.to_le_bytes());
+        }
+        let crc = mask_crc(crc32c::crc32c(&b));
+        b.extend_from_slice(&crc.to_le_bytes());
+        let path = index_map_file_name(dir, self.target);
+        let mut f = storage.create(&path, IoCause::IndexMap)?;
+        f.append(&b)?;
+        f.sync()
+    }
+}
+
+/// A loaded, immutable index map. Deleted from disk when dropped after being marked
+/// obsolete (no version needs it and the last reader let go).
+pub struct IndexMap {
+    target: u64,
+    sources: Vec<u64>,
+    entries: Vec<Entry>,
+    path: PathBuf,
+    obsolete: AtomicBool,
+    storage: Arc<dyn Storage>,
+}
+
+impl std::fmt::Debug for IndexMap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IndexMap")
+            .field("target", &self.target)
+            .field("sources", &self.sources)
+            .field("entries", &self.entries.len())
+            .finish()
+    }
+}
+
+impl IndexMap {
+    /// Loads and verifies the map of `target`.
+    pub fn load(dir: &Path, storage: &Arc<dyn Storage>, target: u64) -> Result<IndexMap> {
+        let path = index_map_file_name(dir, target);
+        let data = crate::io::read_all(&**storage, &path, IoCause::IndexMap)?;
+        let bad = |what: &str| Error::corruption(&path, format!("index map: {what}"));
+        if data.len() < HEADER + 4 || &data[..8] != MAGIC {
+            return Err(bad("bad magic or too short"));
+        }
+        let body = &data[..data.len() - 4];
+        let crc = u32::from_le_bytes(data[data.len() - 4..].try_into().unwrap());
+        if unmask_crc(crc) != crc32c::crc32c(body) {
+            return Err(bad("checksum mismatch"));
+        }
+        let u64_at = |o: usize| u64::from_le_bytes(body[o..o + 8].try_into().unwrap());
+        if u64_at(8) != target {
+            return Err(bad(&format!(
+                "names file {} instead of {target}",
+                u64_at(8)
+            )));
+        }
+        let count = u64_at(16) as usize;
+        let nsrc = u32::from_le_bytes(body[24..28].try_into().unwrap()) as usize;
+        let expect = nsrc
+            .checked_mul(8)
+            .and_then(|s| count.checked_mul(ENTRY).map(|e| HEADER + s + e));
+        if expect != Some(body.len()) {
+            return Err(bad("length fields disagree with the file size"));
+        }
+        let sources = (0..nsrc).map(|i| u64_at(HEADER + 8 * i)).collect();
+        let base = HEADER + 8 * nsrc;
+        let mut entries = Vec::with_capacity(count);
+        for i in 0..count {
+            let o = base + ENTRY * i;
+            entries.push(Entry {
+                src_file: u64_at(o),
+                src_offset: u64_at(o + 8),
+                offset: u64_at(o + 16),
+                size: u32::from_le_bytes(body[o + 24..o + 28].try_into().unwrap()),
+            });
+        }
+        if entries
+            .windows(2)
+            .any(|w| (w[0].src_file, w[0].src_offset) >= (w[1].src_file, w[1].src_offset))
+        {
+            return Err(bad("entries out of order"));
+        }
+        Ok(IndexMap {
+            target,
+            sources,
+            entries,
+            path,
+            obsolete: AtomicBool::new(false),
+            storage: storage.clone(),
+        })
+    }
+
+    pub fn target(&self) -> u64 {
+        self.target
+    }
+
+    pub fn sources(&self) -> &[u64] {
+        &self.sources
+    }
+
+    /// The newest value file this map translates from.
+    pub fn newest_source(&self) -> u64 {
+        self.sources.iter().copied().max().unwrap_or(0)
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Bytes this map takes in memory (and, within a few bytes, on disk).
+    pub fn memory_bytes(&self) -> u64 {
+        (self.entries.len() * ENTRY + self.sources.len() * 8) as u64
+    }
+
+    /// Where the record `old` pointed at lives in the target file, if GC moved it here.
+    pub fn lookup(&self, old: &ValuePointer) -> Option<ValuePointer> {
+        let i = self
+            .entries
+            .binary_search_by(|e| (e.src_file, e.src_offset).cmp(&(old.file, old.offset)))
+            .ok()?;
+        let e = &self.entries[i];
+        Some(ValuePointer {
+            file: self.target,
+            offset: e.offset,
+            size: e.size,
+        })
+    }
+
+    pub(crate) fn mark_obsolete(&self) {
+        self.obsolete.store(true, Relaxed);
+    }
+}
+
+impl Drop for IndexMap {
+    fn drop(&mut self) {
+        if self.obsolete.load(Relaxed) {
+            let _ = self.storage.remove(&self.path);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::io::FileStorage;
+
+    fn p(file: u64, offset: u64, size: u32) -> ValuePointer {
+        ValuePointer { file, offset, size }
+    }
+
+    #[test]
+    fn round_trip_lookup_and_corruption() {
+        let dir = tempfile::tempdir().unwrap();
+        let fs: Arc<dyn Storage> = Arc::new(FileStorage::new());
+        let mut b = IndexMapBuilder::new(30);
+        b.add(&p(3, 16, 100), &p(30, 16, 100));
+        b.add(&p(3, 500, 90), &p(30, 116, 90));
+        b.add(&p(7, 16, 50), &p(30, 206, 50));
+        b.finish(dir.path(), &*fs, &[3, 7]).unwrap();
+        let m = IndexMap::load(dir.path(), &fs, 30).unwrap();
+        assert_eq!(m.sources(), &[3, 7]);
+        assert_eq!(m.newest_source(), 7);
+        assert_eq!(m.lookup(&p(3, 500, 90)), Some(p(30, 116, 90)));
+        assert_eq!(m.lookup(&p(7, 16, 50)), Some(p(30, 206, 50)));
+        assert_eq!(m.lookup(&p(3, 17, 1)), None);
+        assert_eq!(m.lookup(&p(5, 16, 1)), None);
+        // Wrong target, flipped byte, truncation: typed corruption errors.
+        assert!(IndexMap::load(dir.path(), &fs, 31).is_err());
+        let path = index_map_file_name(dir.path(), 30);
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes[40] ^= 1;
+        std::fs::write(&path, &bytes).unwrap();
+        let e = IndexMap::load(dir.path(), &fs, 30).unwrap_err();
+        assert!(
+            e.is_corruption() && e.to_string().contains("checksum"),
+            "{e}"
+        );
+        std::fs::write(&path, &bytes[..20]).unwrap();
+        assert!(IndexMap::load(dir.path(), &fs, 30)
+            .unwrap_err()
+            .is_corruption());
+        // Obsolete maps are deleted when the last holder lets go.
+        let mut b = IndexMapBuilder::new(40);
+        b.add(&p(1, 16, 10), &p(40, 16, 10));
+        b.finish(dir.path(), &*fs, &[1]).unwrap();
+        let m = IndexMap::load(dir.path(), &fs, 40).unwrap();
+        m.mark_obsolete();
+        drop(m);
+        assert!(!index_map_file_name(dir.path(), 40).exists());
+    }
+}
