@@ -98,7 +98,12 @@ fn hops(v: &halflife_engine::version::Version, mut p: ValuePointer) -> usize {
         p = v
             .maps
             .values()
-            .find_map(|m| m.sources().contains(&p.file).then(|| m.lookup(&p)).flatten())
+            .find_map(|m| {
+                m.sources()
+                    .contains(&p.file)
+                    .then(|| m.lookup(&p))
+                    .flatten()
+            })
             .expect("pointer resolves through a map");
         n += 1;
     }

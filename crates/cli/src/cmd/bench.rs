@@ -14,11 +14,13 @@
 
 use crate::harness::latency::{Latencies, OP_NAMES};
 use crate::harness::ops::{self, ClientOp, SharedReceiver, INSERT, READ, RMW, SCAN, UPDATE};
+use crate::harness::oracle::WorkloadOracle;
 use crate::harness::procio::ProcIo;
 use crate::harness::report::{self, Phase, RunReport, Sample, WorkloadInfo};
 use crate::harness::{plots, table};
 use anyhow::{anyhow, bail, Context, Result};
-use engine::{GcPolicyConfig, Options, DB};
+use engine::lifetime::ThresholdParams;
+use engine::{GcPolicyConfig, LifetimeMode, LifetimeOptions, Options, DB};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use rand::{RngCore, SeedableRng};
 use std::collections::BTreeMap;
@@ -63,7 +65,8 @@ pub struct Args {
     #[arg(long, value_name = "FILE")]
     pub ops: Option<PathBuf>,
 
-    /// Value placement and GC policy: inline, blobdb or titan.
+    /// Value placement and GC policy: inline, blobdb, titan, terark, lifetime,
+    /// lifetime-nomodel or oracle (the last needs --threads 1: it knows the op order).
     #[arg(short, long, default_value = "blobdb")]
     pub policy: String,
     /// blobdb: fraction of the oldest value files GC may collect.
@@ -72,9 +75,19 @@ pub struct Args {
     /// blobdb: garbage ratio of those files that forces their collection.
     #[arg(long, default_value_t = 0.2)]
     pub force_threshold: f64,
-    /// titan: garbage ratio at which a value file is collected.
+    /// titan, terark: garbage ratio at which a value file is collected.
     #[arg(long, default_value_t = 0.2)]
     pub garbage_ratio: f64,
+    /// lifetime policies: TTL of value files before the first GC job has set the
+    /// thresholds, in writes [default: the paper's 2^22 scaled by records / 49M, the
+    /// records of its 200 GB load].
+    #[arg(long)]
+    pub lifetime_initial_ttl: Option<u64>,
+    /// lifetime: training samples per model. The paper uses 128k for a 200 GB load; at
+    /// the scale of these benchmarks (1/50 to 1/500 of its data) that would fill once or
+    /// never in a run, so the default is 16k.
+    #[arg(long, default_value_t = 16384)]
+    pub lifetime_dataset: usize,
     /// Memtable size in MiB.
     #[arg(long, default_value_t = 64)]
     pub memtable_mb: u64,
@@ -238,12 +251,55 @@ pub fn gc_policy(a: &Args) -> Result<GcPolicyConfig> {
         "titan" => GcPolicyConfig::Titan {
             garbage_ratio: a.garbage_ratio,
         },
-        other => bail!("unknown policy {other:?}: use inline, blobdb or titan"),
+        "terark" => GcPolicyConfig::Terark {
+            garbage_ratio: a.garbage_ratio,
+        },
+        other => match other.parse::<GcPolicyConfig>() {
+            Ok(g @ GcPolicyConfig::Lifetime { .. }) => g,
+            _ => bail!(
+                "unknown policy {other:?}: use one of {}",
+                GcPolicyConfig::NAMES.join(", ")
+            ),
+        },
     })
 }
 
-fn engine_options(a: &Args) -> Result<Options> {
+/// Records of paper 000's 200 GB load of 256 B keys and 4 KiB values.
+const PAPER_RECORDS: u64 = 200_000_000_000 / (256 + 4096);
+
+fn lifetime_options(a: &Args, records: u64) -> LifetimeOptions {
+    let paper = ThresholdParams::default();
+    let ttl = a.lifetime_initial_ttl.unwrap_or_else(|| {
+        ((paper.initial_ttl as f64 * records as f64 / PAPER_RECORDS as f64) as u64).max(1024)
+    });
+    LifetimeOptions {
+        thresholds: ThresholdParams {
+            initial_ttl: ttl,
+            ..paper
+        },
+        dataset_capacity: a.lifetime_dataset,
+        ..LifetimeOptions::default()
+    }
+}
+
+fn engine_options(a: &Args, plan: &Plan) -> Result<Options> {
+    let gc = gc_policy(a)?;
+    let lifetime_oracle = if gc.lifetime_mode() == Some(LifetimeMode::Oracle) {
+        if a.threads != 1 {
+            bail!("--policy oracle needs --threads 1 (it numbers writes in op order)");
+        }
+        let oracle = WorkloadOracle::build(
+            plan.info.record_count,
+            plan.info.key_size as usize,
+            run_ops(plan)?,
+        )?;
+        Some(Arc::new(oracle) as Arc<dyn engine::LifetimeOracle>)
+    } else {
+        None
+    };
     Ok(Options {
+        lifetime: lifetime_options(a, plan.info.record_count),
+        lifetime_oracle,
         memtable_size: (a.memtable_mb << 20) as usize,
         block_cache_capacity: (a.cache_mb << 20) as usize,
         sync_writes: a.sync,
@@ -260,7 +316,7 @@ pub fn run(a: Args) -> Result<()> {
         bail!("--threads must be at least 1");
     }
     let plan = Plan::from_args(&a)?;
-    let opts = engine_options(&a)?;
+    let opts = engine_options(&a, &plan)?;
     let report_path = a
         .report
         .clone()
@@ -338,22 +394,12 @@ pub fn run(a: Args) -> Result<()> {
 
     // Run phase.
     progress.phase("run");
-    let run_ops: Box<dyn Iterator<Item = Result<ClientOp>> + Send> = match &plan.source {
-        Source::Spec(spec) => {
-            let w = workload::Workload::new(spec.clone())?;
-            Box::new(w.run_ops().map(|op| Ok(ClientOp::from(op))))
-        }
-        Source::OpFile(path) => {
-            let reader = workload::opfile::OpFileReader::open(path)?;
-            Box::new(reader.map(|op| op.map(ClientOp::from).map_err(anyhow::Error::from)))
-        }
-    };
     let run = drive(
         &db,
         &plan,
         &shared,
         a.threads,
-        run_ops,
+        run_ops(&plan)?,
         &progress,
         &mut sampler,
     )?;
@@ -433,6 +479,20 @@ pub fn run(a: Args) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The run-phase ops of `plan`, generated or read from its op file.
+fn run_ops(plan: &Plan) -> Result<Box<dyn Iterator<Item = Result<ClientOp>> + Send>> {
+    Ok(match &plan.source {
+        Source::Spec(spec) => {
+            let w = workload::Workload::new(spec.clone())?;
+            Box::new(w.run_ops().map(|op| Ok(ClientOp::from(op))))
+        }
+        Source::OpFile(path) => {
+            let reader = workload::opfile::OpFileReader::open(path)?;
+            Box::new(reader.map(|op| op.map(ClientOp::from).map_err(anyhow::Error::from)))
+        }
+    })
 }
 
 /// State the client threads share.

@@ -32,7 +32,8 @@ pub struct Args {
     pub baseline: Option<String>,
     /// small: about 200 MB live and 400 MB of updates, a few minutes for all engines.
     /// write-intensive: paper 000 section 5.2 scaled to this machine (1M records of 256 B +
-    /// 4 KiB, 4.3 GB live; 4M Zipfian 0.9 updates, 17 GB written).
+    /// 4 KiB, 4.3 GB live; 4M Zipfian 0.9 updates, 17 GB written). lifetime: the same at
+    /// 1/10 of that (100k records, 400k updates), for paper 000's sweep over --theta.
     #[arg(long, default_value = "small")]
     pub preset: String,
     /// Workload: write-intensive, or a YCSB core workload a-f.
@@ -129,7 +130,15 @@ fn preset(name: &str) -> Result<Preset> {
             cache_mb: 256,
             memory_limit_mb: 1024,
         },
-        other => bail!("unknown preset {other:?}: use small or write-intensive"),
+        // Paper 000 sec. 5.2 at 1/500 of its 200 GB load: 100k records of 256 B + 4 KiB
+        // (430 MB live), 400k updates; run once per --theta (0.2, 0.5, 0.9, 0.99).
+        "lifetime" => Preset {
+            records: 100_000,
+            op_count: 400_000,
+            cache_mb: 32,
+            memory_limit_mb: 512,
+        },
+        other => bail!("unknown preset {other:?}: use small, write-intensive or lifetime"),
     })
 }
 
@@ -396,6 +405,8 @@ fn build_spec(a: &Args, p: &Preset) -> Result<WorkloadSpec> {
         age_cutoff: a.age_cutoff,
         force_threshold: a.force_threshold,
         garbage_ratio: a.garbage_ratio,
+        lifetime_initial_ttl: None,
+        lifetime_dataset: 16384,
         memtable_mb: a.memtable_mb,
         cache_mb: 0,
         min_blob_size: a.min_blob_size,

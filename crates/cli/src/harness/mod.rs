@@ -7,6 +7,7 @@ pub mod device;
 pub mod isolate;
 pub mod latency;
 pub mod ops;
+pub mod oracle;
 pub mod peers;
 pub mod plots;
 pub mod procio;

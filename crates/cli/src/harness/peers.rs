@@ -104,6 +104,22 @@ pub fn all() -> Vec<Box<dyn Peer>> {
             name: "halflife-titan",
             policy: "titan",
         }),
+        Box::new(Halflife {
+            name: "halflife-terark",
+            policy: "terark",
+        }),
+        Box::new(Halflife {
+            name: "halflife-lifetime",
+            policy: "lifetime",
+        }),
+        Box::new(Halflife {
+            name: "halflife-lifetime-nomodel",
+            policy: "lifetime-nomodel",
+        }),
+        Box::new(Halflife {
+            name: "halflife-oracle",
+            policy: "oracle",
+        }),
         Box::new(RocksDb { blob: false }),
         Box::new(RocksDb { blob: true }),
         Box::new(Badger),
@@ -139,6 +155,10 @@ pub fn all_names() -> Vec<&'static str> {
         "halflife-inline",
         "halflife-blobdb",
         "halflife-titan",
+        "halflife-terark",
+        "halflife-lifetime",
+        "halflife-lifetime-nomodel",
+        "halflife-oracle",
         "rocksdb",
         "rocksdb-blob",
         "badger",
@@ -160,7 +180,11 @@ impl Peer for Halflife {
         match self.policy {
             "inline" => "halflife, values inline in the tree",
             "blobdb" => "halflife, value files with BlobDB-style GC (age cutoff, force threshold)",
-            _ => "halflife, value files with Titan-style GC (garbage ratio)",
+            "titan" => "halflife, value files with Titan-style GC (garbage ratio, write-back)",
+            "terark" => "halflife, TerarkDB-style GC (garbage ratio, value index maps)",
+            "lifetime" => "halflife, lifetime-aware GC with an online-trained model (DumpKV)",
+            "lifetime-nomodel" => "halflife, lifetime-aware GC, every valid value to long",
+            _ => "halflife, lifetime-aware GC placed by the workload's true next writes",
         }
     }
 

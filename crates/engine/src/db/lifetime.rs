@@ -144,7 +144,7 @@ impl LifetimeRuntime {
             model,
             trainer,
             dataset_capacity: opts.lifetime.dataset_capacity,
-            sampler: Sampler::new(0x5eed_0f_11fe),
+            sampler: Sampler::new(0x5eed_011f),
             value_size_feature: opts.lifetime.value_size_feature,
             counters: Counters::default(),
             history: Mutex::new(Vec::new()),
