@@ -110,7 +110,6 @@ struct LifetimeSums {
     lazy_rewrites: u64,
     links: u64,
     gc_records: usize,
-    trainings: u64,
     placed_short: u64,
 }
 
@@ -121,7 +120,6 @@ impl LifetimeSums {
             self.lazy_rewrites += l.lazy_rewrites;
             self.links += l.links;
             self.gc_records += l.gc_history.len();
-            self.trainings += l.trainings;
             self.placed_short += l.placed_short;
         }
     }
