@@ -387,7 +387,35 @@ pub fn run(a: Args) -> Result<()> {
     draw(&plot_path, &title, &names, &rows)?;
     println!("report: {}", report_path.display());
     println!("plot:   {}", plot_path.display());
+    for e in &compare.engines {
+        if let Some(points) = lifetime_points(&e.report.engine_stats) {
+            let stem = plot_path.with_extension("");
+            let p = PathBuf::from(format!("{}-{}-lifetime.png", stem.display(), e.name));
+            plots::lifetime_over_run(&p, &format!("{} - {title}", e.name), &points)?;
+            println!("plot:   {}", p.display());
+        }
+    }
     Ok(())
+}
+
+/// The GC history of a lifetime policy from an engine's report, if it has one.
+fn lifetime_points(stats: &serde_json::Value) -> Option<Vec<plots::LifetimePoint>> {
+    let h = stats.get("lifetime")?.get("gc_history")?.as_array()?;
+    let f = |v: &serde_json::Value, k: &str| v.get(k).and_then(|x| x.as_f64());
+    let points: Vec<_> = h
+        .iter()
+        .filter_map(|j| {
+            let inv = j.get("invalid_ratio_by_class")?.as_array()?;
+            Some(plots::LifetimePoint {
+                seq: f(j, "seq")?,
+                l_s: f(j, "l_s")?,
+                l_l: f(j, "l_l")?,
+                l_d: f(j, "l_d")?,
+                invalid: [0, 1, 2].map(|i| inv.get(i).and_then(|x| x.as_f64())),
+            })
+        })
+        .collect();
+    (!points.is_empty()).then_some(points)
 }
 
 fn build_spec(a: &Args, p: &Preset) -> Result<WorkloadSpec> {

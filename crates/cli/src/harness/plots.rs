@@ -243,3 +243,98 @@ fn short(y: f64) -> String {
         format!("{y:.2}")
     }
 }
+
+/// One GC job of a lifetime policy, as the plot needs it (from the engine's report).
+pub struct LifetimePoint {
+    pub seq: f64,
+    pub l_s: f64,
+    pub l_l: f64,
+    pub l_d: f64,
+    /// Invalid share of the job's input per class (default, short, long).
+    pub invalid: [Option<f64>; 3],
+}
+
+/// Paper 000 Fig. 8-9: the lifetime thresholds after each GC job, and the invalid ratio
+/// GC found per file class, over the run (in sequence numbers).
+pub fn lifetime_over_run(path: &Path, title: &str, points: &[LifetimePoint]) -> Result<()> {
+    crate::plot::init_fonts()?;
+    let root = BitMapBackend::new(path, (1200, 520)).into_drawing_area();
+    root.fill(&WHITE).map_err(err)?;
+    let root = root.titled(title, ("sans-serif", 22)).map_err(err)?;
+    let panels = root.split_evenly((1, 2));
+    let x_max = points.iter().map(|p| p.seq).fold(1.0, f64::max) * 1.02;
+    let y_max = points
+        .iter()
+        .map(|p| p.l_l.max(p.l_s).max(p.l_d))
+        .fold(1.0, f64::max)
+        * 1.1;
+    let mut chart = ChartBuilder::on(&panels[0])
+        .caption("lifetime thresholds", ("sans-serif", 18))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(65)
+        .build_cartesian_2d(0f64..x_max, 0f64..y_max)
+        .map_err(err)?;
+    chart
+        .configure_mesh()
+        .x_desc("sequence number")
+        .y_desc("TTL (sequence numbers)")
+        .x_label_formatter(&|x| short(*x))
+        .y_label_formatter(&|y| short(*y))
+        .draw()
+        .map_err(err)?;
+    let series: [(&str, fn(&LifetimePoint) -> f64, RGBColor); 3] = [
+        ("l_s", |p| p.l_s, BLUE),
+        ("l_l", |p| p.l_l, RED),
+        ("l_d", |p| p.l_d, GREEN),
+    ];
+    for (name, f, color) in series {
+        chart
+            .draw_series(LineSeries::new(points.iter().map(|p| (p.seq, f(p))), color))
+            .map_err(err)?
+            .label(name)
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color));
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()
+        .map_err(err)?;
+    let mut chart = ChartBuilder::on(&panels[1])
+        .caption("GC invalid ratio per class", ("sans-serif", 18))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(55)
+        .build_cartesian_2d(0f64..x_max, 0f64..1.05f64)
+        .map_err(err)?;
+    chart
+        .configure_mesh()
+        .x_desc("sequence number")
+        .y_desc("invalid ratio")
+        .x_label_formatter(&|x| short(*x))
+        .draw()
+        .map_err(err)?;
+    for (i, (name, color)) in [("default", GREEN), ("short", BLUE), ("long", RED)]
+        .into_iter()
+        .enumerate()
+    {
+        let pts: Vec<(f64, f64)> = points
+            .iter()
+            .filter_map(|p| Some((p.seq, p.invalid[i]?)))
+            .collect();
+        chart
+            .draw_series(pts.iter().map(|&p| Circle::new(p, 3, color.filled())))
+            .map_err(err)?
+            .label(name)
+            .legend(move |(x, y)| Circle::new((x + 9, y), 3, color.filled()));
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()
+        .map_err(err)?;
+    root.present().map_err(err)?;
+    Ok(())
+}

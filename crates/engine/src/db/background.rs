@@ -375,6 +375,9 @@ fn gc_one(inner: &Arc<Inner>) -> Result<bool> {
     Ok(true)
 }
 
+/// Titan's GC. It needs no snapshot check: compaction keeps every version a snapshot can
+/// see and so counts no garbage in a file created after the oldest snapshot (files older
+/// than a snapshot are pinned by it), so no such file reaches the garbage ratio.
 fn run_gc(inner: &Arc<Inner>, files: &[Arc<crate::vlog::BlobFile>]) -> Result<()> {
     let mut writer: Option<ValueFileWriter> = None;
     let mut outputs = Vec::new();
@@ -385,13 +388,8 @@ fn run_gc(inner: &Arc<Inner>, files: &[Arc<crate::vlog::BlobFile>]) -> Result<()
             let mut r = f.scan(IoCause::GcRead)?;
             while let Some((ptr, key, value)) = r.next_record()? {
                 let seq = inner.visible_seq.load(Ordering::Acquire);
-                let valid = match read::lookup(inner, key, seq)? {
-                    Some(found) if found.kind == ValueKind::Pointer => {
-                        ValuePointer::decode(&inner.dir, &found.value)?.0 == ptr
-                    }
-                    _ => false,
-                };
-                if !valid {
+                let view = read::ReadView::take(inner);
+                if !read::points_at(inner, &view, key, seq, &ptr)? {
                     continue;
                 }
                 if writer

@@ -12,7 +12,7 @@
 //!   file, all installed by one version edit. A job that dies before that edit leaves only
 //!   orphan files, removed at the next open (sec. 4.6).
 
-use super::read::ReadView;
+use super::read::{needed_by_snapshot, points_at, ReadView};
 use super::{Inner, State};
 use crate::compaction::{garbage_by_file, LifetimeHooks, Previous};
 use crate::error::Result;
@@ -328,19 +328,10 @@ pub(crate) fn run_mapped_gc(
                 total += ptr.size as u64;
                 by_class[class_idx].0 += ptr.size as u64;
                 let view = ReadView::take(inner);
-                let refers = |found: &Option<crate::version::Found>| -> Result<bool> {
-                    Ok(match found {
-                        Some(f) if f.kind == ValueKind::Pointer => {
-                            let (p, _) = ValuePointer::decode(&inner.dir, &f.value)?;
-                            view.version.resolve(&p) == Some(ptr)
-                        }
-                        _ => false,
-                    })
-                };
                 let latest = view.lookup(key, now)?;
-                let for_snapshot = !refers(&latest)?;
+                let for_snapshot = !points_at(inner, &view, key, now, &ptr)?;
                 let class = if !for_snapshot {
-                    let found = latest.as_ref().expect("refers implies found");
+                    let found = latest.as_ref().expect("points_at implies found");
                     let (_, meta) = ValuePointer::decode(&inner.dir, &found.value)?;
                     let rec = FeatureRecord::decode_from(&inner.dir, meta)
                         .map(|(r, _)| r)
@@ -377,14 +368,7 @@ pub(crate) fn run_mapped_gc(
                     class
                 } else {
                     // Still needed by a snapshot reader? Keep it; it dies with the snapshot.
-                    let mut needed = false;
-                    for &s in snapshots {
-                        if refers(&view.lookup(key, s)?)? {
-                            needed = true;
-                            break;
-                        }
-                    }
-                    if !needed {
+                    if !needed_by_snapshot(inner, &view, key, snapshots, &ptr)? {
                         garbage += ptr.size as u64;
                         by_class[class_idx].1 += ptr.size as u64;
                         continue;

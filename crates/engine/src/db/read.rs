@@ -107,3 +107,37 @@ pub(crate) fn read_pointer(
     })?;
     file.read(ptr, key, IoCause::ClientRead)
 }
+
+/// Whether the tree, as `view` sees it at `seq`, still points at the value record `ptr`
+/// (directly or through index maps): GC's validity test.
+pub(crate) fn points_at(
+    inner: &Inner,
+    view: &ReadView,
+    key: &[u8],
+    seq: SeqNo,
+    ptr: &ValuePointer,
+) -> Result<bool> {
+    Ok(match view.lookup(key, seq)? {
+        Some(f) if f.kind == ValueKind::Pointer => {
+            let (p, _) = ValuePointer::decode(&inner.dir, &f.value)?;
+            view.version.resolve(&p).as_ref() == Some(ptr)
+        }
+        _ => false,
+    })
+}
+
+/// Whether some live snapshot (by sequence number) still reads the record `ptr` of `key`.
+pub(crate) fn needed_by_snapshot(
+    inner: &Inner,
+    view: &ReadView,
+    key: &[u8],
+    snapshots: &[SeqNo],
+    ptr: &ValuePointer,
+) -> Result<bool> {
+    for &s in snapshots {
+        if points_at(inner, view, key, s, ptr)? {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
