@@ -283,7 +283,8 @@ pub fn lifetime_over_run(path: &Path, title: &str, points: &[LifetimePoint]) -> 
         .y_label_formatter(&|y| short(*y))
         .draw()
         .map_err(err)?;
-    let series: [(&str, fn(&LifetimePoint) -> f64, RGBColor); 3] = [
+    type Series = (&'static str, fn(&LifetimePoint) -> f64, RGBColor);
+    let series: [Series; 3] = [
         ("l_s", |p| p.l_s, BLUE),
         ("l_l", |p| p.l_l, RED),
         ("l_d", |p| p.l_d, GREEN),
