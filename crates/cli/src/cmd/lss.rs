@@ -117,6 +117,11 @@ struct SynthArgs {
     /// Blocks per request.
     #[arg(long, default_value_t = 1)]
     request_blocks: u32,
+    /// Smallest gap between requests in microseconds (gaps are this plus an exponential
+    /// keeping the mean rate). 101 with the default rate gives paper 004's light traffic,
+    /// every gap above the 100 us window; 0 is a Poisson stream.
+    #[arg(long, default_value_t = 0.0)]
+    min_gap_us: f64,
     /// Seed of the generator (same seed, same stream).
     #[arg(long, default_value_t = 42)]
     seed: u64,
@@ -131,6 +136,7 @@ impl SynthArgs {
             rate: self.rate,
             request_blocks: self.request_blocks,
             read_ratio: 0.0,
+            min_gap_us: self.min_gap_us,
             seed: self.seed,
         }
     }

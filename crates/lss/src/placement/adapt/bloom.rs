@@ -104,6 +104,11 @@ impl Cascade {
         }
     }
 
+    /// Changes the quota of the newest filter and of the ones after it.
+    pub fn set_quota(&mut self, per_filter: usize) {
+        self.per_filter = per_filter.max(1);
+    }
+
     pub fn insert(&mut self, key: u32) {
         if self.filters.back().unwrap().len() >= self.per_filter {
             self.filters
@@ -197,5 +202,27 @@ mod tests {
         assert_eq!(c.filters(), 3);
         assert_eq!(c.score(2), 0);
         assert_eq!(c.score(1), 2);
+    }
+
+    #[test]
+    fn quota_applies_to_the_next_filters() {
+        let mut c = Cascade::new(4, 100, 10);
+        for k in 0..50 {
+            c.insert(k);
+        }
+        assert_eq!(c.filters(), 1);
+        // Smaller quota: the newest filter (50 keys) is full, the next ones take 10.
+        c.set_quota(10);
+        for k in 50..70 {
+            c.insert(k);
+        }
+        assert_eq!(c.filters(), 3);
+        assert_eq!(c.score(0), 1);
+        // FIFO still caps the cascade at 4 filters: the 50-key filter goes first.
+        for k in 70..90 {
+            c.insert(k);
+        }
+        assert_eq!(c.filters(), 4);
+        assert_eq!(c.score(0), 0);
     }
 }
