@@ -59,7 +59,8 @@ pub struct AdaptConfig {
     /// segment blocks). At 1/2, one GC pass over the group fills two filters: a block
     /// GC moves back into the group in consecutive passes is in two filters (score 2),
     /// and 4 filters remember two passes. Measured (4 GiB light traffic): 1/2 demoted
-    /// 3.6 M writes, 1/4 and 1 only 0.9 M and 1.6 M (docs/lss.md).
+    /// 3.4 M writes, 1/4 only 0.8 M (its cascade forgets a block before GC comes back
+    /// to it), 1 demoted 3.3 M with 10 % more GC (docs/lss.md).
     pub filter_fraction: f64,
     /// Demote only while the cold user group is sparse (see `Adapt::user_group`).
     pub demotion_gate: bool,
