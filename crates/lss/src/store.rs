@@ -551,12 +551,17 @@ impl Store {
         }
     }
 
-    /// Gathers the unpersisted blocks of every group but `c` into `c`'s open chunk as
-    /// shadow copies (the expiring group `g` first, then by deadline, while room lasts),
+    /// Gathers the unpersisted blocks of every group but `c` whose chunk runs an SLA
+    /// window into `c`'s open chunk as shadow copies (the expiring group `g` first, then
+    /// by deadline, while room lasts),
     /// then writes that chunk. If `g`'s blocks did not all fit, `g` keeps its deadline
     /// and is handled again at once.
     fn gather(&mut self, p: &mut dyn Placement, g: usize, c: usize) {
-        let mut order: Vec<usize> = (0..self.groups.len()).filter(|&x| x != c).collect();
+        // Only chunks holding user blocks under an SLA window: GC-migrated blocks wait
+        // for their chunk to fill and need no shadow.
+        let mut order: Vec<usize> = (0..self.groups.len())
+            .filter(|&x| x != c && self.groups[x].deadline != NO_DEADLINE)
+            .collect();
         order.sort_by_key(|&x| (x != g, self.groups[x].deadline));
         let mut room = self.chunk_blocks - self.open_fill(c);
         for x in order {

@@ -114,8 +114,8 @@ pub enum DeadlineAction {
     /// Zero-pad the chunk and write it.
     Pad,
     /// Persist, in the given group's open chunk, shadow copies of the unpersisted blocks
-    /// of every other group (the expiring group first, then by deadline, as many as
-    /// fit), then pad and write that chunk; the other chunks stay open for their lazy
+    /// of every other group whose chunk runs an SLA window (the expiring group first,
+    /// then by deadline, as many as fit), then pad and write that chunk; the other chunks stay open for their lazy
     /// appends. One chunk write then covers every user block waiting in the array.
     Gather(usize),
 }
