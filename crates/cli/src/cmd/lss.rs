@@ -297,6 +297,8 @@ struct SimReport<'a> {
     density_sweep: Vec<SweepPoint>,
     skew_sweep: Vec<SweepPoint>,
     simulator_blocks_per_s_per_thread: f64,
+    /// Block writes per CPU second of the replaying threads (per core, whatever the load).
+    simulator_blocks_per_cpu_s: Option<f64>,
 }
 
 #[derive(serde::Serialize)]
@@ -393,9 +395,14 @@ fn simulate(a: SimArgs) -> Result<()> {
         });
         b / f64::max(s, 1e-9)
     };
+    let cpu_speed = lss::sim::blocks_per_cpu_s(&results);
     println!(
-        "simulator speed: {:.2} M block writes/s per thread",
-        speed / 1e6
+        "simulator speed: {:.2} M block writes/s per thread{}",
+        speed / 1e6,
+        cpu_speed.map_or(String::new(), |c| format!(
+            ", {:.2} M per CPU second",
+            c / 1e6
+        ))
     );
 
     let (mut density, mut skew) = (Vec::new(), Vec::new());
@@ -433,6 +440,7 @@ fn simulate(a: SimArgs) -> Result<()> {
         density_sweep: density,
         skew_sweep: skew,
         simulator_blocks_per_s_per_thread: speed,
+        simulator_blocks_per_cpu_s: cpu_speed,
     };
     let json = a.out.join("report.json");
     std::fs::write(&json, serde_json::to_string_pretty(&report)?)
