@@ -5,17 +5,21 @@
 //!   [`sampler`]): sampled user writes feed ghost sets that replay the user groups at
 //!   different hot/cold thresholds, padding included, so the chosen threshold weighs
 //!   both popularity (reuse distance) and access density (how often chunks fill in time).
-//!   Until the ghosts have run an epoch with GC, SepBIT's `ell` is the threshold.
-//!   Ghost thresholds are reuse distances (unique blocks); the real classifier compares
-//!   the block's reuse time (user writes since its previous version), so the chosen
-//!   distance is translated to the time with the same quantile over recent samples.
+//!   SepBIT's `ell` is the threshold until a candidate passes [`Adoption::judge`]
+//!   (two steady, agreeing wins by a margin, in sparse traffic only). Ghost thresholds
+//!   are reuse distances (unique blocks); the real classifier compares the block's
+//!   reuse time (user writes since its previous version), so the chosen distance is
+//!   translated to the time with the same quantile over recent samples.
 //! - **Cross-group dynamic aggregation** (sec. 3.3): when a hot chunk's SLA window ends
-//!   unfilled, its blocks may be shadow-appended into the cold group's unfilled chunk,
-//!   which is written at once, while the hot chunk stays open (lazy append). The
-//!   two-step condition uses Eq. 1 ([`avg_unfilled`]).
+//!   unfilled and the hot group is sparse ([`Density`]), its blocks are shadow-appended
+//!   into the cold group's open chunk, which is written at once together with every
+//!   other waiting user block that fits (`DeadlineAction::Gather`), while the hot chunk
+//!   stays open (lazy append). Step 2 of the condition uses Eq. 1 ([`avg_unfilled`]).
 //! - **Proactive demotion** (sec. 3.4, [`bloom`]): GC rewrites that land back in their
-//!   own GC group are recorded in that group's Bloom cascade; a user write whose block
-//!   scores at least `score_threshold` in some cascade goes straight to that GC group.
+//!   own GC group are recorded in that group's Bloom cascade (filters of half the
+//!   group's size); in sparse traffic, a cold user write whose block scores at least
+//!   `score_threshold` in some cascade goes straight to that GC group, its SLA met by a
+//!   shadow in the cold user group's chunk.
 
 pub mod bloom;
 pub mod ghost;
