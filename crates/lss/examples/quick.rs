@@ -1,4 +1,5 @@
-//! Quick synthetic comparison: `cargo run --release -p halflife-lss --example quick -- RATE ALPHA BLOCKS UPDATES_FACTOR`.
+//! Quick synthetic comparison: `cargo run --release -p halflife-lss --example quick -- RATE ALPHA BLOCKS UPDATES_FACTOR`
+//! (`POL`, `THREADS` and `MIN_GAP` in the environment: policies, threads, minimum gap in us).
 
 use halflife_lss::report::{summarize, table};
 use halflife_lss::sim::run_all;
@@ -18,6 +19,7 @@ fn main() {
         updates: blocks as u64 * factor,
         alpha,
         rate,
+        min_gap_us: std::env::var("MIN_GAP").map_or(0.0, |g| g.parse().unwrap()),
         ..Default::default()
     };
     let t = std::time::Instant::now();

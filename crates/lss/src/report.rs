@@ -21,6 +21,8 @@ pub struct PolicySummary {
     pub padding_vs_adapt: Option<f64>,
     pub metadata_bytes: usize,
     pub blocks_per_s: f64,
+    /// Block writes per CPU second of the replaying threads (what one core sustains).
+    pub blocks_per_cpu_s: Option<f64>,
 }
 
 /// Sums results per policy, in the order policies first appear.
@@ -68,6 +70,7 @@ pub fn summarize(results: &[RunResult]) -> Vec<PolicySummary> {
                 padding_vs_adapt: None,
                 metadata_bytes: rs.iter().map(|r| r.metadata_bytes).max().unwrap_or(0),
                 blocks_per_s: blocks / secs.max(1e-9),
+                blocks_per_cpu_s: crate::sim::blocks_per_cpu_s(rs.iter().copied()),
             }
         })
         .collect();
@@ -87,7 +90,7 @@ pub fn table(sums: &[PolicySummary]) -> String {
     let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
     let r = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{v:.3}"));
     let mut s = format!(
-        "{:<8} {:>7} {:>8} {:>10} {:>10} {:>10} {:>9} {:>9} {:>9} {:>9}\n",
+        "{:<8} {:>7} {:>8} {:>10} {:>10} {:>10} {:>9} {:>9} {:>9} {:>9} {:>10}\n",
         "policy",
         "WA",
         "pad%",
@@ -97,11 +100,12 @@ pub fn table(sums: &[PolicySummary]) -> String {
         "WA/ADAPT",
         "GC/ADAPT",
         "pad/ADAPT",
-        "Mblk/s"
+        "Mblk/s",
+        "Mblk/cpu-s"
     );
     for p in sums {
         s += &format!(
-            "{:<8} {:>7.3} {:>8.2} {:>10.3} {:>10.3} {:>10.3} {:>9} {:>9} {:>9} {:>9.2}\n",
+            "{:<8} {:>7.3} {:>8.2} {:>10.3} {:>10.3} {:>10.3} {:>9} {:>9} {:>9} {:>9.2} {:>10}\n",
             p.policy,
             p.wa,
             p.padding_ratio * 100.0,
@@ -111,7 +115,9 @@ pub fn table(sums: &[PolicySummary]) -> String {
             r(p.wa_vs_adapt),
             r(p.gc_vs_adapt),
             r(p.padding_vs_adapt),
-            p.blocks_per_s / 1e6
+            p.blocks_per_s / 1e6,
+            p.blocks_per_cpu_s
+                .map_or("-".to_string(), |b| format!("{:.2}", b / 1e6))
         );
     }
     s

@@ -27,6 +27,9 @@ pub struct RunResult {
     pub segments: usize,
     pub elapsed_s: f64,
     pub blocks_per_s: f64,
+    /// CPU time of the replaying thread (`None` where the OS does not report it).
+    /// On a loaded machine this, not the wall time, says what one core sustains.
+    pub cpu_s: Option<f64>,
     pub diagnostics: serde_json::Value,
 }
 
@@ -37,6 +40,7 @@ impl RunResult {
         store: &Store,
         p: &dyn placement::Placement,
         secs: f64,
+        cpu_s: Option<f64>,
     ) -> Self {
         let c = store.counters();
         let b = BLOCK_BYTES;
@@ -55,9 +59,18 @@ impl RunResult {
             segments: store.segments(),
             elapsed_s: secs,
             blocks_per_s: vol.block_writes() as f64 / secs.max(1e-9),
+            cpu_s,
             diagnostics: p.diagnostics(),
         }
     }
+}
+
+/// CPU seconds the calling thread has run, from Linux's `/proc/thread-self/schedstat`
+/// (nanoseconds on CPU); `None` elsewhere.
+pub fn thread_cpu_s() -> Option<f64> {
+    let s = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    let ns: u64 = s.split_whitespace().next()?.parse().ok()?;
+    Some(ns as f64 / 1e9)
 }
 
 fn store_chunk_blocks(s: &Store) -> u64 {
@@ -88,6 +101,7 @@ pub fn run_one(
     }
     let mut store = Store::new(cfg, vol.n_lbas, p.groups());
     let start = Instant::now();
+    let cpu0 = thread_cpu_s();
     const STEP: usize = 1 << 16;
     for (i, (&lba, &t)) in vol.lbas.iter().zip(&vol.times).enumerate() {
         let next = next_use.map_or(u64::MAX, |n| n[i]);
@@ -103,6 +117,7 @@ pub fn run_one(
     }
     progress.fetch_add((vol.block_writes() % STEP) as u64, Ordering::Relaxed);
     store.finish(p.as_mut());
+    let cpu_s = thread_cpu_s().zip(cpu0).map(|(b, a)| b - a);
     if check_every > 0 {
         store
             .check()
@@ -114,6 +129,7 @@ pub fn run_one(
         &store,
         p.as_ref(),
         start.elapsed().as_secs_f64(),
+        cpu_s,
     ))
 }
 
@@ -161,7 +177,36 @@ pub fn run_all(
         .collect()
 }
 
+/// Replayed block writes per CPU second over `results` (`None` if a run has no CPU time).
+pub fn blocks_per_cpu_s<'a>(results: impl IntoIterator<Item = &'a RunResult>) -> Option<f64> {
+    let (mut blocks, mut cpu) = (0.0, 0.0);
+    for r in results {
+        blocks += r.blocks_per_s * r.elapsed_s;
+        cpu += r.cpu_s?;
+    }
+    (cpu > 0.0).then(|| blocks / cpu)
+}
+
 /// Total blocks an experiment replays (for progress bars).
 pub fn total_blocks(vols: &[Volume], policies: usize) -> u64 {
     vols.iter().map(|v| v.block_writes() as u64).sum::<u64>() * policies as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn thread_cpu_time_advances_with_work() {
+        let a = thread_cpu_s().expect("Linux reports thread CPU time");
+        let mut x = 0u64;
+        let t = Instant::now();
+        while t.elapsed().as_millis() < 30 {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+        }
+        std::hint::black_box(x);
+        let b = thread_cpu_s().unwrap();
+        assert!(b > a, "{a} -> {b}");
+    }
 }

@@ -544,25 +544,37 @@ impl Store {
             let n = self.groups.len();
             match action {
                 None => self.groups[g].deadline = NO_DEADLINE,
-                Some(DeadlineAction::Shadow(c)) if c != g && c < n => self.shadow(p, g, c),
-                Some(DeadlineAction::Absorb(h)) if h != g && h < n => {
-                    let room = self.chunk_blocks - self.open_fill(g);
-                    let k = self.scratch_unpersisted[h].min(room);
-                    self.shadow_blocks(p, h, g, k);
-                    self.pad(p, g);
-                }
+                Some(DeadlineAction::Gather(c)) if c < n => self.gather(p, g, c),
                 Some(_) => self.pad(p, g),
             }
             self.recompute_deadline();
         }
     }
 
-    /// Shadow append: persist the unpersisted blocks of `g` in `c`'s open chunk and write
-    /// that chunk now; `g`'s chunk stays open for the lazy append.
-    fn shadow(&mut self, p: &mut dyn Placement, g: usize, c: usize) {
-        let n = self.open_fill(g) - self.groups[g].shadowed;
-        self.shadow_blocks(p, g, c, n);
+    /// Gathers the unpersisted blocks of every group but `c` whose chunk runs an SLA
+    /// window into `c`'s open chunk as shadow copies (the expiring group `g` first, then
+    /// by deadline, while room lasts),
+    /// then writes that chunk. If `g`'s blocks did not all fit, `g` keeps its deadline
+    /// and is handled again at once.
+    fn gather(&mut self, p: &mut dyn Placement, g: usize, c: usize) {
+        // Only chunks holding user blocks under an SLA window: GC-migrated blocks wait
+        // for their chunk to fill and need no shadow.
+        let mut order: Vec<usize> = (0..self.groups.len())
+            .filter(|&x| x != c && self.groups[x].deadline != NO_DEADLINE)
+            .collect();
+        order.sort_by_key(|&x| (x != g, self.groups[x].deadline));
+        let mut room = self.chunk_blocks - self.open_fill(c);
+        for x in order {
+            let k = (self.open_fill(x) - self.groups[x].shadowed).min(room);
+            if k > 0 {
+                self.shadow_blocks(p, x, c, k);
+                room -= k;
+            }
+        }
         self.pad(p, c);
+        if g != c && self.open_fill(g) == self.groups[g].shadowed {
+            self.groups[g].deadline = NO_DEADLINE;
+        }
     }
 
     /// Appends shadow copies of the oldest `n` unpersisted blocks of `from`'s open chunk
@@ -736,5 +748,64 @@ impl Store {
             ));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Groups 0 and 1 are user groups by LBA parity; every deadline gathers into 1.
+    struct Two;
+    impl Placement for Two {
+        fn name(&self) -> &'static str {
+            "two"
+        }
+        fn groups(&self) -> usize {
+            3
+        }
+        fn user_group(&mut self, w: &UserWrite) -> usize {
+            (w.lba % 2) as usize
+        }
+        fn gc_group(&mut self, _w: &crate::placement::GcWrite) -> usize {
+            2
+        }
+        fn deadline(&mut self, _d: &Deadline<'_>) -> DeadlineAction {
+            DeadlineAction::Gather(1)
+        }
+        fn metadata_bytes(&self) -> usize {
+            0
+        }
+    }
+
+    #[test]
+    fn gather_persists_every_waiting_block_in_one_chunk() {
+        let cfg = Config {
+            chunk_blocks: 4,
+            data_devices: 3,
+            stripes_per_segment: 4,
+            ..Config::default()
+        };
+        let mut s = Store::new(&cfg, 64, 3);
+        let mut p = Two;
+        // Two blocks of group 0 and one of group 1 within one window.
+        s.write(&mut p, 0, 0, u64::MAX);
+        s.write(&mut p, 2, 10, u64::MAX);
+        s.write(&mut p, 1, 20, u64::MAX);
+        // Group 0's window ends first: its two blocks are shadowed into group 1's chunk,
+        // which is padded (1 block) and written; group 0's chunk stays open.
+        s.write(&mut p, 3, 105, u64::MAX);
+        let c = s.total_counters();
+        assert_eq!((c.shadow, c.padding, c.chunks), (2, 1, 1));
+        assert_eq!(s.open_fill(0), 2);
+        assert_eq!(s.groups[0].shadowed, 2);
+        assert_eq!(s.groups[0].deadline, NO_DEADLINE);
+        s.check().unwrap();
+        // Two more group-0 blocks fill its chunk: the lazy append, no padding.
+        s.write(&mut p, 4, 110, u64::MAX);
+        s.write(&mut p, 6, 120, u64::MAX);
+        let c = s.total_counters();
+        assert_eq!((c.padding, c.chunks), (1, 2));
+        s.check().unwrap();
     }
 }

@@ -28,6 +28,10 @@ pub struct SynthConfig {
     pub request_blocks: u32,
     /// Share of reads among requests written to trace files.
     pub read_ratio: f64,
+    /// Smallest gap between two requests, in microseconds: gaps are `min_gap_us` plus an
+    /// exponential with the rest of the mean `1 / rate`. Paper 004 sec. 4.3 defines
+    /// light traffic as every gap above the 100 us window; 0 gives a Poisson stream.
+    pub min_gap_us: f64,
     pub seed: u64,
 }
 
@@ -40,6 +44,7 @@ impl Default for SynthConfig {
             rate: 5000.0,
             request_blocks: 1,
             read_ratio: 0.0,
+            min_gap_us: 0.0,
             seed: 42,
         }
     }
@@ -79,6 +84,13 @@ impl Gen {
         if cfg.rate.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater) {
             return Err(LssError::Config("request rate must be positive".into()));
         }
+        let mean_gap = 1e6 / cfg.rate;
+        if !(0.0..mean_gap).contains(&cfg.min_gap_us) {
+            return Err(LssError::Config(format!(
+                "minimum gap {} us must be in [0, {mean_gap}) (the mean gap at {} req/s)",
+                cfg.min_gap_us, cfg.rate
+            )));
+        }
         if !(0.0..1.0).contains(&cfg.read_ratio) {
             return Err(LssError::Config("read ratio must be in [0, 1)".into()));
         }
@@ -91,7 +103,8 @@ impl Gen {
         Ok(Gen {
             rng: SmallRng::seed_from_u64(cfg.seed),
             zipf: Zipf::new(n as f64, cfg.alpha).map_err(|e| LssError::Config(e.to_string()))?,
-            gap: Exp::new(cfg.rate / 1e6).map_err(|e| LssError::Config(e.to_string()))?,
+            gap: Exp::new(1.0 / (mean_gap - cfg.min_gap_us))
+                .map_err(|e| LssError::Config(e.to_string()))?,
             n,
             mult: mult.max(1),
             t: 0.0,
@@ -100,7 +113,7 @@ impl Gen {
     }
 
     fn tick(&mut self) -> u64 {
-        self.t += self.gap.sample(&mut self.rng);
+        self.t += self.cfg.min_gap_us + self.gap.sample(&mut self.rng);
         self.t as u64
     }
 
@@ -218,6 +231,27 @@ mod tests {
         let mut counts = vec![0u32; 1000];
         v.lbas[1000..].iter().for_each(|&l| counts[l as usize] += 1);
         assert!(counts.iter().all(|&c| (50..160).contains(&c)));
+    }
+
+    #[test]
+    fn minimum_gap_keeps_the_mean_rate() {
+        let cfg = SynthConfig {
+            blocks: 1000,
+            updates: 50_000,
+            rate: 5000.0,
+            min_gap_us: 101.0,
+            ..Default::default()
+        };
+        let (v, _) = volume(&cfg).unwrap();
+        // Every gap is above the 100 us window (timestamps are whole microseconds).
+        assert!(v.times.windows(2).all(|w| w[1] - w[0] >= 100));
+        // 51k requests at a mean of 200 us: about 10.2 s.
+        assert!((v.duration_s() - 10.2).abs() < 0.3, "{}", v.duration_s());
+        let too_big = SynthConfig {
+            min_gap_us: 200.0,
+            ..cfg
+        };
+        assert!(volume(&too_big).is_err());
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! each live block maps to exactly one valid slot, GC never drops a valid block, and the
 //! counted bytes equal the chunks written (checked inside `Store::check`, run often).
 
-use halflife_lss::placement::NAMES;
+use halflife_lss::placement::{ABLATIONS, NAMES};
 use halflife_lss::sim::run_one;
 use halflife_lss::trace::{Record, VolumeBuilder};
 use halflife_lss::{Config, Selection};
@@ -58,7 +58,7 @@ fn invariants_hold_for_every_policy() {
     for chunk_model in [true, false] {
         for sel in [Selection::Greedy, Selection::CostBenefit] {
             let cfg = small(chunk_model, sel);
-            for p in NAMES {
+            for p in NAMES.iter().chain(ABLATIONS) {
                 let r = run_one(&vol, Some(&next), p, &cfg, &progress, 101)
                     .unwrap_or_else(|e| panic!("{p} chunk_model={chunk_model} {sel:?}: {e}"));
                 assert!(r.counters.segments_collected > 0, "{p}: GC never ran");

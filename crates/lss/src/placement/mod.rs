@@ -113,13 +113,11 @@ pub struct Deadline<'a> {
 pub enum DeadlineAction {
     /// Zero-pad the chunk and write it.
     Pad,
-    /// Persist the pending blocks in the given group's open chunk (shadow append), write
-    /// that chunk now, and keep this chunk open for more blocks (lazy append).
-    Shadow(usize),
-    /// Fill this chunk's padding space with shadow copies of the given group's
-    /// unpersisted blocks (as many as fit), then pad and write it; the other group's
-    /// chunk stays open for the lazy append.
-    Absorb(usize),
+    /// Persist, in the given group's open chunk, shadow copies of the unpersisted blocks
+    /// of every other group whose chunk runs an SLA window (the expiring group first,
+    /// then by deadline, as many as fit), then pad and write that chunk; the other chunks stay open for their lazy
+    /// appends. One chunk write then covers every user block waiting in the array.
+    Gather(usize),
 }
 
 /// A data placement scheme.

@@ -14,6 +14,8 @@ pub struct Bloom {
     mask: u64,
     k: u32,
     inserted: usize,
+    /// Keys the filter was sized for.
+    capacity: usize,
 }
 
 impl Bloom {
@@ -28,6 +30,7 @@ impl Bloom {
             mask: nbits as u64 - 1,
             k,
             inserted: 0,
+            capacity,
         }
     }
 
@@ -104,8 +107,16 @@ impl Cascade {
         }
     }
 
+    /// Changes the quota of the filters: the newest one closes at the smaller of its own
+    /// size and the new quota (a filter is never filled beyond what it was sized for,
+    /// where its false positives would climb), the next ones are sized for the quota.
+    pub fn set_quota(&mut self, per_filter: usize) {
+        self.per_filter = per_filter.max(1);
+    }
+
     pub fn insert(&mut self, key: u32) {
-        if self.filters.back().unwrap().len() >= self.per_filter {
+        let newest = self.filters.back().unwrap();
+        if newest.len() >= newest.capacity.min(self.per_filter) {
             self.filters
                 .push_back(Bloom::new(self.per_filter, self.bits_per_key));
             if self.filters.len() > self.max_filters {
@@ -197,5 +208,39 @@ mod tests {
         assert_eq!(c.filters(), 3);
         assert_eq!(c.score(2), 0);
         assert_eq!(c.score(1), 2);
+    }
+
+    #[test]
+    fn quota_applies_to_the_next_filters() {
+        let mut c = Cascade::new(4, 100, 10);
+        for k in 0..50 {
+            c.insert(k);
+        }
+        assert_eq!(c.filters(), 1);
+        // Smaller quota: the newest filter (50 keys) is full, the next ones take 10.
+        c.set_quota(10);
+        for k in 50..70 {
+            c.insert(k);
+        }
+        assert_eq!(c.filters(), 3);
+        assert_eq!(c.score(0), 1);
+        // FIFO still caps the cascade at 4 filters: the 50-key filter goes first.
+        for k in 70..90 {
+            c.insert(k);
+        }
+        assert_eq!(c.filters(), 4);
+        assert_eq!(c.score(0), 0);
+        // A larger quota does not overfill the newest filter (sized for 10): it closes
+        // at 10 keys, and the next one is sized for 1000.
+        c.set_quota(1000);
+        for k in 90..110 {
+            c.insert(k);
+        }
+        assert_eq!(c.filters(), 4);
+        assert_eq!(c.score(95), 1);
+        for k in 110..1000 {
+            c.insert(k);
+        }
+        assert_eq!(c.filters(), 4, "a 1000-key filter holds the rest");
     }
 }

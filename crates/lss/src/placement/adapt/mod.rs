@@ -5,17 +5,21 @@
 //!   [`sampler`]): sampled user writes feed ghost sets that replay the user groups at
 //!   different hot/cold thresholds, padding included, so the chosen threshold weighs
 //!   both popularity (reuse distance) and access density (how often chunks fill in time).
-//!   Until the ghosts have run an epoch with GC, SepBIT's `ell` is the threshold.
-//!   Ghost thresholds are reuse distances (unique blocks); the real classifier compares
-//!   the block's reuse time (user writes since its previous version), so the chosen
-//!   distance is translated to the time with the same quantile over recent samples.
+//!   SepBIT's `ell` is the threshold until a candidate passes [`Adoption::judge`]
+//!   (two steady, agreeing wins by a margin, in sparse traffic only). Ghost thresholds
+//!   are reuse distances (unique blocks); the real classifier compares the block's
+//!   reuse time (user writes since its previous version), so the chosen distance is
+//!   translated to the time with the same quantile over recent samples.
 //! - **Cross-group dynamic aggregation** (sec. 3.3): when a hot chunk's SLA window ends
-//!   unfilled, its blocks may be shadow-appended into the cold group's unfilled chunk,
-//!   which is written at once, while the hot chunk stays open (lazy append). The
-//!   two-step condition uses Eq. 1 ([`avg_unfilled`]).
+//!   unfilled and the hot group is sparse ([`Density`]), its blocks are shadow-appended
+//!   into the cold group's open chunk, which is written at once together with every
+//!   other waiting user block that fits (`DeadlineAction::Gather`), while the hot chunk
+//!   stays open (lazy append). Step 2 of the condition uses Eq. 1 ([`avg_unfilled`]).
 //! - **Proactive demotion** (sec. 3.4, [`bloom`]): GC rewrites that land back in their
-//!   own GC group are recorded in that group's Bloom cascade; a user write whose block
-//!   scores at least `score_threshold` in some cascade goes straight to that GC group.
+//!   own GC group are recorded in that group's Bloom cascade (filters of half the
+//!   group's size); in sparse traffic, a cold user write whose block scores at least
+//!   `score_threshold` in some cascade goes straight to that GC group, its SLA met by a
+//!   shadow in the cold user group's chunk.
 
 pub mod bloom;
 pub mod ghost;
@@ -28,7 +32,12 @@ use std::collections::VecDeque;
 
 pub const GROUPS: usize = 6;
 /// Relative WA gain a candidate threshold needs over the one in force.
-const INCUMBENT_MARGIN: f64 = 0.02;
+const INCUMBENT_MARGIN: f64 = 0.05;
+/// Largest relative change of the incumbent ghost's WA between two epochs for the
+/// simulation to count as steady.
+const STEADY: f64 = 0.03;
+/// Smallest Bloom filter quota, in keys.
+const MIN_QUOTA: usize = 1024;
 const HOT: usize = 0;
 const COLD: usize = 1;
 const PAIRS: usize = 4096;
@@ -50,6 +59,18 @@ pub struct AdaptConfig {
     pub filters: usize,
     pub score_threshold: usize,
     pub bits_per_key: usize,
+    /// Keys per Bloom filter, as a fraction of its group's size (live segments times
+    /// segment blocks). At 1/2, one GC pass over the group fills two filters: a block
+    /// GC moves back into the group in consecutive passes is in two filters (score 2),
+    /// and 4 filters remember two passes. Measured (4 GiB light traffic): 1/2 demoted
+    /// 3.4 M writes, 1/4 only 0.8 M (its cascade forgets a block before GC comes back
+    /// to it), 1 demoted 3.3 M with 10 % more GC (docs/lss.md).
+    pub filter_fraction: f64,
+    /// Demote only while the cold user group is sparse (see `Adapt::user_group`).
+    pub demotion_gate: bool,
+    /// Windows ended per chunk's worth of blocks above which a user group counts as
+    /// sparse (aggregation step 1, demotion gate).
+    pub sparse_deadlines: f64,
     /// Ghost GC trigger: `true` keeps each ghost log within the user groups' current
     /// share of the (sampled) capacity, `false` triggers on the garbage proportion as
     /// the paper describes. See docs/lss.md for why the default is `true`.
@@ -67,8 +88,11 @@ impl Default for AdaptConfig {
             ghost_sets: 8,
             epoch_fraction: 0.5,
             filters: 4,
-            score_threshold: 4,
+            score_threshold: 2,
             bits_per_key: 10,
+            filter_fraction: 0.5,
+            demotion_gate: true,
+            sparse_deadlines: 0.5,
             ghost_capacity: true,
             adaptation: true,
             aggregation: true,
@@ -87,6 +111,69 @@ pub fn avg_unfilled(v: f64, k: f64, p: f64, s_ck: f64, n_ck: f64) -> Option<f64>
     Some(((v - s_ck * (k * n_ck - p)) / p).clamp(0.0, s_ck))
 }
 
+/// Whether two winning thresholds (reuse distances) point at the same region: within a
+/// factor of two of each other, or both below one segment `unit`.
+pub fn same_region(a: f64, b: f64, unit: f64) -> bool {
+    let (lo, hi) = (a.min(b), a.max(b));
+    hi < unit || (lo > 0.0 && hi <= 2.0 * lo)
+}
+
+/// What the adoption rule remembers between epochs.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct AdoptionState {
+    /// The distance of the best candidate if it beat the incumbent in the last epoch.
+    won_last_epoch: Option<f64>,
+    /// The incumbent ghost's WA in the last epoch.
+    last_incumbent_wa: Option<f64>,
+}
+
+/// One epoch's evidence for replacing the threshold in force.
+#[derive(Clone, Copy, Debug)]
+pub struct Adoption {
+    pub best_wa: f64,
+    pub incumbent_wa: f64,
+    /// The best candidate's threshold (reuse distance).
+    pub distance: f64,
+    /// One segment, in blocks.
+    pub unit: f64,
+    /// Whether a user group is sparse (its chunks do not fill within a window).
+    pub sparse: bool,
+}
+
+/// The adoption rule's verdict for one epoch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Verdict {
+    pub steady: bool,
+    pub adopted: bool,
+}
+
+impl Adoption {
+    /// A candidate replaces the threshold in force only when the best candidate beats
+    /// the incumbent by `INCUMBENT_MARGIN` in two epochs in a row (ghost WA is noisy
+    /// over one), the two winners agree (within a factor of two, or both below one
+    /// segment: two different candidates each winning once by noise are evidence for
+    /// neither), each epoch is steady (sec. 3.2: the ghosts' WA must have settled; the
+    /// incumbent's WA moved by at most `STEADY` since the epoch before, whereas right
+    /// after the fill it swings by tens of percent), and a user group is sparse. In
+    /// dense traffic the ghosts, which only see the user groups, favoured thresholds
+    /// that raised the real GC in every run measured (docs/lss.md): there the threshold
+    /// stays SepBIT's `ell`.
+    pub fn judge(&self, st: &mut AdoptionState) -> Verdict {
+        let steady = st
+            .last_incumbent_wa
+            .is_some_and(|prev| ((self.incumbent_wa - prev) / prev).abs() <= STEADY);
+        st.last_incumbent_wa = Some(self.incumbent_wa);
+        let wins =
+            self.sparse && steady && self.best_wa < self.incumbent_wa * (1.0 - INCUMBENT_MARGIN);
+        let agrees = st
+            .won_last_epoch
+            .is_some_and(|prev| same_region(prev, self.distance, self.unit));
+        let adopted = wins && agrees;
+        st.won_last_epoch = (wins && !adopted).then_some(self.distance);
+        Verdict { steady, adopted }
+    }
+}
+
 #[derive(Clone, Debug, serde::Serialize)]
 struct Decision {
     now: u64,
@@ -96,6 +183,8 @@ struct Decision {
     wa: f64,
     /// WA of the ghost set running the threshold in force.
     incumbent_wa: f64,
+    steady: bool,
+    sparse: bool,
     adopted: bool,
 }
 
@@ -111,8 +200,7 @@ pub struct Adapt {
     ell: Lifespan,
     /// Reuse-time threshold in user writes, once the ghosts have decided.
     threshold: Option<f64>,
-    /// The best candidate beat the incumbent in the previous epoch.
-    won_last_epoch: bool,
+    adoption: AdoptionState,
     pairs: VecDeque<(u64, f64)>,
     sorted: (Vec<u64>, Vec<f64>),
     pairs_since_sort: usize,
@@ -124,8 +212,42 @@ pub struct Adapt {
     capacity_blocks: u64,
     ghost_seg: u64,
     history: Vec<Decision>,
+    chunk_blocks: f64,
+    seg_blocks: f64,
     shadows: u64,
     demotions: u64,
+    /// Access density of the two user groups (step 1 of aggregation, demotion gate).
+    density: [Density; 2],
+}
+
+/// A user group's access density: SLA windows that ended with its chunk unfilled, per
+/// block written to it, both decayed so that the measure follows the recent workload.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Density {
+    blocks: f64,
+    deadlines: f64,
+}
+
+impl Density {
+    const HALF_LIFE: f64 = 4096.0;
+
+    pub fn block(&mut self) {
+        self.blocks += 1.0;
+        if self.blocks >= Self::HALF_LIFE {
+            self.blocks *= 0.5;
+            self.deadlines *= 0.5;
+        }
+    }
+
+    pub fn deadline(&mut self) {
+        self.deadlines += 1.0;
+    }
+
+    /// Whether chunks of `chunk` blocks do not fill within a window: at least
+    /// `per_chunk` windows ended per chunk's worth of blocks (after a few chunks).
+    pub fn sparse(&self, chunk: f64, per_chunk: f64) -> bool {
+        self.blocks >= 4.0 * chunk && self.deadlines * chunk >= per_chunk * self.blocks
+    }
 }
 
 impl Adapt {
@@ -168,7 +290,8 @@ impl Adapt {
             .collect();
         let epoch_len = ((env.capacity_blocks as f64 * rate * cfg.epoch_fraction) as u64)
             .max(4 * ghost_seg as u64);
-        let per_filter = (env.capacity_blocks as usize / 32).max(1024);
+        let per_filter =
+            ((env.segment_blocks as f64 * cfg.filter_fraction) as usize).max(MIN_QUOTA);
         Adapt {
             name: "adapt",
             sampler: sampler::Sampler::new(env.n_lbas, rate),
@@ -177,7 +300,7 @@ impl Adapt {
             search,
             ell: Lifespan::default(),
             threshold: None,
-            won_last_epoch: false,
+            adoption: AdoptionState::default(),
             pairs: VecDeque::with_capacity(PAIRS),
             sorted: (Vec::new(), Vec::new()),
             pairs_since_sort: 0,
@@ -192,6 +315,9 @@ impl Adapt {
             history: Vec::new(),
             shadows: 0,
             demotions: 0,
+            density: [Density::default(); 2],
+            chunk_blocks: env.chunk_blocks as f64,
+            seg_blocks: env.segment_blocks as f64,
             cfg,
         }
     }
@@ -215,10 +341,6 @@ impl Adapt {
         let Some(s) = self.sampler.access(w.lba) else {
             return;
         };
-        for g in &mut self.ghosts {
-            g.write(s.sid, s.distance, w.t_us);
-        }
-        self.incumbent.write(s.sid, s.distance, w.t_us);
         if let (Some(prev), Some(d)) = (w.prev_write, s.distance) {
             if self.pairs.len() == PAIRS {
                 self.pairs.pop_front();
@@ -226,6 +348,16 @@ impl Adapt {
             self.pairs.push_back((w.now - prev, d));
             self.pairs_since_sort += 1;
         }
+        // The ghosts only run while a user group is sparse: in dense traffic no
+        // threshold is adopted (see `Adoption::judge`), so simulating it is wasted work
+        // (about a third of ADAPT's replay time). They resume where they stopped.
+        if !self.sparse() {
+            return;
+        }
+        for g in &mut self.ghosts {
+            g.write(s.sid, s.distance, w.t_us);
+        }
+        self.incumbent.write(s.sid, s.distance, w.t_us);
         self.epoch_writes += 1;
         if self.epoch_writes >= self.epoch_len
             && self.ghosts.iter().all(|g| g.total_gcs > 0)
@@ -233,6 +365,12 @@ impl Adapt {
         {
             self.decide(w.now);
         }
+    }
+
+    /// Whether either user group is sparse (its chunks do not fill within a window).
+    fn sparse(&self) -> bool {
+        self.density[HOT].sparse(self.chunk_blocks, self.cfg.sparse_deadlines)
+            || self.density[COLD].sparse(self.chunk_blocks, self.cfg.sparse_deadlines)
     }
 
     /// Ghost capacity: the user groups' share of live segments applied to the sampled
@@ -266,11 +404,16 @@ impl Adapt {
         self.incumbent.capacity = cap;
         self.epoch_writes = 0;
         let time = self.distance_to_time(distance);
-        // A candidate replaces the threshold in force only when the best candidate beats
-        // the incumbent by a margin in two epochs in a row: ghost WA is noisy over one.
-        let wins = best_wa < incumbent_wa * (1.0 - INCUMBENT_MARGIN);
-        let adopted = wins && self.won_last_epoch;
-        self.won_last_epoch = wins && !adopted;
+        let sparse = self.sparse();
+        let v = Adoption {
+            best_wa,
+            incumbent_wa,
+            distance,
+            unit: self.search.unit(),
+            sparse,
+        }
+        .judge(&mut self.adoption);
+        let (steady, adopted) = (v.steady, v.adopted);
         if adopted {
             self.threshold = Some(time);
         }
@@ -282,6 +425,8 @@ impl Adapt {
             time,
             wa: best_wa,
             incumbent_wa,
+            steady,
+            sparse,
             adopted,
         });
     }
@@ -359,11 +504,20 @@ impl Placement for Adapt {
         }
         let hot = matches!(w.prev_write, Some(t) if ((w.now - t) as f64) < self.threshold());
         if hot {
+            self.density[HOT].block();
             return HOT;
         }
+        self.density[COLD].block();
         // Demotion only concerns blocks the lifespan test already calls cold: those the
         // identifier has seen migrated back into the same GC group skip the user groups.
-        if self.cfg.demotion && w.prev_write.is_some() {
+        // It is gated on sparse traffic (the cold group's chunks do not fill within a
+        // window): there a demoted block lands in a dense GC segment instead of a padded
+        // user one; in dense traffic it raised GC in every run measured (docs/lss.md).
+        if self.cfg.demotion
+            && w.prev_write.is_some()
+            && (!self.cfg.demotion_gate
+                || self.density[COLD].sparse(self.chunk_blocks, self.cfg.sparse_deadlines))
+        {
             if let Some(g) = self.demotion_target(w.lba) {
                 self.demotions += 1;
                 return g;
@@ -375,6 +529,12 @@ impl Placement for Adapt {
     fn gc_group(&mut self, w: &GcWrite) -> usize {
         let g = gc_class(w.from_group, w.now - w.write_time, self.ell.ell());
         if self.cfg.demotion && w.from_group >= 2 && g == w.from_group {
+            // Filters are sized on the group: a pass of GC over the group spans about
+            // two filters, so the cascade remembers the last two passes, and a block
+            // migrated back in consecutive passes lands in two different filters.
+            let size = self.live_segments[g].max(1) as f64 * self.seg_blocks;
+            self.cascades[g - 2]
+                .set_quota(((size * self.cfg.filter_fraction) as usize).max(MIN_QUOTA));
             self.cascades[g - 2].insert(w.lba);
         }
         g
@@ -409,48 +569,53 @@ impl Placement for Adapt {
         let nck = d.segment_chunks as f64;
         match d.group {
             HOT => {
-                // Step 1: predict from recent chunks whether the hot group fills its
-                // chunks in time; if most recent ones needed padding, this one would too.
-                let hot = &d.stats[HOT];
-                if hot.chunks > 0.0 && hot.p / hot.chunks < 0.5 {
+                // Step 1: predict from the hot group's recent access intervals whether
+                // its chunks fill within a window. The measure is SLA windows ended per
+                // chunk's worth of hot blocks, not padded chunks: aggregation itself
+                // removes the hot group's padding, which must not switch it off.
+                self.density[HOT].deadline();
+                if !self.density[HOT].sparse(ck, self.cfg.sparse_deadlines) {
                     return DeadlineAction::Pad;
                 }
-                // The colder group lends its unfilled chunk...
+                // The colder group lends its open chunk, empty or not (an open chunk that
+                // is not full is an unfilled chunk; when it is empty the shadow blocks
+                // take the place of the hot chunk's padding)...
                 let cold_fill = d.open_fill[COLD];
-                if cold_fill == 0 || cold_fill + d.pending > d.chunk_blocks {
+                if cold_fill + d.pending > d.chunk_blocks {
                     return DeadlineAction::Pad;
                 }
                 // Step 2: ...as long as the blocks aggregated into it stay within the
-                // average padding of that group (Eq. 1), the space it would waste.
+                // average padding of that group (Eq. 1), the space it would waste. A
+                // cold group that never pads has no such space.
                 let cold = &d.stats[COLD];
                 let room = avg_unfilled(cold.v, cold.k, cold.p, ck, nck).map_or(0.0, |c| ck - c);
                 if (d.shadow_fill[COLD] + d.pending) as f64 > room {
                     return DeadlineAction::Pad;
                 }
                 self.shadows += 1;
-                DeadlineAction::Shadow(COLD)
+                DeadlineAction::Gather(COLD)
             }
             COLD if d.open_fill[COLD] < d.chunk_blocks => {
-                // The cold chunk is about to be padded: its padding space carries waiting
-                // blocks of the hot group, else of a GC group (demoted user blocks),
-                // instead of zeros, at no extra byte.
-                let from = std::iter::once(HOT)
-                    .chain(2..GROUPS)
-                    .find(|&g| d.unpersisted.get(g).is_some_and(|&u| u > 0));
-                match from {
-                    Some(g) => {
-                        self.shadows += 1;
-                        DeadlineAction::Absorb(g)
-                    }
-                    None => DeadlineAction::Pad,
+                self.density[COLD].deadline();
+                // The cold chunk is about to be padded: its padding space carries the
+                // waiting blocks of the hot group and of the GC groups (demoted user
+                // blocks) instead of zeros, at no extra chunk.
+                let waiting =
+                    (0..GROUPS).any(|g| g != COLD && d.unpersisted.get(g).is_some_and(|&u| u > 0));
+                if waiting {
+                    self.shadows += 1;
+                    DeadlineAction::Gather(COLD)
+                } else {
+                    DeadlineAction::Pad
                 }
             }
             g if g >= 2 && d.open_fill[COLD] + d.pending <= d.chunk_blocks => {
-                // A demoted user block waits in a GC group's chunk: persist it in the
-                // cold user group instead of padding a GC segment, whose space stays
-                // dense; the GC chunk is completed by the next GC migrations.
+                // A demoted user block waits in a GC group's chunk: persist it (with any
+                // other waiting user blocks) in the cold user group's chunk instead of
+                // padding a GC segment, whose space stays dense; the GC chunk is
+                // completed by the next GC migrations (lazy append).
                 self.shadows += 1;
-                DeadlineAction::Shadow(COLD)
+                DeadlineAction::Gather(COLD)
             }
             _ => DeadlineAction::Pad,
         }
@@ -516,53 +681,158 @@ mod tests {
     #[test]
     fn aggregation_condition() {
         let mut a = Adapt::new(&env(), AdaptConfig::default());
-        // Sparse hot group (all chunks padded, 2 blocks each); the cold group pads
-        // chunks holding 4 blocks on average, so it has 12 blocks of room (Eq. 1).
-        let sparse = [stats(8.0, 1.0, 4.0, 4.0), stats(16.0, 1.0, 4.0, 4.0)];
-        let dense = [stats(60.0, 1.0, 1.0, 4.0), sparse[1]];
-        let mut ask =
-            |st: &[crate::placement::GroupStats; 2], group, fill: [u32; 2], unp: [u32; 2]| {
-                let mut all = vec![crate::placement::GroupStats::default(); GROUPS];
-                all[..2].copy_from_slice(st);
-                let mut f = [0u32; GROUPS];
-                f[..2].copy_from_slice(&fill);
-                let mut u = [0u32; GROUPS];
-                u[..2].copy_from_slice(&unp);
-                a.deadline(&Deadline {
-                    group,
-                    t_us: 0,
-                    pending: u[group],
-                    open_fill: &f,
-                    unpersisted: &u,
-                    shadow_fill: &[0; GROUPS],
-                    stats: &all,
-                    chunk_blocks: 16,
-                    segment_chunks: 4,
-                })
-            };
-        assert_eq!(ask(&sparse, 0, [2, 3], [2, 3]), DeadlineAction::Shadow(1));
-        // Cold chunk empty: nothing to share.
-        assert_eq!(ask(&sparse, 0, [2, 0], [2, 0]), DeadlineAction::Pad);
+        // The cold group pads chunks holding 4 blocks on average, so it has 12 blocks
+        // of room (Eq. 1).
+        let st = [stats(8.0, 1.0, 4.0, 4.0), stats(16.0, 1.0, 4.0, 4.0)];
+        // A sparse hot group: one window ended per block written.
+        a.density[HOT] = Density {
+            blocks: 64.0,
+            deadlines: 64.0,
+        };
+        let ask = |a: &mut Adapt, group, fill: [u32; 3], unp: [u32; 3]| {
+            let mut all = vec![crate::placement::GroupStats::default(); GROUPS];
+            all[..2].copy_from_slice(&st);
+            let mut f = [0u32; GROUPS];
+            f[..3].copy_from_slice(&fill);
+            let mut u = [0u32; GROUPS];
+            u[..3].copy_from_slice(&unp);
+            a.deadline(&Deadline {
+                group,
+                t_us: 0,
+                pending: u[group],
+                open_fill: &f,
+                unpersisted: &u,
+                shadow_fill: &[0; GROUPS],
+                stats: &all,
+                chunk_blocks: 16,
+                segment_chunks: 4,
+            })
+        };
+        assert_eq!(
+            ask(&mut a, 0, [2, 3, 0], [2, 3, 0]),
+            DeadlineAction::Gather(1)
+        );
+        // An empty cold chunk is an unfilled chunk too: the hot blocks take the place
+        // of the hot chunk's padding, and the hot chunk stays open.
+        assert_eq!(
+            ask(&mut a, 0, [2, 0, 0], [2, 0, 0]),
+            DeadlineAction::Gather(1)
+        );
         // Cold chunk too full to take the hot blocks.
-        assert_eq!(ask(&sparse, 0, [2, 15], [2, 15]), DeadlineAction::Pad);
+        assert_eq!(ask(&mut a, 0, [2, 15, 0], [2, 15, 0]), DeadlineAction::Pad);
         // More shadow blocks than the cold group's average padding (12).
-        assert_eq!(ask(&sparse, 0, [13, 1], [13, 1]), DeadlineAction::Pad);
-        // A dense hot group (few padded chunks) pads as usual.
-        assert_eq!(ask(&dense, 0, [2, 3], [2, 3]), DeadlineAction::Pad);
+        assert_eq!(ask(&mut a, 0, [13, 1, 0], [13, 1, 0]), DeadlineAction::Pad);
         // Lazily appended blocks do not count again.
-        assert_eq!(ask(&sparse, 0, [9, 3], [2, 3]), DeadlineAction::Shadow(1));
-        // The cold group's deadline absorbs the hot group's waiting blocks.
-        assert_eq!(ask(&sparse, 1, [2, 3], [2, 3]), DeadlineAction::Absorb(0));
-        assert_eq!(ask(&sparse, 1, [2, 3], [0, 3]), DeadlineAction::Pad);
+        assert_eq!(
+            ask(&mut a, 0, [9, 3, 0], [2, 3, 0]),
+            DeadlineAction::Gather(1)
+        );
+        // The cold group's deadline gathers the hot group's and the GC groups' waiting
+        // blocks; with none waiting it pads.
+        assert_eq!(
+            ask(&mut a, 1, [2, 3, 0], [2, 3, 0]),
+            DeadlineAction::Gather(1)
+        );
+        assert_eq!(
+            ask(&mut a, 1, [2, 3, 1], [0, 3, 1]),
+            DeadlineAction::Gather(1)
+        );
+        assert_eq!(ask(&mut a, 1, [2, 3, 0], [0, 3, 0]), DeadlineAction::Pad);
+        // A demoted block waiting in a GC chunk is persisted through the cold chunk.
+        assert_eq!(
+            ask(&mut a, 2, [0, 3, 1], [0, 3, 1]),
+            DeadlineAction::Gather(1)
+        );
+        assert_eq!(ask(&mut a, 2, [0, 15, 2], [0, 15, 2]), DeadlineAction::Pad);
+        // A dense hot group (its chunks fill within a window) pads as usual, even
+        // though aggregation left it without padded chunks.
+        a.density[HOT] = Density {
+            blocks: 640.0,
+            deadlines: 0.0,
+        };
+        assert_eq!(ask(&mut a, 0, [2, 3, 0], [2, 3, 0]), DeadlineAction::Pad);
+    }
+
+    #[test]
+    fn density_counts_windows_per_chunk() {
+        let mut d = Density::default();
+        // Too few blocks to judge.
+        d.deadline();
+        assert!(!d.sparse(16.0, 0.5));
+        // 64 blocks, 1 window each: sparse.
+        for _ in 0..64 {
+            d.block();
+            d.deadline();
+        }
+        assert!(d.sparse(16.0, 0.5));
+        // Then 4096 blocks filling chunks within windows: dense (the old windows decay).
+        for _ in 0..4096 {
+            d.block();
+        }
+        assert!(!d.sparse(16.0, 0.5));
+        // Exactly the boundary: 1 window per 2 chunks' worth is 0.5 per chunk.
+        let d = Density {
+            blocks: 64.0,
+            deadlines: 2.0,
+        };
+        assert!(d.sparse(16.0, 0.5));
+        assert!(!d.sparse(16.0, 0.6));
+    }
+
+    #[test]
+    fn adoption_needs_two_steady_agreeing_sparse_wins() {
+        let ep = |best_wa, incumbent_wa, distance, sparse| Adoption {
+            best_wa,
+            incumbent_wa,
+            distance,
+            unit: 1000.0,
+            sparse,
+        };
+        let mut st = AdoptionState::default();
+        // First epoch: nothing to compare steadiness with.
+        assert!(!ep(1.0, 1.2, 4000.0, true).judge(&mut st).steady);
+        // Steady win, then a steady agreeing win: adopted.
+        let v = ep(1.0, 1.2, 4000.0, true).judge(&mut st);
+        assert_eq!((v.steady, v.adopted), (true, false));
+        assert!(ep(1.0, 1.2, 6000.0, true).judge(&mut st).adopted);
+        // Two wins that disagree (4000 then 12000) are not adopted.
+        let mut st = AdoptionState::default();
+        ep(1.0, 1.2, 0.0, true).judge(&mut st);
+        ep(1.0, 1.2, 4000.0, true).judge(&mut st);
+        assert!(!ep(1.0, 1.2, 12000.0, true).judge(&mut st).adopted);
+        // A win by less than the margin (5 %) does not count.
+        let mut st = AdoptionState::default();
+        for _ in 0..3 {
+            assert!(!ep(1.0, 1.04, 4000.0, true).judge(&mut st).adopted);
+        }
+        // Unsteady epochs (the incumbent's WA jumps 20 %) do not count.
+        let mut st = AdoptionState::default();
+        for w in [1.0, 1.2, 1.44, 1.73] {
+            assert!(!ep(w * 0.8, w, 4000.0, true).judge(&mut st).adopted);
+        }
+        // Dense traffic: never adopted.
+        let mut st = AdoptionState::default();
+        for _ in 0..4 {
+            assert!(!ep(1.0, 1.2, 4000.0, false).judge(&mut st).adopted);
+        }
+    }
+
+    #[test]
+    fn consecutive_wins_must_agree() {
+        assert!(same_region(3000.0, 5000.0, 1000.0));
+        assert!(!same_region(768.0, 3840.0, 100.0));
+        assert!(same_region(0.0, 500.0, 1000.0));
+        assert!(!same_region(0.0, 5000.0, 1000.0));
     }
 
     #[test]
     fn demotion_after_repeated_migrations() {
-        let cfg = AdaptConfig {
-            score_threshold: 2,
-            ..AdaptConfig::default()
+        let mut a = Adapt::new(&env(), AdaptConfig::default());
+        // Sparse traffic: the demotion gate is open.
+        a.density[COLD] = Density {
+            blocks: 64.0,
+            deadlines: 64.0,
         };
-        let mut a = Adapt::new(&env(), cfg);
         let gc = |lba| GcWrite {
             lba,
             now: 10_000,
@@ -595,6 +865,15 @@ mod tests {
             a.gc_group(&gc(l));
         }
         assert_eq!(a.gc_group(&gc(7)), 5);
+        assert_eq!(a.user_group(&w), 5);
+        // Dense traffic (the cold group's chunks fill within a window): no demotion.
+        a.density[COLD] = Density {
+            blocks: 4000.0,
+            deadlines: 0.0,
+        };
+        assert_eq!(a.user_group(&w), COLD);
+        // Without the gate the same block is demoted in dense traffic too.
+        a.cfg.demotion_gate = false;
         assert_eq!(a.user_group(&w), 5);
     }
 }

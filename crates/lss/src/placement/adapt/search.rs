@@ -44,6 +44,11 @@ impl ThresholdSearch {
         &self.thresholds
     }
 
+    /// The threshold unit (one segment, in blocks).
+    pub fn unit(&self) -> f64 {
+        self.unit
+    }
+
     pub fn mode(&self) -> Mode {
         self.mode
     }
