@@ -20,9 +20,11 @@ pub mod types;
 pub mod version;
 pub mod vlog;
 pub mod wal;
+pub mod warming;
 
 pub use batch::WriteBatch;
 pub use db::{DbIter, Snapshot, DB};
 pub use error::{Error, Result};
 pub use options::{GcPolicyConfig, Options, WriteOptions};
 pub use stats::DbStats;
+pub use warming::{CacheWarmingConfig, LearnedParams};

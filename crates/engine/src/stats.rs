@@ -85,6 +85,9 @@ pub struct DbStats {
     pub levels: Vec<LevelStats>,
     pub value_files: Vec<ValueFileStats>,
     pub cache: CacheStats,
+    /// Cache warming and the invalidations it is measured against.
+    #[serde(default)]
+    pub warming: crate::warming::WarmingStats,
 }
 
 impl DbStats {

@@ -2,7 +2,9 @@
 //! with flushes, compactions, snapshots, scans and reopenings. Small memtables and value
 //! files make every background path (flush, compaction, relocation, GC, write-back) run.
 
-use halflife_engine::{GcPolicyConfig, Options, WriteBatch, WriteOptions, DB};
+use halflife_engine::{
+    CacheWarmingConfig, GcPolicyConfig, LearnedParams, Options, WriteBatch, WriteOptions, DB,
+};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::collections::BTreeMap;
@@ -78,6 +80,20 @@ fn run_model(gc: GcPolicyConfig, seed: u64, steps: usize) {
 }
 
 fn run_model_shaped(gc: GcPolicyConfig, seed: u64, steps: usize, dynamic: bool) {
+    run_model_warmed(gc, seed, steps, dynamic, CacheWarmingConfig::None);
+}
+
+fn run_model_warmed(
+    gc: GcPolicyConfig,
+    seed: u64,
+    steps: usize,
+    dynamic: bool,
+    warming: CacheWarmingConfig,
+) {
+    let small_options = |gc: GcPolicyConfig, dynamic| Options {
+        cache_warming: warming.clone(),
+        ..small_options(gc, dynamic)
+    };
     let dir = tempfile::tempdir().unwrap();
     let mut rng = StdRng::seed_from_u64(seed);
     let mut db = DB::open(dir.path(), small_options(gc.clone(), dynamic)).unwrap();
@@ -224,4 +240,43 @@ fn model_titan_aggressive_gc() {
 #[test]
 fn model_blobdb_static_level_targets() {
     run_model_shaped(GcPolicyConfig::blobdb(), 6, 2000, false);
+}
+
+/// Small slots so that the learned policy trains and prefetches within the run.
+fn tiny_learned() -> CacheWarmingConfig {
+    CacheWarmingConfig::Learned(LearnedParams {
+        slot_reads: 10,
+        sample_every: 1,
+        min_train_slots: 8,
+        history_slots: 12,
+        retrain_every_slots: 8,
+        min_ranges: 8,
+        ..LearnedParams::default()
+    })
+}
+
+#[test]
+fn model_warming_none() {
+    run_model_warmed(GcPolicyConfig::blobdb(), 11, 3000, true, CacheWarmingConfig::None);
+}
+
+#[test]
+fn model_warming_incremental() {
+    run_model_warmed(
+        GcPolicyConfig::blobdb(),
+        12,
+        3000,
+        true,
+        CacheWarmingConfig::IncrementalWarmup,
+    );
+}
+
+#[test]
+fn model_warming_learned() {
+    run_model_warmed(GcPolicyConfig::Inline, 13, 3000, true, tiny_learned());
+}
+
+#[test]
+fn model_warming_learned_titan() {
+    run_model_warmed(GcPolicyConfig::titan(), 14, 2000, true, tiny_learned());
 }

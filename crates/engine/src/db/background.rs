@@ -12,6 +12,7 @@ use crate::stats::EngineCounters;
 use crate::types::ValueKind;
 use crate::version::picker::{self, Compaction};
 use crate::version::VersionEdit;
+use crate::warming::JobKind;
 use crate::vlog::file::value_file_name;
 use crate::vlog::{ValueFileWriter, ValuePointer};
 use std::sync::atomic::Ordering;
@@ -76,6 +77,7 @@ fn job_spec<'a>(
         relocate: None,
         blobs,
         new_file_number,
+        warming: None,
     }
 }
 
@@ -102,8 +104,10 @@ fn flush_one(inner: &Arc<Inner>) -> Result<bool> {
     };
     let out = {
         let nf = || inner.new_file_number();
+        let warm = inner.warming.begin_job(JobKind::Flush, &v, []);
         let spec = JobSpec {
             separate_values: inner.gc.separates_values(),
+            warming: warm.as_ref(),
             ..job_spec(inner, IoCause::Flush, snap, &v.blobs, &nf)
         };
         compaction::run(&spec, &mut mem.iter())
@@ -272,7 +276,11 @@ fn run_compaction(
         }
         let mut merged = MergingIterator::new(children);
         let nf = || inner.new_file_number();
+        let warm = inner
+            .warming
+            .begin_job(JobKind::Compaction, v, c.inputs.iter().chain(&c.overlaps));
         let spec = JobSpec {
+            warming: warm.as_ref(),
             drop_tombstones: c.bottommost,
             split_outputs: true,
             relocate: filter.map(|f| f as &(dyn Fn(&ValuePointer) -> bool + Sync)),

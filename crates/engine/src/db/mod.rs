@@ -66,6 +66,8 @@ pub(crate) struct Inner {
     pub opts: Options,
     pub storage: Arc<dyn Storage>,
     pub cache: Arc<BlockCache>,
+    /// Cache warming across flushes and compactions (paper 002).
+    pub warming: crate::warming::Warming,
     pub gc: Box<dyn GcPolicy>,
     pub state: Mutex<State>,
     /// The memtables and version readers use, republished by every change to them.
@@ -343,6 +345,7 @@ fn stats(inner: &Inner) -> DbStats {
             })
             .collect(),
         cache: inner.cache.stats(),
+        warming: inner.warming.stats(),
     }
 }
 

@@ -162,11 +162,13 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
         manual: false,
         live_user_bytes: None,
     };
+    let warming = crate::warming::Warming::new(&opts.cache_warming, cache.clone(), opts.block_size);
     Ok(Inner {
         dir: dir.to_path_buf(),
         opts,
         storage,
         cache,
+        warming,
         gc: policy,
         read_view: parking_lot::RwLock::new(Arc::new(super::read::ReadView::from_state(&state))),
         state: Mutex::new(state),
@@ -207,6 +209,7 @@ fn flush_recovered(
         relocate: None,
         blobs: &blobs,
         new_file_number: &nf,
+        warming: None,
     };
     let out = compaction::run(&spec, &mut mem.iter())?;
     versions.next_file_number = next.into_inner();

@@ -1,0 +1,349 @@
+//! Leaper: the collector counts reads per key range per slot; a background thread trains a
+//! gradient-boosting classifier on the history and, after every slot, predicts which
+//! ranges will be read in the next one; a flush or compaction then inserts the output
+//! blocks of predicted-hot ranges into the cache as it writes them, and leaves cold ranges
+//! out. Until the first model is trained nothing is prefetched.
+//!
+//! All model work (training, prediction) runs on the trainer thread, the "resources the
+//! database does not use" of the slides; a job only reads the latest prediction.
+
+use super::collector::Collector;
+use super::config::LearnedParams;
+use super::features::{write_row, TrainingSet, NUM_FEATURES, SLOTS_NEEDED};
+use super::model::HotRangeModel;
+use super::ranges::KeyRanges;
+use super::{BlockFilter, CacheWarming, JobInputs, WarmingStats};
+use parking_lot::{Condvar, Mutex, RwLock};
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// The ranges predicted to be read in the next slot.
+#[derive(Debug)]
+pub struct HotSet {
+    pub ranges: Arc<KeyRanges>,
+    pub hot: Vec<bool>,
+}
+
+impl BlockFilter for HotSet {
+    /// A block is worth caching if any range it touches is hot.
+    fn admit(&self, first: &[u8], last: &[u8]) -> bool {
+        self.ranges.span(first, last).any(|r| self.hot[r])
+    }
+}
+
+/// The prediction for the slot after the newest of `slots`: `hot[r]` iff
+/// `probability(features of r) >= threshold`. `None` without enough history.
+pub fn predict_hot(
+    slots: &VecDeque<crate::warming::collector::SlotCounts>,
+    probability: impl Fn(&[f64]) -> f64,
+    threshold: f64,
+) -> Option<Vec<bool>> {
+    if slots.len() < SLOTS_NEEDED {
+        return None;
+    }
+    let t = slots.len() - 1;
+    let mut row = [0.0; NUM_FEATURES];
+    Some(
+        (0..slots[t].reads.len())
+            .map(|r| {
+                write_row(slots, t, r, &mut row);
+                probability(&row) >= threshold
+            })
+            .collect(),
+    )
+}
+
+#[derive(Default)]
+struct Counters {
+    trainings: AtomicU64,
+    training_failures: AtomicU64,
+    training_micros: AtomicU64,
+    last_training_rows: AtomicU64,
+    last_training_positives: AtomicU64,
+    model_trees: AtomicU64,
+    predictions: AtomicU64,
+    prediction_micros: AtomicU64,
+    hot_ranges: AtomicU64,
+}
+
+struct Shared {
+    params: LearnedParams,
+    /// Replaced when the key space is cut again.
+    collector: RwLock<Option<Arc<Collector>>>,
+    hot: RwLock<Option<Arc<HotSet>>>,
+    wake: Mutex<bool>,
+    cv: Condvar,
+    stop: AtomicBool,
+    counters: Counters,
+}
+
+/// The learned policy and its trainer thread (stopped and joined on drop).
+pub struct Learned {
+    shared: Arc<Shared>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Learned {
+    pub fn new(params: LearnedParams) -> Learned {
+        let shared = Arc::new(Shared {
+            params,
+            collector: RwLock::new(None),
+            hot: RwLock::new(None),
+            wake: Mutex::new(false),
+            cv: Condvar::new(),
+            stop: AtomicBool::new(false),
+            counters: Counters::default(),
+        });
+        let s = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name("halflife-leaper".into())
+            .spawn(move || trainer(&s))
+            .expect("spawn the cache-warming trainer");
+        Learned {
+            shared,
+            thread: Mutex::new(Some(thread)),
+        }
+    }
+
+    fn wake(&self) {
+        *self.shared.wake.lock() = true;
+        self.shared.cv.notify_one();
+    }
+}
+
+impl Drop for Learned {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Relaxed);
+        self.wake();
+        if let Some(t) = self.thread.lock().take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl CacheWarming for Learned {
+    fn name(&self) -> &'static str {
+        "learned"
+    }
+
+    fn on_ranges(&self, ranges: &Arc<KeyRanges>) {
+        let p = &self.shared.params;
+        *self.shared.collector.write() = Some(Arc::new(Collector::new(
+            ranges.clone(),
+            p.sample_every,
+            p.slot_reads,
+            p.history_slots,
+        )));
+    }
+
+    fn record_read(&self, key: &[u8]) {
+        if let Some(c) = self.shared.collector.read().as_ref() {
+            if c.record_read(key) {
+                self.wake();
+            }
+        }
+    }
+
+    fn record_write(&self, key: &[u8]) {
+        if let Some(c) = self.shared.collector.read().as_ref() {
+            c.record_write(key);
+        }
+    }
+
+    fn plan(&self, _job: &JobInputs<'_>) -> Option<Arc<dyn BlockFilter>> {
+        let hot = self.shared.hot.read().clone()?;
+        Some(hot)
+    }
+
+    fn stats(&self, s: &mut WarmingStats) {
+        let c = &self.shared.counters;
+        if let Some(col) = self.shared.collector.read().as_ref() {
+            s.slots = col.completed_slots();
+            (s.sampled_reads, s.sampled_writes) = col.sampled();
+        }
+        s.trainings = c.trainings.load(Relaxed);
+        s.training_failures = c.training_failures.load(Relaxed);
+        s.training_micros = c.training_micros.load(Relaxed);
+        s.last_training_rows = c.last_training_rows.load(Relaxed);
+        s.last_training_positives = c.last_training_positives.load(Relaxed);
+        s.model_trees = c.model_trees.load(Relaxed);
+        s.predictions = c.predictions.load(Relaxed);
+        s.prediction_micros = c.prediction_micros.load(Relaxed);
+        s.hot_ranges = c.hot_ranges.load(Relaxed);
+    }
+}
+
+fn trainer(s: &Shared) {
+    let p = &s.params;
+    let c = &s.counters;
+    let mut seen = 0u64;
+    let mut last_train: Option<u64> = None;
+    let mut model: Option<HotRangeModel> = None;
+    let mut current: Option<Arc<Collector>> = None;
+    loop {
+        {
+            let mut w = s.wake.lock();
+            while !*w && !s.stop.load(Relaxed) {
+                s.cv.wait_for(&mut w, Duration::from_millis(200));
+            }
+            *w = false;
+        }
+        if s.stop.load(Relaxed) {
+            return;
+        }
+        let Some(col) = s.collector.read().clone() else {
+            continue;
+        };
+        if !current.as_ref().is_some_and(|c| Arc::ptr_eq(c, &col)) {
+            // New ranges: their history starts now (the model, trained on per-range
+            // counts, stays usable once enough slots are in).
+            current = Some(col.clone());
+            seen = 0;
+            last_train = None;
+        }
+        let (slots, completed) = col.with_history(|h| (h.slots.clone(), h.completed));
+        if completed == seen {
+            continue;
+        }
+        seen = completed;
+        let due = match last_train {
+            None => slots.len() >= p.min_train_slots,
+            Some(t) => completed - t >= p.retrain_every_slots as u64,
+        };
+        if due {
+            let t0 = Instant::now();
+            let set = TrainingSet::build(&slots, p.max_training_rows, completed);
+            let r = HotRangeModel::train(
+                &set,
+                p.gbm_iterations,
+                p.gbm_max_depth,
+                p.gbm_learning_rate,
+            );
+            c.training_micros
+                .fetch_add(t0.elapsed().as_micros() as u64, Relaxed);
+            c.last_training_rows.store(set.len() as u64, Relaxed);
+            c.last_training_positives
+                .store(set.positives() as u64, Relaxed);
+            last_train = Some(completed);
+            match r {
+                Ok(m) => {
+                    c.trainings.fetch_add(1, Relaxed);
+                    c.model_trees.store(m.num_trees() as u64, Relaxed);
+                    model = Some(m);
+                }
+                // One class only (nothing read, or everything read): keep the old model.
+                Err(_) => {
+                    c.training_failures.fetch_add(1, Relaxed);
+                }
+            }
+        }
+        if let Some(m) = &model {
+            let t0 = Instant::now();
+            if let Some(hot) = predict_hot(&slots, |row| m.probability(row), p.threshold) {
+                c.hot_ranges
+                    .store(hot.iter().filter(|&&h| h).count() as u64, Relaxed);
+                *s.hot.write() = Some(Arc::new(HotSet {
+                    ranges: col.ranges().clone(),
+                    hot,
+                }));
+                c.predictions.fetch_add(1, Relaxed);
+            }
+            c.prediction_micros
+                .fetch_add(t0.elapsed().as_micros() as u64, Relaxed);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::warming::collector::SlotCounts;
+
+    fn ranges(n: usize) -> Arc<KeyRanges> {
+        let keys: Vec<Vec<u8>> = (0..n).map(|i| format!("k{i:04}").into_bytes()).collect();
+        Arc::new(KeyRanges::from_sorted_keys(&keys, 1, 2, n).unwrap())
+    }
+
+    #[test]
+    fn hot_set_admits_blocks_touching_a_hot_range() {
+        let r = ranges(10);
+        let mut hot = vec![false; 10];
+        hot[4] = true;
+        let h = HotSet { ranges: r, hot };
+        assert!(h.admit(b"k0004", b"k0004"));
+        assert!(h.admit(b"k0002", b"k0005"), "spans the hot range");
+        assert!(!h.admit(b"k0005", b"k0009"));
+        assert!(!h.admit(b"k0000", b"k0003x"));
+    }
+
+    /// A trained model separates ranges read steadily from ranges never read, and ranges
+    /// read in alternate slots follow their phase.
+    #[test]
+    fn trained_model_predicts_steady_and_periodic_ranges() {
+        let n = 60;
+        let mut slots = VecDeque::new();
+        for t in 0..24usize {
+            let mut reads = vec![0u16; n];
+            for (r, x) in reads.iter_mut().enumerate() {
+                *x = match r % 3 {
+                    0 => 5,                       // always read
+                    1 => 0,                       // never read
+                    _ => u16::from(t % 2 == 0) * 4, // read in even slots
+                };
+            }
+            slots.push_back(SlotCounts {
+                reads,
+                writes: vec![0; n],
+            });
+        }
+        let set = TrainingSet::build(&slots, 10_000, 7);
+        let m = HotRangeModel::train(&set, 30, 4, 0.3).unwrap();
+        // The newest slot (23) is odd: the next one is even, so periodic ranges are hot.
+        let hot = predict_hot(&slots, |row| m.probability(row), 0.5).unwrap();
+        for (r, h) in hot.iter().enumerate() {
+            assert_eq!(*h, r % 3 != 1, "range {r}");
+        }
+        slots.pop_back();
+        let hot = predict_hot(&slots, |row| m.probability(row), 0.5).unwrap();
+        for (r, h) in hot.iter().enumerate() {
+            assert_eq!(*h, r % 3 == 0, "range {r} before an odd slot");
+        }
+        assert!(predict_hot(&slots.iter().take(3).cloned().collect(), |_| 1.0, 0.5).is_none());
+    }
+
+    #[test]
+    fn trainer_learns_from_recorded_reads_and_publishes_a_prediction() {
+        let params = LearnedParams {
+            slot_reads: 100,
+            sample_every: 1,
+            min_train_slots: 8,
+            history_slots: 12,
+            ..LearnedParams::default()
+        };
+        let l = Learned::new(params);
+        let r = ranges(20);
+        l.on_ranges(&r);
+        assert!(l.plan(&JobInputs::empty()).is_none(), "no model yet");
+        // Reads hit ranges 0..10 only.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let mut i = 0u64;
+        while l.shared.hot.read().is_none() {
+            assert!(Instant::now() < deadline, "no prediction published");
+            l.record_read(format!("k{:04}", i % 10).as_bytes());
+            i += 1;
+            if i % 100 == 0 {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        }
+        let f = l.plan(&JobInputs::empty()).unwrap();
+        assert!(f.admit(b"k0003", b"k0003"));
+        assert!(!f.admit(b"k0015", b"k0019"));
+        let mut s = WarmingStats::default();
+        l.stats(&mut s);
+        assert!(s.trainings >= 1 && s.predictions >= 1 && s.slots >= 8);
+        assert_eq!(s.hot_ranges, 10);
+    }
+}
