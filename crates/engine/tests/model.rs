@@ -257,7 +257,13 @@ fn tiny_learned() -> CacheWarmingConfig {
 
 #[test]
 fn model_warming_none() {
-    run_model_warmed(GcPolicyConfig::blobdb(), 11, 3000, true, CacheWarmingConfig::None);
+    run_model_warmed(
+        GcPolicyConfig::blobdb(),
+        11,
+        3000,
+        true,
+        CacheWarmingConfig::None,
+    );
 }
 
 #[test]

@@ -52,7 +52,12 @@ fn run(warming: CacheWarmingConfig) -> DbStats {
         }
         if step % 64 == 0 {
             let c = db.stats().cache;
-            assert!(c.usage <= c.capacity, "usage {} > capacity {}", c.usage, c.capacity);
+            assert!(
+                c.usage <= c.capacity,
+                "usage {} > capacity {}",
+                c.usage,
+                c.capacity
+            );
         }
     }
     db.wait_idle().unwrap();
@@ -75,7 +80,11 @@ fn invalidations_and_warming_through_the_engine() {
 
     let inc = run(CacheWarmingConfig::IncrementalWarmup);
     assert!(inc.warming.jobs_planned > 0);
-    assert!(inc.cache.prefetched > 0 && inc.cache.prefetch_hits > 0, "{:?}", inc.cache);
+    assert!(
+        inc.cache.prefetched > 0 && inc.cache.prefetch_hits > 0,
+        "{:?}",
+        inc.cache
+    );
 
     let learned = run(CacheWarmingConfig::Learned(LearnedParams {
         slot_reads: 500,

@@ -9,7 +9,8 @@ use std::cell::Cell;
 use std::sync::{Arc, OnceLock};
 use xxhash_rust::xxh3::xxh3_64;
 
-/// Told `(file_number, offsets)` of the blocks [`BlockCache::erase_file`] dropped.
+/// Told `(file_number, offsets)` of the blocks [`BlockCache::erase_file`] dropped (none,
+/// if the file had nothing cached: the call still says the file is gone).
 pub type EraseListener = Box<dyn Fn(u64, &[u64]) + Send + Sync>;
 
 thread_local! {
@@ -92,6 +93,14 @@ impl BlockCache {
         }
     }
 
+    /// The cached block, if any, for a background reader (compaction): counts neither a
+    /// hit nor a miss and leaves the LRU order alone.
+    pub fn peek(&self, file_number: u64, offset: u64) -> Option<Arc<Block>> {
+        self.shard(file_number, offset)
+            .lock()
+            .peek(&(file_number, offset))
+    }
+
     /// True if the block is cached. Counts neither a hit nor a miss and leaves the LRU
     /// order alone: warming policies use it to see what the cache holds.
     pub fn contains(&self, file_number: u64, offset: u64) -> bool {
@@ -143,10 +152,8 @@ impl BlockCache {
         }
         let n = offsets.len();
         Counters::add(&self.counters.invalidated, n as u64);
-        if n > 0 {
-            if let Some(l) = self.erase_listener.get() {
-                l(file_number, &offsets);
-            }
+        if let Some(l) = self.erase_listener.get() {
+            l(file_number, &offsets);
         }
         n
     }

@@ -64,6 +64,11 @@ impl Shard {
         })
     }
 
+    /// The cached block, without changing its LRU position.
+    pub fn peek(&self, key: &CacheKey) -> Option<Arc<Block>> {
+        self.lru.peek(key).map(|e| Arc::clone(&e.block))
+    }
+
     /// True if the block is cached; does not change its LRU position.
     pub fn contains(&self, key: &CacheKey) -> bool {
         self.lru.contains(key)

@@ -12,9 +12,9 @@ use crate::stats::EngineCounters;
 use crate::types::ValueKind;
 use crate::version::picker::{self, Compaction};
 use crate::version::VersionEdit;
-use crate::warming::JobKind;
 use crate::vlog::file::value_file_name;
 use crate::vlog::{ValueFileWriter, ValuePointer};
+use crate::warming::JobKind;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -276,9 +276,10 @@ fn run_compaction(
         }
         let mut merged = MergingIterator::new(children);
         let nf = || inner.new_file_number();
-        let warm = inner
-            .warming
-            .begin_job(JobKind::Compaction, v, c.inputs.iter().chain(&c.overlaps));
+        let warm =
+            inner
+                .warming
+                .begin_job(JobKind::Compaction, v, c.inputs.iter().chain(&c.overlaps));
         let spec = JobSpec {
             warming: warm.as_ref(),
             drop_tombstones: c.bottommost,

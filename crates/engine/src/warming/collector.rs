@@ -142,7 +142,10 @@ impl Collector {
     }
 
     pub fn sampled(&self) -> (u64, u64) {
-        (self.sampled_reads.load(Relaxed), self.sampled_writes.load(Relaxed))
+        (
+            self.sampled_reads.load(Relaxed),
+            self.sampled_writes.load(Relaxed),
+        )
     }
 }
 

@@ -84,6 +84,9 @@ pub struct LearnedParams {
     pub max_training_rows: usize,
     /// A range is predicted hot when the model's probability reaches this.
     pub threshold: f64,
+    /// The ranges predicted hot are capped, most probable first, at what fills this
+    /// fraction of the block cache (the rest keeps what readers cached).
+    pub cache_fraction: f64,
     /// Target data blocks per key range when the ranges are cut.
     pub blocks_per_range: usize,
     pub min_ranges: usize,
@@ -96,13 +99,14 @@ pub struct LearnedParams {
 impl Default for LearnedParams {
     fn default() -> Self {
         LearnedParams {
-            slot_reads: 10_000,
+            slot_reads: 5_000,
             sample_every: 2,
             history_slots: 24,
             min_train_slots: 10,
             retrain_every_slots: 20,
             max_training_rows: 60_000,
             threshold: 0.5,
+            cache_fraction: 1.0,
             blocks_per_range: 2,
             min_ranges: 64,
             max_ranges: 1 << 16,
@@ -137,6 +141,9 @@ impl LearnedParams {
         }
         if !(0.0..=1.0).contains(&self.threshold) {
             return bad("threshold must be a probability");
+        }
+        if !(self.cache_fraction > 0.0 && self.cache_fraction <= 1.0) {
+            return bad("cache_fraction must be in (0, 1]");
         }
         if self.blocks_per_range == 0
             || self.min_ranges < 2

@@ -133,7 +133,10 @@ mod tests {
         assert_eq!(&row[6..12], &[1.0; 6]);
         assert_eq!(row[12], 7.0 + 1.0, "neighbours in the last slot");
         assert_eq!(row[13], (2 + 3 + 4 + 5 + 6 + 7) as f64 + 6.0);
-        assert_eq!(row[14], 5.0, "mean of older slots 0 and 1 for range 1: (0 + 10) / 2");
+        assert_eq!(
+            row[14], 5.0,
+            "mean of older slots 0 and 1 for range 1: (0 + 10) / 2"
+        );
         write_row(&slots, 5, 0, &mut row);
         assert!(row[14].is_nan(), "no older slots");
         assert_eq!(row[12], 50.0, "only a right neighbour at the edge");

@@ -4,7 +4,7 @@
 //! read a moment ago, and a hot key range none of whose blocks happened to be cached is
 //! left cold.
 
-use super::{BlockFilter, CacheWarming, JobInputs};
+use super::{BlockFilter, BlockKeys, CacheWarming, JobInputs};
 use std::sync::Arc;
 
 /// Key intervals `[lo, hi]` of the input blocks that were cached, sorted and merged.
@@ -52,8 +52,12 @@ impl CachedIntervals {
 }
 
 impl BlockFilter for CachedIntervals {
-    fn admit(&self, first: &[u8], last: &[u8]) -> bool {
-        self.overlaps(first, last)
+    /// The block's key range `[first key, last key]` overlaps a cached input block.
+    fn admit(&self, keys: &BlockKeys) -> bool {
+        match (keys.first(), keys.last()) {
+            (Some(first), Some(last)) => self.overlaps(first, last),
+            _ => false,
+        }
     }
 }
 
@@ -113,8 +117,12 @@ mod tests {
             blocks: &blocks,
         };
         let f = IncrementalWarmup.plan(&job).unwrap();
-        assert!(!f.admit(b"a", b"b"));
-        assert!(f.admit(b"e", b"e"));
+        assert!(!f.admit(&BlockKeys::from_keys(&["a", "b"])));
+        assert!(f.admit(&BlockKeys::from_keys(&["e"])));
+        assert!(
+            f.admit(&BlockKeys::from_keys(&["a", "z"])),
+            "spans a cached block"
+        );
         let none = [block("a", "c", false)];
         let job = JobInputs {
             kind: JobKind::Compaction,

@@ -12,7 +12,7 @@ use super::config::LearnedParams;
 use super::features::{write_row, TrainingSet, NUM_FEATURES, SLOTS_NEEDED};
 use super::model::HotRangeModel;
 use super::ranges::KeyRanges;
-use super::{BlockFilter, CacheWarming, JobInputs, WarmingStats};
+use super::{BlockFilter, BlockKeys, CacheWarming, JobInputs, WarmingStats};
 use parking_lot::{Condvar, Mutex, RwLock};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
@@ -28,32 +28,61 @@ pub struct HotSet {
 }
 
 impl BlockFilter for HotSet {
-    /// A block is worth caching if any range it touches is hot.
-    fn admit(&self, first: &[u8], last: &[u8]) -> bool {
-        self.ranges.span(first, last).any(|r| self.hot[r])
+    /// A block is worth caching if one of its keys lies in a hot range. (Not every range
+    /// its key interval spans: a block of a flush or of a small level is sparse, its keys
+    /// spread over many ranges, and would be cached for ranges it holds nothing of.)
+    fn admit(&self, keys: &BlockKeys) -> bool {
+        let mut keys = keys.iter();
+        let Some(first) = keys.next() else {
+            return false;
+        };
+        let mut r = self.ranges.range_of(first);
+        if self.hot[r] {
+            return true;
+        }
+        for k in keys {
+            r = self.ranges.advance(r, k);
+            if self.hot[r] {
+                return true;
+            }
+        }
+        false
     }
 }
 
-/// The prediction for the slot after the newest of `slots`: `hot[r]` iff
-/// `probability(features of r) >= threshold`. `None` without enough history.
+/// The prediction for the slot after the newest of `slots`: the ranges whose probability
+/// of being read reaches `threshold`, the most probable first, at most `max_hot` of them
+/// (what the cache can take: prefetching more than it holds only evicts the prefetched
+/// blocks, and whatever readers had cached, before anyone reads them). `None` without
+/// enough history.
 pub fn predict_hot(
     slots: &VecDeque<crate::warming::collector::SlotCounts>,
     probability: impl Fn(&[f64]) -> f64,
     threshold: f64,
+    max_hot: usize,
 ) -> Option<Vec<bool>> {
     if slots.len() < SLOTS_NEEDED {
         return None;
     }
     let t = slots.len() - 1;
+    let n = slots[t].reads.len();
     let mut row = [0.0; NUM_FEATURES];
-    Some(
-        (0..slots[t].reads.len())
-            .map(|r| {
-                write_row(slots, t, r, &mut row);
-                probability(&row) >= threshold
-            })
-            .collect(),
-    )
+    let mut ranked: Vec<(f64, usize)> = (0..n)
+        .map(|r| {
+            write_row(slots, t, r, &mut row);
+            (probability(&row), r)
+        })
+        .filter(|(p, _)| *p >= threshold)
+        .collect();
+    if ranked.len() > max_hot {
+        ranked.select_nth_unstable_by(max_hot, |a, b| b.0.total_cmp(&a.0));
+        ranked.truncate(max_hot);
+    }
+    let mut hot = vec![false; n];
+    for (_, r) in ranked {
+        hot[r] = true;
+    }
+    Some(hot)
 }
 
 #[derive(Default)]
@@ -73,6 +102,8 @@ struct Shared {
     params: LearnedParams,
     /// Replaced when the key space is cut again.
     collector: RwLock<Option<Arc<Collector>>>,
+    /// Most ranges a prediction may call hot (set with the ranges).
+    max_hot: AtomicU64,
     hot: RwLock<Option<Arc<HotSet>>>,
     wake: Mutex<bool>,
     cv: Condvar,
@@ -91,6 +122,7 @@ impl Learned {
         let shared = Arc::new(Shared {
             params,
             collector: RwLock::new(None),
+            max_hot: AtomicU64::new(u64::MAX),
             hot: RwLock::new(None),
             wake: Mutex::new(false),
             cv: Condvar::new(),
@@ -129,8 +161,9 @@ impl CacheWarming for Learned {
         "learned"
     }
 
-    fn on_ranges(&self, ranges: &Arc<KeyRanges>) {
+    fn on_ranges(&self, ranges: &Arc<KeyRanges>, max_hot: usize) {
         let p = &self.shared.params;
+        self.shared.max_hot.store(max_hot as u64, Relaxed);
         *self.shared.collector.write() = Some(Arc::new(Collector::new(
             ranges.clone(),
             p.sample_every,
@@ -216,12 +249,8 @@ fn trainer(s: &Shared) {
         if due {
             let t0 = Instant::now();
             let set = TrainingSet::build(&slots, p.max_training_rows, completed);
-            let r = HotRangeModel::train(
-                &set,
-                p.gbm_iterations,
-                p.gbm_max_depth,
-                p.gbm_learning_rate,
-            );
+            let r =
+                HotRangeModel::train(&set, p.gbm_iterations, p.gbm_max_depth, p.gbm_learning_rate);
             c.training_micros
                 .fetch_add(t0.elapsed().as_micros() as u64, Relaxed);
             c.last_training_rows.store(set.len() as u64, Relaxed);
@@ -242,7 +271,8 @@ fn trainer(s: &Shared) {
         }
         if let Some(m) = &model {
             let t0 = Instant::now();
-            if let Some(hot) = predict_hot(&slots, |row| m.probability(row), p.threshold) {
+            let max_hot = s.max_hot.load(Relaxed).min(usize::MAX as u64) as usize;
+            if let Some(hot) = predict_hot(&slots, |row| m.probability(row), p.threshold, max_hot) {
                 c.hot_ranges
                     .store(hot.iter().filter(|&&h| h).count() as u64, Relaxed);
                 *s.hot.write() = Some(Arc::new(HotSet {
@@ -273,10 +303,18 @@ mod tests {
         let mut hot = vec![false; 10];
         hot[4] = true;
         let h = HotSet { ranges: r, hot };
-        assert!(h.admit(b"k0004", b"k0004"));
-        assert!(h.admit(b"k0002", b"k0005"), "spans the hot range");
-        assert!(!h.admit(b"k0005", b"k0009"));
-        assert!(!h.admit(b"k0000", b"k0003x"));
+        let admit = |keys: &[&str]| h.admit(&BlockKeys::from_keys(keys));
+        assert!(admit(&["k0004"]));
+        assert!(
+            admit(&["k0002", "k0004x", "k0005"]),
+            "a key in the hot range"
+        );
+        assert!(
+            !admit(&["k0002", "k0005"]),
+            "spans the hot range but holds none of it"
+        );
+        assert!(!admit(&["k0005", "k0009"]));
+        assert!(!admit(&["k0000", "k0003x"]));
     }
 
     /// A trained model separates ranges read steadily from ranges never read, and ranges
@@ -289,8 +327,8 @@ mod tests {
             let mut reads = vec![0u16; n];
             for (r, x) in reads.iter_mut().enumerate() {
                 *x = match r % 3 {
-                    0 => 5,                       // always read
-                    1 => 0,                       // never read
+                    0 => 5,                         // always read
+                    1 => 0,                         // never read
                     _ => u16::from(t % 2 == 0) * 4, // read in even slots
                 };
             }
@@ -302,16 +340,35 @@ mod tests {
         let set = TrainingSet::build(&slots, 10_000, 7);
         let m = HotRangeModel::train(&set, 30, 4, 0.3).unwrap();
         // The newest slot (23) is odd: the next one is even, so periodic ranges are hot.
-        let hot = predict_hot(&slots, |row| m.probability(row), 0.5).unwrap();
+        let hot = predict_hot(&slots, |row| m.probability(row), 0.5, n).unwrap();
         for (r, h) in hot.iter().enumerate() {
             assert_eq!(*h, r % 3 != 1, "range {r}");
         }
         slots.pop_back();
-        let hot = predict_hot(&slots, |row| m.probability(row), 0.5).unwrap();
+        let hot = predict_hot(&slots, |row| m.probability(row), 0.5, n).unwrap();
         for (r, h) in hot.iter().enumerate() {
             assert_eq!(*h, r % 3 == 0, "range {r} before an odd slot");
         }
-        assert!(predict_hot(&slots.iter().take(3).cloned().collect(), |_| 1.0, 0.5).is_none());
+        assert!(predict_hot(&slots.iter().take(3).cloned().collect(), |_| 1.0, 0.5, n).is_none());
+    }
+
+    #[test]
+    fn the_budget_keeps_the_most_probable_ranges() {
+        let slots: VecDeque<SlotCounts> = (0..6)
+            .map(|_| SlotCounts {
+                reads: (0..10).collect(),
+                writes: vec![0; 10],
+            })
+            .collect();
+        // Probability grows with the last slot's reads (= the range id here).
+        let p = |row: &[f64]| row[SLOTS_NEEDED - 1] / 10.0;
+        let hot = predict_hot(&slots, p, 0.25, 3).unwrap();
+        let ids: Vec<usize> = (0..10).filter(|&r| hot[r]).collect();
+        assert_eq!(ids, vec![7, 8, 9], "top three");
+        let hot = predict_hot(&slots, p, 0.75, 3).unwrap();
+        let ids: Vec<usize> = (0..10).filter(|&r| hot[r]).collect();
+        assert_eq!(ids, vec![8, 9], "the threshold cuts first");
+        assert!(predict_hot(&slots, p, 0.0, 0).unwrap().iter().all(|h| !h));
     }
 
     #[test]
@@ -325,7 +382,7 @@ mod tests {
         };
         let l = Learned::new(params);
         let r = ranges(20);
-        l.on_ranges(&r);
+        l.on_ranges(&r, 20);
         assert!(l.plan(&JobInputs::empty()).is_none(), "no model yet");
         // Reads hit ranges 0..10 only.
         let deadline = Instant::now() + Duration::from_secs(20);
@@ -339,8 +396,8 @@ mod tests {
             }
         }
         let f = l.plan(&JobInputs::empty()).unwrap();
-        assert!(f.admit(b"k0003", b"k0003"));
-        assert!(!f.admit(b"k0015", b"k0019"));
+        assert!(f.admit(&BlockKeys::from_keys(&["k0003"])));
+        assert!(!f.admit(&BlockKeys::from_keys(&["k0015", "k0019"])));
         let mut s = WarmingStats::default();
         l.stats(&mut s);
         assert!(s.trainings >= 1 && s.predictions >= 1 && s.slots >= 8);

@@ -17,18 +17,21 @@
 //! The key space is cut into ranges ([`ranges`]) at the first job that finds enough
 //! blocks on disk, and cut again whenever the tree has grown fourfold since (a database
 //! filling up from empty would otherwise keep the few ranges of its first flushes). When a job starts, the blocks of its input tables are mapped to ranges from their
-//! index blocks; when the inputs are deleted and the cache drops their blocks, each range
-//! a dropped block spanned is marked invalidated at the current read count, and owed one
-//! miss per dropped block. A client read that misses the cache in such a range within
-//! [`INVALIDATION_WINDOW_READS`] reads of the mark, while the range is still owed misses,
-//! is an *invalidation miss*: the re-read of a block the compaction took out of the cache.
-//! So invalidation misses never exceed the cached blocks dropped, and a miss the cache
-//! would have taken anyway (a key never cached) is not charged to compactions unless it
-//! falls in a range that just lost a block. This is the count the paper's "cache
-//! invalidations" stand for, and what warming sets out to remove: a warmed block is hit,
-//! and the debt of its range expires with the window.
+//! index blocks; when the inputs are deleted and the cache drops their blocks, each
+//! dropped block is remembered with its key interval and the read count. A client read
+//! that misses the cache on a key inside a dropped block's interval, within
+//! [`INVALIDATION_WINDOW_READS`] reads of the drop, is an *invalidation miss*, charged to
+//! that block once: the re-read of a block the compaction took out of the cache. So
+//! invalidation misses never exceed the cached blocks dropped, and a miss the cache would
+//! have taken anyway (a key whose block was not cached) is not charged to compactions.
+//! This is the count the paper's "cache invalidations" stand for, and what warming sets out
+//! to remove: a warmed block is hit, and the dropped block's charge expires unpaid. (Key
+//! ranges index the dropped blocks: a miss looks only at those of its key's range.)
 //! The window is counted in client reads, not time, so that runs on a loaded machine are
-//! comparable; it equals the learned policy's default slot, the horizon it predicts.
+//! comparable; it is two of the learned policy's default slots.
+//!
+//! Prefetched blocks of a compaction enter the cache when its inputs are deleted (see
+//! [`JobWarming`]).
 //!
 //! Hooks: [`Warming::record_read`] (every get), [`Warming::record_write`] (every put and
 //! delete), [`Warming::begin_job`] (a flush or compaction, with its inputs) which returns
@@ -52,7 +55,7 @@ use parking_lot::{Mutex, RwLock};
 use ranges::KeyRanges;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
 /// Reads after an invalidation within which a miss in the invalidated range counts as an
@@ -98,8 +101,68 @@ impl JobInputs<'static> {
 
 /// Decides, block by block, what a job's output puts into the cache.
 pub trait BlockFilter: Send + Sync {
-    /// True to cache an output block whose user keys span `[first, last]`.
-    fn admit(&self, first: &[u8], last: &[u8]) -> bool;
+    /// True to cache an output block holding `keys` (its user keys, in order, not empty).
+    fn admit(&self, keys: &BlockKeys) -> bool;
+}
+
+/// The user keys of a data block, copied once into one buffer.
+#[derive(Debug, Default)]
+pub struct BlockKeys {
+    bytes: Vec<u8>,
+    ends: Vec<usize>,
+}
+
+impl BlockKeys {
+    /// The user keys of `block` (versions of one key appear once).
+    pub fn of(block: &Arc<crate::sst::block::Block>) -> BlockKeys {
+        let mut k = BlockKeys::default();
+        let mut it = block.iter();
+        it.seek_to_first();
+        while it.valid() {
+            let u = user_key(it.key());
+            if k.last() != Some(u) {
+                k.bytes.extend_from_slice(u);
+                k.ends.push(k.bytes.len());
+            }
+            it.next();
+        }
+        k
+    }
+
+    /// Keys from a list (tests, and policies that build their own).
+    pub fn from_keys<K: AsRef<[u8]>>(keys: &[K]) -> BlockKeys {
+        let mut k = BlockKeys::default();
+        for u in keys {
+            k.bytes.extend_from_slice(u.as_ref());
+            k.ends.push(k.bytes.len());
+        }
+        k
+    }
+
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+
+    pub fn get(&self, i: usize) -> &[u8] {
+        let start = if i == 0 { 0 } else { self.ends[i - 1] };
+        &self.bytes[start..self.ends[i]]
+    }
+
+    pub fn first(&self) -> Option<&[u8]> {
+        (!self.is_empty()).then(|| self.get(0))
+    }
+
+    pub fn last(&self) -> Option<&[u8]> {
+        (!self.is_empty()).then(|| self.get(self.len() - 1))
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &[u8]> {
+        (0..self.len()).map(|i| self.get(i))
+    }
 }
 
 /// A cache-warming policy. The hooks other than [`plan`](Self::plan) feed policies that
@@ -110,8 +173,9 @@ pub trait CacheWarming: Send + Sync {
     /// The filter for one job's output blocks; `None` caches none of them.
     fn plan(&self, job: &JobInputs<'_>) -> Option<Arc<dyn BlockFilter>>;
 
-    /// The key ranges were cut (again: counts of the old ranges no longer apply).
-    fn on_ranges(&self, _ranges: &Arc<KeyRanges>) {}
+    /// The key ranges were cut (again: counts of the old ranges no longer apply);
+    /// `cache_ranges` is about how many ranges' blocks the cache's prefetch budget holds.
+    fn on_ranges(&self, _ranges: &Arc<KeyRanges>, _cache_ranges: usize) {}
 
     /// A client read `key`.
     fn record_read(&self, _key: &[u8]) {}
@@ -179,25 +243,75 @@ pub struct WarmingStats {
     pub hot_ranges: u64,
 }
 
-/// Block offsets of a file with the key ranges each block spans.
-type BlockRanges = Vec<(u64, u32, u32)>;
+/// The input blocks of a file: offset and user-key interval, by offset.
+type FileBlocks = Vec<(u64, Vec<u8>, Vec<u8>)>;
 
-/// Bits of a mark that hold the misses a range is owed.
-const DEBT_BITS: u32 = 16;
+/// A cached block dropped at read count `at`, covering user keys `[lo, hi]`; `paid` once
+/// a miss was charged to it.
+struct Invalidated {
+    lo: Vec<u8>,
+    hi: Vec<u8>,
+    at: u64,
+    paid: AtomicBool,
+}
 
-/// One cut of the key space with its invalidation marks: per range, the read count of its
-/// last invalidation (high bits) and the misses it is owed (low [`DEBT_BITS`]); 0 if never.
+/// One cut of the key space, with the recently invalidated blocks listed under every range
+/// they span (so that a miss looks in one short list).
 struct Cut {
     ranges: Arc<KeyRanges>,
-    marks: Box<[AtomicU64]>,
+    invalidated: Box<[Mutex<Vec<Arc<Invalidated>>>]>,
     /// Data blocks in the tree when cut.
     blocks: u64,
 }
 
-/// Ranges, invalidation marks and the block-to-range maps of job inputs.
+impl Cut {
+    fn new(ranges: Arc<KeyRanges>, blocks: u64) -> Cut {
+        Cut {
+            invalidated: (0..ranges.len()).map(|_| Mutex::new(Vec::new())).collect(),
+            ranges,
+            blocks,
+        }
+    }
+
+    /// Records a dropped block.
+    fn invalidate(&self, lo: &[u8], hi: &[u8], at: u64) -> u64 {
+        let b = Arc::new(Invalidated {
+            lo: lo.to_vec(),
+            hi: hi.to_vec(),
+            at,
+            paid: AtomicBool::new(false),
+        });
+        let span = self.ranges.span(lo, hi);
+        let n = span.end() - span.start() + 1;
+        for r in span {
+            let mut list = self.invalidated[r].lock();
+            list.retain(|x| !x.paid.load(Relaxed) && at - x.at < INVALIDATION_WINDOW_READS);
+            list.push(b.clone());
+        }
+        n as u64
+    }
+
+    /// True if a miss of `key` at read count `now` re-reads a block dropped within the
+    /// window that no earlier miss was charged to (then it is charged to it).
+    fn charge_miss(&self, key: &[u8], now: u64) -> bool {
+        let mut list = self.invalidated[self.ranges.range_of(key)].lock();
+        list.retain(|x| !x.paid.load(Relaxed) && now - x.at.min(now) < INVALIDATION_WINDOW_READS);
+        list.iter().any(|x| {
+            x.lo.as_slice() <= key
+                && key <= x.hi.as_slice()
+                && x.paid
+                    .compare_exchange(false, true, Relaxed, Relaxed)
+                    .is_ok()
+        })
+    }
+}
+
+/// Ranges, invalidated blocks and the block maps of job inputs.
 struct Tracking {
     cut: RwLock<Option<Arc<Cut>>>,
-    files: Mutex<HashMap<u64, (Arc<Cut>, BlockRanges)>>,
+    /// Prefetches waiting for their job's inputs to be deleted, by input file number.
+    deferred: Mutex<HashMap<u64, Arc<Deferred>>>,
+    files: Mutex<HashMap<u64, FileBlocks>>,
     reads: AtomicU64,
     invalidation_events: AtomicU64,
     invalidated_ranges: AtomicU64,
@@ -206,41 +320,36 @@ struct Tracking {
 }
 
 impl Tracking {
-    fn on_erase(&self, file: u64, offsets: &[u64]) {
+    fn on_erase(&self, cache: &BlockCache, file: u64, offsets: &[u64]) {
+        let deferred = self.deferred.lock().remove(&file);
+        if let Some(d) = deferred {
+            {
+                let mut map = self.deferred.lock();
+                for f in &d.inputs {
+                    map.remove(f);
+                }
+            }
+            for (file, offset, block) in std::mem::take(&mut *d.blocks.lock()) {
+                cache.insert_prefetched(file, offset, block);
+            }
+        }
+        if offsets.is_empty() {
+            return;
+        }
         self.invalidation_events.fetch_add(1, Relaxed);
         let map = self.files.lock().remove(&file);
         let current = self.cut.read().clone();
-        let (Some((cut, blocks)), Some(current)) = (map, current) else {
+        let (Some(blocks), Some(cut)) = (map, current) else {
             self.unmapped_blocks
                 .fetch_add(offsets.len() as u64, Relaxed);
             return;
         };
-        if !Arc::ptr_eq(&cut, &current) {
-            // Mapped under ranges cut since replaced.
-            self.unmapped_blocks
-                .fetch_add(offsets.len() as u64, Relaxed);
-            return;
-        }
-        let marks = &cut.marks;
-        let now = self.reads.load(Relaxed) + 1;
+        let now = self.reads.load(Relaxed);
         let mut marked = 0;
         for off in offsets {
             let i = blocks.partition_point(|b| b.0 < *off);
             match blocks.get(i) {
-                Some(&(o, lo, hi)) if o == *off => {
-                    for m in &marks[lo as usize..=hi as usize] {
-                        let _ = m.fetch_update(Relaxed, Relaxed, |old| {
-                            let (at, debt) = unpack(old);
-                            let debt = if now.saturating_sub(at) < INVALIDATION_WINDOW_READS {
-                                debt
-                            } else {
-                                0
-                            };
-                            Some(pack(now, debt + 1))
-                        });
-                    }
-                    marked += (hi - lo + 1) as u64;
-                }
+                Some((o, lo, hi)) if o == off => marked += cut.invalidate(lo, hi, now),
                 _ => {
                     self.unmapped_blocks.fetch_add(1, Relaxed);
                 }
@@ -248,14 +357,6 @@ impl Tracking {
         }
         self.invalidated_ranges.fetch_add(marked, Relaxed);
     }
-}
-
-fn pack(at: u64, debt: u64) -> u64 {
-    (at << DEBT_BITS) | debt.min((1 << DEBT_BITS) - 1)
-}
-
-fn unpack(mark: u64) -> (u64, u64) {
-    (mark >> DEBT_BITS, mark & ((1 << DEBT_BITS) - 1))
 }
 
 /// The engine's cache-warming machinery: the policy, the invalidation accounting and the
@@ -308,6 +409,7 @@ impl Warming {
     pub fn with_policy(policy: Box<dyn CacheWarming>, cache: Arc<BlockCache>) -> Warming {
         let tracking = Arc::new(Tracking {
             cut: RwLock::new(None),
+            deferred: Mutex::new(HashMap::new()),
             files: Mutex::new(HashMap::new()),
             reads: AtomicU64::new(0),
             invalidation_events: AtomicU64::new(0),
@@ -316,9 +418,10 @@ impl Warming {
             invalidation_misses: AtomicU64::new(0),
         });
         let t = Arc::downgrade(&tracking);
+        let c = Arc::downgrade(&cache);
         cache.set_erase_listener(Box::new(move |file, offsets| {
-            if let Some(t) = t.upgrade() {
-                t.on_erase(file, offsets);
+            if let (Some(t), Some(c)) = (t.upgrade(), c.upgrade()) {
+                t.on_erase(&c, file, offsets);
             }
         }));
         Warming {
@@ -344,13 +447,7 @@ impl Warming {
         let n = t.reads.fetch_add(1, Relaxed) + 1;
         if missed {
             if let Some(cut) = t.cut.read().as_ref() {
-                let m = &cut.marks[cut.ranges.range_of(key)];
-                let owed = m.fetch_update(Relaxed, Relaxed, |old| {
-                    let (at, debt) = unpack(old);
-                    (debt > 0 && n.saturating_sub(at) < INVALIDATION_WINDOW_READS)
-                        .then(|| pack(at, debt - 1))
-                });
-                if owed.is_ok() {
+                if cut.charge_miss(key, n) {
                     t.invalidation_misses.fetch_add(1, Relaxed);
                 }
             }
@@ -376,7 +473,9 @@ impl Warming {
         self.jobs.fetch_add(1, Relaxed);
         self.cut_ranges(version);
         let mut blocks = Vec::new();
+        let mut input_files = Vec::new();
         for f in inputs {
+            input_files.push(f.number());
             let Ok(table) = f.table() else { continue };
             let start = blocks.len();
             let mut lo = user_key(&table.properties().smallest_key).to_vec();
@@ -396,27 +495,35 @@ impl Warming {
                 });
                 it.next();
             }
-            let cut = self.tracking.cut.read().clone();
-            if let Some(cut) = cut {
-                let map: BlockRanges = blocks[start..]
-                    .iter()
-                    .map(|b| {
-                        let s = cut.ranges.span(&b.lo, &b.hi);
-                        (b.offset, *s.start() as u32, *s.end() as u32)
-                    })
-                    .collect();
-                self.tracking.files.lock().insert(f.number(), (cut, map));
-            }
+            let map: FileBlocks = blocks[start..]
+                .iter()
+                .map(|b| (b.offset, b.lo.clone(), b.hi.clone()))
+                .collect();
+            self.tracking.files.lock().insert(f.number(), map);
         }
         let filter = self.policy.plan(&JobInputs {
             kind,
             blocks: &blocks,
         })?;
         self.jobs_planned.fetch_add(1, Relaxed);
+        let limit = (self.cache.capacity() as f64 * self.range_params.cache_fraction) as usize;
+        let deferred = (!input_files.is_empty()).then(|| {
+            let d = Arc::new(Deferred {
+                inputs: input_files,
+                blocks: Mutex::new(Vec::new()),
+            });
+            let mut map = self.tracking.deferred.lock();
+            for f in &d.inputs {
+                map.insert(*f, d.clone());
+            }
+            d
+        });
         Some(JobWarming {
             cache: self.cache.clone(),
             filter,
             counters: self.counters.clone(),
+            deferred,
+            budget: Arc::new(AtomicU64::new(limit as u64)),
         })
     }
 
@@ -458,14 +565,12 @@ impl Warming {
             return;
         };
         let r = Arc::new(r);
-        let marks = (0..r.len()).map(|_| AtomicU64::new(0)).collect();
-        *self.tracking.cut.write() = Some(Arc::new(Cut {
-            ranges: r.clone(),
-            marks,
-            blocks,
-        }));
+        *self.tracking.cut.write() = Some(Arc::new(Cut::new(r.clone(), blocks)));
         self.cuts.fetch_add(1, Relaxed);
-        self.policy.on_ranges(&r);
+        let blocks_per_range = (blocks as f64 / r.len() as f64).max(1.0);
+        let cache_blocks = self.cache.capacity() as f64 / self.block_size.max(1) as f64;
+        let budget = cache_blocks * self.range_params.cache_fraction / blocks_per_range;
+        self.policy.on_ranges(&r, budget as usize);
     }
 
     pub fn stats(&self) -> WarmingStats {
@@ -492,10 +597,28 @@ impl Warming {
 }
 
 /// One job's prefetch plan.
+///
+/// A compaction's output is invisible to readers until the job installs it, and a large
+/// job runs long enough for the cache to turn over many times: blocks inserted as they are
+/// written would be evicted before anyone could read them. So the admitted blocks of a
+/// compaction are held (already decoded: still no extra read) and inserted the moment its
+/// first input file is deleted, i.e. when the output replaces the inputs for readers. A
+/// flush's output is inserted as written (a flush is short, and has no inputs to wait
+/// for). A job admits at most `cache_fraction` of the cache's capacity in bytes: more
+/// would only evict its own earlier blocks.
 pub struct JobWarming {
     cache: Arc<BlockCache>,
     filter: Arc<dyn BlockFilter>,
     counters: Arc<JobCounters>,
+    deferred: Option<Arc<Deferred>>,
+    /// Bytes the job may still admit.
+    budget: Arc<AtomicU64>,
+}
+
+/// A compaction's admitted blocks, waiting for its inputs to go.
+struct Deferred {
+    inputs: Vec<u64>,
+    blocks: Mutex<Vec<(u64, u64, Arc<crate::sst::block::Block>)>>,
 }
 
 impl std::fmt::Debug for JobWarming {
@@ -511,23 +634,28 @@ impl JobWarming {
         let cache = self.cache.clone();
         let filter = self.filter.clone();
         let counters = self.counters.clone();
+        let deferred = self.deferred.clone();
+        let budget = self.budget.clone();
         Box::new(move |offset, block| {
             counters.considered.fetch_add(1, Relaxed);
-            let mut it = block.iter();
-            it.seek_to_first();
-            if !it.valid() {
+            let keys = BlockKeys::of(block);
+            if keys.is_empty() || !filter.admit(&keys) {
                 return;
             }
-            let first = user_key(it.key()).to_vec();
-            let mut last = Vec::new();
-            while it.valid() {
-                last.clear();
-                last.extend_from_slice(user_key(it.key()));
-                it.next();
+            let size = block.size_in_bytes() as u64;
+            if budget
+                .fetch_update(Relaxed, Relaxed, |b| b.checked_sub(size))
+                .is_err()
+            {
+                return;
             }
-            if filter.admit(&first, &last) {
-                counters.admitted.fetch_add(1, Relaxed);
-                cache.insert_prefetched(file_number, offset, Arc::clone(block));
+            counters.admitted.fetch_add(1, Relaxed);
+            match &deferred {
+                Some(d) => d
+                    .blocks
+                    .lock()
+                    .push((file_number, offset, Arc::clone(block))),
+                None => cache.insert_prefetched(file_number, offset, Arc::clone(block)),
             }
         })
     }

@@ -36,7 +36,9 @@ impl HotRangeModel {
             detail,
         };
         if n == 0 || pos == 0 || pos == n {
-            return Err(bad(format!("{n} rows, {pos} read next slot: need both classes")));
+            return Err(bad(format!(
+                "{n} rows, {pos} read next slot: need both classes"
+            )));
         }
         let m = Matrix::new(&set.columns, n, NUM_FEATURES);
         let mut booster = GradientBooster::default()

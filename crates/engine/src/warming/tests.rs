@@ -14,28 +14,25 @@ fn block(keys: &[&str], value_len: usize) -> Arc<Block> {
 }
 
 /// Ranges [.., k10), [k10, k20), ... [k90, ..) cut by hand, and file 5's blocks mapped:
-/// the block at offset 0 spans ranges 1..=2, the one at 100 range 7.
+/// the block at offset 0 holds keys k12..k27, the one at 100 k70..k79.
 fn tracked(cache: &Arc<BlockCache>) -> Warming {
     let w = Warming::with_policy(Box::new(NoWarming), cache.clone());
     let keys: Vec<Vec<u8>> = (0..100).map(|i| format!("k{i:02}").into_bytes()).collect();
     let r = Arc::new(KeyRanges::from_sorted_keys(&keys, 10, 2, 10).unwrap());
     assert_eq!(r.len(), 10);
-    let marks = (0..r.len()).map(|_| AtomicU64::new(0)).collect();
-    let cut = Arc::new(Cut {
-        ranges: r,
-        marks,
-        blocks: 100,
-    });
-    *w.tracking.cut.write() = Some(cut.clone());
-    w.tracking
-        .files
-        .lock()
-        .insert(5, (cut, vec![(0, 1, 2), (100, 7, 7)]));
+    *w.tracking.cut.write() = Some(Arc::new(Cut::new(r, 100)));
+    w.tracking.files.lock().insert(
+        5,
+        vec![
+            (0, b"k12".to_vec(), b"k27".to_vec()),
+            (100, b"k70".to_vec(), b"k79".to_vec()),
+        ],
+    );
     w
 }
 
 #[test]
-fn misses_after_an_invalidation_are_counted_within_the_window_and_range() {
+fn misses_after_an_invalidation_are_charged_once_within_the_window() {
     let cache = BlockCache::new(1 << 20);
     let w = tracked(&cache);
     cache.insert(5, 0, block(&["k15"], 10));
@@ -44,16 +41,13 @@ fn misses_after_an_invalidation_are_counted_within_the_window_and_range() {
     assert_eq!(cache.erase_file(5), 1);
     let s = w.stats();
     assert_eq!((s.invalidation_events, s.invalidated_ranges), (1, 2));
-    w.record_read(b"k25", true); // range 2: invalidated, owed one miss
-    w.record_read(b"k25", true); // the debt is paid: an ordinary miss
+    w.record_read(b"k11", true); // range 1, but outside the block's keys
     w.record_read(b"k15", false); // a hit: not a miss
-    w.record_read(b"k75", true); // range 7: block at 100 was not cached, so not marked
+    w.record_read(b"k75", true); // the block at 100 was not cached: not dropped
     w.record_read(b"k35", true); // range 3: untouched
-    assert_eq!(w.stats().invalidation_misses, 1);
-    for _ in 0..INVALIDATION_WINDOW_READS {
-        w.record_read(b"k50", false);
-    }
-    w.record_read(b"k15", true); // range 1 still owed, but past the window
+    assert_eq!(w.stats().invalidation_misses, 0);
+    w.record_read(b"k25", true); // inside the dropped block: charged
+    w.record_read(b"k13", true); // the block was charged already
     assert_eq!(w.stats().invalidation_misses, 1);
     // A file no job mapped.
     assert_eq!(cache.erase_file(6), 1);
@@ -61,28 +55,26 @@ fn misses_after_an_invalidation_are_counted_within_the_window_and_range() {
 }
 
 #[test]
-fn marks_pack_and_debts_accumulate_within_the_window() {
-    assert_eq!(unpack(pack(123_456, 7)), (123_456, 7));
-    assert_eq!(unpack(pack(1, 1 << 20)), (1, (1 << DEBT_BITS) - 1), "debt saturates");
+fn charges_expire_with_the_window() {
     let cache = BlockCache::new(1 << 20);
     let w = tracked(&cache);
-    w.tracking.files.lock().get_mut(&5).unwrap().1.push((200, 2, 2));
     cache.insert(5, 0, block(&["k15"], 10));
-    cache.insert(5, 200, block(&["k25"], 10));
+    cache.insert(5, 100, block(&["k75"], 10));
     assert_eq!(cache.erase_file(5), 2);
-    // Range 2 lost two blocks: two misses are owed there.
-    for _ in 0..3 {
-        w.record_read(b"k22", true);
+    w.record_read(b"k71", true);
+    for _ in 0..INVALIDATION_WINDOW_READS {
+        w.record_read(b"k50", false);
     }
-    assert_eq!(w.stats().invalidation_misses, 2);
+    w.record_read(b"k15", true); // past the window
+    assert_eq!(w.stats().invalidation_misses, 1);
 }
 
 #[test]
 fn sink_inserts_admitted_blocks_as_prefetched_within_capacity() {
     struct Only(&'static [u8]);
     impl BlockFilter for Only {
-        fn admit(&self, first: &[u8], last: &[u8]) -> bool {
-            first <= self.0 && self.0 <= last
+        fn admit(&self, keys: &BlockKeys) -> bool {
+            keys.iter().any(|k| k == self.0)
         }
     }
     let one = block(&["a", "b"], 1000).size_in_bytes();
@@ -92,14 +84,19 @@ fn sink_inserts_admitted_blocks_as_prefetched_within_capacity() {
         cache: cache.clone(),
         filter: Arc::new(Only(b"m")),
         counters: Arc::default(),
+        deferred: None,
+        budget: Arc::new(AtomicU64::new(u64::MAX)),
     };
     let mut sink = jw.sink(9);
     sink(0, &block(&["a", "b"], 1000));
-    sink(4096, &block(&["l", "n"], 1000));
+    sink(4096, &block(&["l", "m"], 1000));
     assert!(cache.contains(9, 4096) && !cache.contains(9, 0));
     for i in 0..20u64 {
         sink(8192 + i * 4096, &block(&["m", "mm"], 1000));
-        assert!(cache.usage() <= cache.capacity(), "over capacity at block {i}");
+        assert!(
+            cache.usage() <= cache.capacity(),
+            "over capacity at block {i}"
+        );
     }
     let s = cache.stats();
     assert_eq!(s.prefetched, 21);
@@ -133,4 +130,54 @@ fn config_parses_names_and_rejects_bad_ones() {
     });
     assert!(bad.validate().is_err());
     assert!(CacheWarmingConfig::learned().validate().is_ok());
+}
+
+#[test]
+fn compaction_prefetches_wait_for_the_inputs_and_respect_the_budget() {
+    struct All;
+    impl BlockFilter for All {
+        fn admit(&self, _keys: &BlockKeys) -> bool {
+            true
+        }
+    }
+    let cache = BlockCache::new(1 << 20);
+    let w = tracked(&cache);
+    let one = block(&["x"], 100).size_in_bytes() as u64;
+    let d = Arc::new(Deferred {
+        inputs: vec![5, 6],
+        blocks: Mutex::new(Vec::new()),
+    });
+    for f in [5, 6] {
+        w.tracking.deferred.lock().insert(f, d.clone());
+    }
+    let jw = JobWarming {
+        cache: cache.clone(),
+        filter: Arc::new(All),
+        counters: Arc::default(),
+        deferred: Some(d),
+        budget: Arc::new(AtomicU64::new(3 * one)),
+    };
+    let mut sink = jw.sink(9);
+    for i in 0..5 {
+        sink(i * 4096, &block(&["x"], 100));
+    }
+    assert!(cache.is_empty(), "held until the inputs go");
+    assert_eq!(
+        jw.counters.admitted.load(Relaxed),
+        3,
+        "budget of three blocks"
+    );
+    // The job's inputs had nothing cached; deleting one still releases the blocks.
+    assert_eq!(cache.erase_file(6), 0);
+    assert_eq!(cache.len(), 3);
+    assert_eq!(cache.stats().prefetched, 3);
+    assert!(
+        w.tracking.deferred.lock().is_empty(),
+        "both inputs forgotten"
+    );
+    assert_eq!(
+        w.stats().invalidation_events,
+        0,
+        "nothing cached was dropped"
+    );
 }
