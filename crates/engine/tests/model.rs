@@ -246,6 +246,7 @@ fn model_blobdb_static_level_targets() {
 fn tiny_learned() -> CacheWarmingConfig {
     CacheWarmingConfig::Learned(LearnedParams {
         slot_reads: 10,
+        slot_reads_per_range: 0.0,
         sample_every: 1,
         min_train_slots: 8,
         history_slots: 12,

@@ -88,6 +88,7 @@ fn invalidations_and_warming_through_the_engine() {
 
     let learned = run(CacheWarmingConfig::Learned(LearnedParams {
         slot_reads: 500,
+        slot_reads_per_range: 0.0,
         sample_every: 1,
         min_train_slots: 8,
         history_slots: 12,

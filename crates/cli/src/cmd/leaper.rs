@@ -15,7 +15,7 @@
 //! Sampling: a thread reads `db.stats()` every `--sample-ms` (cheap counters only; the
 //! bench's live-byte scan would read through the cache and disturb what is measured).
 
-use crate::harness::latency::{Latencies, OP_NAMES};
+use crate::harness::latency::Latencies;
 use crate::harness::ops::{self, ClientOp, INSERT, READ, RMW, SCAN, UPDATE};
 use crate::harness::report::LatencySummary;
 use crate::harness::table;
@@ -56,6 +56,10 @@ pub struct Args {
     pub sample_ms: u64,
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
+    /// Runs of each policy, interleaved (none, incremental, learned, none, ...); the
+    /// report keeps the run of median throughput and lists every run's throughput and CPU.
+    #[arg(long, default_value_t = 1)]
+    pub repeat: usize,
     /// Directory for the JSON report and the plots.
     #[arg(long, default_value = "bench-out/leaper")]
     pub out: PathBuf,
@@ -160,6 +164,15 @@ struct PolicyResult {
     prefetch_hits: u64,
     compactions: u64,
     flushes: u64,
+    /// Process CPU time (user + system, all threads: clients, background jobs, trainer)
+    /// per run-phase op: the overhead measure that the shared machine's load disturbs
+    /// least.
+    cpu_us_per_op: f64,
+    /// CPU of the learned policy's trainer thread / CPU of the process, in the run phase.
+    model_cpu_share: f64,
+    /// Every repeat's throughput and CPU per op (the fields above are the median run's).
+    ops_per_sec_runs: Vec<f64>,
+    cpu_us_per_op_runs: Vec<f64>,
     read_latency_us: Option<LatencySummary>,
     latency_us: std::collections::BTreeMap<String, LatencySummary>,
     /// Run-phase counters sampled over time (from the start of the run phase).
@@ -228,15 +241,30 @@ pub fn run(a: Args) -> Result<()> {
         let mut spec = spec;
         spec.name = w.name.to_string();
         spec.validate()?;
-        let mut results = Vec::new();
-        for p in &policies {
-            if !a.quiet {
-                eprintln!(
-                    "leaper: {} ({} records, {} ops) with {p}...",
-                    w.name, spec.record_count, spec.operation_count
-                );
+        let mut runs: Vec<Vec<PolicyResult>> = vec![Vec::new(); policies.len()];
+        for rep in 0..a.repeat.max(1) {
+            for (i, p) in policies.iter().enumerate() {
+                if !a.quiet {
+                    eprintln!(
+                        "leaper: {} ({} records, {} ops) with {p}, run {}...",
+                        w.name,
+                        spec.record_count,
+                        spec.operation_count,
+                        rep + 1
+                    );
+                }
+                runs[i].push(run_one(&a, &spec, p)?);
             }
-            results.push(run_one(&a, &spec, p)?);
+        }
+        let mut results = Vec::new();
+        for mut r in runs {
+            let tput: Vec<f64> = r.iter().map(|x| x.ops_per_sec).collect();
+            let cpu: Vec<f64> = r.iter().map(|x| x.cpu_us_per_op).collect();
+            r.sort_by(|x, y| x.ops_per_sec.total_cmp(&y.ops_per_sec));
+            let mut median = r.swap_remove(r.len() / 2);
+            median.ops_per_sec_runs = tput;
+            median.cpu_us_per_op_runs = cpu;
+            results.push(median);
         }
         if let Some(base) = results
             .iter()
@@ -310,6 +338,7 @@ fn run_one(a: &Args, spec: &WorkloadSpec, warming: &CacheWarmingConfig) -> Resul
     let run_ops = w.run_ops().map(|op| Ok(ClientOp::from(op)));
     let done = AtomicU64::new(0);
     let stop = AtomicBool::new(false);
+    let cpu0 = cpu_seconds()?;
     let start = Instant::now();
     let (lat, series) = std::thread::scope(|s| -> Result<(Latencies, Vec<Point>)> {
         let sampler = s.spawn(|| {
@@ -331,7 +360,10 @@ fn run_one(a: &Args, spec: &WorkloadSpec, warming: &CacheWarmingConfig) -> Resul
         Ok((r?, series))
     })?;
     let run_seconds = start.elapsed().as_secs_f64();
+    let cpu = cpu_seconds()? - cpu0;
     let end = db.stats();
+    let model_cpu =
+        (end.warming.model_cpu_micros - base.warming.model_cpu_micros) as f64 / 1e6;
     let mut series = series;
     series.push(Point::of(&end, run_seconds, done.load(Relaxed)));
     // Relative to the start of the run phase.
@@ -367,11 +399,32 @@ fn run_one(a: &Args, spec: &WorkloadSpec, warming: &CacheWarmingConfig) -> Resul
         prefetch_hits: last.prefetch_hits,
         compactions: last.compactions,
         flushes: last.flushes,
+        cpu_us_per_op: cpu * 1e6 / spec.operation_count.max(1) as f64,
+        model_cpu_share: if cpu > 0.0 { model_cpu / cpu } else { 0.0 },
+        ops_per_sec_runs: Vec::new(),
+        cpu_us_per_op_runs: Vec::new(),
         read_latency_us: lat.summary(READ as usize),
         latency_us: lat.summaries(),
         series,
         stats,
     })
+}
+
+/// User + system CPU seconds of this process so far (/proc/self/stat, clock ticks of 10 ms).
+fn cpu_seconds() -> Result<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat")?;
+    // Fields after the command name (which may hold spaces) start at state, field 3.
+    let rest = stat
+        .rsplit_once(')')
+        .map(|x| x.1)
+        .ok_or_else(|| anyhow!("unexpected /proc/self/stat"))?;
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| -> Result<f64> {
+        Ok(f.get(i - 3)
+            .ok_or_else(|| anyhow!("short /proc/self/stat"))?
+            .parse::<f64>()?)
+    };
+    Ok((ticks(14)? + ticks(15)?) / 100.0)
 }
 
 /// Runs `ops` on `threads` clients; returns their merged latencies.
@@ -455,6 +508,7 @@ fn render(r: &WorkloadReport) -> String {
         "prefetched",
         "prefetch hits",
         "throughput",
+        "CPU/op",
         "read p99",
         "read p99.9",
     ]);
@@ -476,6 +530,7 @@ fn render(r: &WorkloadReport) -> String {
             table::count(p.prefetched),
             table::count(p.prefetch_hits),
             table::rate(p.ops_per_sec),
+            format!("{:.1} us", p.cpu_us_per_op),
             p99,
             p999,
         ]);
@@ -484,7 +539,7 @@ fn render(r: &WorkloadReport) -> String {
     for p in r.results.iter().filter(|p| p.policy == "learned") {
         let s = &p.stats.warming;
         out.push_str(&format!(
-            "learned model: {} ranges, {} slots, {} trainings ({:.2} s total, last on {} rows), {} predictions ({:.1} ms total), {} ranges hot at the end, {} of {} output blocks admitted\n",
+            "learned model: {} ranges, {} slots, {} trainings ({:.2} s wall total, last on {} rows), {} predictions ({:.1} ms wall total), trainer CPU {:.2} s = {:.1}% of the run phase's process CPU, {} ranges hot at the end, {} of {} output blocks admitted\n",
             s.ranges,
             s.slots,
             s.trainings,
@@ -492,12 +547,29 @@ fn render(r: &WorkloadReport) -> String {
             s.last_training_rows,
             s.predictions,
             s.prediction_micros as f64 / 1e3,
+            s.model_cpu_micros as f64 / 1e6,
+            p.model_cpu_share * 100.0,
             s.hot_ranges,
             s.blocks_admitted,
             s.blocks_considered
         ));
     }
-    let _ = OP_NAMES;
+    if r.results.iter().any(|p| p.ops_per_sec_runs.len() > 1) {
+        for p in &r.results {
+            let f = |v: &[f64], unit: &str| {
+                v.iter()
+                    .map(|x| format!("{x:.1}{unit}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            out.push_str(&format!(
+                "{} runs: throughput {} ; CPU per op {}\n",
+                p.policy,
+                f(&p.ops_per_sec_runs.iter().map(|x| x / 1000.0).collect::<Vec<_>>(), "K/s"),
+                f(&p.cpu_us_per_op_runs, " us")
+            ));
+        }
+    }
     out.push('\n');
     out
 }

@@ -70,8 +70,12 @@ impl FromStr for CacheWarmingConfig {
 /// workload (the paper uses slots of about a second).
 #[derive(Clone, Debug, PartialEq)]
 pub struct LearnedParams {
-    /// Client reads per time slot.
+    /// Client reads per time slot, at least; a slot is also at least `slot_reads_per_range`
+    /// sampled reads per range, so that "read in the next slot" stays informative however
+    /// many ranges the key space is cut into (with far fewer samples than ranges, almost
+    /// every range would look cold).
     pub slot_reads: u64,
+    pub slot_reads_per_range: f64,
     /// One read (and one write) in this many is counted per range.
     pub sample_every: u64,
     /// Completed slots kept for features and training.
@@ -100,18 +104,19 @@ impl Default for LearnedParams {
     fn default() -> Self {
         LearnedParams {
             slot_reads: 5_000,
+            slot_reads_per_range: 1.0,
             sample_every: 2,
             history_slots: 24,
             min_train_slots: 10,
-            retrain_every_slots: 20,
-            max_training_rows: 60_000,
+            retrain_every_slots: 100,
+            max_training_rows: 12_000,
             threshold: 0.5,
-            cache_fraction: 1.0,
-            blocks_per_range: 2,
+            cache_fraction: 0.5,
+            blocks_per_range: 4,
             min_ranges: 64,
             max_ranges: 1 << 16,
-            gbm_iterations: 40,
-            gbm_max_depth: 5,
+            gbm_iterations: 25,
+            gbm_max_depth: 4,
             gbm_learning_rate: 0.2,
         }
     }
@@ -125,7 +130,7 @@ impl LearnedParams {
                 detail: d.to_string(),
             })
         };
-        if self.slot_reads == 0 || self.sample_every == 0 {
+        if self.slot_reads == 0 || self.sample_every == 0 || !(self.slot_reads_per_range >= 0.0) {
             return bad("slot_reads and sample_every must be at least 1");
         }
         if self.history_slots < super::features::SLOTS_NEEDED + 1 {

@@ -96,6 +96,20 @@ struct Counters {
     predictions: AtomicU64,
     prediction_micros: AtomicU64,
     hot_ranges: AtomicU64,
+    /// CPU time of the trainer thread (training and predicting), which on a loaded machine
+    /// is less than the wall time above.
+    cpu_micros: AtomicU64,
+}
+
+/// CPU time of the calling thread in microseconds (/proc/thread-self/stat, 10 ms ticks);
+/// `None` where that file does not exist.
+fn thread_cpu_micros() -> Option<u64> {
+    let stat = std::fs::read_to_string("/proc/thread-self/stat").ok()?;
+    let rest = stat.rsplit_once(')')?.1;
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    // utime and stime are fields 14 and 15 of the line; `rest` starts at field 3.
+    let ticks = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
+    Some(ticks * 10_000)
 }
 
 struct Shared {
@@ -164,10 +178,11 @@ impl CacheWarming for Learned {
     fn on_ranges(&self, ranges: &Arc<KeyRanges>, max_hot: usize) {
         let p = &self.shared.params;
         self.shared.max_hot.store(max_hot as u64, Relaxed);
+        let per_ranges = (ranges.len() as f64 * p.slot_reads_per_range) as u64 * p.sample_every;
         *self.shared.collector.write() = Some(Arc::new(Collector::new(
             ranges.clone(),
             p.sample_every,
-            p.slot_reads,
+            p.slot_reads.max(per_ranges),
             p.history_slots,
         )));
     }
@@ -206,6 +221,7 @@ impl CacheWarming for Learned {
         s.predictions = c.predictions.load(Relaxed);
         s.prediction_micros = c.prediction_micros.load(Relaxed);
         s.hot_ranges = c.hot_ranges.load(Relaxed);
+        s.model_cpu_micros = c.cpu_micros.load(Relaxed);
     }
 }
 
@@ -237,6 +253,7 @@ fn trainer(s: &Shared) {
             seen = 0;
             last_train = None;
         }
+        let cpu0 = thread_cpu_micros();
         let (slots, completed) = col.with_history(|h| (h.slots.clone(), h.completed));
         if completed == seen {
             continue;
@@ -283,6 +300,9 @@ fn trainer(s: &Shared) {
             }
             c.prediction_micros
                 .fetch_add(t0.elapsed().as_micros() as u64, Relaxed);
+        }
+        if let (Some(a), Some(b)) = (cpu0, thread_cpu_micros()) {
+            c.cpu_micros.fetch_add(b.saturating_sub(a), Relaxed);
         }
     }
 }
@@ -375,6 +395,7 @@ mod tests {
     fn trainer_learns_from_recorded_reads_and_publishes_a_prediction() {
         let params = LearnedParams {
             slot_reads: 100,
+            slot_reads_per_range: 0.0,
             sample_every: 1,
             min_train_slots: 8,
             history_slots: 12,

@@ -241,6 +241,9 @@ pub struct WarmingStats {
     pub predictions: u64,
     pub prediction_micros: u64,
     pub hot_ranges: u64,
+    /// Learned policy: CPU time of the trainer thread (training, features, predictions).
+    #[serde(default)]
+    pub model_cpu_micros: u64,
 }
 
 /// The input blocks of a file: offset and user-key interval, by offset.
