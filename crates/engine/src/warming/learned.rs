@@ -96,20 +96,6 @@ struct Counters {
     predictions: AtomicU64,
     prediction_micros: AtomicU64,
     hot_ranges: AtomicU64,
-    /// CPU time of the trainer thread (training and predicting), which on a loaded machine
-    /// is less than the wall time above.
-    cpu_micros: AtomicU64,
-}
-
-/// CPU time of the calling thread in microseconds (/proc/thread-self/stat, 10 ms ticks);
-/// `None` where that file does not exist.
-fn thread_cpu_micros() -> Option<u64> {
-    let stat = std::fs::read_to_string("/proc/thread-self/stat").ok()?;
-    let rest = stat.rsplit_once(')')?.1;
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    // utime and stime are fields 14 and 15 of the line; `rest` starts at field 3.
-    let ticks = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
-    Some(ticks * 10_000)
 }
 
 struct Shared {
@@ -221,7 +207,6 @@ impl CacheWarming for Learned {
         s.predictions = c.predictions.load(Relaxed);
         s.prediction_micros = c.prediction_micros.load(Relaxed);
         s.hot_ranges = c.hot_ranges.load(Relaxed);
-        s.model_cpu_micros = c.cpu_micros.load(Relaxed);
     }
 }
 
@@ -253,7 +238,6 @@ fn trainer(s: &Shared) {
             seen = 0;
             last_train = None;
         }
-        let cpu0 = thread_cpu_micros();
         let (slots, completed) = col.with_history(|h| (h.slots.clone(), h.completed));
         if completed == seen {
             continue;
@@ -300,9 +284,6 @@ fn trainer(s: &Shared) {
             }
             c.prediction_micros
                 .fetch_add(t0.elapsed().as_micros() as u64, Relaxed);
-        }
-        if let (Some(a), Some(b)) = (cpu0, thread_cpu_micros()) {
-            c.cpu_micros.fetch_add(b.saturating_sub(a), Relaxed);
         }
     }
 }

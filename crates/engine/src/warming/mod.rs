@@ -241,9 +241,6 @@ pub struct WarmingStats {
     pub predictions: u64,
     pub prediction_micros: u64,
     pub hot_ranges: u64,
-    /// Learned policy: CPU time of the trainer thread (training, features, predictions).
-    #[serde(default)]
-    pub model_cpu_micros: u64,
 }
 
 /// The input blocks of a file: offset and user-key interval, by offset.
@@ -375,6 +372,8 @@ pub struct Warming {
     range_params: LearnedParams,
     /// Data block size, to estimate blocks from file sizes.
     block_size: usize,
+    /// `range_params` came from a learned configuration.
+    range_params_learned: bool,
     cuts: AtomicU64,
 }
 
@@ -404,6 +403,7 @@ impl Warming {
         w.block_size = block_size;
         if let CacheWarmingConfig::Learned(p) = config {
             w.range_params = p.clone();
+            w.range_params_learned = true;
         }
         w
     }
@@ -436,6 +436,7 @@ impl Warming {
             counters: Arc::default(),
             range_params: LearnedParams::default(),
             block_size: 4096,
+            range_params_learned: false,
             cuts: AtomicU64::new(0),
         }
     }
@@ -509,7 +510,14 @@ impl Warming {
             blocks: &blocks,
         })?;
         self.jobs_planned.fetch_add(1, Relaxed);
-        let limit = (self.cache.capacity() as f64 * self.range_params.cache_fraction) as usize;
+        // The learned policy's hot set is sized to its fraction of the cache; the baseline
+        // may fill the whole cache (more would only evict its own blocks).
+        let fraction = if self.range_params_learned {
+            self.range_params.cache_fraction
+        } else {
+            1.0
+        };
+        let limit = (self.cache.capacity() as f64 * fraction) as usize;
         let deferred = (!input_files.is_empty()).then(|| {
             let d = Arc::new(Deferred {
                 inputs: input_files,
