@@ -50,7 +50,7 @@ fn run(warming: CacheWarmingConfig) -> DbStats {
         } else {
             assert!(db.get(&key(i)).unwrap().is_some());
         }
-        if step % 64 == 0 {
+        if step.is_multiple_of(64) {
             let c = db.stats().cache;
             assert!(
                 c.usage <= c.capacity,

@@ -99,12 +99,12 @@ impl Collector {
     /// Counts a client read of `key`; true if it completed a slot.
     pub fn record_read(&self, key: &[u8]) -> bool {
         let n = self.reads.fetch_add(1, Relaxed) + 1;
-        if n % self.sample_every == 0 {
+        if n.is_multiple_of(self.sample_every) {
             let r = self.counters.ranges.range_of(key);
             self.counters.reads[r].fetch_add(1, Relaxed);
             self.sampled_reads.fetch_add(1, Relaxed);
         }
-        if n % self.slot_reads == 0 {
+        if n.is_multiple_of(self.slot_reads) {
             self.end_slot();
             return true;
         }
@@ -114,7 +114,7 @@ impl Collector {
     /// Counts a client write of `key`.
     pub fn record_write(&self, key: &[u8]) {
         let n = self.writes.fetch_add(1, Relaxed) + 1;
-        if n % self.sample_every == 0 {
+        if n.is_multiple_of(self.sample_every) {
             let r = self.counters.ranges.range_of(key);
             self.counters.writes[r].fetch_add(1, Relaxed);
             self.sampled_writes.fetch_add(1, Relaxed);

@@ -110,7 +110,7 @@ impl Default for LearnedParams {
             min_train_slots: 8,
             retrain_every_slots: 100,
             max_training_rows: 12_000,
-            threshold: 0.5,
+            threshold: 0.25,
             cache_fraction: 0.8,
             blocks_per_range: 2,
             min_ranges: 64,
@@ -130,7 +130,9 @@ impl LearnedParams {
                 detail: d.to_string(),
             })
         };
-        if self.slot_reads == 0 || self.sample_every == 0 || !(self.slot_reads_per_range >= 0.0) {
+        if self.slot_reads == 0 || self.sample_every == 0 || self.slot_reads_per_range.is_nan()
+            || self.slot_reads_per_range < 0.0
+        {
             return bad("slot_reads and sample_every must be at least 1");
         }
         if self.history_slots < super::features::SLOTS_NEEDED + 1 {

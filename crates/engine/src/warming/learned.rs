@@ -393,7 +393,7 @@ mod tests {
             assert!(Instant::now() < deadline, "no prediction published");
             l.record_read(format!("k{:04}", i % 10).as_bytes());
             i += 1;
-            if i % 100 == 0 {
+            if i.is_multiple_of(100) {
                 std::thread::sleep(Duration::from_millis(2));
             }
         }
