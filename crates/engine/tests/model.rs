@@ -272,7 +272,7 @@ fn model_warming_incremental() {
     run_model_warmed(
         GcPolicyConfig::blobdb(),
         12,
-        3000,
+        2000,
         true,
         CacheWarmingConfig::IncrementalWarmup,
     );
@@ -280,7 +280,7 @@ fn model_warming_incremental() {
 
 #[test]
 fn model_warming_learned() {
-    run_model_warmed(GcPolicyConfig::Inline, 13, 3000, true, tiny_learned());
+    run_model_warmed(GcPolicyConfig::Inline, 13, 2000, true, tiny_learned());
 }
 
 #[test]

@@ -568,7 +568,13 @@ fn render(r: &WorkloadReport) -> String {
             out.push_str(&format!(
                 "{} runs: throughput {} ; CPU per op {}\n",
                 p.policy,
-                f(&p.ops_per_sec_runs.iter().map(|x| x / 1000.0).collect::<Vec<_>>(), "K/s"),
+                f(
+                    &p.ops_per_sec_runs
+                        .iter()
+                        .map(|x| x / 1000.0)
+                        .collect::<Vec<_>>(),
+                    "K/s"
+                ),
                 f(&p.cpu_us_per_op_runs, " us")
             ));
         }
@@ -576,6 +582,9 @@ fn render(r: &WorkloadReport) -> String {
     out.push('\n');
     out
 }
+
+/// Lookups a point of the hit-ratio plot stands for, at least.
+const MIN_LOOKUPS_PER_POINT: u64 = 2000;
 
 const COLORS: [RGBColor; 4] = [
     RGBColor(200, 40, 40),
@@ -611,13 +620,19 @@ fn plot(path: &Path, r: &WorkloadReport) -> Result<()> {
         .results
         .iter()
         .map(|p| {
-            p.series
-                .windows(2)
-                .filter_map(|w| {
-                    let (h, m) = (w[1].hits - w[0].hits, w[1].misses - w[0].misses);
-                    (h + m > 0).then(|| (w[1].ops as f64 / 1000.0, h as f64 / (h + m) as f64))
-                })
-                .collect()
+            // Samples are merged until an interval holds enough lookups for its ratio to
+            // mean something (a 100 ms sample may hold a handful).
+            let mut pts = Vec::new();
+            let mut from = p.series.first();
+            for s in &p.series {
+                let Some(f) = from else { break };
+                let (h, m) = (s.hits - f.hits, s.misses - f.misses);
+                if h + m >= MIN_LOOKUPS_PER_POINT {
+                    pts.push((s.ops as f64 / 1000.0, h as f64 / (h + m) as f64));
+                    from = Some(s);
+                }
+            }
+            pts
         })
         .collect();
     let y_min = ratios

@@ -130,7 +130,9 @@ impl LearnedParams {
                 detail: d.to_string(),
             })
         };
-        if self.slot_reads == 0 || self.sample_every == 0 || self.slot_reads_per_range.is_nan()
+        if self.slot_reads == 0
+            || self.sample_every == 0
+            || self.slot_reads_per_range.is_nan()
             || self.slot_reads_per_range < 0.0
         {
             return bad("slot_reads and sample_every must be at least 1");

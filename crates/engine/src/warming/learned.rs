@@ -4,8 +4,10 @@
 //! blocks of predicted-hot ranges into the cache as it writes them, and leaves cold ranges
 //! out. Until the first model is trained nothing is prefetched.
 //!
-//! All model work (training, prediction) runs on the trainer thread, the "resources the
-//! database does not use" of the slides; a job only reads the latest prediction.
+//! Training runs on the trainer thread, the "resources the database does not use" of the
+//! slides. Prediction runs when a flush or compaction asks for it, at most once per slot
+//! (later jobs of the same slot reuse it): a workload without writes, whose cache no job
+//! disturbs, pays for collection and the occasional training only.
 
 use super::collector::Collector;
 use super::config::LearnedParams;
@@ -104,7 +106,9 @@ struct Shared {
     collector: RwLock<Option<Arc<Collector>>>,
     /// Most ranges a prediction may call hot (set with the ranges).
     max_hot: AtomicU64,
-    hot: RwLock<Option<Arc<HotSet>>>,
+    /// The newest model, and the last prediction with the slot count it was made at.
+    model: RwLock<Option<Arc<HotRangeModel>>>,
+    hot: RwLock<Option<(u64, Arc<HotSet>)>>,
     wake: Mutex<bool>,
     cv: Condvar,
     stop: AtomicBool,
@@ -123,6 +127,7 @@ impl Learned {
             params,
             collector: RwLock::new(None),
             max_hot: AtomicU64::new(u64::MAX),
+            model: RwLock::new(None),
             hot: RwLock::new(None),
             wake: Mutex::new(false),
             cv: Condvar::new(),
@@ -188,7 +193,35 @@ impl CacheWarming for Learned {
     }
 
     fn plan(&self, _job: &JobInputs<'_>) -> Option<Arc<dyn BlockFilter>> {
-        let hot = self.shared.hot.read().clone()?;
+        let s = &self.shared;
+        let col = s.collector.read().clone()?;
+        let model = s.model.read().clone()?;
+        let completed = col.completed_slots();
+        if let Some((at, hot)) = s.hot.read().as_ref() {
+            if *at == completed {
+                return Some(hot.clone());
+            }
+        }
+        let c = &s.counters;
+        let t0 = Instant::now();
+        let slots = col.with_history(|h| h.slots.clone());
+        let max_hot = s.max_hot.load(Relaxed).min(usize::MAX as u64) as usize;
+        let hot = predict_hot(
+            &slots,
+            |row| model.probability(row),
+            s.params.threshold,
+            max_hot,
+        );
+        c.prediction_micros
+            .fetch_add(t0.elapsed().as_micros() as u64, Relaxed);
+        let hot = Arc::new(HotSet {
+            ranges: col.ranges().clone(),
+            hot: hot?,
+        });
+        c.predictions.fetch_add(1, Relaxed);
+        c.hot_ranges
+            .store(hot.hot.iter().filter(|&&h| h).count() as u64, Relaxed);
+        *s.hot.write() = Some((completed, hot.clone()));
         Some(hot)
     }
 
@@ -215,7 +248,6 @@ fn trainer(s: &Shared) {
     let c = &s.counters;
     let mut seen = 0u64;
     let mut last_train: Option<u64> = None;
-    let mut model: Option<HotRangeModel> = None;
     let mut current: Option<Arc<Collector>> = None;
     loop {
         {
@@ -238,17 +270,18 @@ fn trainer(s: &Shared) {
             seen = 0;
             last_train = None;
         }
-        let (slots, completed) = col.with_history(|h| (h.slots.clone(), h.completed));
+        let (completed, len) = col.with_history(|h| (h.completed, h.slots.len()));
         if completed == seen {
             continue;
         }
         seen = completed;
         let due = match last_train {
-            None => slots.len() >= p.min_train_slots,
+            None => len >= p.min_train_slots,
             Some(t) => completed - t >= p.retrain_every_slots as u64,
         };
         if due {
             let t0 = Instant::now();
+            let slots = col.with_history(|h| h.slots.clone());
             let set = TrainingSet::build(&slots, p.max_training_rows, completed);
             let r =
                 HotRangeModel::train(&set, p.gbm_iterations, p.gbm_max_depth, p.gbm_learning_rate);
@@ -262,28 +295,15 @@ fn trainer(s: &Shared) {
                 Ok(m) => {
                     c.trainings.fetch_add(1, Relaxed);
                     c.model_trees.store(m.num_trees() as u64, Relaxed);
-                    model = Some(m);
+                    *s.model.write() = Some(Arc::new(m));
+                    // The next job predicts with the new model.
+                    *s.hot.write() = None;
                 }
                 // One class only (nothing read, or everything read): keep the old model.
                 Err(_) => {
                     c.training_failures.fetch_add(1, Relaxed);
                 }
             }
-        }
-        if let Some(m) = &model {
-            let t0 = Instant::now();
-            let max_hot = s.max_hot.load(Relaxed).min(usize::MAX as u64) as usize;
-            if let Some(hot) = predict_hot(&slots, |row| m.probability(row), p.threshold, max_hot) {
-                c.hot_ranges
-                    .store(hot.iter().filter(|&&h| h).count() as u64, Relaxed);
-                *s.hot.write() = Some(Arc::new(HotSet {
-                    ranges: col.ranges().clone(),
-                    hot,
-                }));
-                c.predictions.fetch_add(1, Relaxed);
-            }
-            c.prediction_micros
-                .fetch_add(t0.elapsed().as_micros() as u64, Relaxed);
         }
     }
 }
@@ -389,7 +409,7 @@ mod tests {
         // Reads hit ranges 0..10 only.
         let deadline = Instant::now() + Duration::from_secs(20);
         let mut i = 0u64;
-        while l.shared.hot.read().is_none() {
+        while l.shared.model.read().is_none() {
             assert!(Instant::now() < deadline, "no prediction published");
             l.record_read(format!("k{:04}", i % 10).as_bytes());
             i += 1;
