@@ -39,7 +39,7 @@ pub struct JobSpec<'a> {
     pub blobs: &'a BTreeMap<u64, Arc<BlobFile>>,
     /// Allocates file numbers.
     pub new_file_number: &'a (dyn Fn() -> u64 + Sync),
-    /// Output blocks to put into the block cache as they are written (paper 002).
+    /// Which output blocks go into the block cache without being read (paper 002).
     pub warming: Option<&'a crate::warming::JobWarming>,
 }
 
