@@ -34,6 +34,8 @@ enum Command {
     Vat(cmd::vat::Args),
     /// Log-structured block storage on an SSD array (paper 004).
     Lss(cmd::lss::Args),
+    /// Cache warming through compactions, every policy on the slides' workloads (paper 002).
+    Leaper(cmd::leaper::Args),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -42,5 +44,6 @@ fn main() -> anyhow::Result<()> {
         Command::Compare(a) => cmd::compare::run(a),
         Command::Vat(a) => cmd::vat::run(a),
         Command::Lss(a) => cmd::lss::run(a),
+        Command::Leaper(a) => cmd::leaper::run(a),
     }
 }

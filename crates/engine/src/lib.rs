@@ -20,6 +20,7 @@ pub mod types;
 pub mod version;
 pub mod vlog;
 pub mod wal;
+pub mod warming;
 
 pub use batch::WriteBatch;
 pub use db::{DbIter, Snapshot, DB};
@@ -28,3 +29,4 @@ pub use options::{
     GcPolicyConfig, LifetimeMode, LifetimeOptions, LifetimeOracle, Options, WriteOptions,
 };
 pub use stats::DbStats;
+pub use warming::{CacheWarmingConfig, LearnedParams};

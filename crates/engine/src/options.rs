@@ -229,6 +229,9 @@ pub struct Options {
     pub lifetime_oracle: Option<Arc<dyn LifetimeOracle>>,
     /// The device; `None` means plain files ([`crate::io::FileStorage`]).
     pub storage: Option<Arc<dyn Storage>>,
+    /// Which output blocks of flushes and compactions are put into the block cache as they
+    /// are written (paper 002, [`crate::warming`]).
+    pub cache_warming: crate::warming::CacheWarmingConfig,
 }
 
 /// Knows when each key will be written next (for the `oracle` policy).
@@ -291,6 +294,7 @@ impl Default for Options {
             lifetime: LifetimeOptions::default(),
             lifetime_oracle: None,
             storage: None,
+            cache_warming: crate::warming::CacheWarmingConfig::None,
         }
     }
 }
@@ -306,6 +310,7 @@ impl fmt::Debug for Options {
             .field("min_blob_size", &self.min_blob_size)
             .field("blob_file_size", &self.blob_file_size)
             .field("gc", &self.gc)
+            .field("cache_warming", &self.cache_warming)
             .field("use_wal", &self.use_wal)
             .field("sync_writes", &self.sync_writes)
             .finish_non_exhaustive()
@@ -322,6 +327,7 @@ fn invalid(name: &'static str, detail: impl Into<String>) -> Error {
 impl Options {
     /// Checks every option; the error names the first bad one.
     pub fn validate(&self) -> Result<()> {
+        self.cache_warming.validate()?;
         if self.memtable_size < 4096 {
             return Err(invalid("memtable_size", "must be at least 4096 bytes"));
         }

@@ -89,6 +89,9 @@ pub struct DbStats {
     pub cache: CacheStats,
     /// Lifetime and TerarkDB policies only.
     pub lifetime: Option<crate::db::LifetimeStats>,
+    /// Cache warming and the invalidations it is measured against.
+    #[serde(default)]
+    pub warming: crate::warming::WarmingStats,
 }
 
 impl DbStats {

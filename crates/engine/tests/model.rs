@@ -4,8 +4,8 @@
 
 use halflife_engine::lifetime::{GbmParams, ThresholdParams};
 use halflife_engine::{
-    GcPolicyConfig, LifetimeMode, LifetimeOptions, LifetimeOracle, Options, WriteBatch,
-    WriteOptions, DB,
+    CacheWarmingConfig, GcPolicyConfig, LearnedParams, LifetimeMode, LifetimeOptions,
+    LifetimeOracle, Options, WriteBatch, WriteOptions, DB,
 };
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -130,6 +130,20 @@ fn run_model(gc: GcPolicyConfig, seed: u64, steps: usize) {
 }
 
 fn run_model_shaped(gc: GcPolicyConfig, seed: u64, steps: usize, dynamic: bool) {
+    run_model_warmed(gc, seed, steps, dynamic, CacheWarmingConfig::None);
+}
+
+fn run_model_warmed(
+    gc: GcPolicyConfig,
+    seed: u64,
+    steps: usize,
+    dynamic: bool,
+    warming: CacheWarmingConfig,
+) {
+    let small_options = |gc: GcPolicyConfig, dynamic| Options {
+        cache_warming: warming.clone(),
+        ..small_options(gc, dynamic)
+    };
     let dir = tempfile::tempdir().unwrap();
     let mut rng = StdRng::seed_from_u64(seed);
     let mut db = DB::open(dir.path(), small_options(gc.clone(), dynamic)).unwrap();
@@ -342,5 +356,64 @@ fn model_terark() {
         },
         10,
         3000,
+    );
+}
+
+/// Small slots so that the learned policy trains and prefetches within the run.
+fn tiny_learned() -> CacheWarmingConfig {
+    CacheWarmingConfig::Learned(LearnedParams {
+        slot_reads: 10,
+        slot_reads_per_range: 0.0,
+        sample_every: 1,
+        min_train_slots: 8,
+        history_slots: 12,
+        retrain_every_slots: 8,
+        min_ranges: 8,
+        ..LearnedParams::default()
+    })
+}
+
+#[test]
+fn model_warming_none() {
+    run_model_warmed(
+        GcPolicyConfig::blobdb(),
+        11,
+        3000,
+        true,
+        CacheWarmingConfig::None,
+    );
+}
+
+#[test]
+fn model_warming_incremental() {
+    run_model_warmed(
+        GcPolicyConfig::blobdb(),
+        12,
+        2000,
+        true,
+        CacheWarmingConfig::IncrementalWarmup,
+    );
+}
+
+#[test]
+fn model_warming_learned() {
+    run_model_warmed(GcPolicyConfig::Inline, 13, 2000, true, tiny_learned());
+}
+
+#[test]
+fn model_warming_learned_titan() {
+    run_model_warmed(GcPolicyConfig::titan(), 14, 2000, true, tiny_learned());
+}
+
+#[test]
+fn model_warming_learned_lifetime() {
+    run_model_warmed(
+        GcPolicyConfig::Lifetime {
+            mode: LifetimeMode::Learned,
+        },
+        15,
+        2000,
+        true,
+        tiny_learned(),
     );
 }

@@ -133,6 +133,10 @@ pub struct Args {
     /// Print `progress DONE TOTAL` lines on stderr instead of a bar (used by compare).
     #[arg(long, hide = true)]
     pub progress_lines: bool,
+    /// Block cache warming across flushes and compactions: none, incremental-warmup or
+    /// learned (paper 002; `halflife leaper` compares them).
+    #[arg(long, default_value = "none")]
+    pub warming: String,
 }
 
 /// What runs: the sizes, and where the run-phase ops come from.
@@ -307,6 +311,7 @@ fn engine_options(a: &Args, plan: &Plan) -> Result<Options> {
         gc: gc_policy(a)?,
         min_blob_size: a.min_blob_size as usize,
         blob_file_size: a.blob_file_mb << 20,
+        cache_warming: a.warming.parse()?,
         ..Options::default()
     })
 }
@@ -442,7 +447,7 @@ pub fn run(a: Args) -> Result<()> {
             "policy": a.policy, "gc": gc_policy(&a)?.to_string(), "memtable_mb": a.memtable_mb,
             "cache_mb": a.cache_mb, "min_blob_size": a.min_blob_size, "blob_file_mb": a.blob_file_mb,
             "sync": a.sync, "threads": a.threads, "samples": a.samples,
-            "workload": plan.spec, "ops_file": a.ops,
+            "workload": plan.spec, "ops_file": a.ops, "warming": a.warming,
         }),
         workload: plan.info.clone(),
         phases,
@@ -893,5 +898,31 @@ pub fn render_summary(r: &RunReport) -> String {
         table::micros(r.stall_micros as f64),
         table::count(stalls)
     ));
+    out.push_str(&cache_summary(&r.engine_stats));
     out
+}
+
+/// Block cache and warming counters (paper 002) from the engine's statistics.
+fn cache_summary(stats: &serde_json::Value) -> String {
+    let n = |v: &serde_json::Value, k: &str| v.get(k).and_then(|x| x.as_u64()).unwrap_or(0);
+    let (c, w) = (&stats["cache"], &stats["warming"]);
+    let (hits, misses) = (n(c, "hits"), n(c, "misses"));
+    let ratio = if hits + misses == 0 {
+        0.0
+    } else {
+        hits as f64 / (hits + misses) as f64
+    };
+    format!(
+        "block cache: {} hits, {} misses (hit ratio {:.4}); {} blocks invalidated by compactions, \
+         {} invalidation misses (within {} reads); warming {}: {} blocks prefetched, {} then hit\n",
+        table::count(hits),
+        table::count(misses),
+        ratio,
+        table::count(n(c, "invalidated_blocks")),
+        table::count(n(w, "invalidation_misses")),
+        table::count(n(w, "invalidation_window_reads")),
+        w.get("policy").and_then(|p| p.as_str()).unwrap_or("none"),
+        table::count(n(c, "prefetched")),
+        table::count(n(c, "prefetch_hits")),
+    )
 }

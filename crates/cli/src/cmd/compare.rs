@@ -449,6 +449,7 @@ fn build_spec(a: &Args, p: &Preset) -> Result<WorkloadSpec> {
         samples: 0,
         quiet: true,
         progress_lines: false,
+        warming: "none".into(),
     };
     crate::cmd::bench::build_spec(&bench_args)
 }

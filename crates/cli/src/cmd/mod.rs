@@ -2,5 +2,6 @@
 
 pub mod bench;
 pub mod compare;
+pub mod leaper;
 pub mod lss;
 pub mod vat;

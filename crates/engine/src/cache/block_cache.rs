@@ -5,8 +5,24 @@ use super::stats::{CacheStats, Counters};
 use crate::sst::block::Block;
 use crate::sst::BlockSink;
 use parking_lot::Mutex;
-use std::sync::Arc;
+use std::cell::Cell;
+use std::sync::{Arc, OnceLock};
 use xxhash_rust::xxh3::xxh3_64;
+
+/// Told `(file_number, offsets)` of the blocks [`BlockCache::erase_file`] dropped (none,
+/// if the file had nothing cached: the call still says the file is gone).
+pub type EraseListener = Box<dyn Fn(u64, &[u64]) + Send + Sync>;
+
+thread_local! {
+    /// Misses of all caches on this thread: a reader compares it before and after a lookup
+    /// to learn whether that lookup missed, without a lock or a shared counter.
+    static THREAD_MISSES: Cell<u64> = const { Cell::new(0) };
+}
+
+/// Cache misses so far on the calling thread (all caches).
+pub fn thread_misses() -> u64 {
+    THREAD_MISSES.with(|m| m.get())
+}
 
 /// Shards of a cache made by [`BlockCache::new`].
 pub const DEFAULT_SHARDS: usize = 16;
@@ -16,6 +32,7 @@ pub struct BlockCache {
     capacity: usize,
     shards: Box<[Mutex<Shard>]>,
     counters: Counters,
+    erase_listener: OnceLock<EraseListener>,
 }
 
 impl std::fmt::Debug for BlockCache {
@@ -42,6 +59,7 @@ impl BlockCache {
             capacity: per_shard * n,
             shards: (0..n).map(|_| Mutex::new(Shard::new(per_shard))).collect(),
             counters: Counters::default(),
+            erase_listener: OnceLock::new(),
         })
     }
 
@@ -59,39 +77,84 @@ impl BlockCache {
             .shard(file_number, offset)
             .lock()
             .get(&(file_number, offset));
-        let counter = if found.is_some() {
-            &self.counters.hits
-        } else {
-            &self.counters.misses
-        };
-        Counters::add(counter, 1);
-        found
+        match found {
+            Some(hit) => {
+                Counters::add(&self.counters.hits, 1);
+                if hit.first_hit_of_prefetch {
+                    Counters::add(&self.counters.prefetch_hits, 1);
+                }
+                Some(hit.block)
+            }
+            None => {
+                Counters::add(&self.counters.misses, 1);
+                THREAD_MISSES.with(|m| m.set(m.get() + 1));
+                None
+            }
+        }
+    }
+
+    /// The cached block, if any, for a background reader (compaction): counts neither a
+    /// hit nor a miss and leaves the LRU order alone.
+    pub fn peek(&self, file_number: u64, offset: u64) -> Option<Arc<Block>> {
+        self.shard(file_number, offset)
+            .lock()
+            .peek(&(file_number, offset))
+    }
+
+    /// True if the block is cached. Counts neither a hit nor a miss and leaves the LRU
+    /// order alone: warming policies use it to see what the cache holds.
+    pub fn contains(&self, file_number: u64, offset: u64) -> bool {
+        self.shard(file_number, offset)
+            .lock()
+            .contains(&(file_number, offset))
     }
 
     /// Caches a block, evicting least-recently-used blocks of its shard until it fits. A
     /// block larger than a shard's capacity is not cached.
     pub fn insert(&self, file_number: u64, offset: u64, block: Arc<Block>) {
-        let result = self
-            .shard(file_number, offset)
-            .lock()
-            .insert((file_number, offset), block);
+        self.insert_as(file_number, offset, block, false);
+    }
+
+    /// Caches a block a flush or compaction just wrote (cache warming). The same budget
+    /// applies as to [`insert`](Self::insert): prefetching can never exceed the capacity.
+    pub fn insert_prefetched(&self, file_number: u64, offset: u64, block: Arc<Block>) {
+        self.insert_as(file_number, offset, block, true);
+    }
+
+    fn insert_as(&self, file_number: u64, offset: u64, block: Arc<Block>, prefetched: bool) {
+        let result =
+            self.shard(file_number, offset)
+                .lock()
+                .insert((file_number, offset), block, prefetched);
         match result {
             Inserted::Yes { evicted } => {
                 Counters::add(&self.counters.inserts, 1);
                 Counters::add(&self.counters.evictions, evicted as u64);
+                if prefetched {
+                    Counters::add(&self.counters.prefetched, 1);
+                }
             }
             Inserted::TooLarge => Counters::add(&self.counters.rejected, 1),
         }
     }
 
+    /// Registers the one listener told about the blocks [`erase_file`](Self::erase_file)
+    /// drops (cache warming maps them to key ranges). Later calls are ignored.
+    pub fn set_erase_listener(&self, listener: EraseListener) {
+        let _ = self.erase_listener.set(listener);
+    }
+
     /// Drops every cached block of a file (it was deleted); returns how many were dropped.
     pub fn erase_file(&self, file_number: u64) -> usize {
-        let n: usize = self
-            .shards
-            .iter()
-            .map(|s| s.lock().erase_file(file_number))
-            .sum();
+        let mut offsets: Vec<u64> = Vec::new();
+        for s in self.shards.iter() {
+            offsets.extend(s.lock().erase_file(file_number));
+        }
+        let n = offsets.len();
         Counters::add(&self.counters.invalidated, n as u64);
+        if let Some(l) = self.erase_listener.get() {
+            l(file_number, &offsets);
+        }
         n
     }
 

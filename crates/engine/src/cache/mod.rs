@@ -16,5 +16,5 @@ mod block_cache;
 mod shard;
 mod stats;
 
-pub use block_cache::{BlockCache, DEFAULT_SHARDS};
+pub use block_cache::{thread_misses, BlockCache, EraseListener, DEFAULT_SHARDS};
 pub use stats::CacheStats;

@@ -17,10 +17,23 @@ pub(super) enum Inserted {
     TooLarge,
 }
 
+/// A cached block and whether a prefetch put it there and no reader has hit it yet.
+struct Entry {
+    block: Arc<Block>,
+    unread_prefetch: bool,
+}
+
+/// What a lookup found.
+pub(super) struct Hit {
+    pub block: Arc<Block>,
+    /// The first read of a block a prefetch inserted.
+    pub first_hit_of_prefetch: bool,
+}
+
 pub(super) struct Shard {
     capacity: usize,
     usage: usize,
-    lru: LruCache<CacheKey, Arc<Block>>,
+    lru: LruCache<CacheKey, Entry>,
     /// The offsets cached for each file, so a file's blocks can be erased without a scan.
     by_file: HashMap<u64, HashSet<u64>>,
 }
@@ -44,44 +57,64 @@ impl Shard {
     }
 
     /// Looks a block up and marks it most recently used.
-    pub fn get(&mut self, key: &CacheKey) -> Option<Arc<Block>> {
-        self.lru.get(key).cloned()
+    pub fn get(&mut self, key: &CacheKey) -> Option<Hit> {
+        self.lru.get_mut(key).map(|e| Hit {
+            block: Arc::clone(&e.block),
+            first_hit_of_prefetch: std::mem::take(&mut e.unread_prefetch),
+        })
     }
 
-    pub fn insert(&mut self, key: CacheKey, block: Arc<Block>) -> Inserted {
+    /// The cached block, without changing its LRU position.
+    pub fn peek(&self, key: &CacheKey) -> Option<Arc<Block>> {
+        self.lru.peek(key).map(|e| Arc::clone(&e.block))
+    }
+
+    /// True if the block is cached; does not change its LRU position.
+    pub fn contains(&self, key: &CacheKey) -> bool {
+        self.lru.contains(key)
+    }
+
+    /// Caches a block; `prefetched` marks it as put there by a prefetch rather than a read.
+    pub fn insert(&mut self, key: CacheKey, block: Arc<Block>, prefetched: bool) -> Inserted {
         let charge = block.size_in_bytes();
         if charge > self.capacity {
             return Inserted::TooLarge;
         }
         if let Some(old) = self.lru.pop(&key) {
-            self.usage -= old.size_in_bytes();
+            self.usage -= old.block.size_in_bytes();
         }
         let mut evicted = 0;
         while self.usage + charge > self.capacity {
             let Some((victim, old)) = self.lru.pop_lru() else {
                 break;
             };
-            self.usage -= old.size_in_bytes();
+            self.usage -= old.block.size_in_bytes();
             self.forget(victim);
             evicted += 1;
         }
-        self.lru.put(key, block);
+        self.lru.put(
+            key,
+            Entry {
+                block,
+                unread_prefetch: prefetched,
+            },
+        );
         self.usage += charge;
         self.by_file.entry(key.0).or_default().insert(key.1);
         Inserted::Yes { evicted }
     }
 
-    /// Drops every block of `file_number`; returns how many there were.
-    pub fn erase_file(&mut self, file_number: u64) -> usize {
+    /// Drops every block of `file_number`; returns the offsets of the dropped blocks.
+    pub fn erase_file(&mut self, file_number: u64) -> HashSet<u64> {
         let Some(offsets) = self.by_file.remove(&file_number) else {
-            return 0;
+            return HashSet::new();
         };
         for offset in &offsets {
             if let Some(old) = self.lru.pop(&(file_number, *offset)) {
-                self.usage -= old.size_in_bytes();
+                self.usage -= old.block.size_in_bytes();
             }
         }
-        offsets.len()
+        offsets
     }
 
     fn forget(&mut self, (file, offset): CacheKey) {

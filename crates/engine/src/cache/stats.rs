@@ -11,6 +11,8 @@ pub(super) struct Counters {
     pub evictions: AtomicU64,
     pub invalidated: AtomicU64,
     pub rejected: AtomicU64,
+    pub prefetched: AtomicU64,
+    pub prefetch_hits: AtomicU64,
 }
 
 impl Counters {
@@ -37,6 +39,12 @@ pub struct CacheStats {
     pub invalidated_blocks: u64,
     /// Inserts refused because the block alone exceeds a shard's capacity.
     pub rejected: u64,
+    /// Blocks inserted by cache warming (written by a flush or compaction, never read).
+    #[serde(default)]
+    pub prefetched: u64,
+    /// Prefetched blocks that a reader then hit (each counted once, at its first hit).
+    #[serde(default)]
+    pub prefetch_hits: u64,
 }
 
 impl CacheStats {
@@ -58,6 +66,8 @@ impl CacheStats {
             evictions: c.evictions.load(Relaxed),
             invalidated_blocks: c.invalidated.load(Relaxed),
             rejected: c.rejected.load(Relaxed),
+            prefetched: c.prefetched.load(Relaxed),
+            prefetch_hits: c.prefetch_hits.load(Relaxed),
             ..CacheStats::default()
         }
     }

@@ -62,6 +62,8 @@ pub struct JobSpec<'a> {
     pub lifetime: Option<&'a dyn LifetimeHooks>,
     /// Allocates file numbers.
     pub new_file_number: &'a (dyn Fn() -> u64 + Sync),
+    /// Which output blocks go into the block cache without being read (paper 002).
+    pub warming: Option<&'a crate::warming::JobWarming>,
 }
 
 /// What a job produced, for the version edit and the counters.
@@ -118,7 +120,11 @@ impl Outputs<'_> {
                 bloom_bits_per_key: o.bloom_bits_per_key,
                 restart_interval: 16,
             };
-            self.table = Some((TableBuilder::new(file, topts), n, None));
+            let mut builder = TableBuilder::new(file, topts);
+            if let Some(w) = self.spec.warming {
+                builder.set_block_sink(w.sink(n));
+            }
+            self.table = Some((builder, n, None));
         }
         Ok(self.table.as_mut().unwrap())
     }

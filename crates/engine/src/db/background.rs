@@ -14,6 +14,7 @@ use crate::version::picker::{self, Compaction};
 use crate::version::{Version, VersionEdit};
 use crate::vlog::file::value_file_name;
 use crate::vlog::{ValueFileWriter, ValuePointer};
+use crate::warming::JobKind;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -77,6 +78,7 @@ fn job_spec<'a>(
         version,
         lifetime: None,
         new_file_number,
+        warming: None,
     }
 }
 
@@ -128,9 +130,11 @@ fn flush_one(inner: &Arc<Inner>) -> Result<bool> {
         let nf = || inner.new_file_number();
         let now = inner.last_seq.load(Ordering::Acquire);
         let hooks = inner.lifetime.as_ref().map(|rt| rt.hooks(&v, 0, now));
+        let warm = inner.warming.begin_job(JobKind::Flush, &v, []);
         let spec = JobSpec {
             separate_values: inner.gc.separates_values(),
             lifetime: hooks.as_ref().map(|h| h as &dyn LifetimeHooks),
+            warming: warm.as_ref(),
             ..job_spec(inner, IoCause::Flush, snap, &v, &nf)
         };
         compaction::run(&spec, &mut mem.iter())
@@ -305,7 +309,12 @@ fn run_compaction(
             .lifetime
             .as_ref()
             .map(|rt| rt.hooks(v, c.output_level + 1, now));
+        let warm =
+            inner
+                .warming
+                .begin_job(JobKind::Compaction, v, c.inputs.iter().chain(&c.overlaps));
         let spec = JobSpec {
+            warming: warm.as_ref(),
             drop_tombstones: c.bottommost,
             split_outputs: true,
             relocate: filter.map(|f| f as &(dyn Fn(&ValuePointer) -> bool + Sync)),

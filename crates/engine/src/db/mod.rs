@@ -71,6 +71,8 @@ pub(crate) struct Inner {
     pub opts: Options,
     pub storage: Arc<dyn Storage>,
     pub cache: Arc<BlockCache>,
+    /// Cache warming across flushes and compactions (paper 002).
+    pub warming: crate::warming::Warming,
     pub gc: Box<dyn GcPolicy>,
     /// Lifetime policies and TerarkDB: thresholds, model, trainer (else `None`).
     pub lifetime: Option<lifetime::LifetimeRuntime>,
@@ -353,6 +355,7 @@ fn stats(inner: &Inner) -> DbStats {
             .collect(),
         cache: inner.cache.stats(),
         lifetime: inner.lifetime.as_ref().map(|rt| rt.stats(&inner.dir, &v)),
+        warming: inner.warming.stats(),
     }
 }
 

@@ -60,7 +60,11 @@ pub(crate) fn get(inner: &Inner, key: &[u8], snap: Option<&Snapshot>) -> Result<
     EngineCounters::add(&inner.counters.gets, 1);
     let view = ReadView::take(inner);
     let seq = snap.map_or_else(|| inner.visible_seq.load(Ordering::Acquire), |s| s.seq());
-    let Some(found) = view.lookup(key, seq)? else {
+    let misses = crate::cache::thread_misses();
+    let found = view.lookup(key, seq);
+    let missed = crate::cache::thread_misses() != misses;
+    inner.warming.record_read(key, missed);
+    let Some(found) = found? else {
         return Ok(None);
     };
     let pinned = snap.map(|s| s.blobs());

@@ -166,11 +166,13 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
         live_user_bytes: None,
         gc_drops: Vec::new(),
     };
+    let warming = crate::warming::Warming::new(&opts.cache_warming, cache.clone(), opts.block_size);
     Ok(Inner {
         dir: dir.to_path_buf(),
         opts,
         storage,
         cache,
+        warming,
         gc: policy,
         lifetime,
         read_view: parking_lot::RwLock::new(Arc::new(super::read::ReadView::from_state(&state))),
@@ -214,6 +216,7 @@ fn flush_recovered(
         version: &v,
         lifetime: hooks.as_ref().map(|h| h as &dyn compaction::LifetimeHooks),
         new_file_number: &nf,
+        warming: None,
     };
     let out = compaction::run(&spec, &mut mem.iter())?;
     versions.next_file_number = next.into_inner();

@@ -177,6 +177,7 @@ fn apply(inner: &Inner, mem: &Memtable, batch: &mut WriteBatch, sync: bool) -> R
     let (mut puts, mut deletes) = (0, 0);
     for e in batch.iter() {
         mem.add(seq, e.kind, e.key, e.value);
+        inner.warming.record_write(e.key);
         seq += 1;
         match e.kind {
             ValueKind::Value => puts += 1,

@@ -182,7 +182,14 @@ impl Table {
     /// cache unless `cause` is compaction).
     pub(crate) fn data_block(&self, handle: BlockHandle, cause: IoCause) -> Result<Arc<Block>> {
         if let Some(cache) = &self.cache {
-            if let Some(block) = cache.get(self.file_number, handle.offset) {
+            // A compaction reading its inputs takes a cached block if there is one, but is
+            // not a reader of the cache: no hit or miss is counted, no LRU order changed.
+            let cached = if cause == IoCause::Compaction {
+                cache.peek(self.file_number, handle.offset)
+            } else {
+                cache.get(self.file_number, handle.offset)
+            };
+            if let Some(block) = cached {
                 return Ok(block);
             }
         }

@@ -1,0 +1,758 @@
+//! `halflife leaper`: the cache-warming evaluation of paper 002 (Leaper). For each of the
+//! slides' three workloads (and a read-only control), it runs the engine once per warming
+//! policy on the same generated ops, in this process, one policy after the other, and
+//! reports per policy: invalidation misses (and the share `none`'s that a policy removed),
+//! hit ratio, blocks prefetched and then hit, throughput, p99/p99.9 read latency, and the
+//! model's overhead; plus a PNG per workload of the hit ratio over the run with the
+//! compactions marked.
+//!
+//! Why a subcommand and not a `halflife compare` preset: compare runs engines and peers as
+//! separate processes over one op file and its dimension is the engine, while here the
+//! dimension is an option of one engine and the workload changes three times; running the
+//! policies in one process on the same ops is the project's convention for comparing a
+//! policy with its baselines. `halflife bench --warming` runs a single policy.
+//!
+//! Sampling: a thread reads `db.stats()` every `--sample-ms` (cheap counters only; the
+//! bench's live-byte scan would read through the cache and disturb what is measured).
+
+use crate::harness::latency::Latencies;
+use crate::harness::ops::{self, ClientOp, INSERT, READ, RMW, SCAN, UPDATE};
+use crate::harness::report::LatencySummary;
+use crate::harness::table;
+use anyhow::{anyhow, bail, Context, Result};
+use engine::{CacheWarmingConfig, DbStats, GcPolicyConfig, Options, DB};
+use plotters::prelude::*;
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use workload::spec::{Proportions, WorkloadSpec};
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Comma-separated: e-commerce, instant-messaging, synthetic, read-only, or all.
+    #[arg(short, long, default_value = "all")]
+    pub workloads: String,
+    /// Comma-separated warming policies.
+    #[arg(short, long, default_value = "none,incremental-warmup,learned")]
+    pub policies: String,
+    /// Multiplies every workload's records and ops (1.0: the slides' table sizes / 100).
+    #[arg(long, default_value_t = 1.0)]
+    pub scale: f64,
+    /// Run-phase ops per loaded record.
+    #[arg(long, default_value_t = 3.0)]
+    pub ops_per_record: f64,
+    #[arg(long, default_value_t = 256)]
+    pub value_size: u32,
+    /// Block cache; the default is well below the data (about 25 MB for e-commerce).
+    #[arg(long, default_value_t = 8)]
+    pub cache_mb: u64,
+    #[arg(long, default_value_t = 2)]
+    pub memtable_mb: u64,
+    #[arg(short, long, default_value_t = 2)]
+    pub threads: usize,
+    #[arg(long, default_value_t = 100)]
+    pub sample_ms: u64,
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// Runs of each policy, interleaved (none, incremental, learned, none, ...); the
+    /// report keeps the run of median throughput and lists every run's throughput and CPU.
+    #[arg(long, default_value_t = 1)]
+    pub repeat: usize,
+    /// Directory for the JSON report and the plots.
+    #[arg(long, default_value = "bench-out/leaper")]
+    pub out: PathBuf,
+    #[arg(short, long)]
+    pub quiet: bool,
+}
+
+/// A workload of the slides' table.
+#[derive(Clone, Debug, Serialize)]
+struct LeaperWorkload {
+    name: &'static str,
+    read: f64,
+    update: f64,
+    insert: f64,
+    /// Zipfian theta ("skewness" in the table).
+    theta: f64,
+    /// Records at scale 1: the table size / 100.
+    records: u64,
+}
+
+const WORKLOADS: [LeaperWorkload; 4] = [
+    LeaperWorkload {
+        name: "e-commerce",
+        read: 0.85,
+        update: 0.10,
+        insert: 0.05,
+        theta: 0.3,
+        records: 100_000,
+    },
+    LeaperWorkload {
+        name: "instant-messaging",
+        read: 0.40,
+        update: 0.35,
+        insert: 0.25,
+        theta: 0.9,
+        records: 80_000,
+    },
+    LeaperWorkload {
+        name: "synthetic",
+        read: 0.75,
+        update: 0.20,
+        insert: 0.05,
+        theta: 0.5,
+        records: 200_000,
+    },
+    // The control for the overhead target: reads only, so no flush or compaction runs
+    // after the load and warming has nothing to do but collect and predict.
+    LeaperWorkload {
+        name: "read-only",
+        read: 1.0,
+        update: 0.0,
+        insert: 0.0,
+        theta: 0.5,
+        records: 100_000,
+    },
+];
+
+/// Counters at one instant of the run phase.
+#[derive(Clone, Debug, Default, Serialize)]
+struct Point {
+    seconds: f64,
+    ops: u64,
+    hits: u64,
+    misses: u64,
+    invalidated_blocks: u64,
+    invalidation_misses: u64,
+    prefetched: u64,
+    prefetch_hits: u64,
+    compactions: u64,
+    flushes: u64,
+}
+
+impl Point {
+    fn of(s: &DbStats, seconds: f64, ops: u64) -> Point {
+        Point {
+            seconds,
+            ops,
+            hits: s.cache.hits,
+            misses: s.cache.misses,
+            invalidated_blocks: s.cache.invalidated_blocks,
+            invalidation_misses: s.warming.invalidation_misses,
+            prefetched: s.cache.prefetched,
+            prefetch_hits: s.cache.prefetch_hits,
+            compactions: s.compactions,
+            flushes: s.flushes,
+        }
+    }
+}
+
+/// One policy's run of one workload.
+#[derive(Clone, Debug, Serialize)]
+struct PolicyResult {
+    policy: String,
+    run_seconds: f64,
+    ops_per_sec: f64,
+    hit_ratio: f64,
+    invalidated_blocks: u64,
+    invalidation_misses: u64,
+    /// 1 - invalidation misses / those of `none` (when `none` ran).
+    removed_vs_none: Option<f64>,
+    prefetched: u64,
+    prefetch_hits: u64,
+    compactions: u64,
+    flushes: u64,
+    /// Process CPU time (user + system, all threads: clients, background jobs, trainer)
+    /// per run-phase op: the overhead measure that the shared machine's load disturbs
+    /// least.
+    cpu_us_per_op: f64,
+    /// Wall time of the learned policy's training and predictions / CPU time of the
+    /// process, in the run phase: an upper bound on the trainer's share of the CPU (wall
+    /// time includes waiting for a core on the loaded machine).
+    model_time_share: f64,
+    /// Every repeat's throughput and CPU per op (the fields above are the median run's).
+    ops_per_sec_runs: Vec<f64>,
+    cpu_us_per_op_runs: Vec<f64>,
+    read_latency_us: Option<LatencySummary>,
+    latency_us: std::collections::BTreeMap<String, LatencySummary>,
+    /// Run-phase counters sampled over time (from the start of the run phase).
+    series: Vec<Point>,
+    /// The engine's statistics at the end.
+    stats: DbStats,
+}
+
+#[derive(Serialize)]
+struct WorkloadReport {
+    workload: LeaperWorkload,
+    spec: WorkloadSpec,
+    cache_mb: u64,
+    memtable_mb: u64,
+    threads: usize,
+    results: Vec<PolicyResult>,
+}
+
+fn parse_list<T>(s: &str, all: &[T], name: impl Fn(&T) -> &str) -> Result<Vec<T>>
+where
+    T: Clone,
+{
+    if s == "all" {
+        return Ok(all.to_vec());
+    }
+    s.split(',')
+        .map(|p| {
+            let p = p.trim();
+            all.iter().find(|w| name(w) == p).cloned().ok_or_else(|| {
+                let names: Vec<&str> = all.iter().map(&name).collect();
+                anyhow!("unknown name {p:?}: use {} or all", names.join(", "))
+            })
+        })
+        .collect()
+}
+
+pub fn run(a: Args) -> Result<()> {
+    if a.threads == 0 || a.scale <= 0.0 || a.ops_per_record <= 0.0 {
+        bail!("--threads, --scale and --ops-per-record must be positive");
+    }
+    let workloads = parse_list(&a.workloads, &WORKLOADS, |w| w.name)?;
+    let policies: Vec<CacheWarmingConfig> = a
+        .policies
+        .split(',')
+        .map(|p| p.trim().parse().map_err(anyhow::Error::from))
+        .collect::<Result<_>>()?;
+    std::fs::create_dir_all(&a.out)?;
+    let mut summary = String::new();
+    for w in &workloads {
+        let records = ((w.records as f64) * a.scale).round().max(1000.0) as u64;
+        let spec = WorkloadSpec::custom(
+            Proportions {
+                read: w.read,
+                update: w.update,
+                insert: w.insert,
+                ..Proportions::default()
+            },
+            format!("zipfian:{}", w.theta)
+                .parse()
+                .map_err(|e| anyhow!("distribution: {e}"))?,
+        )?
+        .with_record_count(records)
+        .with_operation_count((records as f64 * a.ops_per_record) as u64)
+        .with_value_size(a.value_size)
+        .with_seed(a.seed);
+        let mut spec = spec;
+        spec.name = w.name.to_string();
+        spec.validate()?;
+        let mut runs: Vec<Vec<PolicyResult>> = vec![Vec::new(); policies.len()];
+        for rep in 0..a.repeat.max(1) {
+            for (i, p) in policies.iter().enumerate() {
+                if !a.quiet {
+                    eprintln!(
+                        "leaper: {} ({} records, {} ops) with {p}, run {}...",
+                        w.name,
+                        spec.record_count,
+                        spec.operation_count,
+                        rep + 1
+                    );
+                }
+                runs[i].push(run_one(&a, &spec, p)?);
+            }
+        }
+        let mut results = Vec::new();
+        for mut r in runs {
+            let tput: Vec<f64> = r.iter().map(|x| x.ops_per_sec).collect();
+            let cpu: Vec<f64> = r.iter().map(|x| x.cpu_us_per_op).collect();
+            r.sort_by(|x, y| x.ops_per_sec.total_cmp(&y.ops_per_sec));
+            let mut median = r.swap_remove(r.len() / 2);
+            median.ops_per_sec_runs = tput;
+            median.cpu_us_per_op_runs = cpu;
+            results.push(median);
+        }
+        if let Some(base) = results
+            .iter()
+            .find(|r| r.policy == "none")
+            .map(|r| r.invalidation_misses)
+        {
+            for r in &mut results {
+                r.removed_vs_none =
+                    (base > 0).then(|| 1.0 - r.invalidation_misses as f64 / base as f64);
+            }
+        }
+        let report = WorkloadReport {
+            workload: w.clone(),
+            spec: spec.clone(),
+            cache_mb: a.cache_mb,
+            memtable_mb: a.memtable_mb,
+            threads: a.threads,
+            results,
+        };
+        let json = a.out.join(format!("{}.json", w.name));
+        std::fs::write(&json, serde_json::to_vec_pretty(&report)?)
+            .with_context(|| format!("writing {}", json.display()))?;
+        let png = a.out.join(format!("{}.png", w.name));
+        plot(&png, &report)?;
+        let text = render(&report);
+        if !a.quiet {
+            println!(
+                "{text}report: {}\nplot:   {}\n",
+                json.display(),
+                png.display()
+            );
+        }
+        summary.push_str(&text);
+    }
+    std::fs::write(a.out.join("summary.txt"), summary)?;
+    Ok(())
+}
+
+fn options(a: &Args, warming: &CacheWarmingConfig) -> Options {
+    Options {
+        memtable_size: (a.memtable_mb << 20) as usize,
+        target_file_size: 2 << 20,
+        level1_max_bytes: 8 << 20,
+        block_cache_capacity: (a.cache_mb << 20) as usize,
+        gc: GcPolicyConfig::Inline,
+        cache_warming: warming.clone(),
+        ..Options::default()
+    }
+}
+
+fn run_one(a: &Args, spec: &WorkloadSpec, warming: &CacheWarmingConfig) -> Result<PolicyResult> {
+    let tmp = tempfile::Builder::new()
+        .prefix("halflife-leaper-")
+        .tempdir()?;
+    let db = Arc::new(DB::open(tmp.path(), options(a, warming))?);
+    let key_size = spec.key_size as usize;
+    let value = vec![b'v'; spec.value_size as usize];
+    let load = (0..spec.record_count).map(|k| {
+        Ok(ClientOp {
+            code: INSERT,
+            key: k,
+            len: 0,
+        })
+    });
+    let done = AtomicU64::new(0);
+    drive(&db, load, a.threads, key_size, &value, &done)?;
+    db.wait_idle()?;
+
+    let base = db.stats();
+    let w = workload::Workload::new(spec.clone())?;
+    let run_ops = w.run_ops().map(|op| Ok(ClientOp::from(op)));
+    let done = AtomicU64::new(0);
+    let stop = AtomicBool::new(false);
+    let cpu0 = cpu_seconds()?;
+    let start = Instant::now();
+    let (lat, series) = std::thread::scope(|s| -> Result<(Latencies, Vec<Point>)> {
+        let sampler = s.spawn(|| {
+            let mut series = vec![Point::of(&base, 0.0, 0)];
+            while !stop.load(Relaxed) {
+                std::thread::sleep(Duration::from_millis(a.sample_ms.max(10)));
+                let st = db.stats();
+                series.push(Point::of(
+                    &st,
+                    start.elapsed().as_secs_f64(),
+                    done.load(Relaxed),
+                ));
+            }
+            series
+        });
+        let r = drive(&db, run_ops, a.threads, key_size, &value, &done);
+        stop.store(true, Relaxed);
+        let series = sampler.join().map_err(|_| anyhow!("sampler panicked"))?;
+        Ok((r?, series))
+    })?;
+    let run_seconds = start.elapsed().as_secs_f64();
+    let cpu = cpu_seconds()? - cpu0;
+    let end = db.stats();
+    let model_time = ((end.warming.training_micros + end.warming.prediction_micros)
+        - (base.warming.training_micros + base.warming.prediction_micros))
+        as f64
+        / 1e6;
+    let mut series = series;
+    series.push(Point::of(&end, run_seconds, done.load(Relaxed)));
+    // Relative to the start of the run phase.
+    let b = Point::of(&base, 0.0, 0);
+    for p in &mut series {
+        p.hits -= b.hits;
+        p.misses -= b.misses;
+        p.invalidated_blocks -= b.invalidated_blocks;
+        p.invalidation_misses -= b.invalidation_misses;
+        p.prefetched -= b.prefetched;
+        p.prefetch_hits -= b.prefetch_hits;
+        p.compactions -= b.compactions;
+        p.flushes -= b.flushes;
+    }
+    let last = series.last().cloned().unwrap_or_default();
+    let db = Arc::try_unwrap(db).map_err(|_| anyhow!("engine handle still shared"))?;
+    let stats = db.stats();
+    db.close()?;
+    let lookups = last.hits + last.misses;
+    Ok(PolicyResult {
+        policy: warming.name().to_string(),
+        run_seconds,
+        ops_per_sec: spec.operation_count as f64 / run_seconds,
+        hit_ratio: if lookups == 0 {
+            0.0
+        } else {
+            last.hits as f64 / lookups as f64
+        },
+        invalidated_blocks: last.invalidated_blocks,
+        invalidation_misses: last.invalidation_misses,
+        removed_vs_none: None,
+        prefetched: last.prefetched,
+        prefetch_hits: last.prefetch_hits,
+        compactions: last.compactions,
+        flushes: last.flushes,
+        cpu_us_per_op: cpu * 1e6 / spec.operation_count.max(1) as f64,
+        model_time_share: if cpu > 0.0 { model_time / cpu } else { 0.0 },
+        ops_per_sec_runs: Vec::new(),
+        cpu_us_per_op_runs: Vec::new(),
+        read_latency_us: lat.summary(READ as usize),
+        latency_us: lat.summaries(),
+        series,
+        stats,
+    })
+}
+
+/// User + system CPU seconds of this process so far (/proc/self/stat, clock ticks of 10 ms).
+fn cpu_seconds() -> Result<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat")?;
+    // Fields after the command name (which may hold spaces) start at state, field 3.
+    let rest = stat
+        .rsplit_once(')')
+        .map(|x| x.1)
+        .ok_or_else(|| anyhow!("unexpected /proc/self/stat"))?;
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| -> Result<f64> {
+        Ok(f.get(i - 3)
+            .ok_or_else(|| anyhow!("short /proc/self/stat"))?
+            .parse::<f64>()?)
+    };
+    Ok((ticks(14)? + ticks(15)?) / 100.0)
+}
+
+/// Runs `ops` on `threads` clients; returns their merged latencies.
+fn drive<I>(
+    db: &Arc<DB>,
+    ops: I,
+    threads: usize,
+    key_size: usize,
+    value: &[u8],
+    done: &AtomicU64,
+) -> Result<Latencies>
+where
+    I: Iterator<Item = Result<ClientOp>> + Send + 'static,
+{
+    let (rx, producer) = ops::produce(ops, threads);
+    let r = std::thread::scope(|s| -> Result<Latencies> {
+        let clients: Vec<_> = (0..threads)
+            .map(|_| {
+                let rx = rx.clone();
+                s.spawn(move || -> Result<Latencies> {
+                    let mut lat = Latencies::new();
+                    let mut key = Vec::with_capacity(key_size);
+                    while let Some(batch) = ops::next_batch(&rx) {
+                        for op in &batch {
+                            workload::keys::format_key(op.key, key_size, &mut key);
+                            let t = Instant::now();
+                            match op.code {
+                                INSERT | UPDATE => db.put(&key, value)?,
+                                READ => {
+                                    db.get(&key)?;
+                                }
+                                RMW => {
+                                    db.get(&key)?;
+                                    db.put(&key, value)?;
+                                }
+                                SCAN => bail!("the leaper workloads have no scans"),
+                                c => bail!("unknown op code {c}"),
+                            }
+                            lat.record(op.code as usize, t.elapsed().as_nanos() as u64);
+                            done.fetch_add(1, Relaxed);
+                        }
+                    }
+                    Ok(lat)
+                })
+            })
+            .collect();
+        let mut all = Latencies::new();
+        for c in clients {
+            all.merge(&c.join().map_err(|_| anyhow!("a client panicked"))??);
+        }
+        Ok(all)
+    });
+    drop(rx);
+    producer
+        .join()
+        .map_err(|_| anyhow!("the op producer panicked"))??;
+    r
+}
+
+fn render(r: &WorkloadReport) -> String {
+    let w = &r.workload;
+    let mut out = format!(
+        "{}: {:.0}% reads, {:.0}% updates, {:.0}% inserts, zipfian {}, {} records of {} B, {} ops, cache {} MiB\n",
+        w.name,
+        w.read * 100.0,
+        w.update * 100.0,
+        w.insert * 100.0,
+        w.theta,
+        table::count(r.spec.record_count),
+        r.spec.value_size,
+        table::count(r.spec.operation_count),
+        r.cache_mb
+    );
+    let mut t = table::Table::new([
+        "policy",
+        "compactions",
+        "invalidated blocks",
+        "invalidation misses",
+        "removed vs none",
+        "hit ratio",
+        "prefetched",
+        "prefetch hits",
+        "throughput",
+        "CPU/op",
+        "read p99",
+        "read p99.9",
+    ]);
+    for p in &r.results {
+        let (p99, p999) = p
+            .read_latency_us
+            .as_ref()
+            .map_or((String::new(), String::new()), |l| {
+                (table::micros(l.p99), table::micros(l.p999))
+            });
+        t.row([
+            p.policy.clone(),
+            table::count(p.compactions),
+            table::count(p.invalidated_blocks),
+            table::count(p.invalidation_misses),
+            p.removed_vs_none
+                .map_or(String::new(), |x| format!("{:.1}%", x * 100.0)),
+            format!("{:.4}", p.hit_ratio),
+            table::count(p.prefetched),
+            table::count(p.prefetch_hits),
+            table::rate(p.ops_per_sec),
+            format!("{:.1} us", p.cpu_us_per_op),
+            p99,
+            p999,
+        ]);
+    }
+    out.push_str(&t.render());
+    for p in r.results.iter().filter(|p| p.policy == "learned") {
+        let s = &p.stats.warming;
+        out.push_str(&format!(
+            "learned model: {} ranges, {} slots, {} trainings ({:.2} s wall total, last on {} rows), {} predictions ({:.1} ms wall total), model time {:.1}% of the run phase's process CPU (upper bound), {} ranges hot at the end, {} of {} output blocks admitted\n",
+            s.ranges,
+            s.slots,
+            s.trainings,
+            s.training_micros as f64 / 1e6,
+            s.last_training_rows,
+            s.predictions,
+            s.prediction_micros as f64 / 1e3,
+            p.model_time_share * 100.0,
+            s.hot_ranges,
+            s.blocks_admitted,
+            s.blocks_considered
+        ));
+    }
+    if r.results.iter().any(|p| p.ops_per_sec_runs.len() > 1) {
+        for p in &r.results {
+            let f = |v: &[f64], unit: &str| {
+                v.iter()
+                    .map(|x| format!("{x:.1}{unit}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            out.push_str(&format!(
+                "{} runs: throughput {} ; CPU per op {}\n",
+                p.policy,
+                f(
+                    &p.ops_per_sec_runs
+                        .iter()
+                        .map(|x| x / 1000.0)
+                        .collect::<Vec<_>>(),
+                    "K/s"
+                ),
+                f(&p.cpu_us_per_op_runs, " us")
+            ));
+        }
+    }
+    out.push('\n');
+    out
+}
+
+/// Lookups a point of the hit-ratio plot stands for, at least.
+const MIN_LOOKUPS_PER_POINT: u64 = 2000;
+
+const COLORS: [RGBColor; 4] = [
+    RGBColor(200, 40, 40),
+    RGBColor(40, 110, 200),
+    RGBColor(30, 150, 60),
+    RGBColor(140, 80, 160),
+];
+
+fn err<E: std::fmt::Display>(e: E) -> anyhow::Error {
+    anyhow!("drawing plot: {e}")
+}
+
+/// Two panels over run-phase ops: the hit ratio per sampling interval, with each policy's
+/// compactions marked as ticks along the top in its colour; and invalidation misses so far.
+fn plot(path: &Path, r: &WorkloadReport) -> Result<()> {
+    crate::plot::init_fonts()?;
+    let root = BitMapBackend::new(path, (1200, 800)).into_drawing_area();
+    root.fill(&WHITE).map_err(err)?;
+    let title = format!(
+        "{}: block cache hit ratio and invalidation misses by warming policy",
+        r.workload.name
+    );
+    let root = root.titled(&title, ("sans-serif", 22)).map_err(err)?;
+    let (top, bottom) = root.split_vertically(480);
+    let x_max = r
+        .results
+        .iter()
+        .filter_map(|p| p.series.last().map(|s| s.ops))
+        .max()
+        .unwrap_or(1) as f64
+        / 1000.0;
+    let ratios: Vec<Vec<(f64, f64)>> = r
+        .results
+        .iter()
+        .map(|p| {
+            // Samples are merged until an interval holds enough lookups for its ratio to
+            // mean something (a 100 ms sample may hold a handful).
+            let mut pts = Vec::new();
+            let mut from = p.series.first();
+            for s in &p.series {
+                let Some(f) = from else { break };
+                let (h, m) = (s.hits - f.hits, s.misses - f.misses);
+                if h + m >= MIN_LOOKUPS_PER_POINT {
+                    pts.push((s.ops as f64 / 1000.0, h as f64 / (h + m) as f64));
+                    from = Some(s);
+                }
+            }
+            pts
+        })
+        .collect();
+    let y_min = ratios
+        .iter()
+        .flatten()
+        .map(|p| p.1)
+        .fold(1.0f64, f64::min)
+        .clamp(0.0, 0.95);
+    let y_lo = (y_min * 20.0).floor() / 20.0;
+    let n = r.results.len() as f64;
+    let y_hi = 1.0 + 0.03 * (n + 1.0);
+    let mut chart = ChartBuilder::on(&top)
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .build_cartesian_2d(0.0..x_max.max(1e-6), y_lo..y_hi)
+        .map_err(err)?;
+    chart
+        .configure_mesh()
+        .x_desc("run-phase ops (thousands)")
+        .y_desc("hit ratio per interval")
+        .draw()
+        .map_err(err)?;
+    for (i, (p, pts)) in r.results.iter().zip(&ratios).enumerate() {
+        let c = COLORS[i % COLORS.len()];
+        chart
+            .draw_series(LineSeries::new(pts.iter().copied(), c.stroke_width(2)))
+            .map_err(err)?
+            .label(format!(
+                "{} (compactions: ticks at y={:.2})",
+                p.policy,
+                1.0 + 0.03 * (i as f64 + 1.0)
+            ))
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2)));
+        // A tick wherever a sampling interval completed a compaction.
+        let y = 1.0 + 0.03 * (i as f64 + 1.0);
+        let ticks: Vec<f64> = p
+            .series
+            .windows(2)
+            .filter(|w| w[1].compactions > w[0].compactions)
+            .map(|w| w[1].ops as f64 / 1000.0)
+            .collect();
+        chart
+            .draw_series(ticks.iter().map(|&x| {
+                PathElement::new(vec![(x, y - 0.012), (x, y + 0.012)], c.stroke_width(2))
+            }))
+            .map_err(err)?;
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .position(SeriesLabelPosition::LowerRight)
+        .draw()
+        .map_err(err)?;
+
+    let y_max = r
+        .results
+        .iter()
+        .filter_map(|p| p.series.last().map(|s| s.invalidation_misses))
+        .max()
+        .unwrap_or(1)
+        .max(1) as f64
+        * 1.05;
+    let mut chart = ChartBuilder::on(&bottom)
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .build_cartesian_2d(0.0..x_max.max(1e-6), 0.0..y_max)
+        .map_err(err)?;
+    chart
+        .configure_mesh()
+        .x_desc("run-phase ops (thousands)")
+        .y_desc("invalidation misses so far")
+        .draw()
+        .map_err(err)?;
+    for (i, p) in r.results.iter().enumerate() {
+        let c = COLORS[i % COLORS.len()];
+        chart
+            .draw_series(LineSeries::new(
+                p.series
+                    .iter()
+                    .map(|s| (s.ops as f64 / 1000.0, s.invalidation_misses as f64)),
+                c.stroke_width(2),
+            ))
+            .map_err(err)?
+            .label(p.policy.clone())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2)));
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .position(SeriesLabelPosition::UpperLeft)
+        .draw()
+        .map_err(err)?;
+    root.present().map_err(err)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn workload_table_matches_the_slides() {
+        let names: Vec<&str> = WORKLOADS.iter().map(|w| w.name).collect();
+        assert_eq!(
+            names,
+            ["e-commerce", "instant-messaging", "synthetic", "read-only"]
+        );
+        for w in &WORKLOADS {
+            assert!(
+                (w.read + w.update + w.insert - 1.0).abs() < 1e-9,
+                "{}",
+                w.name
+            );
+        }
+        assert_eq!((WORKLOADS[1].update, WORKLOADS[1].theta), (0.35, 0.9));
+        assert!(parse_list("e-commerce,synthetic", &WORKLOADS, |w| w.name).is_ok());
+        assert!(parse_list("tpcc", &WORKLOADS, |w| w.name).is_err());
+    }
+}

@@ -1,0 +1,204 @@
+//! The collector: reads and writes per key range per time slot, counted with sampled,
+//! lock-free counters, and the history of completed slots the features are built from.
+//!
+//! A client read takes one relaxed `fetch_add` on a global read counter; one read in
+//! `sample_every` also maps its key to a range (a binary search over the boundaries) and
+//! bumps that range's counter for the current slot. The read that completes a slot (every
+//! `slot_reads` reads) moves the current counters into the history under a mutex that only
+//! slot ends and the trainer take, so the read path never blocks on it.
+
+use super::ranges::KeyRanges;
+use parking_lot::Mutex;
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+
+/// Counts of one completed slot, per range (saturating).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SlotCounts {
+    pub reads: Vec<u16>,
+    pub writes: Vec<u16>,
+}
+
+/// Completed slots, oldest first, at most `capacity`.
+#[derive(Debug, Default)]
+pub struct History {
+    pub slots: VecDeque<SlotCounts>,
+    /// Slots completed since the ranges were cut (ids of slots, for the trainer).
+    pub completed: u64,
+}
+
+/// Per-range counters of the current slot.
+pub struct RangeCounters {
+    pub ranges: Arc<KeyRanges>,
+    reads: Box<[AtomicU32]>,
+    writes: Box<[AtomicU32]>,
+}
+
+impl RangeCounters {
+    pub fn new(ranges: Arc<KeyRanges>) -> Self {
+        let n = ranges.len();
+        RangeCounters {
+            ranges,
+            reads: (0..n).map(|_| AtomicU32::new(0)).collect(),
+            writes: (0..n).map(|_| AtomicU32::new(0)).collect(),
+        }
+    }
+
+    /// Takes the counts of the slot just ended and starts the next at zero.
+    fn drain(&self) -> SlotCounts {
+        let take = |c: &[AtomicU32]| -> Vec<u16> {
+            c.iter()
+                .map(|a| a.swap(0, Relaxed).min(u16::MAX as u32) as u16)
+                .collect()
+        };
+        SlotCounts {
+            reads: take(&self.reads),
+            writes: take(&self.writes),
+        }
+    }
+}
+
+/// Sampled access statistics per key range per slot.
+pub struct Collector {
+    counters: Arc<RangeCounters>,
+    sample_every: u64,
+    slot_reads: u64,
+    capacity: usize,
+    reads: AtomicU64,
+    writes: AtomicU64,
+    sampled_reads: AtomicU64,
+    sampled_writes: AtomicU64,
+    history: Mutex<History>,
+}
+
+impl Collector {
+    pub fn new(
+        ranges: Arc<KeyRanges>,
+        sample_every: u64,
+        slot_reads: u64,
+        history_slots: usize,
+    ) -> Self {
+        Collector {
+            counters: Arc::new(RangeCounters::new(ranges)),
+            sample_every: sample_every.max(1),
+            slot_reads: slot_reads.max(1),
+            capacity: history_slots.max(1),
+            reads: AtomicU64::new(0),
+            writes: AtomicU64::new(0),
+            sampled_reads: AtomicU64::new(0),
+            sampled_writes: AtomicU64::new(0),
+            history: Mutex::new(History::default()),
+        }
+    }
+
+    pub fn ranges(&self) -> &Arc<KeyRanges> {
+        &self.counters.ranges
+    }
+
+    /// Counts a client read of `key`; true if it completed a slot.
+    pub fn record_read(&self, key: &[u8]) -> bool {
+        let n = self.reads.fetch_add(1, Relaxed) + 1;
+        if n.is_multiple_of(self.sample_every) {
+            let r = self.counters.ranges.range_of(key);
+            self.counters.reads[r].fetch_add(1, Relaxed);
+            self.sampled_reads.fetch_add(1, Relaxed);
+        }
+        if n.is_multiple_of(self.slot_reads) {
+            self.end_slot();
+            return true;
+        }
+        false
+    }
+
+    /// Counts a client write of `key`.
+    pub fn record_write(&self, key: &[u8]) {
+        let n = self.writes.fetch_add(1, Relaxed) + 1;
+        if n.is_multiple_of(self.sample_every) {
+            let r = self.counters.ranges.range_of(key);
+            self.counters.writes[r].fetch_add(1, Relaxed);
+            self.sampled_writes.fetch_add(1, Relaxed);
+        }
+    }
+
+    /// Closes the current slot (called by the read that completes it; public for tests).
+    pub fn end_slot(&self) {
+        let mut h = self.history.lock();
+        let counts = self.counters.drain();
+        if h.slots.len() == self.capacity {
+            h.slots.pop_front();
+        }
+        h.slots.push_back(counts);
+        h.completed += 1;
+    }
+
+    /// Runs `f` on the history (the trainer copies what it needs and lets go).
+    pub fn with_history<T>(&self, f: impl FnOnce(&History) -> T) -> T {
+        f(&self.history.lock())
+    }
+
+    pub fn completed_slots(&self) -> u64 {
+        self.history.lock().completed
+    }
+
+    pub fn sampled(&self) -> (u64, u64) {
+        (
+            self.sampled_reads.load(Relaxed),
+            self.sampled_writes.load(Relaxed),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn collector(sample_every: u64, slot_reads: u64) -> Collector {
+        let keys: Vec<Vec<u8>> = (0..100).map(|i| format!("k{i:03}").into_bytes()).collect();
+        let ranges = KeyRanges::from_sorted_keys(&keys, 10, 2, 100).unwrap();
+        Collector::new(Arc::new(ranges), sample_every, slot_reads, 3)
+    }
+
+    #[test]
+    fn counts_per_range_per_slot_with_sampling() {
+        let c = collector(2, 10);
+        // Slot 1: 10 reads of k005 (range 0): every second one is sampled.
+        for i in 0..10 {
+            let ended = c.record_read(b"k005");
+            assert_eq!(ended, i == 9, "slot ends at the 10th read");
+        }
+        // Slot 2: reads spread over ranges 3 and 7, writes to range 9.
+        for i in 0..10 {
+            c.record_write(b"k099");
+            c.record_read(if i % 2 == 0 { b"k031" } else { b"k077" });
+        }
+        c.with_history(|h| {
+            assert_eq!(h.completed, 2);
+            assert_eq!(h.slots[0].reads[0], 5);
+            assert_eq!(h.slots[0].reads.iter().map(|&x| x as u32).sum::<u32>(), 5);
+            // Reads 11..20: the even-numbered ones (12, 14, ..) are sampled, and those
+            // are the odd i, i.e. k077.
+            assert_eq!(h.slots[1].reads[7], 5);
+            assert_eq!(h.slots[1].reads[3], 0);
+            assert_eq!(h.slots[1].writes[9], 5);
+        });
+        assert_eq!(c.sampled(), (10, 5));
+    }
+
+    #[test]
+    fn history_keeps_the_newest_slots_and_counters_restart() {
+        let c = collector(1, 1);
+        for i in 0..5u8 {
+            // One read per slot, in range i.
+            c.record_read(format!("k{:03}", i * 10 + 1).as_bytes());
+        }
+        c.with_history(|h| {
+            assert_eq!(h.completed, 5);
+            assert_eq!(h.slots.len(), 3, "capacity 3");
+            for (j, s) in h.slots.iter().enumerate() {
+                let hot: Vec<usize> = (0..s.reads.len()).filter(|&r| s.reads[r] > 0).collect();
+                assert_eq!(hot, vec![j + 2], "slot {j} holds only its own read");
+            }
+        });
+    }
+}

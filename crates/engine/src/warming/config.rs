@@ -1,0 +1,169 @@
+//! The `cache_warming` option: which policy, and the learned policy's knobs.
+
+use crate::error::{Error, Result};
+use std::fmt;
+use std::str::FromStr;
+
+/// Which [`CacheWarming`](super::CacheWarming) policy an engine runs.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub enum CacheWarmingConfig {
+    /// Output blocks of flushes and compactions enter the cache only when read.
+    #[default]
+    None,
+    /// X-Engine's incremental warmup, the paper's baseline: after a compaction, the output
+    /// blocks whose key ranges overlap blocks that were cached in the inputs.
+    IncrementalWarmup,
+    /// Leaper: output blocks of key ranges a classifier predicts will be read soon.
+    Learned(LearnedParams),
+}
+
+impl CacheWarmingConfig {
+    pub const NAMES: [&'static str; 3] = ["none", "incremental-warmup", "learned"];
+
+    pub fn name(&self) -> &'static str {
+        match self {
+            CacheWarmingConfig::None => "none",
+            CacheWarmingConfig::IncrementalWarmup => "incremental-warmup",
+            CacheWarmingConfig::Learned(_) => "learned",
+        }
+    }
+
+    pub fn learned() -> Self {
+        CacheWarmingConfig::Learned(LearnedParams::default())
+    }
+
+    pub(crate) fn validate(&self) -> Result<()> {
+        match self {
+            CacheWarmingConfig::Learned(p) => p.validate(),
+            _ => Ok(()),
+        }
+    }
+}
+
+impl fmt::Display for CacheWarmingConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for CacheWarmingConfig {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Self> {
+        match s.to_ascii_lowercase().as_str() {
+            "none" => Ok(CacheWarmingConfig::None),
+            "incremental-warmup" | "incremental" => Ok(CacheWarmingConfig::IncrementalWarmup),
+            "learned" | "leaper" => Ok(CacheWarmingConfig::learned()),
+            other => Err(Error::InvalidOptions {
+                name: "cache_warming",
+                detail: format!(
+                    "unknown policy {other:?}: use one of {}",
+                    CacheWarmingConfig::NAMES.join(", ")
+                ),
+            }),
+        }
+    }
+}
+
+/// Knobs of the learned policy. Time is counted in client reads (gets), not seconds, so
+/// that runs of different policies on a loaded machine see the same slots for the same
+/// workload (the paper uses slots of about a second).
+#[derive(Clone, Debug, PartialEq)]
+pub struct LearnedParams {
+    /// Client reads per time slot, at least; a slot is also at least `slot_reads_per_range`
+    /// sampled reads per range, so that "read in the next slot" stays informative however
+    /// many ranges the key space is cut into (with far fewer samples than ranges, almost
+    /// every range would look cold).
+    pub slot_reads: u64,
+    pub slot_reads_per_range: f64,
+    /// One read (and one write) in this many is counted per range.
+    pub sample_every: u64,
+    /// Completed slots kept for features and training.
+    pub history_slots: usize,
+    /// Slots needed before the first training.
+    pub min_train_slots: usize,
+    /// Slots between trainings.
+    pub retrain_every_slots: usize,
+    /// Training rows (range, slot) kept, sampled uniformly when there are more.
+    pub max_training_rows: usize,
+    /// A range is predicted hot when the model's probability reaches this.
+    pub threshold: f64,
+    /// The ranges predicted hot are capped, most probable first, at what fills this
+    /// fraction of the block cache (the rest keeps what readers cached).
+    pub cache_fraction: f64,
+    /// Target data blocks per key range when the ranges are cut.
+    pub blocks_per_range: usize,
+    pub min_ranges: usize,
+    pub max_ranges: usize,
+    pub gbm_iterations: usize,
+    pub gbm_max_depth: usize,
+    pub gbm_learning_rate: f32,
+}
+
+impl Default for LearnedParams {
+    fn default() -> Self {
+        LearnedParams {
+            slot_reads: 5_000,
+            slot_reads_per_range: 0.5,
+            sample_every: 2,
+            history_slots: 24,
+            min_train_slots: 8,
+            retrain_every_slots: 100,
+            max_training_rows: 12_000,
+            threshold: 0.25,
+            cache_fraction: 0.8,
+            blocks_per_range: 2,
+            min_ranges: 64,
+            max_ranges: 1 << 16,
+            gbm_iterations: 25,
+            gbm_max_depth: 4,
+            gbm_learning_rate: 0.2,
+        }
+    }
+}
+
+impl LearnedParams {
+    fn validate(&self) -> Result<()> {
+        let bad = |d: &str| {
+            Err(Error::InvalidOptions {
+                name: "cache_warming.learned",
+                detail: d.to_string(),
+            })
+        };
+        if self.slot_reads == 0
+            || self.sample_every == 0
+            || self.slot_reads_per_range.is_nan()
+            || self.slot_reads_per_range < 0.0
+        {
+            return bad("slot_reads and sample_every must be at least 1");
+        }
+        if self.history_slots < super::features::SLOTS_NEEDED + 1 {
+            return bad("history_slots must exceed the feature window");
+        }
+        if self.min_train_slots < super::features::SLOTS_NEEDED + 1
+            || self.min_train_slots > self.history_slots
+        {
+            return bad("min_train_slots must lie between the feature window and history_slots");
+        }
+        if self.retrain_every_slots == 0 || self.max_training_rows < 100 {
+            return bad("retrain_every_slots must be >= 1 and max_training_rows >= 100");
+        }
+        if !(0.0..=1.0).contains(&self.threshold) {
+            return bad("threshold must be a probability");
+        }
+        if !(self.cache_fraction > 0.0 && self.cache_fraction <= 1.0) {
+            return bad("cache_fraction must be in (0, 1]");
+        }
+        if self.blocks_per_range == 0
+            || self.min_ranges < 2
+            || self.min_ranges > self.max_ranges
+            || self.max_ranges > 1 << 20
+        {
+            return bad("need blocks_per_range >= 1 and 2 <= min_ranges <= max_ranges <= 2^20");
+        }
+        if self.gbm_iterations == 0 || self.gbm_max_depth == 0 || self.gbm_learning_rate <= 0.0 {
+            return bad("GBM iterations, depth and learning rate must be positive");
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,676 @@
+//! Cache warming across flushes and compactions (paper 002, Leaper).
+//!
+//! A compaction deletes its input tables; their cached blocks are dropped
+//! ([`BlockCache::erase_file`]) and reads of those keys miss until the new blocks are read
+//! in: the hit ratio drops and read latency jumps after every compaction. A
+//! [`CacheWarming`] policy decides which blocks of a job's output are inserted into the
+//! cache as the job writes them ([`BlockCache::insert_prefetched`], no extra read):
+//!
+//! - `none` ([`NoWarming`]): none; today's behaviour.
+//! - `incremental-warmup` ([`incremental::IncrementalWarmup`]): those overlapping blocks
+//!   that were cached in the inputs.
+//! - `learned` ([`learned::Learned`]): those in key ranges a classifier predicts will be
+//!   read in the next slot.
+//!
+//! # What is measured, for every policy ([`WarmingStats`])
+//!
+//! The key space is cut into ranges ([`ranges`]) at the first job that finds enough
+//! blocks on disk, and cut again whenever the tree has grown fourfold since (a database
+//! filling up from empty would otherwise keep the few ranges of its first flushes). When a job starts, the blocks of its input tables are mapped to ranges from their
+//! index blocks; when the inputs are deleted and the cache drops their blocks, each
+//! dropped block is remembered with its key interval and the read count. A client read
+//! that misses the cache on a key inside a dropped block's interval, within
+//! [`INVALIDATION_WINDOW_READS`] reads of the drop, is an *invalidation miss*, charged to
+//! that block once: the re-read of a block the compaction took out of the cache. So
+//! invalidation misses never exceed the cached blocks dropped, and a miss the cache would
+//! have taken anyway (a key whose block was not cached) is not charged to compactions.
+//! This is the count the paper's "cache invalidations" stand for, and what warming sets out
+//! to remove: a warmed block is hit, and the dropped block's charge expires unpaid. (Key
+//! ranges index the dropped blocks: a miss looks only at those of its key's range.)
+//! The window is counted in client reads, not time, so that runs on a loaded machine are
+//! comparable; it is two of the learned policy's default slots.
+//!
+//! Prefetched blocks of a compaction enter the cache when its inputs are deleted (see
+//! [`JobWarming`]).
+//!
+//! Hooks: [`Warming::record_read`] (every get), [`Warming::record_write`] (every put and
+//! delete), [`Warming::begin_job`] (a flush or compaction, with its inputs) which returns
+//! the [`JobWarming`] whose [`sink`](JobWarming::sink) the job gives each table builder.
+
+pub mod collector;
+pub mod config;
+pub mod features;
+pub mod incremental;
+pub mod learned;
+pub mod model;
+pub mod ranges;
+
+pub use config::{CacheWarmingConfig, LearnedParams};
+
+use crate::cache::BlockCache;
+use crate::sst::BlockSink;
+use crate::types::user_key;
+use crate::version::{TableFile, Version};
+use parking_lot::{Mutex, RwLock};
+use ranges::KeyRanges;
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+
+/// Reads after an invalidation within which a miss in the invalidated range counts as an
+/// invalidation miss.
+pub const INVALIDATION_WINDOW_READS: u64 = 10_000;
+
+/// What kind of job writes the output.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum JobKind {
+    Flush,
+    Compaction,
+}
+
+/// A data block of a job's input table: its key interval (from the index) and whether it
+/// was cached when the job started.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InputBlock {
+    pub file: u64,
+    pub offset: u64,
+    /// At or below the block's first user key.
+    pub lo: Vec<u8>,
+    /// At or above the block's last user key.
+    pub hi: Vec<u8>,
+    pub cached: bool,
+}
+
+/// What a policy sees of a job.
+#[derive(Debug)]
+pub struct JobInputs<'a> {
+    pub kind: JobKind,
+    pub blocks: &'a [InputBlock],
+}
+
+impl JobInputs<'static> {
+    /// A job without input tables (a flush).
+    pub fn empty() -> Self {
+        JobInputs {
+            kind: JobKind::Flush,
+            blocks: &[],
+        }
+    }
+}
+
+/// Decides, block by block, what a job's output puts into the cache.
+pub trait BlockFilter: Send + Sync {
+    /// True to cache an output block holding `keys` (its user keys, in order, not empty).
+    fn admit(&self, keys: &BlockKeys) -> bool;
+}
+
+/// The user keys of a data block, copied once into one buffer.
+#[derive(Debug, Default)]
+pub struct BlockKeys {
+    bytes: Vec<u8>,
+    ends: Vec<usize>,
+}
+
+impl BlockKeys {
+    /// The user keys of `block` (versions of one key appear once).
+    pub fn of(block: &Arc<crate::sst::block::Block>) -> BlockKeys {
+        let mut k = BlockKeys::default();
+        let mut it = block.iter();
+        it.seek_to_first();
+        while it.valid() {
+            let u = user_key(it.key());
+            if k.last() != Some(u) {
+                k.bytes.extend_from_slice(u);
+                k.ends.push(k.bytes.len());
+            }
+            it.next();
+        }
+        k
+    }
+
+    /// Keys from a list (tests, and policies that build their own).
+    pub fn from_keys<K: AsRef<[u8]>>(keys: &[K]) -> BlockKeys {
+        let mut k = BlockKeys::default();
+        for u in keys {
+            k.bytes.extend_from_slice(u.as_ref());
+            k.ends.push(k.bytes.len());
+        }
+        k
+    }
+
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+
+    pub fn get(&self, i: usize) -> &[u8] {
+        let start = if i == 0 { 0 } else { self.ends[i - 1] };
+        &self.bytes[start..self.ends[i]]
+    }
+
+    pub fn first(&self) -> Option<&[u8]> {
+        (!self.is_empty()).then(|| self.get(0))
+    }
+
+    pub fn last(&self) -> Option<&[u8]> {
+        (!self.is_empty()).then(|| self.get(self.len() - 1))
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &[u8]> {
+        (0..self.len()).map(|i| self.get(i))
+    }
+}
+
+/// A cache-warming policy. The hooks other than [`plan`](Self::plan) feed policies that
+/// learn from the workload; the defaults ignore them.
+pub trait CacheWarming: Send + Sync {
+    fn name(&self) -> &'static str;
+
+    /// The filter for one job's output blocks; `None` caches none of them.
+    fn plan(&self, job: &JobInputs<'_>) -> Option<Arc<dyn BlockFilter>>;
+
+    /// The key ranges were cut (again: counts of the old ranges no longer apply);
+    /// `cache_ranges` is about how many ranges' blocks the cache's prefetch budget holds.
+    fn on_ranges(&self, _ranges: &Arc<KeyRanges>, _cache_ranges: usize) {}
+
+    /// A client read `key`.
+    fn record_read(&self, _key: &[u8]) {}
+
+    /// A client wrote `key`.
+    fn record_write(&self, _key: &[u8]) {}
+
+    /// Adds the policy's own counters.
+    fn stats(&self, _s: &mut WarmingStats) {}
+}
+
+/// Today's behaviour: output blocks enter the cache only when read.
+#[derive(Debug, Default)]
+pub struct NoWarming;
+
+impl CacheWarming for NoWarming {
+    fn name(&self) -> &'static str {
+        "none"
+    }
+
+    fn plan(&self, _job: &JobInputs<'_>) -> Option<Arc<dyn BlockFilter>> {
+        None
+    }
+}
+
+/// Counters of cache warming and of the invalidations it is measured against.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct WarmingStats {
+    pub policy: String,
+    /// Key ranges (0 until cut), and how many times the key space was cut.
+    pub ranges: u64,
+    pub range_cuts: u64,
+    pub reads: u64,
+    /// Deletions of table files that had cached blocks.
+    pub invalidation_events: u64,
+    /// Key ranges marked invalidated (summed over events).
+    pub invalidated_ranges: u64,
+    /// Dropped blocks of files no job had mapped to ranges.
+    pub unmapped_invalidated_blocks: u64,
+    /// Cache misses in a range within the window after its invalidation.
+    pub invalidation_misses: u64,
+    pub invalidation_window_reads: u64,
+    /// Flushes and compactions seen, and those a policy planned prefetches for.
+    pub jobs: u64,
+    pub jobs_planned: u64,
+    /// Output blocks a filter looked at, and those it admitted.
+    pub blocks_considered: u64,
+    pub blocks_admitted: u64,
+    /// Learned policy: completed slots, sampled reads and writes.
+    pub slots: u64,
+    pub sampled_reads: u64,
+    pub sampled_writes: u64,
+    /// Learned policy: model trainings (and ones skipped for a one-class set), their total
+    /// time, the size of the last set, trees in the model.
+    pub trainings: u64,
+    pub training_failures: u64,
+    pub training_micros: u64,
+    pub last_training_rows: u64,
+    pub last_training_positives: u64,
+    pub model_trees: u64,
+    /// Learned policy: predictions (one per slot once a model exists), their total time,
+    /// and the ranges the last one found hot.
+    pub predictions: u64,
+    pub prediction_micros: u64,
+    pub hot_ranges: u64,
+}
+
+/// The input blocks of a file: offset and user-key interval, by offset.
+type FileBlocks = Vec<(u64, Vec<u8>, Vec<u8>)>;
+
+/// A cached block dropped at read count `at`, covering user keys `[lo, hi]`; `paid` once
+/// a miss was charged to it.
+struct Invalidated {
+    lo: Vec<u8>,
+    hi: Vec<u8>,
+    at: u64,
+    paid: AtomicBool,
+}
+
+/// One cut of the key space, with the recently invalidated blocks listed under every range
+/// they span (so that a miss looks in one short list).
+struct Cut {
+    ranges: Arc<KeyRanges>,
+    invalidated: Box<[Mutex<Vec<Arc<Invalidated>>>]>,
+    /// Data blocks in the tree when cut.
+    blocks: u64,
+}
+
+impl Cut {
+    fn new(ranges: Arc<KeyRanges>, blocks: u64) -> Cut {
+        Cut {
+            invalidated: (0..ranges.len()).map(|_| Mutex::new(Vec::new())).collect(),
+            ranges,
+            blocks,
+        }
+    }
+
+    /// Records a dropped block.
+    fn invalidate(&self, lo: &[u8], hi: &[u8], at: u64) -> u64 {
+        let b = Arc::new(Invalidated {
+            lo: lo.to_vec(),
+            hi: hi.to_vec(),
+            at,
+            paid: AtomicBool::new(false),
+        });
+        let span = self.ranges.span(lo, hi);
+        let n = span.end() - span.start() + 1;
+        for r in span {
+            let mut list = self.invalidated[r].lock();
+            list.retain(|x| !x.paid.load(Relaxed) && at - x.at < INVALIDATION_WINDOW_READS);
+            list.push(b.clone());
+        }
+        n as u64
+    }
+
+    /// True if a miss of `key` at read count `now` re-reads a block dropped within the
+    /// window that no earlier miss was charged to (then it is charged to it).
+    fn charge_miss(&self, key: &[u8], now: u64) -> bool {
+        let mut list = self.invalidated[self.ranges.range_of(key)].lock();
+        list.retain(|x| !x.paid.load(Relaxed) && now - x.at.min(now) < INVALIDATION_WINDOW_READS);
+        list.iter().any(|x| {
+            x.lo.as_slice() <= key
+                && key <= x.hi.as_slice()
+                && x.paid
+                    .compare_exchange(false, true, Relaxed, Relaxed)
+                    .is_ok()
+        })
+    }
+}
+
+/// Ranges, invalidated blocks and the block maps of job inputs.
+struct Tracking {
+    cut: RwLock<Option<Arc<Cut>>>,
+    /// Prefetches waiting for their job's inputs to be deleted, by input file number.
+    deferred: Mutex<HashMap<u64, Arc<Deferred>>>,
+    files: Mutex<HashMap<u64, FileBlocks>>,
+    reads: AtomicU64,
+    invalidation_events: AtomicU64,
+    invalidated_ranges: AtomicU64,
+    unmapped_blocks: AtomicU64,
+    invalidation_misses: AtomicU64,
+}
+
+impl Tracking {
+    fn on_erase(&self, cache: &BlockCache, file: u64, offsets: &[u64]) {
+        let deferred = self.deferred.lock().remove(&file);
+        if let Some(d) = deferred {
+            {
+                let mut map = self.deferred.lock();
+                for f in &d.inputs {
+                    map.remove(f);
+                }
+            }
+            for (file, offset, block) in std::mem::take(&mut *d.blocks.lock()) {
+                cache.insert_prefetched(file, offset, block);
+            }
+        }
+        if offsets.is_empty() {
+            return;
+        }
+        self.invalidation_events.fetch_add(1, Relaxed);
+        let map = self.files.lock().remove(&file);
+        let current = self.cut.read().clone();
+        let (Some(blocks), Some(cut)) = (map, current) else {
+            self.unmapped_blocks
+                .fetch_add(offsets.len() as u64, Relaxed);
+            return;
+        };
+        let now = self.reads.load(Relaxed);
+        let mut marked = 0;
+        for off in offsets {
+            let i = blocks.partition_point(|b| b.0 < *off);
+            match blocks.get(i) {
+                Some((o, lo, hi)) if o == off => marked += cut.invalidate(lo, hi, now),
+                _ => {
+                    self.unmapped_blocks.fetch_add(1, Relaxed);
+                }
+            }
+        }
+        self.invalidated_ranges.fetch_add(marked, Relaxed);
+    }
+}
+
+/// The engine's cache-warming machinery: the policy, the invalidation accounting and the
+/// hooks the read, write and job paths call.
+pub struct Warming {
+    policy: Box<dyn CacheWarming>,
+    cache: Arc<BlockCache>,
+    tracking: Arc<Tracking>,
+    jobs: AtomicU64,
+    jobs_planned: AtomicU64,
+    counters: Arc<JobCounters>,
+    /// How ranges are cut (the learned policy's knobs; defaults for the others).
+    range_params: LearnedParams,
+    /// Data block size, to estimate blocks from file sizes.
+    block_size: usize,
+    /// `range_params` came from a learned configuration.
+    range_params_learned: bool,
+    cuts: AtomicU64,
+}
+
+#[derive(Default)]
+struct JobCounters {
+    considered: AtomicU64,
+    admitted: AtomicU64,
+}
+
+impl std::fmt::Debug for Warming {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Warming")
+            .field("policy", &self.policy.name())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Warming {
+    /// The machinery for `config` over `cache` (registers the cache's erase listener).
+    pub fn new(config: &CacheWarmingConfig, cache: Arc<BlockCache>, block_size: usize) -> Warming {
+        let policy: Box<dyn CacheWarming> = match config {
+            CacheWarmingConfig::None => Box::new(NoWarming),
+            CacheWarmingConfig::IncrementalWarmup => Box::new(incremental::IncrementalWarmup),
+            CacheWarmingConfig::Learned(p) => Box::new(learned::Learned::new(p.clone())),
+        };
+        let mut w = Self::with_policy(policy, cache);
+        w.block_size = block_size;
+        if let CacheWarmingConfig::Learned(p) = config {
+            w.range_params = p.clone();
+            w.range_params_learned = true;
+        }
+        w
+    }
+
+    /// The machinery around any policy.
+    pub fn with_policy(policy: Box<dyn CacheWarming>, cache: Arc<BlockCache>) -> Warming {
+        let tracking = Arc::new(Tracking {
+            cut: RwLock::new(None),
+            deferred: Mutex::new(HashMap::new()),
+            files: Mutex::new(HashMap::new()),
+            reads: AtomicU64::new(0),
+            invalidation_events: AtomicU64::new(0),
+            invalidated_ranges: AtomicU64::new(0),
+            unmapped_blocks: AtomicU64::new(0),
+            invalidation_misses: AtomicU64::new(0),
+        });
+        let t = Arc::downgrade(&tracking);
+        let c = Arc::downgrade(&cache);
+        cache.set_erase_listener(Box::new(move |file, offsets| {
+            if let (Some(t), Some(c)) = (t.upgrade(), c.upgrade()) {
+                t.on_erase(&c, file, offsets);
+            }
+        }));
+        Warming {
+            policy,
+            cache,
+            tracking,
+            jobs: AtomicU64::new(0),
+            jobs_planned: AtomicU64::new(0),
+            counters: Arc::default(),
+            range_params: LearnedParams::default(),
+            block_size: 4096,
+            range_params_learned: false,
+            cuts: AtomicU64::new(0),
+        }
+    }
+
+    pub fn policy_name(&self) -> &'static str {
+        self.policy.name()
+    }
+
+    /// A client read of `key`; `missed` if it missed the block cache.
+    pub fn record_read(&self, key: &[u8], missed: bool) {
+        let t = &self.tracking;
+        let n = t.reads.fetch_add(1, Relaxed) + 1;
+        if missed {
+            if let Some(cut) = t.cut.read().as_ref() {
+                if cut.charge_miss(key, n) {
+                    t.invalidation_misses.fetch_add(1, Relaxed);
+                }
+            }
+        }
+        self.policy.record_read(key);
+    }
+
+    /// A client write (put or delete) of `key`.
+    pub fn record_write(&self, key: &[u8]) {
+        self.policy.record_write(key);
+    }
+
+    /// A flush (no `inputs`) or compaction starts. Cuts the key ranges from `version`'s
+    /// tables if not done yet, maps the inputs' blocks to ranges for the invalidation
+    /// accounting, and asks the policy what to prefetch. Errors opening an input only cost
+    /// its warming: the job itself will report them.
+    pub fn begin_job<'a>(
+        &self,
+        kind: JobKind,
+        version: &Version,
+        inputs: impl IntoIterator<Item = &'a Arc<TableFile>>,
+    ) -> Option<JobWarming> {
+        self.jobs.fetch_add(1, Relaxed);
+        self.cut_ranges(version);
+        let mut blocks = Vec::new();
+        let mut input_files = Vec::new();
+        for f in inputs {
+            input_files.push(f.number());
+            let Ok(table) = f.table() else { continue };
+            let start = blocks.len();
+            let mut lo = user_key(&table.properties().smallest_key).to_vec();
+            let mut it = table.index_block().iter();
+            it.seek_to_first();
+            while it.valid() {
+                let Ok(h) = table.index_handle(it.key(), it.value()) else {
+                    break;
+                };
+                let hi = user_key(it.key()).to_vec();
+                blocks.push(InputBlock {
+                    file: f.number(),
+                    offset: h.offset,
+                    lo: std::mem::replace(&mut lo, hi.clone()),
+                    hi,
+                    cached: self.cache.contains(f.number(), h.offset),
+                });
+                it.next();
+            }
+            let map: FileBlocks = blocks[start..]
+                .iter()
+                .map(|b| (b.offset, b.lo.clone(), b.hi.clone()))
+                .collect();
+            self.tracking.files.lock().insert(f.number(), map);
+        }
+        let filter = self.policy.plan(&JobInputs {
+            kind,
+            blocks: &blocks,
+        })?;
+        self.jobs_planned.fetch_add(1, Relaxed);
+        // The learned policy's hot set is sized to its fraction of the cache; the baseline
+        // may fill the whole cache (more would only evict its own blocks).
+        let fraction = if self.range_params_learned {
+            self.range_params.cache_fraction
+        } else {
+            1.0
+        };
+        let limit = (self.cache.capacity() as f64 * fraction) as usize;
+        let deferred = (!input_files.is_empty()).then(|| {
+            let d = Arc::new(Deferred {
+                inputs: input_files,
+                blocks: Mutex::new(Vec::new()),
+            });
+            let mut map = self.tracking.deferred.lock();
+            for f in &d.inputs {
+                map.insert(*f, d.clone());
+            }
+            d
+        });
+        Some(JobWarming {
+            cache: self.cache.clone(),
+            filter,
+            counters: self.counters.clone(),
+            deferred,
+            budget: Arc::new(AtomicU64::new(limit as u64)),
+        })
+    }
+
+    fn cut_ranges(&self, version: &Version) {
+        let LearnedParams {
+            blocks_per_range,
+            min_ranges,
+            max_ranges,
+            ..
+        } = self.range_params;
+        // Estimated from file sizes: cheap enough for every job.
+        let blocks: u64 = version
+            .levels
+            .iter()
+            .flatten()
+            .map(|f| f.meta.size / self.block_size.max(1) as u64)
+            .sum();
+        let last = self.tracking.cut.read().as_ref().map(|c| c.blocks);
+        if last.is_some_and(|b| blocks < 4 * b) || blocks < min_ranges as u64 {
+            return;
+        }
+        let mut keys = Vec::new();
+        for f in version.levels.iter().flatten() {
+            let Ok(t) = f.table() else { continue };
+            let mut it = t.index_block().iter();
+            it.seek_to_first();
+            while it.valid() {
+                keys.push(user_key(it.key()).to_vec());
+                it.next();
+            }
+        }
+        // Too few blocks to say anything about the key space yet.
+        if keys.len() < min_ranges {
+            return;
+        }
+        keys.sort_unstable();
+        let Some(r) = KeyRanges::from_sorted_keys(&keys, blocks_per_range, min_ranges, max_ranges)
+        else {
+            return;
+        };
+        let r = Arc::new(r);
+        *self.tracking.cut.write() = Some(Arc::new(Cut::new(r.clone(), blocks)));
+        self.cuts.fetch_add(1, Relaxed);
+        let blocks_per_range = (blocks as f64 / r.len() as f64).max(1.0);
+        let cache_blocks = self.cache.capacity() as f64 / self.block_size.max(1) as f64;
+        let budget = cache_blocks * self.range_params.cache_fraction / blocks_per_range;
+        self.policy.on_ranges(&r, budget as usize);
+    }
+
+    pub fn stats(&self) -> WarmingStats {
+        let t = &self.tracking;
+        let mut s = WarmingStats {
+            policy: self.policy.name().to_string(),
+            ranges: t.cut.read().as_ref().map_or(0, |c| c.ranges.len() as u64),
+            range_cuts: self.cuts.load(Relaxed),
+            reads: t.reads.load(Relaxed),
+            invalidation_events: t.invalidation_events.load(Relaxed),
+            invalidated_ranges: t.invalidated_ranges.load(Relaxed),
+            unmapped_invalidated_blocks: t.unmapped_blocks.load(Relaxed),
+            invalidation_misses: t.invalidation_misses.load(Relaxed),
+            invalidation_window_reads: INVALIDATION_WINDOW_READS,
+            jobs: self.jobs.load(Relaxed),
+            jobs_planned: self.jobs_planned.load(Relaxed),
+            blocks_considered: self.counters.considered.load(Relaxed),
+            blocks_admitted: self.counters.admitted.load(Relaxed),
+            ..WarmingStats::default()
+        };
+        self.policy.stats(&mut s);
+        s
+    }
+}
+
+/// One job's prefetch plan.
+///
+/// A compaction's output is invisible to readers until the job installs it, and a large
+/// job runs long enough for the cache to turn over many times: blocks inserted as they are
+/// written would be evicted before anyone could read them. So the admitted blocks of a
+/// compaction are held (already decoded: still no extra read) and inserted the moment its
+/// first input file is deleted, i.e. when the output replaces the inputs for readers. A
+/// flush's output is inserted as written (a flush is short, and has no inputs to wait
+/// for). A job admits at most `cache_fraction` of the cache's capacity in bytes: more
+/// would only evict its own earlier blocks.
+pub struct JobWarming {
+    cache: Arc<BlockCache>,
+    filter: Arc<dyn BlockFilter>,
+    counters: Arc<JobCounters>,
+    deferred: Option<Arc<Deferred>>,
+    /// Bytes the job may still admit.
+    budget: Arc<AtomicU64>,
+}
+
+/// A compaction's admitted blocks, waiting for its inputs to go.
+struct Deferred {
+    inputs: Vec<u64>,
+    blocks: Mutex<Vec<(u64, u64, Arc<crate::sst::block::Block>)>>,
+}
+
+impl std::fmt::Debug for JobWarming {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JobWarming").finish_non_exhaustive()
+    }
+}
+
+impl JobWarming {
+    /// The sink for the table builder of output file `file_number`: each data block the
+    /// filter admits goes into the cache as it is written.
+    pub fn sink(&self, file_number: u64) -> BlockSink {
+        let cache = self.cache.clone();
+        let filter = self.filter.clone();
+        let counters = self.counters.clone();
+        let deferred = self.deferred.clone();
+        let budget = self.budget.clone();
+        Box::new(move |offset, block| {
+            counters.considered.fetch_add(1, Relaxed);
+            let keys = BlockKeys::of(block);
+            if keys.is_empty() || !filter.admit(&keys) {
+                return;
+            }
+            let size = block.size_in_bytes() as u64;
+            if budget
+                .fetch_update(Relaxed, Relaxed, |b| b.checked_sub(size))
+                .is_err()
+            {
+                return;
+            }
+            counters.admitted.fetch_add(1, Relaxed);
+            match &deferred {
+                Some(d) => d
+                    .blocks
+                    .lock()
+                    .push((file_number, offset, Arc::clone(block))),
+                None => cache.insert_prefetched(file_number, offset, Arc::clone(block)),
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;

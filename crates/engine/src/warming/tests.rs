@@ -1,0 +1,183 @@
+use super::*;
+use crate::sst::block::{Block, BlockBuilder};
+use crate::types::{make_internal_key, ValueKind};
+
+fn block(keys: &[&str], value_len: usize) -> Arc<Block> {
+    let mut b = BlockBuilder::new(16);
+    for k in keys {
+        b.add(
+            &make_internal_key(k.as_bytes(), 1, ValueKind::Value),
+            &vec![7u8; value_len],
+        );
+    }
+    Arc::new(Block::new(b.finish()).unwrap())
+}
+
+/// Ranges [.., k10), [k10, k20), ... [k90, ..) cut by hand, and file 5's blocks mapped:
+/// the block at offset 0 holds keys k12..k27, the one at 100 k70..k79.
+fn tracked(cache: &Arc<BlockCache>) -> Warming {
+    let w = Warming::with_policy(Box::new(NoWarming), cache.clone());
+    let keys: Vec<Vec<u8>> = (0..100).map(|i| format!("k{i:02}").into_bytes()).collect();
+    let r = Arc::new(KeyRanges::from_sorted_keys(&keys, 10, 2, 10).unwrap());
+    assert_eq!(r.len(), 10);
+    *w.tracking.cut.write() = Some(Arc::new(Cut::new(r, 100)));
+    w.tracking.files.lock().insert(
+        5,
+        vec![
+            (0, b"k12".to_vec(), b"k27".to_vec()),
+            (100, b"k70".to_vec(), b"k79".to_vec()),
+        ],
+    );
+    w
+}
+
+#[test]
+fn misses_after_an_invalidation_are_charged_once_within_the_window() {
+    let cache = BlockCache::new(1 << 20);
+    let w = tracked(&cache);
+    cache.insert(5, 0, block(&["k15"], 10));
+    cache.insert(6, 0, block(&["k75"], 10));
+    w.record_read(b"k15", true); // before any invalidation: not counted
+    assert_eq!(cache.erase_file(5), 1);
+    let s = w.stats();
+    assert_eq!((s.invalidation_events, s.invalidated_ranges), (1, 2));
+    w.record_read(b"k11", true); // range 1, but outside the block's keys
+    w.record_read(b"k15", false); // a hit: not a miss
+    w.record_read(b"k75", true); // the block at 100 was not cached: not dropped
+    w.record_read(b"k35", true); // range 3: untouched
+    assert_eq!(w.stats().invalidation_misses, 0);
+    w.record_read(b"k25", true); // inside the dropped block: charged
+    w.record_read(b"k13", true); // the block was charged already
+    assert_eq!(w.stats().invalidation_misses, 1);
+    // A file no job mapped.
+    assert_eq!(cache.erase_file(6), 1);
+    assert_eq!(w.stats().unmapped_invalidated_blocks, 1);
+}
+
+#[test]
+fn charges_expire_with_the_window() {
+    let cache = BlockCache::new(1 << 20);
+    let w = tracked(&cache);
+    cache.insert(5, 0, block(&["k15"], 10));
+    cache.insert(5, 100, block(&["k75"], 10));
+    assert_eq!(cache.erase_file(5), 2);
+    w.record_read(b"k71", true);
+    for _ in 0..INVALIDATION_WINDOW_READS {
+        w.record_read(b"k50", false);
+    }
+    w.record_read(b"k15", true); // past the window
+    assert_eq!(w.stats().invalidation_misses, 1);
+}
+
+#[test]
+fn sink_inserts_admitted_blocks_as_prefetched_within_capacity() {
+    struct Only(&'static [u8]);
+    impl BlockFilter for Only {
+        fn admit(&self, keys: &BlockKeys) -> bool {
+            keys.iter().any(|k| k == self.0)
+        }
+    }
+    let one = block(&["a", "b"], 1000).size_in_bytes();
+    // Room for four blocks in one shard.
+    let cache = BlockCache::with_shards(4 * one, 1);
+    let jw = JobWarming {
+        cache: cache.clone(),
+        filter: Arc::new(Only(b"m")),
+        counters: Arc::default(),
+        deferred: None,
+        budget: Arc::new(AtomicU64::new(u64::MAX)),
+    };
+    let mut sink = jw.sink(9);
+    sink(0, &block(&["a", "b"], 1000));
+    sink(4096, &block(&["l", "m"], 1000));
+    assert!(cache.contains(9, 4096) && !cache.contains(9, 0));
+    for i in 0..20u64 {
+        sink(8192 + i * 4096, &block(&["m", "mm"], 1000));
+        assert!(
+            cache.usage() <= cache.capacity(),
+            "over capacity at block {i}"
+        );
+    }
+    let s = cache.stats();
+    assert_eq!(s.prefetched, 21);
+    assert_eq!(s.entries, 4);
+    assert_eq!(s.prefetch_hits, 0);
+    assert!(cache.get(9, 8192 + 19 * 4096).is_some());
+    assert!(cache.get(9, 8192 + 19 * 4096).is_some());
+    assert_eq!(cache.stats().prefetch_hits, 1, "counted once per block");
+    assert_eq!(
+        (
+            jw.counters.considered.load(Relaxed),
+            jw.counters.admitted.load(Relaxed)
+        ),
+        (22, 21)
+    );
+}
+
+#[test]
+fn config_parses_names_and_rejects_bad_ones() {
+    for n in CacheWarmingConfig::NAMES {
+        let c: CacheWarmingConfig = n.parse().unwrap();
+        assert_eq!(c.name(), n);
+        assert_eq!(c.to_string(), n);
+    }
+    assert!("leaper".parse::<CacheWarmingConfig>().is_ok());
+    let e = "lru".parse::<CacheWarmingConfig>().unwrap_err().to_string();
+    assert!(e.contains("cache_warming"), "{e}");
+    let bad = CacheWarmingConfig::Learned(LearnedParams {
+        threshold: 1.5,
+        ..LearnedParams::default()
+    });
+    assert!(bad.validate().is_err());
+    assert!(CacheWarmingConfig::learned().validate().is_ok());
+}
+
+#[test]
+fn compaction_prefetches_wait_for_the_inputs_and_respect_the_budget() {
+    struct All;
+    impl BlockFilter for All {
+        fn admit(&self, _keys: &BlockKeys) -> bool {
+            true
+        }
+    }
+    let cache = BlockCache::new(1 << 20);
+    let w = tracked(&cache);
+    let one = block(&["x"], 100).size_in_bytes() as u64;
+    let d = Arc::new(Deferred {
+        inputs: vec![5, 6],
+        blocks: Mutex::new(Vec::new()),
+    });
+    for f in [5, 6] {
+        w.tracking.deferred.lock().insert(f, d.clone());
+    }
+    let jw = JobWarming {
+        cache: cache.clone(),
+        filter: Arc::new(All),
+        counters: Arc::default(),
+        deferred: Some(d),
+        budget: Arc::new(AtomicU64::new(3 * one)),
+    };
+    let mut sink = jw.sink(9);
+    for i in 0..5 {
+        sink(i * 4096, &block(&["x"], 100));
+    }
+    assert!(cache.is_empty(), "held until the inputs go");
+    assert_eq!(
+        jw.counters.admitted.load(Relaxed),
+        3,
+        "budget of three blocks"
+    );
+    // The job's inputs had nothing cached; deleting one still releases the blocks.
+    assert_eq!(cache.erase_file(6), 0);
+    assert_eq!(cache.len(), 3);
+    assert_eq!(cache.stats().prefetched, 3);
+    assert!(
+        w.tracking.deferred.lock().is_empty(),
+        "both inputs forgotten"
+    );
+    assert_eq!(
+        w.stats().invalidation_events,
+        0,
+        "nothing cached was dropped"
+    );
+}
