@@ -172,7 +172,9 @@ fn index_map_chains_resolve_across_gc_generations_and_reopen() {
         "no map released: {maps_before} -> {maps_after}"
     );
     let p = tree_pointer(&db, b"a0007");
-    assert_eq!(hops(&db.version(), p), 0, "compaction rewrote the pointer");
+    assert_ne!(p, first, "compaction rewrote the pointer");
+    // (A GC job may have moved the value once more since.)
+    assert!(hops(&db.version(), p) < h);
     assert!(db.stats().lifetime.unwrap().lazy_rewrites >= 100);
     for k in 0..100u32 {
         assert_eq!(
