@@ -24,5 +24,7 @@ pub mod wal;
 pub use batch::WriteBatch;
 pub use db::{DbIter, Snapshot, DB};
 pub use error::{Error, Result};
+pub use options::CompactionStyle;
 pub use options::{GcPolicyConfig, Options, WriteOptions};
 pub use stats::DbStats;
+pub use version::shape::AutoShape;

@@ -85,6 +85,9 @@ pub struct DbStats {
     pub levels: Vec<LevelStats>,
     pub value_files: Vec<ValueFileStats>,
     pub cache: CacheStats,
+    /// Under `growth_factor = auto`: the shape the engine chose and why.
+    #[serde(default)]
+    pub shape: Option<crate::version::shape::ShapeChoice>,
 }
 
 impl DbStats {

@@ -2,7 +2,7 @@
 //! with flushes, compactions, snapshots, scans and reopenings. Small memtables and value
 //! files make every background path (flush, compaction, relocation, GC, write-back) run.
 
-use halflife_engine::{GcPolicyConfig, Options, WriteBatch, WriteOptions, DB};
+use halflife_engine::{CompactionStyle, GcPolicyConfig, Options, WriteBatch, WriteOptions, DB};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::collections::BTreeMap;
@@ -78,15 +78,49 @@ fn run_model(gc: GcPolicyConfig, seed: u64, steps: usize) {
 }
 
 fn run_model_shaped(gc: GcPolicyConfig, seed: u64, steps: usize, dynamic: bool) {
+    let runs = run_model_with(seed, steps, &|_| small_options(gc.clone(), dynamic));
+    assert!(runs <= 1, "leveled: {runs} runs in one level");
+}
+
+/// Tiered compaction with growth factor `f` (a level merges at `f` runs), or alternating
+/// between tiered and leveled every eight reopenings when `switch` is set (leveled then
+/// meets levels of several runs and must merge them down whole).
+fn run_model_tiered(gc: GcPolicyConfig, seed: u64, steps: usize, f: f64, switch: bool) {
+    let runs = run_model_with(seed, steps, &|opening| {
+        let tiered = !switch || (opening / 8) % 2 == 0;
+        Options {
+            compaction_style: if tiered {
+                CompactionStyle::Tiered
+            } else {
+                CompactionStyle::Leveled
+            },
+            growth_factor: f,
+            ..small_options(gc.clone(), true)
+        }
+    });
+    // Levels below L0 really held several overlapping runs at times.
+    assert!(runs >= 2, "at most {runs} run(s) per level >= 1");
+}
+
+/// `options(n)` gives the options of the n-th opening of the database. Returns the most
+/// sorted runs seen in one level >= 1.
+fn run_model_with(seed: u64, steps: usize, options: &dyn Fn(usize) -> Options) -> usize {
+    let mut max_runs = 0;
     let dir = tempfile::tempdir().unwrap();
     let mut rng = StdRng::seed_from_u64(seed);
-    let mut db = DB::open(dir.path(), small_options(gc.clone(), dynamic)).unwrap();
+    let mut openings = 0;
+    let mut db = DB::open(dir.path(), options(openings)).unwrap();
     let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
     let mut snaps = Vec::new();
     let mut version = 0u32;
     let (mut flushes, mut compactions) = (0, 0);
     for step in 0..steps {
         version += 1;
+        let v = db.version();
+        max_runs = (1..v.num_levels())
+            .map(|l| v.runs(l).len())
+            .fold(max_runs, usize::max);
+        drop(v);
         let i = rng.random_range(0..400u32);
         match rng.random_range(0..100) {
             0..=49 => {
@@ -152,14 +186,18 @@ fn run_model_shaped(gc: GcPolicyConfig, seed: u64, steps: usize, dynamic: bool) 
                 let j = rng.random_range(i..=400);
                 db.compact_range(Some(&key(i)), Some(&key(j))).unwrap();
             }
-            94..=95 => db.wait_idle().unwrap(),
+            94..=95 => {
+                db.wait_idle().unwrap();
+                assert_eq!(db.version().check_invariants(), Ok(()));
+            }
             _ => {
                 snaps.clear();
                 let s = db.stats();
                 flushes += s.flushes;
                 compactions += s.compactions;
                 db.close().unwrap();
-                db = DB::open(dir.path(), small_options(gc.clone(), dynamic)).unwrap();
+                openings += 1;
+                db = DB::open(dir.path(), options(openings)).unwrap();
             }
         }
     }
@@ -179,8 +217,9 @@ fn run_model_shaped(gc: GcPolicyConfig, seed: u64, steps: usize, dynamic: bool) 
     drop(snaps);
     db.close().unwrap();
     // Every file on disk is accounted for: nothing leaked, nothing missing.
-    let db = DB::open(dir.path(), small_options(gc, dynamic)).unwrap();
+    let db = DB::open(dir.path(), options(openings + 1)).unwrap();
     check_scan(&db, &model, b"", b"\xff");
+    max_runs
 }
 
 #[test]
@@ -224,4 +263,38 @@ fn model_titan_aggressive_gc() {
 #[test]
 fn model_blobdb_static_level_targets() {
     run_model_shaped(GcPolicyConfig::blobdb(), 6, 2000, false);
+}
+
+#[test]
+fn model_tiered_inline() {
+    run_model_tiered(GcPolicyConfig::Inline, 7, 3000, 3.0, false);
+}
+
+#[test]
+fn model_tiered_blobdb() {
+    run_model_tiered(GcPolicyConfig::blobdb(), 8, 3000, 2.0, false);
+}
+
+#[test]
+fn model_tiered_titan() {
+    run_model_tiered(GcPolicyConfig::titan(), 9, 3000, 4.0, false);
+}
+
+#[test]
+fn model_tiered_blobdb_aggressive_gc() {
+    run_model_tiered(
+        GcPolicyConfig::BlobDb {
+            age_cutoff: 1.0,
+            force_threshold: 0.0,
+        },
+        12,
+        2000,
+        2.0,
+        false,
+    );
+}
+
+#[test]
+fn model_switching_between_tiered_and_leveled() {
+    run_model_tiered(GcPolicyConfig::blobdb(), 11, 3000, 3.0, true);
 }

@@ -198,6 +198,9 @@ fn execute(
     let a = c.merge_amplification(&v);
     EngineCounters::add(&inner.counters.merge_amp_micros, (a * 1e6).round() as u64);
     EngineCounters::add(&inner.counters.merge_amp_count, 1);
+    if let Some(shape) = &inner.opts.auto_shape {
+        shape.observe(a, &inner.opts);
+    }
     let snap = inner.smallest_snapshot(&st);
     let filter = inner.gc.relocation_filter(&v);
     drop(st);
@@ -253,22 +256,10 @@ fn run_compaction(
     if trivial {
         edit.added.push((c.output_level, c.inputs[0].meta.clone()));
     } else {
+        // One iterator per sorted run: each L0 file, each run of a deeper level.
         let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
-        if c.level == 0 {
-            for f in &c.inputs {
-                children.push(Box::new(f.table()?.iter(IoCause::Compaction)));
-            }
-        } else {
-            children.push(Box::new(LevelIter::new(
-                c.inputs.clone(),
-                IoCause::Compaction,
-            )));
-        }
-        if !c.overlaps.is_empty() {
-            children.push(Box::new(LevelIter::new(
-                c.overlaps.clone(),
-                IoCause::Compaction,
-            )));
+        for run in c.input_runs() {
+            children.push(Box::new(LevelIter::new(run, IoCause::Compaction)));
         }
         let mut merged = MergingIterator::new(children);
         let nf = || inner.new_file_number();
@@ -281,6 +272,7 @@ fn run_compaction(
         let out = compaction::run(&spec, &mut merged)?;
         EngineCounters::add(&inner.counters.gc_relocated_bytes, out.relocated_bytes);
         add_outputs(&mut edit, c.output_level, out);
+        c.tag_outputs(&mut edit);
     }
     let mut st = inner.state.lock();
     let r = inner.apply_edit(&mut st, edit);

@@ -92,8 +92,11 @@ pub struct DB {
 
 impl DB {
     /// Opens (or creates) the database in `path`.
-    pub fn open(path: impl AsRef<Path>, opts: Options) -> Result<DB> {
+    pub fn open(path: impl AsRef<Path>, mut opts: Options) -> Result<DB> {
         opts.validate()?;
+        if let Some(s) = &opts.auto_shape {
+            opts.auto_shape = Some(s.fresh(&opts));
+        }
         let inner = Arc::new(recovery::open(path.as_ref(), opts)?);
         background::settle_pending_gc(&inner)?;
         let threads = background::start(&inner);
@@ -343,6 +346,7 @@ fn stats(inner: &Inner) -> DbStats {
             })
             .collect(),
         cache: inner.cache.stats(),
+        shape: inner.opts.auto_shape.as_ref().and_then(|s| s.choice()),
     }
 }
 

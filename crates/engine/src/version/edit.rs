@@ -12,6 +12,7 @@
 //!   8 delete value file: number v
 //!   9 value file is a GC output whose pointers are not all written back yet: number v
 //!  10 GC output settled (write-back finished): number v
+//!  11 sorted run of a table added by this edit (tiered levels): number v | run v
 //! bytes := varint length | raw
 //! ```
 
@@ -52,6 +53,9 @@ pub struct VersionEdit {
     /// in between, the next open counts their unreferenced records as garbage.
     pub gc_pending: Vec<u64>,
     pub gc_settled: Vec<u64>,
+    /// (table, run) for tables added by this edit that belong to a sorted run other than
+    /// run 0 (see [`super::Version::runs`]); files not listed are in run 0.
+    pub table_runs: Vec<(u64, u64)>,
 }
 
 fn put_bytes(v: &mut Vec<u8>, b: &[u8]) {
@@ -113,6 +117,9 @@ impl VersionEdit {
         }
         for &n in &self.gc_settled {
             w(10, &[n], &mut v);
+        }
+        for &(n, run) in &self.table_runs {
+            w(11, &[n, run], &mut v);
         }
         v
     }
@@ -189,6 +196,10 @@ impl VersionEdit {
                 8 => e.deleted_blobs.push(num(&mut pos)?),
                 9 => e.gc_pending.push(num(&mut pos)?),
                 10 => e.gc_settled.push(num(&mut pos)?),
+                11 => {
+                    let n = num(&mut pos)?;
+                    e.table_runs.push((n, num(&mut pos)?));
+                }
                 t => return Err(bad(&format!("unknown tag {t}"))),
             }
         }
@@ -234,6 +245,7 @@ mod tests {
                 deleted_blobs: vec![4, 8],
                 gc_pending: vec![11],
                 gc_settled: vec![12, 13],
+                table_runs: vec![(1, 7), (3, 1 << 40)],
             };
             let enc = e.encode();
             prop_assert_eq!(VersionEdit::decode(Path::new("m"), &enc).unwrap(), e);
