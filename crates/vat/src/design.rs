@@ -85,12 +85,8 @@ impl Design {
             Design::LevelingLog => with_value_log(p, stepped_traffic(a, l, f)),
             Design::Tiering => stepped_traffic(0.0, l, f),
             Design::TieringLog => with_value_log(p, stepped_traffic(0.0, l, f)),
-            Design::Sst => {
-                // B / S_l = (B / S_0) / C.
-                let b = params.table_ratio / shape.size_ratio();
-                let full_levels = (1.0 - f.powf(-l)) / (1.0 - 1.0 / f);
-                2.0 * l - 1.0 + a * f * l * b + 2.0 * a * f * l - a * f * full_levels
-            }
+            // B / S_l = (B / S_0) / C.
+            Design::Sst => sst_traffic(a, l, f, params.table_ratio / shape.size_ratio()),
         })
     }
 
@@ -118,6 +114,13 @@ impl Design {
 /// factors, and the section 6 numbers (32 at f = 10) all need `a*f*l`, which is what is used.
 pub fn stepped_traffic(a: f64, l: f64, f: f64) -> f64 {
     2.0 * l - 1.0 - a * l + a * f * l
+}
+
+/// Eq. 13 (with `2 a f l`, see docs/vat.md) divided by `S_l`: per-file compaction,
+/// `2l - 1 + a f l B/S_l + 2 a f l - a f (1 - f^-l) / (1 - 1/f)`, for any real `l > 0`.
+pub fn sst_traffic(a: f64, l: f64, f: f64, table_over_data: f64) -> f64 {
+    let full_levels = (1.0 - f.powf(-l)) / (1.0 - 1.0 / f);
+    2.0 * l - 1.0 + a * f * l * table_over_data + 2.0 * a * f * l - a * f * full_levels
 }
 
 /// Eq. 7-8: the tree moves only keys, `K_l = S_l * p / (1 + p)`, and every byte is appended

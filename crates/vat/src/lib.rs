@@ -27,7 +27,7 @@ mod optimum;
 mod params;
 mod tune;
 
-pub use design::{stepped_traffic, with_value_log, Design, Evaluation};
+pub use design::{sst_traffic, stepped_traffic, with_value_log, Design, Evaluation};
 pub use error::{Result, VatError};
 pub use optimum::{
     closed_form, lambert_w0, optimal_growth_factor, optimize, Optimum, GRID_POINTS, MIN_GROWTH,

@@ -410,6 +410,7 @@ fn build_spec(a: &Args, p: &Preset) -> Result<WorkloadSpec> {
         samples: 0,
         quiet: true,
         progress_lines: false,
+        shape: Default::default(),
     };
     crate::cmd::bench::build_spec(&bench_args)
 }

@@ -198,8 +198,13 @@ fn execute(
     let a = c.merge_amplification(&v);
     EngineCounters::add(&inner.counters.merge_amp_micros, (a * 1e6).round() as u64);
     EngineCounters::add(&inner.counters.merge_amp_count, 1);
+    let a_bytes = c.merge_amplification_bytes(&v);
+    EngineCounters::add(
+        &inner.counters.merge_amp_bytes_micros,
+        (a_bytes * 1e6).round() as u64,
+    );
     if let Some(shape) = &inner.opts.auto_shape {
-        shape.observe(a, &inner.opts);
+        shape.observe(a_bytes, &inner.opts);
     }
     let snap = inner.smallest_snapshot(&st);
     let filter = inner.gc.relocation_filter(&v);

@@ -324,6 +324,10 @@ fn stats(inner: &Inner) -> DbStats {
             0 => None,
             n => Some(EngineCounters::get(&c.merge_amp_micros) as f64 / 1e6 / n as f64),
         },
+        merge_amplification_bytes: match EngineCounters::get(&c.merge_amp_count) {
+            0 => None,
+            n => Some(EngineCounters::get(&c.merge_amp_bytes_micros) as f64 / 1e6 / n as f64),
+        },
         levels: v
             .levels
             .iter()

@@ -1,6 +1,7 @@
 //! Tiered compaction (paper 003, sec. 2 and Eq. 9-10): each level, L0 included, collects
 //! sorted runs that may overlap; when it holds `growth_factor` of them (rounded, at least
-//! 2) it is full, and all its runs are merged into one new run of the next level. The next
+//! 2) it is full, and its runs are merged into one new run of the next level (the oldest
+//! `growth_factor` of them if writers got ahead and it holds more, see [`merge_level`]). The next
 //! level is neither read nor rewritten, so VAT's merge amplification is 0 and every byte
 //! is written once per level and read once per level it leaves: `2l - 1` in all.
 //!
@@ -29,18 +30,35 @@ pub fn run_counts(v: &Version) -> Vec<usize> {
     (0..v.num_levels()).map(|l| v.runs(l).len()).collect()
 }
 
-/// All runs of `level` merged into one new run one level down (the last level: in place).
+/// The oldest `max_runs` runs of `level` (all of them if it has fewer) merged into one new
+/// run one level down; the last level merges all its runs in place. Taking the oldest runs
+/// keeps the order of ages: they are newer than everything below and older than the runs
+/// that stay. Capping the count keeps each merge the size the model describes (`f` runs)
+/// when writers got ahead of compaction and the level collected more.
 pub fn merge_level(
     v: &Version,
     level: usize,
+    max_runs: usize,
     busy: &HashSet<u64>,
     reason: &'static str,
 ) -> Option<Compaction> {
-    let out = (level + 1).min(v.num_levels() - 1);
+    let last = v.num_levels() - 1;
+    let out = (level + 1).min(last);
+    let runs = v.runs(level);
+    let take = if level == last {
+        runs.len()
+    } else {
+        max_runs.min(runs.len())
+    };
+    let inputs: Vec<_> = runs[runs.len() - take..]
+        .iter()
+        .flatten()
+        .cloned()
+        .collect();
     assemble(
         v,
         (level, out),
-        v.levels[level].clone(),
+        inputs,
         Vec::new(),
         OutputRun::New,
         busy,
@@ -64,7 +82,7 @@ pub fn pick(
     // Fullest first; on a tie the shallower level, whose merge unblocks writers sooner.
     full.sort_by_key(|&l| (std::cmp::Reverse(counts[l]), l));
     for level in full {
-        if let Some(c) = merge_level(v, level, busy, "tiered") {
+        if let Some(c) = merge_level(v, level, trigger, busy, "tiered") {
             return Some(c);
         }
     }
@@ -74,7 +92,7 @@ pub fn pick(
                 // One run in the last level: rewrite the file within its run.
                 build(v, level, level, vec![f.clone()], busy, "blob-gc")
             } else {
-                merge_level(v, level, busy, "blob-gc")
+                merge_level(v, level, usize::MAX, busy, "blob-gc")
             };
             if c.is_some() {
                 return c;
@@ -210,6 +228,17 @@ mod tests {
         runs.push((0, vec![meta(62, "a", "z", 11)]));
         let c = pick(&version(&runs), &opts(2.0), &none, &none).unwrap();
         assert_eq!((c.level, c.output_level), (0, 1));
+    }
+
+    #[test]
+    fn a_level_with_more_runs_than_f_merges_its_oldest_f() {
+        let none = HashSet::new();
+        let runs: Vec<(usize, Vec<FileMeta>)> =
+            (1..=6).map(|n| (0, vec![meta(n, "a", "z", n)])).collect();
+        let c = pick(&version(&runs), &opts(4.0), &none, &none).unwrap();
+        let mut taken: Vec<u64> = c.inputs.iter().map(|f| f.number()).collect();
+        taken.sort();
+        assert_eq!(taken, vec![1, 2, 3, 4]);
     }
 
     #[test]
