@@ -132,8 +132,10 @@ struct Point {
     flushes: u64,
     /// `C = S_l / S_0`.
     size_ratio: f64,
-    /// `l = ln C / ln f`.
+    /// `ln C / ln f`, the real-valued level count (the plot's x axis).
     model_levels: f64,
+    /// Levels the model charges: L0 and the levels below it ([`factors_below_l0`]).
+    levels: usize,
     /// Levels the engine used (L0 and every non-empty deeper level).
     engine_levels: usize,
     /// Per level at the end: (files, sorted runs, bytes).
@@ -162,12 +164,15 @@ struct Point {
 struct Summary {
     design: Run,
     measured_best_growth: f64,
-    measured_best_levels: f64,
+    measured_best_levels: usize,
     vat_best_growth: f64,
     sst_vat_best_growth: f64,
-    /// The model's optimum over growth factors (SST-VAT with the mean measured `a`).
-    model_optimal_levels: f64,
+    sst_vat_best_levels: usize,
+    /// The model's optimum over the tested range of growth factors (SST-VAT with the mean
+    /// measured `a`).
+    model_optimal_levels: usize,
     model_optimal_growth: f64,
+    /// SST-VAT's best run has the level count of the measured best.
     optimum_matches: bool,
     max_sst_vat_error: f64,
 }
@@ -467,6 +472,7 @@ fn run_point(
         flushes,
         size_ratio: c,
         model_levels,
+        levels: 1 + factors_below_l0(f, c).len(),
         engine_levels,
         shape: shape_at_end,
         compactions: s.compactions,
@@ -485,34 +491,51 @@ fn run_point(
     })
 }
 
+/// Growth factors of the engine's levels below L0 when it holds `C` flushes: L0 takes `f`
+/// flushes, each level below `f` times the one above, and the level right under L0 takes
+/// the remainder, `C / f^m` (dynamic level targets size levels downward from the data, so
+/// the partial level is the top one). Empty when everything fits in L0.
+fn factors_below_l0(f: f64, c: f64) -> Vec<f64> {
+    let units = c / f;
+    if units <= 1.0 + 1e-9 {
+        return Vec::new();
+    }
+    let m = ((units.ln() / f.ln()) - 1e-9).ceil().max(1.0) as usize;
+    let mut factors = vec![units / f.powi(m as i32 - 1)];
+    factors.extend(std::iter::repeat_n(f, m - 1));
+    factors
+}
+
 /// Tree traffic per tree byte, `D_tree / K`, under VAT (stepped) and SST-VAT for the
 /// engine at growth factor `f` and `C` flushes.
 ///
 /// The model's first device level is the engine's L0, which collects `f` flushes as runs
 /// without merging them (a flush writes its table and nothing else); merges with a lower
-/// level start below it. So every byte pays `2l - 1` (written once per level, read once per
-/// level it leaves, `l = ln C / ln f`), and the merge terms apply to the `l - 1` levels
-/// below L0, whose first level is fed with `f S_0` at a time: the model's cost for the
-/// merging part is taken at `C / f` and `l - 1` levels, plus 2 for the flush write and the
-/// L0 read. Tiering merges nothing of the lower level: `2l - 1` for both.
+/// level start below it, in levels fed `f S_0` at a time. So the cost is 2 (the flush
+/// write and the L0 read) plus the model's cost of the levels below L0, with their growth
+/// factors ([`factors_below_l0`]: an integer number of levels, the top one partial, as
+/// Eq. 16 allows). Tiering merges nothing of the lower level: `2l - 1` for both, with `l`
+/// the number of levels in use.
 fn predict(design: Run, a: f64, f: f64, c: f64, table_over_data: f64) -> (f64, f64) {
-    let l = c.ln() / f.ln();
+    let below = factors_below_l0(f, c);
+    if below.is_empty() {
+        return (1.0, 1.0);
+    }
     if design == Run::Tiering {
-        let x = vat::stepped_traffic(0.0, l, f);
+        let x = vat::stepped_traffic_factors(0.0, &below) + 2.0;
         return (x, x);
     }
-    let merging = (l - 1.0).max(0.0);
     (
-        2.0 + vat::stepped_traffic(a, merging, f),
-        2.0 + vat::sst_traffic(a, merging, f, table_over_data),
+        2.0 + vat::stepped_traffic_factors(a, &below),
+        2.0 + vat::sst_traffic_factors(a, &below, table_over_data),
     )
 }
 
-fn argmin(points: &[&Point], cost: impl Fn(&Point) -> f64) -> Option<f64> {
+fn argmin<'a>(points: &[&'a Point], cost: impl Fn(&Point) -> f64) -> Option<&'a Point> {
     points
         .iter()
+        .copied()
         .min_by(|x, y| cost(x).total_cmp(&cost(y)))
-        .map(|p| p.growth_factor)
 }
 
 fn summarize(design: Run, points: &[Point]) -> Option<Summary> {
@@ -537,12 +560,13 @@ fn summarize(design: Run, points: &[Point]) -> Option<Summary> {
     Some(Summary {
         design,
         measured_best_growth: best.growth_factor,
-        measured_best_levels: best.model_levels,
-        vat_best_growth: vat_best,
-        sst_vat_best_growth: sst_best,
-        model_optimal_levels: c.ln() / opt_f.ln(),
+        measured_best_levels: best.levels,
+        vat_best_growth: vat_best.growth_factor,
+        sst_vat_best_growth: sst_best.growth_factor,
+        sst_vat_best_levels: sst_best.levels,
+        model_optimal_levels: 1 + factors_below_l0(opt_f, c).len(),
         model_optimal_growth: opt_f,
-        optimum_matches: sst_best == best.growth_factor,
+        optimum_matches: sst_best.levels == best.levels,
         max_sst_vat_error: ps.iter().map(|p| p.sst_vat_error.abs()).fold(0.0, f64::max),
     })
 }
@@ -550,15 +574,16 @@ fn summarize(design: Run, points: &[Point]) -> Option<Summary> {
 fn print_table(points: &[Point], summary: &[Summary]) {
     println!();
     println!(
-        "{:<13} {:>5} {:>6} {:>4} {:>6} {:>9} {:>9} {:>8} {:>9} {:>8} {:>7}",
-        "design", "f", "l", "eng", "a", "measured", "VAT", "err", "SST-VAT", "err", "WA"
+        "{:<13} {:>5} {:>6} {:>3} {:>4} {:>6} {:>9} {:>9} {:>8} {:>9} {:>8} {:>7}",
+        "design", "f", "lnC/lnf", "l", "eng", "a", "measured", "VAT", "err", "SST-VAT", "err", "WA"
     );
     for p in points {
         println!(
-            "{:<13} {:>5.1} {:>6.2} {:>4} {:>6.3} {:>9.2} {:>9.2} {:>7.1}% {:>9.2} {:>7.1}% {:>7.2}",
+            "{:<13} {:>5.1} {:>6.2} {:>3} {:>4} {:>6.3} {:>9.2} {:>9.2} {:>7.1}% {:>9.2} {:>7.1}% {:>7.2}",
             p.design.name(),
             p.growth_factor,
             p.model_levels,
+            p.levels,
             p.engine_levels,
             p.a,
             p.measured,
@@ -572,13 +597,14 @@ fn print_table(points: &[Point], summary: &[Summary]) {
     println!();
     for s in summary {
         println!(
-            "{:<13} best measured f = {} (l = {:.2}); best by VAT f = {}, by SST-VAT f = {} ({}); \
-             model optimum l = {:.2}, f = {:.2}; max |SST-VAT error| = {:.1}%",
+            "{:<13} best measured f = {} ({} levels); best by VAT f = {}, by SST-VAT f = {} \
+             ({} levels: {}); model optimum {} levels, f = {:.2}; max |SST-VAT error| = {:.1}%",
             s.design.name(),
             s.measured_best_growth,
             s.measured_best_levels,
             s.vat_best_growth,
             s.sst_vat_best_growth,
+            s.sst_vat_best_levels,
             if s.optimum_matches {
                 "matches"
             } else {

@@ -132,18 +132,19 @@ pub fn targets(v: &Version, opts: &Options) -> Targets {
     let n = v.num_levels();
     let last = n - 1;
     let f = growth_factor(opts);
+    let level1 = level1_max_bytes(opts);
     let mut bytes = vec![0.0; n];
     if !opts.dynamic_level_bytes {
         for (l, b) in bytes.iter_mut().enumerate().skip(1) {
-            *b = opts.level1_max_bytes as f64 * f.powi(l as i32 - 1);
+            *b = level1 * f.powi(l as i32 - 1);
         }
         return Targets { base: 1, bytes };
     }
     let largest = (1..n).map(|l| v.level_bytes(l)).max().unwrap_or(0) as f64;
     let mut base = last;
-    let mut size = largest.max(opts.level1_max_bytes as f64);
+    let mut size = largest.max(level1);
     bytes[last] = size;
-    while base > 1 && size > opts.level1_max_bytes as f64 {
+    while base > 1 && size > level1 {
         base -= 1;
         size /= f;
         bytes[base] = size;
@@ -158,6 +159,17 @@ pub fn growth_factor(opts: &Options) -> f64 {
         .as_ref()
         .and_then(|s| s.growth_factor())
         .unwrap_or(opts.growth_factor)
+}
+
+/// The largest target of the level L0 compacts into: `level1_max_bytes`, or under
+/// `growth_factor = auto` once a choice is made, `f` times what L0 holds at its trigger
+/// (`l0_compaction_trigger` memtables), so that every level below the memtable is `f`
+/// times the one above it, as the model's shape has them.
+pub fn level1_max_bytes(opts: &Options) -> f64 {
+    match opts.auto_shape.as_ref().and_then(|s| s.growth_factor()) {
+        Some(f) => f * (opts.l0_compaction_trigger * opts.memtable_size) as f64,
+        None => opts.level1_max_bytes as f64,
+    }
 }
 
 /// Compaction scores per level (the last level has none: it has nowhere to go).

@@ -13,9 +13,11 @@
 //! count does, so level targets do not drift with every new sample of `a`. Each change is
 //! recorded with the model's explanation, readable in [`crate::DbStats::shape`].
 //!
-//! The chosen `f` replaces `growth_factor` in the level targets ([`super::picker::targets`]);
-//! with dynamic targets the number of levels then follows from the data size, as the model
-//! intends. The value-log designs share the optimum of their in-place counterparts (the log
+//! The chosen `f` replaces `growth_factor` in the level targets ([`super::picker::targets`])
+//! and sets the base level's largest target to `f` times what L0 holds at its trigger
+//! ([`super::picker::level1_max_bytes`]), so every level below the memtable is `f` times the
+//! one above; with dynamic targets the number of levels then follows from the data size,
+//! `ln(data / L0) / ln f` below L0, as the model intends. The value-log designs share the optimum of their in-place counterparts (the log
 //! only adds a constant), so the same choice serves key-value separation.
 
 use crate::error::{Error, Result};
@@ -273,6 +275,10 @@ mod tests {
         assert_eq!(
             crate::version::picker::growth_factor(&with),
             cheap.growth_factor
+        );
+        assert_eq!(
+            crate::version::picker::level1_max_bytes(&with),
+            cheap.growth_factor * (4 * (64 << 20)) as f64
         );
     }
 
