@@ -478,7 +478,12 @@ pub(crate) fn compact_range(
                 } else {
                     picker::files_in_range(&v, level, start, end)
                 };
-                let out = (level + 1).min(v.num_levels() - 1);
+                // Straight to the next level holding data: walking through empty levels
+                // would rewrite the same data once per level.
+                let out = (level + 1..=deepest)
+                    .find(|&l| !v.levels[l].is_empty())
+                    .unwrap_or(deepest.max(level + 1))
+                    .min(v.num_levels() - 1);
                 let Some(c) = picker::build(&v, level, out, files, &st.busy_tables, "manual")
                 else {
                     continue;
