@@ -42,9 +42,10 @@ struct MeasureRArgs {
     /// Random-write request size in MiB: the table-file size (the engine's default is 64).
     #[arg(long, default_value_t = 64.0)]
     block_mib: f64,
-    /// Sequential-write request size in MiB.
-    #[arg(long, default_value_t = 1.0)]
-    seq_block_mib: f64,
+    /// Sequential-write request size in MiB [default: --block-mib, so that r isolates the
+    /// cost of random placement from that of the request size].
+    #[arg(long)]
+    seq_block_mib: Option<f64>,
     /// Outstanding requests (the paper uses about 30).
     #[arg(long, default_value_t = 30)]
     iodepth: u32,
@@ -174,7 +175,7 @@ fn measure_r(args: MeasureRArgs) -> Result<()> {
     let plan = crate::harness::fio::FioPlan {
         dir: args.dir,
         block_bytes: (args.block_mib * MIB) as u64,
-        seq_block_bytes: (args.seq_block_mib * MIB) as u64,
+        seq_block_bytes: (args.seq_block_mib.unwrap_or(args.block_mib) * MIB) as u64,
         iodepth: args.iodepth,
         file_bytes: args.file_mib << 20,
         runtime_secs: args.runtime,
@@ -196,6 +197,12 @@ fn measure_r(args: MeasureRArgs) -> Result<()> {
         );
     }
     println!("r = random / sequential = {:.3}", m.r);
+    if m.r > 1.0 {
+        println!(
+            "note: random writes outran sequential ones; VAT's r is at most 1, so use r = 1 \
+             (device caches and parallel channels can reorder large random writes)"
+        );
+    }
     if let Some(n) = &m.note {
         println!("note: {n}");
     }

@@ -136,7 +136,7 @@ struct Point {
     model_levels: f64,
     /// Levels the model charges: L0 and the levels below it ([`factors_below_l0`]).
     levels: usize,
-    /// Levels the engine used (L0 and every non-empty deeper level).
+    /// L0 and every deeper level holding data at the end (after the final move, if any).
     engine_levels: usize,
     /// Per level at the end: (files, sorted runs, bytes).
     shape: Vec<(usize, usize, u64)>,
@@ -229,7 +229,7 @@ pub fn run(args: ValidateArgs) -> Result<()> {
             let m = fio::measure_r(&FioPlan {
                 dir: base.clone(),
                 block_bytes: table_bytes,
-                seq_block_bytes: 1 << 20,
+                seq_block_bytes: table_bytes,
                 iodepth: 30,
                 file_bytes: (table_bytes * 64).max(512 << 20),
                 runtime_secs: 5,
