@@ -298,3 +298,35 @@ fn model_tiered_blobdb_aggressive_gc() {
 fn model_switching_between_tiered_and_leveled() {
     run_model_tiered(GcPolicyConfig::blobdb(), 11, 3000, 3.0, true);
 }
+
+#[test]
+fn growth_factor_auto_shapes_the_tree_from_measured_compactions() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = Options {
+        auto_shape: Some(halflife_engine::AutoShape::new(2 << 20)),
+        ..small_options(GcPolicyConfig::Inline, true)
+    };
+    let db = DB::open(dir.path(), opts).unwrap();
+    let first = db.stats().shape.expect("a choice is made at open");
+    assert_eq!(first.compactions, 0);
+    let mut rng = StdRng::seed_from_u64(13);
+    for i in 0..3000u32 {
+        db.put(&key(i % 1000), &value(&mut rng, i, i)).unwrap();
+    }
+    db.wait_idle().unwrap();
+    let s = db.stats();
+    let shape = s.shape.unwrap();
+    assert!(s.compactions > 0);
+    // Every executed compaction fed its merge amplification into the choice.
+    assert!(
+        shape.compactions >= s.compactions,
+        "{shape:?} vs {}",
+        s.compactions
+    );
+    assert!((2.0..=64.0).contains(&shape.growth_factor));
+    assert!(
+        shape.explanation.contains("growth factor"),
+        "{}",
+        shape.explanation
+    );
+}

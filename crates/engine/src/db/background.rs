@@ -203,12 +203,13 @@ fn execute(
         &inner.counters.merge_amp_bytes_micros,
         (a_bytes * 1e6).round() as u64,
     );
-    if let Some(shape) = &inner.opts.auto_shape {
-        shape.observe(a_bytes, &inner.opts);
-    }
     let snap = inner.smallest_snapshot(&st);
     let filter = inner.gc.relocation_filter(&v);
     drop(st);
+    // Outside the state lock: re-deriving the shape evaluates the model a few hundred times.
+    if let Some(shape) = &inner.opts.auto_shape {
+        shape.observe(a_bytes, &inner.opts);
+    }
     let r = run_compaction(inner, &c, snap, &v, filter.as_deref());
     drop((v, filter));
     let mut st = inner.state.lock();
