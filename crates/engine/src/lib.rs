@@ -25,8 +25,10 @@ pub mod warming;
 pub use batch::WriteBatch;
 pub use db::{DbIter, Snapshot, DB};
 pub use error::{Error, Result};
+pub use options::CompactionStyle;
 pub use options::{
     GcPolicyConfig, LifetimeMode, LifetimeOptions, LifetimeOracle, Options, WriteOptions,
 };
 pub use stats::DbStats;
+pub use version::shape::AutoShape;
 pub use warming::{CacheWarmingConfig, LearnedParams};

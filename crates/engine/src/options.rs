@@ -178,6 +178,53 @@ impl FromStr for GcPolicyConfig {
     }
 }
 
+/// How levels below L0 are organised (paper 003 calls the two families leveling and
+/// tiering).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CompactionStyle {
+    /// One sorted run per level >= 1; a compaction merges files of a level with their
+    /// overlaps in the next one (RocksDB's leveled compaction, per file).
+    #[default]
+    Leveled,
+    /// Up to `growth_factor` overlapping sorted runs per level (L0 included); when a level
+    /// holds that many runs, all of them are merged into one new run of the next level,
+    /// without reading the next level (paper 003, sec. 2 and Eq. 9: merge amplification 0).
+    /// See [`crate::version::tiered`].
+    Tiered,
+}
+
+impl CompactionStyle {
+    pub const NAMES: [&'static str; 2] = ["leveled", "tiered"];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            CompactionStyle::Leveled => "leveled",
+            CompactionStyle::Tiered => "tiered",
+        }
+    }
+}
+
+impl fmt::Display for CompactionStyle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for CompactionStyle {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "leveled" | "leveling" => Ok(CompactionStyle::Leveled),
+            "tiered" | "tiering" => Ok(CompactionStyle::Tiered),
+            other => Err(Error::InvalidOptions {
+                name: "compaction_style",
+                detail: format!("unknown style {other:?}; expected leveled or tiered"),
+            }),
+        }
+    }
+}
+
 /// Options fixed for the lifetime of an open database.
 #[derive(Clone)]
 pub struct Options {
@@ -232,6 +279,12 @@ pub struct Options {
     /// Which output blocks of flushes and compactions are put into the block cache as they
     /// are written (paper 002, [`crate::warming`]).
     pub cache_warming: crate::warming::CacheWarmingConfig,
+    /// Leveled (default) or tiered levels.
+    pub compaction_style: CompactionStyle,
+    /// `growth_factor = auto`: the engine picks the growth factor from the VAT model with its
+    /// measured merge amplification (see [`crate::version::shape`]); `growth_factor` is then
+    /// only the value used before the first choice is made.
+    pub auto_shape: Option<crate::version::shape::AutoShape>,
 }
 
 /// Knows when each key will be written next (for the `oracle` policy).
@@ -295,6 +348,8 @@ impl Default for Options {
             lifetime_oracle: None,
             storage: None,
             cache_warming: crate::warming::CacheWarmingConfig::None,
+            compaction_style: CompactionStyle::Leveled,
+            auto_shape: None,
         }
     }
 }
@@ -313,6 +368,8 @@ impl fmt::Debug for Options {
             .field("cache_warming", &self.cache_warming)
             .field("use_wal", &self.use_wal)
             .field("sync_writes", &self.sync_writes)
+            .field("compaction_style", &self.compaction_style)
+            .field("auto_shape", &self.auto_shape)
             .finish_non_exhaustive()
     }
 }
@@ -372,6 +429,23 @@ impl Options {
         }
         if self.max_value_size > u32::MAX as usize {
             return Err(invalid("max_value_size", "must fit in 32 bits"));
+        }
+        if self.compaction_style == CompactionStyle::Tiered
+            && crate::version::tiered::run_trigger(self.growth_factor)
+                >= self.l0_stop_writes_trigger
+        {
+            return Err(invalid(
+                "growth_factor",
+                format!(
+                    "tiered compaction merges L0 at {} runs, which must stay below \
+                     l0_stop_writes_trigger ({})",
+                    crate::version::tiered::run_trigger(self.growth_factor),
+                    self.l0_stop_writes_trigger
+                ),
+            ));
+        }
+        if let Some(s) = &self.auto_shape {
+            s.validate(self)?;
         }
         self.gc.validate()?;
         if self.gc.uses_index_maps() || self.gc.lifetime_mode().is_some() {

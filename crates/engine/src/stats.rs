@@ -24,6 +24,8 @@ pub(crate) struct EngineCounters {
     /// Sum of per-compaction merge amplification, in millionths, and its count.
     pub merge_amp_micros: AtomicU64,
     pub merge_amp_count: AtomicU64,
+    /// Sum of per-compaction merge amplification measured in bytes, in millionths.
+    pub merge_amp_bytes_micros: AtomicU64,
 }
 
 impl EngineCounters {
@@ -84,6 +86,10 @@ pub struct DbStats {
     pub gc_writeback_entries: u64,
     /// Mean merge amplification `a` over all compactions (paper 003, sec. 3.2).
     pub merge_amplification: Option<f64>,
+    /// The same mean with `a` measured in bytes instead of files (see
+    /// `Compaction::merge_amplification_bytes`).
+    #[serde(default)]
+    pub merge_amplification_bytes: Option<f64>,
     pub levels: Vec<LevelStats>,
     pub value_files: Vec<ValueFileStats>,
     pub cache: CacheStats,
@@ -92,6 +98,9 @@ pub struct DbStats {
     /// Cache warming and the invalidations it is measured against.
     #[serde(default)]
     pub warming: crate::warming::WarmingStats,
+    /// Under `growth_factor = auto`: the shape the engine chose and why.
+    #[serde(default)]
+    pub shape: Option<crate::version::shape::ShapeChoice>,
 }
 
 impl DbStats {

@@ -4,8 +4,8 @@
 
 use halflife_engine::lifetime::{GbmParams, ThresholdParams};
 use halflife_engine::{
-    CacheWarmingConfig, GcPolicyConfig, LearnedParams, LifetimeMode, LifetimeOptions,
-    LifetimeOracle, Options, WriteBatch, WriteOptions, DB,
+    CacheWarmingConfig, CompactionStyle, GcPolicyConfig, LearnedParams, LifetimeMode,
+    LifetimeOptions, LifetimeOracle, Options, WriteBatch, WriteOptions, DB,
 };
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -140,13 +140,46 @@ fn run_model_warmed(
     dynamic: bool,
     warming: CacheWarmingConfig,
 ) {
-    let small_options = |gc: GcPolicyConfig, dynamic| Options {
+    let runs = run_model_with(&gc, seed, steps, &|_| Options {
         cache_warming: warming.clone(),
-        ..small_options(gc, dynamic)
-    };
+        ..small_options(gc.clone(), dynamic)
+    });
+    assert!(runs <= 1, "leveled: {runs} runs in one level");
+}
+
+/// Tiered compaction with growth factor `f` (a level merges at `f` runs), or alternating
+/// between tiered and leveled every eight reopenings when `switch` is set (leveled then
+/// meets levels of several runs and must merge them down whole).
+fn run_model_tiered(gc: GcPolicyConfig, seed: u64, steps: usize, f: f64, switch: bool) {
+    let runs = run_model_with(&gc, seed, steps, &|opening| {
+        let tiered = !switch || (opening / 8) % 2 == 0;
+        Options {
+            compaction_style: if tiered {
+                CompactionStyle::Tiered
+            } else {
+                CompactionStyle::Leveled
+            },
+            growth_factor: f,
+            ..small_options(gc.clone(), true)
+        }
+    });
+    // Levels below L0 really held several overlapping runs at times.
+    assert!(runs >= 2, "at most {runs} run(s) per level >= 1");
+}
+
+/// `options(n)` gives the options of the n-th opening of the database (whose policy is
+/// `gc`). Returns the most sorted runs seen in one level >= 1.
+fn run_model_with(
+    gc: &GcPolicyConfig,
+    seed: u64,
+    steps: usize,
+    options: &dyn Fn(usize) -> Options,
+) -> usize {
+    let mut max_runs = 0;
+    let mut openings = 0;
     let dir = tempfile::tempdir().unwrap();
     let mut rng = StdRng::seed_from_u64(seed);
-    let mut db = DB::open(dir.path(), small_options(gc.clone(), dynamic)).unwrap();
+    let mut db = DB::open(dir.path(), options(openings)).unwrap();
     let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
     let mut snaps = Vec::new();
     let mut version = 0u32;
@@ -155,6 +188,11 @@ fn run_model_warmed(
     let mut sums = LifetimeSums::default();
     for step in 0..steps {
         version += 1;
+        let v = db.version();
+        max_runs = (1..v.num_levels())
+            .map(|l| v.runs(l).len())
+            .fold(max_runs, usize::max);
+        drop(v);
         let i = rng.random_range(0..400u32);
         match rng.random_range(0..100) {
             0..=49 => {
@@ -220,7 +258,10 @@ fn run_model_warmed(
                 let j = rng.random_range(i..=400);
                 db.compact_range(Some(&key(i)), Some(&key(j))).unwrap();
             }
-            94..=95 => db.wait_idle().unwrap(),
+            94..=95 => {
+                db.wait_idle().unwrap();
+                assert_eq!(db.version().check_invariants(), Ok(()));
+            }
             _ => {
                 snaps.clear();
                 let s = db.stats();
@@ -228,7 +269,8 @@ fn run_model_warmed(
                 compactions += s.compactions;
                 sums.add(&s);
                 db.close().unwrap();
-                db = DB::open(dir.path(), small_options(gc.clone(), dynamic)).unwrap();
+                openings += 1;
+                db = DB::open(dir.path(), options(openings)).unwrap();
             }
         }
     }
@@ -268,8 +310,9 @@ fn run_model_warmed(
     drop(snaps);
     db.close().unwrap();
     // Every file on disk is accounted for: nothing leaked, nothing missing.
-    let db = DB::open(dir.path(), small_options(gc, dynamic)).unwrap();
+    let db = DB::open(dir.path(), options(openings + 1)).unwrap();
     check_scan(&db, &model, b"", b"\xff");
+    max_runs
 }
 
 #[test]
@@ -415,5 +458,84 @@ fn model_warming_learned_lifetime() {
         2000,
         true,
         tiny_learned(),
+    );
+}
+
+#[test]
+fn model_tiered_inline() {
+    run_model_tiered(GcPolicyConfig::Inline, 7, 3000, 3.0, false);
+}
+
+#[test]
+fn model_tiered_blobdb() {
+    run_model_tiered(GcPolicyConfig::blobdb(), 8, 3000, 2.0, false);
+}
+
+#[test]
+fn model_tiered_titan() {
+    run_model_tiered(GcPolicyConfig::titan(), 9, 3000, 4.0, false);
+}
+
+#[test]
+fn model_tiered_lifetime() {
+    run_model_tiered(
+        GcPolicyConfig::Lifetime {
+            mode: LifetimeMode::Learned,
+        },
+        16,
+        2000,
+        3.0,
+        false,
+    );
+}
+
+#[test]
+fn model_tiered_blobdb_aggressive_gc() {
+    run_model_tiered(
+        GcPolicyConfig::BlobDb {
+            age_cutoff: 1.0,
+            force_threshold: 0.0,
+        },
+        12,
+        2000,
+        2.0,
+        false,
+    );
+}
+
+#[test]
+fn model_switching_between_tiered_and_leveled() {
+    run_model_tiered(GcPolicyConfig::blobdb(), 11, 3000, 3.0, true);
+}
+
+#[test]
+fn growth_factor_auto_shapes_the_tree_from_measured_compactions() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = Options {
+        auto_shape: Some(halflife_engine::AutoShape::new(2 << 20)),
+        ..small_options(GcPolicyConfig::Inline, true)
+    };
+    let db = DB::open(dir.path(), opts).unwrap();
+    let first = db.stats().shape.expect("a choice is made at open");
+    assert_eq!(first.compactions, 0);
+    let mut rng = StdRng::seed_from_u64(13);
+    for i in 0..3000u32 {
+        db.put(&key(i % 1000), &value(&mut rng, i, i)).unwrap();
+    }
+    db.wait_idle().unwrap();
+    let s = db.stats();
+    let shape = s.shape.unwrap();
+    assert!(s.compactions > 0);
+    // Every executed compaction fed its merge amplification into the choice.
+    assert!(
+        shape.compactions >= s.compactions,
+        "{shape:?} vs {}",
+        s.compactions
+    );
+    assert!((2.0..=64.0).contains(&shape.growth_factor));
+    assert!(
+        shape.explanation.contains("growth factor"),
+        "{}",
+        shape.explanation
     );
 }

@@ -85,12 +85,8 @@ impl Design {
             Design::LevelingLog => with_value_log(p, stepped_traffic(a, l, f)),
             Design::Tiering => stepped_traffic(0.0, l, f),
             Design::TieringLog => with_value_log(p, stepped_traffic(0.0, l, f)),
-            Design::Sst => {
-                // B / S_l = (B / S_0) / C.
-                let b = params.table_ratio / shape.size_ratio();
-                let full_levels = (1.0 - f.powf(-l)) / (1.0 - 1.0 / f);
-                2.0 * l - 1.0 + a * f * l * b + 2.0 * a * f * l - a * f * full_levels
-            }
+            // B / S_l = (B / S_0) / C.
+            Design::Sst => sst_traffic(a, l, f, params.table_ratio / shape.size_ratio()),
         })
     }
 
@@ -118,6 +114,37 @@ impl Design {
 /// factors, and the section 6 numbers (32 at f = 10) all need `a*f*l`, which is what is used.
 pub fn stepped_traffic(a: f64, l: f64, f: f64) -> f64 {
     2.0 * l - 1.0 - a * l + a * f * l
+}
+
+/// Eq. 13 (with `2 a f l`, see docs/vat.md) divided by `S_l`: per-file compaction,
+/// `2l - 1 + a f l B/S_l + 2 a f l - a f (1 - f^-l) / (1 - 1/f)`, for any real `l > 0`.
+pub fn sst_traffic(a: f64, l: f64, f: f64, table_over_data: f64) -> f64 {
+    let full_levels = (1.0 - f.powf(-l)) / (1.0 - 1.0 / f);
+    2.0 * l - 1.0 + a * f * l * table_over_data + 2.0 * a * f * l - a * f * full_levels
+}
+
+/// Eq. 16: stepped traffic with a growth factor per level, `f_1 .. f_l` from the top
+/// (`prod f_i = C`): `2l - 1 + a * sum (f_i - 1)`. This is how a store with an integer
+/// number of levels holds a `C` that is not a power of `f`: one level takes the remainder.
+pub fn stepped_traffic_factors(a: f64, factors: &[f64]) -> f64 {
+    let l = factors.len() as f64;
+    2.0 * l - 1.0 + a * factors.iter().map(|f| f - 1.0).sum::<f64>()
+}
+
+/// Eq. 12 with a growth factor per level (`f_1 .. f_l` from the top, `prod f_i = C`),
+/// divided by `S_l`. Level `i` holds `s_i = f_1 ... f_i / C` of the data when full; the
+/// merges into it touch `f_i (f_i s_(i-1) + B/S_l) / 2` while it fills and `f_i` tables per
+/// table afterwards, read and written: `2l - 1 + sum_i a f_i (2 - f_i s_(i-1) + B/S_l)`.
+/// With equal factors this is [`sst_traffic`].
+pub fn sst_traffic_factors(a: f64, factors: &[f64], table_over_data: f64) -> f64 {
+    let c: f64 = factors.iter().product();
+    let mut upper = 1.0 / c;
+    let mut d = 2.0 * factors.len() as f64 - 1.0;
+    for &f in factors {
+        d += a * f * (2.0 - f * upper + table_over_data);
+        upper *= f;
+    }
+    d
 }
 
 /// Eq. 7-8: the tree moves only keys, `K_l = S_l * p / (1 + p)`, and every byte is appended
@@ -223,6 +250,41 @@ mod tests {
             d / s_l,
             1e-9,
         );
+    }
+
+    #[test]
+    fn per_level_factors_reduce_to_the_equal_factor_formulas() {
+        for &(a, f, l, b) in &[
+            (1.0, 10.0, 3usize, 0.001),
+            (0.6, 4.0, 5, 0.01),
+            (0.3, 7.5, 2, 0.0),
+        ] {
+            let factors = vec![f; l];
+            close(
+                stepped_traffic_factors(a, &factors),
+                stepped_traffic(a, l as f64, f),
+                1e-9,
+            );
+            close(
+                sst_traffic_factors(a, &factors, b),
+                sst_traffic(a, l as f64, f, b),
+                1e-9,
+            );
+        }
+        // Unequal factors: only their sum matters to stepped merging (Eq. 16), while
+        // per-file merging charges a level by how full the level above it gets.
+        close(
+            stepped_traffic_factors(1.0, &[2.0, 10.0]),
+            3.0 + 10.0,
+            1e-12,
+        );
+        close(
+            stepped_traffic_factors(1.0, &[10.0, 2.0]),
+            3.0 + 10.0,
+            1e-12,
+        );
+        // [2, 10]: s_0 = 1/20, s_1 = 1/10: 3 + 2(2 - 0.1) + 10(2 - 1) = 16.8.
+        close(sst_traffic_factors(1.0, &[2.0, 10.0], 0.0), 16.8, 1e-12);
     }
 
     #[test]

@@ -27,7 +27,10 @@ mod optimum;
 mod params;
 mod tune;
 
-pub use design::{stepped_traffic, with_value_log, Design, Evaluation};
+pub use design::{
+    sst_traffic, sst_traffic_factors, stepped_traffic, stepped_traffic_factors, with_value_log,
+    Design, Evaluation,
+};
 pub use error::{Result, VatError};
 pub use optimum::{
     closed_form, lambert_w0, optimal_growth_factor, optimize, Optimum, GRID_POINTS, MIN_GROWTH,

@@ -137,6 +137,64 @@ pub struct Args {
     /// learned (paper 002; `halflife leaper` compares them).
     #[arg(long, default_value = "none")]
     pub warming: String,
+    #[command(flatten)]
+    pub shape: ShapeArgs,
+}
+
+/// The tree's shape (growth factor, compaction style).
+#[derive(clap::Args, Clone, Debug)]
+pub struct ShapeArgs {
+    /// Growth factor between levels, or `auto`: the engine picks it with the VAT model
+    /// (paper 003) from its measured merge amplification, r and the expected data size.
+    #[arg(long, default_value = "10")]
+    pub growth_factor: String,
+    /// With `--growth-factor auto`: expected live data in MiB [default: records x (key +
+    /// value size)].
+    #[arg(long)]
+    pub expected_data_mb: Option<u64>,
+    /// With `--growth-factor auto`: the device's achieved throughput r (`halflife vat
+    /// measure-r`) [default: the engine's DEFAULT_R].
+    #[arg(long)]
+    pub vat_r: Option<f64>,
+    /// Compaction style: leveled or tiered.
+    #[arg(long, default_value = "leveled")]
+    pub compaction_style: String,
+}
+
+impl Default for ShapeArgs {
+    fn default() -> Self {
+        ShapeArgs {
+            growth_factor: "10".into(),
+            expected_data_mb: None,
+            vat_r: None,
+            compaction_style: "leveled".into(),
+        }
+    }
+}
+
+/// Applies `--growth-factor` and `--compaction-style` to `opts`.
+fn apply_shape(s: &ShapeArgs, info: &WorkloadInfo, opts: &mut Options) -> Result<()> {
+    opts.compaction_style = s.compaction_style.parse()?;
+    if s.growth_factor == "auto" {
+        let expected = match s.expected_data_mb {
+            Some(mb) => mb << 20,
+            None => info.record_count * (info.key_size + info.value_size),
+        };
+        let mut shape = engine::AutoShape::new(expected);
+        if let Some(r) = s.vat_r {
+            shape = shape.with_r(r);
+        }
+        opts.auto_shape = Some(shape);
+    } else {
+        opts.growth_factor = s.growth_factor.parse().map_err(|_| {
+            anyhow!(
+                "--growth-factor {:?}: expected a number > 1 or `auto`",
+                s.growth_factor
+            )
+        })?;
+    }
+    opts.validate()?;
+    Ok(())
 }
 
 /// What runs: the sizes, and where the run-phase ops come from.
@@ -321,7 +379,8 @@ pub fn run(a: Args) -> Result<()> {
         bail!("--threads must be at least 1");
     }
     let plan = Plan::from_args(&a)?;
-    let opts = engine_options(&a, &plan)?;
+    let mut opts = engine_options(&a, &plan)?;
+    apply_shape(&a.shape, &plan.info, &mut opts)?;
     let report_path = a
         .report
         .clone()
@@ -448,6 +507,7 @@ pub fn run(a: Args) -> Result<()> {
             "cache_mb": a.cache_mb, "min_blob_size": a.min_blob_size, "blob_file_mb": a.blob_file_mb,
             "sync": a.sync, "threads": a.threads, "samples": a.samples,
             "workload": plan.spec, "ops_file": a.ops, "warming": a.warming,
+            "growth_factor": a.shape.growth_factor, "compaction_style": a.shape.compaction_style,
         }),
         workload: plan.info.clone(),
         phases,
@@ -477,6 +537,14 @@ pub fn run(a: Args) -> Result<()> {
     report.save(&report_path)?;
     if !a.quiet && !a.progress_lines {
         print!("{}", render_summary(&report));
+        if let Some(choice) = &stats.shape {
+            println!();
+            println!(
+                "growth factor auto: f = {:.2} ({} levels below the memtable), a = {:.3} over {} compactions, changed {} time(s)",
+                choice.growth_factor, choice.levels, choice.a, choice.compactions, choice.changes
+            );
+            print!("{}", choice.explanation);
+        }
         println!();
         println!("report: {}", report_path.display());
         if let Some(p) = &plot_path {

@@ -450,6 +450,7 @@ fn build_spec(a: &Args, p: &Preset) -> Result<WorkloadSpec> {
         quiet: true,
         progress_lines: false,
         warming: "none".into(),
+        shape: Default::default(),
     };
     crate::cmd::bench::build_spec(&bench_args)
 }

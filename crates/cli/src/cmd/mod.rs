@@ -5,3 +5,4 @@ pub mod compare;
 pub mod leaper;
 pub mod lss;
 pub mod vat;
+pub mod vat_validate;

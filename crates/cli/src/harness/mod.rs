@@ -4,6 +4,7 @@
 
 pub mod cgroup;
 pub mod device;
+pub mod fio;
 pub mod isolate;
 pub mod latency;
 pub mod ops;

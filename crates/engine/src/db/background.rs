@@ -229,9 +229,18 @@ fn execute(
     let a = c.merge_amplification(&v);
     EngineCounters::add(&inner.counters.merge_amp_micros, (a * 1e6).round() as u64);
     EngineCounters::add(&inner.counters.merge_amp_count, 1);
+    let a_bytes = c.merge_amplification_bytes(&v);
+    EngineCounters::add(
+        &inner.counters.merge_amp_bytes_micros,
+        (a_bytes * 1e6).round() as u64,
+    );
     let snap = inner.smallest_snapshot(&st);
     let filter = inner.gc.relocation_filter(&v);
     drop(st);
+    // Outside the state lock: re-deriving the shape evaluates the model a few hundred times.
+    if let Some(shape) = &inner.opts.auto_shape {
+        shape.observe(a_bytes, &inner.opts);
+    }
     let r = run_compaction(inner, &c, snap, &v, filter.as_deref());
     drop((v, filter));
     let mut st = inner.state.lock();
@@ -285,22 +294,10 @@ fn run_compaction(
     if trivial {
         edit.added.push((c.output_level, c.inputs[0].meta.clone()));
     } else {
+        // One iterator per sorted run: each L0 file, each run of a deeper level.
         let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
-        if c.level == 0 {
-            for f in &c.inputs {
-                children.push(Box::new(f.table()?.iter(IoCause::Compaction)));
-            }
-        } else {
-            children.push(Box::new(LevelIter::new(
-                c.inputs.clone(),
-                IoCause::Compaction,
-            )));
-        }
-        if !c.overlaps.is_empty() {
-            children.push(Box::new(LevelIter::new(
-                c.overlaps.clone(),
-                IoCause::Compaction,
-            )));
+        for run in c.input_runs() {
+            children.push(Box::new(LevelIter::new(run, IoCause::Compaction)));
         }
         let mut merged = MergingIterator::new(children);
         let nf = || inner.new_file_number();
@@ -324,6 +321,7 @@ fn run_compaction(
         let o = compaction::run(&spec, &mut merged)?;
         EngineCounters::add(&inner.counters.gc_relocated_bytes, o.relocated_bytes);
         out = Some(o);
+        c.tag_outputs(&mut edit);
     }
     let mut st = inner.state.lock();
     if let Some(o) = out {
@@ -539,7 +537,12 @@ pub(crate) fn compact_range(
                 } else {
                     picker::files_in_range(&v, level, start, end)
                 };
-                let out = (level + 1).min(v.num_levels() - 1);
+                // Straight to the next level holding data: walking through empty levels
+                // would rewrite the same data once per level.
+                let out = (level + 1..=deepest)
+                    .find(|&l| !v.levels[l].is_empty())
+                    .unwrap_or(deepest.max(level + 1))
+                    .min(v.num_levels() - 1);
                 let Some(c) = picker::build(&v, level, out, files, &st.busy_tables, "manual")
                 else {
                     continue;

@@ -94,7 +94,7 @@ impl InternalIterator for LevelIter {
     }
 }
 
-/// One iterator per memtable, per L0 file and per deeper level.
+/// One iterator per memtable, per L0 file and per sorted run of a deeper level.
 pub(crate) fn children(view: &ReadView, cause: IoCause) -> Result<Vec<Box<dyn InternalIterator>>> {
     let mut c: Vec<Box<dyn InternalIterator>> = Vec::new();
     for m in &view.mems {
@@ -104,9 +104,9 @@ pub(crate) fn children(view: &ReadView, cause: IoCause) -> Result<Vec<Box<dyn In
     for f in &v.levels[0] {
         c.push(Box::new(f.table()?.iter(cause)));
     }
-    for files in v.levels.iter().skip(1) {
-        if !files.is_empty() {
-            c.push(Box::new(LevelIter::new(files.clone(), cause)));
+    for level in 1..v.num_levels() {
+        for run in v.runs(level) {
+            c.push(Box::new(LevelIter::new(run.clone(), cause)));
         }
     }
     Ok(c)

@@ -101,8 +101,11 @@ pub struct DB {
 
 impl DB {
     /// Opens (or creates) the database in `path`.
-    pub fn open(path: impl AsRef<Path>, opts: Options) -> Result<DB> {
+    pub fn open(path: impl AsRef<Path>, mut opts: Options) -> Result<DB> {
         opts.validate()?;
+        if let Some(s) = &opts.auto_shape {
+            opts.auto_shape = Some(s.fresh(&opts));
+        }
         let inner = Arc::new(recovery::open(path.as_ref(), opts)?);
         background::settle_pending_gc(&inner)?;
         let threads = background::start(&inner);
@@ -332,6 +335,10 @@ fn stats(inner: &Inner) -> DbStats {
             0 => None,
             n => Some(EngineCounters::get(&c.merge_amp_micros) as f64 / 1e6 / n as f64),
         },
+        merge_amplification_bytes: match EngineCounters::get(&c.merge_amp_count) {
+            0 => None,
+            n => Some(EngineCounters::get(&c.merge_amp_bytes_micros) as f64 / 1e6 / n as f64),
+        },
         levels: v
             .levels
             .iter()
@@ -356,6 +363,7 @@ fn stats(inner: &Inner) -> DbStats {
         cache: inner.cache.stats(),
         lifetime: inner.lifetime.as_ref().map(|rt| rt.stats(&inner.dir, &v)),
         warming: inner.warming.stats(),
+        shape: inner.opts.auto_shape.as_ref().and_then(|s| s.choice()),
     }
 }
 

@@ -15,6 +15,7 @@
 //!  11 lifetime of the value file just added by tag 6: number v | class v | created_seq v | ttl v
 //!  12 add value index map: target v | count v | source v * count
 //!  13 delete value index map: target v
+//!  14 sorted run of a table added by this edit (tiered levels): number v | run v
 //! bytes := varint length | raw
 //! ```
 
@@ -59,6 +60,9 @@ pub struct VersionEdit {
     /// Index maps of GC outputs (target file, source files), see [`crate::vlog::index_map`].
     pub added_maps: Vec<(u64, Vec<u64>)>,
     pub deleted_maps: Vec<u64>,
+    /// (table, run) for tables added by this edit that belong to a sorted run other than
+    /// run 0 (see [`super::Version::runs`]); files not listed are in run 0.
+    pub table_runs: Vec<(u64, u64)>,
 }
 
 fn put_bytes(v: &mut Vec<u8>, b: &[u8]) {
@@ -136,6 +140,9 @@ impl VersionEdit {
         }
         for &n in &self.deleted_maps {
             w(13, &[n], &mut v);
+        }
+        for &(n, run) in &self.table_runs {
+            w(14, &[n, run], &mut v);
         }
         v
     }
@@ -242,6 +249,10 @@ impl VersionEdit {
                     e.added_maps.push((target, sources));
                 }
                 13 => e.deleted_maps.push(num(&mut pos)?),
+                14 => {
+                    let n = num(&mut pos)?;
+                    e.table_runs.push((n, num(&mut pos)?));
+                }
                 t => return Err(bad(&format!("unknown tag {t}"))),
             }
         }
@@ -293,6 +304,7 @@ mod tests {
                 gc_settled: vec![12, 13],
                 added_maps: vec![(6, vec![2, 5]), (7, vec![])],
                 deleted_maps: vec![3],
+                table_runs: vec![(1, 7), (3, 1 << 40)],
             };
             let enc = e.encode();
             prop_assert_eq!(VersionEdit::decode(Path::new("m"), &enc).unwrap(), e);

@@ -4,6 +4,8 @@
 pub mod edit;
 pub mod picker;
 pub mod set;
+pub mod shape;
+pub mod tiered;
 
 pub use edit::{FileMeta, VersionEdit};
 pub use set::VersionSet;
@@ -27,6 +29,9 @@ pub fn table_file_name(dir: &Path, number: u64) -> PathBuf {
 /// A table file as versions hold it; deleted from disk when obsolete and unreferenced.
 pub struct TableFile {
     pub meta: FileMeta,
+    /// The sorted run of its level the file belongs to (levels >= 1; 0 unless tiered
+    /// compaction wrote it). Recorded in the manifest, fixed for the file's life.
+    pub run: u64,
     path: PathBuf,
     table: OnceLock<Arc<Table>>,
     obsolete: AtomicBool,
@@ -43,6 +48,7 @@ impl TableFile {
     ) -> Self {
         TableFile {
             path: table_file_name(dir, meta.number),
+            run: 0,
             meta,
             table: OnceLock::new(),
             obsolete: AtomicBool::new(false),
@@ -104,8 +110,13 @@ pub struct Found {
 /// An immutable snapshot of the tree's shape.
 #[derive(Clone)]
 pub struct Version {
-    /// Level 0 newest first (may overlap); levels 1.. sorted by key, disjoint.
+    /// Level 0 newest first (may overlap); levels 1.. sorted by smallest key. A level >= 1
+    /// is one sorted run under leveled compaction and may hold several overlapping runs
+    /// under tiered compaction; [`Version::runs`] groups them.
     pub levels: Vec<Vec<Arc<TableFile>>>,
+    /// Per level, its sorted runs, newest first; each run's files sorted by key and
+    /// disjoint. Level 0: one run per file.
+    runs: Vec<Vec<Vec<Arc<TableFile>>>>,
     pub blobs: Arc<BTreeMap<u64, Arc<BlobFile>>>,
     /// Value index maps by target file (index-map GC policies only).
     pub maps: Arc<BTreeMap<u64, Arc<IndexMap>>>,
@@ -113,10 +124,33 @@ pub struct Version {
     redirects: Arc<BTreeMap<u64, Vec<Arc<IndexMap>>>>,
 }
 
+/// Groups the files of one level into sorted runs, newest run first. L0 files are each
+/// their own run (they overlap and arrive newest first); files of deeper levels are
+/// grouped by their run number. Runs of one level hold disjoint sequence ranges (each is
+/// the merge of everything the level above held at one moment), so the run holding the
+/// largest sequence number is the newest.
+pub(crate) fn group_runs(level: usize, files: &[Arc<TableFile>]) -> Vec<Vec<Arc<TableFile>>> {
+    if level == 0 {
+        return files.iter().map(|f| vec![f.clone()]).collect();
+    }
+    let mut by_run: BTreeMap<u64, Vec<Arc<TableFile>>> = BTreeMap::new();
+    for f in files {
+        by_run.entry(f.run).or_default().push(f.clone());
+    }
+    let mut runs: Vec<Vec<Arc<TableFile>>> = by_run.into_values().collect();
+    for r in &mut runs {
+        r.sort_by(|a, b| cmp_internal(&a.meta.smallest, &b.meta.smallest));
+    }
+    let newest = |r: &Vec<Arc<TableFile>>| r.iter().map(|f| f.meta.largest_seq).max();
+    runs.sort_by_key(|r| std::cmp::Reverse(newest(r)));
+    runs
+}
+
 impl Version {
     pub fn empty(num_levels: usize) -> Self {
         Version {
             levels: vec![Vec::new(); num_levels],
+            runs: vec![Vec::new(); num_levels],
             blobs: Arc::new(BTreeMap::new()),
             maps: Arc::new(BTreeMap::new()),
             redirects: Arc::new(BTreeMap::new()),
@@ -162,6 +196,11 @@ impl Version {
             .collect()
     }
 
+    /// The sorted runs of `level`, newest first (see [`group_runs`]).
+    pub fn runs(&self, level: usize) -> &[Vec<Arc<TableFile>>] {
+        &self.runs[level]
+    }
+
     pub fn num_levels(&self) -> usize {
         self.levels.len()
     }
@@ -195,11 +234,13 @@ impl Version {
             let candidates: Vec<&Arc<TableFile>> = if level == 0 {
                 files.iter().filter(|f| f.overlaps(key, key)).collect()
             } else {
-                let i = files.partition_point(|f| f.largest_user_key() < key);
-                files
-                    .get(i)
-                    .filter(|f| f.smallest_user_key() <= key)
-                    .into_iter()
+                // At most one file per run; runs newest first.
+                self.runs[level]
+                    .iter()
+                    .filter_map(|run| {
+                        let i = run.partition_point(|f| f.largest_user_key() < key);
+                        run.get(i).filter(|f| f.smallest_user_key() <= key)
+                    })
                     .collect()
             };
             for f in candidates {
@@ -261,15 +302,14 @@ impl Version {
                 removed.insert(number, levels[level].remove(i));
             }
         }
+        let runs_of: HashMap<u64, u64> = edit.table_runs.iter().copied().collect();
         for (level, meta) in &edit.added {
-            // A file deleted and added by the same edit moved between levels: same file.
+            // A file deleted and added by the same edit moved between levels: same file
+            // (and same run).
             let f = removed.remove(&meta.number).unwrap_or_else(|| {
-                Arc::new(TableFile::new(
-                    meta.clone(),
-                    dir,
-                    storage.clone(),
-                    cache.clone(),
-                ))
+                let mut t = TableFile::new(meta.clone(), dir, storage.clone(), cache.clone());
+                t.run = runs_of.get(&meta.number).copied().unwrap_or(0);
+                Arc::new(t)
             });
             levels[*level].push(f);
         }
@@ -334,23 +374,52 @@ impl Version {
             }
             (Arc::new(maps), Arc::new(redirects))
         };
+        let runs = levels
+            .iter()
+            .enumerate()
+            .map(|(level, files)| group_runs(level, files))
+            .collect();
         Version {
             levels,
+            runs,
             blobs: Arc::new(blobs),
             maps,
             redirects,
         }
     }
 
-    /// Checks the invariants of levels >= 1 (sorted, disjoint user-key ranges).
+    /// Checks the invariants of levels >= 1: each sorted run is sorted with disjoint
+    /// user-key ranges, and runs of one level hold disjoint sequence ranges, newest first.
     pub fn check_invariants(&self) -> std::result::Result<(), String> {
-        for (level, files) in self.levels.iter().enumerate().skip(1) {
-            for w in files.windows(2) {
-                if w[0].largest_user_key().cmp(w[1].smallest_user_key()) != Ordering::Less {
+        for (level, runs) in self.runs.iter().enumerate().skip(1) {
+            for run in runs {
+                for w in run.windows(2) {
+                    if w[0].largest_user_key().cmp(w[1].smallest_user_key()) != Ordering::Less {
+                        return Err(format!(
+                            "level {level}: files {} and {} of run {} overlap",
+                            w[0].number(),
+                            w[1].number(),
+                            w[0].run
+                        ));
+                    }
+                }
+            }
+            let seqs = |r: &Vec<Arc<TableFile>>| {
+                let lo = r.iter().map(|f| f.meta.smallest_seq).min().unwrap_or(0);
+                let hi = r.iter().map(|f| f.meta.largest_seq).max().unwrap_or(0);
+                (lo, hi)
+            };
+            for w in runs.windows(2) {
+                let (newer, older) = (seqs(&w[0]), seqs(&w[1]));
+                // Overlapping runs must be ordered by age; key-disjoint ones need not be.
+                let key_overlap = w[0].iter().any(|a| {
+                    w[1].iter()
+                        .any(|b| a.overlaps(b.smallest_user_key(), b.largest_user_key()))
+                });
+                if key_overlap && newer.0 <= older.1 {
                     return Err(format!(
-                        "level {level}: files {} and {} overlap",
-                        w[0].number(),
-                        w[1].number()
+                        "level {level}: runs {} (seq {:?}) and {} (seq {:?}) share sequence numbers",
+                        w[0][0].run, newer, w[1][0].run, older
                     ));
                 }
             }

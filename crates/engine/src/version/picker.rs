@@ -9,11 +9,25 @@
 //! whose overlap with level n+1 is smallest relative to its size (RocksDB's
 //! kMinOverlappingRatio), which keeps the rewritten bytes per compaction low. BlobDB's
 //! force-GC targets come after size-driven compactions, as in RocksDB.
+//!
+//! Tiered compaction picks differently ([`super::tiered`]); both build [`Compaction`]s here.
+//! A level that holds several overlapping runs (tiered, or left by a tiered run of the
+//! database) always moves whole: moving part of a newer run below an older run would let
+//! the older one shadow it.
 
-use super::{TableFile, Version};
-use crate::options::Options;
+use super::{group_runs, TableFile, Version, VersionEdit};
+use crate::options::{CompactionStyle, Options};
 use std::collections::HashSet;
 use std::sync::Arc;
+
+/// The sorted run a compaction's outputs join at the output level.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OutputRun {
+    /// The output level's existing run (under leveling there is at most one), or run 0.
+    Existing(u64),
+    /// A new run, numbered after its smallest output table (tiered merges).
+    New,
+}
 
 /// One compaction: the inputs at `level` and their overlaps at `output_level`.
 pub struct Compaction {
@@ -25,11 +39,42 @@ pub struct Compaction {
     /// and overwritten versions can be dropped for good.
     pub bottommost: bool,
     pub reason: &'static str,
+    pub output_run: OutputRun,
 }
 
 impl Compaction {
     pub fn all_files(&self) -> impl Iterator<Item = &Arc<TableFile>> {
         self.inputs.iter().chain(self.overlaps.iter())
+    }
+
+    /// The files to merge as sorted runs (each sorted and disjoint, read by one iterator):
+    /// each L0 file alone, the inputs' runs, then the overlaps' runs.
+    pub fn input_runs(&self) -> Vec<Vec<Arc<TableFile>>> {
+        let mut runs = group_runs(self.level, &self.inputs);
+        runs.extend(group_runs(self.output_level, &self.overlaps));
+        runs
+    }
+
+    /// Records in `edit` the run that the compaction's new tables at the output level
+    /// belong to (tables moved by the edit keep theirs).
+    pub fn tag_outputs(&self, edit: &mut VersionEdit) {
+        if self.output_level == 0 {
+            return;
+        }
+        let moved: HashSet<u64> = edit.deleted.iter().map(|d| d.1).collect();
+        let outs: Vec<u64> = edit
+            .added
+            .iter()
+            .filter(|(l, m)| *l == self.output_level && !moved.contains(&m.number))
+            .map(|(_, m)| m.number)
+            .collect();
+        let run = match self.output_run {
+            OutputRun::Existing(r) => r,
+            OutputRun::New => outs.iter().copied().min().unwrap_or(0),
+        };
+        if run != 0 {
+            edit.table_runs.extend(outs.into_iter().map(|n| (n, run)));
+        }
     }
 
     pub fn input_bytes(&self) -> u64 {
@@ -51,6 +96,24 @@ impl Compaction {
         let upper = self.inputs.len() as f64 / n_u as f64;
         (lower / upper).min(1.0)
     }
+
+    /// Merge amplification with the fractions taken in bytes instead of files: the share of
+    /// the lower level's bytes the compaction rewrites over the share of the upper level's
+    /// bytes it moves, at most 1. This is the paper's wording ("the percentage of the size
+    /// of the lower level which is read and written"); counting files, as sec. 3.2 does
+    /// for tables of tens of MiB, overstates it when tables are small, because a table
+    /// that overlaps the inputs at one end counts whole.
+    pub fn merge_amplification_bytes(&self, v: &Version) -> f64 {
+        let size = |files: &[Arc<TableFile>]| files.iter().map(|f| f.meta.size).sum::<u64>();
+        let (b_u, b_l) = (v.level_bytes(self.level), v.level_bytes(self.output_level));
+        let moved = size(&self.inputs);
+        if self.output_level == self.level || b_u == 0 || b_l == 0 || moved == 0 {
+            return 0.0;
+        }
+        let lower = size(&self.overlaps) as f64 / b_l as f64;
+        let upper = moved as f64 / b_u as f64;
+        (lower / upper).min(1.0)
+    }
 }
 
 /// The tree's shape targets: the level L0 compacts into and each level's target size.
@@ -68,24 +131,45 @@ pub struct Targets {
 pub fn targets(v: &Version, opts: &Options) -> Targets {
     let n = v.num_levels();
     let last = n - 1;
-    let f = opts.growth_factor;
+    let f = growth_factor(opts);
+    let level1 = level1_max_bytes(opts);
     let mut bytes = vec![0.0; n];
     if !opts.dynamic_level_bytes {
         for (l, b) in bytes.iter_mut().enumerate().skip(1) {
-            *b = opts.level1_max_bytes as f64 * f.powi(l as i32 - 1);
+            *b = level1 * f.powi(l as i32 - 1);
         }
         return Targets { base: 1, bytes };
     }
     let largest = (1..n).map(|l| v.level_bytes(l)).max().unwrap_or(0) as f64;
     let mut base = last;
-    let mut size = largest.max(opts.level1_max_bytes as f64);
+    let mut size = largest.max(level1);
     bytes[last] = size;
-    while base > 1 && size > opts.level1_max_bytes as f64 {
+    while base > 1 && size > level1 {
         base -= 1;
         size /= f;
         bytes[base] = size;
     }
     Targets { base, bytes }
+}
+
+/// The growth factor in force: the configured one, or the engine's own choice under
+/// `growth_factor = auto` once it has made one.
+pub fn growth_factor(opts: &Options) -> f64 {
+    opts.auto_shape
+        .as_ref()
+        .and_then(|s| s.growth_factor())
+        .unwrap_or(opts.growth_factor)
+}
+
+/// The largest target of the level L0 compacts into: `level1_max_bytes`, or under
+/// `growth_factor = auto` once a choice is made, `f` times what L0 holds at its trigger
+/// (`l0_compaction_trigger` memtables), so that every level below the memtable is `f`
+/// times the one above it, as the model's shape has them.
+pub fn level1_max_bytes(opts: &Options) -> f64 {
+    match opts.auto_shape.as_ref().and_then(|s| s.growth_factor()) {
+        Some(f) => f * (opts.l0_compaction_trigger * opts.memtable_size) as f64,
+        None => opts.level1_max_bytes as f64,
+    }
 }
 
 /// Compaction scores per level (the last level has none: it has nowhere to go).
@@ -119,18 +203,70 @@ pub fn output_level(v: &Version, t: &Targets, level: usize) -> usize {
     }
 }
 
-fn key_range(files: &[Arc<TableFile>]) -> (Vec<u8>, Vec<u8>) {
-    let lo = files.iter().map(|f| f.smallest_user_key()).min().unwrap();
-    let hi = files.iter().map(|f| f.largest_user_key()).max().unwrap();
+pub(crate) fn key_range<'a>(
+    files: impl Iterator<Item = &'a Arc<TableFile>> + Clone,
+) -> (Vec<u8>, Vec<u8>) {
+    let lo = files.clone().map(|f| f.smallest_user_key()).min().unwrap();
+    let hi = files.map(|f| f.largest_user_key()).max().unwrap();
     (lo.to_vec(), hi.to_vec())
 }
 
-fn is_bottommost(v: &Version, output_level: usize, lo: &[u8], hi: &[u8]) -> bool {
-    (output_level + 1..v.num_levels()).all(|l| v.overlapping(l, lo, hi).is_empty())
+/// Whether nothing outside the compaction, at the output level or below, holds keys of
+/// [lo, hi] (the range of all its files): only then may tombstones and shadowed versions
+/// go for good. Under tiering the output level's other runs count: they are older.
+pub(crate) fn is_bottommost(
+    v: &Version,
+    members: &HashSet<u64>,
+    output_level: usize,
+    lo: &[u8],
+    hi: &[u8],
+) -> bool {
+    (output_level..v.num_levels()).all(|l| {
+        v.overlapping(l, lo, hi)
+            .iter()
+            .all(|f| members.contains(&f.number()))
+    })
+}
+
+/// Assembles a compaction of `inputs` and `overlaps`, unless a file involved is busy.
+pub(crate) fn assemble(
+    v: &Version,
+    (level, output_level): (usize, usize),
+    inputs: Vec<Arc<TableFile>>,
+    overlaps: Vec<Arc<TableFile>>,
+    output_run: OutputRun,
+    busy: &HashSet<u64>,
+    reason: &'static str,
+) -> Option<Compaction> {
+    if inputs.is_empty()
+        || inputs
+            .iter()
+            .chain(overlaps.iter())
+            .any(|f| busy.contains(&f.number()))
+    {
+        return None;
+    }
+    let members: HashSet<u64> = inputs
+        .iter()
+        .chain(overlaps.iter())
+        .map(|f| f.number())
+        .collect();
+    let (lo, hi) = key_range(inputs.iter().chain(overlaps.iter()));
+    Some(Compaction {
+        level,
+        output_level,
+        bottommost: is_bottommost(v, &members, output_level, &lo, &hi),
+        inputs,
+        overlaps,
+        reason,
+        output_run,
+    })
 }
 
 /// Expands `inputs` at `level` with their overlaps at `output_level` (nothing when a
-/// last-level file is compacted into itself) unless a file involved is busy.
+/// last-level file is compacted into itself) unless a file involved is busy. A level of
+/// several runs contributes all its files; an output level of several runs is taken whole,
+/// so that the result is one run.
 pub fn build(
     v: &Version,
     level: usize,
@@ -139,26 +275,45 @@ pub fn build(
     busy: &HashSet<u64>,
     reason: &'static str,
 ) -> Option<Compaction> {
-    if inputs.is_empty() || inputs.iter().any(|f| busy.contains(&f.number())) {
-        return None;
-    }
-    let (lo, hi) = key_range(&inputs);
-    let overlaps = if output_level == level {
-        Vec::new()
+    let inputs = if level > 0 && v.runs(level).len() > 1 {
+        v.levels[level].clone()
     } else {
-        v.overlapping(output_level, &lo, &hi)
+        inputs
     };
-    if overlaps.iter().any(|f| busy.contains(&f.number())) {
+    if inputs.is_empty() {
         return None;
     }
-    Some(Compaction {
-        level,
-        output_level,
-        bottommost: is_bottommost(v, output_level, &lo, &hi),
+    let single_run = |l: usize| match v.runs(l) {
+        [] => Some(0),
+        [run] => Some(run[0].run),
+        _ => None,
+    };
+    let (overlaps, output_run) = if output_level == level {
+        (
+            Vec::new(),
+            OutputRun::Existing(single_run(level).unwrap_or(0)),
+        )
+    } else {
+        match single_run(output_level) {
+            Some(run) => {
+                let (lo, hi) = key_range(inputs.iter());
+                (
+                    v.overlapping(output_level, &lo, &hi),
+                    OutputRun::Existing(run),
+                )
+            }
+            None => (v.levels[output_level].clone(), OutputRun::Existing(0)),
+        }
+    };
+    assemble(
+        v,
+        (level, output_level),
         inputs,
         overlaps,
+        output_run,
+        busy,
         reason,
-    })
+    )
 }
 
 /// Picks the most urgent compaction, if any: size-driven compactions first, then files
@@ -170,6 +325,18 @@ pub fn pick(
     busy: &HashSet<u64>,
     forced_gc: &HashSet<u64>,
 ) -> Option<Compaction> {
+    if opts.compaction_style == CompactionStyle::Tiered {
+        return super::tiered::pick(v, opts, busy, forced_gc);
+    }
+    // A level of several runs (left by tiered compaction) is merged down whole first.
+    for level in 1..v.num_levels() {
+        if v.runs(level).len() > 1 {
+            let out = (level + 1).min(v.num_levels() - 1);
+            if let Some(c) = build(v, level, out, Vec::new(), busy, "runs") {
+                return Some(c);
+            }
+        }
+    }
     let t = targets(v, opts);
     let mut order: Vec<(usize, f64)> = scores(v, opts, &t).into_iter().enumerate().collect();
     order.sort_by(|a, b| b.1.total_cmp(&a.1));
@@ -281,11 +448,50 @@ mod tests {
         let c = build(&v, 1, 2, v.levels[1].clone(), &HashSet::new(), "test").unwrap();
         assert_eq!(c.overlaps.len(), 3);
         assert!((c.merge_amplification(&v) - 0.75).abs() < 1e-12);
+        // In bytes (all files 1000 bytes here) the same.
+        assert!((c.merge_amplification_bytes(&v) - 0.75).abs() < 1e-12);
         // Into an empty level: nothing merged.
         let f = v.levels[2][0].clone();
         let c = build(&v, 2, 3, vec![f], &HashSet::new(), "test").unwrap();
         assert_eq!(c.merge_amplification(&v), 0.0);
         assert!(c.bottommost);
+    }
+}
+
+#[cfg(test)]
+mod bytes_tests {
+    use super::*;
+    use crate::io::{FileStorage, Storage};
+    use crate::types::{make_internal_key, ValueKind};
+    use crate::version::{FileMeta, VersionEdit};
+    use std::path::Path;
+
+    #[test]
+    fn merge_amplification_in_bytes_weighs_partial_overlaps_by_size() {
+        let storage: Arc<dyn Storage> = Arc::new(FileStorage::new());
+        let m = |number, lo: &str, hi: &str, size| FileMeta {
+            number,
+            size,
+            smallest: make_internal_key(lo.as_bytes(), 1, ValueKind::Value),
+            largest: make_internal_key(hi.as_bytes(), 1, ValueKind::Value),
+            smallest_seq: 1,
+            largest_seq: 1,
+            entries: 1,
+            deletions: 0,
+            oldest_blob: None,
+        };
+        let mut edit = VersionEdit::default();
+        // Upper: two 1000-byte files. Lower: a 100-byte file barely overlapping the first
+        // upper file, and a 3900-byte file that does not.
+        edit.added.push((1, m(1, "c", "f", 1000)));
+        edit.added.push((1, m(2, "p", "s", 1000)));
+        edit.added.push((2, m(3, "a", "c", 100)));
+        edit.added.push((2, m(4, "x", "z", 3900)));
+        let v = Version::empty(4).apply(&edit, Path::new("/nonexistent"), &storage, &None);
+        let c = build(&v, 1, 2, vec![v.levels[1][0].clone()], &HashSet::new(), "t").unwrap();
+        // Files: (1/2)/(1/2) = 1. Bytes: (100/4000)/(1000/2000) = 0.05.
+        assert!((c.merge_amplification(&v) - 1.0).abs() < 1e-12);
+        assert!((c.merge_amplification_bytes(&v) - 0.05).abs() < 1e-12);
     }
 }
 

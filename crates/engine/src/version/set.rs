@@ -145,6 +145,9 @@ impl VersionSet {
         for (level, files) in self.current.levels.iter().enumerate() {
             for f in files {
                 snap.added.push((level, f.meta.clone()));
+                if f.run != 0 {
+                    snap.table_runs.push((f.number(), f.run));
+                }
             }
         }
         for b in self.current.blobs.values() {

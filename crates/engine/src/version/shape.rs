@@ -1,0 +1,299 @@
+//! `growth_factor = auto`: the engine shapes its tree with the VAT model (paper 003).
+//!
+//! VAT gives the insert-path cost of a leveled tree as a function of its growth factor `f`
+//! and level count `l` (tied by `f^l = C`, the expected data size over the memtable size),
+//! the merge amplification `a` and the device's achieved throughput `r`. The engine
+//! compacts one table file at a time, so the per-file variant (SST-VAT, Eq. 12-13, with
+//! `B / S_0` = table file size over memtable size) is the design it optimises.
+//!
+//! `a` is the running mean of the `a` every compaction records (sec. 3.2); before the
+//! first compaction, [`DEFAULT_A`]. `r` is configured (measured with `halflife vat
+//! measure-r`); [`DEFAULT_R`] otherwise. The best integer level count and its
+//! `f = C^(1/l)` are re-derived after every compaction; `f` only changes when the best level
+//! count does, so level targets do not drift with every new sample of `a`. Each change is
+//! recorded with the model's explanation, readable in [`crate::DbStats::shape`].
+//!
+//! The chosen `f` replaces `growth_factor` in the level targets ([`super::picker::targets`])
+//! and sets the base level's largest target to `f` times what L0 holds at its trigger
+//! ([`super::picker::level1_max_bytes`]), so every level below the memtable is `f` times the
+//! one above; with dynamic targets the number of levels then follows from the data size,
+//! `ln(data / L0) / ln f` below L0, as the model intends. The value-log designs share the optimum of their in-place counterparts (the log
+//! only adds a constant), so the same choice serves key-value separation.
+
+use crate::error::{Error, Result};
+use crate::options::{CompactionStyle, Options};
+use parking_lot::Mutex;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::sync::Arc;
+
+/// `a` assumed before any compaction measured it: the mean this engine measured under
+/// leveled compaction over uniform keys in `halflife vat validate`, 0.68 to 0.72 for growth
+/// factors 3 to 10 (docs/vat.md).
+pub const DEFAULT_A: f64 = 0.7;
+/// `r` assumed when none is configured: on the development machine fio's random writes of
+/// 64 MiB (the default table size) at queue depth 30 ran as fast as sequential ones
+/// (docs/vat.md, `halflife vat measure-r`), as the paper assumes for large tables.
+pub const DEFAULT_R: f64 = 1.0;
+/// Bounds on the chosen growth factor: below 2 levels multiply for nothing; above 64 a
+/// single merge rewrites an unreasonable share of the tree.
+pub const MIN_GROWTH: f64 = 2.0;
+pub const MAX_GROWTH: f64 = 64.0;
+
+/// What `growth_factor = auto` needs to know, plus the choice it made so far.
+#[derive(Clone)]
+pub struct AutoShape {
+    /// Live data the database is expected to hold, `S_l`.
+    pub expected_data_bytes: u64,
+    /// Achieved device throughput `r` in (0, 1].
+    pub r: f64,
+    /// `a` before the first compaction, in [0, 1].
+    pub initial_a: f64,
+    state: Arc<Mutex<State>>,
+}
+
+#[derive(Default)]
+struct State {
+    sum_a: f64,
+    count: u64,
+    current: Option<ShapeChoice>,
+    changes: u64,
+}
+
+/// One choice of shape and the reasoning behind it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ShapeChoice {
+    /// Mean `a` the choice used, over `compactions` compactions (0: the default).
+    pub a: f64,
+    pub compactions: u64,
+    pub r: f64,
+    /// `C = expected data / memtable size`.
+    pub size_ratio: f64,
+    pub growth_factor: f64,
+    /// The model's level count below the memtable.
+    pub levels: u32,
+    /// Model cost `T / T_opt` of the choice.
+    pub cost: f64,
+    /// How many times the choice changed since open.
+    pub changes: u64,
+    /// The model's account of the choice.
+    pub explanation: String,
+}
+
+impl fmt::Debug for AutoShape {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AutoShape")
+            .field("expected_data_bytes", &self.expected_data_bytes)
+            .field("r", &self.r)
+            .field("initial_a", &self.initial_a)
+            .field("choice", &self.choice().map(|c| c.growth_factor))
+            .finish()
+    }
+}
+
+impl AutoShape {
+    pub fn new(expected_data_bytes: u64) -> Self {
+        AutoShape {
+            expected_data_bytes,
+            r: DEFAULT_R,
+            initial_a: DEFAULT_A,
+            state: Arc::default(),
+        }
+    }
+
+    pub fn with_r(mut self, r: f64) -> Self {
+        self.r = r;
+        self
+    }
+
+    pub(crate) fn validate(&self, opts: &Options) -> Result<()> {
+        let bad = |detail: String| Error::InvalidOptions {
+            name: "growth_factor=auto",
+            detail,
+        };
+        if opts.compaction_style == CompactionStyle::Tiered {
+            return Err(bad(
+                "tiering's model cost only falls with f (one level is optimal), so auto \
+                 applies to leveled compaction only"
+                    .into(),
+            ));
+        }
+        if self.expected_data_bytes <= opts.memtable_size as u64 {
+            return Err(bad(format!(
+                "expected data size {} must exceed the memtable size {}",
+                self.expected_data_bytes, opts.memtable_size
+            )));
+        }
+        if !(self.r > 0.0 && self.r <= 1.0) {
+            return Err(bad(format!("r = {} is not in (0, 1]", self.r)));
+        }
+        if !(0.0..=1.0).contains(&self.initial_a) {
+            return Err(bad(format!("a = {} is not in [0, 1]", self.initial_a)));
+        }
+        Ok(())
+    }
+
+    /// The same settings with no history, chosen for `opts` with the initial `a` (a
+    /// database opens with its own copy, so two databases never share measurements).
+    pub(crate) fn fresh(&self, opts: &Options) -> AutoShape {
+        let s = AutoShape {
+            state: Arc::default(),
+            ..self.clone()
+        };
+        s.rechoose(opts);
+        s
+    }
+
+    /// The growth factor chosen so far, if any.
+    pub fn growth_factor(&self) -> Option<f64> {
+        self.state.lock().current.as_ref().map(|c| c.growth_factor)
+    }
+
+    /// The current choice with its reasoning.
+    pub fn choice(&self) -> Option<ShapeChoice> {
+        self.state.lock().current.clone()
+    }
+
+    /// Records the merge amplification of one compaction and re-derives the shape.
+    pub(crate) fn observe(&self, a: f64, opts: &Options) {
+        {
+            let mut st = self.state.lock();
+            st.sum_a += a.clamp(0.0, 1.0);
+            st.count += 1;
+        }
+        self.rechoose(opts);
+    }
+
+    fn rechoose(&self, opts: &Options) {
+        let (a, n) = {
+            let st = self.state.lock();
+            match st.count {
+                0 => (self.initial_a, 0),
+                n => (st.sum_a / n as f64, n),
+            }
+        };
+        let Some(mut next) = choose(self.expected_data_bytes, self.r, a, opts) else {
+            return;
+        };
+        next.compactions = n;
+        let mut st = self.state.lock();
+        let same_shape = st.current.as_ref().is_some_and(|c| c.levels == next.levels);
+        if same_shape {
+            // Keep f (and the level targets) steady; refresh the reasoning.
+            let c = st.current.as_mut().unwrap();
+            next.growth_factor = c.growth_factor;
+            next.changes = c.changes;
+            *c = next;
+        } else {
+            st.changes += u64::from(st.current.is_some());
+            next.changes = st.changes;
+            st.current = Some(next);
+        }
+    }
+}
+
+/// The model's best shape for the engine's sizes and the given `a` and `r`.
+pub fn choose(expected_data_bytes: u64, r: f64, a: f64, opts: &Options) -> Option<ShapeChoice> {
+    let workload = vat::Workload {
+        data_bytes: expected_data_bytes as f64,
+        memtable_bytes: opts.memtable_size as f64,
+        // Key and value sizes only matter for the value-log designs, not for SST-VAT.
+        key_bytes: 16.0,
+        value_bytes: 1024.0,
+        table_bytes: opts.target_file_size as f64,
+    };
+    let rec = vat::recommend(vat::Design::Sst, a.clamp(0.0, 1.0), r, &workload).ok()?;
+    let f = rec.growth_factor().clamp(MIN_GROWTH, MAX_GROWTH);
+    let mut explanation = rec.explanation.clone();
+    if f != rec.growth_factor() {
+        explanation.push_str(&format!(
+            "clamped: growth factor {:.2} kept within [{MIN_GROWTH}, {MAX_GROWTH}]\n",
+            rec.growth_factor()
+        ));
+    }
+    Some(ShapeChoice {
+        a,
+        compactions: 0,
+        r,
+        size_ratio: workload.size_ratio(),
+        growth_factor: f,
+        levels: rec.levels(),
+        cost: rec.best.cost,
+        changes: 0,
+        explanation,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn opts() -> Options {
+        Options {
+            memtable_size: 64 << 20,
+            target_file_size: 64 << 20,
+            ..Options::default()
+        }
+    }
+
+    #[test]
+    fn choice_follows_the_model_and_the_measured_a() {
+        let o = opts();
+        let shape = AutoShape::new(64 << 30).fresh(&o);
+        // C = 1024 with the default a: the model's integer optimum for SST-VAT.
+        let first = shape.choice().unwrap();
+        let rec = vat::recommend(
+            vat::Design::Sst,
+            DEFAULT_A,
+            DEFAULT_R,
+            &vat::Workload {
+                data_bytes: (64u64 << 30) as f64,
+                memtable_bytes: (64u64 << 20) as f64,
+                key_bytes: 16.0,
+                value_bytes: 1024.0,
+                table_bytes: (64u64 << 20) as f64,
+            },
+        )
+        .unwrap();
+        assert_eq!(first.levels, rec.levels());
+        assert!((first.growth_factor - rec.growth_factor()).abs() < 1e-9);
+        assert!((first.size_ratio - 1024.0).abs() < 1e-9);
+        assert!(first.explanation.contains("level"));
+        // Cheap merges (a -> 0.05) want fewer, larger levels.
+        for _ in 0..50 {
+            shape.observe(0.05, &o);
+        }
+        let cheap = shape.choice().unwrap();
+        assert_eq!(cheap.compactions, 50);
+        assert!(cheap.levels < first.levels, "{cheap:?} vs {first:?}");
+        assert!(cheap.growth_factor > first.growth_factor);
+        assert_eq!(cheap.changes, 1);
+        assert_eq!(shape.growth_factor(), Some(cheap.growth_factor));
+        // Level targets follow the choice.
+        let with = Options {
+            auto_shape: Some(shape.clone()),
+            ..o.clone()
+        };
+        assert_eq!(
+            crate::version::picker::growth_factor(&with),
+            cheap.growth_factor
+        );
+        assert_eq!(
+            crate::version::picker::level1_max_bytes(&with),
+            cheap.growth_factor * (4 * (64 << 20)) as f64
+        );
+    }
+
+    #[test]
+    fn bad_settings_are_named() {
+        let o = opts();
+        assert!(AutoShape::new(1 << 20).validate(&o).is_err());
+        assert!(AutoShape::new(1 << 40).with_r(0.0).validate(&o).is_err());
+        let tiered = Options {
+            compaction_style: CompactionStyle::Tiered,
+            ..o.clone()
+        };
+        assert!(AutoShape::new(1 << 40).validate(&tiered).is_err());
+        AutoShape::new(1 << 40).validate(&o).unwrap();
+    }
+}
