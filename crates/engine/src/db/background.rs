@@ -321,11 +321,11 @@ fn run_compaction(
         let o = compaction::run(&spec, &mut merged)?;
         EngineCounters::add(&inner.counters.gc_relocated_bytes, o.relocated_bytes);
         out = Some(o);
-        c.tag_outputs(&mut edit);
     }
     let mut st = inner.state.lock();
     if let Some(o) = out {
         add_outputs(inner, &mut st, &mut edit, c.output_level, o);
+        c.tag_outputs(&mut edit);
     }
     inner.apply_edit(&mut st, edit)?;
     EngineCounters::add(&inner.counters.compactions, 1);
