@@ -34,7 +34,10 @@ pub struct Piece {
 
 impl Layout {
     pub fn new(slots: u32, chunk: u64) -> Self {
-        assert!(slots >= 2 && chunk > 0, "a stripe needs two slots and a chunk");
+        assert!(
+            slots >= 2 && chunk > 0,
+            "a stripe needs two slots and a chunk"
+        );
         Layout { slots, chunk }
     }
 

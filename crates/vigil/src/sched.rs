@@ -35,9 +35,21 @@ enum Phase {
     /// PLM off (Base, SILK) or the simple driver (PLM, I-PLM).
     Unscheduled,
     /// Every set entered NDWIN at PLM enable; DTWIN is allowed from `until`.
-    Boot { until: u64 },
-    Ndwin { slot: usize, end: u64 },
-    Lockdown { slot: usize, until: u64 },
+    Boot {
+        until: u64,
+    },
+    /// The other sets drain their buffers before their first DTWIN.
+    BootLockdown {
+        until: u64,
+    },
+    Ndwin {
+        slot: usize,
+        end: u64,
+    },
+    Lockdown {
+        slot: usize,
+        until: u64,
+    },
 }
 
 pub(crate) struct Sched {
@@ -83,7 +95,11 @@ impl Sched {
         } else {
             Phase::Unscheduled
         };
-        let initial = if cfg.mode.plm() { View::Ndwin } else { View::Off };
+        let initial = if cfg.mode.plm() {
+            View::Ndwin
+        } else {
+            View::Off
+        };
         Ok(Sched {
             mode: cfg.mode,
             slots,
@@ -98,7 +114,14 @@ impl Sched {
                 let g = &dev.config().geometry;
                 let pages = cfg.chunk_size.div_ceil(g.page_size as u64);
                 let per_die = pages.div_ceil(g.dies() as u64);
-                let slowest = dev.config().timings.program.iter().max().copied().unwrap_or_default();
+                let slowest = dev
+                    .config()
+                    .timings
+                    .program
+                    .iter()
+                    .max()
+                    .copied()
+                    .unwrap_or_default();
                 per_die * ns(slowest)
             },
             phase,
@@ -113,7 +136,7 @@ impl Sched {
     pub fn reconstruct_slot(&self) -> Option<usize> {
         match self.phase {
             Phase::Unscheduled => None,
-            Phase::Boot { .. } => Some(0),
+            Phase::Boot { .. } | Phase::BootLockdown { .. } => Some(0),
             Phase::Ndwin { slot, .. } | Phase::Lockdown { slot, .. } => Some(slot),
         }
     }
@@ -123,6 +146,7 @@ impl Sched {
         match self.phase {
             Phase::Unscheduled => true,
             Phase::Boot { until } => now < until,
+            Phase::BootLockdown { .. } => slot == 0,
             Phase::Ndwin { slot: s, end } => s == slot && now < end,
             Phase::Lockdown { .. } => false,
         }
@@ -156,11 +180,23 @@ impl Sched {
                         break;
                     }
                     let t = VirtualTime::from_nanos(until);
+                    let mut last = until;
                     for k in 1..self.slots {
                         let c = dev.set_window(k as u32, Window::Dtwin, t)?;
                         let begin = c.done_at.as_nanos();
                         self.dtwin_since[k] = begin;
-                        self.set_view(rec, k, View::Dtwin, begin);
+                        self.set_view(rec, k, View::Lockdown, until);
+                        last = last.max(begin);
+                    }
+                    self.phase = Phase::BootLockdown { until: last };
+                }
+                Phase::BootLockdown { until } => {
+                    if now < until {
+                        break;
+                    }
+                    for k in 1..self.slots {
+                        let since = self.dtwin_since[k];
+                        self.set_view(rec, k, View::Dtwin, since);
                     }
                     self.phase = Phase::Ndwin {
                         slot: 0,
@@ -179,7 +215,24 @@ impl Sched {
                         rec.extensions += 1;
                         continue;
                     }
-                    let c = dev.set_window(slot as u32, Window::Dtwin, VirtualTime::from_nanos(end))?;
+                    let c = match dev.set_window(
+                        slot as u32,
+                        Window::Dtwin,
+                        VirtualTime::from_nanos(end),
+                    ) {
+                        Ok(c) => c,
+                        // The set left DTWIN on its own during its last turn (maxDTWIN, a
+                        // full internal queue) and its NDWIN started later than devd
+                        // thought: wait out minNDWIN.
+                        Err(device::DeviceError::MinNdwinNotElapsed { earliest, .. }) => {
+                            self.phase = Phase::Ndwin {
+                                slot,
+                                end: earliest.as_nanos(),
+                            };
+                            continue;
+                        }
+                        Err(e) => return Err(e),
+                    };
                     self.set_view(rec, slot, View::Lockdown, end);
                     self.phase = Phase::Lockdown {
                         slot,
@@ -208,8 +261,7 @@ impl Sched {
 
     /// O-Vigil's decision at the planned end of an NDWIN.
     fn should_extend(&self, slot: usize, end: u64, cache: &WriteCache) -> bool {
-        if !self.mode.dynamic_ndwin() || cache.bytes(slot) == 0 || cache.total() <= self.threshold
-        {
+        if !self.mode.dynamic_ndwin() || cache.bytes(slot) == 0 || cache.total() <= self.threshold {
             return false;
         }
         // Every other set is in DTWIN and waits for its turn: the one furthest down the
@@ -320,6 +372,33 @@ impl Sched {
             }
         }
         Ok(())
+    }
+
+    /// Puts back into DTWIN any set other than the NDWIN one that the device took out of
+    /// it by itself (maxDTWIN ran out, the internal queue filled up), as soon as minNDWIN
+    /// allows. Returns how many sets were found out of place.
+    pub fn repair(&mut self, now: u64, dev: &Device, rec: &mut Recorder) -> device::Result<usize> {
+        let Some(cur) = self.reconstruct_slot() else {
+            return Ok(0);
+        };
+        if !self.steady() {
+            return Ok(0);
+        }
+        let t = VirtualTime::from_nanos(now);
+        let mut out = 0;
+        for k in (0..self.slots).filter(|&k| k != cur) {
+            let lp = dev.log_page(k as u32, t)?;
+            if lp.status == PlmStatus::Deterministic || lp.in_lockdown {
+                continue;
+            }
+            out += 1;
+            rec.repairs += 1;
+            if lp.dtwin_allowed_from.is_some_and(|a| a <= t) {
+                let c = dev.set_window(k as u32, Window::Dtwin, t)?;
+                self.dtwin_since[k] = c.done_at.as_nanos();
+            }
+        }
+        Ok(out)
     }
 
     /// Sets in DTWIN according to the device itself (for invariant checks).

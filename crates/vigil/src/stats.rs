@@ -29,6 +29,7 @@ pub(crate) struct Recorder {
     pub drained_bytes: u64,
     pub invariant_checks: u64,
     pub invariant_violations: u64,
+    pub repairs: u64,
 }
 
 impl Recorder {
@@ -64,6 +65,8 @@ pub struct VolumeStats {
     /// Bytes programmed to the kv-sets per [`BUCKET_NS`] of virtual time.
     pub written_per_bucket: Vec<u64>,
     pub ndwin_extensions: u64,
+    /// Bytes the write cache handed to their NDWIN set.
+    pub drained_bytes: u64,
     /// Cached writes pushed to a set outside its NDWIN because the cache was full.
     pub forced_writes: u64,
     pub forced_bytes: u64,
@@ -72,9 +75,29 @@ pub struct VolumeStats {
     /// Invariant samples (n-1 kv-sets in DTWIN on the device) and how many failed.
     pub invariant_checks: u64,
     pub invariant_violations: u64,
+    /// Sets devd found out of DTWIN out of turn (the device ended it) and sent back.
+    pub repairs: u64,
+    /// Why DTWINs ended, per kv-set, as the device counted them.
+    pub dtwin_exits: Vec<DtwinExits>,
+}
+
+/// The device's DTWIN exit counters of one kv-set.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct DtwinExits {
+    pub host: u64,
+    pub write: u64,
+    pub lockdown_broken: u64,
+    pub time_limit: u64,
+    pub queue_full: u64,
+    pub reads_behind_internal: u64,
 }
 
 impl VolumeStats {
+    /// Bytes that left the write cache (drained in NDWIN or forced out).
+    pub fn drained_or_forced(&self) -> u64 {
+        self.drained_bytes + self.forced_bytes
+    }
+
     pub fn reconstructed_fraction(&self) -> f64 {
         let all = self.client_pieces_direct + self.client_pieces_reconstructed;
         if all == 0 {

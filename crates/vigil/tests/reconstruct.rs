@@ -20,7 +20,10 @@ fn rebuilt_ranges_equal_direct_reads() {
     let vol = common::volume(dir.path(), Mode::OVigil, false);
     std::fs::create_dir_all(dir.path().join("db")).unwrap();
     let mut rng = StdRng::seed_from_u64(7);
-    for (i, len) in [1usize, 4095, 4096, 8192, 8193, 50_000, 100_003].into_iter().enumerate() {
+    for (i, len) in [1usize, 4095, 4096, 8192, 8193, 50_000, 100_003]
+        .into_iter()
+        .enumerate()
+    {
         let path = dir.path().join("db").join(format!("{i:06}.sst"));
         let data = bytes(&mut rng, len);
         let mut w = vol.create(&path, IoCause::Flush).unwrap();
@@ -74,7 +77,11 @@ fn client_reads_of_the_ndwin_set_are_reconstructed() {
         let got = r.read_at(off as u64, 4096, IoCause::ClientRead).unwrap();
         let times = end_client_op();
         assert_eq!(got, &data[off..off + 4096]);
-        assert!(times.device.as_micros() < 1_000, "{:?} at {t}", times.device);
+        assert!(
+            times.device.as_micros() < 1_000,
+            "{:?} at {t}",
+            times.device
+        );
     }
     let s = vol.volume_stats();
     assert!(s.client_pieces_reconstructed > 0, "{s:?}");
@@ -91,7 +98,10 @@ fn client_reads_of_the_ndwin_set_are_reconstructed() {
     let r = base.open(&p2).unwrap();
     begin_client_op(base.id(), 1_000_000_000);
     base.advance(VirtualTime::from_secs(1)).unwrap();
-    assert_eq!(r.read_at(0, 4096, IoCause::ClientRead).unwrap(), &data[..4096]);
+    assert_eq!(
+        r.read_at(0, 4096, IoCause::ClientRead).unwrap(),
+        &data[..4096]
+    );
     end_client_op();
     assert_eq!(base.volume_stats().client_pieces_reconstructed, 0);
 }
