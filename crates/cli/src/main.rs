@@ -34,6 +34,8 @@ enum Command {
     Vat(cmd::vat::Args),
     /// Log-structured block storage on an SSD array (paper 004).
     Lss(cmd::lss::Args),
+    /// Predictable Get latency on the emulated PLM device (paper 001): six configurations.
+    Vigil(cmd::vigil::Args),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -42,5 +44,6 @@ fn main() -> anyhow::Result<()> {
         Command::Compare(a) => cmd::compare::run(a),
         Command::Vat(a) => cmd::vat::run(a),
         Command::Lss(a) => cmd::lss::run(a),
+        Command::Vigil(a) => cmd::vigil::run(a),
     }
 }

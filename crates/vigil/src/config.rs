@@ -113,6 +113,13 @@ pub struct VolumeConfig {
     /// How often the simple PLM driver polls log pages, and how often the volume samples
     /// the cache and the window states.
     pub poll_interval: Duration,
+    /// How far (virtual time) a background thread's requests may run ahead of the clock
+    /// before it waits for the clients, and how long (real time) it waits for a clock that
+    /// does not move (or for a client call that does not end: a write stall waiting for
+    /// this very thread) before moving the clock itself. Generous, because a client thread
+    /// preempted on a loaded machine must not look stalled.
+    pub pace_slack: Duration,
+    pub pace_stall: Duration,
 }
 
 impl VolumeConfig {
@@ -128,6 +135,8 @@ impl VolumeConfig {
             silk_flush_rate: 60 << 20,
             silk_compaction_rate: 20 << 20,
             poll_interval: Duration::from_millis(5),
+            pace_slack: Duration::from_millis(1),
+            pace_stall: Duration::from_millis(100),
         }
     }
 

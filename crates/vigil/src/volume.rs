@@ -70,6 +70,13 @@ struct Inner {
     io: IoStats,
     direct: AtomicU64,
     reconstructed: AtomicU64,
+    /// Real time (ns since `epoch`) at which the current client call began; 0 when none is
+    /// in progress.
+    client_since: AtomicU64,
+    epoch: std::time::Instant,
+    /// Background threads wait for the clients' clock (see `issue`); off by default, for
+    /// uses with no client driving the clock (tests, loading).
+    pacing: std::sync::atomic::AtomicBool,
 }
 
 struct Control {
@@ -127,6 +134,9 @@ impl VigilVolume {
             io: IoStats::default(),
             direct: AtomicU64::new(0),
             reconstructed: AtomicU64::new(0),
+            client_since: AtomicU64::new(0),
+            epoch: std::time::Instant::now(),
+            pacing: std::sync::atomic::AtomicBool::new(false),
         };
         Ok(Arc::new(VigilVolume {
             inner: Arc::new(inner),
@@ -169,7 +179,21 @@ impl VigilVolume {
     pub fn begin_client_op(&self, at: VirtualTime) -> Result<()> {
         self.advance(at)?;
         context::begin_client_op(self.inner.id, at.as_nanos());
+        let real = self.inner.epoch.elapsed().as_nanos() as u64;
+        self.inner.client_since.store(real.max(1), Ordering::Release);
         Ok(())
+    }
+
+    /// Makes background threads keep pace with the clients' virtual clock (on while a client
+    /// driver advances the clock; off while nothing does, e.g. while loading or closing).
+    pub fn set_pacing(&self, on: bool) {
+        self.inner.pacing.store(on, Ordering::Release);
+    }
+
+    /// Ends the client call begun on this thread; returns its device and emulator times.
+    pub fn end_client_op(&self) -> context::OpTimes {
+        self.inner.client_since.store(0, Ordering::Release);
+        context::end_client_op()
     }
 
     /// Everything the volume measured so far.
@@ -319,7 +343,36 @@ impl Inner {
         (h % self.cfg.kv_sets as u64) as u32
     }
 
+    /// When this thread's next request is issued. A background thread whose requests have
+    /// run ahead of the clock by more than `pace_slack` waits (in real time) for the clients
+    /// to catch up, so background work proceeds at the device's pace in virtual time rather
+    /// than at the CPU's; if the clock does not move for `pace_stall` (the clients are
+    /// stalled, e.g. waiting for this very job), virtual time passes for them and the clock
+    /// jumps to the thread's cursor.
     fn issue(&self) -> u64 {
+        if !context::in_client_op() && self.pacing.load(Ordering::Acquire) {
+            let slack = self.cfg.pace_slack.as_nanos() as u64;
+            let started = std::time::Instant::now();
+            loop {
+                let now = self.now();
+                let at = context::issue_time(self.id, now);
+                if at <= now + slack {
+                    break;
+                }
+                // A client call blocked for a while (a write stall) waits on background
+                // work: virtual time passes for it, so do not wait for it.
+                let since = self.client_since.load(Ordering::Acquire);
+                let client_blocked = since != 0
+                    && (self.epoch.elapsed().as_nanos() as u64).saturating_sub(since)
+                        > self.cfg.pace_stall.as_nanos() as u64;
+                if client_blocked || started.elapsed() >= self.cfg.pace_stall {
+                    self.clock.fetch_max(at - slack, Ordering::AcqRel);
+                    let _ = self.tick();
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_micros(20));
+            }
+        }
         context::issue_time(self.id, self.now())
     }
 
@@ -340,9 +393,9 @@ impl Inner {
         if len == 0 {
             return Ok(());
         }
-        let now = self.now();
-        let mut ctl = self.ctl.lock();
         if self.cfg.mode.scheduled() {
+            let now = self.now();
+            let mut ctl = self.ctl.lock();
             let Control {
                 sched, cache, rec, ..
             } = &mut *ctl;
@@ -352,7 +405,9 @@ impl Inner {
             cache.note_peak();
             return Ok(());
         }
+        // Pace before taking the lock: pacing may tick the schedulers.
         let mut at = self.issue();
+        let mut ctl = self.ctl.lock();
         if self.cfg.mode == Mode::Silk {
             let (class, rate) = match cause {
                 IoCause::Flush | IoCause::ValueLog => (0, self.cfg.silk_flush_rate),
@@ -469,6 +524,9 @@ impl ReadableFile for WholeReader {
             context::emulator(|| self.file.read_at(offset, len, VirtualTime::from_nanos(at)))
                 .map_err(dev_err)?;
         self.vol.done(&c);
+        if std::env::var("VIGIL_DEBUG").is_ok() && cause == IoCause::ClientRead && c.latency().as_micros() > 2000 {
+            eprintln!("slow whole read {:?} took {:?}", self.path, c.latency());
+        }
         self.vol.io.record_read(cause, len as u64);
         Ok(buf)
     }
@@ -700,6 +758,9 @@ impl ReadableFile for StripedReader {
             done = done.max(d);
         }
         context::completed(self.vol.id, done);
+        if std::env::var("VIGIL_DEBUG").is_ok() && cause == IoCause::ClientRead && done > at + 2_000_000 {
+            eprintln!("slow striped read {:?} at {at} took {} recon {recon:?} pieces {:?} now {}", self.path, done - at, self.vol.layout.pieces(offset, len), self.vol.now());
+        }
         self.vol.io.record_read(cause, len as u64);
         Ok(buf)
     }

@@ -4,3 +4,4 @@ pub mod bench;
 pub mod compare;
 pub mod lss;
 pub mod vat;
+pub mod vigil;

@@ -44,6 +44,8 @@ pub fn volume_config(mode: Mode) -> VolumeConfig {
         extend_step: Duration::from_millis(1),
         lockdown_estimate: Duration::from_millis(3),
         poll_interval: Duration::from_micros(500),
+        pace_slack: Duration::from_millis(2),
+        pace_stall: Duration::from_micros(500),
         ..VolumeConfig::new(mode)
     }
 }
