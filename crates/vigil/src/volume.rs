@@ -108,7 +108,7 @@ impl VigilVolume {
             )));
         }
         let ps = dev.page_size() as u64;
-        if cfg.chunk_size == 0 || cfg.chunk_size % ps != 0 {
+        if cfg.chunk_size == 0 || !cfg.chunk_size.is_multiple_of(ps) {
             return Err(bad(format!(
                 "chunk_size {} must be a positive multiple of the page size {ps}",
                 cfg.chunk_size
@@ -180,7 +180,9 @@ impl VigilVolume {
         self.advance(at)?;
         context::begin_client_op(self.inner.id, at.as_nanos());
         let real = self.inner.epoch.elapsed().as_nanos() as u64;
-        self.inner.client_since.store(real.max(1), Ordering::Release);
+        self.inner
+            .client_since
+            .store(real.max(1), Ordering::Release);
         Ok(())
     }
 
@@ -524,9 +526,6 @@ impl ReadableFile for WholeReader {
             context::emulator(|| self.file.read_at(offset, len, VirtualTime::from_nanos(at)))
                 .map_err(dev_err)?;
         self.vol.done(&c);
-        if std::env::var("VIGIL_DEBUG").is_ok() && cause == IoCause::ClientRead && c.latency().as_micros() > 2000 {
-            eprintln!("slow whole read {:?} took {:?}", self.path, c.latency());
-        }
         self.vol.io.record_read(cause, len as u64);
         Ok(buf)
     }
@@ -758,9 +757,6 @@ impl ReadableFile for StripedReader {
             done = done.max(d);
         }
         context::completed(self.vol.id, done);
-        if std::env::var("VIGIL_DEBUG").is_ok() && cause == IoCause::ClientRead && done > at + 2_000_000 {
-            eprintln!("slow striped read {:?} at {at} took {} recon {recon:?} pieces {:?} now {}", self.path, done - at, self.vol.layout.pieces(offset, len), self.vol.now());
-        }
         self.vol.io.record_read(cause, len as u64);
         Ok(buf)
     }

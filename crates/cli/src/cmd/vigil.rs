@@ -12,8 +12,6 @@ use anyhow::{anyhow, bail, Context, Result};
 use clap::Parser;
 use device::{Device, DeviceConfig, Geometry, PlmConfig};
 use engine::{Options, DB};
-use vigil::context::thread_cpu_ns;
-use vigil::{Mode, VigilVolume, VolumeConfig, VolumeStats};
 use hdrhistogram::Histogram;
 use indicatif::{ProgressBar, ProgressStyle};
 use plotters::prelude::*;
@@ -22,12 +20,18 @@ use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use vigil::context::thread_cpu_ns;
+use vigil::{Mode, VigilVolume, VolumeConfig, VolumeStats};
 use workload::{Distribution, Op, Proportions, Workload, WorkloadSpec};
 
 #[derive(Parser, Debug)]
 pub struct Args {
     /// Workloads: userdb, zippydb, and YCSB a, b, d, f, e (scans).
-    #[arg(long, value_delimiter = ',', default_value = "userdb,zippydb,a,b,d,f,e")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "userdb,zippydb,a,b,d,f,e"
+    )]
     pub workloads: Vec<String>,
     /// Configurations (paper 001 sec. 7.1).
     #[arg(
@@ -40,23 +44,23 @@ pub struct Args {
     #[arg(long, default_value_t = 50_000)]
     pub records: u64,
     /// Operations per run.
-    #[arg(long, default_value_t = 60_000)]
+    #[arg(long, default_value_t = 80_000)]
     pub ops: u64,
     #[arg(long, default_value_t = 1000)]
     pub value_size: u32,
     /// Client arrival rate on the virtual clock (ops per virtual second).
-    #[arg(long, default_value_t = 10_000)]
+    #[arg(long, default_value_t = 12_000)]
     pub qps: u64,
     /// minNDWIN and maxDTWIN of the device (paper: 4 s and 60 s; scaled with the run).
-    #[arg(long, default_value_t = 100)]
+    #[arg(long, default_value_t = 50)]
     pub min_ndwin_ms: u64,
     #[arg(long, default_value_t = 1500)]
     pub max_dtwin_ms: u64,
     /// Write-cache (plm_cache) memory limit.
-    #[arg(long, default_value_t = 32)]
+    #[arg(long, default_value_t = 16)]
     pub cache_mib: u64,
     /// Where JSON and PNGs go.
-    #[arg(long, default_value = "target/vigil")]
+    #[arg(long, default_value = "docs/vigil")]
     pub out: PathBuf,
     /// Scratch directory for the databases (a temporary directory by default).
     #[arg(long)]
@@ -236,7 +240,13 @@ fn hist() -> Histogram<u64> {
     Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("valid bounds")
 }
 
-fn run_one(root: &Path, spec: &WorkloadSpec, mode: Mode, args: &Args, pb: &ProgressBar) -> Result<RunReport> {
+fn run_one(
+    root: &Path,
+    spec: &WorkloadSpec,
+    mode: Mode,
+    args: &Args,
+    pb: &ProgressBar,
+) -> Result<RunReport> {
     let started = Instant::now();
     let (vol, db) = open(root, mode, args)?;
     let interval = 1_000_000_000 / args.qps.max(1);
@@ -386,7 +396,10 @@ pub fn run(args: Args) -> Result<()> {
 /// Gets and on average.
 fn summary(reports: &[RunReport]) -> serde_json::Value {
     let mut per = Vec::new();
-    for b in reports.iter().filter(|r| r.mode == "base" && r.get.count > 0) {
+    for b in reports
+        .iter()
+        .filter(|r| r.mode == "base" && r.get.count > 0)
+    {
         if let Some(o) = reports
             .iter()
             .find(|r| r.mode == "o-vigil" && r.workload == b.workload)
@@ -448,12 +461,23 @@ fn plots(reports: &[RunReport], specs: &[WorkloadSpec], modes: &[Mode], out: &Pa
             .filter(|r| r.workload == spec.name && r.get.count > 0)
             .collect();
         if !runs.is_empty() {
-            cdf(&out.join(format!("cdf-{}.png", spec.name)), &spec.name, &runs)?;
+            cdf(
+                &out.join(format!("cdf-{}.png", spec.name)),
+                &spec.name,
+                &runs,
+            )?;
         }
     }
     if let Some(first) = specs.first() {
-        let runs: Vec<&RunReport> = reports.iter().filter(|r| r.workload == first.name).collect();
-        time_series(&out.join(format!("timeseries-{}.png", first.name)), &first.name, &runs)?;
+        let runs: Vec<&RunReport> = reports
+            .iter()
+            .filter(|r| r.workload == first.name)
+            .collect();
+        time_series(
+            &out.join(format!("timeseries-{}.png", first.name)),
+            &first.name,
+            &runs,
+        )?;
     }
     if modes.iter().any(|m| m.scheduled()) {
         cache_plot(&out.join("write-cache.png"), reports, specs)?;
@@ -477,7 +501,10 @@ fn cdf(path: &Path, name: &str, runs: &[&RunReport]) -> Result<()> {
     let root = BitMapBackend::new(path, (1200, 500)).into_drawing_area();
     root.fill(&WHITE).map_err(perr)?;
     let root = root
-        .titled(&format!("{name}: Get latency (CPU + device time)"), ("sans-serif", 22))
+        .titled(
+            &format!("{name}: Get latency (CPU + device time)"),
+            ("sans-serif", 22),
+        )
         .map_err(perr)?;
     let panels = root.split_evenly((1, 2));
     let curves: Vec<(String, Vec<(f64, f64)>)> = runs
@@ -486,7 +513,12 @@ fn cdf(path: &Path, name: &str, runs: &[&RunReport]) -> Result<()> {
             let h = r.get_hist.as_ref().expect("histogram kept");
             let pts = h
                 .iter_quantiles(4)
-                .map(|v| (v.value_iterated_to() as f64 / 1000.0, v.quantile_iterated_to()))
+                .map(|v| {
+                    (
+                        v.value_iterated_to() as f64 / 1000.0,
+                        v.quantile_iterated_to(),
+                    )
+                })
                 .filter(|(x, _)| *x > 0.0)
                 .collect();
             (r.mode.clone(), pts)
@@ -572,7 +604,7 @@ fn time_series(path: &Path, name: &str, runs: &[&RunReport]) -> Result<()> {
         / 1000.0;
     for (r, area) in runs.iter().zip(panels.iter()) {
         let tmax = r.virtual_seconds.max(0.1);
-        let mut worst: Vec<f64> = vec![0.0; (tmax / 0.02) as usize + 1];
+        let mut worst: Vec<f64> = vec![-1.0; (tmax / 0.02) as usize + 1];
         for &(t, l) in &r.series {
             let b = ((t / 0.02) as usize).min(worst.len() - 1);
             worst[b] = worst[b].max(l / 1000.0);
@@ -614,7 +646,12 @@ fn time_series(path: &Path, name: &str, runs: &[&RunReport]) -> Result<()> {
             .map_err(perr)?;
         chart
             .draw_series(LineSeries::new(
-                worst.iter().enumerate().map(|(i, &l)| (i as f64 * 0.02, l)),
+                // Buckets with no Get (the clock jumped over a client stall) are skipped.
+                worst
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, &l)| l >= 0.0)
+                    .map(|(i, &l)| (i as f64 * 0.02, l)),
                 BLACK,
             ))
             .map_err(perr)?;
@@ -630,7 +667,10 @@ fn cache_plot(path: &Path, reports: &[RunReport], specs: &[WorkloadSpec]) -> Res
     let root = BitMapBackend::new(path, (1400, 260 * rows as u32 + 40)).into_drawing_area();
     root.fill(&WHITE).map_err(perr)?;
     let root = root
-        .titled("write cache (plm_cache) memory, R-Vigil and O-Vigil", ("sans-serif", 20))
+        .titled(
+            "write cache (plm_cache) memory, R-Vigil and O-Vigil",
+            ("sans-serif", 20),
+        )
         .map_err(perr)?;
     let panels = root.split_evenly((rows, 2));
     for (spec, area) in specs.iter().zip(panels.iter()) {

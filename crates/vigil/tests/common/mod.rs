@@ -33,7 +33,6 @@ pub fn device_config() -> DeviceConfig {
             ..PlmConfig::default()
         },
         fsync_backing: false,
-        ..DeviceConfig::default()
     }
 }
 
