@@ -25,6 +25,7 @@ pub(crate) struct Recorder {
     pub extensions: u64,
     pub forced_writes: u64,
     pub forced_bytes: u64,
+    pub writer_waits: u64,
     pub dtwin_broken: u64,
     pub drained_bytes: u64,
     pub invariant_checks: u64,
@@ -70,6 +71,8 @@ pub struct VolumeStats {
     /// Cached writes pushed to a set outside its NDWIN because the cache was full.
     pub forced_writes: u64,
     pub forced_bytes: u64,
+    /// Times an internal writer waited for room in the write cache (O-Vigil).
+    pub writer_waits: u64,
     /// Writes that ended a DTWIN on the device.
     pub dtwin_broken_by_writes: u64,
     /// Invariant samples (n-1 kv-sets in DTWIN on the device) and how many failed.

@@ -114,6 +114,13 @@ impl VigilVolume {
                 cfg.chunk_size
             )));
         }
+        if cfg.cache_limit < cfg.kv_sets as u64 * cfg.chunk_size {
+            return Err(bad(format!(
+                "cache_limit {} must hold at least one stripe ({} bytes)",
+                cfg.cache_limit,
+                cfg.kv_sets as u64 * cfg.chunk_size
+            )));
+        }
         if !(cfg.extend_threshold > 0.0 && cfg.extend_threshold <= 1.0) {
             return Err(bad("extend_threshold must be in (0, 1]".into()));
         }
@@ -214,6 +221,7 @@ impl VigilVolume {
             ndwin_extensions: ctl.rec.extensions,
             drained_bytes: ctl.rec.drained_bytes,
             forced_writes: ctl.rec.forced_writes,
+            writer_waits: ctl.rec.writer_waits,
             forced_bytes: ctl.rec.forced_bytes,
             dtwin_broken_by_writes: ctl.rec.dtwin_broken,
             invariant_checks: ctl.rec.invariant_checks,
@@ -396,16 +404,27 @@ impl Inner {
             return Ok(());
         }
         if self.cfg.mode.scheduled() {
-            let now = self.now();
-            let mut ctl = self.ctl.lock();
-            let Control {
-                sched, cache, rec, ..
-            } = &mut *ctl;
-            cache.push(slot, file.clone(), offset, len);
-            sched.tick(now, &self.dev, cache, rec).map_err(dev_err)?;
-            sched.enforce_limit(now, cache, rec).map_err(dev_err)?;
-            cache.note_peak();
-            return Ok(());
+            let started = std::time::Instant::now();
+            loop {
+                let now = self.now();
+                let mut ctl = self.ctl.lock();
+                let Control {
+                    sched, cache, rec, ..
+                } = &mut *ctl;
+                // O-Vigil honours the cache limit by holding the internal writer back (it
+                // never writes to a DTWIN set); R-Vigil's fixed NDWIN overflows instead.
+                let fits = cache.total() + len <= self.cfg.cache_limit;
+                if fits || !self.cfg.mode.dynamic_ndwin() {
+                    cache.push(slot, file.clone(), offset, len);
+                    sched.tick(now, &self.dev, cache, rec).map_err(dev_err)?;
+                    sched.enforce_limit(now, cache, rec).map_err(dev_err)?;
+                    cache.note_peak();
+                    return Ok(());
+                }
+                rec.writer_waits += 1;
+                drop(ctl);
+                self.wait_for_drain(started)?;
+            }
         }
         // Pace before taking the lock: pacing may tick the schedulers.
         let mut at = self.issue();
@@ -427,6 +446,25 @@ impl Inner {
         drop(ctl);
         self.done(&c);
         Ok(())
+    }
+
+    /// An internal writer waits for the write cache to drain. While clients drive the clock
+    /// it sleeps; when nothing does (no pacing, or the client is itself stalled, perhaps on
+    /// this writer), virtual time passes for the writer: the clock moves on in small steps
+    /// so devd can rotate and drain.
+    fn wait_for_drain(&self, started: std::time::Instant) -> Result<()> {
+        let stall = self.cfg.pace_stall.as_nanos() as u64;
+        let since = self.client_since.load(Ordering::Acquire);
+        let client_blocked =
+            since != 0 && (self.epoch.elapsed().as_nanos() as u64).saturating_sub(since) > stall;
+        let driven = self.pacing.load(Ordering::Acquire) && !client_blocked;
+        if driven && started.elapsed() < self.cfg.pace_stall {
+            std::thread::sleep(std::time::Duration::from_micros(20));
+            return Ok(());
+        }
+        let step = (self.cfg.poll_interval.as_nanos() as u64).max(100_000);
+        self.clock.fetch_add(step, Ordering::AcqRel);
+        self.tick()
     }
 
     fn drop_cached(&self, slot: usize, name: &Path, from: u64) {
@@ -736,7 +774,10 @@ impl ReadableFile for StripedReader {
     fn read_at(&self, offset: u64, len: usize, cause: IoCause) -> Result<Vec<u8>> {
         self.check_range(offset, len)?;
         let at = self.vol.issue();
-        let recon = if cause == IoCause::ClientRead {
+        // A client read, or any read made inside a client call (opening a table on the Get
+        // path reads its footer, index and filter with cause `Other`).
+        let client = cause == IoCause::ClientRead || context::in_client_op();
+        let recon = if client {
             self.vol.ctl.lock().sched.reconstruct_slot()
         } else {
             None
@@ -749,7 +790,7 @@ impl ReadableFile for StripedReader {
                 self.vol.reconstructed.fetch_add(1, Ordering::Relaxed);
                 self.rebuild_piece(&p, out, at)?
             } else {
-                if cause == IoCause::ClientRead {
+                if client {
                     self.vol.direct.fetch_add(1, Ordering::Relaxed);
                 }
                 self.read_piece(&p, out, at)?
