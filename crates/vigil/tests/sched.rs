@@ -1,7 +1,7 @@
 //! Scheduler invariants: n-1 kv-sets in DTWIN at all times once devd runs, no internal write
 //! ever reaches a set in DTWIN, the write cache stays within its limit; and the two failure
 //! modes the paper describes when the rules are relaxed (overflow writes ending DTWIN in
-//! R-Vigil, lengthened NDWINs in O-Vigil).
+//! R-Vigil; lengthened NDWINs and a held-back writer in O-Vigil).
 
 mod common;
 
@@ -117,10 +117,8 @@ fn dynamic_ndwin_lengthens_under_backlog_and_fixed_ndwin_overflows() {
         r.forced_writes > 0,
         "the fixed NDWIN should overflow this cache"
     );
-    assert!(
-        o.forced_writes < r.forced_writes,
-        "O-Vigil {} forced writes, R-Vigil {}",
-        o.forced_writes,
-        r.forced_writes
-    );
+    // O-Vigil never writes outside NDWIN: it lengthens NDWINs and holds the writer back.
+    assert_eq!(o.forced_writes, 0);
+    assert!(o.writer_waits > 0, "the load should have filled the cache");
+    assert_eq!(o.invariant_violations, 0);
 }
