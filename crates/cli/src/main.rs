@@ -36,6 +36,8 @@ enum Command {
     Lss(cmd::lss::Args),
     /// Cache warming through compactions, every policy on the slides' workloads (paper 002).
     Leaper(cmd::leaper::Args),
+    /// Predictable Get latency on the emulated PLM device (paper 001): six configurations.
+    Vigil(cmd::vigil::Args),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -45,5 +47,6 @@ fn main() -> anyhow::Result<()> {
         Command::Vat(a) => cmd::vat::run(a),
         Command::Lss(a) => cmd::lss::run(a),
         Command::Leaper(a) => cmd::leaper::run(a),
+        Command::Vigil(a) => cmd::vigil::run(a),
     }
 }

@@ -197,6 +197,50 @@ impl DeviceFile {
         Ok(c)
     }
 
+    /// Appends bytes to the backing file without charging the device: the caller keeps the
+    /// bytes in a host-side write cache and charges their pages later with
+    /// [`DeviceFile::program`] (paper 001's plm_cache holds internal writes until the set's
+    /// NDWIN). Until they are programmed, reads of these pages cost no device time.
+    pub fn append_deferred(&self, data: &[u8]) -> Result<()> {
+        let mut st = self.entry.state.lock();
+        self.live(&st)?;
+        st.file
+            .write_all_at(data, st.len)
+            .map_err(|e| DeviceError::io(&st.backing, e))?;
+        st.len += data.len() as u64;
+        Ok(())
+    }
+
+    /// Charges page writes for the file pages covering bytes `[offset, offset + len)`
+    /// (appended earlier with [`DeviceFile::append_deferred`]), issued at `at`.
+    pub fn program(&self, offset: u64, len: u64, at: VirtualTime) -> Result<Completion> {
+        let mut st = self.entry.state.lock();
+        self.live(&st)?;
+        let end = offset.saturating_add(len).min(st.len);
+        if end <= offset {
+            return Ok(Completion::instant(at));
+        }
+        let ps = self.page_size();
+        let from = offset / ps;
+        let to = end.div_ceil(ps);
+        let c = self.write_pages(&mut st, from, to, at)?;
+        st.full_pages = st.full_pages.max(end / ps);
+        Ok(c)
+    }
+
+    /// Fsyncs the backing file if the device is configured to (no device time: the caller
+    /// charges pages with [`DeviceFile::program`] or [`DeviceFile::sync`]).
+    pub fn sync_backing(&self) -> Result<()> {
+        let st = self.entry.state.lock();
+        self.live(&st)?;
+        if self.dev.config().fsync_backing {
+            st.file
+                .sync_data()
+                .map_err(|e| DeviceError::io(&st.backing, e))?;
+        }
+        Ok(())
+    }
+
     /// Makes the file durable: writes the partial tail page to the device and, if the device
     /// is configured so, fsyncs the backing file.
     pub fn sync(&self, at: VirtualTime) -> Result<Completion> {

@@ -146,3 +146,32 @@ fn reconstruction_returns_the_same_bytes_as_a_direct_read() {
     assert_eq!(rebuilt, direct);
     assert_eq!(direct, chunks[1]);
 }
+
+/// Deferred writes (the host-side write cache of paper 001): bytes are readable at once and
+/// cost no device time until their pages are programmed, which then charges page writes and,
+/// in DTWIN, ends it.
+#[test]
+fn deferred_append_then_program() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = DeviceConfig::small();
+    let ps = c.geometry.page_size as u64;
+    let dev = Device::new(c, dir.path()).unwrap();
+    dev.set_plm(0, true, VirtualTime::ZERO).unwrap();
+    let f = dev
+        .create_file(0, Path::new("a.vs0"), VirtualTime::ZERO)
+        .unwrap();
+    let data = bytes(3 * ps as usize, 4);
+    f.append_deferred(&data).unwrap();
+    assert_eq!(dev.stats(0).unwrap().host_write_pages, 0);
+    let t = VirtualTime::from_secs(5);
+    let (got, rc) = f.read_at(0, data.len(), t).unwrap();
+    assert_eq!(got, data);
+    assert_eq!(rc.pages, 0, "unprogrammed pages are still in host memory");
+    let d = dev.set_window(0, Window::Dtwin, t).unwrap();
+    let c = f.program(ps, 2 * ps, d.done_at).unwrap();
+    assert_eq!(c.pages, 2);
+    assert!(c.ended_dtwin, "a program in DTWIN ends it");
+    assert_eq!(dev.stats(0).unwrap().host_write_pages, 2);
+    let (_, rc) = f.read_at(ps, ps as usize, c.done_at).unwrap();
+    assert_eq!(rc.pages, 1);
+}

@@ -6,3 +6,4 @@ pub mod leaper;
 pub mod lss;
 pub mod vat;
 pub mod vat_validate;
+pub mod vigil;
