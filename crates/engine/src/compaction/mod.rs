@@ -284,7 +284,8 @@ fn link_group(
         let (ptr, meta) = ValuePointer::decode(spec.dir, &group[i].1)?;
         let (mut rec, _) = FeatureRecord::decode_from(spec.dir, meta)?;
         if rec.pending_link() {
-            if prev.is_none() && i + 1 == group.len() {
+            if prev.is_none() {
+                // The oldest version in the input: its predecessor, if any, is below.
                 let key = user_key(&group[i].0).to_vec();
                 prev = hooks.previous_below(&key, seq)?;
             }

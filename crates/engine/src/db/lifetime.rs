@@ -12,7 +12,7 @@
 //!   file, all installed by one version edit. A job that dies before that edit leaves only
 //!   orphan files, removed at the next open (sec. 4.6).
 
-use super::read::{needed_by_snapshot, points_at, ReadView};
+use super::read::{found_points_at, needed_by_snapshot, ReadView};
 use super::{Inner, State};
 use crate::compaction::{garbage_by_file, LifetimeHooks, Previous};
 use crate::error::Result;
@@ -329,7 +329,7 @@ pub(crate) fn run_mapped_gc(
                 by_class[class_idx].0 += ptr.size as u64;
                 let view = ReadView::take(inner);
                 let latest = view.lookup(key, now)?;
-                let for_snapshot = !points_at(inner, &view, key, now, &ptr)?;
+                let for_snapshot = !found_points_at(inner, &view, &latest, &ptr)?;
                 let class = if !for_snapshot {
                     let found = latest.as_ref().expect("points_at implies found");
                     let (_, meta) = ValuePointer::decode(&inner.dir, &found.value)?;

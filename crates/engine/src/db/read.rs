@@ -121,7 +121,17 @@ pub(crate) fn points_at(
     seq: SeqNo,
     ptr: &ValuePointer,
 ) -> Result<bool> {
-    Ok(match view.lookup(key, seq)? {
+    found_points_at(inner, view, &view.lookup(key, seq)?, ptr)
+}
+
+/// [`points_at`] for an entry already looked up.
+pub(crate) fn found_points_at(
+    inner: &Inner,
+    view: &ReadView,
+    found: &Option<Found>,
+    ptr: &ValuePointer,
+) -> Result<bool> {
+    Ok(match found {
         Some(f) if f.kind == ValueKind::Pointer => {
             let (p, _) = ValuePointer::decode(&inner.dir, &f.value)?;
             view.version.resolve(&p).as_ref() == Some(ptr)
