@@ -24,7 +24,8 @@ use workload::{Op, Workload, WorkloadSpec};
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// Engines to run, in this order, comma-separated. Known: halflife-inline,
-    /// halflife-blobdb, halflife-titan, rocksdb, rocksdb-blob, badger.
+    /// halflife-blobdb, halflife-titan, halflife-terark, halflife-lifetime,
+    /// halflife-lifetime-nomodel, halflife-oracle, rocksdb, rocksdb-blob, badger, fjall.
     #[arg(short, long, default_value = peers::DEFAULT_ENGINES)]
     pub engines: String,
     /// Ratios are to this engine [default: the first one].

@@ -123,6 +123,7 @@ pub fn all() -> Vec<Box<dyn Peer>> {
         Box::new(RocksDb { blob: false }),
         Box::new(RocksDb { blob: true }),
         Box::new(Badger),
+        Box::new(Fjall),
     ]
 }
 
@@ -162,6 +163,7 @@ pub fn all_names() -> Vec<&'static str> {
         "rocksdb",
         "rocksdb-blob",
         "badger",
+        "fjall",
     ]
 }
 
@@ -365,6 +367,59 @@ impl Peer for Badger {
             .args(["--value-threshold", &s.min_blob_size.to_string()])
             .args(["--vlog-file-mb", &s.blob_file_mb.to_string()])
             .args(["--discard-ratio", &s.garbage_ratio.to_string()]);
+        if s.sync {
+            c.arg("--sync");
+        }
+        Ok(c)
+    }
+}
+
+/// fjall 3 (Rust) with key-value separation: peers/fjall, built with cargo by `prepare`.
+struct Fjall;
+
+impl Peer for Fjall {
+    fn name(&self) -> &str {
+        "fjall"
+    }
+
+    fn about(&self) -> &str {
+        "fjall 3 (Rust) with key-value separation, blob GC in compaction (staleness threshold, age cutoff)"
+    }
+
+    fn prepare(&self, ctx: &PeerContext) -> Result<()> {
+        let dir = ctx.peers_dir.join("fjall");
+        if !dir.join("Cargo.toml").exists() {
+            bail!("{} has no fjall driver", dir.display());
+        }
+        eprintln!(
+            "building the fjall driver (cargo build --release in {}) ...",
+            dir.display()
+        );
+        let status = Command::new("cargo")
+            .args(["build", "--release", "--quiet"])
+            .current_dir(&dir)
+            .status()
+            .context("running `cargo build` for the fjall driver")?;
+        if !status.success() {
+            bail!("`cargo build` of the fjall driver failed ({status})");
+        }
+        Ok(())
+    }
+
+    fn command(&self, ctx: &PeerContext, run: &RunPaths, s: &EngineSettings) -> Result<Command> {
+        let mut c = Command::new(ctx.peers_dir.join("fjall/target/release/fjall-driver"));
+        c.arg("--ops")
+            .arg(run.ops)
+            .arg("--dir")
+            .arg(run.dir)
+            .arg("--report")
+            .arg(run.report)
+            .args(["--memtable-mb", &s.memtable_mb.to_string()])
+            .args(["--cache-mb", &s.cache_mb.to_string()])
+            .args(["--min-blob-size", &s.min_blob_size.to_string()])
+            .args(["--blob-file-mb", &s.blob_file_mb.to_string()])
+            .args(["--age-cutoff", &s.age_cutoff.to_string()])
+            .args(["--garbage-ratio", &s.garbage_ratio.to_string()]);
         if s.sync {
             c.arg("--sync");
         }
