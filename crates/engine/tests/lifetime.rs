@@ -183,3 +183,41 @@ fn index_map_chains_resolve_across_gc_generations_and_reopen() {
         );
     }
 }
+
+#[test]
+fn pointers_written_under_another_policy_are_linked_and_collected() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = opts(LifetimeMode::Learned, 300);
+    {
+        // Pointers without feature records.
+        let db = DB::open(
+            dir.path(),
+            Options {
+                gc: GcPolicyConfig::blobdb(),
+                ..o.clone()
+            },
+        )
+        .unwrap();
+        for k in 0..200u32 {
+            db.put(format!("k{k:05}").as_bytes(), &value(k, 0)).unwrap();
+        }
+        db.close().unwrap();
+    }
+    let db = DB::open(dir.path(), o).unwrap();
+    for n in 1..4u32 {
+        for k in 0..200u32 {
+            if k % 2 == 0 {
+                db.put(format!("k{k:05}").as_bytes(), &value(k, n)).unwrap();
+            }
+        }
+        db.compact_range(None, None).unwrap();
+    }
+    db.wait_idle().unwrap();
+    let s = db.stats();
+    assert!(s.gc_jobs > 0, "no GC job ran");
+    assert!(s.lifetime.unwrap().links > 0);
+    for k in 0..200u32 {
+        let want = value(k, if k % 2 == 0 { 3 } else { 0 });
+        assert_eq!(db.get(format!("k{k:05}").as_bytes()).unwrap(), Some(want));
+    }
+}

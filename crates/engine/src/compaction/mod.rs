@@ -282,7 +282,7 @@ fn link_group(
             continue;
         }
         let (ptr, meta) = ValuePointer::decode(spec.dir, &group[i].1)?;
-        let (mut rec, _) = FeatureRecord::decode_from(spec.dir, meta)?;
+        let mut rec = FeatureRecord::after_pointer(spec.dir, meta)?;
         if rec.pending_link() {
             if prev.is_none() {
                 // The oldest version in the input: its predecessor, if any, is below.

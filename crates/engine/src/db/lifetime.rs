@@ -31,7 +31,7 @@ use crate::vlog::index_map::index_map_file_name;
 use crate::vlog::{BlobFile, FileLifetime, IndexMapBuilder, ValueFileWriter, ValuePointer};
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
@@ -100,6 +100,8 @@ struct Counters {
 
 /// Lifetime state that lives as long as the open database.
 pub(crate) struct LifetimeRuntime {
+    /// The database directory (the model file, and file names in errors).
+    dir: PathBuf,
     /// `None` for TerarkDB's policy (index maps, no classes).
     pub mode: Option<LifetimeMode>,
     pub thresholds: Arc<LifetimeThresholds>,
@@ -139,6 +141,7 @@ impl LifetimeRuntime {
             None
         };
         Ok(Some(LifetimeRuntime {
+            dir: dir.to_path_buf(),
             mode,
             thresholds,
             model,
@@ -186,7 +189,7 @@ impl LifetimeRuntime {
         EngineCounters::add(&self.counters.lazy_rewrites, lazy_rewrites);
     }
 
-    pub fn stats(&self, dir: &Path, v: &Version) -> LifetimeStats {
+    pub fn stats(&self, v: &Version) -> LifetimeStats {
         let t = self.thresholds.current();
         let c = &self.counters;
         let calls = EngineCounters::get(&c.model_calls);
@@ -210,7 +213,7 @@ impl LifetimeRuntime {
             samples_received: get(|s| &s.samples_received),
             samples_dropped: get(|s| &s.samples_dropped),
             dataset_capacity: self.dataset_capacity,
-            model_bytes: std::fs::metadata(dir.join(MODEL_FILE)).map_or(0, |m| m.len()),
+            model_bytes: std::fs::metadata(self.dir.join(MODEL_FILE)).map_or(0, |m| m.len()),
             feature_importance: self
                 .model
                 .current()
@@ -265,8 +268,8 @@ impl LifetimeHooks for JobHooks<'_> {
             return Ok(None);
         };
         let features = if f.kind == ValueKind::Pointer {
-            let (_, meta) = ValuePointer::decode(Path::new("<tree>"), &f.value)?;
-            FeatureRecord::decode(meta).ok().map(|(r, _)| r)
+            let (_, meta) = ValuePointer::decode(&self.rt.dir, &f.value)?;
+            Some(FeatureRecord::after_pointer(&self.rt.dir, meta)?)
         } else {
             None
         };
@@ -333,9 +336,7 @@ pub(crate) fn run_mapped_gc(
                 let class = if !for_snapshot {
                     let found = latest.as_ref().expect("points_at implies found");
                     let (_, meta) = ValuePointer::decode(&inner.dir, &found.value)?;
-                    let rec = FeatureRecord::decode_from(&inner.dir, meta)
-                        .map(|(r, _)| r)
-                        .unwrap_or_default();
+                    let rec = FeatureRecord::after_pointer(&inner.dir, meta)?;
                     let elapsed = now.saturating_sub(found.seq);
                     let class = match rt.mode {
                         None => None,

@@ -361,7 +361,7 @@ fn stats(inner: &Inner) -> DbStats {
             })
             .collect(),
         cache: inner.cache.stats(),
-        lifetime: inner.lifetime.as_ref().map(|rt| rt.stats(&inner.dir, &v)),
+        lifetime: inner.lifetime.as_ref().map(|rt| rt.stats(&v)),
         warming: inner.warming.stats(),
         shape: inner.opts.auto_shape.as_ref().and_then(|s| s.choice()),
     }

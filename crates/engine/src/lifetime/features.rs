@@ -211,6 +211,16 @@ impl FeatureRecord {
         Self::decode_from(Path::new("<feature record>"), data)
     }
 
+    /// The record stored after a value pointer. Pointers written under a policy without
+    /// features carry none: the key is then treated as written once. Anything else that
+    /// does not decode is corruption, reported naming `file`.
+    pub fn after_pointer(file: &Path, meta: &[u8]) -> Result<FeatureRecord> {
+        if meta.is_empty() {
+            return Ok(FeatureRecord::new());
+        }
+        Self::decode_from(file, meta).map(|(r, _)| r)
+    }
+
     /// Like [`FeatureRecord::decode`], naming `file` (the table it came from) in errors.
     pub fn decode_from(file: &Path, data: &[u8]) -> Result<(FeatureRecord, usize)> {
         let bad = |what: &str| Error::corruption(file, format!("feature record: {what}"));
