@@ -441,18 +441,23 @@ pub(crate) fn run_mapped_gc(
             deleted_blobs: sources.clone(),
             ..Default::default()
         };
+        let mut maps = Vec::new();
         for (class, mut meta, map) in done {
             meta.lifetime = class.map(|c| FileLifetime {
                 class: c,
                 created_seq: now,
                 ttl: c.ttl(&t),
             });
-            map.finish(&inner.dir, &*inner.storage, &sources)?;
+            maps.push(Arc::new(map.finish(
+                &inner.dir,
+                &inner.storage,
+                &sources,
+            )?));
             edit.added_maps.push((meta.number, sources.clone()));
             edit.added_blobs.push(meta);
         }
         let mut st = inner.state.lock();
-        inner.apply_edit(&mut st, edit)?;
+        inner.apply_edit_with_maps(&mut st, edit, maps)?;
         settle_drops_during_gc(inner, &mut st)?;
         drop_unneeded_maps(inner, &mut st)?;
         if rt.mode.is_some() {

@@ -385,7 +385,17 @@ impl Inner {
 
     /// Records a version edit and publishes the result.
     pub fn apply_edit(&self, st: &mut State, edit: crate::version::VersionEdit) -> Result<()> {
-        let r = st.versions.log_and_apply(edit);
+        self.apply_edit_with_maps(st, edit, Vec::new())
+    }
+
+    /// [`Inner::apply_edit`] for an edit adding the index maps `maps` (a GC job's outputs).
+    pub fn apply_edit_with_maps(
+        &self,
+        st: &mut State,
+        edit: crate::version::VersionEdit,
+        maps: Vec<Arc<crate::vlog::IndexMap>>,
+    ) -> Result<()> {
+        let r = st.versions.log_and_apply_with_maps(edit, maps);
         self.publish(st);
         r
     }

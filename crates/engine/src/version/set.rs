@@ -196,14 +196,28 @@ impl VersionSet {
     }
 
     /// Records `edit` durably in the manifest, then makes the resulting version current.
-    pub fn log_and_apply(&mut self, mut edit: VersionEdit) -> Result<()> {
+    pub fn log_and_apply(&mut self, edit: VersionEdit) -> Result<()> {
+        self.log_and_apply_with_maps(edit, Vec::new())
+    }
+
+    /// [`VersionSet::log_and_apply`] for an edit that adds the index maps `maps`, already
+    /// written and synced by the GC job that built them (so they are not read back).
+    pub fn log_and_apply_with_maps(
+        &mut self,
+        mut edit: VersionEdit,
+        maps: Vec<Arc<IndexMap>>,
+    ) -> Result<()> {
         edit.next_file_number = Some(self.next_file_number);
         edit.last_sequence = Some(self.last_sequence);
-        let w = self.manifest.as_mut().ok_or(Error::Closed)?;
-        let mut loaded = HashMap::new();
-        for (n, _) in &edit.added_maps {
-            loaded.insert(*n, Arc::new(IndexMap::load(&self.dir, &self.storage, *n)?));
+        let loaded: HashMap<u64, Arc<IndexMap>> =
+            maps.into_iter().map(|m| (m.target(), m)).collect();
+        if let Some((n, _)) = edit.added_maps.iter().find(|m| !loaded.contains_key(&m.0)) {
+            return Err(Error::corruption(
+                &self.dir,
+                format!("version edit adds index map {n} that was not handed over"),
+            ));
         }
+        let w = self.manifest.as_mut().ok_or(Error::Closed)?;
         w.add_record(&edit.encode())?;
         w.sync()?;
         self.absorb_counters(&edit);

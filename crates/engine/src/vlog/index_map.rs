@@ -58,10 +58,6 @@ impl IndexMapBuilder {
         }
     }
 
-    pub fn target(&self) -> u64 {
-        self.target
-    }
-
     /// Records that the record at `old` now lives at `new` (in the target file).
     pub fn add(&mut self, old: &ValuePointer, new: &ValuePointer) {
         debug_assert_eq!(new.file, self.target);
@@ -87,7 +83,13 @@ impl IndexMapBuilder {
     }
 
     /// Writes and syncs the map file; `sources` are the files GC collected into the target.
-    pub fn finish(self, dir: &Path, storage: &dyn Storage, sources: &[u64]) -> Result<()> {
+    /// Returns the map, ready to install (it is not read back).
+    pub fn finish(
+        self,
+        dir: &Path,
+        storage: &Arc<dyn Storage>,
+        sources: &[u64],
+    ) -> Result<IndexMap> {
         let mut b = Vec::with_capacity(HEADER + 8 * sources.len() + ENTRY * self.len() + 4);
         b.extend_from_slice(MAGIC);
         b.extend_from_slice(&self.target.to_le_bytes());
@@ -107,7 +109,15 @@ impl IndexMapBuilder {
         let path = index_map_file_name(dir, self.target);
         let mut f = storage.create(&path, IoCause::IndexMap)?;
         f.append(&b)?;
-        f.sync()
+        f.sync()?;
+        Ok(IndexMap {
+            target: self.target,
+            sources: sources.to_vec(),
+            entries: self.entries,
+            path,
+            obsolete: AtomicBool::new(false),
+            storage: storage.clone(),
+        })
     }
 }
 
@@ -259,8 +269,9 @@ mod tests {
         b.add(&p(3, 16, 100), &p(30, 16, 100));
         b.add(&p(3, 500, 90), &p(30, 116, 90));
         b.add(&p(7, 16, 50), &p(30, 206, 50));
-        b.finish(dir.path(), &*fs, &[3, 7]).unwrap();
+        let built = b.finish(dir.path(), &fs, &[3, 7]).unwrap();
         let m = IndexMap::load(dir.path(), &fs, 30).unwrap();
+        assert_eq!((built.sources(), built.len()), (m.sources(), m.len()));
         assert_eq!(m.sources(), &[3, 7]);
         assert_eq!(m.newest_source(), 7);
         assert_eq!(m.lookup(&p(3, 500, 90)), Some(p(30, 116, 90)));
@@ -285,7 +296,7 @@ mod tests {
         // Obsolete maps are deleted when the last holder lets go.
         let mut b = IndexMapBuilder::new(40);
         b.add(&p(1, 16, 10), &p(40, 16, 10));
-        b.finish(dir.path(), &*fs, &[1]).unwrap();
+        drop(b.finish(dir.path(), &fs, &[1]).unwrap());
         let m = IndexMap::load(dir.path(), &fs, 40).unwrap();
         m.mark_obsolete();
         drop(m);
