@@ -196,36 +196,26 @@ impl Peer for Halflife {
 
     fn command(&self, ctx: &PeerContext, run: &RunPaths, s: &EngineSettings) -> Result<Command> {
         let mut c = Command::new(&ctx.halflife_exe);
-        c.arg("bench")
-            .arg("--ops")
-            .arg(run.ops)
-            .arg("--dir")
-            .arg(run.dir)
-            .arg("--report")
-            .arg(run.report)
-            .args([
-                "--name",
-                self.name,
-                "--policy",
-                self.policy,
-                "--progress-lines",
-                "--no-plot",
-                // No live-bytes scans during the run: a scan pins memtables (as any
-                // iterator does) and the peers run no such scans; compare takes live
-                // bytes from the op file.
-                "--samples",
-                "1",
-            ])
-            .args(["--memtable-mb", &s.memtable_mb.to_string()])
-            .args(["--cache-mb", &s.cache_mb.to_string()])
-            .args(["--min-blob-size", &s.min_blob_size.to_string()])
-            .args(["--blob-file-mb", &s.blob_file_mb.to_string()])
-            .args(["--age-cutoff", &s.age_cutoff.to_string()])
-            .args(["--force-threshold", &s.force_threshold.to_string()])
-            .args(["--garbage-ratio", &s.garbage_ratio.to_string()]);
-        if s.sync {
-            c.arg("--sync");
-        }
+        c.arg("bench");
+        driver_args(&mut c, run, s);
+        c.args([
+            "--name",
+            self.name,
+            "--policy",
+            self.policy,
+            "--progress-lines",
+            "--no-plot",
+            // No live-bytes scans during the run: a scan pins memtables (as any
+            // iterator does) and the peers run no such scans; compare takes live
+            // bytes from the op file.
+            "--samples",
+            "1",
+        ])
+        .args(["--min-blob-size", &s.min_blob_size.to_string()])
+        .args(["--blob-file-mb", &s.blob_file_mb.to_string()])
+        .args(["--age-cutoff", &s.age_cutoff.to_string()])
+        .args(["--force-threshold", &s.force_threshold.to_string()])
+        .args(["--garbage-ratio", &s.garbage_ratio.to_string()]);
         Ok(c)
     }
 }
@@ -262,19 +252,9 @@ impl Peer for RocksDb {
             bail!("{} is missing", script.display());
         }
         let mut c = Command::new(&ctx.python);
-        c.arg(script)
-            .arg("--ops")
-            .arg(run.ops)
-            .arg("--dir")
-            .arg(run.dir)
-            .arg("--report")
-            .arg(run.report)
-            .args(["--engine-name", self.name()])
-            .args(["--memtable-mb", &s.memtable_mb.to_string()])
-            .args(["--cache-mb", &s.cache_mb.to_string()]);
-        if s.sync {
-            c.arg("--sync");
-        }
+        c.arg(script);
+        driver_args(&mut c, run, s);
+        c.args(["--engine-name", self.name()]);
         if self.blob {
             c.arg("--blob")
                 .args(["--min-blob-size", &s.min_blob_size.to_string()])
@@ -317,13 +297,51 @@ pub fn ensure_rocksdict(python: &str) -> Result<()> {
 }
 
 /// Badger v4 through a small Go program: peers/badger, built with `go build`.
-struct Badger;
-
-impl Badger {
-    fn binary(ctx: &PeerContext) -> PathBuf {
-        ctx.peers_dir.join("badger/badger-driver")
+/// The flags every driver takes: its inputs and outputs, memtable, cache, sync.
+fn driver_args(c: &mut Command, run: &RunPaths, s: &EngineSettings) {
+    c.arg("--ops")
+        .arg(run.ops)
+        .arg("--dir")
+        .arg(run.dir)
+        .arg("--report")
+        .arg(run.report)
+        .args(["--memtable-mb", &s.memtable_mb.to_string()])
+        .args(["--cache-mb", &s.cache_mb.to_string()]);
+    if s.sync {
+        c.arg("--sync");
     }
 }
+
+/// Builds a compiled driver in `peers/<subdir>` (which must hold `marker`) with `program
+/// args`, saying so on stderr.
+fn build_driver(
+    ctx: &PeerContext,
+    subdir: &str,
+    marker: &str,
+    program: &str,
+    args: &[&str],
+) -> Result<()> {
+    let dir = ctx.peers_dir.join(subdir);
+    if !dir.join(marker).exists() {
+        bail!("{} has no {subdir} driver", dir.display());
+    }
+    let cmdline = format!("{program} {}", args.join(" "));
+    eprintln!(
+        "building the {subdir} driver ({cmdline} in {}) ...",
+        dir.display()
+    );
+    let status = Command::new(program)
+        .args(args)
+        .current_dir(&dir)
+        .status()
+        .with_context(|| format!("running `{cmdline}` (is {program} installed?)"))?;
+    if !status.success() {
+        bail!("`{cmdline}` for the {subdir} driver failed ({status})");
+    }
+    Ok(())
+}
+
+struct Badger;
 
 impl Peer for Badger {
     fn name(&self) -> &str {
@@ -335,41 +353,21 @@ impl Peer for Badger {
     }
 
     fn prepare(&self, ctx: &PeerContext) -> Result<()> {
-        let dir = ctx.peers_dir.join("badger");
-        if !dir.join("main.go").exists() {
-            bail!("{} has no Badger driver", dir.display());
-        }
-        eprintln!(
-            "building the Badger driver (go build in {}) ...",
-            dir.display()
-        );
-        let status = Command::new("go")
-            .args(["build", "-o", "badger-driver", "."])
-            .current_dir(&dir)
-            .status()
-            .context("running `go build` (is Go installed?)")?;
-        if !status.success() {
-            bail!("`go build` of the Badger driver failed ({status})");
-        }
-        Ok(())
+        build_driver(
+            ctx,
+            "badger",
+            "main.go",
+            "go",
+            &["build", "-o", "badger-driver", "."],
+        )
     }
 
     fn command(&self, ctx: &PeerContext, run: &RunPaths, s: &EngineSettings) -> Result<Command> {
-        let mut c = Command::new(Self::binary(ctx));
-        c.arg("--ops")
-            .arg(run.ops)
-            .arg("--dir")
-            .arg(run.dir)
-            .arg("--report")
-            .arg(run.report)
-            .args(["--memtable-mb", &s.memtable_mb.to_string()])
-            .args(["--cache-mb", &s.cache_mb.to_string()])
-            .args(["--value-threshold", &s.min_blob_size.to_string()])
+        let mut c = Command::new(ctx.peers_dir.join("badger/badger-driver"));
+        driver_args(&mut c, run, s);
+        c.args(["--value-threshold", &s.min_blob_size.to_string()])
             .args(["--vlog-file-mb", &s.blob_file_mb.to_string()])
             .args(["--discard-ratio", &s.garbage_ratio.to_string()]);
-        if s.sync {
-            c.arg("--sync");
-        }
         Ok(c)
     }
 }
@@ -387,42 +385,22 @@ impl Peer for Fjall {
     }
 
     fn prepare(&self, ctx: &PeerContext) -> Result<()> {
-        let dir = ctx.peers_dir.join("fjall");
-        if !dir.join("Cargo.toml").exists() {
-            bail!("{} has no fjall driver", dir.display());
-        }
-        eprintln!(
-            "building the fjall driver (cargo build --release in {}) ...",
-            dir.display()
-        );
-        let status = Command::new("cargo")
-            .args(["build", "--release", "--quiet"])
-            .current_dir(&dir)
-            .status()
-            .context("running `cargo build` for the fjall driver")?;
-        if !status.success() {
-            bail!("`cargo build` of the fjall driver failed ({status})");
-        }
-        Ok(())
+        build_driver(
+            ctx,
+            "fjall",
+            "Cargo.toml",
+            "cargo",
+            &["build", "--release", "--quiet"],
+        )
     }
 
     fn command(&self, ctx: &PeerContext, run: &RunPaths, s: &EngineSettings) -> Result<Command> {
         let mut c = Command::new(ctx.peers_dir.join("fjall/target/release/fjall-driver"));
-        c.arg("--ops")
-            .arg(run.ops)
-            .arg("--dir")
-            .arg(run.dir)
-            .arg("--report")
-            .arg(run.report)
-            .args(["--memtable-mb", &s.memtable_mb.to_string()])
-            .args(["--cache-mb", &s.cache_mb.to_string()])
-            .args(["--min-blob-size", &s.min_blob_size.to_string()])
+        driver_args(&mut c, run, s);
+        c.args(["--min-blob-size", &s.min_blob_size.to_string()])
             .args(["--blob-file-mb", &s.blob_file_mb.to_string()])
             .args(["--age-cutoff", &s.age_cutoff.to_string()])
             .args(["--garbage-ratio", &s.garbage_ratio.to_string()]);
-        if s.sync {
-            c.arg("--sync");
-        }
         Ok(c)
     }
 }
