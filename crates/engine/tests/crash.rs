@@ -6,9 +6,9 @@
 use halflife_engine::lifetime::{GbmParams, ThresholdParams};
 use halflife_engine::{GcPolicyConfig, LifetimeOptions, Options, WriteOptions, DB};
 use rand::{Rng, SeedableRng};
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+
+use std::process::Command;
+use std::time::Duration;
 
 const DIR_VAR: &str = "HALFLIFE_CRASH_DIR";
 const START_VAR: &str = "HALFLIFE_CRASH_START";
@@ -81,7 +81,8 @@ fn crash_rounds(policy: &str, seed: u64, rounds: usize) {
     // Newest acknowledged write per key.
     let mut latest = std::collections::HashMap::new();
     for round in 0..rounds {
-        let mut child = Command::new(std::env::current_exe().unwrap())
+        let mut child = Command::new(std::env::current_exe().unwrap());
+        child
             .args([
                 "--exact",
                 "crash_child_writer",
@@ -92,32 +93,8 @@ fn crash_rounds(policy: &str, seed: u64, rounds: usize) {
             ])
             .env(DIR_VAR, dir.path())
             .env(START_VAR, next.to_string())
-            .env(POLICY_VAR, policy)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let deadline = Duration::from_millis(rng.random_range(150..900));
-        let reader = std::thread::spawn(move || {
-            let mut acked = Vec::new();
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if let Some(n) = line.strip_prefix("ack ") {
-                    acked.push(n.parse::<u64>().unwrap());
-                }
-            }
-            acked
-        });
-        let t = Instant::now();
-        while t.elapsed() < deadline {
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        unsafe {
-            libc::kill(child.id() as i32, libc::SIGKILL);
-        }
-        child.wait().unwrap();
-        let acked = reader.join().unwrap();
+            .env(POLICY_VAR, policy);
+        let acked = testkit::kill_after(child, Duration::from_millis(rng.random_range(150..900)));
         for &i in &acked {
             latest.insert(key(i), i);
             next = next.max(i + 1);

@@ -12,6 +12,7 @@ use rand::{Rng, SeedableRng};
 use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::sync::Arc;
+use testkit::{check_scan, key, value};
 
 fn small_options(gc: GcPolicyConfig, dynamic_level_bytes: bool) -> Options {
     Options {
@@ -54,54 +55,6 @@ impl LifetimeOracle for EveryKeyAgainSoon {
     fn next_write(&self, _key: &[u8], after: u64) -> Option<u64> {
         Some(after + 1)
     }
-}
-
-fn key(i: u32) -> Vec<u8> {
-    format!("key{i:05}").into_bytes()
-}
-
-fn value(rng: &mut StdRng, i: u32, version: u32) -> Vec<u8> {
-    // Mix of values below and above min_blob_size.
-    let len = if rng.random_bool(0.5) {
-        10
-    } else {
-        100 + rng.random_range(0..400)
-    };
-    let mut v = format!("v{i}.{version}.").into_bytes();
-    v.resize(len, b'a' + (version % 26) as u8);
-    v
-}
-
-fn check_scan(db: &DB, model: &BTreeMap<Vec<u8>, Vec<u8>>, lo: &[u8], hi: &[u8]) {
-    let got: Vec<_> = db
-        .scan(Bound::Included(lo), Bound::Excluded(hi))
-        .unwrap()
-        .map(|r| r.unwrap())
-        .collect();
-    let want: Vec<_> = model
-        .range::<[u8], _>((Bound::Included(lo), Bound::Excluded(hi)))
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
-    if got != want {
-        let gk: Vec<_> = got
-            .iter()
-            .map(|(k, _)| String::from_utf8_lossy(k).to_string())
-            .collect();
-        let wk: Vec<_> = want
-            .iter()
-            .map(|(k, _)| String::from_utf8_lossy(k).to_string())
-            .collect();
-        eprintln!("got  {gk:?}\nwant {wk:?}");
-        for (k, v) in &want {
-            eprintln!(
-                "get {:?} -> {:?}",
-                String::from_utf8_lossy(k),
-                db.get(k).unwrap().map(|x| x == *v)
-            );
-        }
-    }
-    assert_eq!(got.len(), want.len(), "scan length [{lo:?}, {hi:?})");
-    assert!(got == want, "scan contents differ");
 }
 
 #[derive(Default)]

@@ -10,11 +10,11 @@ use device::{Device, DeviceConfig, VirtualTime};
 use engine::{Options, WriteOptions, DB};
 use halflife_vigil::{Mode, VigilVolume};
 use rand::{Rng, SeedableRng};
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const DIR_VAR: &str = "HALFLIFE_VIGIL_CRASH_DIR";
 const START_VAR: &str = "HALFLIFE_VIGIL_CRASH_START";
@@ -77,7 +77,8 @@ fn crash_on_striped_volume() {
     let mut next = 0u64;
     let mut latest = std::collections::HashMap::new();
     for round in 0..4 {
-        let mut child = Command::new(std::env::current_exe().unwrap())
+        let mut child = Command::new(std::env::current_exe().unwrap());
+        child
             .args([
                 "--exact",
                 "vigil_crash_child_writer",
@@ -87,33 +88,8 @@ fn crash_on_striped_volume() {
                 "1",
             ])
             .env(DIR_VAR, dir.path())
-            .env(START_VAR, next.to_string())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let deadline = Duration::from_millis(rng.random_range(300..900));
-        let reader = std::thread::spawn(move || {
-            let mut acked = Vec::new();
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if let Some(n) = line.strip_prefix("ack ") {
-                    acked.push(n.parse::<u64>().unwrap());
-                }
-            }
-            acked
-        });
-        let t = Instant::now();
-        while t.elapsed() < deadline {
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        // SAFETY: kill(2) on the child's pid, which we own and have not reaped.
-        unsafe {
-            libc::kill(child.id() as i32, libc::SIGKILL);
-        }
-        child.wait().unwrap();
-        let acked = reader.join().unwrap();
+            .env(START_VAR, next.to_string());
+        let acked = testkit::kill_after(child, Duration::from_millis(rng.random_range(300..900)));
         for &i in &acked {
             latest.insert(key(i), i);
             next = next.max(i + 1);

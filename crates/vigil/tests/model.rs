@@ -13,8 +13,8 @@ use halflife_vigil::{end_client_op, Mode, VigilVolume};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::collections::BTreeMap;
-use std::ops::Bound;
 use std::sync::Arc;
+use testkit::{check_scan, key, value};
 
 fn options(vol: &Arc<VigilVolume>) -> Options {
     Options {
@@ -31,35 +31,6 @@ fn options(vol: &Arc<VigilVolume>) -> Options {
         storage: Some(vol.clone()),
         ..Options::default()
     }
-}
-
-fn key(i: u32) -> Vec<u8> {
-    format!("key{i:05}").into_bytes()
-}
-
-fn value(rng: &mut StdRng, i: u32, version: u32) -> Vec<u8> {
-    let len = if rng.random_bool(0.5) {
-        10
-    } else {
-        100 + rng.random_range(0..400)
-    };
-    let mut v = format!("v{i}.{version}.").into_bytes();
-    v.resize(len, b'a' + (version % 26) as u8);
-    v
-}
-
-fn check_scan(db: &DB, model: &BTreeMap<Vec<u8>, Vec<u8>>, lo: &[u8], hi: &[u8]) {
-    let got: Vec<_> = db
-        .scan(Bound::Included(lo), Bound::Excluded(hi))
-        .unwrap()
-        .map(|r| r.unwrap())
-        .collect();
-    let want: Vec<_> = model
-        .range::<[u8], _>((Bound::Included(lo), Bound::Excluded(hi)))
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
-    assert_eq!(got.len(), want.len(), "scan length [{lo:?}, {hi:?})");
-    assert!(got == want, "scan contents differ");
 }
 
 fn run_model(mode: Mode, seed: u64, steps: usize) {
