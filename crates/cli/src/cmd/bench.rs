@@ -161,17 +161,6 @@ pub struct ShapeArgs {
     pub compaction_style: String,
 }
 
-impl Default for ShapeArgs {
-    fn default() -> Self {
-        ShapeArgs {
-            growth_factor: "10".into(),
-            expected_data_mb: None,
-            vat_r: None,
-            compaction_style: "leveled".into(),
-        }
-    }
-}
-
 /// Applies `--growth-factor` and `--compaction-style` to `opts`.
 fn apply_shape(s: &ShapeArgs, info: &WorkloadInfo, opts: &mut Options) -> Result<()> {
     opts.compaction_style = s.compaction_style.parse()?;
@@ -239,7 +228,7 @@ impl Plan {
                 spec: None,
             });
         }
-        let spec = build_spec(a)?;
+        let spec = build_spec(&a.spec_choice())?;
         let info = WorkloadInfo {
             record_count: spec.record_count,
             op_count: spec.operation_count,
@@ -263,7 +252,35 @@ impl Plan {
 /// and 2.6 GB of updates, a run of about a minute on 2 cores.
 pub const DEFAULT_WRITE_INTENSIVE_RECORDS: u64 = 200_000;
 
-pub fn build_spec(a: &Args) -> Result<WorkloadSpec> {
+/// The workload a run asks for: what [`build_spec`] needs, given by `bench`'s flags or by
+/// `compare`'s preset and flags.
+pub struct SpecChoice<'a> {
+    pub workload: &'a str,
+    pub records: Option<u64>,
+    pub op_count: Option<u64>,
+    pub key_size: Option<u32>,
+    pub value_size: Option<u32>,
+    pub distribution: Option<&'a str>,
+    pub theta: f64,
+    pub seed: Option<u64>,
+}
+
+impl Args {
+    fn spec_choice(&self) -> SpecChoice<'_> {
+        SpecChoice {
+            workload: &self.workload,
+            records: self.records,
+            op_count: self.op_count,
+            key_size: self.key_size,
+            value_size: self.value_size,
+            distribution: self.distribution.as_deref(),
+            theta: self.theta,
+            seed: self.seed,
+        }
+    }
+}
+
+pub fn build_spec(a: &SpecChoice) -> Result<WorkloadSpec> {
     let w = a.workload.to_ascii_lowercase();
     let mut spec = match w.as_str() {
         "write-intensive" | "wi" => {
@@ -293,7 +310,7 @@ pub fn build_spec(a: &Args) -> Result<WorkloadSpec> {
     if let Some(n) = a.value_size {
         spec = spec.with_value_size(n);
     }
-    if let Some(d) = &a.distribution {
+    if let Some(d) = a.distribution {
         spec.request_distribution = d.parse().map_err(|e| anyhow!("--distribution {d}: {e}"))?;
     }
     if let Some(seed) = a.seed {

@@ -420,40 +420,16 @@ fn lifetime_points(stats: &serde_json::Value) -> Option<Vec<plots::LifetimePoint
 }
 
 fn build_spec(a: &Args, p: &Preset) -> Result<WorkloadSpec> {
-    let bench_args = crate::cmd::bench::Args {
-        workload: a.workload.clone(),
+    crate::cmd::bench::build_spec(&crate::cmd::bench::SpecChoice {
+        workload: &a.workload,
         records: Some(a.records.unwrap_or(p.records)),
         op_count: Some(a.op_count.unwrap_or(p.op_count)),
         key_size: a.key_size,
         value_size: a.value_size,
-        distribution: a.distribution.clone(),
+        distribution: a.distribution.as_deref(),
         theta: a.theta,
         seed: None,
-        ops: None,
-        policy: "inline".into(),
-        age_cutoff: a.age_cutoff,
-        force_threshold: a.force_threshold,
-        garbage_ratio: a.garbage_ratio,
-        lifetime_initial_ttl: None,
-        lifetime_dataset: 16384,
-        memtable_mb: a.memtable_mb,
-        cache_mb: 0,
-        min_blob_size: a.min_blob_size,
-        blob_file_mb: a.blob_file_mb,
-        sync: a.sync,
-        threads: 1,
-        dir: None,
-        name: None,
-        report: None,
-        plot: None,
-        no_plot: true,
-        samples: 0,
-        quiet: true,
-        progress_lines: false,
-        warming: "none".into(),
-        shape: Default::default(),
-    };
-    crate::cmd::bench::build_spec(&bench_args)
+    })
 }
 
 /// One line of the comparison: a value per engine, how to show it, and whether a ratio to
