@@ -375,13 +375,12 @@ fn process(
             let (stored, meta) = ValuePointer::decode(spec.dir, value)?;
             // A pointer into a collected file is rewritten to where the index maps say the
             // record lives now (paper 000, sec. 4.5: lazy pointer update).
-            let ptr = if spec.version.blobs.contains_key(&stored.file) {
-                stored
-            } else if let Some(r) = spec.version.resolve(&stored) {
-                o.out.lazy_rewrites += 1;
-                r
-            } else {
-                stored
+            let mut ptr = match spec.version.resolve(&stored) {
+                Some(r) if r != stored => {
+                    o.out.lazy_rewrites += 1;
+                    r
+                }
+                _ => stored,
             };
             if spec.relocate.is_some_and(|f| f(&ptr)) {
                 let old = spec.version.blobs.get(&ptr.file).ok_or_else(|| {
@@ -394,18 +393,15 @@ fn process(
                 let np = o.write_value(p.user_key, &v, IoCause::GcWrite)?;
                 o.out.relocated_bytes += np.size as u64;
                 o.out.dropped.push(ptr);
-                ks.new_value.clear();
-                np.encode_into(&mut ks.new_value);
-                ks.new_value.extend_from_slice(meta);
-                o.emit(ikey, &ks.new_value, Some(np))
-            } else if ptr != stored {
-                ks.new_value.clear();
-                ptr.encode_into(&mut ks.new_value);
-                ks.new_value.extend_from_slice(meta);
-                o.emit(ikey, &ks.new_value, Some(ptr))
-            } else {
-                o.emit(ikey, value, Some(ptr))
+                ptr = np;
             }
+            if ptr == stored {
+                return o.emit(ikey, value, Some(ptr));
+            }
+            ks.new_value.clear();
+            ptr.encode_into(&mut ks.new_value);
+            ks.new_value.extend_from_slice(meta);
+            o.emit(ikey, &ks.new_value, Some(ptr))
         }
         _ => o.emit(ikey, value, None),
     }
