@@ -88,9 +88,17 @@ pub struct JobOutput {
 /// (file, bytes, entries). A record GC did not keep (it was garbage when its file was
 /// collected) is charged to nothing.
 pub fn garbage_by_file(v: &Version, dropped: &[ValuePointer]) -> Vec<(u64, u64, u64)> {
+    garbage_where(dropped, |p| v.resolve(p))
+}
+
+/// Charges each dropped pointer to the record `locate` finds for it, if any, summed by file.
+pub fn garbage_where(
+    dropped: &[ValuePointer],
+    locate: impl Fn(&ValuePointer) -> Option<ValuePointer>,
+) -> Vec<(u64, u64, u64)> {
     let mut g: BTreeMap<u64, (u64, u64)> = BTreeMap::new();
     for p in dropped {
-        if let Some(r) = v.resolve(p) {
+        if let Some(r) = locate(p) {
             let e = g.entry(r.file).or_default();
             e.0 += r.size as u64;
             e.1 += 1;

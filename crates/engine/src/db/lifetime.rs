@@ -14,7 +14,7 @@
 
 use super::read::{found_points_at, needed_by_snapshot, ReadView};
 use super::{Inner, State};
-use crate::compaction::{garbage_by_file, LifetimeHooks, Previous};
+use crate::compaction::{garbage_where, LifetimeHooks, Previous};
 use crate::error::Result;
 use crate::io::IoCause;
 use crate::lifetime::{
@@ -28,7 +28,9 @@ use crate::types::{SeqNo, ValueKind};
 use crate::version::{Version, VersionEdit};
 use crate::vlog::file::value_file_name;
 use crate::vlog::index_map::index_map_file_name;
-use crate::vlog::{BlobFile, FileLifetime, IndexMapBuilder, ValueFileWriter, ValuePointer};
+use crate::vlog::{
+    BlobFile, FileLifetime, IndexMap, IndexMapBuilder, ValueFileWriter, ValuePointer,
+};
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -457,8 +459,9 @@ pub(crate) fn run_mapped_gc(
             edit.added_blobs.push(meta);
         }
         let mut st = inner.state.lock();
+        let drops = std::mem::take(&mut st.gc_drops);
+        edit.blob_garbage = copies_dropped_during_gc(&st.versions.current(), &maps, &drops);
         inner.apply_edit_with_maps(&mut st, edit, maps)?;
-        settle_drops_during_gc(inner, &mut st)?;
         drop_unneeded_maps(inner, &mut st)?;
         if rt.mode.is_some() {
             let ratio = |(b, g): (u64, u64)| (b > 0).then(|| g as f64 / b as f64);
@@ -486,20 +489,16 @@ pub(crate) fn run_mapped_gc(
 }
 
 /// Pointers compaction dropped while the GC ran, into files it was collecting: if GC
-/// copied their records, the copies are garbage; charge them where they live now.
-fn settle_drops_during_gc(inner: &Inner, st: &mut State) -> Result<()> {
-    let drops = std::mem::take(&mut st.gc_drops);
-    let g = garbage_by_file(&st.versions.current(), &drops);
-    if g.is_empty() {
-        return Ok(());
-    }
-    inner.apply_edit(
-        st,
-        VersionEdit {
-            blob_garbage: g,
-            ..Default::default()
-        },
-    )
+/// copied their records, the copies (found through the job's new `maps`) are garbage.
+fn copies_dropped_during_gc(
+    v: &Version,
+    maps: &[Arc<IndexMap>],
+    drops: &[ValuePointer],
+) -> Vec<(u64, u64, u64)> {
+    garbage_where(drops, |p| {
+        let r = v.resolve(p)?;
+        maps.iter().find_map(|m| m.lookup(&r))
+    })
 }
 
 /// Drops index maps no table can resolve through any more.
