@@ -27,7 +27,8 @@ pub use db::{DbIter, Snapshot, DB};
 pub use error::{Error, Result};
 pub use options::CompactionStyle;
 pub use options::{
-    GcPolicyConfig, LifetimeMode, LifetimeOptions, LifetimeOracle, Options, WriteOptions,
+    GcPolicyConfig, LifetimeMode, LifetimeOptions, LifetimeOracle, Options, WalRecoveryMode,
+    WriteOptions,
 };
 pub use stats::DbStats;
 pub use version::shape::AutoShape;
