@@ -7,6 +7,7 @@
 
 pub mod batch;
 pub mod cache;
+pub mod check;
 pub mod compaction;
 pub mod db;
 pub mod error;
@@ -14,6 +15,7 @@ pub mod io;
 pub mod lifetime;
 pub mod memtable;
 pub mod options;
+pub mod repair;
 pub mod sst;
 pub mod stats;
 pub mod types;

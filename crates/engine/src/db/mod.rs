@@ -11,7 +11,7 @@ mod background;
 mod iter;
 mod lifetime;
 mod read;
-mod recovery;
+pub(crate) mod recovery;
 mod snapshot;
 mod write;
 

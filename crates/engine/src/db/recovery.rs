@@ -71,6 +71,22 @@ fn file_number(p: &Path, ext: &str) -> Option<u64> {
     file_number_of(p)
 }
 
+/// Takes the database's lock file (held until the returned file is dropped).
+pub(crate) fn lock_dir(dir: &Path) -> Result<std::fs::File> {
+    let lock_path = dir.join(LOCK);
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .map_err(|e| Error::io(&lock_path, e))?;
+    match lock.try_lock() {
+        Ok(()) => Ok(lock),
+        Err(std::fs::TryLockError::WouldBlock) => Err(Error::Locked(dir.to_path_buf())),
+        Err(std::fs::TryLockError::Error(e)) => Err(Error::io(&lock_path, e)),
+    }
+}
+
 /// How one WAL is to be replayed, decided by reading it once before anything is written.
 struct WalPlan {
     number: u64,
@@ -126,18 +142,7 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
     if !dir.is_dir() {
         return Err(Error::NotADatabase(dir.to_path_buf()));
     }
-    let lock_path = dir.join(LOCK);
-    let lock = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&lock_path)
-        .map_err(|e| Error::io(&lock_path, e))?;
-    match lock.try_lock() {
-        Ok(()) => {}
-        Err(std::fs::TryLockError::WouldBlock) => return Err(Error::Locked(dir.to_path_buf())),
-        Err(std::fs::TryLockError::Error(e)) => return Err(Error::io(&lock_path, e)),
-    }
+    let lock = lock_dir(dir)?;
     let has_current = storage.exists(&dir.join(CURRENT));
     if has_current && opts.error_if_exists {
         return Err(Error::InvalidOptions {
@@ -166,6 +171,15 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
     let recovered =
         VersionSet::recover(dir, storage.clone(), Some(cache.clone()), opts.num_levels)?;
     let old_manifest = recovered.manifest_number();
+    // The WAL the manifest's log number names always exists (open creates it, even without
+    // a WAL in use, before any edit names it); if it is gone, acknowledged writes may be too.
+    let oldest_wal = wal_file_name(dir, recovered.log_number);
+    if has_current && !storage.exists(&oldest_wal) {
+        return Err(Error::corruption(
+            &oldest_wal,
+            "missing: the manifest's log number names this WAL, whose writes would be lost",
+        ));
+    }
     let wals: Vec<(u64, PathBuf)> = {
         let mut w: Vec<_> = storage
             .list(dir)?
@@ -248,16 +262,13 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
         )?;
     }
     let wal_number = versions.new_file_number();
-    let wal = if opts.use_wal {
-        let f = storage.create(&wal_file_name(dir, wal_number), IoCause::Wal)?;
-        Some(LogWriter::new(f))
-    } else {
-        None
-    };
+    let f = storage.create(&wal_file_name(dir, wal_number), IoCause::Wal)?;
+    let wal = opts.use_wal.then(|| LogWriter::new(f));
     edit.log_number = Some(wal_number);
     versions.last_sequence = last_seq;
-    versions.log_and_apply(edit)?;
+    // The new WAL and the replayed tables exist in the directory before an edit names them.
     storage.sync_dir(dir)?;
+    versions.log_and_apply(edit)?;
     // 4: the state is durable; sweep what it proves obsolete.
     for path in &report.wals_not_replayed {
         if let Some(n) = file_number(path, "wal") {

@@ -153,7 +153,14 @@ impl VersionSet {
         }
         let mut loaded = HashMap::new();
         for n in live_maps {
-            loaded.insert(n, Arc::new(IndexMap::load(&self.dir, &self.storage, n)?));
+            let map = IndexMap::load(&self.dir, &self.storage, n).map_err(|e| match e {
+                Error::Io { path: p, source } => Error::corruption(
+                    p,
+                    format!("index map named by the manifest cannot be read: {source}"),
+                ),
+                e => e,
+            })?;
+            loaded.insert(n, Arc::new(map));
         }
         let mut v = Version::empty(self.current.num_levels());
         for e in &edits {
@@ -171,6 +178,40 @@ impl VersionSet {
         // Nothing was deleted by replaying: the apply above marks removed files obsolete,
         // but they were already deleted (or are orphans collected by the caller).
         self.current = Arc::new(v);
+        self.verify_files(path)
+    }
+
+    /// Every file the state names exists with the size the manifest recorded (RocksDB's
+    /// paranoid check at open): a missing or cut file is found now, not by a later read.
+    fn verify_files(&self, manifest: &Path) -> Result<()> {
+        let v = &self.current;
+        let named = v
+            .levels
+            .iter()
+            .flatten()
+            .map(|f| (f.path().to_path_buf(), f.meta.size, "table"))
+            .chain(
+                v.blobs
+                    .values()
+                    .map(|b| (b.path.clone(), b.size, "value file")),
+            );
+        for (path, size, what) in named {
+            match self.storage.file_size(&path) {
+                Ok(n) if n == size => {}
+                Ok(n) => {
+                    return Err(Error::corruption(
+                        &path,
+                        format!("{what} of {n} bytes, the manifest recorded {size}"),
+                    ))
+                }
+                Err(_) => {
+                    return Err(Error::corruption(
+                        &path,
+                        format!("{what} named by {} is missing", manifest.display()),
+                    ))
+                }
+            }
+        }
         Ok(())
     }
 
