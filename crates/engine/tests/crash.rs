@@ -155,3 +155,92 @@ fn every_policy_name_is_accepted_by_the_child() {
         assert_eq!(options(p).gc.name(), p);
     }
 }
+
+/// The child of `crash_during_repair`: repairs the database over and over (the first pass
+/// rebuilds a damaged manifest, the next ones an intact one), printing `ack` after each.
+#[test]
+#[ignore = "child process of the crash tests"]
+fn crash_child_repairer() {
+    let dir = std::env::var(DIR_VAR).expect("run by crash_during_repair");
+    let policy = std::env::var(POLICY_VAR).unwrap();
+    let mut out = std::io::stdout().lock();
+    for i in 0.. {
+        halflife_engine::repair::repair(
+            std::path::Path::new(&dir),
+            &options(&policy),
+            &mut |_, _| {},
+        )
+        .unwrap();
+        use std::io::Write;
+        writeln!(out, "ack {i}").unwrap();
+        out.flush().unwrap();
+    }
+}
+
+/// A repair killed at any moment leaves a database that opens, or that the next repair
+/// makes open, with every acknowledged write.
+#[test]
+fn crash_during_repair() {
+    let policy = "terark";
+    let dir = tempfile::tempdir().unwrap();
+    let mut latest = std::collections::HashMap::new();
+    {
+        let db = DB::open(dir.path(), options(policy)).unwrap();
+        for i in 0..12_000u64 {
+            db.put(&key(i), &value(i)).unwrap();
+            latest.insert(key(i), i);
+        }
+        db.wait_idle().unwrap();
+        db.close().unwrap();
+    }
+    let mut rng = rand::rngs::StdRng::seed_from_u64(21);
+    let mut repairs = 0;
+    for round in 0..6 {
+        // Damage the manifest so that the database cannot open until repaired.
+        let manifest = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| {
+                p.file_name()
+                    .unwrap()
+                    .to_string_lossy()
+                    .starts_with("MANIFEST-")
+            })
+            .unwrap();
+        let mut b = std::fs::read(&manifest).unwrap();
+        let mid = b.len() / 2;
+        b[mid] ^= 0x08;
+        std::fs::write(&manifest, b).unwrap();
+        assert!(DB::open(dir.path(), options(policy)).is_err());
+
+        let mut child = Command::new(std::env::current_exe().unwrap());
+        child
+            .args([
+                "--exact",
+                "crash_child_repairer",
+                "--ignored",
+                "--nocapture",
+            ])
+            .env(DIR_VAR, dir.path())
+            .env(POLICY_VAR, policy);
+        repairs +=
+            testkit::kill_after(child, Duration::from_millis(rng.random_range(30..400))).len();
+        let db = match DB::open(dir.path(), options(policy)) {
+            Ok(db) => db,
+            Err(_) => {
+                halflife_engine::repair::repair(dir.path(), &options(policy), &mut |_, _| {})
+                    .unwrap_or_else(|e| panic!("round {round}: repair after a killed repair: {e}"));
+                DB::open(dir.path(), options(policy))
+                    .unwrap_or_else(|e| panic!("round {round}: open after repair: {e}"))
+            }
+        };
+        for (k, &i) in &latest {
+            assert_eq!(db.get(k).unwrap(), Some(value(i)), "round {round}: {k:?}");
+        }
+        db.close().unwrap();
+    }
+    assert!(
+        repairs > 0,
+        "no repair finished before a kill: the kills never landed late"
+    );
+}
