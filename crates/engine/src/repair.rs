@@ -208,13 +208,8 @@ pub fn repair(dir: &Path, opts: &Options, progress: Progress<'_>) -> Result<Repa
             WalRecoveryMode::SkipAnyCorruptedRecords,
             true,
             |rec| {
-                let b = crate::batch::WriteBatch::decode(&p, rec)?;
-                let mut seq = b.first_seq();
-                for e in b.iter() {
-                    mem.add(seq, e.kind, e.key, e.value);
-                    seq += 1;
-                }
-                last_seq = last_seq.max(seq - 1);
+                let last = crate::batch::WriteBatch::decode(&p, rec)?.insert_into(&mem);
+                last_seq = last_seq.max(last);
                 rep.wal_batches += 1;
                 Ok(())
             },

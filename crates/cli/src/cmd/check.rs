@@ -81,10 +81,7 @@ pub fn run_check(a: CheckArgs) -> anyhow::Result<()> {
     for p in &r.problems {
         println!("PROBLEM: {p}");
     }
-    if let Some(p) = &a.json {
-        std::fs::write(p, serde_json::to_vec_pretty(&r)?)
-            .with_context(|| format!("writing {}", p.display()))?;
-    }
+    write_json(&a.json, &r)?;
     if !r.is_ok() {
         bail!(
             "{} problem(s) in {}; `halflife repair {}` rebuilds from the intact files",
@@ -141,8 +138,12 @@ pub fn run_repair(a: RepairArgs) -> anyhow::Result<()> {
         r.moved_to_lost.len(),
         a.dir.join(engine::db::LOST_DIR).display()
     );
-    if let Some(p) = &a.json {
-        std::fs::write(p, serde_json::to_vec_pretty(&r)?)
+    write_json(&a.json, &r)
+}
+
+fn write_json(json: &Option<PathBuf>, report: &impl serde::Serialize) -> anyhow::Result<()> {
+    if let Some(p) = json {
+        std::fs::write(p, serde_json::to_vec_pretty(report)?)
             .with_context(|| format!("writing {}", p.display()))?;
     }
     Ok(())

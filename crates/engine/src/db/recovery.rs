@@ -206,13 +206,8 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
         let data = read_all(&*storage, &w.path, IoCause::Other)?;
         let outcome =
             LogReader::new(&w.path, data).for_each(opts.wal_recovery_mode, w.newest, |rec| {
-                let b = WriteBatch::decode(&w.path, rec)?;
-                let mut seq = b.first_seq();
-                for e in b.iter() {
-                    mem.add(seq, e.kind, e.key, e.value);
-                    seq += 1;
-                }
-                last_seq = last_seq.max(seq - 1);
+                let last = WriteBatch::decode(&w.path, rec)?.insert_into(&mem);
+                last_seq = last_seq.max(last);
                 report.batches_replayed += 1;
                 Ok(())
             })?;
