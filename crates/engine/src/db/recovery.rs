@@ -168,12 +168,12 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
         ..RecoveryReport::default()
     };
     // 1-2: read everything that decides the state, write nothing yet.
-    let recovered =
+    let mut versions =
         VersionSet::recover(dir, storage.clone(), Some(cache.clone()), opts.num_levels)?;
-    let old_manifest = recovered.manifest_number();
+    let old_manifest = versions.manifest_number();
     // The WAL the manifest's log number names always exists (open creates it, even without
     // a WAL in use, before any edit names it); if it is gone, acknowledged writes may be too.
-    let oldest_wal = wal_file_name(dir, recovered.log_number);
+    let oldest_wal = wal_file_name(dir, versions.log_number);
     if has_current && !storage.exists(&oldest_wal) {
         return Err(Error::corruption(
             &oldest_wal,
@@ -185,7 +185,7 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
             .list(dir)?
             .into_iter()
             .filter_map(|p| file_number(&p, "wal").map(|n| (n, p)))
-            .filter(|(n, _)| *n >= recovered.log_number)
+            .filter(|(n, _)| *n >= versions.log_number)
             .collect();
         w.sort();
         w
@@ -193,11 +193,9 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
     let plan = plan_wals(&*storage, wals, opts.wal_recovery_mode, &mut report)?;
     let policy = gc::from_options(&opts);
     let lifetime = super::lifetime::LifetimeRuntime::open(dir, &opts)?;
-    drop(recovered);
 
     // 3: a new manifest, the WALs replayed into L0 tables.
-    let mut versions =
-        VersionSet::open(dir, storage.clone(), Some(cache.clone()), opts.num_levels)?;
+    versions.start()?;
     let mut last_seq = versions.last_sequence;
     let mut mem = Arc::new(Memtable::new(0));
     let mut edit = VersionEdit::default();
@@ -297,7 +295,6 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
         live_user_bytes: None,
         gc_drops: Vec::new(),
     };
-    report.mode = opts.wal_recovery_mode;
     let warming = crate::warming::Warming::new(&opts.cache_warming, cache.clone(), opts.block_size);
     Ok(Inner {
         dir: dir.to_path_buf(),

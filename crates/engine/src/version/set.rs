@@ -50,27 +50,20 @@ pub struct VersionSet {
 }
 
 impl VersionSet {
-    /// Recovers the state named by CURRENT (or an empty state if there is none), reserves
-    /// every file number already used in the directory, and starts a new manifest.
-    pub fn open(
-        dir: &Path,
-        storage: Arc<dyn Storage>,
-        cache: Option<Arc<BlockCache>>,
-        num_levels: usize,
-    ) -> Result<VersionSet> {
-        let mut vs = Self::recover(dir, storage, cache, num_levels)?;
+    /// Makes a recovered set writable: reserves every file number already used in the
+    /// directory and starts a new manifest holding the whole state.
+    pub fn start(&mut self) -> Result<()> {
         // A file numbered at or above the recovered counter belongs to no edit (an
         // unfinished job, or an edit lost to damage): never reuse its number.
-        let highest = vs
+        let highest = self
             .storage
-            .list(dir)?
+            .list(&self.dir)?
             .iter()
             .filter_map(|p| file_number_of(p))
             .max()
             .unwrap_or(0);
-        vs.next_file_number = vs.next_file_number.max(highest + 1);
-        vs.rotate_manifest()?;
-        Ok(vs)
+        self.next_file_number = self.next_file_number.max(highest + 1);
+        self.rotate_manifest()
     }
 
     /// Reads the state named by CURRENT without writing anything: no new manifest, no
