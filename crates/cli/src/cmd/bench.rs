@@ -15,6 +15,7 @@
 use crate::harness::latency::{Latencies, OP_NAMES};
 use crate::harness::ops::{self, ClientOp, SharedReceiver, INSERT, READ, RMW, SCAN, UPDATE};
 use crate::harness::oracle::WorkloadOracle;
+use crate::harness::outpath;
 use crate::harness::procio::ProcIo;
 use crate::harness::report::{self, Phase, RunReport, Sample, WorkloadInfo};
 use crate::harness::{plots, table};
@@ -92,8 +93,8 @@ pub struct Args {
     #[arg(long, default_value_t = 64)]
     pub memtable_mb: u64,
     /// Block cache size in MiB.
-    #[arg(long, default_value_t = 64)]
-    pub cache_mb: u64,
+    #[arg(long = "cache-mib", alias = "cache-mb", default_value_t = 64)]
+    pub cache_mib: u64,
     /// Values at least this large go to value files (blobdb, titan).
     #[arg(long, default_value_t = 512)]
     pub min_blob_size: u64,
@@ -182,8 +183,42 @@ fn apply_shape(s: &ShapeArgs, info: &WorkloadInfo, opts: &mut Options) -> Result
             )
         })?;
     }
-    opts.validate()?;
+    opts.validate().map_err(user_facing)?;
     Ok(())
+}
+
+/// The command-line flag that sets each engine option bench exposes, so that an invalid
+/// value is reported under the name the user typed rather than the engine's field name.
+const OPTION_FLAGS: [(&str, &str); 9] = [
+    ("memtable_size", "--memtable-mb"),
+    ("block_cache_capacity", "--cache-mib"),
+    ("blob_file_size", "--blob-file-mb"),
+    ("min_blob_size", "--min-blob-size"),
+    ("growth_factor", "--growth-factor"),
+    ("gc.garbage_ratio", "--garbage-ratio"),
+    ("gc.age_cutoff", "--age-cutoff"),
+    ("gc.force_threshold", "--force-threshold"),
+    ("cache_warming", "--warming"),
+];
+
+/// An engine error with the option's field name replaced by its flag where bench has one.
+pub fn user_facing(e: engine::Error) -> anyhow::Error {
+    match e {
+        engine::Error::InvalidOptions { name, detail } => {
+            // Combined names ("a/b/c") come from checks that cover several fields.
+            let flags: Vec<&str> = name
+                .split('/')
+                .map(|n| {
+                    OPTION_FLAGS
+                        .iter()
+                        .find(|(field, _)| *field == n)
+                        .map_or(n, |(_, flag)| *flag)
+                })
+                .collect();
+            anyhow!("invalid {}: {detail}", flags.join("/"))
+        }
+        other => other.into(),
+    }
 }
 
 /// What runs: the sizes, and where the run-phase ops come from.
@@ -299,6 +334,9 @@ pub fn build_spec(a: &SpecChoice) -> Result<WorkloadSpec> {
         ),
     };
     if let Some(n) = a.records {
+        if n == 0 {
+            bail!("--records must be at least 1: reads and updates need an existing key");
+        }
         spec = spec.with_record_count(n);
     }
     if let Some(n) = a.op_count {
@@ -380,7 +418,7 @@ fn engine_options(a: &Args, plan: &Plan) -> Result<Options> {
         lifetime: lifetime_options(a, plan.info.record_count),
         lifetime_oracle,
         memtable_size: (a.memtable_mb << 20) as usize,
-        block_cache_capacity: (a.cache_mb << 20) as usize,
+        block_cache_capacity: (a.cache_mib << 20) as usize,
         sync_writes: a.sync,
         use_wal: true,
         gc: gc_policy(a)?,
@@ -407,10 +445,19 @@ pub fn run(a: Args) -> Result<()> {
             .clone()
             .unwrap_or_else(|| PathBuf::from(format!("bench-out/{}.png", plan.name)))
     });
+    outpath::ensure_parent(&report_path)?;
+    if let Some(p) = &plot_path {
+        outpath::ensure_parent(p)?;
+    }
 
     let (_tmp, dir) = match &a.dir {
         Some(d) => {
-            if d.exists() && std::fs::read_dir(d)?.next().is_some() {
+            let nonempty = d.exists()
+                && std::fs::read_dir(d)
+                    .with_context(|| format!("reading --dir {}", d.display()))?
+                    .next()
+                    .is_some();
+            if nonempty {
                 bail!("--dir {} is not empty", d.display());
             }
             (None, d.clone())
@@ -521,7 +568,7 @@ pub fn run(a: Args) -> Result<()> {
             .unwrap_or_else(|| format!("halflife-{}", a.policy)),
         settings: serde_json::json!({
             "policy": a.policy, "gc": gc_policy(&a)?.to_string(), "memtable_mb": a.memtable_mb,
-            "cache_mb": a.cache_mb, "min_blob_size": a.min_blob_size, "blob_file_mb": a.blob_file_mb,
+            "cache_mb": a.cache_mib, "min_blob_size": a.min_blob_size, "blob_file_mb": a.blob_file_mb,
             "sync": a.sync, "threads": a.threads, "samples": a.samples,
             "workload": plan.spec, "ops_file": a.ops, "warming": a.warming,
             "growth_factor": a.shape.growth_factor, "compaction_style": a.shape.compaction_style,
@@ -544,14 +591,9 @@ pub fn run(a: Args) -> Result<()> {
         engine_stats,
         samples: sampler.samples,
     };
-    if let Some(p) = &plot_path {
-        let title = format!("halflife {} - {}", report.engine, plan.description);
-        let load_end = record_count * (plan.info.key_size + plan.info.value_size);
-        plots::amplification_over_run(p, &title, &report.samples, Some(load_end))?;
-    }
     report.max_rss_bytes = report::max_rss_bytes();
     report.proc_io = ProcIo::current().unwrap_or_default();
-    report.save(&report_path)?;
+    // Tables first: if a write below fails after all, the results are on the screen.
     if !a.quiet && !a.progress_lines {
         print!("{}", render_summary(&report));
         if let Some(choice) = &stats.shape {
@@ -563,6 +605,15 @@ pub fn run(a: Args) -> Result<()> {
             print!("{}", choice.explanation);
         }
         println!();
+    }
+    report.save(&report_path)?;
+    if let Some(p) = &plot_path {
+        let title = format!("halflife {} - {}", report.engine, plan.description);
+        let load_end = record_count * (plan.info.key_size + plan.info.value_size);
+        plots::amplification_over_run(p, &title, &report.samples, Some(load_end))
+            .with_context(|| format!("drawing {}", p.display()))?;
+    }
+    if !a.quiet && !a.progress_lines {
         println!("report: {}", report_path.display());
         if let Some(p) = &plot_path {
             println!("plot:   {}", p.display());

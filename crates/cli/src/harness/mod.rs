@@ -9,6 +9,7 @@ pub mod isolate;
 pub mod latency;
 pub mod ops;
 pub mod oracle;
+pub mod outpath;
 pub mod peers;
 pub mod plots;
 pub mod procio;
