@@ -38,6 +38,8 @@ enum Command {
     Leaper(cmd::leaper::Args),
     /// Predictable Get latency on the emulated PLM device (paper 001): six configurations.
     Vigil(cmd::vigil::Args),
+    /// Serve a database over the Redis protocol (RESP2/RESP3, TCP and Unix socket).
+    Serve(cmd::serve::Args),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -48,5 +50,6 @@ fn main() -> anyhow::Result<()> {
         Command::Lss(a) => cmd::lss::run(a),
         Command::Leaper(a) => cmd::leaper::run(a),
         Command::Vigil(a) => cmd::vigil::run(a),
+        Command::Serve(a) => cmd::serve::run(a),
     }
 }

@@ -4,6 +4,7 @@ pub mod bench;
 pub mod compare;
 pub mod leaper;
 pub mod lss;
+pub mod serve;
 pub mod vat;
 pub mod vat_validate;
 pub mod vigil;

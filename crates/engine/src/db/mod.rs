@@ -210,6 +210,20 @@ impl DB {
         iter::DbIter::new(&self.inner, lower, upper, Some(snap))
     }
 
+    /// Makes every write acknowledged so far durable by syncing the current WAL: for callers
+    /// that write with `sync: false` and sync on their own schedule (a server's
+    /// `appendfsync everysec`). A WAL already switched out is durable once its memtable's
+    /// flush finishes.
+    pub fn sync_wal(&self) -> Result<()> {
+        if !self.inner.opts.use_wal {
+            return Ok(());
+        }
+        match self.inner.wal.lock().as_mut() {
+            Some(w) => w.sync(),
+            None => Err(Error::Closed),
+        }
+    }
+
     /// Flushes the memtable to a table file and waits for it.
     pub fn flush(&self) -> Result<()> {
         write::force_switch(&self.inner)?;

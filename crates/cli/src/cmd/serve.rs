@@ -1,0 +1,112 @@
+//! `halflife serve`: the engine behind the Redis protocol (see `docs/serve.md`).
+
+use anyhow::{anyhow, Context, Result};
+use engine::{GcPolicyConfig, Options, DB};
+use server::{AppendFsync, Config};
+use std::io::Write;
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Data directory (created if absent).
+    #[arg(long)]
+    pub dir: PathBuf,
+    /// TCP port; 0 picks a free one (the address is printed when ready).
+    #[arg(long, default_value_t = 6379)]
+    pub port: u16,
+    /// Address to listen on. Anything but loopback exposes the data to the network: set
+    /// --requirepass too.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub bind: IpAddr,
+    /// Also listen on this Unix socket.
+    #[arg(long, value_name = "PATH")]
+    pub unix_socket: Option<PathBuf>,
+    /// Listen on the Unix socket only.
+    #[arg(long, requires = "unix_socket")]
+    pub no_tcp: bool,
+    /// When acknowledged writes are synced to disk: always (before the reply, group-committed),
+    /// everysec (a background WAL sync each second) or no (left to the OS).
+    #[arg(long, default_value = "everysec")]
+    pub appendfsync: String,
+    /// Clients must AUTH with this password (also settable with CONFIG SET requirepass).
+    #[arg(long)]
+    pub requirepass: Option<String>,
+    /// Connections beyond this many are refused.
+    #[arg(long, default_value_t = 10_000)]
+    pub maxclients: usize,
+    /// Largest request (one command with its arguments) in MiB; larger ones close the
+    /// connection with an error.
+    #[arg(long, default_value_t = 512)]
+    pub max_request_mib: usize,
+    /// Value placement and GC policy: inline, blobdb, titan, terark, lifetime or
+    /// lifetime-nomodel.
+    #[arg(short, long, default_value = "blobdb")]
+    pub policy: String,
+    /// Memtable size in MiB.
+    #[arg(long, default_value_t = 64)]
+    pub memtable_mb: u64,
+    /// Block cache size in MiB.
+    #[arg(long = "cache-mib", alias = "cache-mb", default_value_t = 64)]
+    pub cache_mib: u64,
+    /// Values at least this large (in bytes, with the server's 1- or 9-byte expiry header)
+    /// go to value files.
+    #[arg(long, default_value_t = 512)]
+    pub min_blob_size: u64,
+    /// Target value file size in MiB.
+    #[arg(long, default_value_t = 64)]
+    pub blob_file_mb: u64,
+    /// Threads of the network runtime (engine calls run on a separate blocking pool).
+    #[arg(long, default_value_t = 2)]
+    pub threads: usize,
+}
+
+pub fn run(a: Args) -> Result<()> {
+    let appendfsync: AppendFsync = a
+        .appendfsync
+        .parse()
+        .map_err(|e| anyhow!("--appendfsync: {e}"))?;
+    let gc: GcPolicyConfig = a.policy.parse().map_err(crate::cmd::bench::user_facing)?;
+    if gc.lifetime_mode() == Some(engine::LifetimeMode::Oracle) {
+        anyhow::bail!(
+            "--policy oracle needs the future of the workload, which a server does not know"
+        );
+    }
+    let opts = Options {
+        gc,
+        memtable_size: (a.memtable_mb << 20) as usize,
+        block_cache_capacity: (a.cache_mib << 20) as usize,
+        min_blob_size: a.min_blob_size as usize,
+        blob_file_size: a.blob_file_mb << 20,
+        // Durability is chosen per write from --appendfsync.
+        sync_writes: false,
+        ..Options::default()
+    };
+    opts.validate().map_err(crate::cmd::bench::user_facing)?;
+    let config = Config {
+        tcp: (!a.no_tcp).then_some(SocketAddr::new(a.bind, a.port)),
+        unix_socket: a.unix_socket.clone(),
+        appendfsync,
+        requirepass: a.requirepass.clone(),
+        maxclients: a.maxclients,
+        max_request_bytes: a.max_request_mib << 20,
+    };
+    let db = DB::open(&a.dir, opts).with_context(|| format!("opening {}", a.dir.display()))?;
+    let policy = a.policy.clone();
+    server::run(&config, db, a.threads, |addr| {
+        let mut out = std::io::stdout().lock();
+        let _ = write!(
+            out,
+            "halflife serve: ready, data in {}, policy {policy}, appendfsync {appendfsync}",
+            a.dir.display()
+        );
+        if let Some(addr) = addr {
+            let _ = write!(out, ", tcp {addr}");
+        }
+        if let Some(p) = &a.unix_socket {
+            let _ = write!(out, ", unix {}", p.display());
+        }
+        let _ = writeln!(out);
+        let _ = out.flush();
+    })
+}
