@@ -245,8 +245,8 @@ impl DB {
         Ok(self.handle()?.estimate_num_keys())
     }
 
-    fn __iter__(&self, py: Python<'_>) -> PyResult<Iter> {
-        Iter::open(py, self.handle()?, None, None, None, Yield::Keys)
+    fn __iter__(&self, py: Python<'_>) -> PyResult<ScanIter> {
+        ScanIter::open(py, self.handle()?, None, None, None, Yield::Keys)
     }
 
     /// Keys in order, from `start` (inclusive) to `stop` (exclusive).
@@ -256,8 +256,8 @@ impl DB {
         py: Python<'_>,
         start: Option<&Bound<'_, PyAny>>,
         stop: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<Iter> {
-        Iter::open(
+    ) -> PyResult<ScanIter> {
+        ScanIter::open(
             py,
             self.handle()?,
             opt_bytes(start)?,
@@ -274,8 +274,8 @@ impl DB {
         py: Python<'_>,
         start: Option<&Bound<'_, PyAny>>,
         stop: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<Iter> {
-        Iter::open(
+    ) -> PyResult<ScanIter> {
+        ScanIter::open(
             py,
             self.handle()?,
             opt_bytes(start)?,
@@ -292,8 +292,8 @@ impl DB {
         py: Python<'_>,
         start: Option<&Bound<'_, PyAny>>,
         stop: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<Iter> {
-        Iter::open(
+    ) -> PyResult<ScanIter> {
+        ScanIter::open(
             py,
             self.handle()?,
             opt_bytes(start)?,
@@ -414,7 +414,7 @@ enum Yield {
 
 /// A forward iterator over a key range (of the database or of a snapshot).
 #[pyclass(module = "halflife", unsendable)]
-pub struct Iter {
+pub struct ScanIter {
     it: engine::DbIter,
     what: Yield,
     // Keep the engine (and the snapshot) alive while iterating.
@@ -422,7 +422,7 @@ pub struct Iter {
     _snap: Option<Arc<engine::Snapshot>>,
 }
 
-impl Iter {
+impl ScanIter {
     fn open(
         py: Python<'_>,
         db: Arc<EngineDb>,
@@ -430,7 +430,7 @@ impl Iter {
         stop: Option<Vec<u8>>,
         snap: Option<Arc<engine::Snapshot>>,
         what: Yield,
-    ) -> PyResult<Iter> {
+    ) -> PyResult<ScanIter> {
         let (lo, hi) = (range_bound(start, true), range_bound(stop, false));
         let it = py
             .detach(|| match &snap {
@@ -438,7 +438,7 @@ impl Iter {
                 None => db.scan(as_ref(&lo), as_ref(&hi)),
             })
             .map_err(engine_err)?;
-        Ok(Iter {
+        Ok(ScanIter {
             it,
             what,
             _db: db,
@@ -448,7 +448,7 @@ impl Iter {
 }
 
 #[pymethods]
-impl Iter {
+impl ScanIter {
     fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
         slf
     }
@@ -520,9 +520,9 @@ impl Snapshot {
         Ok(!self.get(py, key, None)?.is_none(py))
     }
 
-    fn __iter__(&self, py: Python<'_>) -> PyResult<Iter> {
+    fn __iter__(&self, py: Python<'_>) -> PyResult<ScanIter> {
         let (db, snap) = self.parts()?;
-        Iter::open(py, db, None, None, Some(snap), Yield::Keys)
+        ScanIter::open(py, db, None, None, Some(snap), Yield::Keys)
     }
 
     #[pyo3(signature = (start=None, stop=None))]
@@ -531,9 +531,9 @@ impl Snapshot {
         py: Python<'_>,
         start: Option<&Bound<'_, PyAny>>,
         stop: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<Iter> {
+    ) -> PyResult<ScanIter> {
         let (db, snap) = self.parts()?;
-        Iter::open(
+        ScanIter::open(
             py,
             db,
             opt_bytes(start)?,
@@ -549,9 +549,9 @@ impl Snapshot {
         py: Python<'_>,
         start: Option<&Bound<'_, PyAny>>,
         stop: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<Iter> {
+    ) -> PyResult<ScanIter> {
         let (db, snap) = self.parts()?;
-        Iter::open(
+        ScanIter::open(
             py,
             db,
             opt_bytes(start)?,
@@ -618,7 +618,7 @@ fn _halflife(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<DB>()?;
     m.add_class::<Snapshot>()?;
     m.add_class::<WriteBatch>()?;
-    m.add_class::<Iter>()?;
+    m.add_class::<ScanIter>()?;
     m.add("Error", m.py().get_type::<Error>())?;
     m.add(
         "POLICIES",
