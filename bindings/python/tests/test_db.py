@@ -159,3 +159,16 @@ def test_gil_is_released_during_io(tmp_path):
         t.join()
         # With the GIL held through each fsync the spinner would barely advance.
         assert ticks[0] > 10 * n, (ticks[0], n)
+
+
+def test_readme_example_runs(tmp_path, capsys):
+    """The README's Python example, run as written (in a temporary directory)."""
+    import pathlib
+    import re
+
+    readme = (pathlib.Path(__file__).resolve().parents[3] / "README.md").read_text()
+    section = readme.split("## Using it from Python", 1)[1]
+    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    exec(compile(code.replace("/tmp/halflife-py", str(tmp_path / "db")), "README.md", "exec"), {})
+    out = capsys.readouterr().out
+    assert "[(b'user:2', b'bob')]" in out
