@@ -173,9 +173,7 @@ impl DB {
     ) -> PyResult<()> {
         let (key, value) = (bytes_arg(key)?, bytes_arg(value)?);
         let db = self.handle()?;
-        let o = engine::WriteOptions {
-            sync: sync.unwrap_or(db.options().sync_writes),
-        };
+        let o = write_options(&db, sync);
         py.detach(|| db.put_opt(&key, &value, &o))
             .map_err(engine_err)
     }
@@ -185,9 +183,7 @@ impl DB {
     fn delete(&self, py: Python<'_>, key: &Bound<'_, PyAny>, sync: Option<bool>) -> PyResult<()> {
         let key = bytes_arg(key)?;
         let db = self.handle()?;
-        let o = engine::WriteOptions {
-            sync: sync.unwrap_or(db.options().sync_writes),
-        };
+        let o = write_options(&db, sync);
         py.detach(|| db.delete_opt(&key, &o)).map_err(engine_err)
     }
 
@@ -196,9 +192,7 @@ impl DB {
     fn write(&self, py: Python<'_>, batch: &WriteBatch, sync: Option<bool>) -> PyResult<()> {
         let db = self.handle()?;
         let b = batch.batch.lock().expect("not poisoned").clone();
-        let o = engine::WriteOptions {
-            sync: sync.unwrap_or(db.options().sync_writes),
-        };
+        let o = write_options(&db, sync);
         py.detach(|| db.write(b, &o)).map_err(engine_err)
     }
 
@@ -257,14 +251,7 @@ impl DB {
         start: Option<&Bound<'_, PyAny>>,
         stop: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<ScanIter> {
-        ScanIter::open(
-            py,
-            self.handle()?,
-            opt_bytes(start)?,
-            opt_bytes(stop)?,
-            None,
-            Yield::Keys,
-        )
+        ScanIter::open(py, self.handle()?, start, stop, None, Yield::Keys)
     }
 
     /// Values in key order, from `start` (inclusive) to `stop` (exclusive).
@@ -275,14 +262,7 @@ impl DB {
         start: Option<&Bound<'_, PyAny>>,
         stop: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<ScanIter> {
-        ScanIter::open(
-            py,
-            self.handle()?,
-            opt_bytes(start)?,
-            opt_bytes(stop)?,
-            None,
-            Yield::Values,
-        )
+        ScanIter::open(py, self.handle()?, start, stop, None, Yield::Values)
     }
 
     /// `(key, value)` pairs in key order, from `start` (inclusive) to `stop` (exclusive).
@@ -293,14 +273,7 @@ impl DB {
         start: Option<&Bound<'_, PyAny>>,
         stop: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<ScanIter> {
-        ScanIter::open(
-            py,
-            self.handle()?,
-            opt_bytes(start)?,
-            opt_bytes(stop)?,
-            None,
-            Yield::Items,
-        )
+        ScanIter::open(py, self.handle()?, start, stop, None, Yield::Items)
     }
 
     /// A consistent read-only view as of now.
@@ -401,6 +374,13 @@ impl DB {
     }
 }
 
+/// `sync` if given, else the database's default.
+fn write_options(db: &EngineDb, sync: Option<bool>) -> engine::WriteOptions {
+    engine::WriteOptions {
+        sync: sync.unwrap_or(db.options().sync_writes),
+    }
+}
+
 fn opt_bytes(o: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Vec<u8>>> {
     o.filter(|v| !v.is_none()).map(bytes_arg).transpose()
 }
@@ -426,12 +406,13 @@ impl ScanIter {
     fn open(
         py: Python<'_>,
         db: Arc<EngineDb>,
-        start: Option<Vec<u8>>,
-        stop: Option<Vec<u8>>,
+        start: Option<&Bound<'_, PyAny>>,
+        stop: Option<&Bound<'_, PyAny>>,
         snap: Option<Arc<engine::Snapshot>>,
         what: Yield,
     ) -> PyResult<ScanIter> {
-        let (lo, hi) = (range_bound(start, true), range_bound(stop, false));
+        let lo = range_bound(opt_bytes(start)?, true);
+        let hi = range_bound(opt_bytes(stop)?, false);
         let it = py
             .detach(|| match &snap {
                 Some(s) => db.scan_at(as_ref(&lo), as_ref(&hi), s),
@@ -533,14 +514,7 @@ impl Snapshot {
         stop: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<ScanIter> {
         let (db, snap) = self.parts()?;
-        ScanIter::open(
-            py,
-            db,
-            opt_bytes(start)?,
-            opt_bytes(stop)?,
-            Some(snap),
-            Yield::Keys,
-        )
+        ScanIter::open(py, db, start, stop, Some(snap), Yield::Keys)
     }
 
     #[pyo3(signature = (start=None, stop=None))]
@@ -551,14 +525,7 @@ impl Snapshot {
         stop: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<ScanIter> {
         let (db, snap) = self.parts()?;
-        ScanIter::open(
-            py,
-            db,
-            opt_bytes(start)?,
-            opt_bytes(stop)?,
-            Some(snap),
-            Yield::Items,
-        )
+        ScanIter::open(py, db, start, stop, Some(snap), Yield::Items)
     }
 
     /// Releases the snapshot (compaction may then drop the versions it kept).
