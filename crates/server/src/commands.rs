@@ -354,6 +354,36 @@ fn set(sh: &Shared, a: &[Bytes]) -> CmdResult {
     })
 }
 
+/// Whether `cmd` is a `SET key value` without options that the engine will accept, so that
+/// it can join [`set_many`]; anything else (options, limits, authentication) goes through
+/// [`execute`] and gets its own reply.
+pub fn is_plain_set(sh: &Shared, s: &Session, cmd: &[Bytes]) -> bool {
+    let o = sh.store.db().options();
+    cmd.len() == 3
+        && eq(&cmd[0], "set")
+        && (s.authed || sh.settings.requirepass().is_none())
+        && !cmd[1].is_empty()
+        && cmd[1].len() <= o.max_key_size
+        && cmd[2].len() + record::MAX_HEADER <= o.max_value_size
+}
+
+/// Consecutive plain SETs of one connection (a pipeline) as one atomic engine write: one
+/// WAL record and, under `appendfsync always`, one sync for all of them instead of one
+/// group-commit round each. Replies as if they had run one by one.
+pub fn set_many(sh: &Shared, cmds: &[Vec<Bytes>]) -> Vec<Reply> {
+    let keys: Vec<&Bytes> = cmds.iter().map(|c| &c[1]).collect();
+    let _g = sh.store.lock(&keys);
+    let mut b = WriteBatch::new();
+    for c in cmds {
+        put(&mut b, &c[1], &c[2], None);
+    }
+    let reply = match sh.store.write(b, sync(sh)) {
+        Ok(()) => Reply::ok(),
+        Err(e) => e.into(),
+    };
+    vec![reply; cmds.len()]
+}
+
 fn getdel(sh: &Shared, key: &[u8]) -> CmdResult {
     let _g = sh.store.lock(&[key]);
     let Some(old) = sh.store.read(key, false)? else {

@@ -13,6 +13,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 const PLAIN: u8 = 0;
 const EXPIRING: u8 = 1;
 
+/// Bytes the header adds to a value at most.
+pub const MAX_HEADER: usize = 9;
+
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 #[error("stored value is not in the server's format (tag {tag:#x}, {len} bytes): was the database written by another program?")]
 pub struct RecordError {

@@ -397,9 +397,21 @@ fn run_batch(
     if let (Some(c), Some(cmd)) = (sh.clients.lock().get_mut(&s.id), batch.last()) {
         c.last_command = String::from_utf8_lossy(&cmd[0]).to_ascii_lowercase();
     }
-    for cmd in &batch {
+    let mut i = 0;
+    while i < batch.len() {
+        let run = batch[i..]
+            .iter()
+            .take_while(|c| commands::is_plain_set(sh, &s, c))
+            .count();
+        if run > 1 {
+            sh.stats.commands.fetch_add(run as u64, Relaxed);
+            replies.extend(commands::set_many(sh, &batch[i..i + run]));
+            i += run;
+            continue;
+        }
         sh.stats.commands.fetch_add(1, Relaxed);
-        let (reply, o) = commands::execute(sh, &mut s, cmd);
+        let (reply, o) = commands::execute(sh, &mut s, &batch[i]);
+        i += 1;
         if o != Outcome::Shutdown {
             replies.push(reply);
         }

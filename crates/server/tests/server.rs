@@ -178,6 +178,26 @@ fn strings_counters_expiry_and_scans() {
     assert_eq!(c.cmd(&["DEL", "a2", "b1", "nope"]), F::Integer(2));
     assert_eq!(c.cmd(&["FLUSHDB"]), simple("OK"));
     assert_eq!(c.cmd(&["DBSIZE"]), F::Integer(0));
+    // A pipeline of SETs runs as one engine write, yet each command keeps its own reply:
+    // the empty key (rejected by the engine) and the NX SET are answered on their own.
+    c.send(&[b"SET", b"p1", b"1"]);
+    c.send(&[b"SET", b"p2", b"2"]);
+    c.send(&[b"SET", b"", b"x"]);
+    c.send(&[b"SET", b"p3", b"3"]);
+    c.send(&[b"SET", b"p1", b"9", b"NX"]);
+    c.send(&[b"SET", b"p4", b"4"]);
+    c.send(&[b"SET", b"p4", b"5"]);
+    assert_eq!(c.read(), Some(simple("OK")));
+    assert_eq!(c.read(), Some(simple("OK")));
+    assert!(is_err(&c.read().unwrap(), "ERR"));
+    assert_eq!(c.read(), Some(simple("OK")));
+    assert_eq!(c.read(), Some(F::Null));
+    assert_eq!(c.read(), Some(simple("OK")));
+    assert_eq!(c.read(), Some(simple("OK")));
+    assert_eq!(
+        c.cmd(&["MGET", "p1", "p2", "p3", "p4"]),
+        F::Array(vec![bulk("1"), bulk("2"), bulk("3"), bulk("5")])
+    );
     assert!(is_err(
         &c.cmd(&["NOSUCH", "x"]),
         "ERR unknown command 'NOSUCH'"
@@ -261,6 +281,11 @@ fn auth_limits_and_malformed_frames() {
     );
     let mut a = Client::connect(srv.addr);
     assert!(is_err(&a.cmd(&["GET", "k"]), "NOAUTH"));
+    // Pipelined SETs before AUTH are refused one by one, not written.
+    a.send(&[b"SET", b"k", b"x"]);
+    a.send(&[b"SET", b"k2", b"y"]);
+    assert!(is_err(&a.read().unwrap(), "NOAUTH"));
+    assert!(is_err(&a.read().unwrap(), "NOAUTH"));
     assert!(is_err(&a.cmd(&["AUTH", "wrong"]), "WRONGPASS"));
     assert_eq!(a.cmd(&["AUTH", "sesame"]), simple("OK"));
     assert_eq!(a.cmd(&["SET", "k", "v"]), simple("OK"));
@@ -280,6 +305,7 @@ fn auth_limits_and_malformed_frames() {
     assert!(matches!(d.read(), Some(F::Error(e)) if e.contains("Protocol error")));
     assert_eq!(d.read(), None);
     assert_eq!(a.cmd(&["GET", "k"]), bulk("v"));
+    assert_eq!(a.cmd(&["GET", "k2"]), F::Null);
     // HELLO 3 switches this connection to RESP3 (a map reply starts with '%').
     a.send(&[b"HELLO", b"3"]);
     let mut first = [0u8; 1];

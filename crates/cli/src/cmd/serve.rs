@@ -56,6 +56,11 @@ pub struct Args {
     /// Target value file size in MiB.
     #[arg(long, default_value_t = 64)]
     pub blob_file_mb: u64,
+    /// lifetime policies: TTL of value files, in writes, before the first GC job has set
+    /// the thresholds [default: the paper's 2^22, sized for a 200 GB load; scale it with the
+    /// expected number of keys as `halflife bench` does].
+    #[arg(long)]
+    pub lifetime_initial_ttl: Option<u64>,
     /// Threads of the network runtime (engine calls run on a separate blocking pool).
     #[arg(long, default_value_t = 2)]
     pub threads: usize,
@@ -72,8 +77,13 @@ pub fn run(a: Args) -> Result<()> {
             "--policy oracle needs the future of the workload, which a server does not know"
         );
     }
+    let mut lifetime = engine::LifetimeOptions::default();
+    if let Some(ttl) = a.lifetime_initial_ttl {
+        lifetime.thresholds.initial_ttl = ttl;
+    }
     let opts = Options {
         gc,
+        lifetime,
         memtable_size: (a.memtable_mb << 20) as usize,
         block_cache_capacity: (a.cache_mib << 20) as usize,
         min_blob_size: a.min_blob_size as usize,
