@@ -321,8 +321,13 @@ fn set(sh: &Shared, a: &[Bytes]) -> CmdResult {
         }
         i += 1;
     }
-    let _g = sh.store.lock(&[key]);
-    let old = if nx || xx || get_old || keepttl {
+    let reads = nx || xx || get_old || keepttl;
+    let _g = if reads {
+        sh.store.lock(&[key])
+    } else {
+        sh.store.lock_shared(&[key])
+    };
+    let old = if reads {
         sh.store.read(key, false)?
     } else {
         None
@@ -372,7 +377,7 @@ pub fn is_plain_set(sh: &Shared, s: &Session, cmd: &[Bytes]) -> bool {
 /// group-commit round each. Replies as if they had run one by one.
 pub fn set_many(sh: &Shared, cmds: &[Vec<Bytes>]) -> Vec<Reply> {
     let keys: Vec<&Bytes> = cmds.iter().map(|c| &c[1]).collect();
-    let _g = sh.store.lock(&keys);
+    let _g = sh.store.lock_shared(&keys);
     let mut b = WriteBatch::new();
     for c in cmds {
         put(&mut b, &c[1], &c[2], None);
@@ -433,7 +438,7 @@ fn mset(sh: &Shared, a: &[Bytes]) -> CmdResult {
         return Err(wrong_args("mset"));
     }
     let keys: Vec<&Bytes> = a.iter().step_by(2).collect();
-    let _g = sh.store.lock(&keys);
+    let _g = sh.store.lock_shared(&keys);
     let mut b = WriteBatch::new();
     for kv in a.chunks(2) {
         put(&mut b, &kv[0], &kv[1], None);

@@ -1,10 +1,16 @@
 //! The key-value layer between commands and the engine: expiry-aware reads, and per-key
 //! locks that make read-modify-write commands (`INCR`, `APPEND`, `SET NX`, ...) atomic with
 //! respect to every other write, as they are in single-threaded Redis.
+//!
+//! Blind writes (a plain `SET`, `MSET`) take their keys' locks shared: they may run
+//! together, since the engine orders them by sequence number and the last one wins, as it
+//! would in Redis; they only wait for a read-modify-write of the same stripe, which takes
+//! it exclusively. Holding an exclusive lock across a WAL sync would serialize every
+//! pipeline that shares a stripe with another.
 
 use crate::record::{self, Record, RecordError};
 use engine::{WriteBatch, WriteOptions, DB};
-use parking_lot::{Mutex, MutexGuard};
+use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::ops::Bound;
 
 /// Lock stripes: writes to keys in different stripes run (and group-commit) in parallel.
@@ -32,17 +38,20 @@ pub struct Live {
 
 pub struct Store {
     db: DB,
-    stripes: Box<[Mutex<()>]>,
+    stripes: Box<[RwLock<()>]>,
 }
 
-/// Held while a key is read and rewritten.
-pub struct KeyLocks<'a>(#[allow(dead_code)] Vec<MutexGuard<'a, ()>>);
+/// Held while keys are written (shared) or read and rewritten (exclusive).
+pub enum KeyLocks<'a> {
+    Shared(#[allow(dead_code)] Vec<RwLockReadGuard<'a, ()>>),
+    Exclusive(#[allow(dead_code)] Vec<RwLockWriteGuard<'a, ()>>),
+}
 
 impl Store {
     pub fn new(db: DB) -> Store {
         Store {
             db,
-            stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),
+            stripes: (0..STRIPES).map(|_| RwLock::new(())).collect(),
         }
     }
 
@@ -58,13 +67,33 @@ impl Store {
         (xxhash_rust::xxh3::xxh3_64(key) % STRIPES as u64) as usize
     }
 
-    /// Locks the stripes of `keys`, in stripe order so that two multi-key writers cannot
-    /// deadlock.
-    pub fn lock<'a, K: AsRef<[u8]>>(&'a self, keys: &[K]) -> KeyLocks<'a> {
+    /// The stripes of `keys`, sorted: locks are taken in this order so that two multi-key
+    /// writers cannot deadlock.
+    fn stripes_of<K: AsRef<[u8]>>(keys: &[K]) -> Vec<usize> {
         let mut idx: Vec<usize> = keys.iter().map(|k| Self::stripe(k.as_ref())).collect();
         idx.sort_unstable();
         idx.dedup();
-        KeyLocks(idx.into_iter().map(|i| self.stripes[i].lock()).collect())
+        idx
+    }
+
+    /// Locks `keys` for a read-modify-write.
+    pub fn lock<'a, K: AsRef<[u8]>>(&'a self, keys: &[K]) -> KeyLocks<'a> {
+        KeyLocks::Exclusive(
+            Self::stripes_of(keys)
+                .into_iter()
+                .map(|i| self.stripes[i].write())
+                .collect(),
+        )
+    }
+
+    /// Locks `keys` for a blind write.
+    pub fn lock_shared<'a, K: AsRef<[u8]>>(&'a self, keys: &[K]) -> KeyLocks<'a> {
+        KeyLocks::Shared(
+            Self::stripes_of(keys)
+                .into_iter()
+                .map(|i| self.stripes[i].read())
+                .collect(),
+        )
     }
 
     /// The live value of `key`. An expired value reads as absent; it is deleted when

@@ -15,9 +15,9 @@
 use crate::harness::latency::{Latencies, OP_NAMES};
 use crate::harness::ops::{self, ClientOp, SharedReceiver, INSERT, READ, RMW, SCAN, UPDATE};
 use crate::harness::oracle::WorkloadOracle;
-use crate::harness::outpath;
 use crate::harness::procio::ProcIo;
 use crate::harness::report::{self, Phase, RunReport, Sample, WorkloadInfo};
+use crate::harness::{flags, outpath};
 use crate::harness::{plots, table};
 use anyhow::{anyhow, bail, Context, Result};
 use engine::lifetime::ThresholdParams;
@@ -183,42 +183,8 @@ fn apply_shape(s: &ShapeArgs, info: &WorkloadInfo, opts: &mut Options) -> Result
             )
         })?;
     }
-    opts.validate().map_err(user_facing)?;
+    opts.validate().map_err(flags::user_facing)?;
     Ok(())
-}
-
-/// The command-line flag that sets each engine option bench exposes, so that an invalid
-/// value is reported under the name the user typed rather than the engine's field name.
-const OPTION_FLAGS: [(&str, &str); 9] = [
-    ("memtable_size", "--memtable-mb"),
-    ("block_cache_capacity", "--cache-mib"),
-    ("blob_file_size", "--blob-file-mb"),
-    ("min_blob_size", "--min-blob-size"),
-    ("growth_factor", "--growth-factor"),
-    ("gc.garbage_ratio", "--garbage-ratio"),
-    ("gc.age_cutoff", "--age-cutoff"),
-    ("gc.force_threshold", "--force-threshold"),
-    ("cache_warming", "--warming"),
-];
-
-/// An engine error with the option's field name replaced by its flag where bench has one.
-pub fn user_facing(e: engine::Error) -> anyhow::Error {
-    match e {
-        engine::Error::InvalidOptions { name, detail } => {
-            // Combined names ("a/b/c") come from checks that cover several fields.
-            let flags: Vec<&str> = name
-                .split('/')
-                .map(|n| {
-                    OPTION_FLAGS
-                        .iter()
-                        .find(|(field, _)| *field == n)
-                        .map_or(n, |(_, flag)| *flag)
-                })
-                .collect();
-            anyhow!("invalid {}: {detail}", flags.join("/"))
-        }
-        other => other.into(),
-    }
 }
 
 /// What runs: the sizes, and where the run-phase ops come from.

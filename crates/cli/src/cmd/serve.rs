@@ -71,7 +71,10 @@ pub fn run(a: Args) -> Result<()> {
         .appendfsync
         .parse()
         .map_err(|e| anyhow!("--appendfsync: {e}"))?;
-    let gc: GcPolicyConfig = a.policy.parse().map_err(crate::cmd::bench::user_facing)?;
+    let gc: GcPolicyConfig = a
+        .policy
+        .parse()
+        .map_err(crate::harness::flags::user_facing)?;
     if gc.lifetime_mode() == Some(engine::LifetimeMode::Oracle) {
         anyhow::bail!(
             "--policy oracle needs the future of the workload, which a server does not know"
@@ -92,7 +95,8 @@ pub fn run(a: Args) -> Result<()> {
         sync_writes: false,
         ..Options::default()
     };
-    opts.validate().map_err(crate::cmd::bench::user_facing)?;
+    opts.validate()
+        .map_err(crate::harness::flags::user_facing)?;
     let config = Config {
         tcp: (!a.no_tcp).then_some(SocketAddr::new(a.bind, a.port)),
         unix_socket: a.unix_socket.clone(),

@@ -5,6 +5,7 @@
 pub mod cgroup;
 pub mod device;
 pub mod fio;
+pub mod flags;
 pub mod isolate;
 pub mod latency;
 pub mod ops;
