@@ -32,10 +32,12 @@ driver = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(driver)
 
 
-def make_ops(binary, work, records, op_count):
-    """Writes an op file (paper 000's write-intensive pattern) with `halflife compare`."""
+def make_ops(binary, work, workload, records, op_count):
+    """Writes an op file of `workload` with `halflife compare` (which also runs it once on
+    halflife-inline: compare has no generate-only mode)."""
     subprocess.run(
-        [binary, "compare", "--engines", "halflife-inline", "--preset", "small", "--records", str(records),
+        [binary, "compare", "--engines", "halflife-inline", "--preset", "small", "--workload", workload,
+         "--records", str(records),
          "--op-count", str(op_count), "--work-dir", str(work), "--memory-limit-mb", "0",
          "--report", str(work / "compare.json")],
         check=True, stdout=subprocess.DEVNULL)
@@ -76,6 +78,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--binary", default=str(ROOT / "target/release/halflife"))
     ap.add_argument("--ops", help="op file [default: make one with halflife compare]")
+    ap.add_argument("--workload", default="write-intensive",
+                    help="write-intensive (updates only) or a YCSB core workload a, b, c, f (no scans)")
     ap.add_argument("--records", type=int, default=50_000)
     ap.add_argument("--op-count", type=int, default=150_000)
     ap.add_argument("--policies", default="inline,blobdb,lifetime")
@@ -88,7 +92,7 @@ def main():
 
     os.makedirs(a.out, exist_ok=True)
     work = pathlib.Path(tempfile.mkdtemp(dir=a.out))
-    ops = pathlib.Path(a.ops) if a.ops else make_ops(a.binary, work, a.records, a.op_count)
+    ops = pathlib.Path(a.ops) if a.ops else make_ops(a.binary, work, a.workload, a.records, a.op_count)
     load = os.getloadavg()
     print(f"op file {ops}, load average at start {load[0]:.2f}", file=sys.stderr)
     results = []
