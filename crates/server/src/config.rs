@@ -85,6 +85,9 @@ pub struct Config {
     pub maxclients: usize,
     /// Largest request (one command with its arguments) in bytes.
     pub max_request_bytes: usize,
+    /// Keys the active expiry sweep examines per second (0: expired keys are deleted only
+    /// when read).
+    pub active_expire_keys_per_sec: usize,
 }
 
 impl Default for Config {
@@ -96,6 +99,7 @@ impl Default for Config {
             requirepass: None,
             maxclients: 10_000,
             max_request_bytes: 512 << 20,
+            active_expire_keys_per_sec: 1000,
         }
     }
 }

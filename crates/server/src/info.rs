@@ -80,6 +80,7 @@ pub fn render(sh: &Shared, args: &[Bytes]) -> String {
                 kv("rejected_connections", s.rejected.load(Relaxed).to_string());
                 kv("keyspace_hits", s.hits.load(Relaxed).to_string());
                 kv("keyspace_misses", s.misses.load(Relaxed).to_string());
+                kv("expired_keys", s.expired.load(Relaxed).to_string());
                 kv("engine_puts", stats.puts.to_string());
                 kv("engine_deletes", stats.deletes.to_string());
                 kv("engine_gets", stats.gets.to_string());

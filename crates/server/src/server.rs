@@ -36,6 +36,8 @@ pub(crate) struct Stats {
     pub rejected: AtomicU64,
     pub hits: AtomicU64,
     pub misses: AtomicU64,
+    /// Expired keys the active expiry sweep deleted.
+    pub expired: AtomicU64,
 }
 
 impl Stats {
@@ -50,6 +52,7 @@ impl Stats {
             &self.rejected,
             &self.hits,
             &self.misses,
+            &self.expired,
         ] {
             c.store(0, Relaxed);
         }
@@ -74,6 +77,7 @@ pub(crate) struct Shared {
     pub tcp_port: u16,
     next_id: AtomicU64,
     shutdown: Arc<watch::Sender<bool>>,
+    active_expire_keys_per_sec: usize,
 }
 
 impl Shared {
@@ -169,6 +173,7 @@ impl Server {
                 tcp_port,
                 next_id: AtomicU64::new(1),
                 shutdown: Arc::new(tx),
+                active_expire_keys_per_sec: config.active_expire_keys_per_sec,
             }),
             tcp,
             unix,
@@ -195,6 +200,7 @@ impl Server {
         } = self;
         let mut conns = JoinSet::new();
         let syncer = tokio::spawn(sync_every_second(shared.clone(), shutdown.clone()));
+        let sweeper = tokio::spawn(sweep_expired(shared.clone(), shutdown.clone()));
         let mut sigterm =
             tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
         let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
@@ -226,6 +232,7 @@ impl Server {
         // Connections see the shutdown between commands; a command already running finishes.
         while conns.join_next().await.is_some() {}
         syncer.await.ok();
+        sweeper.await.ok();
         close(shared).await
     }
 }
@@ -440,6 +447,37 @@ async fn sync_every_second(shared: Arc<Shared>, mut shutdown: watch::Receiver<bo
             Ok(Ok(())) => {}
             Ok(Err(e)) => eprintln!("halflife serve: WAL sync failed: {e}"),
             Err(e) => eprintln!("halflife serve: WAL sync task failed: {e}"),
+        }
+    }
+}
+
+/// Active expiry: walks the key space in key order, a tenth of the per-second budget ten
+/// times a second, deleting expired keys so that their space goes to GC even if no client
+/// reads them again (reads delete the expired keys they meet as well).
+async fn sweep_expired(shared: Arc<Shared>, mut shutdown: watch::Receiver<bool>) {
+    let per_tick = shared.active_expire_keys_per_sec.div_ceil(10);
+    if per_tick == 0 {
+        return;
+    }
+    let mut tick = tokio::time::interval(Duration::from_millis(100));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut at: Option<Vec<u8>> = None;
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = shutdown.changed() => return,
+        }
+        let sh = shared.clone();
+        let from = at.take();
+        match tokio::task::spawn_blocking(move || sh.store.sweep_expired(from.as_deref(), per_tick))
+            .await
+        {
+            Ok(Ok((next, purged))) => {
+                at = next;
+                shared.stats.expired.fetch_add(purged, Relaxed);
+            }
+            Ok(Err(e)) => eprintln!("halflife serve: expiry sweep: {e}"),
+            Err(e) => eprintln!("halflife serve: expiry sweep task failed: {e}"),
         }
     }
 }

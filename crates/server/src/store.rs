@@ -117,14 +117,44 @@ impl Store {
     }
 
     /// Deletes `key` if it is (still) expired: a write in between may have revived it.
-    fn purge_expired(&self, key: &[u8]) -> Result<()> {
+    /// Returns whether it deleted.
+    fn purge_expired(&self, key: &[u8]) -> Result<bool> {
         let _g = self.lock(&[key]);
         if let Some(raw) = self.db.get(key)? {
             if Record::decode(&raw)?.is_expired(record::now_ms()) {
                 self.db.delete_opt(key, &WriteOptions { sync: false })?;
+                return Ok(true);
             }
         }
-        Ok(())
+        Ok(false)
+    }
+
+    /// One step of the active expiry sweep: examines up to `limit` keys after `after` and
+    /// deletes the expired ones, so that their space goes to GC even if nobody reads them
+    /// again. Returns where to continue (`None`: the end was reached, start over) and how
+    /// many keys it deleted. Values that cannot be decoded are skipped (reads report them).
+    pub fn sweep_expired(
+        &self,
+        after: Option<&[u8]>,
+        limit: usize,
+    ) -> Result<(Option<Vec<u8>>, u64)> {
+        let lower = match after {
+            Some(k) => Bound::Excluded(k),
+            None => Bound::Unbounded,
+        };
+        let now = record::now_ms();
+        let (mut seen, mut purged) = (0, 0);
+        for kv in self.db.scan(lower, Bound::Unbounded)? {
+            let (k, raw) = kv?;
+            if Record::decode(&raw).is_ok_and(|r| r.is_expired(now)) && self.purge_expired(&k)? {
+                purged += 1;
+            }
+            seen += 1;
+            if seen == limit {
+                return Ok((Some(k), purged));
+            }
+        }
+        Ok((None, purged))
     }
 
     /// Applies `batch` (built with [`record::encode`]d values).
@@ -185,6 +215,36 @@ mod tests {
         let (page, done) = s.scan(None, 10).unwrap();
         assert!(done);
         assert_eq!(page.len(), 1);
+    }
+
+    #[test]
+    fn the_sweep_deletes_expired_keys_nobody_reads() {
+        let (_t, s) = store();
+        let mut b = WriteBatch::new();
+        for i in 0..10u8 {
+            let expiry = if i % 2 == 0 { Some(1) } else { None };
+            b.put(&[b'k', i], &record::encode(b"v", expiry));
+        }
+        s.write(b, false).unwrap();
+        // Pages of 3 keys: 4 steps to the end.
+        let (mut at, mut purged, mut steps) = (None, 0, 0);
+        loop {
+            let (next, n) = s.sweep_expired(at.as_deref(), 3).unwrap();
+            purged += n;
+            steps += 1;
+            match next {
+                Some(k) => at = Some(k),
+                None => break,
+            }
+        }
+        assert_eq!((purged, steps), (5, 4));
+        let left: Vec<_> = s
+            .db()
+            .scan(Bound::Unbounded, Bound::Unbounded)
+            .unwrap()
+            .map(|kv| kv.unwrap().0[1])
+            .collect();
+        assert_eq!(left, vec![1, 3, 5, 7, 9]);
     }
 
     #[test]

@@ -333,6 +333,14 @@ fn data_survives_shutdown_and_reopen() {
         "ERR CONFIG SET failed"
     ));
     assert_eq!(c.cmd(&["SET", "after", "1"]), simple("OK"));
+    // The active expiry sweep deletes an expired key that nobody reads.
+    assert_eq!(c.cmd(&["SET", "swept", "x", "PX", "20"]), simple("OK"));
+    std::thread::sleep(Duration::from_millis(600));
+    let F::BulkString(info) = c.cmd(&["INFO", "stats"]) else {
+        panic!()
+    };
+    let info = String::from_utf8(info.to_vec()).unwrap();
+    assert!(info.contains("expired_keys:1\r\n"), "{info}");
     // SHUTDOWN closes the connection without a reply and stops the server.
     c.send(&[b"SHUTDOWN"]);
     assert_eq!(c.read(), None);

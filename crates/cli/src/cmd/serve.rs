@@ -56,6 +56,11 @@ pub struct Args {
     /// Target value file size in MiB.
     #[arg(long, default_value_t = 64)]
     pub blob_file_mb: u64,
+    /// Keys the active expiry sweep examines per second, deleting expired ones so that GC
+    /// can reclaim them (each examined key's value is read); 0 leaves expired keys until
+    /// they are read.
+    #[arg(long, default_value_t = 1000)]
+    pub active_expire_keys: usize,
     /// lifetime policies: TTL of value files, in writes, before the first GC job has set
     /// the thresholds [default: the paper's 2^22, sized for a 200 GB load; scale it with the
     /// expected number of keys as `halflife bench` does].
@@ -104,6 +109,7 @@ pub fn run(a: Args) -> Result<()> {
         requirepass: a.requirepass.clone(),
         maxclients: a.maxclients,
         max_request_bytes: a.max_request_mib << 20,
+        active_expire_keys_per_sec: a.active_expire_keys,
     };
     let db = DB::open(&a.dir, opts).with_context(|| format!("opening {}", a.dir.display()))?;
     let policy = a.policy.clone();
