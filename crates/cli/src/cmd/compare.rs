@@ -213,7 +213,8 @@ pub fn run(a: Args) -> Result<()> {
 
     let (_tmp, work) = match &a.work_dir {
         Some(d) => {
-            std::fs::create_dir_all(d)?;
+            std::fs::create_dir_all(d)
+                .with_context(|| format!("creating --work-dir {}", d.display()))?;
             (None, d.canonicalize()?)
         }
         None => {
@@ -288,7 +289,7 @@ pub fn run(a: Args) -> Result<()> {
     for e in &engines {
         let dir = work.join(e.name());
         if dir.exists() {
-            std::fs::remove_dir_all(&dir)?;
+            std::fs::remove_dir_all(&dir).with_context(|| format!("removing {}", dir.display()))?;
         }
         let report = work.join(format!("{}.json", e.name()));
         let log = work.join(format!("{}.log", e.name()));

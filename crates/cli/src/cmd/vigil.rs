@@ -215,14 +215,15 @@ fn open(root: &Path, mode: Mode, args: &Args) -> Result<(Arc<VigilVolume>, DB)> 
 }
 
 fn copy_dir(from: &Path, to: &Path) -> Result<()> {
-    std::fs::create_dir_all(to)?;
-    for e in std::fs::read_dir(from)? {
+    std::fs::create_dir_all(to).with_context(|| format!("creating {}", to.display()))?;
+    for e in std::fs::read_dir(from).with_context(|| format!("reading {}", from.display()))? {
         let e = e?;
         let dst = to.join(e.file_name());
         if e.file_type()?.is_dir() {
             copy_dir(&e.path(), &dst)?;
         } else if e.file_name() != "LOCK" {
-            std::fs::copy(e.path(), &dst)?;
+            std::fs::copy(e.path(), &dst)
+                .with_context(|| format!("copying {} to {}", e.path().display(), dst.display()))?;
         }
     }
     Ok(())
@@ -411,10 +412,12 @@ pub fn run(args: Args) -> Result<()> {
             copy_dir(&template, &root)?;
             let r = run_one(&root, spec, mode, &args, &pb)
                 .with_context(|| format!("{} under {mode}", spec.name))?;
-            std::fs::remove_dir_all(&root)?;
+            std::fs::remove_dir_all(&root)
+                .with_context(|| format!("removing {}", root.display()))?;
             reports.push(r);
         }
-        std::fs::remove_dir_all(&template)?;
+        std::fs::remove_dir_all(&template)
+            .with_context(|| format!("removing {}", template.display()))?;
     }
     pb.finish_and_clear();
     print_table(&reports);
@@ -426,7 +429,8 @@ pub fn run(args: Args) -> Result<()> {
         "summary": summary(&reports),
     });
     let path = args.out.join("vigil.json");
-    std::fs::write(&path, serde_json::to_string_pretty(&json)?)?;
+    std::fs::write(&path, serde_json::to_string_pretty(&json)?)
+        .with_context(|| format!("writing {}", path.display()))?;
     println!("report: {}", path.display());
     plots(&reports, &specs, &modes, &args.out)?;
     Ok(())
