@@ -214,13 +214,17 @@ impl Server {
                         eprintln!("halflife serve: connection task failed: {e}");
                     }
                 }
-                Ok((stream, peer)) = accept_tcp(&tcp) => {
-                    stream.set_nodelay(true).ok();
-                    admit(&shared, &mut conns, stream, peer.to_string(), &shutdown).await;
-                }
-                Ok(stream) = accept_unix(&unix) => {
-                    admit(&shared, &mut conns, stream, "unix".to_string(), &shutdown).await;
-                }
+                r = accept_tcp(&tcp) => match r {
+                    Ok((stream, peer)) => {
+                        stream.set_nodelay(true).ok();
+                        admit(&shared, &mut conns, stream, peer.to_string(), &shutdown).await;
+                    }
+                    Err(e) => accept_failed(e).await,
+                },
+                r = accept_unix(&unix) => match r {
+                    Ok(stream) => admit(&shared, &mut conns, stream, "unix".to_string(), &shutdown).await,
+                    Err(e) => accept_failed(e).await,
+                },
             }
         }
         shared.trigger_shutdown();
@@ -264,6 +268,13 @@ async fn accept_unix(
         Some((l, _)) => l.accept().await.map(|(s, _)| s),
         None => std::future::pending().await,
     }
+}
+
+/// An accept error (out of file descriptors, most often) is logged and retried after a
+/// pause rather than in a busy loop.
+async fn accept_failed(e: std::io::Error) {
+    eprintln!("halflife serve: accepting a connection: {e}");
+    tokio::time::sleep(Duration::from_millis(100)).await;
 }
 
 /// Starts a connection task, or refuses the client when `maxclients` are connected.
