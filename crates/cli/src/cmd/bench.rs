@@ -89,18 +89,8 @@ pub struct Args {
     /// never in a run, so the default is 16k.
     #[arg(long, default_value_t = 16384)]
     pub lifetime_dataset: usize,
-    /// Memtable size in MiB.
-    #[arg(long, default_value_t = 64)]
-    pub memtable_mb: u64,
-    /// Block cache size in MiB.
-    #[arg(long = "cache-mib", alias = "cache-mb", default_value_t = 64)]
-    pub cache_mib: u64,
-    /// Values at least this large go to value files (blobdb, titan).
-    #[arg(long, default_value_t = 512)]
-    pub min_blob_size: u64,
-    /// Target value file size in MiB.
-    #[arg(long, default_value_t = 64)]
-    pub blob_file_mb: u64,
+    #[command(flatten)]
+    pub sizes: flags::SizeArgs,
     /// Sync the WAL on every write.
     #[arg(long)]
     pub sync: bool,
@@ -383,13 +373,13 @@ fn engine_options(a: &Args, plan: &Plan) -> Result<Options> {
     Ok(Options {
         lifetime: lifetime_options(a, plan.info.record_count),
         lifetime_oracle,
-        memtable_size: (a.memtable_mb << 20) as usize,
-        block_cache_capacity: (a.cache_mib << 20) as usize,
+        memtable_size: a.sizes.memtable_bytes(),
+        block_cache_capacity: a.sizes.cache_bytes(),
         sync_writes: a.sync,
         use_wal: true,
         gc: gc_policy(a)?,
-        min_blob_size: a.min_blob_size as usize,
-        blob_file_size: a.blob_file_mb << 20,
+        min_blob_size: a.sizes.min_blob_size as usize,
+        blob_file_size: a.sizes.blob_file_bytes(),
         cache_warming: a.warming.parse()?,
         ..Options::default()
     })
@@ -533,8 +523,9 @@ pub fn run(a: Args) -> Result<()> {
             .clone()
             .unwrap_or_else(|| format!("halflife-{}", a.policy)),
         settings: serde_json::json!({
-            "policy": a.policy, "gc": gc_policy(&a)?.to_string(), "memtable_mb": a.memtable_mb,
-            "cache_mb": a.cache_mib, "min_blob_size": a.min_blob_size, "blob_file_mb": a.blob_file_mb,
+            "policy": a.policy, "gc": gc_policy(&a)?.to_string(), "memtable_mb": a.sizes.memtable_mb,
+            "cache_mb": a.sizes.cache_mib, "min_blob_size": a.sizes.min_blob_size,
+            "blob_file_mb": a.sizes.blob_file_mb,
             "sync": a.sync, "threads": a.threads, "samples": a.samples,
             "workload": plan.spec, "ops_file": a.ops, "warming": a.warming,
             "growth_factor": a.shape.growth_factor, "compaction_style": a.shape.compaction_style,

@@ -43,19 +43,9 @@ pub struct Args {
     /// lifetime-nomodel.
     #[arg(short, long, default_value = "blobdb")]
     pub policy: String,
-    /// Memtable size in MiB.
-    #[arg(long, default_value_t = 64)]
-    pub memtable_mb: u64,
-    /// Block cache size in MiB.
-    #[arg(long = "cache-mib", alias = "cache-mb", default_value_t = 64)]
-    pub cache_mib: u64,
-    /// Values at least this large (in bytes, with the server's 1- or 9-byte expiry header)
-    /// go to value files.
-    #[arg(long, default_value_t = 512)]
-    pub min_blob_size: u64,
-    /// Target value file size in MiB.
-    #[arg(long, default_value_t = 64)]
-    pub blob_file_mb: u64,
+    // --min-blob-size counts the server's 1- or 9-byte expiry header with the value.
+    #[command(flatten)]
+    pub sizes: crate::harness::flags::SizeArgs,
     /// Keys the active expiry sweep examines per second, deleting expired ones so that GC
     /// can reclaim them (each examined key's value is read); 0 leaves expired keys until
     /// they are read.
@@ -92,10 +82,10 @@ pub fn run(a: Args) -> Result<()> {
     let opts = Options {
         gc,
         lifetime,
-        memtable_size: (a.memtable_mb << 20) as usize,
-        block_cache_capacity: (a.cache_mib << 20) as usize,
-        min_blob_size: a.min_blob_size as usize,
-        blob_file_size: a.blob_file_mb << 20,
+        memtable_size: a.sizes.memtable_bytes(),
+        block_cache_capacity: a.sizes.cache_bytes(),
+        min_blob_size: a.sizes.min_blob_size as usize,
+        blob_file_size: a.sizes.blob_file_bytes(),
         // Durability is chosen per write from --appendfsync.
         sync_writes: false,
         ..Options::default()

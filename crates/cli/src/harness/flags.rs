@@ -1,7 +1,39 @@
-//! Engine option errors under the names users type: the engine names its fields
-//! (`memtable_size`), the command line has flags (`--memtable-mb`).
+//! Engine options as users type them: the size flags `bench` and `serve` share, and
+//! engine errors under those flags' names (the engine names its fields, `memtable_size`;
+//! the command line has `--memtable-mb`).
 
 use anyhow::anyhow;
+
+/// The engine's sizes, as `bench` and `serve` take them.
+#[derive(clap::Args, Clone, Debug)]
+pub struct SizeArgs {
+    /// Memtable size in MiB.
+    #[arg(long, default_value_t = 64)]
+    pub memtable_mb: u64,
+    /// Block cache size in MiB.
+    #[arg(long = "cache-mib", alias = "cache-mb", default_value_t = 64)]
+    pub cache_mib: u64,
+    /// Values at least this large (bytes) go to value files (policies other than inline).
+    #[arg(long, default_value_t = 512)]
+    pub min_blob_size: u64,
+    /// Target value file size in MiB.
+    #[arg(long, default_value_t = 64)]
+    pub blob_file_mb: u64,
+}
+
+impl SizeArgs {
+    pub fn memtable_bytes(&self) -> usize {
+        (self.memtable_mb << 20) as usize
+    }
+
+    pub fn cache_bytes(&self) -> usize {
+        (self.cache_mib << 20) as usize
+    }
+
+    pub fn blob_file_bytes(&self) -> u64 {
+        self.blob_file_mb << 20
+    }
+}
 
 /// The command-line flag that sets each engine option `bench` and `serve` expose, so that an invalid
 /// value is reported under the name the user typed rather than the engine's field name.
