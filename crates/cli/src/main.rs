@@ -42,6 +42,8 @@ enum Command {
     Check(cmd::check::CheckArgs),
     /// Rebuild a damaged database's manifest from its intact files; damaged files go to lost/.
     Repair(cmd::check::RepairArgs),
+    /// Serve a database over the Redis protocol (RESP2/RESP3, TCP and Unix socket).
+    Serve(cmd::serve::Args),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -54,5 +56,6 @@ fn main() -> anyhow::Result<()> {
         Command::Vigil(a) => cmd::vigil::run(a),
         Command::Check(a) => cmd::check::run_check(a),
         Command::Repair(a) => cmd::check::run_repair(a),
+        Command::Serve(a) => cmd::serve::run(a),
     }
 }

@@ -76,3 +76,46 @@ fn ycsb_mix_with_two_threads_counts_every_op() {
     assert!(r["latency_us"]["scan"]["count"].as_u64().unwrap() > 1500);
     assert_eq!(r["not_found"], 0);
 }
+
+#[test]
+fn an_unwritable_report_path_fails_before_the_run_and_names_the_path() {
+    let out = tempfile::tempdir().unwrap();
+    // A directory cannot be created under a plain file, even as root.
+    let file = out.path().join("plain");
+    std::fs::write(&file, b"x").unwrap();
+    let report = file.join("sub/r.json");
+    let started = std::time::Instant::now();
+    let o = Command::new(env!("CARGO_BIN_EXE_halflife"))
+        .args(["bench", "--quiet", "--records", "200000", "--report"])
+        .arg(&report)
+        .output()
+        .expect("running halflife bench");
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains(&file.join("sub").display().to_string()),
+        "{err}"
+    );
+    // 200k records of 4 KiB would take far longer than this: nothing ran.
+    assert!(started.elapsed() < std::time::Duration::from_secs(10));
+}
+
+#[test]
+fn invalid_values_are_reported_under_the_flag_name() {
+    let o = Command::new(env!("CARGO_BIN_EXE_halflife"))
+        .args(["bench", "--quiet", "--records", "0", "--no-plot"])
+        .output()
+        .expect("running halflife bench");
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("--records"), "{err}");
+    let o = Command::new(env!("CARGO_BIN_EXE_halflife"))
+        .args(["bench", "--quiet", "--records", "10", "--memtable-mb", "0"])
+        .output()
+        .expect("running halflife bench");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("--memtable-mb") && !err.contains("memtable_size"),
+        "{err}"
+    );
+}

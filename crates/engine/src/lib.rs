@@ -35,3 +35,8 @@ pub use options::{
 pub use stats::DbStats;
 pub use version::shape::AutoShape;
 pub use warming::{CacheWarmingConfig, LearnedParams};
+
+/// The README's example, compiled and run as a doctest so that it cannot drift from the API.
+#[doc = include_str!("../../../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;

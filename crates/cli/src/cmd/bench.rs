@@ -17,6 +17,7 @@ use crate::harness::ops::{self, ClientOp, SharedReceiver, INSERT, READ, RMW, SCA
 use crate::harness::oracle::WorkloadOracle;
 use crate::harness::procio::ProcIo;
 use crate::harness::report::{self, Phase, RunReport, Sample, WorkloadInfo};
+use crate::harness::{flags, outpath};
 use crate::harness::{plots, table};
 use anyhow::{anyhow, bail, Context, Result};
 use engine::lifetime::ThresholdParams;
@@ -88,18 +89,8 @@ pub struct Args {
     /// never in a run, so the default is 16k.
     #[arg(long, default_value_t = 16384)]
     pub lifetime_dataset: usize,
-    /// Memtable size in MiB.
-    #[arg(long, default_value_t = 64)]
-    pub memtable_mb: u64,
-    /// Block cache size in MiB.
-    #[arg(long, default_value_t = 64)]
-    pub cache_mb: u64,
-    /// Values at least this large go to value files (blobdb, titan).
-    #[arg(long, default_value_t = 512)]
-    pub min_blob_size: u64,
-    /// Target value file size in MiB.
-    #[arg(long, default_value_t = 64)]
-    pub blob_file_mb: u64,
+    #[command(flatten)]
+    pub sizes: flags::SizeArgs,
     /// Sync the WAL on every write.
     #[arg(long)]
     pub sync: bool,
@@ -182,7 +173,7 @@ fn apply_shape(s: &ShapeArgs, info: &WorkloadInfo, opts: &mut Options) -> Result
             )
         })?;
     }
-    opts.validate()?;
+    opts.validate().map_err(flags::user_facing)?;
     Ok(())
 }
 
@@ -299,6 +290,9 @@ pub fn build_spec(a: &SpecChoice) -> Result<WorkloadSpec> {
         ),
     };
     if let Some(n) = a.records {
+        if n == 0 {
+            bail!("--records must be at least 1: reads and updates need an existing key");
+        }
         spec = spec.with_record_count(n);
     }
     if let Some(n) = a.op_count {
@@ -379,13 +373,13 @@ fn engine_options(a: &Args, plan: &Plan) -> Result<Options> {
     Ok(Options {
         lifetime: lifetime_options(a, plan.info.record_count),
         lifetime_oracle,
-        memtable_size: (a.memtable_mb << 20) as usize,
-        block_cache_capacity: (a.cache_mb << 20) as usize,
+        memtable_size: a.sizes.memtable_bytes(),
+        block_cache_capacity: a.sizes.cache_bytes(),
         sync_writes: a.sync,
         use_wal: true,
         gc: gc_policy(a)?,
-        min_blob_size: a.min_blob_size as usize,
-        blob_file_size: a.blob_file_mb << 20,
+        min_blob_size: a.sizes.min_blob_size as usize,
+        blob_file_size: a.sizes.blob_file_bytes(),
         cache_warming: a.warming.parse()?,
         ..Options::default()
     })
@@ -407,10 +401,19 @@ pub fn run(a: Args) -> Result<()> {
             .clone()
             .unwrap_or_else(|| PathBuf::from(format!("bench-out/{}.png", plan.name)))
     });
+    outpath::ensure_parent(&report_path)?;
+    if let Some(p) = &plot_path {
+        outpath::ensure_parent(p)?;
+    }
 
     let (_tmp, dir) = match &a.dir {
         Some(d) => {
-            if d.exists() && std::fs::read_dir(d)?.next().is_some() {
+            let nonempty = d.exists()
+                && std::fs::read_dir(d)
+                    .with_context(|| format!("reading --dir {}", d.display()))?
+                    .next()
+                    .is_some();
+            if nonempty {
                 bail!("--dir {} is not empty", d.display());
             }
             (None, d.clone())
@@ -520,8 +523,9 @@ pub fn run(a: Args) -> Result<()> {
             .clone()
             .unwrap_or_else(|| format!("halflife-{}", a.policy)),
         settings: serde_json::json!({
-            "policy": a.policy, "gc": gc_policy(&a)?.to_string(), "memtable_mb": a.memtable_mb,
-            "cache_mb": a.cache_mb, "min_blob_size": a.min_blob_size, "blob_file_mb": a.blob_file_mb,
+            "policy": a.policy, "gc": gc_policy(&a)?.to_string(), "memtable_mb": a.sizes.memtable_mb,
+            "cache_mb": a.sizes.cache_mib, "min_blob_size": a.sizes.min_blob_size,
+            "blob_file_mb": a.sizes.blob_file_mb,
             "sync": a.sync, "threads": a.threads, "samples": a.samples,
             "workload": plan.spec, "ops_file": a.ops, "warming": a.warming,
             "growth_factor": a.shape.growth_factor, "compaction_style": a.shape.compaction_style,
@@ -544,14 +548,9 @@ pub fn run(a: Args) -> Result<()> {
         engine_stats,
         samples: sampler.samples,
     };
-    if let Some(p) = &plot_path {
-        let title = format!("halflife {} - {}", report.engine, plan.description);
-        let load_end = record_count * (plan.info.key_size + plan.info.value_size);
-        plots::amplification_over_run(p, &title, &report.samples, Some(load_end))?;
-    }
     report.max_rss_bytes = report::max_rss_bytes();
     report.proc_io = ProcIo::current().unwrap_or_default();
-    report.save(&report_path)?;
+    // Tables first: if a write below fails after all, the results are on the screen.
     if !a.quiet && !a.progress_lines {
         print!("{}", render_summary(&report));
         if let Some(choice) = &stats.shape {
@@ -563,6 +562,15 @@ pub fn run(a: Args) -> Result<()> {
             print!("{}", choice.explanation);
         }
         println!();
+    }
+    report.save(&report_path)?;
+    if let Some(p) = &plot_path {
+        let title = format!("halflife {} - {}", report.engine, plan.description);
+        let load_end = record_count * (plan.info.key_size + plan.info.value_size);
+        plots::amplification_over_run(p, &title, &report.samples, Some(load_end))
+            .with_context(|| format!("drawing {}", p.display()))?;
+    }
+    if !a.quiet && !a.progress_lines {
         println!("report: {}", report_path.display());
         if let Some(p) = &plot_path {
             println!("plot:   {}", p.display());

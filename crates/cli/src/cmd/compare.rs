@@ -9,6 +9,7 @@
 
 use crate::harness::device::BlockDevice;
 use crate::harness::isolate::{self, IsolateOptions, Outside};
+use crate::harness::outpath;
 use crate::harness::peers::{self, EngineSettings, PeerContext, RunPaths};
 use crate::harness::plots::{self, BarPanel};
 use crate::harness::report::{ratio, RunReport};
@@ -66,12 +67,12 @@ pub struct Args {
     #[arg(long, default_value_t = 64)]
     pub memtable_mb: u64,
     /// Block cache in MiB [default: 32 small, 256 write-intensive].
-    #[arg(long)]
-    pub cache_mb: Option<u64>,
+    #[arg(long = "cache-mib", alias = "cache-mb")]
+    pub cache_mib: Option<u64>,
     /// Values at least this large are separated (BlobDB min_blob_size, Badger value threshold).
     #[arg(long, default_value_t = 512)]
     pub min_blob_size: u64,
-    /// Value (blob) file size in MiB [default: 64].
+    /// Value (blob) file size in MiB.
     #[arg(long, default_value_t = 64)]
     pub blob_file_mb: u64,
     /// BlobDB GC age cutoff (ours and RocksDB's).
@@ -144,12 +145,15 @@ fn preset(name: &str) -> Result<Preset> {
 }
 
 /// One engine's results in the compare report.
-#[derive(Serialize)]
+#[derive(Clone, Serialize)]
 struct EngineResult {
     name: String,
     about: String,
     report: RunReport,
     outside: Outside,
+    /// Why the engine's run produced no report (killed, out of memory, a driver error);
+    /// its metrics are then absent and the other engines' results stand.
+    failed: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -184,7 +188,7 @@ pub fn run(a: Args) -> Result<()> {
     }
     let settings = EngineSettings {
         memtable_mb: a.memtable_mb,
-        cache_mb: a.cache_mb.unwrap_or(p.cache_mb),
+        cache_mb: a.cache_mib.unwrap_or(p.cache_mb),
         sync: a.sync,
         min_blob_size: a.min_blob_size,
         blob_file_mb: a.blob_file_mb,
@@ -204,10 +208,13 @@ pub fn run(a: Args) -> Result<()> {
         .plot
         .clone()
         .unwrap_or_else(|| report_path.with_extension("png"));
+    outpath::ensure_parent(&report_path)?;
+    outpath::ensure_parent(&plot_path)?;
 
     let (_tmp, work) = match &a.work_dir {
         Some(d) => {
-            std::fs::create_dir_all(d)?;
+            std::fs::create_dir_all(d)
+                .with_context(|| format!("creating --work-dir {}", d.display()))?;
             (None, d.canonicalize()?)
         }
         None => {
@@ -282,7 +289,7 @@ pub fn run(a: Args) -> Result<()> {
     for e in &engines {
         let dir = work.join(e.name());
         if dir.exists() {
-            std::fs::remove_dir_all(&dir)?;
+            std::fs::remove_dir_all(&dir).with_context(|| format!("removing {}", dir.display()))?;
         }
         let report = work.join(format!("{}.json", e.name()));
         let log = work.join(format!("{}.log", e.name()));
@@ -311,7 +318,27 @@ pub fn run(a: Args) -> Result<()> {
             memory_limit,
             log: &log,
         };
-        let (r, outside) = isolate::run(cmd, &report, &opts, &bar)?;
+        let (r, outside) = match isolate::run(cmd, &report, &opts, &bar) {
+            Ok(done) => done,
+            Err(err) => {
+                // One engine's failure (an OOM kill under the memory limit, a crash) must
+                // not lose the others' results: record it and go on.
+                bar.finish_and_clear();
+                let why = format!("{err:#} (log: {})", log.display());
+                eprintln!("{:>16}: FAILED: {why}", e.name());
+                if !a.keep {
+                    std::fs::remove_dir_all(&dir).ok();
+                }
+                results.push(EngineResult {
+                    name: e.name().to_string(),
+                    about: e.about().to_string(),
+                    report: RunReport::default(),
+                    outside: Outside::default(),
+                    failed: Some(why),
+                });
+                continue;
+            }
+        };
         bar.finish_and_clear();
         eprintln!(
             "{:>16}: {:.1} s, run {}, device WA {}",
@@ -331,6 +358,7 @@ pub fn run(a: Args) -> Result<()> {
             about: e.about().to_string(),
             report: r,
             outside,
+            failed: None,
         });
     }
 
@@ -349,7 +377,13 @@ pub fn run(a: Args) -> Result<()> {
         memory_limit.map(table::bytes).unwrap_or_else(|| "none".into())
     );
     let names: Vec<String> = results.iter().map(|r| r.name.clone()).collect();
-    print!("{}", render_comparison(&names, &rows, base));
+    let failed: Vec<Option<&str>> = results.iter().map(|r| r.failed.as_deref()).collect();
+    print!("{}", render_comparison(&names, &failed, &rows, base));
+    for (name, why) in names.iter().zip(&failed) {
+        if let Some(why) = why {
+            println!("{name} failed: {why}");
+        }
+    }
     println!("(ratios are to {baseline}; WA = bytes written / user bytes written; space amp. = bytes on disk / live user bytes)");
 
     let command = std::env::args().collect::<Vec<_>>().join(" ");
@@ -370,9 +404,6 @@ pub fn run(a: Args) -> Result<()> {
         baseline,
         engines: results,
     };
-    if let Some(dir) = report_path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir)?;
-    }
     std::fs::write(&report_path, serde_json::to_string_pretty(&compare)?)
         .with_context(|| format!("writing {}", report_path.display()))?;
     let title = format!(
@@ -465,7 +496,10 @@ fn metric_rows(results: &[EngineResult], live: u64) -> Vec<Row> {
                     f: &dyn Fn(&EngineResult) -> Option<f64>| {
         rows.push(Row {
             name: name.to_string(),
-            values: results.iter().map(f).collect(),
+            values: results
+                .iter()
+                .map(|r| if r.failed.is_some() { None } else { f(r) })
+                .collect(),
             fmt,
             ratio,
         });
@@ -561,10 +595,25 @@ fn phase_secs(r: &EngineResult, p: &str) -> Option<f64> {
 }
 
 /// The side-by-side table: one column per engine, `value (ratio to baseline)`.
-fn render_comparison(names: &[String], rows: &[Row], base: usize) -> String {
+/// The comparison table; with a `status` row first when an engine failed (`failed[i]`).
+fn render_comparison(
+    names: &[String],
+    failed: &[Option<&str>],
+    rows: &[Row],
+    base: usize,
+) -> String {
     let mut header = vec!["".to_string()];
     header.extend(names.iter().cloned());
     let mut t = Table::new(header);
+    if failed.iter().any(Option::is_some) {
+        let mut cells = vec!["status".to_string()];
+        cells.extend(
+            failed
+                .iter()
+                .map(|f| if f.is_some() { "FAILED" } else { "ok" }.to_string()),
+        );
+        t.row(cells);
+    }
     for row in rows {
         let mut cells = vec![row.name.clone()];
         for (i, v) in row.values.iter().enumerate() {
@@ -642,14 +691,45 @@ mod tests {
                 ratio: false,
             },
         ];
-        let s = render_comparison(&names, &rows, 0);
+        let s = render_comparison(&names, &[None, None], &rows, 0);
         let lines: Vec<&str> = s.lines().collect();
         assert!(lines[2].starts_with("run throughput"), "{s}");
         assert!(lines[2].ends_with("1.0K/s  500/s (0.50x)"), "{s}");
         assert!(lines[3].ends_with("2.00 KiB              -"), "{s}");
         // Baseline in the second column.
-        let s = render_comparison(&names, &rows, 1);
+        let s = render_comparison(&names, &[None, None], &rows, 1);
         assert!(s.lines().nth(2).unwrap().contains("1.0K/s (2.00x)"), "{s}");
+    }
+
+    #[test]
+    fn a_failed_engine_is_marked_and_the_others_kept() {
+        let ok = EngineResult {
+            name: "a".into(),
+            about: String::new(),
+            report: RunReport {
+                user_bytes_written: 100,
+                ..RunReport::default()
+            },
+            outside: Outside::default(),
+            failed: None,
+        };
+        let dead = EngineResult {
+            name: "b".into(),
+            failed: Some("killed by SIGKILL".into()),
+            ..ok.clone()
+        };
+        let results = [ok, dead];
+        let rows = metric_rows(&results, 1000);
+        let user = rows
+            .iter()
+            .find(|r| r.name == "user bytes written")
+            .unwrap();
+        assert_eq!(user.values, vec![Some(100.0), None]);
+        let names = vec!["a".to_string(), "b".to_string()];
+        let s = render_comparison(&names, &[None, Some("killed")], &rows, 0);
+        let status = s.lines().nth(2).unwrap();
+        assert!(status.starts_with("status"), "{s}");
+        assert!(status.ends_with("ok  FAILED"), "{s}");
     }
 
     #[test]

@@ -17,6 +17,7 @@
 
 use crate::harness::latency::Latencies;
 use crate::harness::ops::{self, ClientOp, INSERT, READ, RMW, SCAN, UPDATE};
+use crate::harness::outpath;
 use crate::harness::report::LatencySummary;
 use crate::harness::table;
 use anyhow::{anyhow, bail, Context, Result};
@@ -43,17 +44,22 @@ pub struct Args {
     /// Run-phase ops per loaded record.
     #[arg(long, default_value_t = 3.0)]
     pub ops_per_record: f64,
+    /// Value size in bytes.
     #[arg(long, default_value_t = 256)]
     pub value_size: u32,
     /// Block cache; the default is well below the data (about 25 MB for e-commerce).
-    #[arg(long, default_value_t = 8)]
-    pub cache_mb: u64,
+    #[arg(long = "cache-mib", alias = "cache-mb", default_value_t = 8)]
+    pub cache_mib: u64,
+    /// Memtable size in MiB.
     #[arg(long, default_value_t = 2)]
     pub memtable_mb: u64,
+    /// Client threads.
     #[arg(short, long, default_value_t = 2)]
     pub threads: usize,
+    /// Interval between hit-ratio and throughput samples, in milliseconds (at least 10).
     #[arg(long, default_value_t = 100)]
     pub sample_ms: u64,
+    /// Workload seed.
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
     /// Runs of each policy, interleaved (none, incremental, learned, none, ...); the
@@ -63,6 +69,7 @@ pub struct Args {
     /// Directory for the JSON report and the plots.
     #[arg(long, default_value = "bench-out/leaper")]
     pub out: PathBuf,
+    /// No progress output.
     #[arg(short, long)]
     pub quiet: bool,
 }
@@ -221,7 +228,7 @@ pub fn run(a: Args) -> Result<()> {
         .split(',')
         .map(|p| p.trim().parse().map_err(anyhow::Error::from))
         .collect::<Result<_>>()?;
-    std::fs::create_dir_all(&a.out)?;
+    outpath::ensure_dir(&a.out)?;
     let mut summary = String::new();
     for w in &workloads {
         let records = ((w.records as f64) * a.scale).round().max(1000.0) as u64;
@@ -281,7 +288,7 @@ pub fn run(a: Args) -> Result<()> {
         let report = WorkloadReport {
             workload: w.clone(),
             spec: spec.clone(),
-            cache_mb: a.cache_mb,
+            cache_mb: a.cache_mib,
             memtable_mb: a.memtable_mb,
             threads: a.threads,
             results,
@@ -310,7 +317,7 @@ fn options(a: &Args, warming: &CacheWarmingConfig) -> Options {
         memtable_size: (a.memtable_mb << 20) as usize,
         target_file_size: 2 << 20,
         level1_max_bytes: 8 << 20,
-        block_cache_capacity: (a.cache_mb << 20) as usize,
+        block_cache_capacity: (a.cache_mib << 20) as usize,
         gc: GcPolicyConfig::Inline,
         cache_warming: warming.clone(),
         ..Options::default()

@@ -7,6 +7,7 @@
 //!   and measures throughput and metadata memory;
 //! - `gen-trace` writes synthetic traces in the public trace formats.
 
+use crate::harness::outpath;
 use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use lss::placement;
@@ -182,7 +183,7 @@ struct SimArgs {
     #[arg(long)]
     threads: Option<usize>,
     /// Output directory for report.json and the PNG plots.
-    #[arg(long, default_value = "lss-report")]
+    #[arg(long, default_value = "bench-out/lss")]
     out: PathBuf,
 }
 
@@ -221,6 +222,7 @@ struct ProtoArgs {
     /// Updates after the fill, in multiples of the working set.
     #[arg(long, default_value_t = 4)]
     updates_factor: u64,
+    /// Zipf exponent of the updates (0 = uniform, < 1).
     #[arg(long, default_value_t = 0.9)]
     alpha: f64,
     /// Chunk writes in flight per device file.
@@ -229,7 +231,7 @@ struct ProtoArgs {
     #[command(flatten)]
     store: StoreArgs,
     /// Output directory for prototype.json and prototype.png.
-    #[arg(long, default_value = "lss-report")]
+    #[arg(long, default_value = "bench-out/lss")]
     out: PathBuf,
 }
 
@@ -318,7 +320,7 @@ fn simulate(a: SimArgs) -> Result<()> {
     let threads = a
         .threads
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-    std::fs::create_dir_all(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
+    outpath::ensure_dir(&a.out)?;
     let synthetic = a.synthetic || a.traces.is_empty();
     let mut vols = Vec::new();
     let mut cfg_main = cfg.clone();
@@ -787,7 +789,7 @@ fn prototype(a: ProtoArgs) -> Result<()> {
         ..SynthConfig::default()
     };
     cfg.warmup_blocks = 0;
-    std::fs::create_dir_all(&a.out)?;
+    outpath::ensure_dir(&a.out)?;
     let tmp;
     let dir = match &a.dir {
         Some(d) => d.clone(),

@@ -5,6 +5,7 @@ pub mod check;
 pub mod compare;
 pub mod leaper;
 pub mod lss;
+pub mod serve;
 pub mod vat;
 pub mod vat_validate;
 pub mod vigil;

@@ -156,7 +156,7 @@ struct RecommendArgs {
 #[derive(clap::Args)]
 struct PlotArgs {
     /// Directory for fig2.png, fig4.png, fig5.png and fig6.png (created if missing).
-    #[arg(long, default_value = "vat-plots")]
+    #[arg(long, default_value = "bench-out/vat-plots")]
     out: PathBuf,
 }
 
@@ -350,8 +350,7 @@ const COLORS: [RGBColor; 5] = [
 
 fn plot(args: PlotArgs) -> Result<()> {
     crate::plot::init_fonts()?;
-    std::fs::create_dir_all(&args.out)
-        .with_context(|| format!("creating {}", args.out.display()))?;
+    crate::harness::outpath::ensure_dir(&args.out)?;
     for fig in vat::figures::all()? {
         let path = args.out.join(format!("{}.png", fig.name));
         draw_figure(&fig, &path).with_context(|| format!("drawing {}", path.display()))?;

@@ -74,10 +74,10 @@ pub struct ValidateArgs {
     #[arg(long)]
     dir: Option<PathBuf>,
     /// JSON report.
-    #[arg(long, default_value = "vat-validate/validate.json")]
+    #[arg(long, default_value = "bench-out/vat-validate/validate.json")]
     report: PathBuf,
     /// Fig. 3-like plot.
-    #[arg(long, default_value = "vat-validate/fig3.png")]
+    #[arg(long, default_value = "bench-out/vat-validate/fig3.png")]
     plot: PathBuf,
 }
 
@@ -210,6 +210,8 @@ pub fn run(args: ValidateArgs) -> Result<()> {
     if memtable_bytes < 64 << 10 || table_bytes < 16 << 10 {
         bail!("--memtable-mib must be at least 1/16 and --table-mib at least 1/64");
     }
+    crate::harness::outpath::ensure_parent(&args.report)?;
+    crate::harness::outpath::ensure_parent(&args.plot)?;
     let tmp;
     let base = match &args.dir {
         Some(d) => d.clone(),
@@ -220,7 +222,7 @@ pub fn run(args: ValidateArgs) -> Result<()> {
             tmp.path().to_path_buf()
         }
     };
-    std::fs::create_dir_all(&base)?;
+    std::fs::create_dir_all(&base).with_context(|| format!("creating {}", base.display()))?;
     let (r, r_source) = match args.r {
         Some(r) if r > 0.0 && r <= 1.0 => (r, "given (--r)".to_string()),
         Some(r) => bail!("--r {r} is not in (0, 1]"),
@@ -288,11 +290,6 @@ pub fn run(args: ValidateArgs) -> Result<()> {
         points,
         summary,
     };
-    for p in [&args.report, &args.plot] {
-        if let Some(parent) = p.parent().filter(|p| !p.as_os_str().is_empty()) {
-            std::fs::create_dir_all(parent)?;
-        }
-    }
     std::fs::write(&args.report, serde_json::to_string_pretty(&report)?)
         .with_context(|| format!("writing {}", args.report.display()))?;
     draw(&report, &designs, &args.plot)?;

@@ -8,6 +8,7 @@
 //! threads and issue their I/O at the volume's clock, so they interfere with reads exactly
 //! as much as the device model and the volume's scheduling let them.
 
+use crate::harness::outpath;
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Parser;
 use device::{Device, DeviceConfig, Geometry, PlmConfig};
@@ -43,9 +44,15 @@ pub struct Args {
     /// Keys loaded before each run.
     #[arg(long, default_value_t = 50_000)]
     pub records: u64,
-    /// Operations per run.
-    #[arg(long, default_value_t = 80_000)]
+    /// Operations per run (`--ops` is bench's op file; the old name is still accepted).
+    #[arg(
+        long = "op-count",
+        alias = "ops",
+        value_name = "OP_COUNT",
+        default_value_t = 80_000
+    )]
     pub ops: u64,
+    /// Value size in bytes.
     #[arg(long, default_value_t = 1000)]
     pub value_size: u32,
     /// Client arrival rate on the virtual clock (ops per virtual second).
@@ -58,17 +65,19 @@ pub struct Args {
     /// minNDWIN and maxDTWIN of the device (paper: 4 s and 60 s; scaled with the run).
     #[arg(long, default_value_t = 50)]
     pub min_ndwin_ms: u64,
+    /// maxDTWIN of the device (see --min-ndwin-ms).
     #[arg(long, default_value_t = 1500)]
     pub max_dtwin_ms: u64,
     /// Write-cache (plm_cache) memory limit.
     #[arg(long, default_value_t = 16)]
     pub cache_mib: u64,
-    /// Where JSON and PNGs go.
-    #[arg(long, default_value = "docs/vigil")]
+    /// Where JSON and PNGs go (the figures in docs/vigil were copied from here).
+    #[arg(long, default_value = "bench-out/vigil")]
     pub out: PathBuf,
     /// Scratch directory for the databases (a temporary directory by default).
     #[arg(long)]
     pub dir: Option<PathBuf>,
+    /// Workload seed (same seed, same ops).
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
 }
@@ -206,14 +215,15 @@ fn open(root: &Path, mode: Mode, args: &Args) -> Result<(Arc<VigilVolume>, DB)> 
 }
 
 fn copy_dir(from: &Path, to: &Path) -> Result<()> {
-    std::fs::create_dir_all(to)?;
-    for e in std::fs::read_dir(from)? {
+    std::fs::create_dir_all(to).with_context(|| format!("creating {}", to.display()))?;
+    for e in std::fs::read_dir(from).with_context(|| format!("reading {}", from.display()))? {
         let e = e?;
         let dst = to.join(e.file_name());
         if e.file_type()?.is_dir() {
             copy_dir(&e.path(), &dst)?;
         } else if e.file_name() != "LOCK" {
-            std::fs::copy(e.path(), &dst)?;
+            std::fs::copy(e.path(), &dst)
+                .with_context(|| format!("copying {} to {}", e.path().display(), dst.display()))?;
         }
     }
     Ok(())
@@ -377,11 +387,12 @@ pub fn run(args: Args) -> Result<()> {
         .iter()
         .map(|w| spec_for(&w.to_ascii_lowercase(), &args))
         .collect::<Result<_>>()?;
-    std::fs::create_dir_all(&args.out)?;
+    outpath::ensure_dir(&args.out)?;
     let scratch = match &args.dir {
         Some(d) => {
-            std::fs::create_dir_all(d)?;
-            tempfile::tempdir_in(d)?
+            outpath::ensure_dir(d)?;
+            tempfile::tempdir_in(d)
+                .with_context(|| format!("creating a scratch directory in {}", d.display()))?
         }
         None => tempfile::tempdir()?,
     };
@@ -401,10 +412,12 @@ pub fn run(args: Args) -> Result<()> {
             copy_dir(&template, &root)?;
             let r = run_one(&root, spec, mode, &args, &pb)
                 .with_context(|| format!("{} under {mode}", spec.name))?;
-            std::fs::remove_dir_all(&root)?;
+            std::fs::remove_dir_all(&root)
+                .with_context(|| format!("removing {}", root.display()))?;
             reports.push(r);
         }
-        std::fs::remove_dir_all(&template)?;
+        std::fs::remove_dir_all(&template)
+            .with_context(|| format!("removing {}", template.display()))?;
     }
     pb.finish_and_clear();
     print_table(&reports);
@@ -416,7 +429,8 @@ pub fn run(args: Args) -> Result<()> {
         "summary": summary(&reports),
     });
     let path = args.out.join("vigil.json");
-    std::fs::write(&path, serde_json::to_string_pretty(&json)?)?;
+    std::fs::write(&path, serde_json::to_string_pretty(&json)?)
+        .with_context(|| format!("writing {}", path.display()))?;
     println!("report: {}", path.display());
     plots(&reports, &specs, &modes, &args.out)?;
     Ok(())

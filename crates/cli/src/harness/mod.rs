@@ -5,10 +5,12 @@
 pub mod cgroup;
 pub mod device;
 pub mod fio;
+pub mod flags;
 pub mod isolate;
 pub mod latency;
 pub mod ops;
 pub mod oracle;
+pub mod outpath;
 pub mod peers;
 pub mod plots;
 pub mod procio;

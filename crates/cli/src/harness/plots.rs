@@ -1,7 +1,7 @@
 //! PNG plots of benchmark results: amplification over a run, and bars per engine.
 
 use super::report::Sample;
-use anyhow::{anyhow, Result};
+use anyhow::{anyhow, Context, Result};
 use plotters::coord::ranged1d::SegmentValue;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
@@ -25,7 +25,7 @@ pub fn amplification_over_run(
 ) -> Result<()> {
     crate::plot::init_fonts()?;
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir)?;
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
     let root = BitMapBackend::new(path, (1200, 520)).into_drawing_area();
     root.fill(&WHITE).map_err(err)?;
@@ -159,7 +159,7 @@ const PALETTE: [RGBColor; 6] = [
 pub fn bars(path: &Path, title: &str, engines: &[String], panels: &[BarPanel]) -> Result<()> {
     crate::plot::init_fonts()?;
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir)?;
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
     let cols = 2;
     let rows = panels.len().div_ceil(cols);

@@ -219,6 +219,37 @@ impl DB {
         iter::DbIter::new(&self.inner, lower, upper, Some(snap))
     }
 
+    /// Estimated number of live keys, from counts kept in memory (no data is read): the
+    /// entries of the memtables and table files, less two per deletion (the tombstone and
+    /// the value it hides), as RocksDB's `estimate-num-keys`. Versions of a key not yet
+    /// merged by compaction are counted once each.
+    pub fn estimate_num_keys(&self) -> u64 {
+        let st = self.inner.state.lock();
+        let mut n = st.mem.len() as i64;
+        n += st.imm.iter().map(|m| m.len() as i64).sum::<i64>();
+        let v = st.versions.current();
+        for level in 0..v.num_levels() {
+            for f in v.runs(level).iter().flatten() {
+                n += f.meta.entries as i64 - 2 * f.meta.deletions as i64;
+            }
+        }
+        n.max(0) as u64
+    }
+
+    /// Makes every write acknowledged so far durable by syncing the current WAL: for callers
+    /// that write with `sync: false` and sync on their own schedule (a server's
+    /// `appendfsync everysec`). A WAL already switched out is durable once its memtable's
+    /// flush finishes.
+    pub fn sync_wal(&self) -> Result<()> {
+        if !self.inner.opts.use_wal {
+            return Ok(());
+        }
+        match self.inner.wal.lock().as_mut() {
+            Some(w) => w.sync(),
+            None => Err(Error::Closed),
+        }
+    }
+
     /// Flushes the memtable to a table file and waits for it.
     pub fn flush(&self) -> Result<()> {
         write::force_switch(&self.inner)?;

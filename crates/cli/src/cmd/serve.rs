@@ -1,0 +1,122 @@
+//! `halflife serve`: the engine behind the Redis protocol (see `docs/serve.md`).
+
+use anyhow::{anyhow, Context, Result};
+use engine::{GcPolicyConfig, Options, DB};
+use server::{AppendFsync, Config};
+use std::io::Write;
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Data directory (created if absent).
+    #[arg(long)]
+    pub dir: PathBuf,
+    /// TCP port; 0 picks a free one (the address is printed when ready).
+    #[arg(long, default_value_t = 6379)]
+    pub port: u16,
+    /// Address to listen on. Anything but loopback exposes the data to the network: set
+    /// --requirepass too.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub bind: IpAddr,
+    /// Also listen on this Unix socket.
+    #[arg(long, value_name = "PATH")]
+    pub unix_socket: Option<PathBuf>,
+    /// Listen on the Unix socket only.
+    #[arg(long, requires = "unix_socket")]
+    pub no_tcp: bool,
+    /// When acknowledged writes are synced to disk: always (before the reply, group-committed),
+    /// everysec (a background WAL sync each second) or no (left to the OS).
+    #[arg(long, default_value = "everysec")]
+    pub appendfsync: String,
+    /// Clients must AUTH with this password (also settable with CONFIG SET requirepass).
+    #[arg(long)]
+    pub requirepass: Option<String>,
+    /// Connections beyond this many are refused.
+    #[arg(long, default_value_t = 10_000)]
+    pub maxclients: usize,
+    /// Largest request (one command with its arguments) in MiB; larger ones close the
+    /// connection with an error.
+    #[arg(long, default_value_t = 512)]
+    pub max_request_mib: usize,
+    /// Value placement and GC policy: inline, blobdb, titan, terark, lifetime or
+    /// lifetime-nomodel.
+    #[arg(short, long, default_value = "blobdb")]
+    pub policy: String,
+    // --min-blob-size counts the server's 1- or 9-byte expiry header with the value.
+    #[command(flatten)]
+    pub sizes: crate::harness::flags::SizeArgs,
+    /// Keys the active expiry sweep examines per second, deleting expired ones so that GC
+    /// can reclaim them (each examined key's value is read); 0 leaves expired keys until
+    /// they are read.
+    #[arg(long, default_value_t = 1000)]
+    pub active_expire_keys: usize,
+    /// lifetime policies: TTL of value files, in writes, before the first GC job has set
+    /// the thresholds [default: the paper's 2^22, sized for a 200 GB load; scale it with the
+    /// expected number of keys as `halflife bench` does].
+    #[arg(long)]
+    pub lifetime_initial_ttl: Option<u64>,
+    /// Threads of the network runtime (engine calls run on a separate blocking pool).
+    #[arg(long, default_value_t = 2)]
+    pub threads: usize,
+}
+
+pub fn run(a: Args) -> Result<()> {
+    let appendfsync: AppendFsync = a
+        .appendfsync
+        .parse()
+        .map_err(|e| anyhow!("--appendfsync: {e}"))?;
+    let gc: GcPolicyConfig = a
+        .policy
+        .parse()
+        .map_err(crate::harness::flags::user_facing)?;
+    if gc.lifetime_mode() == Some(engine::LifetimeMode::Oracle) {
+        anyhow::bail!(
+            "--policy oracle needs the future of the workload, which a server does not know"
+        );
+    }
+    let mut lifetime = engine::LifetimeOptions::default();
+    if let Some(ttl) = a.lifetime_initial_ttl {
+        lifetime.thresholds.initial_ttl = ttl;
+    }
+    let opts = Options {
+        gc,
+        lifetime,
+        memtable_size: a.sizes.memtable_bytes(),
+        block_cache_capacity: a.sizes.cache_bytes(),
+        min_blob_size: a.sizes.min_blob_size as usize,
+        blob_file_size: a.sizes.blob_file_bytes(),
+        // Durability is chosen per write from --appendfsync.
+        sync_writes: false,
+        ..Options::default()
+    };
+    opts.validate()
+        .map_err(crate::harness::flags::user_facing)?;
+    let config = Config {
+        tcp: (!a.no_tcp).then_some(SocketAddr::new(a.bind, a.port)),
+        unix_socket: a.unix_socket.clone(),
+        appendfsync,
+        requirepass: a.requirepass.clone(),
+        maxclients: a.maxclients,
+        max_request_bytes: a.max_request_mib << 20,
+        active_expire_keys_per_sec: a.active_expire_keys,
+    };
+    let db = DB::open(&a.dir, opts).with_context(|| format!("opening {}", a.dir.display()))?;
+    let policy = a.policy.clone();
+    server::run(&config, db, a.threads, |addr| {
+        let mut out = std::io::stdout().lock();
+        let _ = write!(
+            out,
+            "halflife serve: ready, data in {}, policy {policy}, appendfsync {appendfsync}",
+            a.dir.display()
+        );
+        if let Some(addr) = addr {
+            let _ = write!(out, ", tcp {addr}");
+        }
+        if let Some(p) = &a.unix_socket {
+            let _ = write!(out, ", unix {}", p.display());
+        }
+        let _ = writeln!(out);
+        let _ = out.flush();
+    })
+}

@@ -1,0 +1,185 @@
+//! Server settings: fixed ones ([`Config`], given at start) and those `CONFIG SET` may
+//! change while the server runs ([`Settings`]).
+
+use parking_lot::RwLock;
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+
+/// When acknowledged writes reach the disk, in Redis's terms, mapped onto the WAL.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AppendFsync {
+    /// Every write is acknowledged after its WAL record is synced (group commit: concurrent
+    /// writers share one sync).
+    Always,
+    /// Writes are acknowledged once in the WAL file (the OS page cache); a background task
+    /// syncs the WAL every second, so a machine crash loses at most about a second.
+    EverySec,
+    /// Writes are acknowledged once in the WAL file; the OS decides when it reaches the
+    /// disk. A crash of the server process alone loses nothing.
+    No,
+}
+
+impl AppendFsync {
+    pub const NAMES: [&'static str; 3] = ["always", "everysec", "no"];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            AppendFsync::Always => "always",
+            AppendFsync::EverySec => "everysec",
+            AppendFsync::No => "no",
+        }
+    }
+
+    fn from_u8(v: u8) -> AppendFsync {
+        match v {
+            0 => AppendFsync::Always,
+            1 => AppendFsync::EverySec,
+            _ => AppendFsync::No,
+        }
+    }
+
+    fn to_u8(self) -> u8 {
+        match self {
+            AppendFsync::Always => 0,
+            AppendFsync::EverySec => 1,
+            AppendFsync::No => 2,
+        }
+    }
+}
+
+impl fmt::Display for AppendFsync {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for AppendFsync {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "always" => Ok(AppendFsync::Always),
+            "everysec" => Ok(AppendFsync::EverySec),
+            "no" => Ok(AppendFsync::No),
+            other => Err(format!(
+                "unknown appendfsync {other:?}; expected one of {}",
+                AppendFsync::NAMES.join(", ")
+            )),
+        }
+    }
+}
+
+/// How the server is started.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// TCP address to listen on; `None` for a Unix socket only.
+    pub tcp: Option<SocketAddr>,
+    /// Unix socket path, if any (an existing socket file there is replaced).
+    pub unix_socket: Option<PathBuf>,
+    pub appendfsync: AppendFsync,
+    /// Clients must `AUTH` with this password first.
+    pub requirepass: Option<String>,
+    /// Connections beyond this are refused with an error.
+    pub maxclients: usize,
+    /// Largest request (one command with its arguments) in bytes.
+    pub max_request_bytes: usize,
+    /// Keys the active expiry sweep examines per second (0: expired keys are deleted only
+    /// when read).
+    pub active_expire_keys_per_sec: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            tcp: Some(SocketAddr::from(([127, 0, 0, 1], 6379))),
+            unix_socket: None,
+            appendfsync: AppendFsync::EverySec,
+            requirepass: None,
+            maxclients: 10_000,
+            max_request_bytes: 512 << 20,
+            active_expire_keys_per_sec: 1000,
+        }
+    }
+}
+
+/// The settings `CONFIG SET` can change at run time.
+pub struct Settings {
+    appendfsync: AtomicU8,
+    requirepass: RwLock<Option<String>>,
+    maxclients: AtomicUsize,
+    max_request_bytes: AtomicUsize,
+}
+
+impl Settings {
+    pub fn new(c: &Config) -> Settings {
+        Settings {
+            appendfsync: AtomicU8::new(c.appendfsync.to_u8()),
+            requirepass: RwLock::new(c.requirepass.clone().filter(|p| !p.is_empty())),
+            maxclients: AtomicUsize::new(c.maxclients),
+            max_request_bytes: AtomicUsize::new(c.max_request_bytes),
+        }
+    }
+
+    pub fn appendfsync(&self) -> AppendFsync {
+        AppendFsync::from_u8(self.appendfsync.load(Ordering::Relaxed))
+    }
+
+    pub fn set_appendfsync(&self, v: AppendFsync) {
+        self.appendfsync.store(v.to_u8(), Ordering::Relaxed)
+    }
+
+    pub fn requirepass(&self) -> Option<String> {
+        self.requirepass.read().clone()
+    }
+
+    pub fn set_requirepass(&self, p: Option<String>) {
+        *self.requirepass.write() = p.filter(|p| !p.is_empty());
+    }
+
+    pub fn maxclients(&self) -> usize {
+        self.maxclients.load(Ordering::Relaxed)
+    }
+
+    pub fn set_maxclients(&self, n: usize) {
+        self.maxclients.store(n, Ordering::Relaxed)
+    }
+
+    pub fn max_request_bytes(&self) -> usize {
+        self.max_request_bytes.load(Ordering::Relaxed)
+    }
+
+    pub fn set_max_request_bytes(&self, n: usize) {
+        self.max_request_bytes.store(n, Ordering::Relaxed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn appendfsync_names_round_trip() {
+        for n in AppendFsync::NAMES {
+            let v: AppendFsync = n.parse().unwrap();
+            assert_eq!(v.name(), n);
+            assert_eq!(AppendFsync::from_u8(v.to_u8()), v);
+        }
+        assert!("sometimes"
+            .parse::<AppendFsync>()
+            .unwrap_err()
+            .contains("everysec"));
+    }
+
+    #[test]
+    fn empty_password_means_none() {
+        let s = Settings::new(&Config {
+            requirepass: Some(String::new()),
+            ..Config::default()
+        });
+        assert_eq!(s.requirepass(), None);
+        s.set_requirepass(Some("pw".into()));
+        assert_eq!(s.requirepass().as_deref(), Some("pw"));
+    }
+}

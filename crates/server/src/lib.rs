@@ -1,0 +1,37 @@
+//! A Redis-protocol server over the halflife engine (`halflife serve`).
+//!
+//! Clients speak RESP2, or RESP3 after `HELLO 3`, over TCP or a Unix socket. Strings map
+//! onto engine keys and values one to one (the value carries a small header with its
+//! expiry, [`record`]); `appendfsync` maps onto WAL syncs ([`AppendFsync`]). See
+//! `docs/serve.md` for the command list and the measurements.
+
+mod commands;
+mod config;
+mod info;
+mod pattern;
+mod protocol;
+pub mod record;
+mod server;
+mod store;
+
+pub use config::{AppendFsync, Config};
+pub use server::{Server, ShutdownHandle};
+
+/// Opens nothing itself: serves `db` with `config` on a new multi-threaded runtime until
+/// shutdown, calling `ready` with the TCP address once the listeners are bound.
+pub fn run(
+    config: &Config,
+    db: engine::DB,
+    worker_threads: usize,
+    ready: impl FnOnce(Option<std::net::SocketAddr>),
+) -> anyhow::Result<()> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(worker_threads.max(1))
+        .enable_all()
+        .build()?;
+    rt.block_on(async {
+        let server = Server::bind(config, db).await?;
+        ready(server.local_addr());
+        server.run().await
+    })
+}

@@ -1,0 +1,523 @@
+//! Listening, connections and shutdown.
+//!
+//! Each connection is a task that reads whatever the client has sent, decodes every
+//! complete command in it (a pipeline arrives as many commands in one read), runs them as
+//! one job on tokio's blocking pool (engine calls block on I/O, and a WAL sync can take
+//! milliseconds), and writes all the replies back in one write. `SHUTDOWN`, SIGTERM and
+//! SIGINT stop the listeners, close the connections, sync the WAL and close the engine.
+
+use crate::commands::{self, Outcome, Session};
+use crate::config::{AppendFsync, Config, Settings};
+use crate::protocol::{self, Reply};
+use crate::store::Store;
+use anyhow::{Context, Result};
+use bytes::{Bytes, BytesMut};
+use engine::DB;
+use parking_lot::Mutex;
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::{TcpListener, UnixListener};
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+/// Commands run in one blocking job at most; the rest of a long pipeline waits for the next.
+const MAX_BATCH: usize = 1024;
+
+/// Counters INFO reports.
+#[derive(Default)]
+pub(crate) struct Stats {
+    pub connections: AtomicU64,
+    pub commands: AtomicU64,
+    pub rejected: AtomicU64,
+    pub hits: AtomicU64,
+    pub misses: AtomicU64,
+    /// Expired keys the active expiry sweep deleted.
+    pub expired: AtomicU64,
+}
+
+impl Stats {
+    pub fn count_lookup(&self, hit: bool) {
+        if hit { &self.hits } else { &self.misses }.fetch_add(1, Relaxed);
+    }
+
+    pub fn reset(&self) {
+        for c in [
+            &self.connections,
+            &self.commands,
+            &self.rejected,
+            &self.hits,
+            &self.misses,
+            &self.expired,
+        ] {
+            c.store(0, Relaxed);
+        }
+    }
+}
+
+/// A connected client, for CLIENT LIST.
+pub(crate) struct ClientEntry {
+    addr: String,
+    name: Option<String>,
+    since: Instant,
+    last_command: String,
+}
+
+/// What every connection shares.
+pub(crate) struct Shared {
+    pub store: Store,
+    pub settings: Arc<Settings>,
+    pub stats: Stats,
+    pub clients: Mutex<BTreeMap<u64, ClientEntry>>,
+    pub started: Instant,
+    pub tcp_port: u16,
+    next_id: AtomicU64,
+    shutdown: Arc<watch::Sender<bool>>,
+    active_expire_keys_per_sec: usize,
+}
+
+impl Shared {
+    pub fn set_client_name(&self, s: &mut Session, name: Option<String>) {
+        s.name = name.clone();
+        if let Some(c) = self.clients.lock().get_mut(&s.id) {
+            c.name = name;
+        }
+    }
+
+    fn line(id: u64, c: &ClientEntry) -> String {
+        format!(
+            "id={id} addr={} name={} age={} cmd={}\n",
+            c.addr,
+            c.name.as_deref().unwrap_or(""),
+            c.since.elapsed().as_secs(),
+            c.last_command
+        )
+    }
+
+    pub fn client_list(&self) -> String {
+        self.clients
+            .lock()
+            .iter()
+            .map(|(id, c)| Self::line(*id, c))
+            .collect()
+    }
+
+    pub fn client_line(&self, id: u64) -> String {
+        self.clients
+            .lock()
+            .get(&id)
+            .map(|c| Self::line(id, c))
+            .unwrap_or_default()
+    }
+
+    fn trigger_shutdown(&self) {
+        self.shutdown.send_replace(true);
+    }
+}
+
+/// A bound server, not yet running.
+pub struct Server {
+    shared: Arc<Shared>,
+    tcp: Option<TcpListener>,
+    unix: Option<(UnixListener, PathBuf)>,
+    shutdown: watch::Receiver<bool>,
+}
+
+impl Server {
+    /// Binds the listeners of `config` over `db`. Must be called within a tokio runtime.
+    pub async fn bind(config: &Config, db: DB) -> Result<Server> {
+        let tcp = match config.tcp {
+            Some(addr) => Some(
+                TcpListener::bind(addr)
+                    .await
+                    .with_context(|| format!("listening on {addr}"))?,
+            ),
+            None => None,
+        };
+        let unix = match &config.unix_socket {
+            Some(path) => {
+                // A socket file left by a previous run would make bind fail.
+                if std::fs::symlink_metadata(path).is_ok_and(|m| {
+                    use std::os::unix::fs::FileTypeExt;
+                    m.file_type().is_socket()
+                }) {
+                    std::fs::remove_file(path)
+                        .with_context(|| format!("removing stale socket {}", path.display()))?;
+                }
+                let l = UnixListener::bind(path)
+                    .with_context(|| format!("listening on unix socket {}", path.display()))?;
+                Some((l, path.clone()))
+            }
+            None => None,
+        };
+        anyhow::ensure!(
+            tcp.is_some() || unix.is_some(),
+            "nothing to listen on: give a TCP address or a Unix socket"
+        );
+        let tcp_port = match &tcp {
+            Some(l) => l.local_addr()?.port(),
+            None => 0,
+        };
+        let (tx, rx) = watch::channel(false);
+        Ok(Server {
+            shared: Arc::new(Shared {
+                store: Store::new(db),
+                settings: Arc::new(Settings::new(config)),
+                stats: Stats::default(),
+                clients: Mutex::new(BTreeMap::new()),
+                started: Instant::now(),
+                tcp_port,
+                next_id: AtomicU64::new(1),
+                shutdown: Arc::new(tx),
+                active_expire_keys_per_sec: config.active_expire_keys_per_sec,
+            }),
+            tcp,
+            unix,
+            shutdown: rx,
+        })
+    }
+
+    pub fn local_addr(&self) -> Option<SocketAddr> {
+        self.tcp.as_ref().and_then(|l| l.local_addr().ok())
+    }
+
+    /// A handle that stops the server (as `SHUTDOWN` does) from outside.
+    pub fn shutdown_handle(&self) -> ShutdownHandle {
+        ShutdownHandle(self.shared.shutdown.clone())
+    }
+
+    /// Serves until `SHUTDOWN`, SIGTERM or SIGINT, then closes the engine.
+    pub async fn run(self) -> Result<()> {
+        let Server {
+            shared,
+            tcp,
+            unix,
+            mut shutdown,
+        } = self;
+        let mut conns = JoinSet::new();
+        let syncer = tokio::spawn(sync_every_second(shared.clone(), shutdown.clone()));
+        let sweeper = tokio::spawn(sweep_expired(shared.clone(), shutdown.clone()));
+        let mut sigterm =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
+        loop {
+            tokio::select! {
+                _ = shutdown.changed() => break,
+                _ = sigterm.recv() => { eprintln!("halflife serve: SIGTERM, shutting down"); break }
+                _ = sigint.recv() => { eprintln!("halflife serve: SIGINT, shutting down"); break }
+                Some(done) = conns.join_next(), if !conns.is_empty() => {
+                    if let Err(e) = done {
+                        eprintln!("halflife serve: connection task failed: {e}");
+                    }
+                }
+                r = accept_tcp(&tcp) => match r {
+                    Ok((stream, peer)) => {
+                        stream.set_nodelay(true).ok();
+                        admit(&shared, &mut conns, stream, peer.to_string(), &shutdown).await;
+                    }
+                    Err(e) => accept_failed(e).await,
+                },
+                r = accept_unix(&unix) => match r {
+                    Ok(stream) => admit(&shared, &mut conns, stream, "unix".to_string(), &shutdown).await,
+                    Err(e) => accept_failed(e).await,
+                },
+            }
+        }
+        shared.trigger_shutdown();
+        drop(tcp);
+        if let Some((l, path)) = unix {
+            drop(l);
+            std::fs::remove_file(&path).ok();
+        }
+        // Connections see the shutdown between commands; a command already running finishes.
+        while conns.join_next().await.is_some() {}
+        syncer.await.ok();
+        sweeper.await.ok();
+        close(shared).await
+    }
+}
+
+/// Stops a running [`Server`] (it holds the signal only, not the engine, so that the
+/// server can close the engine while handles exist).
+#[derive(Clone)]
+pub struct ShutdownHandle(Arc<watch::Sender<bool>>);
+
+impl ShutdownHandle {
+    pub fn shutdown(&self) {
+        self.0.send_replace(true);
+    }
+}
+
+async fn accept_tcp(
+    l: &Option<TcpListener>,
+) -> std::io::Result<(tokio::net::TcpStream, SocketAddr)> {
+    match l {
+        Some(l) => l.accept().await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn accept_unix(
+    l: &Option<(UnixListener, PathBuf)>,
+) -> std::io::Result<tokio::net::UnixStream> {
+    match l {
+        Some((l, _)) => l.accept().await.map(|(s, _)| s),
+        None => std::future::pending().await,
+    }
+}
+
+/// An accept error (out of file descriptors, most often) is logged and retried after a
+/// pause rather than in a busy loop.
+async fn accept_failed(e: std::io::Error) {
+    eprintln!("halflife serve: accepting a connection: {e}");
+    tokio::time::sleep(Duration::from_millis(100)).await;
+}
+
+/// Starts a connection task, or refuses the client when `maxclients` are connected.
+async fn admit<S>(
+    shared: &Arc<Shared>,
+    conns: &mut JoinSet<()>,
+    mut stream: S,
+    addr: String,
+    shutdown: &watch::Receiver<bool>,
+) where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    shared.stats.connections.fetch_add(1, Relaxed);
+    if shared.clients.lock().len() >= shared.settings.maxclients() {
+        shared.stats.rejected.fetch_add(1, Relaxed);
+        let _ = stream
+            .write_all(b"-ERR max number of clients reached\r\n")
+            .await;
+        return;
+    }
+    let id = shared.next_id.fetch_add(1, Relaxed);
+    shared.clients.lock().insert(
+        id,
+        ClientEntry {
+            addr,
+            name: None,
+            since: Instant::now(),
+            last_command: "NULL".into(),
+        },
+    );
+    let session = Session::new(id);
+    conns.spawn(connection(
+        shared.clone(),
+        stream,
+        session,
+        shutdown.clone(),
+    ));
+}
+
+async fn connection<S>(
+    shared: Arc<Shared>,
+    stream: S,
+    session: Session,
+    shutdown: watch::Receiver<bool>,
+) where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let id = session.id;
+    if let Err(e) = serve_connection(&shared, stream, session, shutdown).await {
+        // A client that goes away mid-reply is normal; anything else is worth a line.
+        if e.kind() != std::io::ErrorKind::BrokenPipe
+            && e.kind() != std::io::ErrorKind::ConnectionReset
+        {
+            eprintln!("halflife serve: connection {id}: {e}");
+        }
+    }
+    shared.clients.lock().remove(&id);
+}
+
+async fn serve_connection<S>(
+    shared: &Arc<Shared>,
+    mut stream: S,
+    mut session: Session,
+    mut shutdown: watch::Receiver<bool>,
+) -> std::io::Result<()>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let mut input = BytesMut::with_capacity(16 << 10);
+    let mut output = BytesMut::with_capacity(16 << 10);
+    loop {
+        let mut batch: Vec<Vec<Bytes>> = Vec::new();
+        let mut bad = None;
+        while batch.len() < MAX_BATCH {
+            match protocol::next_command(&mut input, shared.settings.max_request_bytes()) {
+                Ok(Some(cmd)) => batch.push(cmd),
+                Ok(None) => break,
+                Err(e) => {
+                    bad = Some(e);
+                    break;
+                }
+            }
+        }
+        let full = batch.len() == MAX_BATCH;
+        if !batch.is_empty() {
+            let sh = shared.clone();
+            let (s, replies, outcome) =
+                tokio::task::spawn_blocking(move || run_batch(&sh, session, batch))
+                    .await
+                    .map_err(std::io::Error::other)?;
+            session = s;
+            for r in replies {
+                r.encode(session.proto, &mut output);
+            }
+            stream.write_all(&output).await?;
+            output.clear();
+            match outcome {
+                Outcome::Continue => {}
+                Outcome::Close => return stream.shutdown().await,
+                Outcome::Shutdown => {
+                    shared.trigger_shutdown();
+                    return Ok(());
+                }
+            }
+        }
+        if let Some(e) = bad {
+            // Replies to the commands before the bad one went out above.
+            Reply::err(e.to_string()).encode(session.proto, &mut output);
+            stream.write_all(&output).await?;
+            return stream.shutdown().await;
+        }
+        if full && !input.is_empty() {
+            continue; // more complete commands may be buffered
+        }
+        if *shutdown.borrow() {
+            return Ok(());
+        }
+        tokio::select! {
+            n = stream.read_buf(&mut input) => {
+                if n? == 0 {
+                    return Ok(());
+                }
+            }
+            _ = shutdown.changed() => return Ok(()),
+        }
+    }
+}
+
+/// Runs a connection's commands in order; stops after one that closes the connection.
+fn run_batch(
+    sh: &Shared,
+    mut s: Session,
+    batch: Vec<Vec<Bytes>>,
+) -> (Session, Vec<Reply>, Outcome) {
+    let mut replies = Vec::with_capacity(batch.len());
+    let mut outcome = Outcome::Continue;
+    // The batch's last command, as CLIENT LIST shows it (one registry update per batch).
+    if let (Some(c), Some(cmd)) = (sh.clients.lock().get_mut(&s.id), batch.last()) {
+        c.last_command = String::from_utf8_lossy(&cmd[0]).to_ascii_lowercase();
+    }
+    let mut i = 0;
+    while i < batch.len() {
+        let run = batch[i..]
+            .iter()
+            .take_while(|c| commands::is_plain_set(sh, &s, c))
+            .count();
+        if run > 1 {
+            sh.stats.commands.fetch_add(run as u64, Relaxed);
+            replies.extend(commands::set_many(sh, &batch[i..i + run]));
+            i += run;
+            continue;
+        }
+        sh.stats.commands.fetch_add(1, Relaxed);
+        let (reply, o) = commands::execute(sh, &mut s, &batch[i]);
+        i += 1;
+        if o != Outcome::Shutdown {
+            replies.push(reply);
+        }
+        if o != Outcome::Continue {
+            outcome = o;
+            break;
+        }
+    }
+    (s, replies, outcome)
+}
+
+/// `appendfsync everysec`: syncs the WAL once a second while that is the setting.
+async fn sync_every_second(shared: Arc<Shared>, mut shutdown: watch::Receiver<bool>) {
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = shutdown.changed() => return,
+        }
+        if shared.settings.appendfsync() != AppendFsync::EverySec {
+            continue;
+        }
+        let sh = shared.clone();
+        match tokio::task::spawn_blocking(move || sh.store.db().sync_wal()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => eprintln!("halflife serve: WAL sync failed: {e}"),
+            Err(e) => eprintln!("halflife serve: WAL sync task failed: {e}"),
+        }
+    }
+}
+
+/// Active expiry: walks the key space in key order, a tenth of the per-second budget ten
+/// times a second, deleting expired keys so that their space goes to GC even if no client
+/// reads them again (reads delete the expired keys they meet as well).
+async fn sweep_expired(shared: Arc<Shared>, mut shutdown: watch::Receiver<bool>) {
+    let per_tick = shared.active_expire_keys_per_sec.div_ceil(10);
+    if per_tick == 0 {
+        return;
+    }
+    let mut tick = tokio::time::interval(Duration::from_millis(100));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut at: Option<Vec<u8>> = None;
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = shutdown.changed() => return,
+        }
+        let sh = shared.clone();
+        let from = at.take();
+        match tokio::task::spawn_blocking(move || sh.store.sweep_expired(from.as_deref(), per_tick))
+            .await
+        {
+            Ok(Ok((next, purged))) => {
+                at = next;
+                shared.stats.expired.fetch_add(purged, Relaxed);
+            }
+            Ok(Err(e)) => eprintln!("halflife serve: expiry sweep: {e}"),
+            Err(e) => eprintln!("halflife serve: expiry sweep task failed: {e}"),
+        }
+    }
+}
+
+/// Syncs the WAL and closes the engine once nothing else holds it.
+async fn close(mut shared: Arc<Shared>) -> Result<()> {
+    // Blocking jobs of finished connections may still hold a reference for a moment.
+    for _ in 0..600 {
+        match Arc::try_unwrap(shared) {
+            Ok(sh) => {
+                let db = sh.store.into_db();
+                return tokio::task::spawn_blocking(move || {
+                    db.sync_wal()?;
+                    db.close()
+                })
+                .await?
+                .context("closing the database");
+            }
+            Err(again) => {
+                shared = again;
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+    // Something still holds the engine: make the acknowledged writes durable at least.
+    shared
+        .store
+        .db()
+        .sync_wal()
+        .context("syncing the WAL at shutdown")?;
+    anyhow::bail!("the database was still in use 30 s after shutdown; the WAL is synced, the engine not closed")
+}

@@ -1,0 +1,357 @@
+//! The server end to end over real TCP connections: a minimal RESP client (encoding
+//! commands by hand, decoding replies with `redis-protocol`) against a server on an
+//! ephemeral port.
+
+use bytes::BytesMut;
+use halflife_server::{AppendFsync, Config, Server};
+use redis_protocol::resp2::decode::decode_bytes_mut;
+use redis_protocol::resp2::types::BytesFrame as F;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::Path;
+use std::time::Duration;
+
+struct Running {
+    addr: SocketAddr,
+    handle: halflife_server::ShutdownHandle,
+    thread: Option<std::thread::JoinHandle<anyhow::Result<()>>>,
+}
+
+impl Running {
+    fn start(dir: &Path, config: Config) -> Running {
+        let db = engine::DB::open(dir, engine::Options::default()).unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let thread = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()?;
+            rt.block_on(async {
+                let s = Server::bind(&config, db).await?;
+                tx.send((s.local_addr().unwrap(), s.shutdown_handle()))
+                    .unwrap();
+                s.run().await
+            })
+        });
+        let (addr, handle) = rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("server bound");
+        Running {
+            addr,
+            handle,
+            thread: Some(thread),
+        }
+    }
+
+    fn stop(mut self) {
+        self.handle.shutdown();
+        self.thread.take().unwrap().join().unwrap().unwrap();
+    }
+}
+
+fn config() -> Config {
+    Config {
+        tcp: Some("127.0.0.1:0".parse().unwrap()),
+        appendfsync: AppendFsync::Always,
+        ..Config::default()
+    }
+}
+
+struct Client {
+    s: TcpStream,
+    buf: BytesMut,
+}
+
+impl Client {
+    fn connect(addr: SocketAddr) -> Client {
+        let s = TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        Client {
+            s,
+            buf: BytesMut::new(),
+        }
+    }
+
+    fn send(&mut self, args: &[&[u8]]) {
+        let mut out = format!("*{}\r\n", args.len()).into_bytes();
+        for a in args {
+            out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
+            out.extend_from_slice(a);
+            out.extend_from_slice(b"\r\n");
+        }
+        self.s.write_all(&out).unwrap();
+    }
+
+    /// The next reply, or `None` when the server closed the connection.
+    fn read(&mut self) -> Option<F> {
+        loop {
+            if let Some((f, _, _)) = decode_bytes_mut(&mut self.buf).unwrap() {
+                return Some(f);
+            }
+            let mut chunk = [0u8; 64 << 10];
+            let n = self.s.read(&mut chunk).unwrap_or(0);
+            if n == 0 {
+                return None;
+            }
+            self.buf.extend_from_slice(&chunk[..n]);
+        }
+    }
+
+    fn cmd(&mut self, args: &[&str]) -> F {
+        let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+        self.send(&args);
+        self.read().expect("a reply")
+    }
+}
+
+fn bulk(s: &str) -> F {
+    F::BulkString(s.as_bytes().to_vec().into())
+}
+
+fn simple(s: &str) -> F {
+    F::SimpleString(s.as_bytes().to_vec().into())
+}
+
+fn is_err(f: &F, starts: &str) -> bool {
+    matches!(f, F::Error(e) if e.starts_with(starts))
+}
+
+#[test]
+fn strings_counters_expiry_and_scans() {
+    let t = tempfile::tempdir().unwrap();
+    let srv = Running::start(t.path(), config());
+    let mut c = Client::connect(srv.addr);
+    assert_eq!(c.cmd(&["PING"]), simple("PONG"));
+    assert_eq!(c.cmd(&["SET", "k", "v"]), simple("OK"));
+    assert_eq!(c.cmd(&["GET", "k"]), bulk("v"));
+    assert_eq!(c.cmd(&["SET", "k", "w", "NX"]), F::Null);
+    assert_eq!(c.cmd(&["SET", "k", "w", "XX", "GET"]), bulk("v"));
+    assert_eq!(c.cmd(&["APPEND", "k", "xyz"]), F::Integer(4));
+    assert_eq!(c.cmd(&["STRLEN", "k"]), F::Integer(4));
+    assert_eq!(c.cmd(&["INCR", "n"]), F::Integer(1));
+    assert_eq!(c.cmd(&["INCRBY", "n", "41"]), F::Integer(42));
+    assert_eq!(c.cmd(&["DECRBY", "n", "2"]), F::Integer(40));
+    assert!(is_err(
+        &c.cmd(&["INCR", "k"]),
+        "ERR value is not an integer"
+    ));
+    assert_eq!(c.cmd(&["SET", "gone", "x", "PX", "50"]), simple("OK"));
+    assert_eq!(c.cmd(&["EXISTS", "gone", "k", "nope"]), F::Integer(2));
+    std::thread::sleep(Duration::from_millis(120));
+    assert_eq!(c.cmd(&["GET", "gone"]), F::Null);
+    assert_eq!(c.cmd(&["TTL", "gone"]), F::Integer(-2));
+    assert_eq!(c.cmd(&["TTL", "k"]), F::Integer(-1));
+    assert!(is_err(
+        &c.cmd(&["SET", "k", "v", "EX", "0"]),
+        "ERR invalid expire time"
+    ));
+    assert_eq!(
+        c.cmd(&["MSET", "a1", "1", "a2", "2", "b1", "3"]),
+        simple("OK")
+    );
+    assert_eq!(
+        c.cmd(&["MGET", "a1", "zz", "b1"]),
+        F::Array(vec![bulk("1"), F::Null, bulk("3")])
+    );
+    assert_eq!(
+        c.cmd(&["KEYS", "a*"]),
+        F::Array(vec![bulk("a1"), bulk("a2")])
+    );
+    assert_eq!(c.cmd(&["DBSIZE"]), F::Integer(5));
+    // SCAN in pages of two visits every key once.
+    let mut seen = Vec::new();
+    let mut cursor = "0".to_string();
+    loop {
+        let F::Array(r) = c.cmd(&["SCAN", &cursor, "COUNT", "2"]) else {
+            panic!()
+        };
+        let F::BulkString(next) = &r[0] else { panic!() };
+        let F::Array(keys) = &r[1] else { panic!() };
+        seen.extend(keys.iter().cloned());
+        cursor = String::from_utf8(next.to_vec()).unwrap();
+        if cursor == "0" {
+            break;
+        }
+    }
+    assert_eq!(seen.len(), 5);
+    assert_eq!(c.cmd(&["GETDEL", "a1"]), bulk("1"));
+    assert_eq!(c.cmd(&["DEL", "a2", "b1", "nope"]), F::Integer(2));
+    assert_eq!(c.cmd(&["FLUSHDB"]), simple("OK"));
+    assert_eq!(c.cmd(&["DBSIZE"]), F::Integer(0));
+    // A pipeline of SETs runs as one engine write, yet each command keeps its own reply:
+    // the empty key (rejected by the engine) and the NX SET are answered on their own.
+    c.send(&[b"SET", b"p1", b"1"]);
+    c.send(&[b"SET", b"p2", b"2"]);
+    c.send(&[b"SET", b"", b"x"]);
+    c.send(&[b"SET", b"p3", b"3"]);
+    c.send(&[b"SET", b"p1", b"9", b"NX"]);
+    c.send(&[b"SET", b"p4", b"4"]);
+    c.send(&[b"SET", b"p4", b"5"]);
+    assert_eq!(c.read(), Some(simple("OK")));
+    assert_eq!(c.read(), Some(simple("OK")));
+    assert!(is_err(&c.read().unwrap(), "ERR"));
+    assert_eq!(c.read(), Some(simple("OK")));
+    assert_eq!(c.read(), Some(F::Null));
+    assert_eq!(c.read(), Some(simple("OK")));
+    assert_eq!(c.read(), Some(simple("OK")));
+    assert_eq!(
+        c.cmd(&["MGET", "p1", "p2", "p3", "p4"]),
+        F::Array(vec![bulk("1"), bulk("2"), bulk("3"), bulk("5")])
+    );
+    assert!(is_err(
+        &c.cmd(&["NOSUCH", "x"]),
+        "ERR unknown command 'NOSUCH'"
+    ));
+    assert!(is_err(
+        &c.cmd(&["GET"]),
+        "ERR wrong number of arguments for 'get'"
+    ));
+    srv.stop();
+}
+
+#[test]
+fn pipelining_and_many_connections() {
+    let t = tempfile::tempdir().unwrap();
+    let srv = Running::start(t.path(), config());
+    let threads: Vec<_> = (0..8)
+        .map(|i| {
+            let addr = srv.addr;
+            std::thread::spawn(move || {
+                let mut c = Client::connect(addr);
+                // 200 SETs in one write, then 200 GETs in one write.
+                let mut out = Vec::new();
+                for j in 0..200 {
+                    out.extend_from_slice(
+                        format!("*3\r\n$3\r\nSET\r\n$6\r\nk{i}-{j:03}\r\n$4\r\nv{j:03}\r\n")
+                            .as_bytes(),
+                    );
+                }
+                c.s.write_all(&out).unwrap();
+                for _ in 0..200 {
+                    assert_eq!(c.read(), Some(simple("OK")));
+                }
+                out.clear();
+                for j in 0..200 {
+                    out.extend_from_slice(
+                        format!("*2\r\n$3\r\nGET\r\n$6\r\nk{i}-{j:03}\r\n").as_bytes(),
+                    );
+                }
+                c.s.write_all(&out).unwrap();
+                for j in 0..200 {
+                    assert_eq!(c.read(), Some(bulk(&format!("v{j:03}"))));
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    let mut c = Client::connect(srv.addr);
+    assert_eq!(c.cmd(&["DBSIZE"]), F::Integer(1600));
+    // Concurrent INCRs on one key are atomic.
+    let threads: Vec<_> = (0..4)
+        .map(|_| {
+            let addr = srv.addr;
+            std::thread::spawn(move || {
+                let mut c = Client::connect(addr);
+                for _ in 0..100 {
+                    c.cmd(&["INCR", "ctr"]);
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert_eq!(c.cmd(&["GET", "ctr"]), bulk("400"));
+    srv.stop();
+}
+
+#[test]
+fn auth_limits_and_malformed_frames() {
+    let t = tempfile::tempdir().unwrap();
+    let srv = Running::start(
+        t.path(),
+        Config {
+            requirepass: Some("sesame".into()),
+            maxclients: 2,
+            max_request_bytes: 1 << 10,
+            ..config()
+        },
+    );
+    let mut a = Client::connect(srv.addr);
+    assert!(is_err(&a.cmd(&["GET", "k"]), "NOAUTH"));
+    // Pipelined SETs before AUTH are refused one by one, not written.
+    a.send(&[b"SET", b"k", b"x"]);
+    a.send(&[b"SET", b"k2", b"y"]);
+    assert!(is_err(&a.read().unwrap(), "NOAUTH"));
+    assert!(is_err(&a.read().unwrap(), "NOAUTH"));
+    assert!(is_err(&a.cmd(&["AUTH", "wrong"]), "WRONGPASS"));
+    assert_eq!(a.cmd(&["AUTH", "sesame"]), simple("OK"));
+    assert_eq!(a.cmd(&["SET", "k", "v"]), simple("OK"));
+    // A third connection is refused while two are open.
+    let mut b = Client::connect(srv.addr);
+    assert_eq!(b.cmd(&["AUTH", "sesame"]), simple("OK"));
+    let mut c = Client::connect(srv.addr);
+    assert!(matches!(c.read(), Some(F::Error(e)) if e.contains("max number of clients")));
+    // An oversized request closes only that connection.
+    let big = "x".repeat(4 << 10);
+    b.send(&[b"SET", b"big", big.as_bytes()]);
+    assert!(matches!(b.read(), Some(F::Error(e)) if e.contains("Protocol error")));
+    assert_eq!(b.read(), None);
+    // So does garbage.
+    let mut d = Client::connect(srv.addr);
+    d.s.write_all(b"*1\r\n:7\r\n").unwrap();
+    assert!(matches!(d.read(), Some(F::Error(e)) if e.contains("Protocol error")));
+    assert_eq!(d.read(), None);
+    assert_eq!(a.cmd(&["GET", "k"]), bulk("v"));
+    assert_eq!(a.cmd(&["GET", "k2"]), F::Null);
+    // HELLO 3 switches this connection to RESP3 (a map reply starts with '%').
+    a.send(&[b"HELLO", b"3"]);
+    let mut first = [0u8; 1];
+    a.s.read_exact(&mut first).unwrap();
+    assert_eq!(&first, b"%");
+    srv.stop();
+}
+
+#[test]
+fn data_survives_shutdown_and_reopen() {
+    let t = tempfile::tempdir().unwrap();
+    let srv = Running::start(t.path(), config());
+    let mut c = Client::connect(srv.addr);
+    assert_eq!(
+        c.cmd(&["SET", "durable", "yes", "EX", "1000"]),
+        simple("OK")
+    );
+    assert_eq!(c.cmd(&["CONFIG", "SET", "appendfsync", "no"]), simple("OK"));
+    assert_eq!(
+        c.cmd(&["CONFIG", "GET", "appendfsync"]),
+        F::Array(vec![bulk("appendfsync"), bulk("no")])
+    );
+    assert!(is_err(
+        &c.cmd(&["CONFIG", "SET", "halflife-gc-policy", "titan"]),
+        "ERR CONFIG SET failed"
+    ));
+    assert_eq!(c.cmd(&["SET", "after", "1"]), simple("OK"));
+    // The active expiry sweep deletes an expired key that nobody reads.
+    assert_eq!(c.cmd(&["SET", "swept", "x", "PX", "20"]), simple("OK"));
+    std::thread::sleep(Duration::from_millis(600));
+    let F::BulkString(info) = c.cmd(&["INFO", "stats"]) else {
+        panic!()
+    };
+    let info = String::from_utf8(info.to_vec()).unwrap();
+    assert!(info.contains("expired_keys:1\r\n"), "{info}");
+    // SHUTDOWN closes the connection without a reply and stops the server.
+    c.send(&[b"SHUTDOWN"]);
+    assert_eq!(c.read(), None);
+    srv.thread.unwrap().join().unwrap().unwrap();
+    let srv = Running::start(t.path(), config());
+    let mut c = Client::connect(srv.addr);
+    assert_eq!(c.cmd(&["GET", "durable"]), bulk("yes"));
+    assert_eq!(c.cmd(&["GET", "after"]), bulk("1"));
+    let F::Integer(ttl) = c.cmd(&["TTL", "durable"]) else {
+        panic!()
+    };
+    assert!((990..=1000).contains(&ttl), "{ttl}");
+    srv.stop();
+}
