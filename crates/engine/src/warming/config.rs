@@ -1,7 +1,9 @@
 //! The `cache_warming` option: which policy, and the learned policy's knobs.
 
+use super::oracle::ReadOracle;
 use crate::error::{Error, Result};
 use std::fmt;
+use std::sync::Arc;
 use std::str::FromStr;
 
 /// Which [`CacheWarming`](super::CacheWarming) policy an engine runs.
@@ -15,6 +17,26 @@ pub enum CacheWarmingConfig {
     IncrementalWarmup,
     /// Leaper: output blocks of key ranges a classifier predicts will be read soon.
     Learned(LearnedParams),
+    /// The bound: output blocks that the workload will read within the invalidation
+    /// window, known from its future (benchmarks only; not parsed from a name).
+    Oracle(ReadOracleHandle),
+}
+
+/// The future reads the `oracle` policy is given.
+#[derive(Clone)]
+pub struct ReadOracleHandle(pub Arc<dyn ReadOracle>);
+
+impl fmt::Debug for ReadOracleHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ReadOracle")
+    }
+}
+
+impl PartialEq for ReadOracleHandle {
+    /// The same oracle.
+    fn eq(&self, o: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &o.0)
+    }
 }
 
 impl CacheWarmingConfig {
@@ -25,6 +47,7 @@ impl CacheWarmingConfig {
             CacheWarmingConfig::None => "none",
             CacheWarmingConfig::IncrementalWarmup => "incremental-warmup",
             CacheWarmingConfig::Learned(_) => "learned",
+            CacheWarmingConfig::Oracle(_) => "oracle",
         }
     }
 
@@ -54,6 +77,12 @@ impl FromStr for CacheWarmingConfig {
             "none" => Ok(CacheWarmingConfig::None),
             "incremental-warmup" | "incremental" => Ok(CacheWarmingConfig::IncrementalWarmup),
             "learned" | "leaper" => Ok(CacheWarmingConfig::learned()),
+            "oracle" => Err(Error::InvalidOptions {
+                name: "cache_warming",
+                detail: "the oracle policy needs the workload's future reads: \
+                         build CacheWarmingConfig::Oracle with a ReadOracle"
+                    .to_string(),
+            }),
             other => Err(Error::InvalidOptions {
                 name: "cache_warming",
                 detail: format!(

@@ -33,22 +33,19 @@ impl BlockFilter for HotSet {
     /// A block is worth caching if one of its keys lies in a hot range. (Not every range
     /// its key interval spans: a block of a flush or of a small level is sparse, its keys
     /// spread over many ranges, and would be cached for ranges it holds nothing of.)
-    fn admit(&self, keys: &BlockKeys) -> bool {
+    fn admit(&self, keys: &BlockKeys) -> Option<f64> {
         let mut keys = keys.iter();
-        let Some(first) = keys.next() else {
-            return false;
-        };
-        let mut r = self.ranges.range_of(first);
+        let mut r = self.ranges.range_of(keys.next()?);
         if self.hot[r] {
-            return true;
+            return Some(0.0);
         }
         for k in keys {
             r = self.ranges.advance(r, k);
             if self.hot[r] {
-                return true;
+                return Some(0.0);
             }
         }
-        false
+        None
     }
 }
 
@@ -225,6 +222,10 @@ impl CacheWarming for Learned {
         Some(hot)
     }
 
+    fn budget_fraction(&self) -> f64 {
+        self.shared.params.cache_fraction
+    }
+
     fn stats(&self, s: &mut WarmingStats) {
         let c = &self.shared.counters;
         if let Some(col) = self.shared.collector.read().as_ref() {
@@ -324,7 +325,7 @@ mod tests {
         let mut hot = vec![false; 10];
         hot[4] = true;
         let h = HotSet { ranges: r, hot };
-        let admit = |keys: &[&str]| h.admit(&BlockKeys::from_keys(keys));
+        let admit = |keys: &[&str]| h.admit(&BlockKeys::from_keys(keys)).is_some();
         assert!(admit(&["k0004"]));
         assert!(
             admit(&["k0002", "k0004x", "k0005"]),
@@ -418,8 +419,8 @@ mod tests {
             }
         }
         let f = l.plan(&JobInputs::empty()).unwrap();
-        assert!(f.admit(&BlockKeys::from_keys(&["k0003"])));
-        assert!(!f.admit(&BlockKeys::from_keys(&["k0015", "k0019"])));
+        assert!(f.admit(&BlockKeys::from_keys(&["k0003"])).is_some());
+        assert!(f.admit(&BlockKeys::from_keys(&["k0015", "k0019"])).is_none());
         let mut s = WarmingStats::default();
         l.stats(&mut s);
         assert!(s.trainings >= 1 && s.predictions >= 1 && s.slots >= 8);

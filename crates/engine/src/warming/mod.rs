@@ -43,9 +43,11 @@ pub mod features;
 pub mod incremental;
 pub mod learned;
 pub mod model;
+pub mod oracle;
 pub mod ranges;
 
-pub use config::{CacheWarmingConfig, LearnedParams};
+pub use config::{CacheWarmingConfig, LearnedParams, ReadOracleHandle};
+pub use oracle::ReadOracle;
 
 use crate::cache::BlockCache;
 use crate::sst::BlockSink;
@@ -101,8 +103,18 @@ impl JobInputs<'static> {
 
 /// Decides, block by block, what a job's output puts into the cache.
 pub trait BlockFilter: Send + Sync {
-    /// True to cache an output block holding `keys` (its user keys, in order, not empty).
-    fn admit(&self, keys: &BlockKeys) -> bool;
+    /// Whether to cache an output block holding `keys` (its user keys, in order, not
+    /// empty): `None` leaves it out; `Some(priority)` admits it, and when a job admits more
+    /// than its budget the blocks of highest priority are the ones kept.
+    fn admit(&self, keys: &BlockKeys) -> Option<f64>;
+
+    /// A compaction's admitted block is held until the job's output replaces its inputs
+    /// (see [`JobWarming`]); this is asked again then, with the priority `admit` gave.
+    /// Policies whose knowledge changes while the job runs (the oracle: reads have moved
+    /// on) decide again; the default keeps the first answer.
+    fn at_install(&self, _block: &Arc<crate::sst::block::Block>, priority: f64) -> Option<f64> {
+        Some(priority)
+    }
 }
 
 /// The user keys of a data block, copied once into one buffer.
@@ -185,6 +197,12 @@ pub trait CacheWarming: Send + Sync {
 
     /// Adds the policy's own counters.
     fn stats(&self, _s: &mut WarmingStats) {}
+
+    /// The share of the cache's capacity one job may fill with prefetched blocks. The
+    /// whole cache by default: more would only evict the job's own blocks.
+    fn budget_fraction(&self) -> f64 {
+        1.0
+    }
 }
 
 /// Today's behaviour: output blocks enter the cache only when read.
@@ -221,9 +239,15 @@ pub struct WarmingStats {
     /// Flushes and compactions seen, and those a policy planned prefetches for.
     pub jobs: u64,
     pub jobs_planned: u64,
-    /// Output blocks a filter looked at, and those it admitted.
+    /// Output blocks a filter looked at, and those that entered the cache.
     pub blocks_considered: u64,
     pub blocks_admitted: u64,
+    /// Admitted blocks beyond the job's budget (the lowest priorities), and held blocks
+    /// the policy withdrew when the output was installed.
+    #[serde(default)]
+    pub blocks_displaced: u64,
+    #[serde(default)]
+    pub blocks_withdrawn: u64,
     /// Learned policy: completed slots, sampled reads and writes.
     pub slots: u64,
     pub sampled_reads: u64,
@@ -329,9 +353,7 @@ impl Tracking {
                     map.remove(f);
                 }
             }
-            for (file, offset, block) in std::mem::take(&mut *d.blocks.lock()) {
-                cache.insert_prefetched(file, offset, block);
-            }
+            d.install(cache);
         }
         if offsets.is_empty() {
             return;
@@ -372,15 +394,18 @@ pub struct Warming {
     range_params: LearnedParams,
     /// Data block size, to estimate blocks from file sizes.
     block_size: usize,
-    /// `range_params` came from a learned configuration.
-    range_params_learned: bool,
     cuts: AtomicU64,
 }
 
 #[derive(Default)]
 struct JobCounters {
     considered: AtomicU64,
+    /// Blocks put into the cache.
     admitted: AtomicU64,
+    /// Admitted blocks a compaction's budget held no room for (lowest priority first).
+    displaced: AtomicU64,
+    /// Held blocks the policy no longer wanted when the output was installed.
+    withdrawn: AtomicU64,
 }
 
 impl std::fmt::Debug for Warming {
@@ -398,12 +423,12 @@ impl Warming {
             CacheWarmingConfig::None => Box::new(NoWarming),
             CacheWarmingConfig::IncrementalWarmup => Box::new(incremental::IncrementalWarmup),
             CacheWarmingConfig::Learned(p) => Box::new(learned::Learned::new(p.clone())),
+            CacheWarmingConfig::Oracle(o) => Box::new(oracle::OracleWarming::new(o.0.clone())),
         };
         let mut w = Self::with_policy(policy, cache);
         w.block_size = block_size;
         if let CacheWarmingConfig::Learned(p) = config {
             w.range_params = p.clone();
-            w.range_params_learned = true;
         }
         w
     }
@@ -436,7 +461,6 @@ impl Warming {
             counters: Arc::default(),
             range_params: LearnedParams::default(),
             block_size: 4096,
-            range_params_learned: false,
             cuts: AtomicU64::new(0),
         }
     }
@@ -510,18 +534,13 @@ impl Warming {
             blocks: &blocks,
         })?;
         self.jobs_planned.fetch_add(1, Relaxed);
-        // The learned policy's hot set is sized to its fraction of the cache; the baseline
-        // may fill the whole cache (more would only evict its own blocks).
-        let fraction = if self.range_params_learned {
-            self.range_params.cache_fraction
-        } else {
-            1.0
-        };
-        let limit = (self.cache.capacity() as f64 * fraction) as usize;
+        let limit = (self.cache.capacity() as f64 * self.policy.budget_fraction()) as usize;
         let deferred = (!input_files.is_empty()).then(|| {
             let d = Arc::new(Deferred {
                 inputs: input_files,
-                blocks: Mutex::new(Vec::new()),
+                filter: filter.clone(),
+                counters: self.counters.clone(),
+                hold: Mutex::new(Hold::new(limit as u64)),
             });
             let mut map = self.tracking.deferred.lock();
             for f in &d.inputs {
@@ -600,6 +619,8 @@ impl Warming {
             jobs_planned: self.jobs_planned.load(Relaxed),
             blocks_considered: self.counters.considered.load(Relaxed),
             blocks_admitted: self.counters.admitted.load(Relaxed),
+            blocks_displaced: self.counters.displaced.load(Relaxed),
+            blocks_withdrawn: self.counters.withdrawn.load(Relaxed),
             ..WarmingStats::default()
         };
         self.policy.stats(&mut s);
@@ -629,7 +650,115 @@ pub struct JobWarming {
 /// A compaction's admitted blocks, waiting for its inputs to go.
 struct Deferred {
     inputs: Vec<u64>,
-    blocks: Mutex<Vec<(u64, u64, Arc<crate::sst::block::Block>)>>,
+    filter: Arc<dyn BlockFilter>,
+    counters: Arc<JobCounters>,
+    hold: Mutex<Hold>,
+}
+
+impl Deferred {
+    /// The output replaces the inputs: the held blocks the policy still wants enter the
+    /// cache, least valuable first, so that the most valuable are the last to be evicted.
+    fn install(&self, cache: &BlockCache) {
+        let held = std::mem::replace(&mut *self.hold.lock(), Hold::new(0)).heap;
+        let mut keep: Vec<Held> = Vec::with_capacity(held.len());
+        for std::cmp::Reverse(mut h) in held {
+            match self.filter.at_install(&h.block, h.priority) {
+                Some(p) => {
+                    h.priority = p;
+                    keep.push(h);
+                }
+                None => {
+                    self.counters.withdrawn.fetch_add(1, Relaxed);
+                }
+            }
+        }
+        keep.sort_unstable();
+        self.counters
+            .admitted
+            .fetch_add(keep.len() as u64, Relaxed);
+        for h in keep {
+            cache.insert_prefetched(h.file, h.offset, h.block);
+        }
+    }
+}
+
+/// An admitted block held for a compaction's install.
+struct Held {
+    priority: f64,
+    /// Order of admission: of two blocks of equal priority the earlier is kept.
+    seq: u64,
+    file: u64,
+    offset: u64,
+    block: Arc<crate::sst::block::Block>,
+}
+
+impl Ord for Held {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        self.priority
+            .total_cmp(&o.priority)
+            .then_with(|| o.seq.cmp(&self.seq))
+    }
+}
+
+impl PartialOrd for Held {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+
+impl PartialEq for Held {
+    fn eq(&self, o: &Self) -> bool {
+        self.cmp(o).is_eq()
+    }
+}
+
+impl Eq for Held {}
+
+/// The blocks of highest priority a compaction admitted, at most `budget` bytes of them.
+struct Hold {
+    heap: std::collections::BinaryHeap<std::cmp::Reverse<Held>>,
+    bytes: u64,
+    budget: u64,
+    next_seq: u64,
+}
+
+impl Hold {
+    fn new(budget: u64) -> Hold {
+        Hold {
+            heap: Default::default(),
+            bytes: 0,
+            budget,
+            next_seq: 0,
+        }
+    }
+
+    /// Adds a block; returns how many blocks (possibly this one) no longer fit.
+    fn push(
+        &mut self,
+        priority: f64,
+        file: u64,
+        offset: u64,
+        block: Arc<crate::sst::block::Block>,
+    ) -> u64 {
+        self.bytes += block.size_in_bytes() as u64;
+        self.heap.push(std::cmp::Reverse(Held {
+            priority,
+            seq: self.next_seq,
+            file,
+            offset,
+            block,
+        }));
+        self.next_seq += 1;
+        let mut displaced = 0;
+        while self.bytes > self.budget {
+            let Some(std::cmp::Reverse(h)) = self.heap.pop() else {
+                break;
+            };
+            self.bytes -= h.block.size_in_bytes() as u64;
+            displaced += 1;
+        }
+        displaced
+    }
 }
 
 impl std::fmt::Debug for JobWarming {
@@ -650,24 +779,31 @@ impl JobWarming {
         Box::new(move |offset, block| {
             counters.considered.fetch_add(1, Relaxed);
             let keys = BlockKeys::of(block);
-            if keys.is_empty() || !filter.admit(&keys) {
+            if keys.is_empty() {
                 return;
             }
+            let Some(priority) = filter.admit(&keys) else {
+                return;
+            };
+            if let Some(d) = &deferred {
+                let displaced = d
+                    .hold
+                    .lock()
+                    .push(priority, file_number, offset, Arc::clone(block));
+                counters.displaced.fetch_add(displaced, Relaxed);
+                return;
+            }
+            // A flush inserts as it writes: the first blocks take the budget.
             let size = block.size_in_bytes() as u64;
             if budget
                 .fetch_update(Relaxed, Relaxed, |b| b.checked_sub(size))
                 .is_err()
             {
+                counters.displaced.fetch_add(1, Relaxed);
                 return;
             }
             counters.admitted.fetch_add(1, Relaxed);
-            match &deferred {
-                Some(d) => d
-                    .blocks
-                    .lock()
-                    .push((file_number, offset, Arc::clone(block))),
-                None => cache.insert_prefetched(file_number, offset, Arc::clone(block)),
-            }
+            cache.insert_prefetched(file_number, offset, Arc::clone(block));
         })
     }
 }

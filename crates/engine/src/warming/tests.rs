@@ -73,8 +73,8 @@ fn charges_expire_with_the_window() {
 fn sink_inserts_admitted_blocks_as_prefetched_within_capacity() {
     struct Only(&'static [u8]);
     impl BlockFilter for Only {
-        fn admit(&self, keys: &BlockKeys) -> bool {
-            keys.iter().any(|k| k == self.0)
+        fn admit(&self, keys: &BlockKeys) -> Option<f64> {
+            keys.iter().any(|k| k == self.0).then_some(0.0)
         }
     }
     let one = block(&["a", "b"], 1000).size_in_bytes();
@@ -136,26 +136,30 @@ fn config_parses_names_and_rejects_bad_ones() {
 fn compaction_prefetches_wait_for_the_inputs_and_respect_the_budget() {
     struct All;
     impl BlockFilter for All {
-        fn admit(&self, _keys: &BlockKeys) -> bool {
-            true
+        fn admit(&self, _keys: &BlockKeys) -> Option<f64> {
+            Some(0.0)
         }
     }
     let cache = BlockCache::new(1 << 20);
     let w = tracked(&cache);
     let one = block(&["x"], 100).size_in_bytes() as u64;
+    let filter: Arc<dyn BlockFilter> = Arc::new(All);
+    let counters: Arc<JobCounters> = Arc::default();
     let d = Arc::new(Deferred {
         inputs: vec![5, 6],
-        blocks: Mutex::new(Vec::new()),
+        filter: filter.clone(),
+        counters: counters.clone(),
+        hold: Mutex::new(Hold::new(3 * one)),
     });
     for f in [5, 6] {
         w.tracking.deferred.lock().insert(f, d.clone());
     }
     let jw = JobWarming {
         cache: cache.clone(),
-        filter: Arc::new(All),
-        counters: Arc::default(),
+        filter,
+        counters,
         deferred: Some(d),
-        budget: Arc::new(AtomicU64::new(3 * one)),
+        budget: Arc::new(AtomicU64::new(u64::MAX)),
     };
     let mut sink = jw.sink(9);
     for i in 0..5 {
@@ -163,14 +167,18 @@ fn compaction_prefetches_wait_for_the_inputs_and_respect_the_budget() {
     }
     assert!(cache.is_empty(), "held until the inputs go");
     assert_eq!(
-        jw.counters.admitted.load(Relaxed),
-        3,
+        jw.counters.displaced.load(Relaxed),
+        2,
         "budget of three blocks"
     );
     // The job's inputs had nothing cached; deleting one still releases the blocks.
     assert_eq!(cache.erase_file(6), 0);
     assert_eq!(cache.len(), 3);
     assert_eq!(cache.stats().prefetched, 3);
+    assert_eq!(jw.counters.admitted.load(Relaxed), 3);
+    for i in 0..3 {
+        assert!(cache.contains(9, i * 4096), "equal priorities: the first kept");
+    }
     assert!(
         w.tracking.deferred.lock().is_empty(),
         "both inputs forgotten"
@@ -180,4 +188,56 @@ fn compaction_prefetches_wait_for_the_inputs_and_respect_the_budget() {
         0,
         "nothing cached was dropped"
     );
+}
+
+/// Over the budget a compaction keeps its blocks of highest priority, and inserts them
+/// least valuable first (the most valuable are evicted last); a block the policy withdraws
+/// at install stays out.
+#[test]
+fn the_hold_keeps_the_highest_priorities_and_asks_again_at_install() {
+    /// Priority: the block's first key's number; at install, "k13" is withdrawn.
+    struct ByNumber;
+    impl BlockFilter for ByNumber {
+        fn admit(&self, keys: &BlockKeys) -> Option<f64> {
+            std::str::from_utf8(&keys.first()?[1..]).ok()?.parse().ok()
+        }
+        fn at_install(&self, block: &Arc<Block>, priority: f64) -> Option<f64> {
+            (BlockKeys::of(block).first() != Some(b"k13".as_slice())).then_some(priority)
+        }
+    }
+    let one = block(&["k10"], 100).size_in_bytes() as u64;
+    // Room for exactly three blocks in one shard.
+    let cache = BlockCache::with_shards(3 * one as usize, 1);
+    let w = tracked(&cache);
+    let filter: Arc<dyn BlockFilter> = Arc::new(ByNumber);
+    let counters: Arc<JobCounters> = Arc::default();
+    let d = Arc::new(Deferred {
+        inputs: vec![5],
+        filter: filter.clone(),
+        counters: counters.clone(),
+        hold: Mutex::new(Hold::new(3 * one)),
+    });
+    w.tracking.deferred.lock().insert(5, d.clone());
+    let jw = JobWarming {
+        cache: cache.clone(),
+        filter,
+        counters,
+        deferred: Some(d),
+        budget: Arc::new(AtomicU64::new(u64::MAX)),
+    };
+    let mut sink = jw.sink(9);
+    for (i, k) in ["k11", "k15", "k12", "k13", "k14"].iter().enumerate() {
+        sink(i as u64 * 4096, &block(&[k], 100));
+    }
+    let c = &jw.counters;
+    assert_eq!(c.displaced.load(Relaxed), 2, "k11 and k12 displaced");
+    cache.erase_file(5);
+    assert_eq!(c.withdrawn.load(Relaxed), 1, "k13");
+    assert_eq!(c.admitted.load(Relaxed), 2);
+    assert!(cache.contains(9, 4096) && cache.contains(9, 4 * 4096));
+    // k14 went in first: one more block evicts it, not k15.
+    cache.insert(1, 0, block(&["k99"], 100));
+    cache.insert(1, 1, block(&["k98"], 100));
+    assert!(cache.contains(9, 4096), "k15, the highest, is the last evicted");
+    assert!(!cache.contains(9, 4 * 4096));
 }
