@@ -1,6 +1,7 @@
 //! The `cache_warming` option: which policy, and the learned policy's knobs.
 
 use super::oracle::ReadOracle;
+use super::Budget;
 use crate::error::{Error, Result};
 use std::fmt;
 use std::sync::Arc;
@@ -118,8 +119,12 @@ pub struct LearnedParams {
     /// A range is predicted hot when the model's probability reaches this.
     pub threshold: f64,
     /// The ranges predicted hot are capped, most probable first, at what fills this
-    /// fraction of the block cache (the rest keeps what readers cached).
+    /// fraction of the block cache (the rest keeps what readers cached); a flush prefetches
+    /// at most this fraction of the cache.
     pub cache_fraction: f64,
+    /// A compaction prefetches at most this many times as many blocks as the cache drops
+    /// when its output replaces its inputs ([`Budget::ReplaceDropped`]).
+    pub replace_factor: f64,
     /// Target data blocks per key range when the ranges are cut.
     pub blocks_per_range: usize,
     pub min_ranges: usize,
@@ -141,6 +146,7 @@ impl Default for LearnedParams {
             max_training_rows: 12_000,
             threshold: 0.25,
             cache_fraction: 0.8,
+            replace_factor: 1.5,
             blocks_per_range: 2,
             min_ranges: 64,
             max_ranges: 1 << 16,
@@ -152,6 +158,14 @@ impl Default for LearnedParams {
 }
 
 impl LearnedParams {
+    /// The prefetch budget of a job.
+    pub fn budget(&self) -> Budget {
+        Budget::ReplaceDropped {
+            factor: self.replace_factor,
+            flush_fraction: self.cache_fraction,
+        }
+    }
+
     fn validate(&self) -> Result<()> {
         let bad = |d: &str| {
             Err(Error::InvalidOptions {
@@ -182,6 +196,9 @@ impl LearnedParams {
         }
         if !(self.cache_fraction > 0.0 && self.cache_fraction <= 1.0) {
             return bad("cache_fraction must be in (0, 1]");
+        }
+        if !(self.replace_factor > 0.0 && self.replace_factor <= 100.0) {
+            return bad("replace_factor must be in (0, 100]");
         }
         if self.blocks_per_range == 0
             || self.min_ranges < 2

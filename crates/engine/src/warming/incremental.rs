@@ -83,7 +83,7 @@ impl CacheWarming for IncrementalWarmup {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::warming::{InputBlock, JobKind};
+    use crate::warming::{InputBlock, JobKind, KeySet};
 
     fn iv(lo: &str, hi: &str) -> (Vec<u8>, Vec<u8>) {
         (lo.as_bytes().to_vec(), hi.as_bytes().to_vec())
@@ -114,6 +114,7 @@ mod tests {
         let job = JobInputs {
             kind: JobKind::Compaction,
             blocks: &blocks,
+            cached_keys: &KeySet::default(),
         };
         let f = IncrementalWarmup.plan(&job).unwrap();
         assert!(f.admit(&BlockKeys::from_keys(&["a", "b"])).is_none());
@@ -126,6 +127,7 @@ mod tests {
         let job = JobInputs {
             kind: JobKind::Compaction,
             blocks: &none,
+            cached_keys: &KeySet::default(),
         };
         assert!(IncrementalWarmup.plan(&job).is_none(), "nothing was cached");
     }

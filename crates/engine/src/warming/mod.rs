@@ -50,6 +50,8 @@ pub use config::{CacheWarmingConfig, LearnedParams, ReadOracleHandle};
 pub use oracle::ReadOracle;
 
 use crate::cache::BlockCache;
+use incremental::CachedIntervals;
+use crate::sst::block::Block;
 use crate::sst::BlockSink;
 use crate::types::user_key;
 use crate::version::{TableFile, Version};
@@ -89,7 +91,11 @@ pub struct InputBlock {
 pub struct JobInputs<'a> {
     pub kind: JobKind,
     pub blocks: &'a [InputBlock],
+    /// The user keys of the input blocks cached when the job started.
+    pub cached_keys: &'a KeySet,
 }
+
+static NO_KEYS: KeySet = KeySet(Vec::new());
 
 impl JobInputs<'static> {
     /// A job without input tables (a flush).
@@ -97,6 +103,7 @@ impl JobInputs<'static> {
         JobInputs {
             kind: JobKind::Flush,
             blocks: &[],
+            cached_keys: &NO_KEYS,
         }
     }
 }
@@ -109,12 +116,39 @@ pub trait BlockFilter: Send + Sync {
     fn admit(&self, keys: &BlockKeys) -> Option<f64>;
 
     /// A compaction's admitted block is held until the job's output replaces its inputs
-    /// (see [`JobWarming`]); this is asked again then, with the priority `admit` gave.
-    /// Policies whose knowledge changes while the job runs (the oracle: reads have moved
-    /// on) decide again; the default keeps the first answer.
-    fn at_install(&self, _block: &Arc<crate::sst::block::Block>, priority: f64) -> Option<f64> {
-        Some(priority)
+    /// (see [`JobWarming`]); this is asked again then, with what is known at that moment:
+    /// the input blocks the cache drops ([`Dropping`]). Policies whose knowledge changed
+    /// while the job ran (the oracle: reads have moved on; the learned policy: blocks read
+    /// during the job) decide again; the default keeps the first answer.
+    fn at_install(&self, held: &Candidate<'_>, _dropping: &Dropping) -> Option<f64> {
+        Some(held.priority)
     }
+}
+
+/// A held output block, as [`BlockFilter::at_install`] sees it.
+pub struct Candidate<'a> {
+    pub block: &'a Arc<crate::sst::block::Block>,
+    /// The block's first and last user keys.
+    pub first: &'a [u8],
+    pub last: &'a [u8],
+    /// Hashes ([`KeySet::hash`]) of its user keys.
+    pub hashes: &'a [u64],
+    /// What [`BlockFilter::admit`] gave it.
+    pub priority: f64,
+}
+
+/// How many blocks one job may put into the cache.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Budget {
+    /// Up to this share of the cache's capacity in bytes (more would only evict the job's
+    /// own blocks).
+    CacheFraction(f64),
+    /// Up to this many times as many blocks as the cache drops when the output replaces
+    /// the inputs (the input blocks it holds then), plus what a flush may take as a share
+    /// of the cache (a flush drops nothing). Replacing what the job took out of the cache
+    /// evicts nothing else: filling the whole cache with a job's blocks pushes out the
+    /// blocks of every other file readers were using.
+    ReplaceDropped { factor: f64, flush_fraction: f64 },
 }
 
 /// The user keys of a data block, copied once into one buffer.
@@ -198,10 +232,9 @@ pub trait CacheWarming: Send + Sync {
     /// Adds the policy's own counters.
     fn stats(&self, _s: &mut WarmingStats) {}
 
-    /// The share of the cache's capacity one job may fill with prefetched blocks. The
-    /// whole cache by default: more would only evict the job's own blocks.
-    fn budget_fraction(&self) -> f64 {
-        1.0
+    /// How much one job may prefetch; the whole cache by default.
+    fn budget(&self) -> Budget {
+        Budget::CacheFraction(1.0)
     }
 }
 
@@ -231,7 +264,7 @@ pub struct WarmingStats {
     pub invalidation_events: u64,
     /// Key ranges marked invalidated (summed over events).
     pub invalidated_ranges: u64,
-    /// Dropped blocks of files no job had mapped to ranges.
+    /// Dropped blocks not tracked: the key space was not cut into ranges yet.
     pub unmapped_invalidated_blocks: u64,
     /// Cache misses in a range within the window after its invalidation.
     pub invalidation_misses: u64,
@@ -267,14 +300,15 @@ pub struct WarmingStats {
     pub hot_ranges: u64,
 }
 
-/// The input blocks of a file: offset and user-key interval, by offset.
-type FileBlocks = Vec<(u64, Vec<u8>, Vec<u8>)>;
+/// The data blocks of a job's input file, by offset.
+type FileBlocks = Vec<u64>;
 
-/// A cached block dropped at read count `at`, covering user keys `[lo, hi]`; `paid` once
-/// a miss was charged to it.
+/// A cached block dropped at read count `at`, covering user keys `[lo, hi]` and holding
+/// `keys`; `paid` once a miss was charged to it.
 struct Invalidated {
     lo: Vec<u8>,
     hi: Vec<u8>,
+    keys: KeySet,
     at: u64,
     paid: AtomicBool,
 }
@@ -297,11 +331,15 @@ impl Cut {
         }
     }
 
-    /// Records a dropped block.
-    fn invalidate(&self, lo: &[u8], hi: &[u8], at: u64) -> u64 {
+    /// Records a dropped block holding `keys`; returns the ranges it spans.
+    fn invalidate(&self, keys: &BlockKeys, at: u64) -> u64 {
+        let (Some(lo), Some(hi)) = (keys.first(), keys.last()) else {
+            return 0;
+        };
         let b = Arc::new(Invalidated {
             lo: lo.to_vec(),
             hi: hi.to_vec(),
+            keys: KeySet::of(keys),
             at,
             paid: AtomicBool::new(false),
         });
@@ -315,14 +353,17 @@ impl Cut {
         n as u64
     }
 
-    /// True if a miss of `key` at read count `now` re-reads a block dropped within the
-    /// window that no earlier miss was charged to (then it is charged to it).
+    /// True if a miss of `key` at read count `now` is of a key that a block dropped
+    /// within the window held, and no earlier miss was charged to that block (then it is
+    /// charged to it).
     fn charge_miss(&self, key: &[u8], now: u64) -> bool {
         let mut list = self.invalidated[self.ranges.range_of(key)].lock();
         list.retain(|x| !x.paid.load(Relaxed) && now - x.at.min(now) < INVALIDATION_WINDOW_READS);
+        let h = KeySet::hash(key);
         list.iter().any(|x| {
             x.lo.as_slice() <= key
                 && key <= x.hi.as_slice()
+                && x.keys.contains_hash(h)
                 && x.paid
                     .compare_exchange(false, true, Relaxed, Relaxed)
                     .is_ok()
@@ -344,7 +385,41 @@ struct Tracking {
 }
 
 impl Tracking {
-    fn on_erase(&self, cache: &BlockCache, file: u64, offsets: &[u64]) {
+    /// What the cache drops as the output replaces `inputs`: the blocks of the first of
+    /// them, `file`, just dropped, and the other inputs' blocks still cached.
+    fn dropping(
+        &self,
+        cache: &BlockCache,
+        dropped: &[(u64, Arc<Block>)],
+        file: u64,
+        inputs: &[u64],
+    ) -> Dropping {
+        let mut blocks: Vec<Arc<Block>> = dropped.iter().map(|(_, b)| b.clone()).collect();
+        {
+            let files = self.files.lock();
+            for f in inputs.iter().filter(|f| **f != file) {
+                for off in files.get(f).into_iter().flatten() {
+                    blocks.extend(cache.peek(*f, *off));
+                }
+            }
+        }
+        let mut intervals = Vec::with_capacity(blocks.len());
+        let mut hashes = Vec::new();
+        for b in &blocks {
+            let keys = BlockKeys::of(b);
+            if let (Some(lo), Some(hi)) = (keys.first(), keys.last()) {
+                intervals.push((lo.to_vec(), hi.to_vec()));
+            }
+            hashes.extend(keys.iter().map(KeySet::hash));
+        }
+        Dropping {
+            intervals: CachedIntervals::new(intervals),
+            keys: KeySet::from_hashes(hashes),
+            blocks: blocks.len(),
+        }
+    }
+
+    fn on_erase(&self, cache: &BlockCache, file: u64, dropped: &[(u64, Arc<Block>)]) {
         let deferred = self.deferred.lock().remove(&file);
         if let Some(d) = deferred {
             {
@@ -353,31 +428,76 @@ impl Tracking {
                     map.remove(f);
                 }
             }
-            d.install(cache);
+            let dropping = self.dropping(cache, dropped, file, &d.inputs);
+            d.install(cache, &dropping);
         }
-        if offsets.is_empty() {
+        self.files.lock().remove(&file);
+        if dropped.is_empty() {
             return;
         }
         self.invalidation_events.fetch_add(1, Relaxed);
-        let map = self.files.lock().remove(&file);
-        let current = self.cut.read().clone();
-        let (Some(blocks), Some(cut)) = (map, current) else {
+        let Some(cut) = self.cut.read().clone() else {
             self.unmapped_blocks
-                .fetch_add(offsets.len() as u64, Relaxed);
+                .fetch_add(dropped.len() as u64, Relaxed);
             return;
         };
         let now = self.reads.load(Relaxed);
-        let mut marked = 0;
-        for off in offsets {
-            let i = blocks.partition_point(|b| b.0 < *off);
-            match blocks.get(i) {
-                Some((o, lo, hi)) if o == off => marked += cut.invalidate(lo, hi, now),
-                _ => {
-                    self.unmapped_blocks.fetch_add(1, Relaxed);
-                }
-            }
-        }
+        let marked: u64 = dropped
+            .iter()
+            .map(|(_, b)| cut.invalidate(&BlockKeys::of(b), now))
+            .sum();
         self.invalidated_ranges.fetch_add(marked, Relaxed);
+    }
+}
+
+/// What the cache is dropping when a compaction's output is installed: the input blocks
+/// it held then (the job's inputs, as readers last saw them).
+#[derive(Debug, Default)]
+pub struct Dropping {
+    pub intervals: CachedIntervals,
+    pub keys: KeySet,
+    pub blocks: usize,
+}
+
+/// Hashes of user keys, sorted: which keys a set of blocks held. (64-bit hashes: a false
+/// match is a one-in-2^64 event per pair.)
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct KeySet(Vec<u64>);
+
+impl KeySet {
+    pub fn hash(key: &[u8]) -> u64 {
+        xxhash_rust::xxh3::xxh3_64(key)
+    }
+
+    pub fn from_hashes(mut v: Vec<u64>) -> KeySet {
+        v.sort_unstable();
+        v.dedup();
+        KeySet(v)
+    }
+
+    pub fn of(keys: &BlockKeys) -> KeySet {
+        KeySet::from_hashes(keys.iter().map(KeySet::hash).collect())
+    }
+
+    pub fn contains(&self, key: &[u8]) -> bool {
+        self.contains_hash(KeySet::hash(key))
+    }
+
+    pub fn contains_hash(&self, h: u64) -> bool {
+        self.0.binary_search(&h).is_ok()
+    }
+
+    /// True if one of `hashes` is in the set.
+    pub fn any(&self, hashes: &[u64]) -> bool {
+        !self.0.is_empty() && hashes.iter().any(|h| self.contains_hash(*h))
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
     }
 }
 
@@ -423,7 +543,11 @@ impl Warming {
             CacheWarmingConfig::None => Box::new(NoWarming),
             CacheWarmingConfig::IncrementalWarmup => Box::new(incremental::IncrementalWarmup),
             CacheWarmingConfig::Learned(p) => Box::new(learned::Learned::new(p.clone())),
-            CacheWarmingConfig::Oracle(o) => Box::new(oracle::OracleWarming::new(o.0.clone())),
+            // Under the learned policy's budget: the bound on what its knowledge can win.
+            CacheWarmingConfig::Oracle(o) => Box::new(oracle::OracleWarming::new(
+                o.0.clone(),
+                LearnedParams::default().budget(),
+            )),
         };
         let mut w = Self::with_policy(policy, cache);
         w.block_size = block_size;
@@ -447,9 +571,9 @@ impl Warming {
         });
         let t = Arc::downgrade(&tracking);
         let c = Arc::downgrade(&cache);
-        cache.set_erase_listener(Box::new(move |file, offsets| {
+        cache.set_erase_listener(Box::new(move |file, blocks| {
             if let (Some(t), Some(c)) = (t.upgrade(), c.upgrade()) {
-                t.on_erase(&c, file, offsets);
+                t.on_erase(&c, file, blocks);
             }
         }));
         Warming {
@@ -501,6 +625,7 @@ impl Warming {
         self.jobs.fetch_add(1, Relaxed);
         self.cut_ranges(version);
         let mut blocks = Vec::new();
+        let mut cached_keys = Vec::new();
         let mut input_files = Vec::new();
         for f in inputs {
             input_files.push(f.number());
@@ -514,30 +639,41 @@ impl Warming {
                     break;
                 };
                 let hi = user_key(it.key()).to_vec();
+                let cached = self.cache.peek(f.number(), h.offset);
+                if let Some(b) = &cached {
+                    cached_keys.extend(BlockKeys::of(b).iter().map(KeySet::hash));
+                }
                 blocks.push(InputBlock {
                     file: f.number(),
                     offset: h.offset,
                     lo: std::mem::replace(&mut lo, hi.clone()),
                     hi,
-                    cached: self.cache.contains(f.number(), h.offset),
+                    cached: cached.is_some(),
                 });
                 it.next();
             }
-            let map: FileBlocks = blocks[start..]
-                .iter()
-                .map(|b| (b.offset, b.lo.clone(), b.hi.clone()))
-                .collect();
+            let map: FileBlocks = blocks[start..].iter().map(|b| b.offset).collect();
             self.tracking.files.lock().insert(f.number(), map);
         }
         let filter = self.policy.plan(&JobInputs {
             kind,
             blocks: &blocks,
+            cached_keys: &KeySet::from_hashes(cached_keys),
         })?;
         self.jobs_planned.fetch_add(1, Relaxed);
-        let limit = (self.cache.capacity() as f64 * self.policy.budget_fraction()) as usize;
+        let budget = self.policy.budget();
+        let fraction = match (budget, kind) {
+            (Budget::CacheFraction(f), _) => f,
+            (Budget::ReplaceDropped { flush_fraction, .. }, JobKind::Flush) => flush_fraction,
+            // Held up to twice the cache (the more held, the more choice at install), cut
+            // to the dropped blocks then.
+            (Budget::ReplaceDropped { .. }, JobKind::Compaction) => 2.0,
+        };
+        let limit = (self.cache.capacity() as f64 * fraction) as usize;
         let deferred = (!input_files.is_empty()).then(|| {
             let d = Arc::new(Deferred {
                 inputs: input_files,
+                budget,
                 filter: filter.clone(),
                 counters: self.counters.clone(),
                 hold: Mutex::new(Hold::new(limit as u64)),
@@ -650,6 +786,7 @@ pub struct JobWarming {
 /// A compaction's admitted blocks, waiting for its inputs to go.
 struct Deferred {
     inputs: Vec<u64>,
+    budget: Budget,
     filter: Arc<dyn BlockFilter>,
     counters: Arc<JobCounters>,
     hold: Mutex<Hold>,
@@ -658,11 +795,18 @@ struct Deferred {
 impl Deferred {
     /// The output replaces the inputs: the held blocks the policy still wants enter the
     /// cache, least valuable first, so that the most valuable are the last to be evicted.
-    fn install(&self, cache: &BlockCache) {
+    fn install(&self, cache: &BlockCache, dropping: &Dropping) {
         let held = std::mem::replace(&mut *self.hold.lock(), Hold::new(0)).heap;
         let mut keep: Vec<Held> = Vec::with_capacity(held.len());
         for std::cmp::Reverse(mut h) in held {
-            match self.filter.at_install(&h.block, h.priority) {
+            let c = Candidate {
+                block: &h.block,
+                first: &h.first,
+                last: &h.last,
+                hashes: &h.hashes,
+                priority: h.priority,
+            };
+            match self.filter.at_install(&c, dropping) {
                 Some(p) => {
                     h.priority = p;
                     keep.push(h);
@@ -673,6 +817,12 @@ impl Deferred {
             }
         }
         keep.sort_unstable();
+        if let Budget::ReplaceDropped { factor, .. } = self.budget {
+            let room = (dropping.blocks as f64 * factor).ceil() as usize;
+            let over = keep.len().saturating_sub(room);
+            self.counters.displaced.fetch_add(over as u64, Relaxed);
+            keep.drain(..over);
+        }
         self.counters
             .admitted
             .fetch_add(keep.len() as u64, Relaxed);
@@ -685,6 +835,9 @@ impl Deferred {
 /// An admitted block held for a compaction's install.
 struct Held {
     priority: f64,
+    first: Vec<u8>,
+    last: Vec<u8>,
+    hashes: Vec<u64>,
     /// Order of admission: of two blocks of equal priority the earlier is kept.
     seq: u64,
     file: u64,
@@ -736,6 +889,7 @@ impl Hold {
     fn push(
         &mut self,
         priority: f64,
+        keys: &BlockKeys,
         file: u64,
         offset: u64,
         block: Arc<crate::sst::block::Block>,
@@ -743,6 +897,9 @@ impl Hold {
         self.bytes += block.size_in_bytes() as u64;
         self.heap.push(std::cmp::Reverse(Held {
             priority,
+            first: keys.first().unwrap_or_default().to_vec(),
+            last: keys.last().unwrap_or_default().to_vec(),
+            hashes: keys.iter().map(KeySet::hash).collect(),
             seq: self.next_seq,
             file,
             offset,
@@ -789,11 +946,24 @@ impl JobWarming {
                 let displaced = d
                     .hold
                     .lock()
-                    .push(priority, file_number, offset, Arc::clone(block));
+                    .push(priority, &keys, file_number, offset, Arc::clone(block));
                 counters.displaced.fetch_add(displaced, Relaxed);
                 return;
             }
-            // A flush inserts as it writes: the first blocks take the budget.
+            // A flush inserts as it writes, so its blocks are judged as installed at once
+            // (no input was dropped), and the first blocks take the budget.
+            let hashes: Vec<u64> = keys.iter().map(KeySet::hash).collect();
+            let c = Candidate {
+                block,
+                first: keys.first().unwrap_or_default(),
+                last: keys.last().unwrap_or_default(),
+                hashes: &hashes,
+                priority,
+            };
+            if filter.at_install(&c, &Dropping::default()).is_none() {
+                counters.withdrawn.fetch_add(1, Relaxed);
+                return;
+            }
             let size = block.size_in_bytes() as u64;
             if budget
                 .fetch_update(Relaxed, Relaxed, |b| b.checked_sub(size))

@@ -15,8 +15,10 @@
 //! client threads the engine serves them in nearly that order, so the oracle is exact with
 //! one client and off by the threads' interleaving (a few reads) with more.
 
-use super::{BlockFilter, BlockKeys, CacheWarming, JobInputs, INVALIDATION_WINDOW_READS};
-use crate::sst::block::Block;
+use super::{
+    BlockFilter, BlockKeys, Budget, CacheWarming, Candidate, Dropping, JobInputs,
+    INVALIDATION_WINDOW_READS,
+};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
@@ -25,6 +27,17 @@ pub trait ReadOracle: Send + Sync {
     /// The number of the first client read of `key` at or after read number `from`
     /// (counted from 0 at the engine's open).
     fn next_read(&self, key: &[u8], from: u64) -> Option<u64>;
+
+    /// How many reads of `key` have numbers in `[from, to)`.
+    fn reads_in(&self, key: &[u8], from: u64, to: u64) -> u64 {
+        let mut n = 0;
+        let mut at = from;
+        while let Some(r) = self.next_read(key, at).filter(|&r| r < to) {
+            n += 1;
+            at = r + 1;
+        }
+        n
+    }
 }
 
 /// How far ahead, in reads, the oracle looks while the job is still writing: the job's own
@@ -36,13 +49,15 @@ const BUILD_LOOKAHEAD: u64 = 4 * INVALIDATION_WINDOW_READS;
 pub struct OracleWarming {
     oracle: Arc<dyn ReadOracle>,
     reads: Arc<AtomicU64>,
+    budget: Budget,
 }
 
 impl OracleWarming {
-    pub fn new(oracle: Arc<dyn ReadOracle>) -> OracleWarming {
+    pub fn new(oracle: Arc<dyn ReadOracle>, budget: Budget) -> OracleWarming {
         OracleWarming {
             oracle,
             reads: Arc::default(),
+            budget,
         }
     }
 }
@@ -62,45 +77,50 @@ impl CacheWarming for OracleWarming {
     fn record_read(&self, _key: &[u8]) {
         self.reads.fetch_add(1, Relaxed);
     }
+
+    fn budget(&self) -> Budget {
+        self.budget
+    }
 }
 
-/// Admits a block if one of its keys is read within the horizon; the sooner, the higher
-/// its priority.
+/// Admits a block if one of its keys is read within the horizon.
 struct NextReads {
     oracle: Arc<dyn ReadOracle>,
     reads: Arc<AtomicU64>,
 }
 
-impl NextReads {
-    /// Priority of a block whose keys are `keys`, if one is read within `horizon` reads
-    /// of `now`: minus the distance to the first such read.
-    fn judge(&self, keys: &BlockKeys, now: u64, horizon: u64) -> Option<f64> {
+impl BlockFilter for NextReads {
+    /// While the job writes, the install is still to come: a block read soon may be read
+    /// only before it, so the hold ranks by how often the block is read over the whole
+    /// lookahead (a block read often is read after the install too).
+    fn admit(&self, keys: &BlockKeys) -> Option<f64> {
+        let now = self.reads.load(Relaxed);
+        let end = now + BUILD_LOOKAHEAD;
+        let n: u64 = keys.iter().map(|k| self.oracle.reads_in(k, now, end)).sum();
+        (n > 0).then_some(n as f64)
+    }
+
+    /// At install: the block is worth its place if it holds a key of a dropped block
+    /// (only those keys' misses are charged to the compaction) that is read within the
+    /// window; the sooner, the higher.
+    fn at_install(&self, held: &Candidate<'_>, dropping: &Dropping) -> Option<f64> {
+        let keys = BlockKeys::of(held.block);
+        let now = self.reads.load(Relaxed);
         let first = keys
             .iter()
-            .filter_map(|k| self.oracle.next_read(k, now))
+            .zip(held.hashes)
+            .filter(|(_, h)| dropping.keys.contains_hash(**h))
+            .filter_map(|(k, _)| self.oracle.next_read(k, now))
             .min()?;
         let ahead = first - now;
-        (ahead < horizon).then_some(-(ahead as f64))
-    }
-}
-
-impl BlockFilter for NextReads {
-    fn admit(&self, keys: &BlockKeys) -> Option<f64> {
-        self.judge(keys, self.reads.load(Relaxed), BUILD_LOOKAHEAD)
-    }
-
-    fn at_install(&self, block: &Arc<Block>, _priority: f64) -> Option<f64> {
-        self.judge(
-            &BlockKeys::of(block),
-            self.reads.load(Relaxed),
-            INVALIDATION_WINDOW_READS,
-        )
+        (ahead < INVALIDATION_WINDOW_READS).then_some(-(ahead as f64))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::warming::KeySet;
     use std::collections::HashMap;
 
     /// Reads of keys by read number.
@@ -118,29 +138,29 @@ mod tests {
         m.insert(b"a".to_vec(), vec![5, 20_000]);
         m.insert(b"b".to_vec(), vec![30]);
         m.insert(b"c".to_vec(), vec![INVALIDATION_WINDOW_READS + 100]);
-        OracleWarming::new(Arc::new(Schedule(m)))
+        OracleWarming::new(Arc::new(Schedule(m)), Budget::CacheFraction(1.0))
     }
 
     #[test]
-    fn admits_blocks_read_soon_and_ranks_by_the_first_read() {
+    fn admits_blocks_read_within_the_lookahead_ranked_by_their_reads() {
         let o = oracle();
         let f = o.plan(&JobInputs::empty()).unwrap();
         let p = |keys: &[&str]| f.admit(&BlockKeys::from_keys(keys));
-        assert_eq!(p(&["a"]), Some(-5.0));
-        assert_eq!(p(&["b", "z"]), Some(-30.0), "the key read soonest decides");
-        assert_eq!(p(&["a", "b"]), Some(-5.0));
+        // While the job runs: reads within the lookahead, counted.
+        assert_eq!(p(&["a"]), Some(2.0));
+        assert_eq!(p(&["b", "z"]), Some(1.0));
+        assert_eq!(p(&["a", "b"]), Some(3.0));
         assert_eq!(p(&["z"]), None, "never read");
-        // While the job runs the oracle looks past the window; at install it does not.
-        assert!(p(&["c"]).is_some());
+        assert!(p(&["c"]).is_some(), "past the window but within the lookahead");
         for _ in 0..10 {
             o.record_read(b"x");
         }
-        assert_eq!(p(&["a"]), Some(-(20_000.0 - 10.0)), "read 5 is past");
+        assert_eq!(p(&["a"]), Some(1.0), "read 5 is past");
     }
 
     #[test]
-    fn install_judges_against_the_reads_still_to_come() {
-        use crate::sst::block::BlockBuilder;
+    fn install_keeps_dropped_keys_read_within_the_window() {
+        use crate::sst::block::{Block, BlockBuilder};
         use crate::types::{make_internal_key, ValueKind};
         let block = |k: &str| {
             let mut b = BlockBuilder::new(16);
@@ -149,11 +169,28 @@ mod tests {
         };
         let o = oracle();
         let f = o.plan(&JobInputs::empty()).unwrap();
-        assert_eq!(f.at_install(&block("b"), 0.0), Some(-30.0));
-        assert_eq!(f.at_install(&block("c"), 0.0), None, "beyond the window");
+        let dropping = Dropping {
+            keys: KeySet::of(&BlockKeys::from_keys(&["b", "c"])),
+            ..Dropping::default()
+        };
+        let at = |k: &str| {
+            let b = block(k);
+            let hashes = [KeySet::hash(k.as_bytes())];
+            let c = Candidate {
+                block: &b,
+                first: k.as_bytes(),
+                last: k.as_bytes(),
+                hashes: &hashes,
+                priority: 1.0,
+            };
+            (f.at_install(&c, &dropping), f.at_install(&c, &Dropping::default()))
+        };
+        assert_eq!(at("a"), (None, None), "read soon, but no dropped block held it");
+        assert_eq!(at("b"), (Some(-30.0), None));
+        assert_eq!(at("c").0, None, "beyond the window");
         for _ in 0..40 {
             o.record_read(b"x");
         }
-        assert_eq!(f.at_install(&block("b"), -30.0), None, "its read went by");
+        assert_eq!(at("b").0, None, "its read went by");
     }
 }

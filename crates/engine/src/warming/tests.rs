@@ -13,21 +13,15 @@ fn block(keys: &[&str], value_len: usize) -> Arc<Block> {
     Arc::new(Block::new(b.finish()).unwrap())
 }
 
-/// Ranges [.., k10), [k10, k20), ... [k90, ..) cut by hand, and file 5's blocks mapped:
-/// the block at offset 0 holds keys k12..k27, the one at 100 k70..k79.
+/// Ranges [.., k10), [k10, k20), ... [k90, ..) cut by hand; file 5 has blocks at offsets
+/// 0 and 100 (a job's input).
 fn tracked(cache: &Arc<BlockCache>) -> Warming {
     let w = Warming::with_policy(Box::new(NoWarming), cache.clone());
     let keys: Vec<Vec<u8>> = (0..100).map(|i| format!("k{i:02}").into_bytes()).collect();
     let r = Arc::new(KeyRanges::from_sorted_keys(&keys, 10, 2, 10).unwrap());
     assert_eq!(r.len(), 10);
     *w.tracking.cut.write() = Some(Arc::new(Cut::new(r, 100)));
-    w.tracking.files.lock().insert(
-        5,
-        vec![
-            (0, b"k12".to_vec(), b"k27".to_vec()),
-            (100, b"k70".to_vec(), b"k79".to_vec()),
-        ],
-    );
+    w.tracking.files.lock().insert(5, vec![0, 100]);
     w
 }
 
@@ -35,23 +29,25 @@ fn tracked(cache: &Arc<BlockCache>) -> Warming {
 fn misses_after_an_invalidation_are_charged_once_within_the_window() {
     let cache = BlockCache::new(1 << 20);
     let w = tracked(&cache);
-    cache.insert(5, 0, block(&["k15"], 10));
+    cache.insert(5, 0, block(&["k12", "k15", "k25", "k27"], 10));
     cache.insert(6, 0, block(&["k75"], 10));
     w.record_read(b"k15", true); // before any invalidation: not counted
     assert_eq!(cache.erase_file(5), 1);
     let s = w.stats();
     assert_eq!((s.invalidation_events, s.invalidated_ranges), (1, 2));
     w.record_read(b"k11", true); // range 1, but outside the block's keys
+    w.record_read(b"k20", true); // inside its interval, not one of its keys
     w.record_read(b"k15", false); // a hit: not a miss
-    w.record_read(b"k75", true); // the block at 100 was not cached: not dropped
     w.record_read(b"k35", true); // range 3: untouched
     assert_eq!(w.stats().invalidation_misses, 0);
-    w.record_read(b"k25", true); // inside the dropped block: charged
-    w.record_read(b"k13", true); // the block was charged already
+    w.record_read(b"k25", true); // a key of the dropped block: charged
+    w.record_read(b"k12", true); // the block was charged already
     assert_eq!(w.stats().invalidation_misses, 1);
-    // A file no job mapped.
+    // Any dropped block counts, whether a job mapped its file or not.
     assert_eq!(cache.erase_file(6), 1);
-    assert_eq!(w.stats().unmapped_invalidated_blocks, 1);
+    w.record_read(b"k75", true);
+    assert_eq!(w.stats().invalidation_misses, 2);
+    assert_eq!(w.stats().unmapped_invalidated_blocks, 0);
 }
 
 #[test]
@@ -59,7 +55,7 @@ fn charges_expire_with_the_window() {
     let cache = BlockCache::new(1 << 20);
     let w = tracked(&cache);
     cache.insert(5, 0, block(&["k15"], 10));
-    cache.insert(5, 100, block(&["k75"], 10));
+    cache.insert(5, 100, block(&["k71", "k75"], 10));
     assert_eq!(cache.erase_file(5), 2);
     w.record_read(b"k71", true);
     for _ in 0..INVALIDATION_WINDOW_READS {
@@ -147,6 +143,7 @@ fn compaction_prefetches_wait_for_the_inputs_and_respect_the_budget() {
     let counters: Arc<JobCounters> = Arc::default();
     let d = Arc::new(Deferred {
         inputs: vec![5, 6],
+        budget: Budget::CacheFraction(1.0),
         filter: filter.clone(),
         counters: counters.clone(),
         hold: Mutex::new(Hold::new(3 * one)),
@@ -201,8 +198,8 @@ fn the_hold_keeps_the_highest_priorities_and_asks_again_at_install() {
         fn admit(&self, keys: &BlockKeys) -> Option<f64> {
             std::str::from_utf8(&keys.first()?[1..]).ok()?.parse().ok()
         }
-        fn at_install(&self, block: &Arc<Block>, priority: f64) -> Option<f64> {
-            (BlockKeys::of(block).first() != Some(b"k13".as_slice())).then_some(priority)
+        fn at_install(&self, held: &Candidate<'_>, _now: &Dropping) -> Option<f64> {
+            (held.first != b"k13").then_some(held.priority)
         }
     }
     let one = block(&["k10"], 100).size_in_bytes() as u64;
@@ -213,6 +210,7 @@ fn the_hold_keeps_the_highest_priorities_and_asks_again_at_install() {
     let counters: Arc<JobCounters> = Arc::default();
     let d = Arc::new(Deferred {
         inputs: vec![5],
+        budget: Budget::CacheFraction(1.0),
         filter: filter.clone(),
         counters: counters.clone(),
         hold: Mutex::new(Hold::new(3 * one)),
@@ -240,4 +238,58 @@ fn the_hold_keeps_the_highest_priorities_and_asks_again_at_install() {
     cache.insert(1, 1, block(&["k98"], 100));
     assert!(cache.contains(9, 4096), "k15, the highest, is the last evicted");
     assert!(!cache.contains(9, 4 * 4096));
+}
+
+/// Under `ReplaceDropped` a compaction puts into the cache at most `factor` times as many
+/// blocks as the cache drops at its install (the first input's dropped blocks and the
+/// other inputs' cached ones), the highest priorities.
+#[test]
+fn replace_dropped_budget_follows_the_blocks_dropped_at_install() {
+    struct ByNumber;
+    impl BlockFilter for ByNumber {
+        fn admit(&self, keys: &BlockKeys) -> Option<f64> {
+            std::str::from_utf8(&keys.first()?[1..]).ok()?.parse().ok()
+        }
+    }
+    let cache = BlockCache::new(1 << 20);
+    let w = tracked(&cache);
+    w.tracking.files.lock().insert(6, vec![0, 100, 200]);
+    // Two blocks of file 5 and one of file 6 cached: three dropped.
+    cache.insert(5, 0, block(&["k01"], 100));
+    cache.insert(5, 100, block(&["k02"], 100));
+    cache.insert(6, 200, block(&["k03"], 100));
+    let filter: Arc<dyn BlockFilter> = Arc::new(ByNumber);
+    let counters: Arc<JobCounters> = Arc::default();
+    let d = Arc::new(Deferred {
+        inputs: vec![5, 6],
+        budget: Budget::ReplaceDropped {
+            factor: 1.5,
+            flush_fraction: 0.5,
+        },
+        filter: filter.clone(),
+        counters: counters.clone(),
+        hold: Mutex::new(Hold::new(1 << 20)),
+    });
+    for f in [5, 6] {
+        w.tracking.deferred.lock().insert(f, d.clone());
+    }
+    let jw = JobWarming {
+        cache: cache.clone(),
+        filter,
+        counters,
+        deferred: Some(d),
+        budget: Arc::new(AtomicU64::new(u64::MAX)),
+    };
+    let mut sink = jw.sink(9);
+    for i in 10..20u64 {
+        sink(i * 4096, &block(&[&format!("k{i}")], 100));
+    }
+    assert_eq!(cache.erase_file(5), 2);
+    let c = &jw.counters;
+    // ceil(1.5 x 3) = 5 of the 10, the highest: k15..k19.
+    assert_eq!(c.admitted.load(Relaxed), 5);
+    assert_eq!(c.displaced.load(Relaxed), 5);
+    for i in 10..20u64 {
+        assert_eq!(cache.contains(9, i * 4096), i >= 15, "k{i}");
+    }
 }
