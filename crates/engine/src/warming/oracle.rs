@@ -102,14 +102,17 @@ impl BlockFilter for NextReads {
 
     /// At install: the block is worth its place if it holds a key of a dropped block
     /// (only those keys' misses are charged to the compaction) that is read within the
-    /// window; the sooner, the higher.
+    /// window; the sooner, the higher. A flush drops nothing: its blocks are judged by
+    /// all their keys (a key rewritten since the compaction that dropped its block is read
+    /// from the flush's output).
     fn at_install(&self, held: &Candidate<'_>, dropping: &Dropping) -> Option<f64> {
         let keys = BlockKeys::of(held.block);
         let now = self.reads.load(Relaxed);
+        let all = dropping.keys.is_empty();
         let first = keys
             .iter()
             .zip(held.hashes)
-            .filter(|(_, h)| dropping.keys.contains_hash(**h))
+            .filter(|(_, h)| all || dropping.keys.contains_hash(**h))
             .filter_map(|(k, _)| self.oracle.next_read(k, now))
             .min()?;
         let ahead = first - now;
@@ -185,8 +188,8 @@ mod tests {
             };
             (f.at_install(&c, &dropping), f.at_install(&c, &Dropping::default()))
         };
-        assert_eq!(at("a"), (None, None), "read soon, but no dropped block held it");
-        assert_eq!(at("b"), (Some(-30.0), None));
+        assert_eq!(at("a"), (None, Some(-5.0)), "no dropped block held it; a flush's would do");
+        assert_eq!(at("b"), (Some(-30.0), Some(-30.0)));
         assert_eq!(at("c").0, None, "beyond the window");
         for _ in 0..40 {
             o.record_read(b"x");
