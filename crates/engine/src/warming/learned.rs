@@ -304,6 +304,10 @@ impl CacheWarming for Learned {
         self.shared.params.budget()
     }
 
+    fn wants_cached_keys(&self) -> bool {
+        true
+    }
+
     fn stats(&self, s: &mut WarmingStats) {
         let c = &self.shared.counters;
         if let Some(col) = self.shared.collector.read().as_ref() {

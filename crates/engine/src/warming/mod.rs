@@ -91,7 +91,8 @@ pub struct InputBlock {
 pub struct JobInputs<'a> {
     pub kind: JobKind,
     pub blocks: &'a [InputBlock],
-    /// The user keys of the input blocks cached when the job started.
+    /// The user keys of the input blocks cached when the job started (empty unless the
+    /// policy [wants them](CacheWarming::wants_cached_keys)).
     pub cached_keys: &'a KeySet,
 }
 
@@ -236,6 +237,12 @@ pub trait CacheWarming: Send + Sync {
     fn budget(&self) -> Budget {
         Budget::CacheFraction(1.0)
     }
+
+    /// True if [`plan`](Self::plan) uses [`JobInputs::cached_keys`] (decoding the cached
+    /// input blocks' keys costs a job's start a little).
+    fn wants_cached_keys(&self) -> bool {
+        false
+    }
 }
 
 /// Today's behaviour: output blocks enter the cache only when read.
@@ -299,9 +306,6 @@ pub struct WarmingStats {
     pub prediction_micros: u64,
     pub hot_ranges: u64,
 }
-
-/// The data blocks of a job's input file, by offset.
-type FileBlocks = Vec<u64>;
 
 /// A cached block dropped at read count `at`, covering user keys `[lo, hi]` and holding
 /// `keys`; `paid` once a miss was charged to it.
@@ -376,7 +380,6 @@ struct Tracking {
     cut: RwLock<Option<Arc<Cut>>>,
     /// Prefetches waiting for their job's inputs to be deleted, by input file number.
     deferred: Mutex<HashMap<u64, Arc<Deferred>>>,
-    files: Mutex<HashMap<u64, FileBlocks>>,
     reads: AtomicU64,
     invalidation_events: AtomicU64,
     invalidated_ranges: AtomicU64,
@@ -385,69 +388,39 @@ struct Tracking {
 }
 
 impl Tracking {
-    /// What the cache drops as the output replaces `inputs`: the blocks of the first of
-    /// them, `file`, just dropped, and the other inputs' blocks still cached.
-    fn dropping(
-        &self,
-        cache: &BlockCache,
-        dropped: &[(u64, Arc<Block>)],
-        file: u64,
-        inputs: &[u64],
-    ) -> Dropping {
-        let mut blocks: Vec<Arc<Block>> = dropped.iter().map(|(_, b)| b.clone()).collect();
-        {
-            let files = self.files.lock();
-            for f in inputs.iter().filter(|f| **f != file) {
-                for off in files.get(f).into_iter().flatten() {
-                    blocks.extend(cache.peek(*f, *off));
+    /// The cache dropped `dropped` of `file` when the client read count was `at`.
+    fn on_erase(&self, cache: &BlockCache, file: u64, dropped: &[(u64, Arc<Block>)], at: u64) {
+        let keys: Vec<BlockKeys> = dropped.iter().map(|(_, b)| BlockKeys::of(b)).collect();
+        if !dropped.is_empty() {
+            self.invalidation_events.fetch_add(1, Relaxed);
+            match self.cut.read().clone() {
+                Some(cut) => {
+                    let marked: u64 = keys.iter().map(|k| cut.invalidate(k, at)).sum();
+                    self.invalidated_ranges.fetch_add(marked, Relaxed);
+                }
+                None => {
+                    self.unmapped_blocks
+                        .fetch_add(dropped.len() as u64, Relaxed);
                 }
             }
         }
-        let mut intervals = Vec::with_capacity(blocks.len());
-        let mut hashes = Vec::new();
-        for b in &blocks {
-            let keys = BlockKeys::of(b);
-            if let (Some(lo), Some(hi)) = (keys.first(), keys.last()) {
-                intervals.push((lo.to_vec(), hi.to_vec()));
-            }
-            hashes.extend(keys.iter().map(KeySet::hash));
-        }
-        Dropping {
-            intervals: CachedIntervals::new(intervals),
-            keys: KeySet::from_hashes(hashes),
-            blocks: blocks.len(),
-        }
-    }
-
-    fn on_erase(&self, cache: &BlockCache, file: u64, dropped: &[(u64, Arc<Block>)]) {
         let deferred = self.deferred.lock().remove(&file);
-        if let Some(d) = deferred {
-            {
-                let mut map = self.deferred.lock();
-                for f in &d.inputs {
-                    map.remove(f);
-                }
-            }
-            let dropping = self.dropping(cache, dropped, file, &d.inputs);
-            d.install(cache, &dropping);
+        if let Some(dropping) = deferred.as_ref().and_then(|d| d.arrived(file, &keys)) {
+            deferred.expect("arrived").install(cache, &dropping);
         }
-        self.files.lock().remove(&file);
-        if dropped.is_empty() {
-            return;
-        }
-        self.invalidation_events.fetch_add(1, Relaxed);
-        let Some(cut) = self.cut.read().clone() else {
-            self.unmapped_blocks
-                .fetch_add(dropped.len() as u64, Relaxed);
-            return;
-        };
-        let now = self.reads.load(Relaxed);
-        let marked: u64 = dropped
-            .iter()
-            .map(|(_, b)| cut.invalidate(&BlockKeys::of(b), now))
-            .sum();
-        self.invalidated_ranges.fetch_add(marked, Relaxed);
     }
+}
+
+/// What the erase listener hands the warming thread.
+enum Event {
+    /// Blocks of a deleted file dropped at client read count `at`.
+    Erase {
+        file: u64,
+        dropped: Vec<(u64, Arc<Block>)>,
+        at: u64,
+    },
+    /// Answered once every earlier event is handled.
+    Settle(std::sync::mpsc::SyncSender<()>),
 }
 
 /// What the cache is dropping when a compaction's output is installed: the input blocks
@@ -504,6 +477,8 @@ impl KeySet {
 /// The engine's cache-warming machinery: the policy, the invalidation accounting and the
 /// hooks the read, write and job paths call.
 pub struct Warming {
+    /// To the warming thread (see [`Warming::with_policy`]).
+    events: Mutex<std::sync::mpsc::Sender<Event>>,
     policy: Box<dyn CacheWarming>,
     cache: Arc<BlockCache>,
     tracking: Arc<Tracking>,
@@ -546,7 +521,7 @@ impl Warming {
             // Under the learned policy's budget: the bound on what its knowledge can win.
             CacheWarmingConfig::Oracle(o) => Box::new(oracle::OracleWarming::new(
                 o.0.clone(),
-                LearnedParams::default().budget(),
+                Budget::CacheFraction(1.0),
             )),
         };
         let mut w = Self::with_policy(policy, cache);
@@ -562,21 +537,45 @@ impl Warming {
         let tracking = Arc::new(Tracking {
             cut: RwLock::new(None),
             deferred: Mutex::new(HashMap::new()),
-            files: Mutex::new(HashMap::new()),
             reads: AtomicU64::new(0),
             invalidation_events: AtomicU64::new(0),
             invalidated_ranges: AtomicU64::new(0),
             unmapped_blocks: AtomicU64::new(0),
             invalidation_misses: AtomicU64::new(0),
         });
-        let t = Arc::downgrade(&tracking);
-        let c = Arc::downgrade(&cache);
+        // Deleting a file happens wherever the last reference to it goes, a client's read
+        // among them: the listener only hands the dropped blocks over, and a thread of its
+        // own does the accounting and inserts the prefetched blocks.
+        let (events, rx) = std::sync::mpsc::channel::<Event>();
+        let (t, c) = (Arc::downgrade(&tracking), Arc::downgrade(&cache));
+        std::thread::Builder::new()
+            .name("halflife-warming".into())
+            .spawn(move || {
+                for ev in rx {
+                    match ev {
+                        Event::Erase { file, dropped, at } => {
+                            if let (Some(t), Some(c)) = (t.upgrade(), c.upgrade()) {
+                                t.on_erase(&c, file, &dropped, at);
+                            }
+                        }
+                        Event::Settle(done) => {
+                            let _ = done.send(());
+                        }
+                    }
+                }
+            })
+            .expect("spawn the cache-warming thread");
+        let (t, tx) = (Arc::downgrade(&tracking), events.clone());
         cache.set_erase_listener(Box::new(move |file, blocks| {
-            if let (Some(t), Some(c)) = (t.upgrade(), c.upgrade()) {
-                t.on_erase(&c, file, blocks);
-            }
+            let at = t.upgrade().map_or(0, |t| t.reads.load(Relaxed));
+            let _ = tx.send(Event::Erase {
+                file,
+                dropped: blocks.to_vec(),
+                at,
+            });
         }));
         Warming {
+            events: Mutex::new(events),
             policy,
             cache,
             tracking,
@@ -591,6 +590,15 @@ impl Warming {
 
     pub fn policy_name(&self) -> &'static str {
         self.policy.name()
+    }
+
+    /// Waits until the warming thread has handled every file deletion so far (tests, and
+    /// statistics that must include the last job).
+    pub fn settle(&self) {
+        let (done, wait) = std::sync::mpsc::sync_channel(1);
+        if self.events.lock().send(Event::Settle(done)).is_ok() {
+            let _ = wait.recv();
+        }
     }
 
     /// A client read of `key`; `missed` if it missed the block cache.
@@ -626,11 +634,11 @@ impl Warming {
         self.cut_ranges(version);
         let mut blocks = Vec::new();
         let mut cached_keys = Vec::new();
+        let want_keys = self.policy.wants_cached_keys();
         let mut input_files = Vec::new();
         for f in inputs {
             input_files.push(f.number());
             let Ok(table) = f.table() else { continue };
-            let start = blocks.len();
             let mut lo = user_key(&table.properties().smallest_key).to_vec();
             let mut it = table.index_block().iter();
             it.seek_to_first();
@@ -639,21 +647,24 @@ impl Warming {
                     break;
                 };
                 let hi = user_key(it.key()).to_vec();
-                let cached = self.cache.peek(f.number(), h.offset);
-                if let Some(b) = &cached {
-                    cached_keys.extend(BlockKeys::of(b).iter().map(KeySet::hash));
-                }
+                let cached = if want_keys {
+                    let b = self.cache.peek(f.number(), h.offset);
+                    if let Some(b) = &b {
+                        cached_keys.extend(BlockKeys::of(b).iter().map(KeySet::hash));
+                    }
+                    b.is_some()
+                } else {
+                    self.cache.contains(f.number(), h.offset)
+                };
                 blocks.push(InputBlock {
                     file: f.number(),
                     offset: h.offset,
                     lo: std::mem::replace(&mut lo, hi.clone()),
                     hi,
-                    cached: cached.is_some(),
+                    cached,
                 });
                 it.next();
             }
-            let map: FileBlocks = blocks[start..].iter().map(|b| b.offset).collect();
-            self.tracking.files.lock().insert(f.number(), map);
         }
         let filter = self.policy.plan(&JobInputs {
             kind,
@@ -672,6 +683,10 @@ impl Warming {
         let limit = (self.cache.capacity() as f64 * fraction) as usize;
         let deferred = (!input_files.is_empty()).then(|| {
             let d = Arc::new(Deferred {
+                arrivals: Mutex::new(Arrivals {
+                    remaining: input_files.clone(),
+                    ..Arrivals::default()
+                }),
                 inputs: input_files,
                 budget,
                 filter: filter.clone(),
@@ -786,13 +801,47 @@ pub struct JobWarming {
 /// A compaction's admitted blocks, waiting for its inputs to go.
 struct Deferred {
     inputs: Vec<u64>,
+    /// The inputs deleted so far and the blocks the cache dropped with them.
+    arrivals: Mutex<Arrivals>,
     budget: Budget,
     filter: Arc<dyn BlockFilter>,
     counters: Arc<JobCounters>,
     hold: Mutex<Hold>,
 }
 
+#[derive(Default)]
+struct Arrivals {
+    remaining: Vec<u64>,
+    intervals: Vec<(Vec<u8>, Vec<u8>)>,
+    hashes: Vec<u64>,
+    blocks: usize,
+}
+
 impl Deferred {
+    /// Input `file` was deleted and the cache dropped blocks holding `keys`; once the last
+    /// input is gone (they go together, with the last version that held them), what the
+    /// cache dropped for the job.
+    fn arrived(&self, file: u64, keys: &[BlockKeys]) -> Option<Dropping> {
+        let mut a = self.arrivals.lock();
+        a.remaining.retain(|f| *f != file);
+        a.blocks += keys.len();
+        for k in keys {
+            if let (Some(lo), Some(hi)) = (k.first(), k.last()) {
+                a.intervals.push((lo.to_vec(), hi.to_vec()));
+            }
+            a.hashes.extend(k.iter().map(KeySet::hash));
+        }
+        if !a.remaining.is_empty() {
+            return None;
+        }
+        let a = std::mem::take(&mut *a);
+        Some(Dropping {
+            intervals: CachedIntervals::new(a.intervals),
+            keys: KeySet::from_hashes(a.hashes),
+            blocks: a.blocks,
+        })
+    }
+
     /// The output replaces the inputs: the held blocks the policy still wants enter the
     /// cache, least valuable first, so that the most valuable are the last to be evicted.
     fn install(&self, cache: &BlockCache, dropping: &Dropping) {

@@ -103,8 +103,9 @@ impl BlockFilter for NextReads {
     /// At install: the block is worth its place if it holds a key of a dropped block
     /// (only those keys' misses are charged to the compaction) that is read within the
     /// window; the sooner, the higher. A flush drops nothing: its blocks are judged by
-    /// all their keys (a key rewritten since the compaction that dropped its block is read
-    /// from the flush's output).
+    /// all their keys over the lookahead (a key rewritten after the compaction that
+    /// dropped its block is read from a flush's output, which may be older than the
+    /// window).
     fn at_install(&self, held: &Candidate<'_>, dropping: &Dropping) -> Option<f64> {
         let keys = BlockKeys::of(held.block);
         let now = self.reads.load(Relaxed);
@@ -116,7 +117,12 @@ impl BlockFilter for NextReads {
             .filter_map(|(k, _)| self.oracle.next_read(k, now))
             .min()?;
         let ahead = first - now;
-        (ahead < INVALIDATION_WINDOW_READS).then_some(-(ahead as f64))
+        let horizon = if all {
+            BUILD_LOOKAHEAD
+        } else {
+            INVALIDATION_WINDOW_READS
+        };
+        (ahead < horizon).then_some(-(ahead as f64))
     }
 }
 
@@ -190,7 +196,7 @@ mod tests {
         };
         assert_eq!(at("a"), (None, Some(-5.0)), "no dropped block held it; a flush's would do");
         assert_eq!(at("b"), (Some(-30.0), Some(-30.0)));
-        assert_eq!(at("c").0, None, "beyond the window");
+        assert_eq!(at("c"), (None, Some(-10_100.0)), "beyond the window, not the lookahead");
         for _ in 0..40 {
             o.record_read(b"x");
         }

@@ -13,16 +13,40 @@ fn block(keys: &[&str], value_len: usize) -> Arc<Block> {
     Arc::new(Block::new(b.finish()).unwrap())
 }
 
-/// Ranges [.., k10), [k10, k20), ... [k90, ..) cut by hand; file 5 has blocks at offsets
-/// 0 and 100 (a job's input).
+/// Ranges [.., k10), [k10, k20), ... [k90, ..) cut by hand.
 fn tracked(cache: &Arc<BlockCache>) -> Warming {
     let w = Warming::with_policy(Box::new(NoWarming), cache.clone());
     let keys: Vec<Vec<u8>> = (0..100).map(|i| format!("k{i:02}").into_bytes()).collect();
     let r = Arc::new(KeyRanges::from_sorted_keys(&keys, 10, 2, 10).unwrap());
     assert_eq!(r.len(), 10);
     *w.tracking.cut.write() = Some(Arc::new(Cut::new(r, 100)));
-    w.tracking.files.lock().insert(5, vec![0, 100]);
     w
+}
+
+/// A compaction's hold waiting for `inputs`, registered as `w`'s `begin_job` would.
+fn deferred(
+    w: &Warming,
+    inputs: &[u64],
+    budget: Budget,
+    filter: Arc<dyn BlockFilter>,
+    counters: Arc<JobCounters>,
+    hold: u64,
+) -> Arc<Deferred> {
+    let d = Arc::new(Deferred {
+        inputs: inputs.to_vec(),
+        arrivals: Mutex::new(Arrivals {
+            remaining: inputs.to_vec(),
+            ..Arrivals::default()
+        }),
+        budget,
+        filter,
+        counters,
+        hold: Mutex::new(Hold::new(hold)),
+    });
+    for f in inputs {
+        w.tracking.deferred.lock().insert(*f, d.clone());
+    }
+    d
 }
 
 #[test]
@@ -33,6 +57,7 @@ fn misses_after_an_invalidation_are_charged_once_within_the_window() {
     cache.insert(6, 0, block(&["k75"], 10));
     w.record_read(b"k15", true); // before any invalidation: not counted
     assert_eq!(cache.erase_file(5), 1);
+    w.settle();
     let s = w.stats();
     assert_eq!((s.invalidation_events, s.invalidated_ranges), (1, 2));
     w.record_read(b"k11", true); // range 1, but outside the block's keys
@@ -45,6 +70,7 @@ fn misses_after_an_invalidation_are_charged_once_within_the_window() {
     assert_eq!(w.stats().invalidation_misses, 1);
     // Any dropped block counts, whether a job mapped its file or not.
     assert_eq!(cache.erase_file(6), 1);
+    w.settle();
     w.record_read(b"k75", true);
     assert_eq!(w.stats().invalidation_misses, 2);
     assert_eq!(w.stats().unmapped_invalidated_blocks, 0);
@@ -57,6 +83,7 @@ fn charges_expire_with_the_window() {
     cache.insert(5, 0, block(&["k15"], 10));
     cache.insert(5, 100, block(&["k71", "k75"], 10));
     assert_eq!(cache.erase_file(5), 2);
+    w.settle();
     w.record_read(b"k71", true);
     for _ in 0..INVALIDATION_WINDOW_READS {
         w.record_read(b"k50", false);
@@ -141,16 +168,14 @@ fn compaction_prefetches_wait_for_the_inputs_and_respect_the_budget() {
     let one = block(&["x"], 100).size_in_bytes() as u64;
     let filter: Arc<dyn BlockFilter> = Arc::new(All);
     let counters: Arc<JobCounters> = Arc::default();
-    let d = Arc::new(Deferred {
-        inputs: vec![5, 6],
-        budget: Budget::CacheFraction(1.0),
-        filter: filter.clone(),
-        counters: counters.clone(),
-        hold: Mutex::new(Hold::new(3 * one)),
-    });
-    for f in [5, 6] {
-        w.tracking.deferred.lock().insert(f, d.clone());
-    }
+    let d = deferred(
+        &w,
+        &[5, 6],
+        Budget::CacheFraction(1.0),
+        filter.clone(),
+        counters.clone(),
+        3 * one,
+    );
     let jw = JobWarming {
         cache: cache.clone(),
         filter,
@@ -168,8 +193,13 @@ fn compaction_prefetches_wait_for_the_inputs_and_respect_the_budget() {
         2,
         "budget of three blocks"
     );
-    // The job's inputs had nothing cached; deleting one still releases the blocks.
+    // The job's inputs had nothing cached; deleting them still releases the blocks, once
+    // both are gone.
     assert_eq!(cache.erase_file(6), 0);
+    w.settle();
+    assert!(cache.is_empty(), "file 5 is still there");
+    assert_eq!(cache.erase_file(5), 0);
+    w.settle();
     assert_eq!(cache.len(), 3);
     assert_eq!(cache.stats().prefetched, 3);
     assert_eq!(jw.counters.admitted.load(Relaxed), 3);
@@ -208,14 +238,14 @@ fn the_hold_keeps_the_highest_priorities_and_asks_again_at_install() {
     let w = tracked(&cache);
     let filter: Arc<dyn BlockFilter> = Arc::new(ByNumber);
     let counters: Arc<JobCounters> = Arc::default();
-    let d = Arc::new(Deferred {
-        inputs: vec![5],
-        budget: Budget::CacheFraction(1.0),
-        filter: filter.clone(),
-        counters: counters.clone(),
-        hold: Mutex::new(Hold::new(3 * one)),
-    });
-    w.tracking.deferred.lock().insert(5, d.clone());
+    let d = deferred(
+        &w,
+        &[5],
+        Budget::CacheFraction(1.0),
+        filter.clone(),
+        counters.clone(),
+        3 * one,
+    );
     let jw = JobWarming {
         cache: cache.clone(),
         filter,
@@ -230,6 +260,7 @@ fn the_hold_keeps_the_highest_priorities_and_asks_again_at_install() {
     let c = &jw.counters;
     assert_eq!(c.displaced.load(Relaxed), 2, "k11 and k12 displaced");
     cache.erase_file(5);
+    w.settle();
     assert_eq!(c.withdrawn.load(Relaxed), 1, "k13");
     assert_eq!(c.admitted.load(Relaxed), 2);
     assert!(cache.contains(9, 4096) && cache.contains(9, 4 * 4096));
@@ -241,8 +272,7 @@ fn the_hold_keeps_the_highest_priorities_and_asks_again_at_install() {
 }
 
 /// Under `ReplaceDropped` a compaction puts into the cache at most `factor` times as many
-/// blocks as the cache drops at its install (the first input's dropped blocks and the
-/// other inputs' cached ones), the highest priorities.
+/// blocks as the cache dropped with its inputs, the highest priorities.
 #[test]
 fn replace_dropped_budget_follows_the_blocks_dropped_at_install() {
     struct ByNumber;
@@ -253,26 +283,17 @@ fn replace_dropped_budget_follows_the_blocks_dropped_at_install() {
     }
     let cache = BlockCache::new(1 << 20);
     let w = tracked(&cache);
-    w.tracking.files.lock().insert(6, vec![0, 100, 200]);
     // Two blocks of file 5 and one of file 6 cached: three dropped.
     cache.insert(5, 0, block(&["k01"], 100));
     cache.insert(5, 100, block(&["k02"], 100));
     cache.insert(6, 200, block(&["k03"], 100));
     let filter: Arc<dyn BlockFilter> = Arc::new(ByNumber);
     let counters: Arc<JobCounters> = Arc::default();
-    let d = Arc::new(Deferred {
-        inputs: vec![5, 6],
-        budget: Budget::ReplaceDropped {
-            factor: 1.5,
-            flush_fraction: 0.5,
-        },
-        filter: filter.clone(),
-        counters: counters.clone(),
-        hold: Mutex::new(Hold::new(1 << 20)),
-    });
-    for f in [5, 6] {
-        w.tracking.deferred.lock().insert(f, d.clone());
-    }
+    let budget = Budget::ReplaceDropped {
+        factor: 1.5,
+        flush_fraction: 0.5,
+    };
+    let d = deferred(&w, &[5, 6], budget, filter.clone(), counters.clone(), 1 << 20);
     let jw = JobWarming {
         cache: cache.clone(),
         filter,
@@ -285,6 +306,8 @@ fn replace_dropped_budget_follows_the_blocks_dropped_at_install() {
         sink(i * 4096, &block(&[&format!("k{i}")], 100));
     }
     assert_eq!(cache.erase_file(5), 2);
+    assert_eq!(cache.erase_file(6), 1);
+    w.settle();
     let c = &jw.counters;
     // ceil(1.5 x 3) = 5 of the 10, the highest: k15..k19.
     assert_eq!(c.admitted.load(Relaxed), 5);

@@ -11,9 +11,10 @@
 //! - *Steady state*: the median, over the intervals outside every compaction's
 //!   [`AFTER`] intervals, of p99, p99.9 and hit ratio (all intervals if fewer than
 //!   [`MIN_QUIET`] are outside).
-//! - *Spike*: an interval whose p99.9 exceeds twice a reference steady-state p99.9, the
-//!   same for every policy of a workload (`none`'s when it ran, so that a policy cannot
-//!   hide spikes by raising its own steady state).
+//! - *Spike*: an interval whose p99.9 exceeds twice the run's steady-state p99.9 (the
+//!   policies run one after another on a shared machine, whose load moves all of a run's
+//!   latencies; the steady state is reported beside the count, so that a policy raising
+//!   its own is seen).
 //! - *Post-compaction spike*: a spike within [`AFTER`] intervals from a compaction.
 //! - *Hit-ratio dip* of a compaction: the steady hit ratio minus the lowest hit ratio of
 //!   the intervals from the compaction's to [`AFTER`] later.
