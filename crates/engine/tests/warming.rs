@@ -144,14 +144,20 @@ fn invalidations_and_warming_through_the_engine() {
 }
 
 /// The oracle knows the reads to come: it removes at least as many of the invalidation
-/// misses as the baseline.
+/// misses as the baseline. (Compactions run in the background, so which blocks are cached
+/// when one installs varies between runs: the medians of three runs are compared.)
 #[test]
 fn the_oracle_bounds_the_baseline() {
-    let none = run(CacheWarmingConfig::None);
-    let inc = run(CacheWarmingConfig::IncrementalWarmup);
-    let o = run(oracle());
+    let median = |w: &dyn Fn() -> CacheWarmingConfig| {
+        let mut runs: Vec<DbStats> = (0..3).map(|_| run(w())).collect();
+        runs.sort_by_key(|s| s.warming.invalidation_misses);
+        runs.swap_remove(1)
+    };
+    let none = median(&|| CacheWarmingConfig::None);
+    let inc = median(&|| CacheWarmingConfig::IncrementalWarmup);
+    let o = median(&oracle);
     eprintln!(
-        "invalidation misses: none {} incremental {} oracle {}; prefetched: incremental {} oracle {} (hit {})",
+        "invalidation misses (median of 3): none {} incremental {} oracle {}; prefetched: incremental {} oracle {} (hit {})",
         none.warming.invalidation_misses,
         inc.warming.invalidation_misses,
         o.warming.invalidation_misses,

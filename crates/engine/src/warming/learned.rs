@@ -1,8 +1,10 @@
 //! Leaper: the collector counts reads per key range per slot; a background thread trains a
-//! gradient-boosting classifier on the history and, after every slot, predicts which
-//! ranges will be read in the next one; a flush or compaction then inserts the output
-//! blocks of predicted-hot ranges into the cache as it writes them, and leaves cold ranges
-//! out. Until the first model is trained nothing is prefetched.
+//! gradient-boosting classifier on the history, and a flush or compaction asks for its
+//! prediction of which ranges will be read in the next slot. What a job then caches
+//! ([`Hybrid`]) starts from what the baseline knows, the keys of the input blocks that are
+//! cached, and lets the model rank them and add the blocks of ranges it predicts hot; the
+//! budget is the blocks the compaction drops from the cache ([`Budget::ReplaceDropped`]).
+//! Until the first model is trained it is the baseline, per key, under that budget.
 //!
 //! Training runs on the trainer thread, the "resources the database does not use" of the
 //! slides. Prediction runs when a flush or compaction asks for it, at most once per slot
@@ -101,7 +103,7 @@ impl BlockFilter for Hybrid {
         if held.priority >= CACHED_BONUS {
             return Some(held.priority);
         }
-        Some(if dropping.keys.any(held.hashes) {
+        Some(if dropping.keys().any(held.hashes) {
             held.priority + CACHED_BONUS
         } else {
             held.priority
@@ -448,13 +450,16 @@ mod tests {
         assert_eq!(base.admit(&BlockKeys::from_keys(&["k0001x"])), Some(CACHED_BONUS));
         assert_eq!(base.admit(&BlockKeys::from_keys(&["k0004"])), None);
         // At install: the hot block's interval was read into the cache meanwhile.
-        let b = {
+        let block = |keys: &[&str]| {
             use crate::sst::block::{Block, BlockBuilder};
             use crate::types::{make_internal_key, ValueKind};
             let mut bb = BlockBuilder::new(16);
-            bb.add(&make_internal_key(b"k0004", 1, ValueKind::Value), b"v");
+            for k in keys {
+                bb.add(&make_internal_key(k.as_bytes(), 1, ValueKind::Value), b"v");
+            }
             Arc::new(Block::new(bb.finish()).unwrap())
         };
+        let b = block(&["k0004"]);
         let hashes = [KeySet::hash(b"k0004")];
         let c = Candidate {
             block: &b,
@@ -463,10 +468,7 @@ mod tests {
             hashes: &hashes,
             priority: hot,
         };
-        let now = Dropping {
-            keys: set(&["k0004", "k0009"]),
-            ..Dropping::default()
-        };
+        let now = Dropping::new(vec![block(&["k0004", "k0009"])]);
         assert_eq!(h.at_install(&c, &now), Some(hot + CACHED_BONUS));
         assert_eq!(h.at_install(&c, &Dropping::default()), Some(hot));
         let c = Candidate {

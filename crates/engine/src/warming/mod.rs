@@ -9,29 +9,35 @@
 //! - `none` ([`NoWarming`]): none; today's behaviour.
 //! - `incremental-warmup` ([`incremental::IncrementalWarmup`]): those overlapping blocks
 //!   that were cached in the inputs.
-//! - `learned` ([`learned::Learned`]): those in key ranges a classifier predicts will be
-//!   read in the next slot.
+//! - `learned` ([`learned::Learned`]): those holding keys of cached input blocks, ranked
+//!   by a classifier's prediction of their key ranges being read in the next slot, then
+//!   those of ranges it predicts hot ([`learned::Hybrid`]).
+//! - `oracle` ([`oracle::OracleWarming`]): the bound; knows the reads to come.
 //!
 //! # What is measured, for every policy ([`WarmingStats`])
 //!
 //! The key space is cut into ranges ([`ranges`]) at the first job that finds enough
 //! blocks on disk, and cut again whenever the tree has grown fourfold since (a database
-//! filling up from empty would otherwise keep the few ranges of its first flushes). When a job starts, the blocks of its input tables are mapped to ranges from their
-//! index blocks; when the inputs are deleted and the cache drops their blocks, each
-//! dropped block is remembered with its key interval and the read count. A client read
-//! that misses the cache on a key inside a dropped block's interval, within
-//! [`INVALIDATION_WINDOW_READS`] reads of the drop, is an *invalidation miss*, charged to
-//! that block once: the re-read of a block the compaction took out of the cache. So
-//! invalidation misses never exceed the cached blocks dropped, and a miss the cache would
-//! have taken anyway (a key whose block was not cached) is not charged to compactions.
-//! This is the count the paper's "cache invalidations" stand for, and what warming sets out
-//! to remove: a warmed block is hit, and the dropped block's charge expires unpaid. (Key
-//! ranges index the dropped blocks: a miss looks only at those of its key's range.)
-//! The window is counted in client reads, not time, so that runs on a loaded machine are
-//! comparable; it is two of the learned policy's default slots.
+//! filling up from empty would otherwise keep the few ranges of its first flushes). When a
+//! deleted file's blocks are dropped from the cache, each dropped block is remembered with
+//! its keys and the read count. A client read that misses the cache on a key the dropped
+//! block held, within [`INVALIDATION_WINDOW_READS`] reads of the drop, is an *invalidation
+//! miss*, charged to that block once: the re-read of a block the compaction took out of
+//! the cache. So invalidation misses never exceed the cached blocks dropped, and a miss
+//! the cache would have taken anyway is not charged to compactions: neither a key whose
+//! block was not cached, nor a key that merely lies between a dropped block's first and
+//! last keys (a flush's block spans the key intervals of dozens of deeper blocks, and
+//! holds keys of a few of them). This is the count the paper's "cache invalidations"
+//! stand for, and what warming sets out to remove: a warmed block is hit, and the dropped
+//! block's charge expires unpaid. (Key ranges index the dropped blocks: a miss looks only
+//! at those of its key's range.) The window is counted in client reads, not time, so that
+//! runs on a loaded machine are comparable.
 //!
-//! Prefetched blocks of a compaction enter the cache when its inputs are deleted (see
-//! [`JobWarming`]).
+//! Prefetched blocks of a compaction enter the cache when its first input is deleted (see
+//! [`JobWarming`]), before the dropped blocks are remembered. Deletion happens wherever
+//! the last reference to a file goes, a client's read among them: the accounting decodes
+//! nothing then (intervals come from the index when the job starts; a dropped block's keys
+//! are listed only when a miss falls in its interval).
 //!
 //! Hooks: [`Warming::record_read`] (every get), [`Warming::record_write`] (every put and
 //! delete), [`Warming::begin_job`] (a flush or compaction, with its inputs) which returns
@@ -50,7 +56,6 @@ pub use config::{CacheWarmingConfig, LearnedParams, ReadOracleHandle};
 pub use oracle::ReadOracle;
 
 use crate::cache::BlockCache;
-use incremental::CachedIntervals;
 use crate::sst::block::Block;
 use crate::sst::BlockSink;
 use crate::types::user_key;
@@ -60,7 +65,7 @@ use ranges::KeyRanges;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// Reads after an invalidation within which a miss in the invalidated range counts as an
 /// invalidation miss.
@@ -307,14 +312,28 @@ pub struct WarmingStats {
     pub hot_ranges: u64,
 }
 
-/// A cached block dropped at read count `at`, covering user keys `[lo, hi]` and holding
-/// `keys`; `paid` once a miss was charged to it.
+/// A cached block dropped at read count `at`, covering user keys `[lo, hi]`; `paid` once
+/// a miss was charged to it. Its keys are listed when a miss first falls in its interval
+/// (most dropped blocks are never missed on: decoding them all would cost the thread that
+/// deletes the file).
 struct Invalidated {
     lo: Vec<u8>,
     hi: Vec<u8>,
-    keys: KeySet,
+    block: Arc<Block>,
+    keys: OnceLock<KeySet>,
     at: u64,
     paid: AtomicBool,
+}
+
+impl Invalidated {
+    fn holds(&self, key: &[u8], hash: u64) -> bool {
+        self.lo.as_slice() <= key
+            && key <= self.hi.as_slice()
+            && self
+                .keys
+                .get_or_init(|| KeySet::of(&BlockKeys::of(&self.block)))
+                .contains_hash(hash)
+    }
 }
 
 /// One cut of the key space, with the recently invalidated blocks listed under every range
@@ -335,15 +354,13 @@ impl Cut {
         }
     }
 
-    /// Records a dropped block holding `keys`; returns the ranges it spans.
-    fn invalidate(&self, keys: &BlockKeys, at: u64) -> u64 {
-        let (Some(lo), Some(hi)) = (keys.first(), keys.last()) else {
-            return 0;
-        };
+    /// Records a dropped block covering `[lo, hi]`; returns the ranges it spans.
+    fn invalidate(&self, lo: &[u8], hi: &[u8], block: &Arc<Block>, at: u64) -> u64 {
         let b = Arc::new(Invalidated {
             lo: lo.to_vec(),
             hi: hi.to_vec(),
-            keys: KeySet::of(keys),
+            block: block.clone(),
+            keys: OnceLock::new(),
             at,
             paid: AtomicBool::new(false),
         });
@@ -365,9 +382,7 @@ impl Cut {
         list.retain(|x| !x.paid.load(Relaxed) && now - x.at.min(now) < INVALIDATION_WINDOW_READS);
         let h = KeySet::hash(key);
         list.iter().any(|x| {
-            x.lo.as_slice() <= key
-                && key <= x.hi.as_slice()
-                && x.keys.contains_hash(h)
+            x.holds(key, h)
                 && x.paid
                     .compare_exchange(false, true, Relaxed, Relaxed)
                     .is_ok()
@@ -375,11 +390,16 @@ impl Cut {
     }
 }
 
-/// Ranges, invalidated blocks and the block maps of job inputs.
+/// The input blocks of a file: offset and user-key interval, by offset.
+type FileBlocks = Vec<(u64, Vec<u8>, Vec<u8>)>;
+
+/// Ranges, invalidated blocks, the block maps of job inputs and the holds of running
+/// compactions.
 struct Tracking {
     cut: RwLock<Option<Arc<Cut>>>,
     /// Prefetches waiting for their job's inputs to be deleted, by input file number.
     deferred: Mutex<HashMap<u64, Arc<Deferred>>>,
+    files: Mutex<HashMap<u64, FileBlocks>>,
     reads: AtomicU64,
     invalidation_events: AtomicU64,
     invalidated_ranges: AtomicU64,
@@ -388,48 +408,101 @@ struct Tracking {
 }
 
 impl Tracking {
-    /// The cache dropped `dropped` of `file` when the client read count was `at`.
-    fn on_erase(&self, cache: &BlockCache, file: u64, dropped: &[(u64, Arc<Block>)], at: u64) {
-        let keys: Vec<BlockKeys> = dropped.iter().map(|(_, b)| BlockKeys::of(b)).collect();
-        if !dropped.is_empty() {
-            self.invalidation_events.fetch_add(1, Relaxed);
-            match self.cut.read().clone() {
-                Some(cut) => {
-                    let marked: u64 = keys.iter().map(|k| cut.invalidate(k, at)).sum();
-                    self.invalidated_ranges.fetch_add(marked, Relaxed);
+    /// The cache dropped `dropped` of `file`. The first input of a compaction to go
+    /// releases its prefetches, first (the output has replaced the inputs for readers);
+    /// then each dropped block is remembered for the invalidation accounting.
+    fn on_erase(&self, cache: &BlockCache, file: u64, dropped: &[(u64, Arc<Block>)]) {
+        let deferred = self.deferred.lock().remove(&file);
+        if let Some(d) = deferred {
+            {
+                let mut map = self.deferred.lock();
+                for f in &d.inputs {
+                    map.remove(f);
                 }
-                None => {
-                    self.unmapped_blocks
-                        .fetch_add(dropped.len() as u64, Relaxed);
+            }
+            d.install(cache, &self.dropping(cache, dropped, file, &d.inputs));
+        }
+        let blocks = self.files.lock().remove(&file);
+        if dropped.is_empty() {
+            return;
+        }
+        self.invalidation_events.fetch_add(1, Relaxed);
+        let (Some(blocks), Some(cut)) = (blocks, self.cut.read().clone()) else {
+            self.unmapped_blocks
+                .fetch_add(dropped.len() as u64, Relaxed);
+            return;
+        };
+        let now = self.reads.load(Relaxed);
+        let mut marked = 0;
+        for (off, block) in dropped {
+            let i = blocks.partition_point(|b| b.0 < *off);
+            match blocks.get(i) {
+                Some((o, lo, hi)) if o == off => marked += cut.invalidate(lo, hi, block, now),
+                _ => {
+                    self.unmapped_blocks.fetch_add(1, Relaxed);
                 }
             }
         }
-        let deferred = self.deferred.lock().remove(&file);
-        if let Some(dropping) = deferred.as_ref().and_then(|d| d.arrived(file, &keys)) {
-            deferred.expect("arrived").install(cache, &dropping);
+        self.invalidated_ranges.fetch_add(marked, Relaxed);
+    }
+
+    /// What the cache drops as a compaction's output replaces `inputs`: the blocks of
+    /// the first of them to go, `file`, just dropped, and the other inputs' blocks it
+    /// still holds (they go with the same version, a moment later).
+    fn dropping(
+        &self,
+        cache: &BlockCache,
+        dropped: &[(u64, Arc<Block>)],
+        file: u64,
+        inputs: &[u64],
+    ) -> Dropping {
+        let mut blocks: Vec<Arc<Block>> = dropped.iter().map(|(_, b)| b.clone()).collect();
+        let files = self.files.lock();
+        for f in inputs.iter().filter(|f| **f != file) {
+            for (off, _, _) in files.get(f).into_iter().flatten() {
+                blocks.extend(cache.peek(*f, *off));
+            }
         }
+        Dropping::new(blocks)
     }
 }
 
-/// What the erase listener hands the warming thread.
-enum Event {
-    /// Blocks of a deleted file dropped at client read count `at`.
-    Erase {
-        file: u64,
-        dropped: Vec<(u64, Arc<Block>)>,
-        at: u64,
-    },
-    /// Answered once every earlier event is handled.
-    Settle(std::sync::mpsc::SyncSender<()>),
-}
-
 /// What the cache is dropping when a compaction's output is installed: the input blocks
-/// it held then (the job's inputs, as readers last saw them).
+/// it held then (the job's inputs, as readers last saw them). Their keys are listed when
+/// a policy first asks.
 #[derive(Debug, Default)]
 pub struct Dropping {
-    pub intervals: CachedIntervals,
-    pub keys: KeySet,
-    pub blocks: usize,
+    blocks: Vec<Arc<Block>>,
+    keys: OnceLock<KeySet>,
+}
+
+impl Dropping {
+    pub fn new(blocks: Vec<Arc<Block>>) -> Dropping {
+        Dropping {
+            blocks,
+            keys: OnceLock::new(),
+        }
+    }
+
+    /// How many blocks.
+    pub fn len(&self) -> usize {
+        self.blocks.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.blocks.is_empty()
+    }
+
+    /// The user keys the blocks held.
+    pub fn keys(&self) -> &KeySet {
+        self.keys.get_or_init(|| {
+            let mut hashes = Vec::new();
+            for b in &self.blocks {
+                hashes.extend(BlockKeys::of(b).iter().map(KeySet::hash));
+            }
+            KeySet::from_hashes(hashes)
+        })
+    }
 }
 
 /// Hashes of user keys, sorted: which keys a set of blocks held. (64-bit hashes: a false
@@ -477,8 +550,6 @@ impl KeySet {
 /// The engine's cache-warming machinery: the policy, the invalidation accounting and the
 /// hooks the read, write and job paths call.
 pub struct Warming {
-    /// To the warming thread (see [`Warming::with_policy`]).
-    events: Mutex<std::sync::mpsc::Sender<Event>>,
     policy: Box<dyn CacheWarming>,
     cache: Arc<BlockCache>,
     tracking: Arc<Tracking>,
@@ -521,7 +592,7 @@ impl Warming {
             // Under the learned policy's budget: the bound on what its knowledge can win.
             CacheWarmingConfig::Oracle(o) => Box::new(oracle::OracleWarming::new(
                 o.0.clone(),
-                Budget::CacheFraction(1.0),
+                LearnedParams::default().budget(),
             )),
         };
         let mut w = Self::with_policy(policy, cache);
@@ -537,45 +608,20 @@ impl Warming {
         let tracking = Arc::new(Tracking {
             cut: RwLock::new(None),
             deferred: Mutex::new(HashMap::new()),
+            files: Mutex::new(HashMap::new()),
             reads: AtomicU64::new(0),
             invalidation_events: AtomicU64::new(0),
             invalidated_ranges: AtomicU64::new(0),
             unmapped_blocks: AtomicU64::new(0),
             invalidation_misses: AtomicU64::new(0),
         });
-        // Deleting a file happens wherever the last reference to it goes, a client's read
-        // among them: the listener only hands the dropped blocks over, and a thread of its
-        // own does the accounting and inserts the prefetched blocks.
-        let (events, rx) = std::sync::mpsc::channel::<Event>();
         let (t, c) = (Arc::downgrade(&tracking), Arc::downgrade(&cache));
-        std::thread::Builder::new()
-            .name("halflife-warming".into())
-            .spawn(move || {
-                for ev in rx {
-                    match ev {
-                        Event::Erase { file, dropped, at } => {
-                            if let (Some(t), Some(c)) = (t.upgrade(), c.upgrade()) {
-                                t.on_erase(&c, file, &dropped, at);
-                            }
-                        }
-                        Event::Settle(done) => {
-                            let _ = done.send(());
-                        }
-                    }
-                }
-            })
-            .expect("spawn the cache-warming thread");
-        let (t, tx) = (Arc::downgrade(&tracking), events.clone());
         cache.set_erase_listener(Box::new(move |file, blocks| {
-            let at = t.upgrade().map_or(0, |t| t.reads.load(Relaxed));
-            let _ = tx.send(Event::Erase {
-                file,
-                dropped: blocks.to_vec(),
-                at,
-            });
+            if let (Some(t), Some(c)) = (t.upgrade(), c.upgrade()) {
+                t.on_erase(&c, file, blocks);
+            }
         }));
         Warming {
-            events: Mutex::new(events),
             policy,
             cache,
             tracking,
@@ -592,14 +638,6 @@ impl Warming {
         self.policy.name()
     }
 
-    /// Waits until the warming thread has handled every file deletion so far (tests, and
-    /// statistics that must include the last job).
-    pub fn settle(&self) {
-        let (done, wait) = std::sync::mpsc::sync_channel(1);
-        if self.events.lock().send(Event::Settle(done)).is_ok() {
-            let _ = wait.recv();
-        }
-    }
 
     /// A client read of `key`; `missed` if it missed the block cache.
     pub fn record_read(&self, key: &[u8], missed: bool) {
@@ -639,6 +677,7 @@ impl Warming {
         for f in inputs {
             input_files.push(f.number());
             let Ok(table) = f.table() else { continue };
+            let start = blocks.len();
             let mut lo = user_key(&table.properties().smallest_key).to_vec();
             let mut it = table.index_block().iter();
             it.seek_to_first();
@@ -665,6 +704,11 @@ impl Warming {
                 });
                 it.next();
             }
+            let map: FileBlocks = blocks[start..]
+                .iter()
+                .map(|b| (b.offset, b.lo.clone(), b.hi.clone()))
+                .collect();
+            self.tracking.files.lock().insert(f.number(), map);
         }
         let filter = self.policy.plan(&JobInputs {
             kind,
@@ -683,10 +727,6 @@ impl Warming {
         let limit = (self.cache.capacity() as f64 * fraction) as usize;
         let deferred = (!input_files.is_empty()).then(|| {
             let d = Arc::new(Deferred {
-                arrivals: Mutex::new(Arrivals {
-                    remaining: input_files.clone(),
-                    ..Arrivals::default()
-                }),
                 inputs: input_files,
                 budget,
                 filter: filter.clone(),
@@ -784,11 +824,11 @@ impl Warming {
 /// A compaction's output is invisible to readers until the job installs it, and a large
 /// job runs long enough for the cache to turn over many times: blocks inserted as they are
 /// written would be evicted before anyone could read them. So the admitted blocks of a
-/// compaction are held (already decoded: still no extra read) and inserted the moment its
-/// first input file is deleted, i.e. when the output replaces the inputs for readers. A
-/// flush's output is inserted as written (a flush is short, and has no inputs to wait
-/// for). A job admits at most `cache_fraction` of the cache's capacity in bytes: more
-/// would only evict its own earlier blocks.
+/// compaction are held (already decoded: still no extra read), the highest priorities
+/// within the policy's [`Budget`], and inserted when its first input file is deleted,
+/// i.e. when the output has replaced the inputs for readers, least valuable first. A flush's
+/// output is inserted as written (a flush is short, and has no inputs to wait for), the
+/// first blocks taking the budget.
 pub struct JobWarming {
     cache: Arc<BlockCache>,
     filter: Arc<dyn BlockFilter>,
@@ -801,47 +841,13 @@ pub struct JobWarming {
 /// A compaction's admitted blocks, waiting for its inputs to go.
 struct Deferred {
     inputs: Vec<u64>,
-    /// The inputs deleted so far and the blocks the cache dropped with them.
-    arrivals: Mutex<Arrivals>,
     budget: Budget,
     filter: Arc<dyn BlockFilter>,
     counters: Arc<JobCounters>,
     hold: Mutex<Hold>,
 }
 
-#[derive(Default)]
-struct Arrivals {
-    remaining: Vec<u64>,
-    intervals: Vec<(Vec<u8>, Vec<u8>)>,
-    hashes: Vec<u64>,
-    blocks: usize,
-}
-
 impl Deferred {
-    /// Input `file` was deleted and the cache dropped blocks holding `keys`; once the last
-    /// input is gone (they go together, with the last version that held them), what the
-    /// cache dropped for the job.
-    fn arrived(&self, file: u64, keys: &[BlockKeys]) -> Option<Dropping> {
-        let mut a = self.arrivals.lock();
-        a.remaining.retain(|f| *f != file);
-        a.blocks += keys.len();
-        for k in keys {
-            if let (Some(lo), Some(hi)) = (k.first(), k.last()) {
-                a.intervals.push((lo.to_vec(), hi.to_vec()));
-            }
-            a.hashes.extend(k.iter().map(KeySet::hash));
-        }
-        if !a.remaining.is_empty() {
-            return None;
-        }
-        let a = std::mem::take(&mut *a);
-        Some(Dropping {
-            intervals: CachedIntervals::new(a.intervals),
-            keys: KeySet::from_hashes(a.hashes),
-            blocks: a.blocks,
-        })
-    }
-
     /// The output replaces the inputs: the held blocks the policy still wants enter the
     /// cache, least valuable first, so that the most valuable are the last to be evicted.
     fn install(&self, cache: &BlockCache, dropping: &Dropping) {
@@ -867,7 +873,7 @@ impl Deferred {
         }
         keep.sort_unstable();
         if let Budget::ReplaceDropped { factor, .. } = self.budget {
-            let room = (dropping.blocks as f64 * factor).ceil() as usize;
+            let room = (dropping.len() as f64 * factor).ceil() as usize;
             let over = keep.len().saturating_sub(room);
             self.counters.displaced.fetch_add(over as u64, Relaxed);
             keep.drain(..over);

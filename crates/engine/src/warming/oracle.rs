@@ -109,11 +109,11 @@ impl BlockFilter for NextReads {
     fn at_install(&self, held: &Candidate<'_>, dropping: &Dropping) -> Option<f64> {
         let keys = BlockKeys::of(held.block);
         let now = self.reads.load(Relaxed);
-        let all = dropping.keys.is_empty();
+        let all = dropping.is_empty();
         let first = keys
             .iter()
             .zip(held.hashes)
-            .filter(|(_, h)| all || dropping.keys.contains_hash(**h))
+            .filter(|(_, h)| all || dropping.keys().contains_hash(**h))
             .filter_map(|(k, _)| self.oracle.next_read(k, now))
             .min()?;
         let ahead = first - now;
@@ -171,19 +171,18 @@ mod tests {
     fn install_keeps_dropped_keys_read_within_the_window() {
         use crate::sst::block::{Block, BlockBuilder};
         use crate::types::{make_internal_key, ValueKind};
-        let block = |k: &str| {
+        let block = |keys: &[&str]| {
             let mut b = BlockBuilder::new(16);
-            b.add(&make_internal_key(k.as_bytes(), 1, ValueKind::Value), b"v");
+            for k in keys {
+                b.add(&make_internal_key(k.as_bytes(), 1, ValueKind::Value), b"v");
+            }
             Arc::new(Block::new(b.finish()).unwrap())
         };
         let o = oracle();
         let f = o.plan(&JobInputs::empty()).unwrap();
-        let dropping = Dropping {
-            keys: KeySet::of(&BlockKeys::from_keys(&["b", "c"])),
-            ..Dropping::default()
-        };
+        let dropping = Dropping::new(vec![block(&["b", "c"])]);
         let at = |k: &str| {
-            let b = block(k);
+            let b = block(&[k]);
             let hashes = [KeySet::hash(k.as_bytes())];
             let c = Candidate {
                 block: &b,
