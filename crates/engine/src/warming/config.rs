@@ -146,7 +146,7 @@ impl Default for LearnedParams {
             max_training_rows: 12_000,
             threshold: 0.25,
             cache_fraction: 0.8,
-            replace_factor: 1.5,
+            replace_factor: 2.0,
             blocks_per_range: 2,
             min_ranges: 64,
             max_ranges: 1 << 16,
