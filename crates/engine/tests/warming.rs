@@ -4,10 +4,10 @@
 
 use halflife_engine::warming::{ReadOracle, ReadOracleHandle};
 use halflife_engine::{CacheWarmingConfig, DbStats, GcPolicyConfig, LearnedParams, Options, DB};
-use std::collections::HashMap;
-use std::sync::Arc;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+use std::collections::HashMap;
+use std::sync::Arc;
 
 fn options(warming: CacheWarmingConfig) -> Options {
     Options {

@@ -26,8 +26,8 @@ use anyhow::{anyhow, bail, Context, Result};
 use engine::{CacheWarmingConfig, DbStats, GcPolicyConfig, Options, DB};
 use plotters::prelude::*;
 use serde::Serialize;
-use std::path::{Path, PathBuf};
 use spikes::{Edge, Interval, IntervalLatencies, Spikes};
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -282,9 +282,9 @@ pub fn run(a: Args) -> Result<()> {
                 spec.key_size as usize,
                 w.run_ops().map(|op| Ok(ClientOp::from(op))),
             )?;
-            Some(CacheWarmingConfig::Oracle(engine::warming::ReadOracleHandle(
-                Arc::new(f),
-            )))
+            Some(CacheWarmingConfig::Oracle(
+                engine::warming::ReadOracleHandle(Arc::new(f)),
+            ))
         } else {
             None
         };
@@ -654,7 +654,10 @@ fn render(r: &WorkloadReport) -> String {
             table::micros(s.post_compaction_p999_us),
             s.measured_intervals.to_string(),
             s.spike_intervals.to_string(),
-            format!("{} of {}", s.post_compaction_spikes, s.post_compaction_intervals),
+            format!(
+                "{} of {}",
+                s.post_compaction_spikes, s.post_compaction_intervals
+            ),
             p.spikes_removed_vs_none
                 .map_or(String::new(), |x| format!("{:.1}%", x * 100.0)),
             format!("{:.4}", s.mean_hit_dip),
@@ -896,7 +899,12 @@ where
         .or(r.results.first())
         .map_or(0.0, |p| 2.0 * p.spikes.reference_p999_us);
     let all = points.iter().flatten().map(|p| p.1);
-    let y_lo = all.clone().fold(f64::INFINITY, f64::min).min(threshold).max(1.0) / 1.5;
+    let y_lo = all
+        .clone()
+        .fold(f64::INFINITY, f64::min)
+        .min(threshold)
+        .max(1.0)
+        / 1.5;
     let y_hi = all.fold(1.0, f64::max).max(threshold) * 1.5;
     let mut chart = ChartBuilder::on(area)
         .margin(12)

@@ -4,8 +4,8 @@ use super::oracle::ReadOracle;
 use super::Budget;
 use crate::error::{Error, Result};
 use std::fmt;
-use std::sync::Arc;
 use std::str::FromStr;
+use std::sync::Arc;
 
 /// Which [`CacheWarming`](super::CacheWarming) policy an engine runs.
 #[derive(Clone, Debug, Default, PartialEq)]

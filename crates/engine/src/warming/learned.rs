@@ -444,10 +444,17 @@ mod tests {
         assert!((hot - 0.2).abs() < 1e-6);
         assert!(cached_low > hot, "the baseline's signal first");
         assert_eq!(p(&["k0007"]), None, "neither cached nor hot");
-        assert_eq!(p(&["k0001y"]), None, "in a cached block's interval, not among its keys");
+        assert_eq!(
+            p(&["k0001y"]),
+            None,
+            "in a cached block's interval, not among its keys"
+        );
         // Without a model: exactly the baseline's knowledge.
         let base = Hybrid::new(None, set(&["k0001x", "k0002"]));
-        assert_eq!(base.admit(&BlockKeys::from_keys(&["k0001x"])), Some(CACHED_BONUS));
+        assert_eq!(
+            base.admit(&BlockKeys::from_keys(&["k0001x"])),
+            Some(CACHED_BONUS)
+        );
         assert_eq!(base.admit(&BlockKeys::from_keys(&["k0004"])), None);
         // At install: the hot block's interval was read into the cache meanwhile.
         let block = |keys: &[&str]| {
@@ -561,7 +568,9 @@ mod tests {
         }
         let f = l.plan(&JobInputs::empty()).unwrap();
         assert!(f.admit(&BlockKeys::from_keys(&["k0003"])).is_some());
-        assert!(f.admit(&BlockKeys::from_keys(&["k0015", "k0019"])).is_none());
+        assert!(f
+            .admit(&BlockKeys::from_keys(&["k0015", "k0019"]))
+            .is_none());
         let mut s = WarmingStats::default();
         l.stats(&mut s);
         assert!(s.trainings >= 1 && s.predictions >= 1 && s.slots >= 8);

@@ -638,7 +638,6 @@ impl Warming {
         self.policy.name()
     }
 
-
     /// A client read of `key`; `missed` if it missed the block cache.
     pub fn record_read(&self, key: &[u8], missed: bool) {
         let t = &self.tracking;
@@ -878,9 +877,7 @@ impl Deferred {
             self.counters.displaced.fetch_add(over as u64, Relaxed);
             keep.drain(..over);
         }
-        self.counters
-            .admitted
-            .fetch_add(keep.len() as u64, Relaxed);
+        self.counters.admitted.fetch_add(keep.len() as u64, Relaxed);
         for h in keep {
             cache.insert_prefetched(h.file, h.offset, h.block);
         }
@@ -998,10 +995,10 @@ impl JobWarming {
                 return;
             };
             if let Some(d) = &deferred {
-                let displaced = d
-                    .hold
-                    .lock()
-                    .push(priority, &keys, file_number, offset, Arc::clone(block));
+                let displaced =
+                    d.hold
+                        .lock()
+                        .push(priority, &keys, file_number, offset, Arc::clone(block));
                 counters.displaced.fetch_add(displaced, Relaxed);
                 return;
             }

@@ -160,7 +160,10 @@ mod tests {
         assert_eq!(p(&["b", "z"]), Some(1.0));
         assert_eq!(p(&["a", "b"]), Some(3.0));
         assert_eq!(p(&["z"]), None, "never read");
-        assert!(p(&["c"]).is_some(), "past the window but within the lookahead");
+        assert!(
+            p(&["c"]).is_some(),
+            "past the window but within the lookahead"
+        );
         for _ in 0..10 {
             o.record_read(b"x");
         }
@@ -191,11 +194,22 @@ mod tests {
                 hashes: &hashes,
                 priority: 1.0,
             };
-            (f.at_install(&c, &dropping), f.at_install(&c, &Dropping::default()))
+            (
+                f.at_install(&c, &dropping),
+                f.at_install(&c, &Dropping::default()),
+            )
         };
-        assert_eq!(at("a"), (None, Some(-5.0)), "no dropped block held it; a flush's would do");
+        assert_eq!(
+            at("a"),
+            (None, Some(-5.0)),
+            "no dropped block held it; a flush's would do"
+        );
         assert_eq!(at("b"), (Some(-30.0), Some(-30.0)));
-        assert_eq!(at("c"), (None, Some(-10_100.0)), "beyond the window, not the lookahead");
+        assert_eq!(
+            at("c"),
+            (None, Some(-10_100.0)),
+            "beyond the window, not the lookahead"
+        );
         for _ in 0..40 {
             o.record_read(b"x");
         }

@@ -199,7 +199,10 @@ fn compaction_prefetches_wait_for_the_inputs_and_respect_the_budget() {
     assert_eq!(cache.stats().prefetched, 3);
     assert_eq!(jw.counters.admitted.load(Relaxed), 3);
     for i in 0..3 {
-        assert!(cache.contains(9, i * 4096), "equal priorities: the first kept");
+        assert!(
+            cache.contains(9, i * 4096),
+            "equal priorities: the first kept"
+        );
     }
     assert!(
         w.tracking.deferred.lock().is_empty(),
@@ -261,7 +264,10 @@ fn the_hold_keeps_the_highest_priorities_and_asks_again_at_install() {
     // k14 went in first: one more block evicts it, not k15.
     cache.insert(1, 0, block(&["k99"], 100));
     cache.insert(1, 1, block(&["k98"], 100));
-    assert!(cache.contains(9, 4096), "k15, the highest, is the last evicted");
+    assert!(
+        cache.contains(9, 4096),
+        "k15, the highest, is the last evicted"
+    );
     assert!(!cache.contains(9, 4 * 4096));
 }
 
@@ -292,7 +298,14 @@ fn replace_dropped_budget_follows_the_blocks_dropped_at_install() {
         factor: 1.5,
         flush_fraction: 0.5,
     };
-    let d = deferred(&w, &[5, 6], budget, filter.clone(), counters.clone(), 1 << 20);
+    let d = deferred(
+        &w,
+        &[5, 6],
+        budget,
+        filter.clone(),
+        counters.clone(),
+        1 << 20,
+    );
     let jw = JobWarming {
         cache: cache.clone(),
         filter,

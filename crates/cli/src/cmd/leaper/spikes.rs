@@ -163,7 +163,10 @@ fn after_compaction(iv: &[Interval]) -> Vec<bool> {
 pub fn steady(iv: &[Interval]) -> Steady {
     let after = after_compaction(iv);
     let measured = |i: &usize| iv[*i].reads >= MIN_READS;
-    let quiet: Vec<usize> = (0..iv.len()).filter(|i| !after[*i]).filter(measured).collect();
+    let quiet: Vec<usize> = (0..iv.len())
+        .filter(|i| !after[*i])
+        .filter(measured)
+        .collect();
     let pick = if quiet.len() >= MIN_QUIET {
         quiet
     } else {
@@ -273,7 +276,10 @@ mod tests {
         assert_eq!(s.steady.intervals, 21, "quiet: all but 12..=14");
         assert_eq!((s.steady.p999_us, s.steady.hit_ratio), (100.0, 0.5));
         assert_eq!(s.spike_intervals, 2);
-        assert_eq!((s.post_compaction_intervals, s.post_compaction_spikes), (3, 1));
+        assert_eq!(
+            (s.post_compaction_intervals, s.post_compaction_spikes),
+            (3, 1)
+        );
         assert_eq!(s.compactions, 1);
         assert_eq!(s.hit_dips.len(), 1);
         assert!((s.mean_hit_dip - 0.3).abs() < 1e-9);
