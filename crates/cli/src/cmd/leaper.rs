@@ -728,6 +728,30 @@ fn err<E: std::fmt::Display>(e: E) -> anyhow::Error {
     anyhow!("drawing plot: {e}")
 }
 
+/// A legend entry: a short line in the series' colour.
+fn legend_line(c: RGBColor, width: u32) -> impl Fn((i32, i32)) -> PathElement<(i32, i32)> {
+    move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(width))
+}
+
+/// The legend box of a panel, at `at`.
+fn draw_legend<'a, DB, CT>(
+    chart: &mut ChartContext<'a, DB, CT>,
+    at: SeriesLabelPosition,
+) -> Result<()>
+where
+    DB: DrawingBackend + 'a,
+    DB::ErrorType: 'static,
+    CT: plotters::coord::CoordTranslate,
+{
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .position(at)
+        .draw()
+        .map_err(err)
+}
+
 /// Two panels over run-phase ops: the hit ratio per sampling interval, with each policy's
 /// compactions marked as ticks along the top in its colour; and invalidation misses so far.
 fn plot(path: &Path, r: &WorkloadReport) -> Result<()> {
@@ -798,7 +822,7 @@ fn plot(path: &Path, r: &WorkloadReport) -> Result<()> {
                 p.policy,
                 1.0 + 0.03 * (i as f64 + 1.0)
             ))
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2)));
+            .legend(legend_line(c, 2));
         // A tick wherever a sampling interval completed a compaction.
         let y = 1.0 + 0.03 * (i as f64 + 1.0);
         let ticks: Vec<f64> = p
@@ -813,13 +837,7 @@ fn plot(path: &Path, r: &WorkloadReport) -> Result<()> {
             }))
             .map_err(err)?;
     }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .position(SeriesLabelPosition::LowerRight)
-        .draw()
-        .map_err(err)?;
+    draw_legend(&mut chart, SeriesLabelPosition::LowerRight)?;
 
     let y_max = r
         .results
@@ -852,15 +870,9 @@ fn plot(path: &Path, r: &WorkloadReport) -> Result<()> {
             ))
             .map_err(err)?
             .label(p.policy.clone())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2)));
+            .legend(legend_line(c, 2));
     }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .position(SeriesLabelPosition::UpperLeft)
-        .draw()
-        .map_err(err)?;
+    draw_legend(&mut chart, SeriesLabelPosition::UpperLeft)?;
     plot_p999(&spikes_panel, r, x_max)?;
     root.present().map_err(err)?;
     Ok(())
@@ -927,7 +939,7 @@ where
                 "{}: {} spikes after compactions",
                 p.policy, p.spikes.post_compaction_spikes
             ))
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2)));
+            .legend(legend_line(c, 2));
     }
     chart
         .draw_series(DashedLineSeries::new(
@@ -938,14 +950,8 @@ where
         ))
         .map_err(err)?
         .label("2 x none's steady p99.9")
-        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLACK.stroke_width(1)));
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .position(SeriesLabelPosition::UpperLeft)
-        .draw()
-        .map_err(err)?;
+        .legend(legend_line(BLACK, 1));
+    draw_legend(&mut chart, SeriesLabelPosition::UpperLeft)?;
     Ok(())
 }
 

@@ -96,7 +96,7 @@ impl BlockFilter for Hybrid {
     fn admit(&self, keys: &BlockKeys) -> Option<f64> {
         let (p, hot) = self.score(keys);
         let cached = !self.cached.is_empty() && keys.iter().any(|k| self.cached.contains(k));
-        (cached || hot).then(|| p + if cached { CACHED_BONUS } else { 0.0 })
+        (cached || hot).then_some(p + if cached { CACHED_BONUS } else { 0.0 })
     }
 
     fn at_install(&self, held: &Candidate<'_>, dropping: &Dropping) -> Option<f64> {

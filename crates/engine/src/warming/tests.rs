@@ -32,26 +32,34 @@ fn tracked(cache: &Arc<BlockCache>) -> Warming {
     w
 }
 
-/// A compaction's hold waiting for `inputs`, registered as `w`'s `begin_job` would.
-fn deferred(
+/// A compaction's prefetch plan over `inputs`, registered with `w` as `begin_job` would,
+/// holding at most `hold` bytes.
+fn compaction_job(
     w: &Warming,
+    cache: &Arc<BlockCache>,
     inputs: &[u64],
     budget: Budget,
     filter: Arc<dyn BlockFilter>,
-    counters: Arc<JobCounters>,
     hold: u64,
-) -> Arc<Deferred> {
+) -> JobWarming {
+    let counters: Arc<JobCounters> = Arc::default();
     let d = Arc::new(Deferred {
         inputs: inputs.to_vec(),
         budget,
-        filter,
-        counters,
+        filter: filter.clone(),
+        counters: counters.clone(),
         hold: Mutex::new(Hold::new(hold)),
     });
     for f in inputs {
         w.tracking.deferred.lock().insert(*f, d.clone());
     }
-    d
+    JobWarming {
+        cache: cache.clone(),
+        filter,
+        counters,
+        deferred: Some(d),
+        budget: Arc::new(AtomicU64::new(u64::MAX)),
+    }
 }
 
 #[test]
@@ -166,23 +174,8 @@ fn compaction_prefetches_wait_for_the_inputs_and_respect_the_budget() {
     let cache = BlockCache::new(1 << 20);
     let w = tracked(&cache);
     let one = block(&["x"], 100).size_in_bytes() as u64;
-    let filter: Arc<dyn BlockFilter> = Arc::new(All);
-    let counters: Arc<JobCounters> = Arc::default();
-    let d = deferred(
-        &w,
-        &[5, 6],
-        Budget::CacheFraction(1.0),
-        filter.clone(),
-        counters.clone(),
-        3 * one,
-    );
-    let jw = JobWarming {
-        cache: cache.clone(),
-        filter,
-        counters,
-        deferred: Some(d),
-        budget: Arc::new(AtomicU64::new(u64::MAX)),
-    };
+    let budget = Budget::CacheFraction(1.0);
+    let jw = compaction_job(&w, &cache, &[5, 6], budget, Arc::new(All), 3 * one);
     let mut sink = jw.sink(9);
     for i in 0..5 {
         sink(i * 4096, &block(&["x"], 100));
@@ -234,23 +227,14 @@ fn the_hold_keeps_the_highest_priorities_and_asks_again_at_install() {
     // Room for exactly three blocks in one shard.
     let cache = BlockCache::with_shards(3 * one as usize, 1);
     let w = tracked(&cache);
-    let filter: Arc<dyn BlockFilter> = Arc::new(ByNumber);
-    let counters: Arc<JobCounters> = Arc::default();
-    let d = deferred(
+    let jw = compaction_job(
         &w,
+        &cache,
         &[5],
         Budget::CacheFraction(1.0),
-        filter.clone(),
-        counters.clone(),
+        Arc::new(ByNumber),
         3 * one,
     );
-    let jw = JobWarming {
-        cache: cache.clone(),
-        filter,
-        counters,
-        deferred: Some(d),
-        budget: Arc::new(AtomicU64::new(u64::MAX)),
-    };
     let mut sink = jw.sink(9);
     for (i, k) in ["k11", "k15", "k12", "k13", "k14"].iter().enumerate() {
         sink(i as u64 * 4096, &block(&[k], 100));
@@ -292,27 +276,11 @@ fn replace_dropped_budget_follows_the_blocks_dropped_at_install() {
     cache.insert(5, 0, block(&["k01"], 100));
     cache.insert(5, 100, block(&["k02"], 100));
     cache.insert(6, 200, block(&["k03"], 100));
-    let filter: Arc<dyn BlockFilter> = Arc::new(ByNumber);
-    let counters: Arc<JobCounters> = Arc::default();
     let budget = Budget::ReplaceDropped {
         factor: 1.5,
         flush_fraction: 0.5,
     };
-    let d = deferred(
-        &w,
-        &[5, 6],
-        budget,
-        filter.clone(),
-        counters.clone(),
-        1 << 20,
-    );
-    let jw = JobWarming {
-        cache: cache.clone(),
-        filter,
-        counters,
-        deferred: Some(d),
-        budget: Arc::new(AtomicU64::new(u64::MAX)),
-    };
+    let jw = compaction_job(&w, &cache, &[5, 6], budget, Arc::new(ByNumber), 1 << 20);
     let mut sink = jw.sink(9);
     for i in 10..20u64 {
         sink(i * 4096, &block(&[&format!("k{i}")], 100));

@@ -33,14 +33,9 @@ pub const MIN_READS: u64 = 500;
 pub const MIN_QUIET: usize = 10;
 
 /// One client's read latencies per interval.
+#[derive(Default)]
 pub struct IntervalLatencies {
     hists: Vec<Histogram<u64>>,
-}
-
-impl Default for IntervalLatencies {
-    fn default() -> Self {
-        IntervalLatencies { hists: Vec::new() }
-    }
 }
 
 fn histogram() -> Histogram<u64> {
