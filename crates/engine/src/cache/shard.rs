@@ -104,7 +104,7 @@ impl Shard {
         Inserted::Yes { evicted }
     }
 
-    /// Drops every block of `file_number`; returns the offsets of the dropped blocks.
+    /// Drops every block of `file_number`; returns the dropped blocks, by offset.
     pub fn erase_file(&mut self, file_number: u64) -> Vec<(u64, Arc<Block>)> {
         let Some(offsets) = self.by_file.remove(&file_number) else {
             return Vec::new();

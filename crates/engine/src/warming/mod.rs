@@ -276,7 +276,8 @@ pub struct WarmingStats {
     pub invalidation_events: u64,
     /// Key ranges marked invalidated (summed over events).
     pub invalidated_ranges: u64,
-    /// Dropped blocks not tracked: the key space was not cut into ranges yet.
+    /// Dropped blocks not tracked: the key space was not cut into ranges yet, or no job
+    /// had mapped their file.
     pub unmapped_invalidated_blocks: u64,
     /// Cache misses in a range within the window after its invalidation.
     pub invalidation_misses: u64,
