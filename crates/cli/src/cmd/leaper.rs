@@ -15,6 +15,9 @@
 //! Sampling: a thread reads `db.stats()` every `--sample-ms` (cheap counters only; the
 //! bench's live-byte scan would read through the cache and disturb what is measured).
 
+mod future;
+mod spikes;
+
 use crate::harness::latency::Latencies;
 use crate::harness::ops::{self, ClientOp, INSERT, READ, RMW, SCAN, UPDATE};
 use crate::harness::outpath;
@@ -24,8 +27,9 @@ use anyhow::{anyhow, bail, Context, Result};
 use engine::{CacheWarmingConfig, DbStats, GcPolicyConfig, Options, DB};
 use plotters::prelude::*;
 use serde::Serialize;
+use spikes::{Edge, Interval, IntervalLatencies, Spikes};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use workload::spec::{Proportions, WorkloadSpec};
@@ -35,8 +39,8 @@ pub struct Args {
     /// Comma-separated: e-commerce, instant-messaging, synthetic, read-only, or all.
     #[arg(short, long, default_value = "all")]
     pub workloads: String,
-    /// Comma-separated warming policies.
-    #[arg(short, long, default_value = "none,incremental-warmup,learned")]
+    /// Comma-separated warming policies; `oracle` knows the run's future reads (the bound).
+    #[arg(short, long, default_value = "none,incremental-warmup,learned,oracle")]
     pub policies: String,
     /// Multiplies every workload's records and ops (1.0: the slides' table sizes / 100).
     #[arg(long, default_value_t = 1.0)]
@@ -47,9 +51,17 @@ pub struct Args {
     /// Value size in bytes.
     #[arg(long, default_value_t = 256)]
     pub value_size: u32,
-    /// Block cache; the default is well below the data (about 25 MB for e-commerce).
-    #[arg(long = "cache-mib", alias = "cache-mb", default_value_t = 8)]
+    /// Block cache. At 8 MiB (below every workload's data) the cache turns over several
+    /// times within the invalidation window and no prefetcher, the oracle included, can
+    /// repair much; 32 MiB holds e-commerce's data and the hot part of the others'.
+    #[arg(long = "cache-mib", alias = "cache-mb", default_value_t = 32)]
     pub cache_mib: u64,
+    /// The learned policy's compaction budget: blocks per block the cache drops.
+    #[arg(long)]
+    pub replace_factor: Option<f64>,
+    /// The learned policy's flush budget and hot-set cap, a share of the cache.
+    #[arg(long)]
+    pub flush_fraction: Option<f64>,
     /// Memtable size in MiB.
     #[arg(long, default_value_t = 2)]
     pub memtable_mb: u64,
@@ -186,6 +198,11 @@ struct PolicyResult {
     latency_us: std::collections::BTreeMap<String, LatencySummary>,
     /// Run-phase counters sampled over time (from the start of the run phase).
     series: Vec<Point>,
+    /// Read latency and hit ratio per sampling interval, and the spikes among them.
+    intervals: Vec<Interval>,
+    spikes: Spikes,
+    /// 1 - post-compaction spikes / those of `none` (when `none` ran and had some).
+    spikes_removed_vs_none: Option<f64>,
     /// The engine's statistics at the end.
     stats: DbStats,
 }
@@ -197,6 +214,7 @@ struct WorkloadReport {
     cache_mb: u64,
     memtable_mb: u64,
     threads: usize,
+    sample_ms: u64,
     results: Vec<PolicyResult>,
 }
 
@@ -223,10 +241,25 @@ pub fn run(a: Args) -> Result<()> {
         bail!("--threads, --scale and --ops-per-record must be positive");
     }
     let workloads = parse_list(&a.workloads, &WORKLOADS, |w| w.name)?;
-    let policies: Vec<CacheWarmingConfig> = a
+    // `None` stands for the oracle, which is built per workload from its ops.
+    let policies: Vec<Option<CacheWarmingConfig>> = a
         .policies
         .split(',')
-        .map(|p| p.trim().parse().map_err(anyhow::Error::from))
+        .map(|p| match p.trim() {
+            "oracle" => Ok(None),
+            p => p.parse().map(Some).map_err(anyhow::Error::from),
+        })
+        .map(|p| {
+            Ok(match p? {
+                Some(CacheWarmingConfig::Learned(mut l)) => {
+                    l.replace_factor = a.replace_factor.unwrap_or(l.replace_factor);
+                    l.cache_fraction = a.flush_fraction.unwrap_or(l.cache_fraction);
+                    // Checked when the engine opens.
+                    Some(CacheWarmingConfig::Learned(l))
+                }
+                other => other,
+            })
+        })
         .collect::<Result<_>>()?;
     outpath::ensure_dir(&a.out)?;
     let mut summary = String::new();
@@ -250,9 +283,25 @@ pub fn run(a: Args) -> Result<()> {
         let mut spec = spec;
         spec.name = w.name.to_string();
         spec.validate()?;
+        let oracle = if policies.iter().any(Option::is_none) {
+            let w = workload::Workload::new(spec.clone())?;
+            let f = future::ReadFuture::build(
+                spec.key_size as usize,
+                w.run_ops().map(|op| Ok(ClientOp::from(op))),
+            )?;
+            Some(CacheWarmingConfig::Oracle(
+                engine::warming::ReadOracleHandle(Arc::new(f)),
+            ))
+        } else {
+            None
+        };
+        let policies: Vec<&CacheWarmingConfig> = policies
+            .iter()
+            .map(|p| p.as_ref().or(oracle.as_ref()).expect("oracle built"))
+            .collect();
         let mut runs: Vec<Vec<PolicyResult>> = vec![Vec::new(); policies.len()];
         for rep in 0..a.repeat.max(1) {
-            for (i, p) in policies.iter().enumerate() {
+            for (i, &p) in policies.iter().enumerate() {
                 if !a.quiet {
                     eprintln!(
                         "leaper: {} ({} records, {} ops) with {p}, run {}...",
@@ -275,22 +324,14 @@ pub fn run(a: Args) -> Result<()> {
             median.cpu_us_per_op_runs = cpu;
             results.push(median);
         }
-        if let Some(base) = results
-            .iter()
-            .find(|r| r.policy == "none")
-            .map(|r| r.invalidation_misses)
-        {
-            for r in &mut results {
-                r.removed_vs_none =
-                    (base > 0).then(|| 1.0 - r.invalidation_misses as f64 / base as f64);
-            }
-        }
+        compare_with_none(&mut results);
         let report = WorkloadReport {
             workload: w.clone(),
             spec: spec.clone(),
             cache_mb: a.cache_mib,
             memtable_mb: a.memtable_mb,
             threads: a.threads,
+            sample_ms: a.sample_ms,
             results,
         };
         let json = a.out.join(format!("{}.json", w.name));
@@ -339,7 +380,7 @@ fn run_one(a: &Args, spec: &WorkloadSpec, warming: &CacheWarmingConfig) -> Resul
         })
     });
     let done = AtomicU64::new(0);
-    drive(&db, load, a.threads, key_size, &value, &done)?;
+    drive(&db, load, a.threads, key_size, &value, &done, None)?;
     db.wait_idle()?;
 
     let base = db.stats();
@@ -347,9 +388,11 @@ fn run_one(a: &Args, spec: &WorkloadSpec, warming: &CacheWarmingConfig) -> Resul
     let run_ops = w.run_ops().map(|op| Ok(ClientOp::from(op)));
     let done = AtomicU64::new(0);
     let stop = AtomicBool::new(false);
+    // The sampling interval the clients record read latencies into.
+    let epoch = AtomicUsize::new(0);
     let cpu0 = cpu_seconds()?;
     let start = Instant::now();
-    let (lat, series) = std::thread::scope(|s| -> Result<(Latencies, Vec<Point>)> {
+    let ((lat, per_interval), series) = std::thread::scope(|s| -> Result<_> {
         let sampler = s.spawn(|| {
             let mut series = vec![Point::of(&base, 0.0, 0)];
             while !stop.load(Relaxed) {
@@ -360,10 +403,19 @@ fn run_one(a: &Args, spec: &WorkloadSpec, warming: &CacheWarmingConfig) -> Resul
                     start.elapsed().as_secs_f64(),
                     done.load(Relaxed),
                 ));
+                epoch.fetch_add(1, Relaxed);
             }
             series
         });
-        let r = drive(&db, run_ops, a.threads, key_size, &value, &done);
+        let r = drive(
+            &db,
+            run_ops,
+            a.threads,
+            key_size,
+            &value,
+            &done,
+            Some(&epoch),
+        );
         stop.store(true, Relaxed);
         let series = sampler.join().map_err(|_| anyhow!("sampler panicked"))?;
         Ok((r?, series))
@@ -390,6 +442,16 @@ fn run_one(a: &Args, spec: &WorkloadSpec, warming: &CacheWarmingConfig) -> Resul
         p.flushes -= b.flushes;
     }
     let last = series.last().cloned().unwrap_or_default();
+    let edges: Vec<Edge> = series
+        .iter()
+        .map(|p| Edge {
+            seconds: p.seconds,
+            hits: p.hits,
+            misses: p.misses,
+            compactions: p.compactions,
+        })
+        .collect();
+    let intervals = spikes::intervals(&edges, &per_interval);
     let db = Arc::try_unwrap(db).map_err(|_| anyhow!("engine handle still shared"))?;
     let stats = db.stats();
     db.close()?;
@@ -417,8 +479,29 @@ fn run_one(a: &Args, spec: &WorkloadSpec, warming: &CacheWarmingConfig) -> Resul
         read_latency_us: lat.summary(READ as usize),
         latency_us: lat.summaries(),
         series,
+        spikes: spikes::spikes(&intervals, spikes::steady(&intervals).p999_us),
+        intervals,
+        spikes_removed_vs_none: None,
         stats,
     })
+}
+
+/// The shares of `none`'s invalidation misses and post-compaction spikes each policy
+/// removed. Each run's spikes are counted against its own steady state: the policies run
+/// one after another on a shared machine whose load moves every latency of a run.
+fn compare_with_none(results: &mut [PolicyResult]) {
+    let Some(none) = results.iter().find(|r| r.policy == "none") else {
+        return;
+    };
+    let (misses, spikes) = (
+        none.invalidation_misses,
+        none.spikes.post_compaction_spikes as u64,
+    );
+    let removed = |x: u64, base: u64| (base > 0).then(|| 1.0 - x as f64 / base as f64);
+    for r in results.iter_mut() {
+        r.removed_vs_none = removed(r.invalidation_misses, misses);
+        r.spikes_removed_vs_none = removed(r.spikes.post_compaction_spikes as u64, spikes);
+    }
 }
 
 /// User + system CPU seconds of this process so far (/proc/self/stat, clock ticks of 10 ms).
@@ -446,17 +529,19 @@ fn drive<I>(
     key_size: usize,
     value: &[u8],
     done: &AtomicU64,
-) -> Result<Latencies>
+    epoch: Option<&AtomicUsize>,
+) -> Result<(Latencies, IntervalLatencies)>
 where
     I: Iterator<Item = Result<ClientOp>> + Send + 'static,
 {
     let (rx, producer) = ops::produce(ops, threads);
-    let r = std::thread::scope(|s| -> Result<Latencies> {
+    let r = std::thread::scope(|s| -> Result<(Latencies, IntervalLatencies)> {
         let clients: Vec<_> = (0..threads)
             .map(|_| {
                 let rx = rx.clone();
-                s.spawn(move || -> Result<Latencies> {
+                s.spawn(move || -> Result<(Latencies, IntervalLatencies)> {
                     let mut lat = Latencies::new();
+                    let mut per_interval = IntervalLatencies::default();
                     let mut key = Vec::with_capacity(key_size);
                     while let Some(batch) = ops::next_batch(&rx) {
                         for op in &batch {
@@ -474,19 +559,26 @@ where
                                 SCAN => bail!("the leaper workloads have no scans"),
                                 c => bail!("unknown op code {c}"),
                             }
-                            lat.record(op.code as usize, t.elapsed().as_nanos() as u64);
+                            let nanos = t.elapsed().as_nanos() as u64;
+                            lat.record(op.code as usize, nanos);
+                            if let (READ, Some(e)) = (op.code, epoch) {
+                                per_interval.record(e.load(Relaxed), nanos);
+                            }
                             done.fetch_add(1, Relaxed);
                         }
                     }
-                    Ok(lat)
+                    Ok((lat, per_interval))
                 })
             })
             .collect();
         let mut all = Latencies::new();
+        let mut all_intervals = IntervalLatencies::default();
         for c in clients {
-            all.merge(&c.join().map_err(|_| anyhow!("a client panicked"))??);
+            let (l, i) = c.join().map_err(|_| anyhow!("a client panicked"))??;
+            all.merge(&l);
+            all_intervals.merge(&i);
         }
-        Ok(all)
+        Ok((all, all_intervals))
     });
     drop(rx);
     producer
@@ -547,6 +639,45 @@ fn render(r: &WorkloadReport) -> String {
         ]);
     }
     out.push_str(&t.render());
+    let mut t = table::Table::new([
+        "policy",
+        "steady p99",
+        "steady p99.9",
+        "p99.9 after compactions",
+        "intervals",
+        "spikes",
+        "after compactions",
+        "spikes removed vs none",
+        "mean hit dip",
+        "blocks displaced",
+        "withdrawn",
+    ]);
+    for p in &r.results {
+        let s = &p.spikes;
+        t.row([
+            p.policy.clone(),
+            table::micros(s.steady.p99_us),
+            table::micros(s.steady.p999_us),
+            table::micros(s.post_compaction_p999_us),
+            s.measured_intervals.to_string(),
+            s.spike_intervals.to_string(),
+            format!(
+                "{} of {}",
+                s.post_compaction_spikes, s.post_compaction_intervals
+            ),
+            p.spikes_removed_vs_none
+                .map_or(String::new(), |x| format!("{:.1}%", x * 100.0)),
+            format!("{:.4}", s.mean_hit_dip),
+            table::count(p.stats.warming.blocks_displaced),
+            table::count(p.stats.warming.blocks_withdrawn),
+        ]);
+    }
+    out.push_str(&format!(
+        "spikes: intervals of {} ms whose read p99.9 exceeds 2 x the run's steady p99.9; \"after compactions\": within {} intervals of one\n",
+        r.sample_ms,
+        spikes::AFTER
+    ));
+    out.push_str(&t.render());
     for p in r.results.iter().filter(|p| p.policy == "learned") {
         let s = &p.stats.warming;
         out.push_str(&format!(
@@ -604,18 +735,43 @@ fn err<E: std::fmt::Display>(e: E) -> anyhow::Error {
     anyhow!("drawing plot: {e}")
 }
 
+/// A legend entry: a short line in the series' colour.
+fn legend_line(c: RGBColor, width: u32) -> impl Fn((i32, i32)) -> PathElement<(i32, i32)> {
+    move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(width))
+}
+
+/// The legend box of a panel, at `at`.
+fn draw_legend<'a, DB, CT>(
+    chart: &mut ChartContext<'a, DB, CT>,
+    at: SeriesLabelPosition,
+) -> Result<()>
+where
+    DB: DrawingBackend + 'a,
+    DB::ErrorType: 'static,
+    CT: plotters::coord::CoordTranslate,
+{
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .position(at)
+        .draw()
+        .map_err(err)
+}
+
 /// Two panels over run-phase ops: the hit ratio per sampling interval, with each policy's
 /// compactions marked as ticks along the top in its colour; and invalidation misses so far.
 fn plot(path: &Path, r: &WorkloadReport) -> Result<()> {
     crate::plot::init_fonts()?;
-    let root = BitMapBackend::new(path, (1200, 800)).into_drawing_area();
+    let root = BitMapBackend::new(path, (1200, 1150)).into_drawing_area();
     root.fill(&WHITE).map_err(err)?;
     let title = format!(
         "{}: block cache hit ratio and invalidation misses by warming policy",
         r.workload.name
     );
     let root = root.titled(&title, ("sans-serif", 22)).map_err(err)?;
-    let (top, bottom) = root.split_vertically(480);
+    let (top, rest) = root.split_vertically(480);
+    let (bottom, spikes_panel) = rest.split_vertically(320);
     let x_max = r
         .results
         .iter()
@@ -673,7 +829,7 @@ fn plot(path: &Path, r: &WorkloadReport) -> Result<()> {
                 p.policy,
                 1.0 + 0.03 * (i as f64 + 1.0)
             ))
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2)));
+            .legend(legend_line(c, 2));
         // A tick wherever a sampling interval completed a compaction.
         let y = 1.0 + 0.03 * (i as f64 + 1.0);
         let ticks: Vec<f64> = p
@@ -688,13 +844,7 @@ fn plot(path: &Path, r: &WorkloadReport) -> Result<()> {
             }))
             .map_err(err)?;
     }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .position(SeriesLabelPosition::LowerRight)
-        .draw()
-        .map_err(err)?;
+    draw_legend(&mut chart, SeriesLabelPosition::LowerRight)?;
 
     let y_max = r
         .results
@@ -727,16 +877,88 @@ fn plot(path: &Path, r: &WorkloadReport) -> Result<()> {
             ))
             .map_err(err)?
             .label(p.policy.clone())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2)));
+            .legend(legend_line(c, 2));
     }
+    draw_legend(&mut chart, SeriesLabelPosition::UpperLeft)?;
+    plot_p999(&spikes_panel, r, x_max)?;
+    root.present().map_err(err)?;
+    Ok(())
+}
+
+/// Read p99.9 per interval (log scale), with the spike threshold (2 x `none`'s steady
+/// p99.9) as a dashed line.
+fn plot_p999<DB: DrawingBackend>(
+    area: &DrawingArea<DB, plotters::coord::Shift>,
+    r: &WorkloadReport,
+    x_max: f64,
+) -> Result<()>
+where
+    DB::ErrorType: 'static,
+{
+    let points: Vec<Vec<(f64, f64)>> = r
+        .results
+        .iter()
+        .map(|p| {
+            let ops_at = |t: f64| {
+                let i = p.series.partition_point(|s| s.seconds < t);
+                p.series.get(i).map_or(0, |s| s.ops) as f64 / 1000.0
+            };
+            p.intervals
+                .iter()
+                .filter(|x| x.reads >= spikes::MIN_READS && x.p999_us > 0.0)
+                .map(|x| (ops_at(x.end_s), x.p999_us))
+                .collect()
+        })
+        .collect();
+    // `none`'s threshold (each run's spikes are counted against its own).
+    let threshold = r
+        .results
+        .iter()
+        .find(|p| p.policy == "none")
+        .or(r.results.first())
+        .map_or(0.0, |p| 2.0 * p.spikes.reference_p999_us);
+    let all = points.iter().flatten().map(|p| p.1);
+    let y_lo = all
+        .clone()
+        .fold(f64::INFINITY, f64::min)
+        .min(threshold)
+        .max(1.0)
+        / 1.5;
+    let y_hi = all.fold(1.0, f64::max).max(threshold) * 1.5;
+    let mut chart = ChartBuilder::on(area)
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .build_cartesian_2d(0.0..x_max.max(1e-6), (y_lo..y_hi).log_scale())
+        .map_err(err)?;
     chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .position(SeriesLabelPosition::UpperLeft)
+        .configure_mesh()
+        .x_desc("run-phase ops (thousands)")
+        .y_desc("read p99.9 per interval (us)")
         .draw()
         .map_err(err)?;
-    root.present().map_err(err)?;
+    for (i, (p, pts)) in r.results.iter().zip(&points).enumerate() {
+        let c = COLORS[i % COLORS.len()];
+        chart
+            .draw_series(LineSeries::new(pts.iter().copied(), c.stroke_width(1)))
+            .map_err(err)?
+            .label(format!(
+                "{}: {} spikes after compactions",
+                p.policy, p.spikes.post_compaction_spikes
+            ))
+            .legend(legend_line(c, 2));
+    }
+    chart
+        .draw_series(DashedLineSeries::new(
+            [(0.0, threshold), (x_max, threshold)],
+            6,
+            4,
+            BLACK.stroke_width(1),
+        ))
+        .map_err(err)?
+        .label("2 x none's steady p99.9")
+        .legend(legend_line(BLACK, 1));
+    draw_legend(&mut chart, SeriesLabelPosition::UpperLeft)?;
     Ok(())
 }
 

@@ -9,9 +9,9 @@ use std::cell::Cell;
 use std::sync::{Arc, OnceLock};
 use xxhash_rust::xxh3::xxh3_64;
 
-/// Told `(file_number, offsets)` of the blocks [`BlockCache::erase_file`] dropped (none,
-/// if the file had nothing cached: the call still says the file is gone).
-pub type EraseListener = Box<dyn Fn(u64, &[u64]) + Send + Sync>;
+/// Told `(file_number, blocks)` of the blocks [`BlockCache::erase_file`] dropped, by
+/// offset (none, if the file had nothing cached: the call still says the file is gone).
+pub type EraseListener = Box<dyn Fn(u64, &[(u64, Arc<Block>)]) + Send + Sync>;
 
 thread_local! {
     /// Misses of all caches on this thread: a reader compares it before and after a lookup
@@ -146,14 +146,14 @@ impl BlockCache {
 
     /// Drops every cached block of a file (it was deleted); returns how many were dropped.
     pub fn erase_file(&self, file_number: u64) -> usize {
-        let mut offsets: Vec<u64> = Vec::new();
+        let mut dropped = Vec::new();
         for s in self.shards.iter() {
-            offsets.extend(s.lock().erase_file(file_number));
+            dropped.extend(s.lock().erase_file(file_number));
         }
-        let n = offsets.len();
+        let n = dropped.len();
         Counters::add(&self.counters.invalidated, n as u64);
         if let Some(l) = self.erase_listener.get() {
-            l(file_number, &offsets);
+            l(file_number, &dropped);
         }
         n
     }

@@ -104,17 +104,19 @@ impl Shard {
         Inserted::Yes { evicted }
     }
 
-    /// Drops every block of `file_number`; returns the offsets of the dropped blocks.
-    pub fn erase_file(&mut self, file_number: u64) -> HashSet<u64> {
+    /// Drops every block of `file_number`; returns the dropped blocks, by offset.
+    pub fn erase_file(&mut self, file_number: u64) -> Vec<(u64, Arc<Block>)> {
         let Some(offsets) = self.by_file.remove(&file_number) else {
-            return HashSet::new();
+            return Vec::new();
         };
-        for offset in &offsets {
-            if let Some(old) = self.lru.pop(&(file_number, *offset)) {
+        let mut dropped = Vec::with_capacity(offsets.len());
+        for offset in offsets {
+            if let Some(old) = self.lru.pop(&(file_number, offset)) {
                 self.usage -= old.block.size_in_bytes();
+                dropped.push((offset, old.block));
             }
         }
-        offsets
+        dropped
     }
 
     fn forget(&mut self, (file, offset): CacheKey) {

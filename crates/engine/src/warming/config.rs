@@ -1,8 +1,11 @@
 //! The `cache_warming` option: which policy, and the learned policy's knobs.
 
+use super::oracle::ReadOracle;
+use super::Budget;
 use crate::error::{Error, Result};
 use std::fmt;
 use std::str::FromStr;
+use std::sync::Arc;
 
 /// Which [`CacheWarming`](super::CacheWarming) policy an engine runs.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -15,6 +18,26 @@ pub enum CacheWarmingConfig {
     IncrementalWarmup,
     /// Leaper: output blocks of key ranges a classifier predicts will be read soon.
     Learned(LearnedParams),
+    /// The bound: output blocks that the workload will read within the invalidation
+    /// window, known from its future (benchmarks only; not parsed from a name).
+    Oracle(ReadOracleHandle),
+}
+
+/// The future reads the `oracle` policy is given.
+#[derive(Clone)]
+pub struct ReadOracleHandle(pub Arc<dyn ReadOracle>);
+
+impl fmt::Debug for ReadOracleHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ReadOracle")
+    }
+}
+
+impl PartialEq for ReadOracleHandle {
+    /// The same oracle.
+    fn eq(&self, o: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &o.0)
+    }
 }
 
 impl CacheWarmingConfig {
@@ -25,6 +48,7 @@ impl CacheWarmingConfig {
             CacheWarmingConfig::None => "none",
             CacheWarmingConfig::IncrementalWarmup => "incremental-warmup",
             CacheWarmingConfig::Learned(_) => "learned",
+            CacheWarmingConfig::Oracle(_) => "oracle",
         }
     }
 
@@ -54,6 +78,12 @@ impl FromStr for CacheWarmingConfig {
             "none" => Ok(CacheWarmingConfig::None),
             "incremental-warmup" | "incremental" => Ok(CacheWarmingConfig::IncrementalWarmup),
             "learned" | "leaper" => Ok(CacheWarmingConfig::learned()),
+            "oracle" => Err(Error::InvalidOptions {
+                name: "cache_warming",
+                detail: "the oracle policy needs the workload's future reads: \
+                         build CacheWarmingConfig::Oracle with a ReadOracle"
+                    .to_string(),
+            }),
             other => Err(Error::InvalidOptions {
                 name: "cache_warming",
                 detail: format!(
@@ -89,8 +119,12 @@ pub struct LearnedParams {
     /// A range is predicted hot when the model's probability reaches this.
     pub threshold: f64,
     /// The ranges predicted hot are capped, most probable first, at what fills this
-    /// fraction of the block cache (the rest keeps what readers cached).
+    /// fraction of the block cache (the rest keeps what readers cached); a flush prefetches
+    /// at most this fraction of the cache.
     pub cache_fraction: f64,
+    /// A compaction prefetches at most this many times as many blocks as the cache drops
+    /// when its output replaces its inputs ([`Budget::ReplaceDropped`]).
+    pub replace_factor: f64,
     /// Target data blocks per key range when the ranges are cut.
     pub blocks_per_range: usize,
     pub min_ranges: usize,
@@ -112,6 +146,7 @@ impl Default for LearnedParams {
             max_training_rows: 12_000,
             threshold: 0.25,
             cache_fraction: 0.8,
+            replace_factor: 2.0,
             blocks_per_range: 2,
             min_ranges: 64,
             max_ranges: 1 << 16,
@@ -123,6 +158,14 @@ impl Default for LearnedParams {
 }
 
 impl LearnedParams {
+    /// The prefetch budget of a job.
+    pub fn budget(&self) -> Budget {
+        Budget::ReplaceDropped {
+            factor: self.replace_factor,
+            flush_fraction: self.cache_fraction,
+        }
+    }
+
     fn validate(&self) -> Result<()> {
         let bad = |d: &str| {
             Err(Error::InvalidOptions {
@@ -153,6 +196,9 @@ impl LearnedParams {
         }
         if !(self.cache_fraction > 0.0 && self.cache_fraction <= 1.0) {
             return bad("cache_fraction must be in (0, 1]");
+        }
+        if !(self.replace_factor > 0.0 && self.replace_factor <= 100.0) {
+            return bad("replace_factor must be in (0, 100]");
         }
         if self.blocks_per_range == 0
             || self.min_ranges < 2

@@ -52,12 +52,11 @@ impl CachedIntervals {
 }
 
 impl BlockFilter for CachedIntervals {
-    /// The block's key range `[first key, last key]` overlaps a cached input block.
-    fn admit(&self, keys: &BlockKeys) -> bool {
-        match (keys.first(), keys.last()) {
-            (Some(first), Some(last)) => self.overlaps(first, last),
-            _ => false,
-        }
+    /// The block's key range `[first key, last key]` overlaps a cached input block. All
+    /// such blocks are equal: over the budget, the first written are kept.
+    fn admit(&self, keys: &BlockKeys) -> Option<f64> {
+        let (first, last) = (keys.first()?, keys.last()?);
+        self.overlaps(first, last).then_some(0.0)
     }
 }
 
@@ -84,7 +83,7 @@ impl CacheWarming for IncrementalWarmup {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::warming::{InputBlock, JobKind};
+    use crate::warming::{InputBlock, JobKind, KeySet};
 
     fn iv(lo: &str, hi: &str) -> (Vec<u8>, Vec<u8>) {
         (lo.as_bytes().to_vec(), hi.as_bytes().to_vec())
@@ -115,18 +114,20 @@ mod tests {
         let job = JobInputs {
             kind: JobKind::Compaction,
             blocks: &blocks,
+            cached_keys: &KeySet::default(),
         };
         let f = IncrementalWarmup.plan(&job).unwrap();
-        assert!(!f.admit(&BlockKeys::from_keys(&["a", "b"])));
-        assert!(f.admit(&BlockKeys::from_keys(&["e"])));
+        assert!(f.admit(&BlockKeys::from_keys(&["a", "b"])).is_none());
+        assert!(f.admit(&BlockKeys::from_keys(&["e"])).is_some());
         assert!(
-            f.admit(&BlockKeys::from_keys(&["a", "z"])),
+            f.admit(&BlockKeys::from_keys(&["a", "z"])).is_some(),
             "spans a cached block"
         );
         let none = [block("a", "c", false)];
         let job = JobInputs {
             kind: JobKind::Compaction,
             blocks: &none,
+            cached_keys: &KeySet::default(),
         };
         assert!(IncrementalWarmup.plan(&job).is_none(), "nothing was cached");
     }

@@ -1,8 +1,10 @@
 //! Leaper: the collector counts reads per key range per slot; a background thread trains a
-//! gradient-boosting classifier on the history and, after every slot, predicts which
-//! ranges will be read in the next one; a flush or compaction then inserts the output
-//! blocks of predicted-hot ranges into the cache as it writes them, and leaves cold ranges
-//! out. Until the first model is trained nothing is prefetched.
+//! gradient-boosting classifier on the history, and a flush or compaction asks for its
+//! prediction of which ranges will be read in the next slot. What a job then caches
+//! ([`Hybrid`]) starts from what the baseline knows, the keys of the input blocks that are
+//! cached, and lets the model rank them and add the blocks of ranges it predicts hot; the
+//! budget is the blocks the compaction drops from the cache ([`Budget::ReplaceDropped`]).
+//! Until the first model is trained it is the baseline, per key, under that budget.
 //!
 //! Training runs on the trainer thread, the "resources the database does not use" of the
 //! slides. Prediction runs when a flush or compaction asks for it, at most once per slot
@@ -14,7 +16,10 @@ use super::config::LearnedParams;
 use super::features::{write_row, TrainingSet, NUM_FEATURES, SLOTS_NEEDED};
 use super::model::HotRangeModel;
 use super::ranges::KeyRanges;
-use super::{BlockFilter, BlockKeys, CacheWarming, JobInputs, WarmingStats};
+use super::{
+    BlockFilter, BlockKeys, Budget, CacheWarming, Candidate, Dropping, JobInputs, KeySet,
+    WarmingStats,
+};
 use parking_lot::{Condvar, Mutex, RwLock};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
@@ -22,69 +27,131 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-/// The ranges predicted to be read in the next slot.
+/// The newest prediction: per key range, the probability that it is read in the next
+/// slot, and the ranges a flush may warm (the most probable, at most what the flush budget
+/// holds).
 #[derive(Debug)]
-pub struct HotSet {
+pub struct RangeScores {
     pub ranges: Arc<KeyRanges>,
+    pub probability: Vec<f32>,
     pub hot: Vec<bool>,
 }
 
-impl BlockFilter for HotSet {
-    /// A block is worth caching if one of its keys lies in a hot range. (Not every range
-    /// its key interval spans: a block of a flush or of a small level is sparse, its keys
-    /// spread over many ranges, and would be cached for ranges it holds nothing of.)
-    fn admit(&self, keys: &BlockKeys) -> bool {
+impl RangeScores {
+    /// The highest probability among the ranges holding one of `keys`, and whether one of
+    /// those ranges is hot. (Not every range the block's key interval spans: a block of a
+    /// flush or of a small level is sparse, its keys spread over many ranges, and would be
+    /// judged by ranges it holds nothing of.)
+    pub fn of_keys(&self, keys: &BlockKeys) -> (f32, bool) {
         let mut keys = keys.iter();
         let Some(first) = keys.next() else {
-            return false;
+            return (0.0, false);
         };
         let mut r = self.ranges.range_of(first);
-        if self.hot[r] {
-            return true;
-        }
+        let (mut p, mut hot) = (self.probability[r], self.hot[r]);
         for k in keys {
             r = self.ranges.advance(r, k);
-            if self.hot[r] {
-                return true;
-            }
+            p = p.max(self.probability[r]);
+            hot |= self.hot[r];
         }
-        false
+        (p, hot)
     }
 }
 
-/// The prediction for the slot after the newest of `slots`: the ranges whose probability
-/// of being read reaches `threshold`, the most probable first, at most `max_hot` of them
-/// (what the cache can take: prefetching more than it holds only evicts the prefetched
-/// blocks, and whatever readers had cached, before anyone reads them). `None` without
+/// The learned policy's decision for one job. It knows what the baseline knows, the input
+/// blocks that are cached, and what the model predicts:
+///
+/// - a block holding a key of a cached input block (cached at the job's start, or at its
+///   install: blocks read during the job count too) is admitted, ranked above every other
+///   by [`CACHED_BONUS`] plus its ranges' probability: the baseline's knowledge, per key
+///   rather than per key interval (a flush's block spans the key intervals of dozens of
+///   deeper blocks, and holds keys of a few), with the model deciding which of it the
+///   budget keeps;
+/// - a block holding a key of a predicted-hot range is admitted with its probability as
+///   its priority, and fills what room the budget leaves.
+///
+/// Without a model yet it is the baseline, under the learned policy's budget.
+pub struct Hybrid {
+    scores: Option<Arc<RangeScores>>,
+    cached: KeySet,
+}
+
+impl Hybrid {
+    pub fn new(scores: Option<Arc<RangeScores>>, cached: KeySet) -> Hybrid {
+        Hybrid { scores, cached }
+    }
+
+    fn score(&self, keys: &BlockKeys) -> (f64, bool) {
+        self.scores.as_ref().map_or((0.0, false), |s| {
+            let (p, hot) = s.of_keys(keys);
+            (f64::from(p), hot)
+        })
+    }
+}
+
+/// Added to the priority (a probability, at most 1) of a block the baseline would load.
+const CACHED_BONUS: f64 = 2.0;
+
+impl BlockFilter for Hybrid {
+    fn admit(&self, keys: &BlockKeys) -> Option<f64> {
+        let (p, hot) = self.score(keys);
+        let cached = !self.cached.is_empty() && keys.iter().any(|k| self.cached.contains(k));
+        (cached || hot).then_some(p + if cached { CACHED_BONUS } else { 0.0 })
+    }
+
+    fn at_install(&self, held: &Candidate<'_>, dropping: &Dropping) -> Option<f64> {
+        if held.priority >= CACHED_BONUS {
+            return Some(held.priority);
+        }
+        Some(if dropping.keys().any(held.hashes) {
+            held.priority + CACHED_BONUS
+        } else {
+            held.priority
+        })
+    }
+}
+
+/// The model's probability for every range after the newest of `slots`; `None` without
 /// enough history.
-pub fn predict_hot(
+pub fn predict(
     slots: &VecDeque<crate::warming::collector::SlotCounts>,
     probability: impl Fn(&[f64]) -> f64,
-    threshold: f64,
-    max_hot: usize,
-) -> Option<Vec<bool>> {
+) -> Option<Vec<f32>> {
     if slots.len() < SLOTS_NEEDED {
         return None;
     }
     let t = slots.len() - 1;
     let n = slots[t].reads.len();
     let mut row = [0.0; NUM_FEATURES];
-    let mut ranked: Vec<(f64, usize)> = (0..n)
-        .map(|r| {
-            write_row(slots, t, r, &mut row);
-            (probability(&row), r)
-        })
-        .filter(|(p, _)| *p >= threshold)
+    Some(
+        (0..n)
+            .map(|r| {
+                write_row(slots, t, r, &mut row);
+                probability(&row) as f32
+            })
+            .collect(),
+    )
+}
+
+/// The ranges whose probability reaches `threshold`, the most probable first, at most
+/// `max_hot` of them (what the cache can take: prefetching more than it holds only evicts
+/// the prefetched blocks, and whatever readers had cached, before anyone reads them).
+pub fn hot_ranges(probability: &[f32], threshold: f64, max_hot: usize) -> Vec<bool> {
+    let mut ranked: Vec<(f32, usize)> = probability
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| f64::from(**p) >= threshold)
+        .map(|(r, p)| (*p, r))
         .collect();
     if ranked.len() > max_hot {
         ranked.select_nth_unstable_by(max_hot, |a, b| b.0.total_cmp(&a.0));
         ranked.truncate(max_hot);
     }
-    let mut hot = vec![false; n];
+    let mut hot = vec![false; probability.len()];
     for (_, r) in ranked {
         hot[r] = true;
     }
-    Some(hot)
+    hot
 }
 
 #[derive(Default)]
@@ -108,7 +175,7 @@ struct Shared {
     max_hot: AtomicU64,
     /// The newest model, and the last prediction with the slot count it was made at.
     model: RwLock<Option<Arc<HotRangeModel>>>,
-    hot: RwLock<Option<(u64, Arc<HotSet>)>>,
+    hot: RwLock<Option<(u64, Arc<RangeScores>)>>,
     wake: Mutex<bool>,
     cv: Condvar,
     stop: AtomicBool,
@@ -148,6 +215,41 @@ impl Learned {
     fn wake(&self) {
         *self.shared.wake.lock() = true;
         self.shared.cv.notify_one();
+    }
+}
+
+impl Learned {
+    /// The newest model's prediction for the slot after the last completed one (made at
+    /// most once per slot: later jobs of the slot reuse it); `None` before the first model.
+    fn scores(&self) -> Option<Arc<RangeScores>> {
+        let s = &self.shared;
+        let col = s.collector.read().clone()?;
+        let model = s.model.read().clone()?;
+        let completed = col.completed_slots();
+        if let Some((at, scores)) = s.hot.read().as_ref() {
+            if *at == completed {
+                return Some(scores.clone());
+            }
+        }
+        let c = &s.counters;
+        let t0 = Instant::now();
+        let slots = col.with_history(|h| h.slots.clone());
+        let probability = predict(&slots, |row| model.probability(row));
+        c.prediction_micros
+            .fetch_add(t0.elapsed().as_micros() as u64, Relaxed);
+        let probability = probability?;
+        let max_hot = s.max_hot.load(Relaxed).min(usize::MAX as u64) as usize;
+        let hot = hot_ranges(&probability, s.params.threshold, max_hot);
+        c.predictions.fetch_add(1, Relaxed);
+        c.hot_ranges
+            .store(hot.iter().filter(|&&h| h).count() as u64, Relaxed);
+        let scores = Arc::new(RangeScores {
+            ranges: col.ranges().clone(),
+            probability,
+            hot,
+        });
+        *s.hot.write() = Some((completed, scores.clone()));
+        Some(scores)
     }
 }
 
@@ -192,37 +294,20 @@ impl CacheWarming for Learned {
         }
     }
 
-    fn plan(&self, _job: &JobInputs<'_>) -> Option<Arc<dyn BlockFilter>> {
-        let s = &self.shared;
-        let col = s.collector.read().clone()?;
-        let model = s.model.read().clone()?;
-        let completed = col.completed_slots();
-        if let Some((at, hot)) = s.hot.read().as_ref() {
-            if *at == completed {
-                return Some(hot.clone());
-            }
+    fn plan(&self, job: &JobInputs<'_>) -> Option<Arc<dyn BlockFilter>> {
+        let scores = self.scores();
+        if scores.is_none() && job.cached_keys.is_empty() {
+            return None;
         }
-        let c = &s.counters;
-        let t0 = Instant::now();
-        let slots = col.with_history(|h| h.slots.clone());
-        let max_hot = s.max_hot.load(Relaxed).min(usize::MAX as u64) as usize;
-        let hot = predict_hot(
-            &slots,
-            |row| model.probability(row),
-            s.params.threshold,
-            max_hot,
-        );
-        c.prediction_micros
-            .fetch_add(t0.elapsed().as_micros() as u64, Relaxed);
-        let hot = Arc::new(HotSet {
-            ranges: col.ranges().clone(),
-            hot: hot?,
-        });
-        c.predictions.fetch_add(1, Relaxed);
-        c.hot_ranges
-            .store(hot.hot.iter().filter(|&&h| h).count() as u64, Relaxed);
-        *s.hot.write() = Some((completed, hot.clone()));
-        Some(hot)
+        Some(Arc::new(Hybrid::new(scores, job.cached_keys.clone())))
+    }
+
+    fn budget(&self) -> Budget {
+        self.shared.params.budget()
+    }
+
+    fn wants_cached_keys(&self) -> bool {
+        true
     }
 
     fn stats(&self, s: &mut WarmingStats) {
@@ -318,13 +403,20 @@ mod tests {
         Arc::new(KeyRanges::from_sorted_keys(&keys, 1, 2, n).unwrap())
     }
 
-    #[test]
-    fn hot_set_admits_blocks_touching_a_hot_range() {
-        let r = ranges(10);
+    fn scores(hot_range: usize) -> Arc<RangeScores> {
         let mut hot = vec![false; 10];
-        hot[4] = true;
-        let h = HotSet { ranges: r, hot };
-        let admit = |keys: &[&str]| h.admit(&BlockKeys::from_keys(keys));
+        hot[hot_range] = true;
+        Arc::new(RangeScores {
+            ranges: ranges(10),
+            probability: (0..10).map(|r| r as f32 / 20.0).collect(),
+            hot,
+        })
+    }
+
+    #[test]
+    fn admits_blocks_touching_a_hot_range() {
+        let h = Hybrid::new(Some(scores(4)), KeySet::default());
+        let admit = |keys: &[&str]| h.admit(&BlockKeys::from_keys(keys)).is_some();
         assert!(admit(&["k0004"]));
         assert!(
             admit(&["k0002", "k0004x", "k0005"]),
@@ -336,6 +428,61 @@ mod tests {
         );
         assert!(!admit(&["k0005", "k0009"]));
         assert!(!admit(&["k0000", "k0003x"]));
+    }
+
+    /// The baseline's blocks (holding a key of a cached input block) rank above every
+    /// other, the model's probability orders each group, and a block whose keys were read
+    /// during the job (cached at install) joins the baseline's group then.
+    #[test]
+    fn hybrid_ranks_the_baselines_blocks_first_then_by_probability() {
+        let set = |keys: &[&str]| KeySet::of(&BlockKeys::from_keys(keys));
+        let h = Hybrid::new(Some(scores(4)), set(&["k0001x", "k0002"]));
+        let p = |keys: &[&str]| h.admit(&BlockKeys::from_keys(keys));
+        let cached_low = p(&["k0001x"]).unwrap();
+        let hot = p(&["k0004"]).unwrap();
+        assert!((cached_low - (CACHED_BONUS + 0.05)).abs() < 1e-6);
+        assert!((hot - 0.2).abs() < 1e-6);
+        assert!(cached_low > hot, "the baseline's signal first");
+        assert_eq!(p(&["k0007"]), None, "neither cached nor hot");
+        assert_eq!(
+            p(&["k0001y"]),
+            None,
+            "in a cached block's interval, not among its keys"
+        );
+        // Without a model: exactly the baseline's knowledge.
+        let base = Hybrid::new(None, set(&["k0001x", "k0002"]));
+        assert_eq!(
+            base.admit(&BlockKeys::from_keys(&["k0001x"])),
+            Some(CACHED_BONUS)
+        );
+        assert_eq!(base.admit(&BlockKeys::from_keys(&["k0004"])), None);
+        // At install: the hot block's interval was read into the cache meanwhile.
+        let block = |keys: &[&str]| {
+            use crate::sst::block::{Block, BlockBuilder};
+            use crate::types::{make_internal_key, ValueKind};
+            let mut bb = BlockBuilder::new(16);
+            for k in keys {
+                bb.add(&make_internal_key(k.as_bytes(), 1, ValueKind::Value), b"v");
+            }
+            Arc::new(Block::new(bb.finish()).unwrap())
+        };
+        let b = block(&["k0004"]);
+        let hashes = [KeySet::hash(b"k0004")];
+        let c = Candidate {
+            block: &b,
+            first: b"k0004",
+            last: b"k0004",
+            hashes: &hashes,
+            priority: hot,
+        };
+        let now = Dropping::new(vec![block(&["k0004", "k0009"])]);
+        assert_eq!(h.at_install(&c, &now), Some(hot + CACHED_BONUS));
+        assert_eq!(h.at_install(&c, &Dropping::default()), Some(hot));
+        let c = Candidate {
+            priority: cached_low,
+            ..c
+        };
+        assert_eq!(h.at_install(&c, &Dropping::default()), Some(cached_low));
     }
 
     /// A trained model separates ranges read steadily from ranges never read, and ranges
@@ -361,16 +508,17 @@ mod tests {
         let set = TrainingSet::build(&slots, 10_000, 7);
         let m = HotRangeModel::train(&set, 30, 4, 0.3).unwrap();
         // The newest slot (23) is odd: the next one is even, so periodic ranges are hot.
-        let hot = predict_hot(&slots, |row| m.probability(row), 0.5, n).unwrap();
-        for (r, h) in hot.iter().enumerate() {
+        let hot = |slots: &VecDeque<SlotCounts>| {
+            hot_ranges(&predict(slots, |row| m.probability(row)).unwrap(), 0.5, n)
+        };
+        for (r, h) in hot(&slots).iter().enumerate() {
             assert_eq!(*h, r % 3 != 1, "range {r}");
         }
         slots.pop_back();
-        let hot = predict_hot(&slots, |row| m.probability(row), 0.5, n).unwrap();
-        for (r, h) in hot.iter().enumerate() {
+        for (r, h) in hot(&slots).iter().enumerate() {
             assert_eq!(*h, r % 3 == 0, "range {r} before an odd slot");
         }
-        assert!(predict_hot(&slots.iter().take(3).cloned().collect(), |_| 1.0, 0.5, n).is_none());
+        assert!(predict(&slots.iter().take(3).cloned().collect(), |_| 1.0).is_none());
     }
 
     #[test]
@@ -383,13 +531,14 @@ mod tests {
             .collect();
         // Probability grows with the last slot's reads (= the range id here).
         let p = |row: &[f64]| row[SLOTS_NEEDED - 1] / 10.0;
-        let hot = predict_hot(&slots, p, 0.25, 3).unwrap();
+        let probability = predict(&slots, p).unwrap();
+        let hot = hot_ranges(&probability, 0.25, 3);
         let ids: Vec<usize> = (0..10).filter(|&r| hot[r]).collect();
         assert_eq!(ids, vec![7, 8, 9], "top three");
-        let hot = predict_hot(&slots, p, 0.75, 3).unwrap();
+        let hot = hot_ranges(&probability, 0.75, 3);
         let ids: Vec<usize> = (0..10).filter(|&r| hot[r]).collect();
         assert_eq!(ids, vec![8, 9], "the threshold cuts first");
-        assert!(predict_hot(&slots, p, 0.0, 0).unwrap().iter().all(|h| !h));
+        assert!(hot_ranges(&probability, 0.0, 0).iter().all(|h| !h));
     }
 
     #[test]
@@ -418,8 +567,10 @@ mod tests {
             }
         }
         let f = l.plan(&JobInputs::empty()).unwrap();
-        assert!(f.admit(&BlockKeys::from_keys(&["k0003"])));
-        assert!(!f.admit(&BlockKeys::from_keys(&["k0015", "k0019"])));
+        assert!(f.admit(&BlockKeys::from_keys(&["k0003"])).is_some());
+        assert!(f
+            .admit(&BlockKeys::from_keys(&["k0015", "k0019"]))
+            .is_none());
         let mut s = WarmingStats::default();
         l.stats(&mut s);
         assert!(s.trainings >= 1 && s.predictions >= 1 && s.slots >= 8);

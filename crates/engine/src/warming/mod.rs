@@ -9,29 +9,35 @@
 //! - `none` ([`NoWarming`]): none; today's behaviour.
 //! - `incremental-warmup` ([`incremental::IncrementalWarmup`]): those overlapping blocks
 //!   that were cached in the inputs.
-//! - `learned` ([`learned::Learned`]): those in key ranges a classifier predicts will be
-//!   read in the next slot.
+//! - `learned` ([`learned::Learned`]): those holding keys of cached input blocks, ranked
+//!   by a classifier's prediction of their key ranges being read in the next slot, then
+//!   those of ranges it predicts hot ([`learned::Hybrid`]).
+//! - `oracle` ([`oracle::OracleWarming`]): the bound; knows the reads to come.
 //!
 //! # What is measured, for every policy ([`WarmingStats`])
 //!
 //! The key space is cut into ranges ([`ranges`]) at the first job that finds enough
 //! blocks on disk, and cut again whenever the tree has grown fourfold since (a database
-//! filling up from empty would otherwise keep the few ranges of its first flushes). When a job starts, the blocks of its input tables are mapped to ranges from their
-//! index blocks; when the inputs are deleted and the cache drops their blocks, each
-//! dropped block is remembered with its key interval and the read count. A client read
-//! that misses the cache on a key inside a dropped block's interval, within
-//! [`INVALIDATION_WINDOW_READS`] reads of the drop, is an *invalidation miss*, charged to
-//! that block once: the re-read of a block the compaction took out of the cache. So
-//! invalidation misses never exceed the cached blocks dropped, and a miss the cache would
-//! have taken anyway (a key whose block was not cached) is not charged to compactions.
-//! This is the count the paper's "cache invalidations" stand for, and what warming sets out
-//! to remove: a warmed block is hit, and the dropped block's charge expires unpaid. (Key
-//! ranges index the dropped blocks: a miss looks only at those of its key's range.)
-//! The window is counted in client reads, not time, so that runs on a loaded machine are
-//! comparable; it is two of the learned policy's default slots.
+//! filling up from empty would otherwise keep the few ranges of its first flushes). When a
+//! deleted file's blocks are dropped from the cache, each dropped block is remembered with
+//! its keys and the read count. A client read that misses the cache on a key the dropped
+//! block held, within [`INVALIDATION_WINDOW_READS`] reads of the drop, is an *invalidation
+//! miss*, charged to that block once: the re-read of a block the compaction took out of
+//! the cache. So invalidation misses never exceed the cached blocks dropped, and a miss
+//! the cache would have taken anyway is not charged to compactions: neither a key whose
+//! block was not cached, nor a key that merely lies between a dropped block's first and
+//! last keys (a flush's block spans the key intervals of dozens of deeper blocks, and
+//! holds keys of a few of them). This is the count the paper's "cache invalidations"
+//! stand for, and what warming sets out to remove: a warmed block is hit, and the dropped
+//! block's charge expires unpaid. (Key ranges index the dropped blocks: a miss looks only
+//! at those of its key's range.) The window is counted in client reads, not time, so that
+//! runs on a loaded machine are comparable.
 //!
-//! Prefetched blocks of a compaction enter the cache when its inputs are deleted (see
-//! [`JobWarming`]).
+//! Prefetched blocks of a compaction enter the cache when its first input is deleted (see
+//! [`JobWarming`]), before the dropped blocks are remembered. Deletion happens wherever
+//! the last reference to a file goes, a client's read among them: the accounting decodes
+//! nothing then (intervals come from the index when the job starts; a dropped block's keys
+//! are listed only when a miss falls in its interval).
 //!
 //! Hooks: [`Warming::record_read`] (every get), [`Warming::record_write`] (every put and
 //! delete), [`Warming::begin_job`] (a flush or compaction, with its inputs) which returns
@@ -43,11 +49,14 @@ pub mod features;
 pub mod incremental;
 pub mod learned;
 pub mod model;
+pub mod oracle;
 pub mod ranges;
 
-pub use config::{CacheWarmingConfig, LearnedParams};
+pub use config::{CacheWarmingConfig, LearnedParams, ReadOracleHandle};
+pub use oracle::ReadOracle;
 
 use crate::cache::BlockCache;
+use crate::sst::block::Block;
 use crate::sst::BlockSink;
 use crate::types::user_key;
 use crate::version::{TableFile, Version};
@@ -56,7 +65,7 @@ use ranges::KeyRanges;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// Reads after an invalidation within which a miss in the invalidated range counts as an
 /// invalidation miss.
@@ -87,7 +96,12 @@ pub struct InputBlock {
 pub struct JobInputs<'a> {
     pub kind: JobKind,
     pub blocks: &'a [InputBlock],
+    /// The user keys of the input blocks cached when the job started (empty unless the
+    /// policy [wants them](CacheWarming::wants_cached_keys)).
+    pub cached_keys: &'a KeySet,
 }
+
+static NO_KEYS: KeySet = KeySet(Vec::new());
 
 impl JobInputs<'static> {
     /// A job without input tables (a flush).
@@ -95,14 +109,52 @@ impl JobInputs<'static> {
         JobInputs {
             kind: JobKind::Flush,
             blocks: &[],
+            cached_keys: &NO_KEYS,
         }
     }
 }
 
 /// Decides, block by block, what a job's output puts into the cache.
 pub trait BlockFilter: Send + Sync {
-    /// True to cache an output block holding `keys` (its user keys, in order, not empty).
-    fn admit(&self, keys: &BlockKeys) -> bool;
+    /// Whether to cache an output block holding `keys` (its user keys, in order, not
+    /// empty): `None` leaves it out; `Some(priority)` admits it, and when a job admits more
+    /// than its budget the blocks of highest priority are the ones kept.
+    fn admit(&self, keys: &BlockKeys) -> Option<f64>;
+
+    /// A compaction's admitted block is held until the job's output replaces its inputs
+    /// (see [`JobWarming`]); this is asked again then, with what is known at that moment:
+    /// the input blocks the cache drops ([`Dropping`]). Policies whose knowledge changed
+    /// while the job ran (the oracle: reads have moved on; the learned policy: blocks read
+    /// during the job) decide again; the default keeps the first answer.
+    fn at_install(&self, held: &Candidate<'_>, _dropping: &Dropping) -> Option<f64> {
+        Some(held.priority)
+    }
+}
+
+/// A held output block, as [`BlockFilter::at_install`] sees it.
+pub struct Candidate<'a> {
+    pub block: &'a Arc<crate::sst::block::Block>,
+    /// The block's first and last user keys.
+    pub first: &'a [u8],
+    pub last: &'a [u8],
+    /// Hashes ([`KeySet::hash`]) of its user keys.
+    pub hashes: &'a [u64],
+    /// What [`BlockFilter::admit`] gave it.
+    pub priority: f64,
+}
+
+/// How many blocks one job may put into the cache.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Budget {
+    /// Up to this share of the cache's capacity in bytes (more would only evict the job's
+    /// own blocks).
+    CacheFraction(f64),
+    /// Up to this many times as many blocks as the cache drops when the output replaces
+    /// the inputs (the input blocks it holds then), plus what a flush may take as a share
+    /// of the cache (a flush drops nothing). Replacing what the job took out of the cache
+    /// evicts nothing else: filling the whole cache with a job's blocks pushes out the
+    /// blocks of every other file readers were using.
+    ReplaceDropped { factor: f64, flush_fraction: f64 },
 }
 
 /// The user keys of a data block, copied once into one buffer.
@@ -185,6 +237,17 @@ pub trait CacheWarming: Send + Sync {
 
     /// Adds the policy's own counters.
     fn stats(&self, _s: &mut WarmingStats) {}
+
+    /// How much one job may prefetch; the whole cache by default.
+    fn budget(&self) -> Budget {
+        Budget::CacheFraction(1.0)
+    }
+
+    /// True if [`plan`](Self::plan) uses [`JobInputs::cached_keys`] (decoding the cached
+    /// input blocks' keys costs a job's start a little).
+    fn wants_cached_keys(&self) -> bool {
+        false
+    }
 }
 
 /// Today's behaviour: output blocks enter the cache only when read.
@@ -213,7 +276,8 @@ pub struct WarmingStats {
     pub invalidation_events: u64,
     /// Key ranges marked invalidated (summed over events).
     pub invalidated_ranges: u64,
-    /// Dropped blocks of files no job had mapped to ranges.
+    /// Dropped blocks not tracked: the key space was not cut into ranges yet, or no job
+    /// had mapped their file.
     pub unmapped_invalidated_blocks: u64,
     /// Cache misses in a range within the window after its invalidation.
     pub invalidation_misses: u64,
@@ -221,9 +285,15 @@ pub struct WarmingStats {
     /// Flushes and compactions seen, and those a policy planned prefetches for.
     pub jobs: u64,
     pub jobs_planned: u64,
-    /// Output blocks a filter looked at, and those it admitted.
+    /// Output blocks a filter looked at, and those that entered the cache.
     pub blocks_considered: u64,
     pub blocks_admitted: u64,
+    /// Admitted blocks beyond the job's budget (the lowest priorities), and held blocks
+    /// the policy withdrew when the output was installed.
+    #[serde(default)]
+    pub blocks_displaced: u64,
+    #[serde(default)]
+    pub blocks_withdrawn: u64,
     /// Learned policy: completed slots, sampled reads and writes.
     pub slots: u64,
     pub sampled_reads: u64,
@@ -243,16 +313,28 @@ pub struct WarmingStats {
     pub hot_ranges: u64,
 }
 
-/// The input blocks of a file: offset and user-key interval, by offset.
-type FileBlocks = Vec<(u64, Vec<u8>, Vec<u8>)>;
-
 /// A cached block dropped at read count `at`, covering user keys `[lo, hi]`; `paid` once
-/// a miss was charged to it.
+/// a miss was charged to it. Its keys are listed when a miss first falls in its interval
+/// (most dropped blocks are never missed on: decoding them all would cost the thread that
+/// deletes the file).
 struct Invalidated {
     lo: Vec<u8>,
     hi: Vec<u8>,
+    block: Arc<Block>,
+    keys: OnceLock<KeySet>,
     at: u64,
     paid: AtomicBool,
+}
+
+impl Invalidated {
+    fn holds(&self, key: &[u8], hash: u64) -> bool {
+        self.lo.as_slice() <= key
+            && key <= self.hi.as_slice()
+            && self
+                .keys
+                .get_or_init(|| KeySet::of(&BlockKeys::of(&self.block)))
+                .contains_hash(hash)
+    }
 }
 
 /// One cut of the key space, with the recently invalidated blocks listed under every range
@@ -273,11 +355,13 @@ impl Cut {
         }
     }
 
-    /// Records a dropped block.
-    fn invalidate(&self, lo: &[u8], hi: &[u8], at: u64) -> u64 {
+    /// Records a dropped block covering `[lo, hi]`; returns the ranges it spans.
+    fn invalidate(&self, lo: &[u8], hi: &[u8], block: &Arc<Block>, at: u64) -> u64 {
         let b = Arc::new(Invalidated {
             lo: lo.to_vec(),
             hi: hi.to_vec(),
+            block: block.clone(),
+            keys: OnceLock::new(),
             at,
             paid: AtomicBool::new(false),
         });
@@ -291,14 +375,15 @@ impl Cut {
         n as u64
     }
 
-    /// True if a miss of `key` at read count `now` re-reads a block dropped within the
-    /// window that no earlier miss was charged to (then it is charged to it).
+    /// True if a miss of `key` at read count `now` is of a key that a block dropped
+    /// within the window held, and no earlier miss was charged to that block (then it is
+    /// charged to it).
     fn charge_miss(&self, key: &[u8], now: u64) -> bool {
         let mut list = self.invalidated[self.ranges.range_of(key)].lock();
         list.retain(|x| !x.paid.load(Relaxed) && now - x.at.min(now) < INVALIDATION_WINDOW_READS);
+        let h = KeySet::hash(key);
         list.iter().any(|x| {
-            x.lo.as_slice() <= key
-                && key <= x.hi.as_slice()
+            x.holds(key, h)
                 && x.paid
                     .compare_exchange(false, true, Relaxed, Relaxed)
                     .is_ok()
@@ -306,7 +391,11 @@ impl Cut {
     }
 }
 
-/// Ranges, invalidated blocks and the block maps of job inputs.
+/// The input blocks of a file: offset and user-key interval, by offset.
+type FileBlocks = Vec<(u64, Vec<u8>, Vec<u8>)>;
+
+/// Ranges, invalidated blocks, the block maps of job inputs and the holds of running
+/// compactions.
 struct Tracking {
     cut: RwLock<Option<Arc<Cut>>>,
     /// Prefetches waiting for their job's inputs to be deleted, by input file number.
@@ -320,7 +409,10 @@ struct Tracking {
 }
 
 impl Tracking {
-    fn on_erase(&self, cache: &BlockCache, file: u64, offsets: &[u64]) {
+    /// The cache dropped `dropped` of `file`. The first input of a compaction to go
+    /// releases its prefetches, first (the output has replaced the inputs for readers);
+    /// then each dropped block is remembered for the invalidation accounting.
+    fn on_erase(&self, cache: &BlockCache, file: u64, dropped: &[(u64, Arc<Block>)]) {
         let deferred = self.deferred.lock().remove(&file);
         if let Some(d) = deferred {
             {
@@ -329,33 +421,130 @@ impl Tracking {
                     map.remove(f);
                 }
             }
-            for (file, offset, block) in std::mem::take(&mut *d.blocks.lock()) {
-                cache.insert_prefetched(file, offset, block);
-            }
+            d.install(cache, &self.dropping(cache, dropped, file, &d.inputs));
         }
-        if offsets.is_empty() {
+        let blocks = self.files.lock().remove(&file);
+        if dropped.is_empty() {
             return;
         }
         self.invalidation_events.fetch_add(1, Relaxed);
-        let map = self.files.lock().remove(&file);
-        let current = self.cut.read().clone();
-        let (Some(blocks), Some(cut)) = (map, current) else {
+        let (Some(blocks), Some(cut)) = (blocks, self.cut.read().clone()) else {
             self.unmapped_blocks
-                .fetch_add(offsets.len() as u64, Relaxed);
+                .fetch_add(dropped.len() as u64, Relaxed);
             return;
         };
         let now = self.reads.load(Relaxed);
         let mut marked = 0;
-        for off in offsets {
+        for (off, block) in dropped {
             let i = blocks.partition_point(|b| b.0 < *off);
             match blocks.get(i) {
-                Some((o, lo, hi)) if o == off => marked += cut.invalidate(lo, hi, now),
+                Some((o, lo, hi)) if o == off => marked += cut.invalidate(lo, hi, block, now),
                 _ => {
                     self.unmapped_blocks.fetch_add(1, Relaxed);
                 }
             }
         }
         self.invalidated_ranges.fetch_add(marked, Relaxed);
+    }
+
+    /// What the cache drops as a compaction's output replaces `inputs`: the blocks of
+    /// the first of them to go, `file`, just dropped, and the other inputs' blocks it
+    /// still holds (they go with the same version, a moment later).
+    fn dropping(
+        &self,
+        cache: &BlockCache,
+        dropped: &[(u64, Arc<Block>)],
+        file: u64,
+        inputs: &[u64],
+    ) -> Dropping {
+        let mut blocks: Vec<Arc<Block>> = dropped.iter().map(|(_, b)| b.clone()).collect();
+        let files = self.files.lock();
+        for f in inputs.iter().filter(|f| **f != file) {
+            for (off, _, _) in files.get(f).into_iter().flatten() {
+                blocks.extend(cache.peek(*f, *off));
+            }
+        }
+        Dropping::new(blocks)
+    }
+}
+
+/// What the cache is dropping when a compaction's output is installed: the input blocks
+/// it held then (the job's inputs, as readers last saw them). Their keys are listed when
+/// a policy first asks.
+#[derive(Debug, Default)]
+pub struct Dropping {
+    blocks: Vec<Arc<Block>>,
+    keys: OnceLock<KeySet>,
+}
+
+impl Dropping {
+    pub fn new(blocks: Vec<Arc<Block>>) -> Dropping {
+        Dropping {
+            blocks,
+            keys: OnceLock::new(),
+        }
+    }
+
+    /// How many blocks.
+    pub fn len(&self) -> usize {
+        self.blocks.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.blocks.is_empty()
+    }
+
+    /// The user keys the blocks held.
+    pub fn keys(&self) -> &KeySet {
+        self.keys.get_or_init(|| {
+            let mut hashes = Vec::new();
+            for b in &self.blocks {
+                hashes.extend(BlockKeys::of(b).iter().map(KeySet::hash));
+            }
+            KeySet::from_hashes(hashes)
+        })
+    }
+}
+
+/// Hashes of user keys, sorted: which keys a set of blocks held. (64-bit hashes: a false
+/// match is a one-in-2^64 event per pair.)
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct KeySet(Vec<u64>);
+
+impl KeySet {
+    pub fn hash(key: &[u8]) -> u64 {
+        xxhash_rust::xxh3::xxh3_64(key)
+    }
+
+    pub fn from_hashes(mut v: Vec<u64>) -> KeySet {
+        v.sort_unstable();
+        v.dedup();
+        KeySet(v)
+    }
+
+    pub fn of(keys: &BlockKeys) -> KeySet {
+        KeySet::from_hashes(keys.iter().map(KeySet::hash).collect())
+    }
+
+    pub fn contains(&self, key: &[u8]) -> bool {
+        self.contains_hash(KeySet::hash(key))
+    }
+
+    pub fn contains_hash(&self, h: u64) -> bool {
+        self.0.binary_search(&h).is_ok()
+    }
+
+    /// True if one of `hashes` is in the set.
+    pub fn any(&self, hashes: &[u64]) -> bool {
+        !self.0.is_empty() && hashes.iter().any(|h| self.contains_hash(*h))
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
     }
 }
 
@@ -372,15 +561,18 @@ pub struct Warming {
     range_params: LearnedParams,
     /// Data block size, to estimate blocks from file sizes.
     block_size: usize,
-    /// `range_params` came from a learned configuration.
-    range_params_learned: bool,
     cuts: AtomicU64,
 }
 
 #[derive(Default)]
 struct JobCounters {
     considered: AtomicU64,
+    /// Blocks put into the cache.
     admitted: AtomicU64,
+    /// Admitted blocks a compaction's budget held no room for (lowest priority first).
+    displaced: AtomicU64,
+    /// Held blocks the policy no longer wanted when the output was installed.
+    withdrawn: AtomicU64,
 }
 
 impl std::fmt::Debug for Warming {
@@ -398,12 +590,16 @@ impl Warming {
             CacheWarmingConfig::None => Box::new(NoWarming),
             CacheWarmingConfig::IncrementalWarmup => Box::new(incremental::IncrementalWarmup),
             CacheWarmingConfig::Learned(p) => Box::new(learned::Learned::new(p.clone())),
+            // Under the learned policy's budget: the bound on what its knowledge can win.
+            CacheWarmingConfig::Oracle(o) => Box::new(oracle::OracleWarming::new(
+                o.0.clone(),
+                LearnedParams::default().budget(),
+            )),
         };
         let mut w = Self::with_policy(policy, cache);
         w.block_size = block_size;
         if let CacheWarmingConfig::Learned(p) = config {
             w.range_params = p.clone();
-            w.range_params_learned = true;
         }
         w
     }
@@ -420,11 +616,10 @@ impl Warming {
             unmapped_blocks: AtomicU64::new(0),
             invalidation_misses: AtomicU64::new(0),
         });
-        let t = Arc::downgrade(&tracking);
-        let c = Arc::downgrade(&cache);
-        cache.set_erase_listener(Box::new(move |file, offsets| {
+        let (t, c) = (Arc::downgrade(&tracking), Arc::downgrade(&cache));
+        cache.set_erase_listener(Box::new(move |file, blocks| {
             if let (Some(t), Some(c)) = (t.upgrade(), c.upgrade()) {
-                t.on_erase(&c, file, offsets);
+                t.on_erase(&c, file, blocks);
             }
         }));
         Warming {
@@ -436,7 +631,6 @@ impl Warming {
             counters: Arc::default(),
             range_params: LearnedParams::default(),
             block_size: 4096,
-            range_params_learned: false,
             cuts: AtomicU64::new(0),
         }
     }
@@ -477,6 +671,8 @@ impl Warming {
         self.jobs.fetch_add(1, Relaxed);
         self.cut_ranges(version);
         let mut blocks = Vec::new();
+        let mut cached_keys = Vec::new();
+        let want_keys = self.policy.wants_cached_keys();
         let mut input_files = Vec::new();
         for f in inputs {
             input_files.push(f.number());
@@ -490,12 +686,21 @@ impl Warming {
                     break;
                 };
                 let hi = user_key(it.key()).to_vec();
+                let cached = if want_keys {
+                    let b = self.cache.peek(f.number(), h.offset);
+                    if let Some(b) = &b {
+                        cached_keys.extend(BlockKeys::of(b).iter().map(KeySet::hash));
+                    }
+                    b.is_some()
+                } else {
+                    self.cache.contains(f.number(), h.offset)
+                };
                 blocks.push(InputBlock {
                     file: f.number(),
                     offset: h.offset,
                     lo: std::mem::replace(&mut lo, hi.clone()),
                     hi,
-                    cached: self.cache.contains(f.number(), h.offset),
+                    cached,
                 });
                 it.next();
             }
@@ -508,20 +713,25 @@ impl Warming {
         let filter = self.policy.plan(&JobInputs {
             kind,
             blocks: &blocks,
+            cached_keys: &KeySet::from_hashes(cached_keys),
         })?;
         self.jobs_planned.fetch_add(1, Relaxed);
-        // The learned policy's hot set is sized to its fraction of the cache; the baseline
-        // may fill the whole cache (more would only evict its own blocks).
-        let fraction = if self.range_params_learned {
-            self.range_params.cache_fraction
-        } else {
-            1.0
+        let budget = self.policy.budget();
+        let fraction = match (budget, kind) {
+            (Budget::CacheFraction(f), _) => f,
+            (Budget::ReplaceDropped { flush_fraction, .. }, JobKind::Flush) => flush_fraction,
+            // Held up to twice the cache (the more held, the more choice at install), cut
+            // to the dropped blocks then.
+            (Budget::ReplaceDropped { .. }, JobKind::Compaction) => 2.0,
         };
         let limit = (self.cache.capacity() as f64 * fraction) as usize;
         let deferred = (!input_files.is_empty()).then(|| {
             let d = Arc::new(Deferred {
                 inputs: input_files,
-                blocks: Mutex::new(Vec::new()),
+                budget,
+                filter: filter.clone(),
+                counters: self.counters.clone(),
+                hold: Mutex::new(Hold::new(limit as u64)),
             });
             let mut map = self.tracking.deferred.lock();
             for f in &d.inputs {
@@ -600,6 +810,8 @@ impl Warming {
             jobs_planned: self.jobs_planned.load(Relaxed),
             blocks_considered: self.counters.considered.load(Relaxed),
             blocks_admitted: self.counters.admitted.load(Relaxed),
+            blocks_displaced: self.counters.displaced.load(Relaxed),
+            blocks_withdrawn: self.counters.withdrawn.load(Relaxed),
             ..WarmingStats::default()
         };
         self.policy.stats(&mut s);
@@ -612,11 +824,11 @@ impl Warming {
 /// A compaction's output is invisible to readers until the job installs it, and a large
 /// job runs long enough for the cache to turn over many times: blocks inserted as they are
 /// written would be evicted before anyone could read them. So the admitted blocks of a
-/// compaction are held (already decoded: still no extra read) and inserted the moment its
-/// first input file is deleted, i.e. when the output replaces the inputs for readers. A
-/// flush's output is inserted as written (a flush is short, and has no inputs to wait
-/// for). A job admits at most `cache_fraction` of the cache's capacity in bytes: more
-/// would only evict its own earlier blocks.
+/// compaction are held (already decoded: still no extra read), the highest priorities
+/// within the policy's [`Budget`], and inserted when its first input file is deleted,
+/// i.e. when the output has replaced the inputs for readers, least valuable first. A flush's
+/// output is inserted as written (a flush is short, and has no inputs to wait for), the
+/// first blocks taking the budget.
 pub struct JobWarming {
     cache: Arc<BlockCache>,
     filter: Arc<dyn BlockFilter>,
@@ -629,7 +841,134 @@ pub struct JobWarming {
 /// A compaction's admitted blocks, waiting for its inputs to go.
 struct Deferred {
     inputs: Vec<u64>,
-    blocks: Mutex<Vec<(u64, u64, Arc<crate::sst::block::Block>)>>,
+    budget: Budget,
+    filter: Arc<dyn BlockFilter>,
+    counters: Arc<JobCounters>,
+    hold: Mutex<Hold>,
+}
+
+impl Deferred {
+    /// The output replaces the inputs: the held blocks the policy still wants enter the
+    /// cache, least valuable first, so that the most valuable are the last to be evicted.
+    fn install(&self, cache: &BlockCache, dropping: &Dropping) {
+        let held = std::mem::replace(&mut *self.hold.lock(), Hold::new(0)).heap;
+        let mut keep: Vec<Held> = Vec::with_capacity(held.len());
+        for std::cmp::Reverse(mut h) in held {
+            let c = Candidate {
+                block: &h.block,
+                first: &h.first,
+                last: &h.last,
+                hashes: &h.hashes,
+                priority: h.priority,
+            };
+            match self.filter.at_install(&c, dropping) {
+                Some(p) => {
+                    h.priority = p;
+                    keep.push(h);
+                }
+                None => {
+                    self.counters.withdrawn.fetch_add(1, Relaxed);
+                }
+            }
+        }
+        keep.sort_unstable();
+        if let Budget::ReplaceDropped { factor, .. } = self.budget {
+            let room = (dropping.len() as f64 * factor).ceil() as usize;
+            let over = keep.len().saturating_sub(room);
+            self.counters.displaced.fetch_add(over as u64, Relaxed);
+            keep.drain(..over);
+        }
+        self.counters.admitted.fetch_add(keep.len() as u64, Relaxed);
+        for h in keep {
+            cache.insert_prefetched(h.file, h.offset, h.block);
+        }
+    }
+}
+
+/// An admitted block held for a compaction's install.
+struct Held {
+    priority: f64,
+    first: Vec<u8>,
+    last: Vec<u8>,
+    hashes: Vec<u64>,
+    /// Order of admission: of two blocks of equal priority the earlier is kept.
+    seq: u64,
+    file: u64,
+    offset: u64,
+    block: Arc<crate::sst::block::Block>,
+}
+
+impl Ord for Held {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        self.priority
+            .total_cmp(&o.priority)
+            .then_with(|| o.seq.cmp(&self.seq))
+    }
+}
+
+impl PartialOrd for Held {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+
+impl PartialEq for Held {
+    fn eq(&self, o: &Self) -> bool {
+        self.cmp(o).is_eq()
+    }
+}
+
+impl Eq for Held {}
+
+/// The blocks of highest priority a compaction admitted, at most `budget` bytes of them.
+struct Hold {
+    heap: std::collections::BinaryHeap<std::cmp::Reverse<Held>>,
+    bytes: u64,
+    budget: u64,
+    next_seq: u64,
+}
+
+impl Hold {
+    fn new(budget: u64) -> Hold {
+        Hold {
+            heap: Default::default(),
+            bytes: 0,
+            budget,
+            next_seq: 0,
+        }
+    }
+
+    /// Adds a block; returns how many blocks (possibly this one) no longer fit.
+    fn push(
+        &mut self,
+        priority: f64,
+        keys: &BlockKeys,
+        file: u64,
+        offset: u64,
+        block: Arc<crate::sst::block::Block>,
+    ) -> u64 {
+        self.bytes += block.size_in_bytes() as u64;
+        self.heap.push(std::cmp::Reverse(Held {
+            priority,
+            first: keys.first().unwrap_or_default().to_vec(),
+            last: keys.last().unwrap_or_default().to_vec(),
+            hashes: keys.iter().map(KeySet::hash).collect(),
+            seq: self.next_seq,
+            file,
+            offset,
+            block,
+        }));
+        self.next_seq += 1;
+        let mut displaced = 0;
+        while self.bytes > self.budget {
+            let Some(std::cmp::Reverse(h)) = self.heap.pop() else {
+                break;
+            };
+            self.bytes -= h.block.size_in_bytes() as u64;
+            displaced += 1;
+        }
+        displaced
+    }
 }
 
 impl std::fmt::Debug for JobWarming {
@@ -650,7 +989,32 @@ impl JobWarming {
         Box::new(move |offset, block| {
             counters.considered.fetch_add(1, Relaxed);
             let keys = BlockKeys::of(block);
-            if keys.is_empty() || !filter.admit(&keys) {
+            if keys.is_empty() {
+                return;
+            }
+            let Some(priority) = filter.admit(&keys) else {
+                return;
+            };
+            if let Some(d) = &deferred {
+                let displaced =
+                    d.hold
+                        .lock()
+                        .push(priority, &keys, file_number, offset, Arc::clone(block));
+                counters.displaced.fetch_add(displaced, Relaxed);
+                return;
+            }
+            // A flush inserts as it writes, so its blocks are judged as installed at once
+            // (no input was dropped), and the first blocks take the budget.
+            let hashes: Vec<u64> = keys.iter().map(KeySet::hash).collect();
+            let c = Candidate {
+                block,
+                first: keys.first().unwrap_or_default(),
+                last: keys.last().unwrap_or_default(),
+                hashes: &hashes,
+                priority,
+            };
+            if filter.at_install(&c, &Dropping::default()).is_none() {
+                counters.withdrawn.fetch_add(1, Relaxed);
                 return;
             }
             let size = block.size_in_bytes() as u64;
@@ -658,16 +1022,11 @@ impl JobWarming {
                 .fetch_update(Relaxed, Relaxed, |b| b.checked_sub(size))
                 .is_err()
             {
+                counters.displaced.fetch_add(1, Relaxed);
                 return;
             }
             counters.admitted.fetch_add(1, Relaxed);
-            match &deferred {
-                Some(d) => d
-                    .blocks
-                    .lock()
-                    .push((file_number, offset, Arc::clone(block))),
-                None => cache.insert_prefetched(file_number, offset, Arc::clone(block)),
-            }
+            cache.insert_prefetched(file_number, offset, Arc::clone(block));
         })
     }
 }

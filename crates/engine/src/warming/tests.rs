@@ -13,8 +13,9 @@ fn block(keys: &[&str], value_len: usize) -> Arc<Block> {
     Arc::new(Block::new(b.finish()).unwrap())
 }
 
-/// Ranges [.., k10), [k10, k20), ... [k90, ..) cut by hand, and file 5's blocks mapped:
-/// the block at offset 0 holds keys k12..k27, the one at 100 k70..k79.
+/// Ranges [.., k10), [k10, k20), ... [k90, ..) cut by hand, and file 5's blocks mapped
+/// as a job's start maps them: the block at offset 0 covers k12..k27, the one at 100
+/// k70..k79.
 fn tracked(cache: &Arc<BlockCache>) -> Warming {
     let w = Warming::with_policy(Box::new(NoWarming), cache.clone());
     let keys: Vec<Vec<u8>> = (0..100).map(|i| format!("k{i:02}").into_bytes()).collect();
@@ -31,23 +32,53 @@ fn tracked(cache: &Arc<BlockCache>) -> Warming {
     w
 }
 
+/// A compaction's prefetch plan over `inputs`, registered with `w` as `begin_job` would,
+/// holding at most `hold` bytes.
+fn compaction_job(
+    w: &Warming,
+    cache: &Arc<BlockCache>,
+    inputs: &[u64],
+    budget: Budget,
+    filter: Arc<dyn BlockFilter>,
+    hold: u64,
+) -> JobWarming {
+    let counters: Arc<JobCounters> = Arc::default();
+    let d = Arc::new(Deferred {
+        inputs: inputs.to_vec(),
+        budget,
+        filter: filter.clone(),
+        counters: counters.clone(),
+        hold: Mutex::new(Hold::new(hold)),
+    });
+    for f in inputs {
+        w.tracking.deferred.lock().insert(*f, d.clone());
+    }
+    JobWarming {
+        cache: cache.clone(),
+        filter,
+        counters,
+        deferred: Some(d),
+        budget: Arc::new(AtomicU64::new(u64::MAX)),
+    }
+}
+
 #[test]
 fn misses_after_an_invalidation_are_charged_once_within_the_window() {
     let cache = BlockCache::new(1 << 20);
     let w = tracked(&cache);
-    cache.insert(5, 0, block(&["k15"], 10));
+    cache.insert(5, 0, block(&["k12", "k15", "k25", "k27"], 10));
     cache.insert(6, 0, block(&["k75"], 10));
     w.record_read(b"k15", true); // before any invalidation: not counted
     assert_eq!(cache.erase_file(5), 1);
     let s = w.stats();
     assert_eq!((s.invalidation_events, s.invalidated_ranges), (1, 2));
     w.record_read(b"k11", true); // range 1, but outside the block's keys
+    w.record_read(b"k20", true); // inside its interval, not one of its keys
     w.record_read(b"k15", false); // a hit: not a miss
-    w.record_read(b"k75", true); // the block at 100 was not cached: not dropped
     w.record_read(b"k35", true); // range 3: untouched
     assert_eq!(w.stats().invalidation_misses, 0);
-    w.record_read(b"k25", true); // inside the dropped block: charged
-    w.record_read(b"k13", true); // the block was charged already
+    w.record_read(b"k25", true); // a key of the dropped block: charged
+    w.record_read(b"k12", true); // the block was charged already
     assert_eq!(w.stats().invalidation_misses, 1);
     // A file no job mapped.
     assert_eq!(cache.erase_file(6), 1);
@@ -59,7 +90,7 @@ fn charges_expire_with_the_window() {
     let cache = BlockCache::new(1 << 20);
     let w = tracked(&cache);
     cache.insert(5, 0, block(&["k15"], 10));
-    cache.insert(5, 100, block(&["k75"], 10));
+    cache.insert(5, 100, block(&["k71", "k75"], 10));
     assert_eq!(cache.erase_file(5), 2);
     w.record_read(b"k71", true);
     for _ in 0..INVALIDATION_WINDOW_READS {
@@ -73,8 +104,8 @@ fn charges_expire_with_the_window() {
 fn sink_inserts_admitted_blocks_as_prefetched_within_capacity() {
     struct Only(&'static [u8]);
     impl BlockFilter for Only {
-        fn admit(&self, keys: &BlockKeys) -> bool {
-            keys.iter().any(|k| k == self.0)
+        fn admit(&self, keys: &BlockKeys) -> Option<f64> {
+            keys.iter().any(|k| k == self.0).then_some(0.0)
         }
     }
     let one = block(&["a", "b"], 1000).size_in_bytes();
@@ -136,41 +167,36 @@ fn config_parses_names_and_rejects_bad_ones() {
 fn compaction_prefetches_wait_for_the_inputs_and_respect_the_budget() {
     struct All;
     impl BlockFilter for All {
-        fn admit(&self, _keys: &BlockKeys) -> bool {
-            true
+        fn admit(&self, _keys: &BlockKeys) -> Option<f64> {
+            Some(0.0)
         }
     }
     let cache = BlockCache::new(1 << 20);
     let w = tracked(&cache);
     let one = block(&["x"], 100).size_in_bytes() as u64;
-    let d = Arc::new(Deferred {
-        inputs: vec![5, 6],
-        blocks: Mutex::new(Vec::new()),
-    });
-    for f in [5, 6] {
-        w.tracking.deferred.lock().insert(f, d.clone());
-    }
-    let jw = JobWarming {
-        cache: cache.clone(),
-        filter: Arc::new(All),
-        counters: Arc::default(),
-        deferred: Some(d),
-        budget: Arc::new(AtomicU64::new(3 * one)),
-    };
+    let budget = Budget::CacheFraction(1.0);
+    let jw = compaction_job(&w, &cache, &[5, 6], budget, Arc::new(All), 3 * one);
     let mut sink = jw.sink(9);
     for i in 0..5 {
         sink(i * 4096, &block(&["x"], 100));
     }
     assert!(cache.is_empty(), "held until the inputs go");
     assert_eq!(
-        jw.counters.admitted.load(Relaxed),
-        3,
+        jw.counters.displaced.load(Relaxed),
+        2,
         "budget of three blocks"
     );
     // The job's inputs had nothing cached; deleting one still releases the blocks.
     assert_eq!(cache.erase_file(6), 0);
     assert_eq!(cache.len(), 3);
     assert_eq!(cache.stats().prefetched, 3);
+    assert_eq!(jw.counters.admitted.load(Relaxed), 3);
+    for i in 0..3 {
+        assert!(
+            cache.contains(9, i * 4096),
+            "equal priorities: the first kept"
+        );
+    }
     assert!(
         w.tracking.deferred.lock().is_empty(),
         "both inputs forgotten"
@@ -180,4 +206,91 @@ fn compaction_prefetches_wait_for_the_inputs_and_respect_the_budget() {
         0,
         "nothing cached was dropped"
     );
+}
+
+/// Over the budget a compaction keeps its blocks of highest priority, and inserts them
+/// least valuable first (the most valuable are evicted last); a block the policy withdraws
+/// at install stays out.
+#[test]
+fn the_hold_keeps_the_highest_priorities_and_asks_again_at_install() {
+    /// Priority: the block's first key's number; at install, "k13" is withdrawn.
+    struct ByNumber;
+    impl BlockFilter for ByNumber {
+        fn admit(&self, keys: &BlockKeys) -> Option<f64> {
+            std::str::from_utf8(&keys.first()?[1..]).ok()?.parse().ok()
+        }
+        fn at_install(&self, held: &Candidate<'_>, _now: &Dropping) -> Option<f64> {
+            (held.first != b"k13").then_some(held.priority)
+        }
+    }
+    let one = block(&["k10"], 100).size_in_bytes() as u64;
+    // Room for exactly three blocks in one shard.
+    let cache = BlockCache::with_shards(3 * one as usize, 1);
+    let w = tracked(&cache);
+    let jw = compaction_job(
+        &w,
+        &cache,
+        &[5],
+        Budget::CacheFraction(1.0),
+        Arc::new(ByNumber),
+        3 * one,
+    );
+    let mut sink = jw.sink(9);
+    for (i, k) in ["k11", "k15", "k12", "k13", "k14"].iter().enumerate() {
+        sink(i as u64 * 4096, &block(&[k], 100));
+    }
+    let c = &jw.counters;
+    assert_eq!(c.displaced.load(Relaxed), 2, "k11 and k12 displaced");
+    cache.erase_file(5);
+    assert_eq!(c.withdrawn.load(Relaxed), 1, "k13");
+    assert_eq!(c.admitted.load(Relaxed), 2);
+    assert!(cache.contains(9, 4096) && cache.contains(9, 4 * 4096));
+    // k14 went in first: one more block evicts it, not k15.
+    cache.insert(1, 0, block(&["k99"], 100));
+    cache.insert(1, 1, block(&["k98"], 100));
+    assert!(
+        cache.contains(9, 4096),
+        "k15, the highest, is the last evicted"
+    );
+    assert!(!cache.contains(9, 4 * 4096));
+}
+
+/// Under `ReplaceDropped` a compaction puts into the cache at most `factor` times as many
+/// blocks as the cache drops at its install (the first input's dropped blocks and the
+/// other inputs' cached ones), the highest priorities.
+#[test]
+fn replace_dropped_budget_follows_the_blocks_dropped_at_install() {
+    struct ByNumber;
+    impl BlockFilter for ByNumber {
+        fn admit(&self, keys: &BlockKeys) -> Option<f64> {
+            std::str::from_utf8(&keys.first()?[1..]).ok()?.parse().ok()
+        }
+    }
+    let cache = BlockCache::new(1 << 20);
+    let w = tracked(&cache);
+    w.tracking
+        .files
+        .lock()
+        .insert(6, vec![(200, b"k0".to_vec(), b"k1".to_vec())]);
+    // Two blocks of file 5 and one of file 6 cached: three dropped, file 5's first.
+    cache.insert(5, 0, block(&["k01"], 100));
+    cache.insert(5, 100, block(&["k02"], 100));
+    cache.insert(6, 200, block(&["k03"], 100));
+    let budget = Budget::ReplaceDropped {
+        factor: 1.5,
+        flush_fraction: 0.5,
+    };
+    let jw = compaction_job(&w, &cache, &[5, 6], budget, Arc::new(ByNumber), 1 << 20);
+    let mut sink = jw.sink(9);
+    for i in 10..20u64 {
+        sink(i * 4096, &block(&[&format!("k{i}")], 100));
+    }
+    assert_eq!(cache.erase_file(5), 2);
+    let c = &jw.counters;
+    // ceil(1.5 x 3) = 5 of the 10, the highest: k15..k19.
+    assert_eq!(c.admitted.load(Relaxed), 5);
+    assert_eq!(c.displaced.load(Relaxed), 5);
+    for i in 10..20u64 {
+        assert_eq!(cache.contains(9, i * 4096), i >= 15, "k{i}");
+    }
 }
