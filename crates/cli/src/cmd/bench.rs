@@ -31,6 +31,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use workload::spec::WorkloadSpec;
 
+mod dbbench;
+
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// Workload preset: a, b, c, d, e, f (YCSB core workloads) or write-intensive (paper 000
@@ -139,6 +141,19 @@ pub struct Args {
     pub warming: String,
     #[command(flatten)]
     pub shape: ShapeArgs,
+
+    /// Run db_bench's benchmarks instead of a workload, in this order, comma-separated:
+    /// fillrandom, overwrite, readrandom, readwhilewriting, seekrandom. Takes db_bench's
+    /// flags: --num, --threads, --key-size [16], --value-size [100], --compression-ratio.
+    #[arg(long, value_name = "LIST")]
+    pub benchmarks: Option<String>,
+    /// db_bench mode: operations per thread, and the key space (keys 0..num).
+    #[arg(long, default_value_t = 1_000_000)]
+    pub num: u64,
+    /// db_bench mode: the fraction of its size a value compresses to (db_bench's
+    /// --compression_ratio) [default: 0.5, db_bench's].
+    #[arg(long)]
+    pub compression_ratio: Option<f64>,
 }
 
 /// The tree's shape (growth factor, compaction style).
@@ -363,6 +378,7 @@ fn lifetime_options(a: &Args, records: u64) -> LifetimeOptions {
 
 fn engine_options(a: &Args, plan: &Plan) -> Result<Options> {
     let gc = gc_policy(a)?;
+    let base = base_options(a)?;
     let lifetime_oracle = if gc.lifetime_mode() == Some(LifetimeMode::Oracle) {
         if a.threads != 1 {
             bail!("--policy oracle needs --threads 1 (it numbers writes in op order)");
@@ -379,6 +395,13 @@ fn engine_options(a: &Args, plan: &Plan) -> Result<Options> {
     Ok(Options {
         lifetime: lifetime_options(a, plan.info.record_count),
         lifetime_oracle,
+        ..base
+    })
+}
+
+/// The options every run takes from the flags (sizes, durability, placement policy).
+fn base_options(a: &Args) -> Result<Options> {
+    Ok(Options {
         memtable_size: (a.memtable_mb << 20) as usize,
         block_cache_capacity: (a.cache_mb << 20) as usize,
         sync_writes: a.sync,
@@ -391,9 +414,40 @@ fn engine_options(a: &Args, plan: &Plan) -> Result<Options> {
     })
 }
 
+/// `--dir`, which must be empty or absent, or a temporary directory removed when the
+/// returned guard is dropped.
+fn data_dir(a: &Args) -> Result<(Option<tempfile::TempDir>, PathBuf)> {
+    Ok(match &a.dir {
+        Some(d) => {
+            if d.exists() && std::fs::read_dir(d)?.next().is_some() {
+                bail!("--dir {} is not empty", d.display());
+            }
+            (None, d.clone())
+        }
+        None => {
+            let t = tempfile::Builder::new()
+                .prefix("halflife-bench-")
+                .tempdir()?;
+            let p = t.path().to_path_buf();
+            (Some(t), p)
+        }
+    })
+}
+
 pub fn run(a: Args) -> Result<()> {
     if a.threads == 0 {
         bail!("--threads must be at least 1");
+    }
+    if let Some(list) = &a.benchmarks {
+        let mut opts = base_options(&a)?;
+        let info = WorkloadInfo {
+            record_count: a.num,
+            op_count: a.num * a.threads as u64,
+            key_size: u64::from(a.key_size.unwrap_or(dbbench::DEFAULT_KEY_SIZE)),
+            value_size: u64::from(a.value_size.unwrap_or(dbbench::DEFAULT_VALUE_SIZE)),
+        };
+        apply_shape(&a.shape, &info, &mut opts)?;
+        return dbbench::run(&a, list, opts);
     }
     let plan = Plan::from_args(&a)?;
     let mut opts = engine_options(&a, &plan)?;
@@ -408,21 +462,7 @@ pub fn run(a: Args) -> Result<()> {
             .unwrap_or_else(|| PathBuf::from(format!("bench-out/{}.png", plan.name)))
     });
 
-    let (_tmp, dir) = match &a.dir {
-        Some(d) => {
-            if d.exists() && std::fs::read_dir(d)?.next().is_some() {
-                bail!("--dir {} is not empty", d.display());
-            }
-            (None, d.clone())
-        }
-        None => {
-            let t = tempfile::Builder::new()
-                .prefix("halflife-bench-")
-                .tempdir()?;
-            let p = t.path().to_path_buf();
-            (Some(t), p)
-        }
-    };
+    let (_tmp, dir) = data_dir(&a)?;
 
     let progress = Progress::new(&a, plan.info.record_count + plan.info.op_count);
     if !a.quiet && !a.progress_lines {
