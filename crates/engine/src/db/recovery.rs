@@ -179,7 +179,6 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
         state: Mutex::new(state),
         bg_cv: Condvar::new(),
         writers: Mutex::new(VecDeque::new()),
-        writers_cv: Condvar::new(),
         wal: Mutex::new(wal),
         last_seq: AtomicU64::new(last_seq),
         visible_seq: AtomicU64::new(last_seq),
