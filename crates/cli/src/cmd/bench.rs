@@ -154,6 +154,13 @@ pub struct Args {
     /// --compression_ratio) [default: 0.5, db_bench's].
     #[arg(long)]
     pub compression_ratio: Option<f64>,
+    /// Compression of table data blocks: none, lz4, zstd or zstd:LEVEL.
+    #[arg(long, default_value = "none")]
+    pub compression: String,
+    /// Compression per level, L0 first, comma-separated (e.g. none,none,lz4,lz4,zstd);
+    /// deeper levels take the last one. Overrides --compression.
+    #[arg(long, value_name = "LIST")]
+    pub compression_per_level: Option<String>,
 }
 
 /// The tree's shape (growth factor, compaction style).
@@ -410,6 +417,14 @@ fn base_options(a: &Args) -> Result<Options> {
         min_blob_size: a.min_blob_size as usize,
         blob_file_size: a.blob_file_mb << 20,
         cache_warming: a.warming.parse()?,
+        compression: a.compression.parse()?,
+        compression_per_level: match &a.compression_per_level {
+            Some(list) => list
+                .split(',')
+                .map(|c| c.trim().parse())
+                .collect::<engine::Result<_>>()?,
+            None => Vec::new(),
+        },
         ..Options::default()
     })
 }
@@ -565,6 +580,7 @@ pub fn run(a: Args) -> Result<()> {
             "sync": a.sync, "threads": a.threads, "samples": a.samples,
             "workload": plan.spec, "ops_file": a.ops, "warming": a.warming,
             "growth_factor": a.shape.growth_factor, "compaction_style": a.shape.compaction_style,
+            "compression": a.compression, "compression_per_level": a.compression_per_level,
         }),
         workload: plan.info.clone(),
         phases,

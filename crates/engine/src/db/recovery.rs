@@ -206,6 +206,7 @@ fn flush_recovered(
         dir,
         storage,
         opts,
+        output_level: 0,
         cause: IoCause::Flush,
         smallest_snapshot: u64::MAX,
         drop_tombstones: false,

@@ -119,7 +119,7 @@ pub fn run(a: &Args, list: &str, opts: Options) -> Result<()> {
     }
     let value_size = a.value_size.unwrap_or(DEFAULT_VALUE_SIZE) as usize;
     let ratio = a.compression_ratio.unwrap_or(0.5);
-    let values = CompressibleValues::new(ratio, value_size, 0x6462_6265_6e63_68)
+    let values = CompressibleValues::new(ratio, value_size, 0x0064_6262_656e_6368)
         .map_err(|e| anyhow!("--compression-ratio: {e}"))?;
     let name = a
         .name
@@ -166,8 +166,11 @@ pub fn run(a: &Args, list: &str, opts: Options) -> Result<()> {
         results.push(r);
     }
     let db = db.expect("open");
+    // Space and bytes written are read once flushes and compactions are done (outside
+    // every benchmark's timing), so that runs with different settings compare alike.
+    db.wait_idle()?;
     let stats = db.stats();
-    let by_cause = stats
+    let by_cause: std::collections::BTreeMap<String, u64> = stats
         .io
         .by_cause
         .iter()
@@ -176,17 +179,34 @@ pub fn run(a: &Args, list: &str, opts: Options) -> Result<()> {
         .collect();
     let engine_stats = serde_json::to_value(&stats)?;
     db.close()?;
+    let disk_bytes = report::dir_bytes(&dir);
+    if !a.quiet {
+        let written: u64 = stats.io.total_written();
+        println!(
+            "engine bytes written {} ({}), user bytes {}; on disk {} (tree {})",
+            table::bytes(written),
+            by_cause
+                .iter()
+                .map(|(k, v)| format!("{k} {}", table::bytes(*v)))
+                .collect::<Vec<_>>()
+                .join(", "),
+            table::bytes(stats.user_bytes_written),
+            table::bytes(disk_bytes),
+            table::bytes(stats.tree_bytes),
+        );
+    }
     let report = Report {
         schema: "halflife-dbbench/1",
         engine: format!("halflife-{}", a.policy),
         settings: serde_json::json!({
             "num": num, "threads": a.threads, "key_size": key_size, "value_size": value_size,
             "compression_ratio": ratio, "policy": a.policy, "memtable_mb": a.memtable_mb,
-            "cache_mb": a.cache_mb, "sync": a.sync,
+            "cache_mb": a.cache_mb, "sync": a.sync, "compression": a.compression,
+            "compression_per_level": a.compression_per_level,
         }),
         benchmarks: &results,
         engine_bytes_by_cause: by_cause,
-        disk_bytes: report::dir_bytes(&dir),
+        disk_bytes,
         engine_stats,
     };
     if let Some(parent) = report_path.parent() {
