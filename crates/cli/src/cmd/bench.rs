@@ -1040,6 +1040,15 @@ pub fn render_summary(r: &RunReport) -> String {
         table::count(stalls)
     ));
     out.push_str(&cache_summary(&r.engine_stats));
+    if let Some(rss) = r.max_rss_bytes {
+        let mb = |k: &str| r.settings.get(k).and_then(|v| v.as_u64()).unwrap_or(0) << 20;
+        out.push_str(&format!(
+            "peak RSS: {} (budgets: memtable {} x 2 with the one being flushed, block cache {})\n",
+            table::bytes(rss),
+            table::bytes(mb("memtable_mb")),
+            table::bytes(mb("cache_mb")),
+        ));
+    }
     out
 }
 
