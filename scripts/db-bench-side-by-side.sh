@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Runs RocksDB's db_bench (Debian's rocksdb-tools, RocksDB 7.8.3) and `halflife bench
-# --benchmarks` with the same db_bench flags, one after the other on the same directory's
-# device, and prints each benchmark's throughput, p99.9 and both processes' peak RSS with
-# halflife/RocksDB ratios.
+# --benchmarks` with the same db_bench flags, alternately, -R times each (on a shared
+# machine the load moves between runs: the best of several alternating runs is the
+# figure least disturbed by others), and prints each benchmark's best throughput with the
+# p99.9 of that run, the halflife/RocksDB ratio, both processes' peak RSS and the size of
+# each database directory at the end.
 #
 #   scripts/db-bench-side-by-side.sh [-b LIST] [-n NUM] [-t THREADS] [-k KEY] [-v VALUE]
 #       [-r COMPRESSION_RATIO] [-c none|lz4|zstd] [-m MEMTABLE_MB] [-C CACHE_MB] [--blob]
-#       [--sync] [-d DIR] [-o OUTDIR]
+#       [--sync] [-R REPS] [-d DIR] [-o OUTDIR]
 #
 # Defaults: fillrandom,overwrite,readrandom,readwhilewriting,seekrandom; 500000 keys of
 # 24 B and values of 1000 B; 1 thread; compression none (ratio 0.5, db_bench's default);
@@ -20,7 +22,7 @@ set -euo pipefail
 
 benchmarks=fillrandom,overwrite,readrandom,readwhilewriting,seekrandom
 num=500000 threads=1 key=24 value=1000 ratio=0.5 compression=none
-memtable_mb=64 cache_mb=256 blob=0 sync=false dir="" out=bench-out/db-bench-side
+memtable_mb=64 cache_mb=256 blob=0 sync=false reps=3 dir="" out=bench-out/db-bench-side
 while [ $# -gt 0 ]; do
     case "$1" in
         -b) benchmarks=$2; shift ;;
@@ -32,11 +34,12 @@ while [ $# -gt 0 ]; do
         -c) compression=$2; shift ;;
         -m) memtable_mb=$2; shift ;;
         -C) cache_mb=$2; shift ;;
+        -R) reps=$2; shift ;;
         -d) dir=$2; shift ;;
         -o) out=$2; shift ;;
         --blob) blob=1 ;;
         --sync) sync=true ;;
-        -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
         *) echo "unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
     shift
@@ -65,7 +68,7 @@ rocks_flags=(--benchmarks="$benchmarks" --num="$num" --threads="$threads"
 hl_flags=(bench --benchmarks "$benchmarks" --num "$num" --threads "$threads"
     --key-size "$key" --value-size "$value" --compression-ratio "$ratio"
     --memtable-mb "$memtable_mb" --cache-mb "$cache_mb" --dir "$dir/halflife"
-    --report "$out/halflife-$tag.json" --no-plot)
+    --no-plot)
 [ "$compression" != none ] && hl_flags+=(--compression "$compression")
 [ "$sync" = true ] && hl_flags+=(--sync)
 if [ $blob = 1 ]; then
@@ -77,34 +80,49 @@ else
     hl_flags+=(--policy inline)
 fi
 
-echo "load before: $(cut -d' ' -f1-3 /proc/loadavg) ($(nproc) cores); commit $(git rev-parse --short HEAD 2>/dev/null || echo ?)"
-/usr/bin/time -f "maxrss_kb %M" -o "$out/rocksdb-$tag.time" \
-    db_bench "${rocks_flags[@]}" >"$out/rocksdb-$tag.txt" 2>&1
-/usr/bin/time -f "maxrss_kb %M" -o "$out/halflife-$tag.time" \
-    "$halflife" "${hl_flags[@]}" >"$out/halflife-$tag.txt" 2>&1
+echo "load before: $(cut -d' ' -f1-3 /proc/loadavg) ($(nproc) cores); commit $(git rev-parse --short HEAD 2>/dev/null || echo ?); $reps alternating runs each"
+files=()
+for rep in $(seq 1 "$reps"); do
+    for side in rocksdb halflife; do
+        base="$out/$side-$tag-r$rep"
+        rm -rf "${dir:?}/$side"
+        if [ $side = rocksdb ]; then
+            /usr/bin/time -f "maxrss_kb %M" -o "$base.time" \
+                db_bench "${rocks_flags[@]}" >"$base.txt" 2>&1
+        else
+            /usr/bin/time -f "maxrss_kb %M" -o "$base.time" \
+                "$halflife" "${hl_flags[@]}" --report "$base.json" >"$base.txt" 2>&1
+        fi
+        echo "disk_bytes $(du -sb "$dir/$side" | cut -f1)" >>"$base.time"
+        files+=("$base.time" "$base.txt")
+    done
+done
 echo "load after:  $(cut -d' ' -f1-3 /proc/loadavg)"
 
 # "name : X micros/op Y ops/sec ..." from both; p99.9 from db_bench's histogram
 # ("Percentiles: P50: a P75: b P99: c P99.9: d P99.99: e") and halflife's latency line.
-awk -v rss_r="$(awk '{print $2}' "$out/rocksdb-$tag.time")" \
-    -v rss_h="$(awk '{print $2}' "$out/halflife-$tag.time")" '
-    FNR == 1 { file++ }
+awk '
+    FNR == 1 { side = (FILENAME ~ /\/rocksdb-[^\/]*$/) ? 1 : 2; last = ""; run++ }
+    /^maxrss_kb/ { if ($2 > rss[side]) rss[side] = $2 }
+    /^disk_bytes/ { disk[side] = $2 }
     / : .* micros\/op / {
-        name = $1; ops[file, name] = $5; last = name
-        if (file == 1) order[++n] = name
+        last = $1; ops[run, last] = $5
+        if (!(last in seen)) { seen[last] = 1; order[++n] = last }
+        if ($5 > best[side, last]) { best[side, last] = $5; bestrun[side, last] = run }
     }
-    file == 1 && /^Percentiles:/ && last != "" && !((1, last) in p999) {
-        for (i = 1; i <= NF; i++) if ($i == "P99.9:") p999[1, last] = $(i + 1)
+    side == 1 && /^Percentiles:/ && last != "" && !((run, last) in p999) {
+        for (i = 1; i <= NF; i++) if ($i == "P99.9:") p999[run, last] = $(i + 1)
     }
-    file == 2 && /latency us:/ {
-        for (i = 1; i <= NF; i++) if ($i == "p99.9") p999[2, last] = $(i + 1)
+    side == 2 && /latency us:/ && last != "" {
+        for (i = 1; i <= NF; i++) if ($i == "p99.9") p999[run, last] = $(i + 1)
     }
     END {
         printf "%-17s %14s %14s %7s %12s %12s\n", "benchmark", "rocksdb ops/s", "halflife ops/s", "ratio", "rocks p99.9", "hl p99.9"
         for (i = 1; i <= n; i++) {
-            b = order[i]; r = ops[1, b]; h = ops[2, b]
-            printf "%-17s %14d %14d %6.2fx %10.1fus %10.1fus\n", b, r, h, (r > 0 ? h / r : 0), p999[1, b], p999[2, b]
+            b = order[i]; r = best[1, b]; h = best[2, b]
+            printf "%-17s %14d %14d %6.2fx %10.1fus %10.1fus\n", b, r, h, (r > 0 ? h / r : 0), p999[bestrun[1, b], b], p999[bestrun[2, b], b]
         }
-        printf "peak RSS: rocksdb %.0f MiB, halflife %.0f MiB\n", rss_r / 1024, rss_h / 1024
-    }' "$out/rocksdb-$tag.txt" "$out/halflife-$tag.txt"
-echo "outputs: $out/{rocksdb,halflife}-$tag.{txt,time} and $out/halflife-$tag.json"
+        printf "peak RSS: rocksdb %.0f MiB, halflife %.0f MiB\n", rss[1] / 1024, rss[2] / 1024
+        printf "database size at the end: rocksdb %.1f MiB, halflife %.1f MiB\n", disk[1] / 1048576, disk[2] / 1048576
+    }' "${files[@]}"
+echo "outputs: $out/{rocksdb,halflife}-$tag-r*.{txt,time} and $out/halflife-$tag-r*.json"
