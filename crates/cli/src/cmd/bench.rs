@@ -550,13 +550,7 @@ pub fn run(a: Args) -> Result<()> {
 
     let stats = db.stats();
     let engine_stats = serde_json::to_value(&stats)?;
-    let by_cause: BTreeMap<String, u64> = stats
-        .io
-        .by_cause
-        .iter()
-        .filter(|(_, c)| c.bytes_written > 0)
-        .map(|(k, c)| (k.clone(), c.bytes_written))
-        .collect();
+    let by_cause = bytes_by_cause(&stats);
     let db = Arc::try_unwrap(db).map_err(|_| anyhow!("engine handle still shared"))?;
     db.close()?;
     let disk_bytes = report::dir_bytes(&dir);
@@ -625,6 +619,17 @@ pub fn run(a: Args) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Bytes written per cause, the causes that wrote any.
+fn bytes_by_cause(stats: &engine::DbStats) -> BTreeMap<String, u64> {
+    stats
+        .io
+        .by_cause
+        .iter()
+        .filter(|(_, c)| c.bytes_written > 0)
+        .map(|(k, c)| (k.clone(), c.bytes_written))
+        .collect()
 }
 
 /// The run-phase ops of `plan`, generated or read from its op file.

@@ -279,15 +279,7 @@ impl Peer for RocksDbNative {
 
     fn command(&self, ctx: &PeerContext, run: &RunPaths, s: &EngineSettings) -> Result<Command> {
         let mut c = Command::new(ctx.peers_dir.join("rocksdb-native/rocksdb-driver"));
-        driver_args(&mut c, run, s);
-        c.args(["--engine-name", self.name()]);
-        if self.blob {
-            c.arg("--blob")
-                .args(["--min-blob-size", &s.min_blob_size.to_string()])
-                .args(["--blob-file-mb", &s.blob_file_mb.to_string()])
-                .args(["--age-cutoff", &s.age_cutoff.to_string()])
-                .args(["--force-threshold", &s.force_threshold.to_string()]);
-        }
+        rocksdb_args(&mut c, self.name(), self.blob, run, s);
         Ok(c)
     }
 }
@@ -359,16 +351,21 @@ impl Peer for RocksDb {
         }
         let mut c = Command::new(&ctx.python);
         c.arg(script);
-        driver_args(&mut c, run, s);
-        c.args(["--engine-name", self.name()]);
-        if self.blob {
-            c.arg("--blob")
-                .args(["--min-blob-size", &s.min_blob_size.to_string()])
-                .args(["--blob-file-mb", &s.blob_file_mb.to_string()])
-                .args(["--age-cutoff", &s.age_cutoff.to_string()])
-                .args(["--force-threshold", &s.force_threshold.to_string()]);
-        }
+        rocksdb_args(&mut c, self.name(), self.blob, run, s);
         Ok(c)
+    }
+}
+
+/// The flags both RocksDB drivers take: the common ones, the engine name, and BlobDB's.
+fn rocksdb_args(c: &mut Command, name: &str, blob: bool, run: &RunPaths, s: &EngineSettings) {
+    driver_args(c, run, s);
+    c.args(["--engine-name", name]);
+    if blob {
+        c.arg("--blob")
+            .args(["--min-blob-size", &s.min_blob_size.to_string()])
+            .args(["--blob-file-mb", &s.blob_file_mb.to_string()])
+            .args(["--age-cutoff", &s.age_cutoff.to_string()])
+            .args(["--force-threshold", &s.force_threshold.to_string()]);
     }
 }
 
