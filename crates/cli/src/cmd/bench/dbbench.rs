@@ -19,6 +19,7 @@ use crate::harness::report::{self, LatencySummary};
 use crate::harness::table;
 use anyhow::{anyhow, bail, Context, Result};
 use engine::{Options, DB};
+use hdrhistogram::Histogram;
 use serde::Serialize;
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
@@ -57,6 +58,9 @@ pub struct BenchResult {
     /// `readwhilewriting`: the writer's puts and latency.
     pub writer_ops: u64,
     pub writer_latency_us: Option<LatencySummary>,
+    /// p99.9 of the measured operations in each second of the benchmark (microseconds;
+    /// 0 for a second without any): the tail over time, where stalls show up.
+    pub p999_per_second_us: Vec<f64>,
     /// Resident set size at the end of the benchmark and the peak so far (VmRSS, VmHWM).
     pub rss_bytes: Option<u64>,
     pub max_rss_bytes: Option<u64>,
@@ -208,9 +212,81 @@ pub fn run(a: &Args, list: &str, opts: Options) -> Result<()> {
     }
     std::fs::write(&report_path, serde_json::to_string_pretty(&report)?)
         .with_context(|| format!("writing {}", report_path.display()))?;
+    let plot_path = (!a.no_plot).then(|| {
+        a.plot
+            .clone()
+            .unwrap_or_else(|| PathBuf::from(format!("bench-out/{name}-tail.png")))
+    });
+    if let Some(p) = &plot_path {
+        let title = format!("halflife {name}: p99.9 latency per second");
+        tail_plot(p, &title, &results)?;
+    }
     if !a.quiet {
         println!("report: {}", report_path.display());
+        if let Some(p) = &plot_path {
+            println!("plot:   {}", p.display());
+        }
     }
+    Ok(())
+}
+
+/// The tail over time: p99.9 per second of each benchmark, one after the other along the
+/// time axis, on a log scale (a stall is orders of magnitude above the rest).
+fn tail_plot(path: &Path, title: &str, results: &[BenchResult]) -> Result<()> {
+    use plotters::prelude::*;
+    let err = |e: &dyn std::fmt::Display| anyhow!("drawing {}: {e}", path.display());
+    crate::plot::init_fonts()?;
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)?;
+    }
+    let total: usize = results.iter().map(|r| r.p999_per_second_us.len()).sum();
+    let y_max = results
+        .iter()
+        .flat_map(|r| r.p999_per_second_us.iter().copied())
+        .fold(10.0, f64::max)
+        * 2.0;
+    let root = BitMapBackend::new(path, (1200, 480)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| err(&e))?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 20))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(70)
+        .build_cartesian_2d(0f64..total.max(1) as f64, (1f64..y_max).log_scale())
+        .map_err(|e| err(&e))?;
+    chart
+        .configure_mesh()
+        .x_desc("second")
+        .y_desc("p99.9 (us)")
+        .draw()
+        .map_err(|e| err(&e))?;
+    let mut offset = 0usize;
+    for (i, r) in results.iter().enumerate() {
+        let color = Palette99::pick(i).to_rgba();
+        let pts: Vec<(f64, f64)> = r
+            .p999_per_second_us
+            .iter()
+            .enumerate()
+            .filter(|(_, v)| **v > 0.0)
+            .map(|(s, v)| ((offset + s) as f64 + 0.5, v.max(1.0)))
+            .collect();
+        offset += r.p999_per_second_us.len();
+        chart
+            .draw_series(LineSeries::new(pts.iter().copied(), color.stroke_width(2)))
+            .map_err(|e| err(&e))?
+            .label(r.name.clone())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color));
+        chart
+            .draw_series(pts.iter().map(|&p| Circle::new(p, 3, color.filled())))
+            .map_err(|e| err(&e))?;
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()
+        .map_err(|e| err(&e))?;
+    root.present().map_err(|e| err(&e))?;
     Ok(())
 }
 
@@ -218,11 +294,80 @@ fn open(dir: &Path, opts: &Options) -> Result<DB> {
     DB::open(dir, opts.clone()).with_context(|| format!("opening the engine in {}", dir.display()))
 }
 
-/// One thread's share: its latencies, reads found, and ops done.
+/// One thread's share: its latencies (overall and per second), reads found, and ops done.
 struct ThreadResult {
     lat: Latencies,
+    per_second: PerSecond,
     found: u64,
     ops: u64,
+}
+
+impl ThreadResult {
+    fn new(start: Instant) -> ThreadResult {
+        ThreadResult {
+            lat: Latencies::new(),
+            per_second: PerSecond::new(start),
+            found: 0,
+            ops: 0,
+        }
+    }
+
+    fn record(&mut self, began: Instant) {
+        let nanos = began.elapsed().as_nanos() as u64;
+        self.lat.record(OP, nanos);
+        self.per_second.record(began, nanos);
+        self.ops += 1;
+    }
+}
+
+/// Latency histograms per second since the benchmark started (2 significant digits: a
+/// tail over time needs the order of magnitude, not the third digit).
+struct PerSecond {
+    start: Instant,
+    hists: Vec<Histogram<u64>>,
+}
+
+impl PerSecond {
+    fn new(start: Instant) -> PerSecond {
+        PerSecond {
+            start,
+            hists: Vec::new(),
+        }
+    }
+
+    fn hist() -> Histogram<u64> {
+        Histogram::new_with_bounds(1, 3_600_000_000_000, 2).expect("valid bounds")
+    }
+
+    fn record(&mut self, at: Instant, nanos: u64) {
+        let s = at.saturating_duration_since(self.start).as_secs() as usize;
+        while self.hists.len() <= s {
+            self.hists.push(Self::hist());
+        }
+        self.hists[s].saturating_record(nanos.max(1));
+    }
+
+    fn merge(&mut self, other: &PerSecond) {
+        while self.hists.len() < other.hists.len() {
+            self.hists.push(Self::hist());
+        }
+        for (a, b) in self.hists.iter_mut().zip(&other.hists) {
+            a.add(b).expect("same bounds");
+        }
+    }
+
+    fn p999_us(&self) -> Vec<f64> {
+        self.hists
+            .iter()
+            .map(|h| {
+                if h.is_empty() {
+                    0.0
+                } else {
+                    h.value_at_quantile(0.999) as f64 / 1000.0
+                }
+            })
+            .collect()
+    }
 }
 
 const OP: usize = 0;
@@ -234,23 +379,20 @@ fn run_one(ctx: &Ctx, bench: &str, threads: usize) -> Result<BenchResult> {
         let workers: Vec<_> = (0..threads)
             .map(|t| {
                 let seed = ctx.seed ^ (t as u64 + 1);
-                s.spawn(move || thread_ops(ctx, bench, seed, t))
+                s.spawn(move || thread_ops(ctx, bench, seed, t, start))
             })
             .collect();
         let writer = (bench == "readwhilewriting").then(|| {
             let done = &readers_done;
-            s.spawn(move || writer_until(ctx, done, ctx.seed ^ 0xffff))
+            s.spawn(move || writer_until(ctx, done, ctx.seed ^ 0xffff, start))
         });
-        let mut all = ThreadResult {
-            lat: Latencies::new(),
-            found: 0,
-            ops: 0,
-        };
+        let mut all = ThreadResult::new(start);
         let mut first_err = None;
         for w in workers {
             match w.join().map_err(|_| anyhow!("a {bench} thread panicked"))? {
                 Ok(r) => {
                     all.lat.merge(&r.lat);
+                    all.per_second.merge(&r.per_second);
                     all.found += r.found;
                     all.ops += r.ops;
                 }
@@ -286,18 +428,24 @@ fn run_one(ctx: &Ctx, bench: &str, threads: usize) -> Result<BenchResult> {
         latency_us: main.lat.summary(OP),
         writer_ops: writer.as_ref().map_or(0, |w| w.ops),
         writer_latency_us: writer.and_then(|w| w.lat.summary(OP)),
+        p999_per_second_us: main.per_second.p999_us(),
         rss_bytes: mem.0,
         max_rss_bytes: mem.1,
     })
 }
 
 /// `num` operations of `bench` on uniformly random keys.
-fn thread_ops(ctx: &Ctx, bench: &str, seed: u64, thread: usize) -> Result<ThreadResult> {
+fn thread_ops(
+    ctx: &Ctx,
+    bench: &str,
+    seed: u64,
+    thread: usize,
+    start: Instant,
+) -> Result<ThreadResult> {
     let mut rng = WorkloadRng::new(seed);
-    let mut lat = Latencies::new();
+    let mut r = ThreadResult::new(start);
     let mut key = Vec::with_capacity(ctx.key_size);
     let mut pos = thread * 7919;
-    let mut found = 0;
     for _ in 0..ctx.num {
         format_key(rng.below(ctx.num), ctx.key_size, &mut key);
         let t = Instant::now();
@@ -305,40 +453,35 @@ fn thread_ops(ctx: &Ctx, bench: &str, seed: u64, thread: usize) -> Result<Thread
             "fillrandom" | "overwrite" => ctx
                 .db
                 .put(&key, ctx.values.next(&mut pos, ctx.value_size))?,
-            "readrandom" | "readwhilewriting" => found += u64::from(ctx.db.get(&key)?.is_some()),
+            "readrandom" | "readwhilewriting" => r.found += u64::from(ctx.db.get(&key)?.is_some()),
             "seekrandom" => {
                 let mut it = ctx.db.scan(Bound::Included(&key), Bound::Unbounded)?;
                 if let Some(kv) = it.next() {
                     kv?;
-                    found += 1;
+                    r.found += 1;
                 }
             }
             other => bail!("unknown benchmark {other}"),
         }
-        lat.record(OP, t.elapsed().as_nanos() as u64);
+        r.record(t);
     }
-    Ok(ThreadResult {
-        lat,
-        found,
-        ops: ctx.num,
-    })
+    Ok(r)
 }
 
 /// `readwhilewriting`'s writer: random puts until the readers are done.
-fn writer_until(ctx: &Ctx, done: &AtomicBool, seed: u64) -> Result<ThreadResult> {
+fn writer_until(ctx: &Ctx, done: &AtomicBool, seed: u64, start: Instant) -> Result<ThreadResult> {
     let mut rng = WorkloadRng::new(seed);
-    let mut lat = Latencies::new();
+    let mut r = ThreadResult::new(start);
     let mut key = Vec::with_capacity(ctx.key_size);
-    let (mut pos, mut ops) = (0, 0);
+    let mut pos = 0;
     while !done.load(Relaxed) {
         format_key(rng.below(ctx.num), ctx.key_size, &mut key);
         let t = Instant::now();
         ctx.db
             .put(&key, ctx.values.next(&mut pos, ctx.value_size))?;
-        lat.record(OP, t.elapsed().as_nanos() as u64);
-        ops += 1;
+        r.record(t);
     }
-    Ok(ThreadResult { lat, found: 0, ops })
+    Ok(r)
 }
 
 /// VmRSS and VmHWM of this process.
@@ -370,6 +513,18 @@ fn render(r: &BenchResult) -> String {
         s.push_str(&format!(
             "\n{:<16}   writer: {} puts, p50 {:.2} p99 {:.2} p99.9 {:.2} us",
             "", r.writer_ops, w.p50, w.p99, w.p999
+        ));
+    }
+    let tail = &r.p999_per_second_us;
+    if let Some((worst, at)) = tail.iter().zip(0..).max_by(|a, b| a.0.total_cmp(b.0)) {
+        let mut sorted = tail.clone();
+        sorted.sort_by(f64::total_cmp);
+        s.push_str(&format!(
+            "\n{:<16}   p99.9 per second: median {:.0} us, worst {:.0} us (second {at} of {})",
+            "",
+            sorted[sorted.len() / 2],
+            worst,
+            tail.len()
         ));
     }
     if let (Some(rss), Some(hwm)) = (r.rss_bytes, r.max_rss_bytes) {
