@@ -96,14 +96,6 @@ impl WriteBatch {
         u64::from_le_bytes(self.rep[..8].try_into().unwrap())
     }
 
-    /// Appends `other`'s entries (used to merge a group commit into one WAL record).
-    pub(crate) fn append(&mut self, other: &WriteBatch) {
-        self.rep.extend_from_slice(&other.rep[HEADER..]);
-        self.count += other.count;
-        self.user_bytes += other.user_bytes;
-        self.rep[8..12].copy_from_slice(&self.count.to_le_bytes());
-    }
-
     pub(crate) fn encoded(&self) -> &[u8] {
         &self.rep
     }
@@ -207,9 +199,7 @@ mod tests {
         b.put(b"k1", b"v1");
         b.delete(b"k2");
         b.put(b"k3", &[9u8; 300]);
-        let mut other = WriteBatch::new();
-        other.put(b"k4", b"");
-        b.append(&other);
+        b.put(b"k4", b"");
         b.set_first_seq(77);
         let d = WriteBatch::decode(Path::new("x"), b.encoded()).unwrap();
         assert_eq!(d.first_seq(), 77);

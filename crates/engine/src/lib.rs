@@ -27,7 +27,7 @@ pub mod warming;
 pub use batch::WriteBatch;
 pub use db::{DbIter, Snapshot, DB};
 pub use error::{Error, Result};
-pub use options::CompactionStyle;
+pub use options::{CompactionStyle, Compression};
 pub use options::{
     GcPolicyConfig, LifetimeMode, LifetimeOptions, LifetimeOracle, Options, WalRecoveryMode,
     WriteOptions,

@@ -225,6 +225,72 @@ impl FromStr for CompactionStyle {
     }
 }
 
+/// How table data blocks are compressed (RocksDB's `CompressionType`, for the codecs it
+/// shares with halflife). The codec is named in each block's trailer, so tables written
+/// with different settings, or levels with different codecs, are read alike.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Compression {
+    #[default]
+    None,
+    /// LZ4 (block format): fast, modest ratio; RocksDB's usual choice for upper levels.
+    Lz4,
+    /// Zstandard at `level` (1..=22; 3 is libzstd's default, which RocksDB uses too): slower,
+    /// better ratio; RocksDB's usual choice for the bottommost level.
+    Zstd { level: i32 },
+}
+
+impl Compression {
+    pub const NAMES: [&'static str; 3] = ["none", "lz4", "zstd"];
+    /// Zstandard's level when none is given (libzstd's and RocksDB's default).
+    pub const ZSTD_DEFAULT_LEVEL: i32 = 3;
+}
+
+impl fmt::Display for Compression {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Compression::None => f.write_str("none"),
+            Compression::Lz4 => f.write_str("lz4"),
+            Compression::Zstd { level } if *level == Self::ZSTD_DEFAULT_LEVEL => {
+                f.write_str("zstd")
+            }
+            Compression::Zstd { level } => write!(f, "zstd:{level}"),
+        }
+    }
+}
+
+impl FromStr for Compression {
+    type Err = Error;
+    /// `none`, `lz4`, `zstd` or `zstd:LEVEL`.
+    fn from_str(s: &str) -> Result<Self> {
+        let bad = |detail: String| Error::InvalidOptions {
+            name: "compression",
+            detail,
+        };
+        match s.split_once(':') {
+            None => match s {
+                "none" | "no" => Ok(Compression::None),
+                "lz4" => Ok(Compression::Lz4),
+                "zstd" => Ok(Compression::Zstd {
+                    level: Self::ZSTD_DEFAULT_LEVEL,
+                }),
+                other => Err(bad(format!(
+                    "unknown compression {other:?}; expected none, lz4, zstd or zstd:LEVEL"
+                ))),
+            },
+            Some(("zstd", level)) => {
+                let level = level
+                    .parse::<i32>()
+                    .ok()
+                    .filter(|l| (1..=22).contains(l))
+                    .ok_or_else(|| bad(format!("zstd level {level:?}: expected 1 to 22")))?;
+                Ok(Compression::Zstd { level })
+            }
+            Some(_) => Err(bad(format!("{s:?}: only zstd takes a level (zstd:LEVEL)"))),
+        }
+    }
+}
+
 /// Options fixed for the lifetime of an open database.
 #[derive(Clone)]
 pub struct Options {
@@ -254,6 +320,14 @@ pub struct Options {
     pub target_file_size: u64,
     pub block_size: usize,
     pub bloom_bits_per_key: u32,
+    /// Compression of table data blocks at every level not named by
+    /// `compression_per_level` (RocksDB's `compression`).
+    pub compression: Compression,
+    /// Compression per level, L0 first (RocksDB's `compression_per_level`): levels past the
+    /// end of the list take its last entry; empty means `compression` everywhere. Index,
+    /// filter and properties blocks are never compressed (they are read once per open
+    /// table and kept in memory).
+    pub compression_per_level: Vec<Compression>,
     /// Bytes of table blocks the block cache holds.
     pub block_cache_capacity: usize,
     /// Background compaction threads (flush has its own thread).
@@ -338,6 +412,8 @@ impl Default for Options {
             target_file_size: 64 << 20,
             block_size: 4096,
             bloom_bits_per_key: 10,
+            compression: Compression::None,
+            compression_per_level: Vec::new(),
             block_cache_capacity: 64 << 20,
             background_compactions: 1,
             sync_writes: false,
@@ -369,6 +445,8 @@ impl fmt::Debug for Options {
             .field("min_blob_size", &self.min_blob_size)
             .field("blob_file_size", &self.blob_file_size)
             .field("gc", &self.gc)
+            .field("compression", &self.compression)
+            .field("compression_per_level", &self.compression_per_level)
             .field("cache_warming", &self.cache_warming)
             .field("use_wal", &self.use_wal)
             .field("sync_writes", &self.sync_writes)
@@ -386,6 +464,14 @@ fn invalid(name: &'static str, detail: impl Into<String>) -> Error {
 }
 
 impl Options {
+    /// The compression of tables written to `level` (see `compression_per_level`).
+    pub fn compression_for_level(&self, level: usize) -> Compression {
+        match self.compression_per_level.as_slice() {
+            [] => self.compression,
+            list => list[level.min(list.len() - 1)],
+        }
+    }
+
     /// Checks every option; the error names the first bad one.
     pub fn validate(&self) -> Result<()> {
         self.cache_warming.validate()?;
@@ -424,6 +510,16 @@ impl Options {
         }
         if self.bloom_bits_per_key > 64 {
             return Err(invalid("bloom_bits_per_key", "at most 64"));
+        }
+        for c in std::iter::once(&self.compression).chain(&self.compression_per_level) {
+            if let Compression::Zstd { level } = c {
+                if !(1..=22).contains(level) {
+                    return Err(invalid(
+                        "compression",
+                        format!("zstd level {level}: 1 to 22"),
+                    ));
+                }
+            }
         }
         if self.background_compactions == 0 {
             return Err(invalid("background_compactions", "must be at least 1"));

@@ -239,6 +239,7 @@ pub fn repair(dir: &Path, opts: &Options, progress: Progress<'_>) -> Result<Repa
         storage: &storage,
         opts,
         cause: IoCause::Compaction,
+        output_level: bottom,
         smallest_snapshot: u64::MAX,
         drop_tombstones: true,
         separate_values: false,

@@ -9,10 +9,12 @@
 //! - [`generator`]: key choosers (uniform, Zipfian, scrambled Zipfian, latest).
 //! - [`spec`]: workload descriptions, presets and validation.
 //! - [`keys`]: key formatting and verifiable value bytes.
+//! - [`compressible`]: value bytes of a chosen compressibility (db_bench's `--compression_ratio`).
 //! - [`opfile`]: the binary op-stream format.
 //! - [`lifetime`]: next-write index per write, for oracle GC policies.
 //! - [`rng`]: the crate's own seeded generator, so a seed names the same run forever.
 
+pub mod compressible;
 pub mod generator;
 pub mod keys;
 pub mod lifetime;
@@ -22,6 +24,7 @@ pub mod rng;
 pub mod spec;
 pub mod workload;
 
+pub use compressible::CompressibleValues;
 pub use generator::{Distribution, DistributionError, KeyChooser};
 pub use keys::{format_key, ValueGen};
 pub use op::Op;

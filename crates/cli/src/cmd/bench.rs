@@ -32,6 +32,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use workload::spec::WorkloadSpec;
 
+mod dbbench;
+
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// Workload preset: a, b, c, d, e, f (YCSB core workloads) or write-intensive (paper 000
@@ -130,6 +132,26 @@ pub struct Args {
     pub warming: String,
     #[command(flatten)]
     pub shape: ShapeArgs,
+
+    /// Run db_bench's benchmarks instead of a workload, in this order, comma-separated:
+    /// fillrandom, overwrite, readrandom, readwhilewriting, seekrandom. Takes db_bench's
+    /// flags: --num, --threads, --key-size [16], --value-size [100], --compression-ratio.
+    #[arg(long, value_name = "LIST")]
+    pub benchmarks: Option<String>,
+    /// db_bench mode: operations per thread, and the key space (keys 0..num).
+    #[arg(long, default_value_t = 1_000_000)]
+    pub num: u64,
+    /// db_bench mode: the fraction of its size a value compresses to (db_bench's
+    /// --compression_ratio) [default: 0.5, db_bench's].
+    #[arg(long)]
+    pub compression_ratio: Option<f64>,
+    /// Compression of table data blocks: none, lz4, zstd or zstd:LEVEL.
+    #[arg(long, default_value = "none")]
+    pub compression: String,
+    /// Compression per level, L0 first, comma-separated (e.g. none,none,lz4,lz4,zstd);
+    /// deeper levels take the last one. Overrides --compression.
+    #[arg(long, value_name = "LIST")]
+    pub compression_per_level: Option<String>,
 }
 
 /// The tree's shape (growth factor, compaction style).
@@ -357,6 +379,7 @@ fn lifetime_options(a: &Args, records: u64) -> LifetimeOptions {
 
 fn engine_options(a: &Args, plan: &Plan) -> Result<Options> {
     let gc = gc_policy(a)?;
+    let base = base_options(a)?;
     let lifetime_oracle = if gc.lifetime_mode() == Some(LifetimeMode::Oracle) {
         if a.threads != 1 {
             bail!("--policy oracle needs --threads 1 (it numbers writes in op order)");
@@ -373,6 +396,13 @@ fn engine_options(a: &Args, plan: &Plan) -> Result<Options> {
     Ok(Options {
         lifetime: lifetime_options(a, plan.info.record_count),
         lifetime_oracle,
+        ..base
+    })
+}
+
+/// The options every run takes from the flags (sizes, durability, placement policy).
+fn base_options(a: &Args) -> Result<Options> {
+    Ok(Options {
         memtable_size: a.sizes.memtable_bytes(),
         block_cache_capacity: a.sizes.cache_bytes(),
         sync_writes: a.sync,
@@ -381,32 +411,22 @@ fn engine_options(a: &Args, plan: &Plan) -> Result<Options> {
         min_blob_size: a.sizes.min_blob_size as usize,
         blob_file_size: a.sizes.blob_file_bytes(),
         cache_warming: a.warming.parse()?,
+        compression: a.compression.parse()?,
+        compression_per_level: match &a.compression_per_level {
+            Some(list) => list
+                .split(',')
+                .map(|c| c.trim().parse())
+                .collect::<engine::Result<_>>()?,
+            None => Vec::new(),
+        },
         ..Options::default()
     })
 }
 
-pub fn run(a: Args) -> Result<()> {
-    if a.threads == 0 {
-        bail!("--threads must be at least 1");
-    }
-    let plan = Plan::from_args(&a)?;
-    let mut opts = engine_options(&a, &plan)?;
-    apply_shape(&a.shape, &plan.info, &mut opts)?;
-    let report_path = a
-        .report
-        .clone()
-        .unwrap_or_else(|| PathBuf::from(format!("bench-out/{}.json", plan.name)));
-    let plot_path = (!a.no_plot).then(|| {
-        a.plot
-            .clone()
-            .unwrap_or_else(|| PathBuf::from(format!("bench-out/{}.png", plan.name)))
-    });
-    outpath::ensure_parent(&report_path)?;
-    if let Some(p) = &plot_path {
-        outpath::ensure_parent(p)?;
-    }
-
-    let (_tmp, dir) = match &a.dir {
+/// `--dir`, which must be empty or absent, or a temporary directory removed when the
+/// returned guard is dropped.
+fn data_dir(a: &Args) -> Result<(Option<tempfile::TempDir>, PathBuf)> {
+    Ok(match &a.dir {
         Some(d) => {
             let nonempty = d.exists()
                 && std::fs::read_dir(d)
@@ -425,7 +445,42 @@ pub fn run(a: Args) -> Result<()> {
             let p = t.path().to_path_buf();
             (Some(t), p)
         }
-    };
+    })
+}
+
+pub fn run(a: Args) -> Result<()> {
+    if a.threads == 0 {
+        bail!("--threads must be at least 1");
+    }
+    if let Some(list) = &a.benchmarks {
+        let mut opts = base_options(&a)?;
+        let info = WorkloadInfo {
+            record_count: a.num,
+            op_count: a.num * a.threads as u64,
+            key_size: u64::from(a.key_size.unwrap_or(dbbench::DEFAULT_KEY_SIZE)),
+            value_size: u64::from(a.value_size.unwrap_or(dbbench::DEFAULT_VALUE_SIZE)),
+        };
+        apply_shape(&a.shape, &info, &mut opts)?;
+        return dbbench::run(&a, list, opts);
+    }
+    let plan = Plan::from_args(&a)?;
+    let mut opts = engine_options(&a, &plan)?;
+    apply_shape(&a.shape, &plan.info, &mut opts)?;
+    let report_path = a
+        .report
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(format!("bench-out/{}.json", plan.name)));
+    let plot_path = (!a.no_plot).then(|| {
+        a.plot
+            .clone()
+            .unwrap_or_else(|| PathBuf::from(format!("bench-out/{}.png", plan.name)))
+    });
+    outpath::ensure_parent(&report_path)?;
+    if let Some(p) = &plot_path {
+        outpath::ensure_parent(p)?;
+    }
+
+    let (_tmp, dir) = data_dir(&a)?;
 
     let progress = Progress::new(&a, plan.info.record_count + plan.info.op_count);
     if !a.quiet && !a.progress_lines {
@@ -498,13 +553,7 @@ pub fn run(a: Args) -> Result<()> {
 
     let stats = db.stats();
     let engine_stats = serde_json::to_value(&stats)?;
-    let by_cause: BTreeMap<String, u64> = stats
-        .io
-        .by_cause
-        .iter()
-        .filter(|(_, c)| c.bytes_written > 0)
-        .map(|(k, c)| (k.clone(), c.bytes_written))
-        .collect();
+    let by_cause = bytes_by_cause(&stats);
     let db = Arc::try_unwrap(db).map_err(|_| anyhow!("engine handle still shared"))?;
     db.close()?;
     let disk_bytes = report::dir_bytes(&dir);
@@ -529,6 +578,7 @@ pub fn run(a: Args) -> Result<()> {
             "sync": a.sync, "threads": a.threads, "samples": a.samples,
             "workload": plan.spec, "ops_file": a.ops, "warming": a.warming,
             "growth_factor": a.shape.growth_factor, "compaction_style": a.shape.compaction_style,
+            "compression": a.compression, "compression_per_level": a.compression_per_level,
         }),
         workload: plan.info.clone(),
         phases,
@@ -577,6 +627,17 @@ pub fn run(a: Args) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Bytes written per cause, the causes that wrote any.
+fn bytes_by_cause(stats: &engine::DbStats) -> BTreeMap<String, u64> {
+    stats
+        .io
+        .by_cause
+        .iter()
+        .filter(|(_, c)| c.bytes_written > 0)
+        .map(|(k, c)| (k.clone(), c.bytes_written))
+        .collect()
 }
 
 /// The run-phase ops of `plan`, generated or read from its op file.
@@ -992,6 +1053,15 @@ pub fn render_summary(r: &RunReport) -> String {
         table::count(stalls)
     ));
     out.push_str(&cache_summary(&r.engine_stats));
+    if let Some(rss) = r.max_rss_bytes {
+        let mb = |k: &str| r.settings.get(k).and_then(|v| v.as_u64()).unwrap_or(0) << 20;
+        out.push_str(&format!(
+            "peak RSS: {} (budgets: memtable {} x 2 with the one being flushed, block cache {})\n",
+            table::bytes(rss),
+            table::bytes(mb("memtable_mb")),
+            table::bytes(mb("cache_mb")),
+        ));
+    }
     out
 }
 

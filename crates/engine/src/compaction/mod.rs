@@ -43,6 +43,8 @@ pub struct JobSpec<'a> {
     pub dir: &'a Path,
     pub storage: &'a Arc<dyn Storage>,
     pub opts: &'a Options,
+    /// The level the output tables go to (its compression is `opts.compression_for_level`).
+    pub output_level: usize,
     /// Flush or Compaction: the cause charged for table writes.
     pub cause: IoCause,
     /// Versions newer than this are kept for snapshot readers.
@@ -127,6 +129,7 @@ impl Outputs<'_> {
                 block_size: o.block_size,
                 bloom_bits_per_key: o.bloom_bits_per_key,
                 restart_interval: 16,
+                compression: o.compression_for_level(self.spec.output_level),
             };
             let mut builder = TableBuilder::new(file, topts);
             if let Some(w) = self.spec.warming {

@@ -69,6 +69,7 @@ fn job_spec<'a>(
         dir: &inner.dir,
         storage: &inner.storage,
         opts: &inner.opts,
+        output_level: 0,
         cause,
         smallest_snapshot,
         drop_tombstones: false,
@@ -311,6 +312,7 @@ fn run_compaction(
                 .warming
                 .begin_job(JobKind::Compaction, v, c.inputs.iter().chain(&c.overlaps));
         let spec = JobSpec {
+            output_level: c.output_level,
             warming: warm.as_ref(),
             drop_tombstones: c.bottommost,
             split_outputs: true,

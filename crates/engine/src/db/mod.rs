@@ -83,7 +83,6 @@ pub(crate) struct Inner {
     /// Signalled whenever background work may have become possible or finished.
     pub bg_cv: Condvar,
     pub writers: Mutex<VecDeque<Arc<write::Writer>>>,
-    pub writers_cv: Condvar,
     pub wal: Mutex<Option<LogWriter>>,
     /// Last sequence number assigned (only the write leader advances it).
     pub last_seq: AtomicU64,

@@ -1,10 +1,22 @@
-//! The write path with group commit.
+//! The write path: group commit with concurrent memtable inserts (RocksDB's write-thread
+//! design with `allow_concurrent_memtable_write`).
 //!
-//! Writers queue up; the writer at the head becomes the leader, takes the batches queued
-//! behind it (up to 1 MiB, and never a sync write into a group that will not sync), makes
-//! room in the memtable, appends one WAL record for the whole group, inserts it into the
-//! memtable, publishes the new sequence number and wakes the group. Only the leader touches
-//! the WAL and inserts into the memtable, so neither needs its own lock on the hot path.
+//! Writers join a queue; the writer at its head is the leader. The leader takes the batches
+//! queued behind it (up to 1 MiB, never a sync write into a group that will not sync), makes
+//! room in the memtable, assigns each batch its sequence numbers, and appends one WAL record
+//! per batch followed by a single flush (or sync) for the whole group: concurrent writers
+//! share one write system call and one fsync. Then every member of the group inserts its
+//! own batch into the memtable at the same time (the skip list takes concurrent inserts);
+//! the last one to finish publishes the group's sequence numbers to readers, releases the
+//! group and hands the queue to the next leader.
+//!
+//! Each writer sleeps on its own condition variable and is woken only when its state
+//! changes (to leader, to "insert your batch", or done), so a finished group costs one
+//! wake-up per member rather than waking every queued writer. The queue lock is held only
+//! to join, to gather a group and to release it: never across the WAL write or an insert.
+//! Only one group is between gathering and release at a time, so memtable switches (done by
+//! the leader before the WAL write) never race with inserts, and the visible sequence number
+//! only moves forward.
 
 use super::{read, wal_file_name, Inner};
 use crate::batch::WriteBatch;
@@ -12,11 +24,11 @@ use crate::error::{Error, Result};
 use crate::io::IoCause;
 use crate::memtable::Memtable;
 use crate::stats::EngineCounters;
-use crate::types::ValueKind;
+use crate::types::{SeqNo, ValueKind};
 use crate::vlog::ValuePointer;
 use crate::wal::LogWriter;
-use parking_lot::Mutex;
-use std::sync::atomic::Ordering;
+use parking_lot::{Condvar, Mutex};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -34,32 +46,69 @@ pub(crate) enum Job {
     Writeback(Vec<Writeback>),
 }
 
+/// Where a queued writer is; changed by other threads, each change signalled on the
+/// writer's own condition variable.
+enum Stage {
+    /// Queued behind a leader.
+    Waiting,
+    /// At the head of the queue: gather a group and write it.
+    Leader,
+    /// The group's WAL record is written and this writer's batch has its sequence numbers:
+    /// insert it into the group's memtable.
+    Insert(Arc<Group>),
+    /// Finished: `Ok(applied flags for a writeback)` or the error text.
+    Done(std::result::Result<Vec<bool>, String>),
+}
+
 pub(crate) struct Writer {
     job: Mutex<Option<Job>>,
     sync: bool,
-    /// Set by the leader: `Ok(applied flags for a writeback)` or the error text.
-    result: Mutex<Option<std::result::Result<Vec<bool>, String>>>,
+    /// Encoded size if the job is a batch (`None` for switches and writebacks).
+    batch_len: Option<usize>,
+    stage: Mutex<Stage>,
+    cv: Condvar,
 }
 
 impl Writer {
     fn new(job: Job, sync: bool) -> Arc<Writer> {
+        let batch_len = match &job {
+            Job::Batch(b) => Some(b.encoded_len()),
+            _ => None,
+        };
         Arc::new(Writer {
             job: Mutex::new(Some(job)),
             sync,
-            result: Mutex::new(None),
+            batch_len,
+            stage: Mutex::new(Stage::Waiting),
+            cv: Condvar::new(),
         })
     }
 
-    fn is_batch(&self) -> bool {
-        matches!(*self.job.lock(), Some(Job::Batch(_)))
+    fn set(&self, stage: Stage) {
+        *self.stage.lock() = stage;
+        self.cv.notify_one();
     }
 
-    fn batch_len(&self) -> usize {
-        match &*self.job.lock() {
-            Some(Job::Batch(b)) => b.encoded_len(),
-            _ => 0,
+    /// Sleeps until the stage is no longer `Waiting`, and takes it (leaving `Waiting`).
+    fn wait(&self) -> Stage {
+        let mut st = self.stage.lock();
+        while matches!(*st, Stage::Waiting) {
+            self.cv.wait(&mut st);
         }
+        std::mem::replace(&mut *st, Stage::Waiting)
     }
+}
+
+/// A group whose WAL records are written and whose members are inserting into `mem`.
+struct Group {
+    mem: Arc<Memtable>,
+    members: Vec<Arc<Writer>>,
+    /// Members whose batch is not yet in the memtable.
+    pending: AtomicUsize,
+    /// The group's last sequence number, visible to readers once every insert is done.
+    last_seq: SeqNo,
+    /// The leader's result (writeback flags), handed back to it on release.
+    leader_flags: Vec<bool>,
 }
 
 pub(crate) fn write(inner: &Arc<Inner>, batch: WriteBatch, sync: bool) -> Result<()> {
@@ -80,119 +129,179 @@ pub(crate) fn write_back(inner: &Arc<Inner>, entries: Vec<Writeback>) -> Result<
 }
 
 fn submit(inner: &Arc<Inner>, w: Arc<Writer>) -> Result<Vec<bool>> {
-    let mut q = inner.writers.lock();
-    q.push_back(w.clone());
-    loop {
-        if let Some(r) = w.result.lock().take() {
-            return r.map_err(Error::WriteFailed);
-        }
-        if Arc::ptr_eq(q.front().expect("queue holds this writer"), &w) {
-            break;
-        }
-        inner.writers_cv.wait(&mut q);
-    }
-    // Leader: gather the group.
-    let mut group = vec![w.clone()];
-    if w.is_batch() {
-        let mut bytes = w.batch_len();
-        for other in q.iter().skip(1) {
-            if !other.is_batch() || (other.sync && !w.sync) {
-                break;
-            }
-            bytes += other.batch_len();
-            if bytes > MAX_GROUP_BYTES {
-                break;
-            }
-            group.push(other.clone());
-        }
-    }
-    drop(q);
-    let r = lead(inner, &group);
-    let mut q = inner.writers.lock();
-    let mut mine = None;
-    for g in &group {
-        let popped = q.pop_front().expect("group is at the head of the queue");
-        debug_assert!(Arc::ptr_eq(&popped, g));
-        let res = match &r {
-            Ok(flags) if Arc::ptr_eq(g, &w) => Ok(flags.clone()),
-            Ok(_) => Ok(Vec::new()),
-            Err(e) => Err(e.to_string()),
-        };
-        if Arc::ptr_eq(g, &w) {
-            mine = Some(res);
-        } else {
-            *g.result.lock() = Some(res);
-        }
-    }
-    inner.writers_cv.notify_all();
-    drop(q);
-    match r {
-        Ok(_) => Ok(mine.unwrap().unwrap()),
-        Err(e) => Err(e),
-    }
-}
-
-fn lead(inner: &Arc<Inner>, group: &[Arc<Writer>]) -> Result<Vec<bool>> {
-    let first = group[0].job.lock().take().expect("job taken once");
-    let (mut batch, flags) = match first {
-        Job::Switch => {
-            make_room(inner, true)?;
-            return Ok(Vec::new());
-        }
-        Job::Writeback(entries) => writeback_batch(inner, entries)?,
-        Job::Batch(b) => (b, Vec::new()),
+    let leader = {
+        let mut q = inner.writers.lock();
+        q.push_back(w.clone());
+        q.len() == 1
     };
-    for g in &group[1..] {
-        if let Some(Job::Batch(b)) = g.job.lock().take() {
-            batch.append(&b);
-        }
+    let mut stage = if leader { Stage::Leader } else { w.wait() };
+    loop {
+        stage = match stage {
+            Stage::Waiting => w.wait(),
+            Stage::Leader => {
+                lead(inner, &w);
+                w.wait()
+            }
+            Stage::Insert(group) => {
+                insert_member(inner, &w, &group);
+                w.wait()
+            }
+            Stage::Done(r) => return r.map_err(Error::WriteFailed),
+        };
     }
-    if batch.is_empty() {
-        return Ok(flags);
-    }
-    let mem = make_room(inner, false)?;
-    let sync = group.iter().any(|g| g.sync);
-    apply(inner, &mem, &mut batch, sync)?;
-    Ok(flags)
 }
 
-/// Appends to the WAL and inserts into the memtable.
-fn apply(inner: &Inner, mem: &Memtable, batch: &mut WriteBatch, sync: bool) -> Result<()> {
-    let first = inner.last_seq.load(Ordering::Relaxed) + 1;
-    batch.set_first_seq(first);
-    if inner.opts.use_wal {
-        let mut wal = inner.wal.lock();
-        let w = wal.as_mut().ok_or(Error::Closed)?;
-        let r = w
-            .add_record(batch.encoded())
-            .and_then(|_| if sync { w.sync() } else { w.flush() });
-        if let Err(e) = r {
-            // The WAL may now hold a partial record: refuse further writes until reopen,
-            // which cuts the torn tail.
-            inner.set_bg_error(&mut inner.state.lock(), &e);
-            return Err(e);
+/// Gathers the group behind leader `w`, writes it, and starts the inserts (or finishes the
+/// group on error).
+fn lead(inner: &Arc<Inner>, w: &Arc<Writer>) {
+    let group = {
+        let q = inner.writers.lock();
+        debug_assert!(Arc::ptr_eq(q.front().expect("leader is queued"), w));
+        let mut group = vec![w.clone()];
+        if let Some(mut bytes) = w.batch_len {
+            for other in q.iter().skip(1) {
+                let Some(len) = other.batch_len else { break };
+                if other.sync && !w.sync {
+                    break;
+                }
+                bytes += len;
+                if bytes > MAX_GROUP_BYTES {
+                    break;
+                }
+                group.push(other.clone());
+            }
+        }
+        group
+    };
+    match write_group(inner, &group) {
+        Ok(Some(g)) => {
+            for m in &g.members[1..] {
+                m.set(Stage::Insert(g.clone()));
+            }
+            insert_member(inner, w, &g);
+        }
+        Ok(None) => release(inner, &group, Ok(Vec::new())),
+        Err((e, flags)) => release(inner, &group, e.map(|_| flags)),
+    }
+}
+
+/// Makes room, assigns sequence numbers and appends the WAL records. `Ok(None)` when
+/// nothing is left to insert (a switch, a writeback with nothing still current);
+/// `Err((result, flags))` when the group ends here.
+#[allow(clippy::type_complexity)]
+fn write_group(
+    inner: &Arc<Inner>,
+    group: &[Arc<Writer>],
+) -> std::result::Result<Option<Arc<Group>>, (std::result::Result<(), String>, Vec<bool>)> {
+    let fail = |e: Error| (Err(e.to_string()), Vec::new());
+    let first = group[0].job.lock().take().expect("job taken once");
+    let mut flags = Vec::new();
+    match first {
+        Job::Switch => {
+            make_room(inner, true).map_err(fail)?;
+            return Ok(None);
+        }
+        Job::Writeback(entries) => {
+            let (b, f) = writeback_batch(inner, entries).map_err(fail)?;
+            flags = f;
+            if b.is_empty() {
+                return Err((Ok(()), flags));
+            }
+            *group[0].job.lock() = Some(Job::Batch(b));
+        }
+        Job::Batch(b) => *group[0].job.lock() = Some(Job::Batch(b)),
+    }
+    let mem = make_room(inner, false).map_err(fail)?;
+    let sync = group.iter().any(|g| g.sync);
+    let mut seq = inner.last_seq.load(Ordering::Relaxed) + 1;
+    let mut wal = inner.opts.use_wal.then(|| inner.wal.lock());
+    for m in group {
+        let mut job = m.job.lock();
+        let Some(Job::Batch(b)) = job.as_mut() else {
+            unreachable!("group members are batches")
+        };
+        b.set_first_seq(seq);
+        seq += b.len() as u64;
+        if let Some(wal) = wal.as_mut() {
+            let w = wal.as_mut().ok_or(Error::Closed).map_err(fail)?;
+            if let Err(e) = w.add_record(b.encoded()) {
+                return Err(wal_failed(inner, e));
+            }
         }
     }
-    let mut seq = first;
+    if let Some(mut wal) = wal {
+        let w = wal.as_mut().ok_or(Error::Closed).map_err(fail)?;
+        if let Err(e) = if sync { w.sync() } else { w.flush() } {
+            return Err(wal_failed(inner, e));
+        }
+    }
+    inner.last_seq.store(seq - 1, Ordering::Relaxed);
+    EngineCounters::add(&inner.counters.write_groups, 1);
+    Ok(Some(Arc::new(Group {
+        mem,
+        members: group.to_vec(),
+        pending: AtomicUsize::new(group.len()),
+        last_seq: seq - 1,
+        leader_flags: flags,
+    })))
+}
+
+/// The WAL may now hold a partial record: refuse further writes until reopen, which cuts
+/// the torn tail.
+fn wal_failed(inner: &Inner, e: Error) -> (std::result::Result<(), String>, Vec<bool>) {
+    inner.set_bg_error(&mut inner.state.lock(), &e);
+    (Err(e.to_string()), Vec::new())
+}
+
+/// Inserts member `w`'s batch into the group's memtable; the last member to finish
+/// publishes the group and releases it.
+fn insert_member(inner: &Arc<Inner>, w: &Writer, g: &Arc<Group>) {
+    let batch = match w.job.lock().take() {
+        Some(Job::Batch(b)) => b,
+        _ => unreachable!("group members are batches"),
+    };
     let (mut puts, mut deletes) = (0, 0);
-    for e in batch.iter() {
-        mem.add(seq, e.kind, e.key, e.value);
+    for (seq, e) in (batch.first_seq()..).zip(batch.iter()) {
+        g.mem.add(seq, e.kind, e.key, e.value);
         inner.warming.record_write(e.key);
-        seq += 1;
         match e.kind {
             ValueKind::Value => puts += 1,
             ValueKind::Deletion => deletes += 1,
             ValueKind::Pointer => {}
         }
     }
-    inner.last_seq.store(seq - 1, Ordering::Relaxed);
-    inner.visible_seq.store(seq - 1, Ordering::Release);
     let c = &inner.counters;
     EngineCounters::add(&c.user_bytes_written, batch.user_bytes());
     EngineCounters::add(&c.puts, puts);
     EngineCounters::add(&c.deletes, deletes);
-    EngineCounters::add(&c.write_groups, 1);
-    Ok(())
+    if g.pending.fetch_sub(1, Ordering::AcqRel) == 1 {
+        inner.visible_seq.store(g.last_seq, Ordering::Release);
+        release(inner, &g.members, Ok(g.leader_flags.clone()));
+    }
+}
+
+/// Ends a group: takes it off the queue, makes the next writer the leader, and tells every
+/// member its result (the leader gets `leader`, the others an empty flag list).
+fn release(inner: &Inner, group: &[Arc<Writer>], leader: std::result::Result<Vec<bool>, String>) {
+    let next = {
+        let mut q = inner.writers.lock();
+        for g in group {
+            let popped = q.pop_front().expect("group is at the head of the queue");
+            debug_assert!(Arc::ptr_eq(&popped, g));
+        }
+        q.front().cloned()
+    };
+    if let Some(n) = next {
+        n.set(Stage::Leader);
+    }
+    for m in &group[1..] {
+        let r = match &leader {
+            Ok(_) => Ok(Vec::new()),
+            Err(e) => Err(e.clone()),
+        };
+        m.set(Stage::Done(r));
+    }
+    group[0].set(Stage::Done(leader));
 }
 
 fn writeback_batch(inner: &Arc<Inner>, entries: Vec<Writeback>) -> Result<(WriteBatch, Vec<bool>)> {

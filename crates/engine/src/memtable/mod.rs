@@ -1,7 +1,9 @@
 //! The ordered in-memory table: a lock-free skip list (crossbeam) of internal keys.
 //!
-//! Only the group-commit leader inserts, so inserts are never concurrent with each other,
-//! while readers run concurrently with the leader without locks.
+//! The members of a write group insert their batches concurrently (the skip list is
+//! lock-free; the arena takes a short lock to carve out each entry's bytes), and readers
+//! run concurrently with them without locks, seeing only sequence numbers already
+//! published.
 //!
 //! Keys and values are copied into large chunks owned by the memtable (an arena, as in
 //! LevelDB) rather than one heap buffer each: a memtable is filled by client threads and

@@ -2,11 +2,13 @@
 //! properties blocks and the footer (file layout in the module docs of [`crate::sst`]).
 
 use super::block::{Block, BlockBuilder};
+use super::compression;
 use super::filter::BloomFilterBuilder;
 use super::format::{block_checksum, BlockHandle, Footer, BLOCK_TYPE_UNCOMPRESSED};
 use super::properties::TableProperties;
 use crate::error::{Error, Result};
 use crate::io::WritableFile;
+use crate::options::Compression;
 use crate::types::{
     cmp_internal, make_internal_key, parse_internal_key, ValueKind, KIND_SEEK, MAX_SEQ, TRAILER_LEN,
 };
@@ -22,6 +24,8 @@ pub struct TableOptions {
     pub bloom_bits_per_key: u32,
     /// A whole key is stored every this many entries of a data block.
     pub restart_interval: usize,
+    /// Codec of the data blocks.
+    pub compression: Compression,
 }
 
 impl TableOptions {
@@ -30,6 +34,7 @@ impl TableOptions {
             block_size: 4096,
             bloom_bits_per_key: 10,
             restart_interval: 16,
+            compression: Compression::None,
         }
     }
 
@@ -45,6 +50,11 @@ impl TableOptions {
 
     pub fn restart_interval(mut self, n: usize) -> Self {
         self.restart_interval = n;
+        self
+    }
+
+    pub fn compression(mut self, c: Compression) -> Self {
+        self.compression = c;
         self
     }
 }
@@ -165,7 +175,10 @@ impl TableBuilder {
         }
         let last_key = self.data_block.last_key().to_vec();
         let contents = self.data_block.finish();
-        let handle = self.write_block(&contents)?;
+        let handle = match compression::compress(self.opts.compression, &contents) {
+            Some((block_type, stored)) => self.write_block_as(&stored, block_type)?,
+            None => self.write_block(&contents)?,
+        };
         let mut encoded = Vec::with_capacity(20);
         handle.encode_to(&mut encoded);
         self.pending_index = Some((last_key, encoded));
@@ -179,12 +192,16 @@ impl TableBuilder {
         Ok(())
     }
 
-    /// Appends block contents plus the type/checksum trailer.
+    /// Appends uncompressed block contents plus the type/checksum trailer.
     fn write_block(&mut self, contents: &[u8]) -> Result<BlockHandle> {
+        self.write_block_as(contents, BLOCK_TYPE_UNCOMPRESSED)
+    }
+
+    /// Appends stored contents of `block_type` plus the trailer.
+    fn write_block_as(&mut self, contents: &[u8], block_type: u8) -> Result<BlockHandle> {
         let handle = BlockHandle::new(self.offset, contents.len() as u64);
-        let mut trailer = [BLOCK_TYPE_UNCOMPRESSED, 0, 0, 0, 0];
-        trailer[1..]
-            .copy_from_slice(&block_checksum(contents, BLOCK_TYPE_UNCOMPRESSED).to_le_bytes());
+        let mut trailer = [block_type, 0, 0, 0, 0];
+        trailer[1..].copy_from_slice(&block_checksum(contents, block_type).to_le_bytes());
         self.file.append(contents)?;
         self.file.append(&trailer)?;
         self.offset += (contents.len() + trailer.len()) as u64;

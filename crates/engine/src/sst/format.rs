@@ -9,14 +9,15 @@
 //! contents: [u8; n] | block_type: u8 | masked_crc32c: u32 LE
 //! ```
 //!
-//! `block_type` names the compression of `contents`; only `0` (none) exists today. The
-//! checksum covers `contents` and `block_type`, and is masked (rotated and offset, as
+//! `block_type` names the compression of `contents` (0 none, 1 LZ4, 2 Zstandard; see
+//! [`super::compression`]). The checksum covers the stored (compressed) `contents` and
+//! `block_type`, and is masked (rotated and offset, as
 //! LevelDB does) so that a CRC computed over data that itself embeds CRCs stays well spread.
 //!
 //! # Block handle
 //!
-//! `offset: varint64 | size: varint64`, where `size` is the length of `contents` (without
-//! the 5-byte trailer). Handles are the values of index-block entries.
+//! `offset: varint64 | size: varint64`, where `size` is the length of the stored `contents`
+//! (compressed, without the 5-byte trailer). Handles are the values of index-block entries.
 //!
 //! # Footer
 //!
@@ -48,8 +49,7 @@ pub const BLOCK_TRAILER_LEN: usize = 5;
 /// Size of the fixed footer at the end of every table file.
 pub const FOOTER_LEN: usize = 64;
 
-/// Block type byte: contents are stored as is.
-pub const BLOCK_TYPE_UNCOMPRESSED: u8 = 0;
+pub use super::compression::BLOCK_TYPE_UNCOMPRESSED;
 
 const CRC_MASK_DELTA: u32 = 0xa282_ead8;
 

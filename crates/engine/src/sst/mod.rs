@@ -10,7 +10,8 @@
 //! footer (64 bytes)                handles of index/filter/properties, version, magic
 //! ```
 //!
-//! Every block is followed by a 5-byte trailer (type byte + masked crc32c) and the footer
+//! Data blocks may be compressed (LZ4 or Zstandard, per level: [`compression`]). Every
+//! block is followed by a 5-byte trailer (type byte + masked crc32c) and the footer
 //! has its own checksum ([`format`](mod@format)). The layout of a block's contents is in [`block`].
 //!
 //! Why this shape: a point lookup needs at most the (in-memory) filter and index and one
@@ -25,6 +26,7 @@
 pub mod block;
 mod builder;
 mod coding;
+pub mod compression;
 pub mod filter;
 pub mod format;
 pub mod iter;

@@ -6,9 +6,7 @@
 
 use super::block::{Block, MalformedBlock};
 use super::filter::BloomFilter;
-use super::format::{
-    block_checksum, BlockHandle, Footer, BLOCK_TRAILER_LEN, BLOCK_TYPE_UNCOMPRESSED, FOOTER_LEN,
-};
+use super::format::{block_checksum, BlockHandle, Footer, BLOCK_TRAILER_LEN, FOOTER_LEN};
 use super::properties::TableProperties;
 use super::stats::TableStats;
 use super::table_iter::TableIter;
@@ -211,7 +209,7 @@ impl Table {
     }
 }
 
-/// Reads a block's contents and verifies its trailer. `data_end` bounds the handle so a
+/// Reads a block, verifies its trailer and decompresses it. `data_end` bounds the handle so a
 /// corrupt handle is reported before it sizes a read.
 fn read_block(
     file: &dyn ReadableFile,
@@ -250,15 +248,7 @@ fn read_block(
             ),
         ));
     }
-    if block_type != BLOCK_TYPE_UNCOMPRESSED {
-        return Err(Error::corruption(
-            path,
-            format!(
-                "block at offset {} has unknown type {block_type}",
-                handle.offset
-            ),
-        ));
-    }
     buf.truncate(n);
-    Ok(buf)
+    super::compression::decompress(block_type, buf)
+        .map_err(|e| Error::corruption(path, format!("block at offset {}: {e}", handle.offset)))
 }

@@ -1,6 +1,7 @@
 //! Table-level tests: round trips against a model, cache interplay, corruption handling,
 //! and the merging iterator.
 
+mod compression;
 mod corruption;
 mod merge;
 mod table;
