@@ -116,6 +116,14 @@ pub fn repair(dir: &Path, opts: &Options, progress: Progress<'_>) -> Result<Repa
         Ok(())
     };
 
+    // A CURRENT replacement a killed run never finished: out of the way of this run's.
+    if let Some(tmp) = files
+        .iter()
+        .find(|p| p.file_name().is_some_and(|n| n == "CURRENT.tmp"))
+    {
+        lose(tmp, &mut rep)?;
+    }
+
     // 1. Value files and index maps.
     let mut blobs = Vec::new();
     let mut record_offsets: HashMap<u64, HashMap<u64, u32>> = HashMap::new();
@@ -319,7 +327,7 @@ pub fn repair(dir: &Path, opts: &Options, progress: Progress<'_>) -> Result<Repa
     for p in files.iter().filter(|p| {
         p.file_name()
             .and_then(|n| n.to_str())
-            .is_some_and(|n| n.starts_with("MANIFEST-") || n == "CURRENT.tmp")
+            .is_some_and(|n| n.starts_with("MANIFEST-"))
     }) {
         lose(p, &mut rep)?;
     }
