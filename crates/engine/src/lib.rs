@@ -27,7 +27,7 @@ pub use db::{DbIter, Snapshot, DB};
 pub use error::{Error, Result};
 pub use options::CompactionStyle;
 pub use options::{
-    GcPolicyConfig, LifetimeMode, LifetimeOptions, LifetimeOracle, Options, WriteOptions,
+    GcPolicyConfig, GcTrigger, LifetimeMode, LifetimeOptions, LifetimeOracle, Options, WriteOptions,
 };
 pub use stats::DbStats;
 pub use version::shape::AutoShape;

@@ -88,6 +88,11 @@ pub struct Args {
     /// never in a run, so the default is 16k.
     #[arg(long, default_value_t = 16384)]
     pub lifetime_dataset: usize,
+    /// lifetime policies: target space amplification of the value files (GC runs while
+    /// value-file bytes exceed this many times the live ones; values placed by predicted
+    /// death at flush and GC); 0 for paper 000's TTL trigger.
+    #[arg(long, default_value_t = engine::GcTrigger::DEFAULT_SPACE_AMP)]
+    pub space_amp_target: f64,
     /// Memtable size in MiB.
     #[arg(long, default_value_t = 64)]
     pub memtable_mb: u64,
@@ -357,6 +362,13 @@ fn lifetime_options(a: &Args, records: u64) -> LifetimeOptions {
             ..paper
         },
         dataset_capacity: a.lifetime_dataset,
+        trigger: if a.space_amp_target == 0.0 {
+            engine::GcTrigger::Ttl
+        } else {
+            engine::GcTrigger::SpaceAmp {
+                target: a.space_amp_target,
+            }
+        },
         ..LifetimeOptions::default()
     }
 }
@@ -525,6 +537,7 @@ pub fn run(a: Args) -> Result<()> {
             "sync": a.sync, "threads": a.threads, "samples": a.samples,
             "workload": plan.spec, "ops_file": a.ops, "warming": a.warming,
             "growth_factor": a.shape.growth_factor, "compaction_style": a.shape.compaction_style,
+            "space_amp_target": a.space_amp_target,
         }),
         workload: plan.info.clone(),
         phases,

@@ -5,6 +5,7 @@
 pub mod file;
 pub mod gc;
 pub mod index_map;
+pub mod placement;
 pub mod pointer;
 
 pub use file::{BlobFile, FileLifetime, ValueFileReader, ValueFileWriter};
