@@ -45,10 +45,22 @@ pub enum LifetimeMode {
     /// By the true next write of the key, from [`Options::lifetime_oracle`]: the lower
     /// bound the model aims at.
     Oracle,
+    /// By the key's true mean write interval over the whole workload
+    /// ([`LifetimeOracle::mean_interval`]), not its next write: the bound of any predictor
+    /// that learns a key's write rate from its history, as `lifetime` does. Under the TTL
+    /// trigger it places like `oracle` with the mean interval as the next write.
+    RateOracle,
+}
+
+impl LifetimeMode {
+    /// Whether the policy needs [`Options::lifetime_oracle`].
+    pub fn needs_oracle(self) -> bool {
+        matches!(self, LifetimeMode::Oracle | LifetimeMode::RateOracle)
+    }
 }
 
 impl GcPolicyConfig {
-    pub const NAMES: [&'static str; 7] = [
+    pub const NAMES: [&'static str; 8] = [
         "inline",
         "blobdb",
         "titan",
@@ -56,6 +68,7 @@ impl GcPolicyConfig {
         "lifetime",
         "lifetime-nomodel",
         "oracle",
+        "rate-oracle",
     ];
 
     pub fn name(&self) -> &'static str {
@@ -68,6 +81,7 @@ impl GcPolicyConfig {
                 LifetimeMode::Learned => "lifetime",
                 LifetimeMode::NoModel => "lifetime-nomodel",
                 LifetimeMode::Oracle => "oracle",
+                LifetimeMode::RateOracle => "rate-oracle",
             },
         }
     }
@@ -166,6 +180,9 @@ impl FromStr for GcPolicyConfig {
             }),
             "oracle" => Ok(GcPolicyConfig::Lifetime {
                 mode: LifetimeMode::Oracle,
+            }),
+            "rate-oracle" => Ok(GcPolicyConfig::Lifetime {
+                mode: LifetimeMode::RateOracle,
             }),
             other => Err(Error::InvalidOptions {
                 name: "gc",
@@ -291,6 +308,9 @@ pub struct Options {
 pub trait LifetimeOracle: Send + Sync {
     /// The sequence number of the first write of `key` after sequence number `after`.
     fn next_write(&self, key: &[u8], after: SeqNo) -> Option<SeqNo>;
+    /// The key's mean interval between writes over the whole workload (the inverse of its
+    /// write rate); `None` for a key written at most once.
+    fn mean_interval(&self, key: &[u8]) -> Option<SeqNo>;
 }
 
 /// Parameters of the lifetime policies (paper 000). Thresholds follow
@@ -498,7 +518,12 @@ impl Options {
             }
             self.lifetime.trigger.validate()?;
         }
-        if self.gc.lifetime_mode() == Some(LifetimeMode::Oracle) && self.lifetime_oracle.is_none() {
+        if self
+            .gc
+            .lifetime_mode()
+            .is_some_and(LifetimeMode::needs_oracle)
+            && self.lifetime_oracle.is_none()
+        {
             return Err(invalid(
                 "lifetime_oracle",
                 "the oracle policy needs the workload's future (Options::lifetime_oracle)",

@@ -56,6 +56,10 @@ impl LifetimeOracle for EveryKeyAgainSoon {
     fn next_write(&self, _key: &[u8], after: u64) -> Option<u64> {
         Some(after + 1)
     }
+
+    fn mean_interval(&self, _key: &[u8]) -> Option<u64> {
+        Some(1)
+    }
 }
 
 #[derive(Default)]

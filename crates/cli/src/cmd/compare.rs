@@ -25,7 +25,10 @@ use workload::{Op, Workload, WorkloadSpec};
 pub struct Args {
     /// Engines to run, in this order, comma-separated. Known: halflife-inline,
     /// halflife-blobdb, halflife-titan, halflife-terark, halflife-lifetime,
-    /// halflife-lifetime-nomodel, halflife-oracle, rocksdb, rocksdb-blob, badger, fjall.
+    /// halflife-lifetime-nomodel, halflife-oracle, halflife-rate-oracle, halflife-dumpkv,
+    /// halflife-dumpkv-oracle, rocksdb, rocksdb-blob, badger, fjall; halflife-lifetime@T
+    /// (also -nomodel@T, oracle@T, rate-oracle@T) runs that policy at space-amplification target T (a curve on the
+    /// write/space plane).
     #[arg(short, long, default_value = peers::DEFAULT_ENGINES)]
     pub engines: String,
     /// Ratios are to this engine [default: the first one].
@@ -388,6 +391,13 @@ pub fn run(a: Args) -> Result<()> {
     draw(&plot_path, &title, &names, &rows)?;
     println!("report: {}", report_path.display());
     println!("plot:   {}", plot_path.display());
+    let plane = plane_points(&compare.engines, live_user_bytes);
+    if !plane.is_empty() {
+        let stem = plot_path.with_extension("");
+        let p = PathBuf::from(format!("{}-plane.png", stem.display()));
+        plots::write_space_plane(&p, &format!("write/space plane - {title}"), &plane)?;
+        println!("plot:   {}", p.display());
+    }
     for e in &compare.engines {
         if let Some(points) = lifetime_points(&e.report.engine_stats) {
             let stem = plot_path.with_extension("");
@@ -531,6 +541,12 @@ fn metric_rows(results: &[EngineResult], live: u64) -> Vec<Row> {
     push("space amp. (disk/live)", fmt_times, true, &|r| {
         Some(ratio(r.report.disk_bytes, live))
     });
+    push("space amp. over run, mean", fmt_times, true, &|r| {
+        run_space_amp(r, live).map(|(mean, _)| mean)
+    });
+    push("space amp. over run, max", fmt_times, true, &|r| {
+        run_space_amp(r, live).map(|(_, max)| max)
+    });
     push("  bytes on disk", fmt_bytes, true, &|r| {
         Some(r.report.disk_bytes as f64)
     });
@@ -554,6 +570,42 @@ fn metric_rows(results: &[EngineResult], live: u64) -> Vec<Row> {
         Some(r.outside.wall_seconds)
     });
     rows
+}
+
+/// Disk bytes over the run phase (the samples taken after the load), relative to `live`:
+/// (mean, max). `live` is the data at the end, so this holds for workloads whose live
+/// data does not change after the load (updates only, as the write-intensive ones); the
+/// final disk bytes alone depend on where each engine's GC and WAL happen to stand when
+/// the run ends.
+fn run_space_amp(r: &EngineResult, live: u64) -> Option<(f64, f64)> {
+    let load = r.report.workload.record_count;
+    let sa: Vec<f64> = r
+        .report
+        .samples
+        .iter()
+        .filter(|s| s.ops_done > load)
+        .map(|s| ratio(s.disk_bytes, live))
+        .collect();
+    if sa.len() < 2 || live == 0 {
+        return None;
+    }
+    let mean = sa.iter().sum::<f64>() / sa.len() as f64;
+    Some((mean, sa.iter().copied().fold(0.0, f64::max)))
+}
+
+/// The write/space plane: every engine with samples over the run, at its mean space
+/// amplification and its total write amplification (engine counters, WAL included).
+fn plane_points(results: &[EngineResult], live: u64) -> Vec<plots::PlanePoint> {
+    results
+        .iter()
+        .filter_map(|r| {
+            Some(plots::PlanePoint {
+                name: r.name.clone(),
+                space: run_space_amp(r, live)?.0,
+                write: r.report.write_amplification(),
+            })
+        })
+        .collect()
 }
 
 fn phase_secs(r: &EngineResult, p: &str) -> Option<f64> {

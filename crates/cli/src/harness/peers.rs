@@ -91,7 +91,7 @@ fn find_peers_dir() -> Result<PathBuf> {
 
 /// Our engines: (name, policy, space-amplification target; 0 for paper 000's TTL trigger,
 /// `None` for the bench default).
-const HALFLIFE: [(&str, &str, Option<f64>); 9] = [
+const HALFLIFE: [(&str, &str, Option<f64>); 10] = [
     ("halflife-inline", "inline", None),
     ("halflife-blobdb", "blobdb", None),
     ("halflife-titan", "titan", None),
@@ -99,9 +99,13 @@ const HALFLIFE: [(&str, &str, Option<f64>); 9] = [
     ("halflife-lifetime", "lifetime", None),
     ("halflife-lifetime-nomodel", "lifetime-nomodel", None),
     ("halflife-oracle", "oracle", None),
+    ("halflife-rate-oracle", "rate-oracle", None),
     ("halflife-dumpkv", "lifetime", Some(0.0)),
     ("halflife-dumpkv-oracle", "oracle", Some(0.0)),
 ];
+
+/// The policies that take a space-amplification target.
+const TARGETED: [&str; 4] = ["lifetime", "lifetime-nomodel", "oracle", "rate-oracle"];
 
 /// Every engine compare knows, in the default order.
 pub fn all() -> Vec<Box<dyn Peer>> {
@@ -158,8 +162,11 @@ fn with_target(name: &str) -> Result<Option<Box<dyn Peer>>> {
     let Some((base, t)) = name.split_once('@') else {
         return Ok(None);
     };
-    let Some(&(_, policy, _)) = HALFLIFE[4..7].iter().find(|h| h.0 == base) else {
-        bail!("{name:?}: only halflife-lifetime, halflife-lifetime-nomodel and halflife-oracle take @target");
+    let Some(&(_, policy, _)) = HALFLIFE
+        .iter()
+        .find(|h| h.0 == base && h.2.is_none() && TARGETED.contains(&h.1))
+    else {
+        bail!("{name:?}: only halflife-lifetime, -lifetime-nomodel, -oracle and -rate-oracle take @target");
     };
     let target: f64 = t
         .parse()
@@ -202,6 +209,7 @@ impl Peer for Halflife {
             "oracle" if ttl => "halflife, DumpKV's mechanism with values placed by the true next write",
             "lifetime" => "halflife, values placed by predicted death (key history) at flush and GC, GC under a space-amplification target",
             "lifetime-nomodel" => "halflife, GC under a space-amplification target, no placement",
+            "rate-oracle" => "halflife, values placed by the key's true mean write interval at flush and GC, GC under a space-amplification target",
             _ => "halflife, values placed by the true next write at flush and GC, GC under a space-amplification target",
         }
     }
@@ -223,9 +231,11 @@ impl Peer for Halflife {
             "--no-plot",
             // No live-bytes scans during the run: a scan pins memtables (as any
             // iterator does) and the peers run no such scans; compare takes live
-            // bytes from the op file.
+            // bytes from the op file. Disk bytes are sampled (cheaply) for the space
+            // amplification over the run.
             "--samples",
-            "1",
+            "200",
+            "--no-live-scans",
         ])
         .args(["--min-blob-size", &s.min_blob_size.to_string()])
         .args(["--blob-file-mb", &s.blob_file_mb.to_string()])

@@ -144,6 +144,7 @@ impl LifetimeRuntime {
             (Some(LifetimeMode::Learned), _) => Some(Predictor::History),
             (Some(LifetimeMode::NoModel), _) => Some(Predictor::None),
             (Some(LifetimeMode::Oracle), _) => Some(Predictor::Oracle),
+            (Some(LifetimeMode::RateOracle), _) => Some(Predictor::RateOracle),
         };
         // The classifier serves the TTL trigger only; the space-amplification trigger
         // places by the key's history, which needs no training.
@@ -239,8 +240,14 @@ impl LifetimeRuntime {
                 .as_ref()
                 .and_then(|o| o.next_write(key, written))
                 .map(|n| n.saturating_sub(now)),
+            Predictor::RateOracle => self.mean_interval(key),
         };
         placement::class_of(remaining, self.unit.load(Ordering::Relaxed))
+    }
+
+    /// The rate oracle's prediction: the key's mean write interval.
+    fn mean_interval(&self, key: &[u8]) -> Option<SeqNo> {
+        self.oracle.as_ref().and_then(|o| o.mean_interval(key))
     }
 
     /// The lifetime of a value file of placement class `class` created at `now`.
@@ -323,6 +330,7 @@ impl LifetimeHooks for JobHooks<'_> {
                 .as_ref()
                 .and_then(|o| o.next_write(key, seq))
                 .map(|n| n.saturating_sub(self.now)),
+            Predictor::RateOracle => self.rt.mean_interval(key),
             Predictor::History => match previous_in_job {
                 Some(prev) => Some(placement::at_birth(seq.saturating_sub(prev), &[])),
                 None => self.previous_below(key, seq)?.map(|prev| {
@@ -454,8 +462,11 @@ pub(crate) fn run_mapped_gc(
                                 EngineCounters::add(&rt.counters.model_calls, 1);
                                 Some(c)
                             }
-                            Some(LifetimeMode::Oracle) => {
-                                let next = oracle.and_then(|o| o.next_write(key, found.seq));
+                            Some(m @ (LifetimeMode::Oracle | LifetimeMode::RateOracle)) => {
+                                let next = oracle.and_then(|o| match m {
+                                    LifetimeMode::Oracle => o.next_write(key, found.seq),
+                                    _ => o.mean_interval(key).map(|i| now + i),
+                                });
                                 Some(match next {
                                     Some(n) if n.saturating_sub(now) <= t.short => {
                                         LifetimeClass::Short

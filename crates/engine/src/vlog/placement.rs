@@ -63,6 +63,9 @@ pub enum Predictor {
     History,
     /// The true next write of the key (the benchmark's op stream): the bound.
     Oracle,
+    /// The key's true mean write interval over the workload: the bound of predictors that
+    /// learn a key's rate, which cannot know when within its rate the next write falls.
+    RateOracle,
 }
 
 /// Predicted remaining lifetime of a new write whose key was last written `interval`
