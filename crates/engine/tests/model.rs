@@ -281,7 +281,9 @@ fn run_model_with(
             // Training needs more samples than one session between reopenings collects;
             // tests/lifetime.rs checks it.
             Some(LifetimeMode::Learned) if ttl => {}
-            Some(LifetimeMode::Oracle) if ttl => assert!(sums.placed_short > 0),
+            Some(LifetimeMode::Oracle | LifetimeMode::RateOracle) if ttl => {
+                assert!(sums.placed_short > 0)
+            }
             Some(LifetimeMode::NoModel) if ttl => assert_eq!(sums.placed_short, 0),
             // Placement by predicted death: the key history spreads values over several
             // classes at flush and at GC; the test's oracle says every key dies at once
@@ -290,7 +292,7 @@ fn run_model_with(
                 assert!(classes(&sums.born) >= 2, "born {:?}", sums.born);
                 assert!(sums.copied.iter().sum::<u64>() > 0, "nothing copied");
             }
-            Some(LifetimeMode::Oracle) => {
+            Some(LifetimeMode::Oracle | LifetimeMode::RateOracle) => {
                 // (Class 1 when a flush follows the previous one within a write or two.)
                 assert!(
                     sums.born[2..].iter().all(|&n| n == 0),
@@ -417,6 +419,17 @@ fn model_oracle_aggressive_space_amp() {
         LifetimeMode::Oracle,
         GcTrigger::SpaceAmp { target: 1.05 },
         22,
+        2000,
+    );
+}
+
+#[test]
+fn model_rate_oracle() {
+    run_model(
+        GcPolicyConfig::Lifetime {
+            mode: LifetimeMode::RateOracle,
+        },
+        25,
         2000,
     );
 }

@@ -21,11 +21,17 @@ use std::sync::Arc;
 
 /// What the lifetime policies add to flush and compaction (paper 000, sec. 4.2-4.3).
 pub trait LifetimeHooks: Sync {
+    /// Whether flush looks up each key's previous write in the tree (to place values and
+    /// to find garbage early).
+    fn looks_up_previous(&self) -> bool;
+    /// Flush: the key's previous write in the tree, `prev`, is now hidden from every
+    /// reader; the record it points to is garbage before compaction counts it.
+    fn superseded(&self, prev: &Previous);
     /// The placement class of a value flush separates: the key, the write's sequence
-    /// number and, if the job saw it, the key's previous write in the job's own input
-    /// (sparing a tree lookup). Values of one class share value files
+    /// number and the key's previous write (in the flushed memtable, else in the tree, if
+    /// the policy looks it up). Values of one class share value files
     /// ([`crate::vlog::placement`]); 0 when the policy does not place values.
-    fn place(&self, key: &[u8], seq: SeqNo, previous_in_job: Option<SeqNo>) -> Result<usize>;
+    fn place(&self, key: &[u8], seq: SeqNo, previous: Option<&Previous>) -> usize;
     /// The lifetime stamped on the value files of placement class `class` the job creates.
     fn file_lifetime(&self, class: usize) -> Option<FileLifetime>;
     /// The feature record flush stores after a new pointer (marked pending a link).
@@ -37,10 +43,13 @@ pub trait LifetimeHooks: Sync {
     fn observe(&self, prev: &FeatureRecord, lifetime: SeqNo);
 }
 
-/// An older write of a key, as feature linking needs it.
+/// An older write of a key, as feature linking and placement need it.
+#[derive(Clone, Debug)]
 pub struct Previous {
     pub seq: SeqNo,
     pub features: Option<FeatureRecord>,
+    /// Where its value lives, if it is a separated value.
+    pub pointer: Option<ValuePointer>,
 }
 
 /// What a job is allowed to do with the entries it reads.
@@ -250,9 +259,10 @@ struct KeyState {
     have_key: bool,
     /// Sequence number of the previous (newer) version of the current key, if any.
     last_seq: Option<SeqNo>,
-    /// Flush with placement: the next older version of the entry being processed, if the
-    /// job's input holds one (the key's previous write).
-    older_in_job: Option<SeqNo>,
+    /// Under a lifetime policy: the key's write before the entry being processed (the
+    /// next older version in the job's input, else, for a flush that looks it up, in the
+    /// tree).
+    previous: Option<Previous>,
     new_value: Vec<u8>,
     new_key: Vec<u8>,
 }
@@ -298,16 +308,30 @@ fn process_group(
     ks: &mut KeyState,
     group: &mut Vec<(Vec<u8>, Vec<u8>)>,
 ) -> Result<()> {
-    if !spec.separate_values {
+    // The write before the group's oldest version: looked up by a flush that places values
+    // or finds garbage early, and then superseded if no reader can see it any more.
+    let mut below = None;
+    if spec.separate_values && hooks.looks_up_previous() {
+        let (oldest, _) = group.last().expect("groups are not empty");
+        let seq = seq_of(spec, oldest)?;
+        below = hooks.previous_below(user_key(oldest), seq)?;
+        if let Some(b) = below.as_ref().filter(|_| seq <= spec.smallest_snapshot) {
+            hooks.superseded(b);
+        }
+    } else if !spec.separate_values {
         link_group(spec, hooks, group, &mut o.out)?;
     }
-    let mut older = Vec::with_capacity(group.len());
+    let mut previous = Vec::with_capacity(group.len());
     for (k, _) in group.iter().skip(1) {
-        older.push(Some(seq_of(spec, k)?));
+        previous.push(Some(Previous {
+            seq: seq_of(spec, k)?,
+            features: None,
+            pointer: None,
+        }));
     }
-    older.push(None);
-    for ((k, v), older) in group.drain(..).zip(older) {
-        ks.older_in_job = older;
+    previous.push(below);
+    for ((k, v), prev) in group.drain(..).zip(previous) {
+        ks.previous = prev;
         process(spec, o, ks, &k, &v)?;
     }
     Ok(())
@@ -341,6 +365,7 @@ fn link_group(
             prev = Some(Previous {
                 seq,
                 features: None,
+                pointer: None,
             });
             continue;
         }
@@ -374,6 +399,7 @@ fn link_group(
         prev = Some(Previous {
             seq,
             features: Some(rec),
+            pointer: Some(ptr),
         });
     }
     Ok(())
@@ -418,7 +444,7 @@ fn process(
     match p.kind {
         ValueKind::Value if spec.separate_values && value.len() >= spec.opts.min_blob_size => {
             let class = match spec.lifetime {
-                Some(h) => h.place(p.user_key, p.seq, ks.older_in_job)?,
+                Some(h) => h.place(p.user_key, p.seq, ks.previous.as_ref()),
                 None => 0,
             };
             let ptr = o.write_value(class, p.user_key, value, IoCause::ValueLog)?;

@@ -99,7 +99,7 @@ fn add_outputs(
     edit.blob_garbage
         .extend(compaction::garbage_by_file(&v, &out.dropped));
     if let Some(rt) = &inner.lifetime {
-        rt.count_job(out.links, out.lazy_rewrites);
+        rt.count_job(&v, out.links, out.lazy_rewrites, &out.dropped);
         if st.running_gc {
             let busy = &st.busy_blobs;
             let in_gc: Vec<_> = out
@@ -345,8 +345,7 @@ fn gc_one(inner: &Arc<Inner>) -> Result<bool> {
             return Ok(false);
         }
         let v = st.versions.current();
-        let now = inner.last_seq.load(Ordering::Acquire);
-        let mut picked = inner.gc.pick_gc(&v, &st.busy_blobs, now);
+        let mut picked = inner.pick_gc(&v, &st.busy_blobs);
         // Index-map GC scans its inputs in file-number order (maps are sorted by source).
         picked.sort_unstable();
         if picked.is_empty() {
@@ -495,11 +494,7 @@ pub(crate) fn wait_idle(inner: &Inner) -> Result<()> {
             && st.running_compactions == 0
             && !st.running_gc
             && picker::pick(&v, &inner.opts, &st.busy_tables, &forced_gc).is_none()
-            && (!inner.opts.gc.separates_values()
-                || inner
-                    .gc
-                    .pick_gc(&v, &st.busy_blobs, inner.last_seq.load(Ordering::Acquire))
-                    .is_empty())
+            && (!inner.opts.gc.separates_values() || inner.pick_gc(&v, &st.busy_blobs).is_empty())
     })
 }
 

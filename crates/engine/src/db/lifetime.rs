@@ -26,6 +26,7 @@ use crate::options::{GcTrigger, LifetimeMode, LifetimeOracle, Options};
 use crate::stats::EngineCounters;
 use crate::types::{SeqNo, ValueKind};
 use crate::version::{Version, VersionEdit};
+use crate::vlog::early_garbage::EarlyGarbage;
 use crate::vlog::file::value_file_name;
 use crate::vlog::index_map::index_map_file_name;
 use crate::vlog::placement::{self, Predictor};
@@ -91,6 +92,8 @@ pub struct LifetimeStats {
     /// Space-amplification trigger: the placement unit (writes per flush) and the values
     /// placed per class (`vlog::placement`) by flush and by GC.
     pub placement_unit: SeqNo,
+    /// Records flush found dead that compaction has not counted yet.
+    pub early_garbage_records: u64,
     pub born_by_class: Vec<u64>,
     pub copied_by_class: Vec<u64>,
 }
@@ -128,6 +131,8 @@ pub(crate) struct LifetimeRuntime {
     oracle: Option<Arc<dyn LifetimeOracle>>,
     /// The placement unit: sequence numbers between the last two flushes.
     unit: AtomicU64,
+    /// Garbage flush found before compaction counted it (space-amplification trigger).
+    pub early: EarlyGarbage,
     last_flush_seq: AtomicU64,
 }
 
@@ -181,6 +186,7 @@ impl LifetimeRuntime {
             predictor,
             oracle: opts.lifetime_oracle.clone(),
             unit: AtomicU64::new(0),
+            early: EarlyGarbage::default(),
             last_flush_seq: AtomicU64::new(0),
         }))
     }
@@ -259,9 +265,15 @@ impl LifetimeRuntime {
         }
     }
 
-    pub fn count_job(&self, links: u64, lazy_rewrites: u64) {
+    /// Counts a flush's or compaction's lifetime work; the garbage it counted (its dropped
+    /// pointers, where `v` says their records live) is no longer early.
+    pub fn count_job(&self, v: &Version, links: u64, lazy_rewrites: u64, dropped: &[ValuePointer]) {
         EngineCounters::add(&self.counters.links, links);
         EngineCounters::add(&self.counters.lazy_rewrites, lazy_rewrites);
+        if !self.early.is_empty() {
+            let counted: Vec<ValuePointer> = dropped.iter().filter_map(|p| v.resolve(p)).collect();
+            self.early.counted(&counted);
+        }
     }
 
     pub fn stats(&self, v: &Version) -> LifetimeStats {
@@ -303,6 +315,7 @@ impl LifetimeRuntime {
             index_map_entries: v.maps.values().map(|m| m.len() as u64).sum(),
             gc_history: self.history.lock().clone(),
             placement_unit: self.unit.load(Ordering::Relaxed),
+            early_garbage_records: self.early.len() as u64,
             born_by_class: c.born_by_class.iter().map(EngineCounters::get).collect(),
             copied_by_class: c.copied_by_class.iter().map(EngineCounters::get).collect(),
         }
@@ -318,9 +331,19 @@ pub(crate) struct JobHooks<'a> {
 }
 
 impl LifetimeHooks for JobHooks<'_> {
-    fn place(&self, key: &[u8], seq: SeqNo, previous_in_job: Option<SeqNo>) -> Result<usize> {
+    fn looks_up_previous(&self) -> bool {
+        self.rt.predictor.is_some()
+    }
+
+    fn superseded(&self, prev: &Previous) {
+        if let Some(r) = prev.pointer.and_then(|p| self.version.resolve(&p)) {
+            self.rt.early.record(&r);
+        }
+    }
+
+    fn place(&self, key: &[u8], seq: SeqNo, previous: Option<&Previous>) -> usize {
         let Some(p) = self.rt.predictor else {
-            return Ok(0);
+            return 0;
         };
         let remaining = match p {
             Predictor::None => None,
@@ -331,17 +354,14 @@ impl LifetimeHooks for JobHooks<'_> {
                 .and_then(|o| o.next_write(key, seq))
                 .map(|n| n.saturating_sub(self.now)),
             Predictor::RateOracle => self.rt.mean_interval(key),
-            Predictor::History => match previous_in_job {
-                Some(prev) => Some(placement::at_birth(seq.saturating_sub(prev), &[])),
-                None => self.previous_below(key, seq)?.map(|prev| {
-                    let older = prev.features.as_ref().map_or(&[][..], |f| f.deltas());
-                    placement::at_birth(seq.saturating_sub(prev.seq), older)
-                }),
-            },
+            Predictor::History => previous.map(|prev| {
+                let older = prev.features.as_ref().map_or(&[][..], |f| f.deltas());
+                placement::at_birth(seq.saturating_sub(prev.seq), older)
+            }),
         };
         let class = placement::class_of(remaining, self.rt.unit.load(Ordering::Relaxed));
         EngineCounters::add(&self.rt.counters.born_by_class[class], 1);
-        Ok(class)
+        class
     }
 
     fn file_lifetime(&self, class: usize) -> Option<FileLifetime> {
@@ -381,9 +401,15 @@ impl LifetimeHooks for JobHooks<'_> {
         } else {
             None
         };
+        let pointer = if f.kind == ValueKind::Pointer {
+            Some(ValuePointer::decode(&self.rt.dir, &f.value)?.0)
+        } else {
+            None
+        };
         Ok(Some(Previous {
             seq: f.seq,
             features,
+            pointer,
         }))
     }
 
@@ -619,6 +645,18 @@ fn copies_dropped_during_gc(
         let r = v.resolve(p)?;
         maps.iter().find_map(|m| m.lookup(&r))
     })
+}
+
+impl Inner {
+    /// The value files the GC policy collects next, knowing the garbage flush found early.
+    pub(crate) fn pick_gc(&self, v: &Version, busy: &std::collections::HashSet<u64>) -> Vec<u64> {
+        let now = self.last_seq.load(Ordering::Acquire);
+        let early = self.lifetime.as_ref().map(|rt| &rt.early);
+        if let Some(e) = early {
+            e.retain(|n| v.blobs.contains_key(&n));
+        }
+        self.gc.pick_gc_with(v, busy, now, early)
+    }
 }
 
 /// Drops index maps no table can resolve through any more.

@@ -9,6 +9,7 @@
 //! path (Titan) or through value index maps (TerarkDB, the lifetime policies; see
 //! [`super::index_map`]).
 
+use super::early_garbage::EarlyGarbage;
 use super::{BlobFile, ValuePointer};
 use crate::options::{GcPolicyConfig, GcTrigger, Options};
 use crate::types::SeqNo;
@@ -40,6 +41,18 @@ pub trait GcPolicy: Send + Sync {
     /// is the last sequence number, the clock of lifetime TTLs.
     fn pick_gc(&self, _version: &Version, _busy: &HashSet<u64>, _now: SeqNo) -> Vec<u64> {
         Vec::new()
+    }
+
+    /// [`GcPolicy::pick_gc`] knowing also the garbage flush found before compaction
+    /// counted it ([`EarlyGarbage`]); policies that do not use it pick as without.
+    fn pick_gc_with(
+        &self,
+        version: &Version,
+        busy: &HashSet<u64>,
+        now: SeqNo,
+        _early: Option<&EarlyGarbage>,
+    ) -> Vec<u64> {
+        self.pick_gc(version, busy, now)
     }
 }
 
@@ -243,13 +256,6 @@ impl SpaceAmp {
             _ => 1.0,
         }
     }
-
-    /// The file's priority: reclaimed bytes per copied byte, discounted while its values
-    /// are predicted to die by themselves.
-    fn score(b: &BlobFile, now: SeqNo) -> f64 {
-        let g = b.garbage_ratio();
-        g / (1.0 - g).max(1e-3) * Self::aged(b, now)
-    }
 }
 
 impl GcPolicy for SpaceAmp {
@@ -258,29 +264,52 @@ impl GcPolicy for SpaceAmp {
     }
 
     fn pick_gc(&self, v: &Version, busy: &HashSet<u64>, now: SeqNo) -> Vec<u64> {
+        self.pick_gc_with(v, busy, now, None)
+    }
+
+    /// Garbage is what compaction counted plus what flush found since (`early`).
+    fn pick_gc_with(
+        &self,
+        v: &Version,
+        busy: &HashSet<u64>,
+        now: SeqNo,
+        early: Option<&EarlyGarbage>,
+    ) -> Vec<u64> {
+        let garbage = |b: &BlobFile| {
+            let e = early.map_or(0, |e| e.bytes(b.number));
+            (b.garbage_bytes() + e).min(b.record_bytes())
+        };
         let (mut total, live) = v.blobs.values().fold((0u64, 0u64), |(t, l), b| {
-            (t + b.record_bytes(), l + b.live_bytes())
+            let r = b.record_bytes();
+            (t + r, l + r - garbage(b))
         });
         let budget = self.target * live as f64;
         if (total as f64) <= budget {
             return Vec::new();
         }
         let min_ratio = 1.0 - 1.0 / self.target;
-        let mut c: Vec<(f64, &Arc<BlobFile>)> = v
+        let mut c: Vec<(f64, u64, &Arc<BlobFile>)> = v
             .blobs
             .values()
-            .filter(|b| !busy.contains(&b.number) && b.garbage_ratio() >= min_ratio)
-            .map(|b| (Self::score(b, now), b))
+            .filter(|b| !busy.contains(&b.number))
+            .filter_map(|b| {
+                let (g, r) = (garbage(b), b.record_bytes().max(1));
+                let ratio = g as f64 / r as f64;
+                // Reclaimed bytes per copied byte, discounted while the file's values are
+                // predicted to die by themselves.
+                let score = ratio / (1.0 - ratio).max(1e-3) * Self::aged(b, now);
+                (ratio >= min_ratio).then_some((score, g, b))
+            })
             .collect();
-        c.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.number.cmp(&b.1.number)));
+        c.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.2.number.cmp(&b.2.number)));
         let mut out = Vec::new();
         let mut bytes = 0;
-        for (_, b) in c {
+        for (_, g, b) in c {
             if (total as f64) <= budget || (bytes > 0 && bytes + b.size > self.max_batch_bytes) {
                 break;
             }
             bytes += b.size;
-            total -= b.garbage_bytes().min(total);
+            total -= g.min(total);
             out.push(b.number);
         }
         out
@@ -357,6 +386,27 @@ mod tests {
             max_batch_bytes: 10,
         };
         assert_eq!(capped.pick_gc(&v, &none, 0).len(), 1);
+    }
+
+    #[test]
+    fn space_amp_counts_garbage_flush_found() {
+        let p = SpaceAmp {
+            target: 1.25,
+            max_batch_bytes: 1 << 30,
+        };
+        let none = HashSet::new();
+        // Counted: 4000 bytes, 3900 live. Flush found 900 more bytes of file 3 dead.
+        let v = version(&[(1, 100, None), (2, 0, None), (3, 0, None), (4, 0, None)]);
+        assert!(p.pick_gc(&v, &none, 0).is_empty());
+        let early = EarlyGarbage::default();
+        for i in 0..9 {
+            early.record(&ValuePointer {
+                file: 3,
+                offset: i * 100,
+                size: 100,
+            });
+        }
+        assert_eq!(p.pick_gc_with(&v, &none, 0, Some(&early)), vec![3]);
     }
 
     #[test]
