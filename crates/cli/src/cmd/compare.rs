@@ -111,6 +111,10 @@ pub struct Args {
     /// was built from].
     #[arg(long)]
     pub peers_dir: Option<PathBuf>,
+    /// Run nothing: draw the write/space plane of this earlier compare report (JSON) next
+    /// to it.
+    #[arg(long, value_name = "REPORT")]
+    pub replot: Option<PathBuf>,
 }
 
 struct Preset {
@@ -147,7 +151,7 @@ fn preset(name: &str) -> Result<Preset> {
 }
 
 /// One engine's results in the compare report.
-#[derive(Serialize)]
+#[derive(Serialize, serde::Deserialize)]
 struct EngineResult {
     name: String,
     about: String,
@@ -175,7 +179,29 @@ struct CompareReport {
     engines: Vec<EngineResult>,
 }
 
+/// What `--replot` reads back from a compare report.
+#[derive(serde::Deserialize)]
+struct SavedReport {
+    live_user_bytes: u64,
+    engines: Vec<EngineResult>,
+}
+
 pub fn run(a: Args) -> Result<()> {
+    if let Some(path) = &a.replot {
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let saved: SavedReport = serde_json::from_str(&text)
+            .with_context(|| format!("{} is not a compare report", path.display()))?;
+        let out = plane_path(&path.with_extension("png"));
+        draw_plane(
+            &out,
+            &path.display().to_string(),
+            &saved.engines,
+            saved.live_user_bytes,
+        )?;
+        println!("plot:   {}", out.display());
+        return Ok(());
+    }
     let p = preset(&a.preset)?;
     let engines = peers::select(&a.engines)?;
     let baseline = a
@@ -391,12 +417,9 @@ pub fn run(a: Args) -> Result<()> {
     draw(&plot_path, &title, &names, &rows)?;
     println!("report: {}", report_path.display());
     println!("plot:   {}", plot_path.display());
-    let plane = plane_points(&compare.engines, live_user_bytes);
-    if !plane.is_empty() {
-        let stem = plot_path.with_extension("");
-        let p = PathBuf::from(format!("{}-plane.png", stem.display()));
-        plots::write_space_plane(&p, &format!("write/space plane - {title}"), &plane)?;
-        println!("plot:   {}", p.display());
+    let plane = plane_path(&plot_path);
+    if draw_plane(&plane, &title, &compare.engines, live_user_bytes)? {
+        println!("plot:   {}", plane.display());
     }
     for e in &compare.engines {
         if let Some(points) = lifetime_points(&e.report.engine_stats) {
@@ -606,6 +629,25 @@ fn plane_points(results: &[EngineResult], live: u64) -> Vec<plots::PlanePoint> {
             })
         })
         .collect()
+}
+
+fn plane_path(plot: &Path) -> PathBuf {
+    PathBuf::from(format!("{}-plane.png", plot.with_extension("").display()))
+}
+
+/// Draws the write/space plane if some engine has samples over the run.
+fn draw_plane(path: &Path, title: &str, results: &[EngineResult], live: u64) -> Result<bool> {
+    let plane = plane_points(results, live);
+    if plane.is_empty() {
+        return Ok(false);
+    }
+    plots::write_space_plane(
+        path,
+        &format!("write/space plane - {title}"),
+        &plane,
+        engine::GcTrigger::DEFAULT_SPACE_AMP,
+    )?;
+    Ok(true)
 }
 
 fn phase_secs(r: &EngineResult, p: &str) -> Option<f64> {

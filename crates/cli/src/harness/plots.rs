@@ -349,9 +349,15 @@ pub struct PlanePoint {
 }
 
 /// The write/space plane: every engine a labelled point; engines named `base@target`
-/// (one policy at several space-amplification targets) joined into one curve per base,
-/// in the order of their space amplification. Lower and further left is better.
-pub fn write_space_plane(path: &Path, title: &str, points: &[PlanePoint]) -> Result<()> {
+/// (one policy at several space-amplification targets) joined into one curve per base, in
+/// the order of their targets, `base` itself at `default_target`. Lower and further left
+/// is better.
+pub fn write_space_plane(
+    path: &Path,
+    title: &str,
+    points: &[PlanePoint],
+    default_target: f64,
+) -> Result<()> {
     crate::plot::init_fonts()?;
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir)?;
@@ -395,12 +401,20 @@ pub fn write_space_plane(path: &Path, title: &str, points: &[PlanePoint]) -> Res
         }
     }
     for (i, base) in bases.iter().enumerate() {
-        let mut curve: Vec<(f64, f64)> = pts
+        let mut curve: Vec<(f64, f64, f64)> = pts
             .iter()
             .filter(|p| p.name.split('@').next() == Some(base))
-            .map(|p| (p.space, p.write))
+            .map(|p| {
+                let target = p
+                    .name
+                    .split_once('@')
+                    .and_then(|(_, t)| t.parse().ok())
+                    .unwrap_or(default_target);
+                (target, p.space, p.write)
+            })
             .collect();
         curve.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let curve: Vec<(f64, f64)> = curve.into_iter().map(|(_, x, y)| (x, y)).collect();
         let color = Palette99::pick(i).to_rgba();
         chart
             .draw_series(LineSeries::new(curve, color.stroke_width(2)))
