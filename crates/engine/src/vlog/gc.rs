@@ -325,9 +325,11 @@ mod tests {
     use crate::vlog::FileLifetime;
     use std::collections::BTreeMap;
 
-    /// A version holding value files of 1000 record bytes: (number, garbage bytes, lifetime
-    /// as (created, horizon)).
-    fn version(files: &[(u64, u64, Option<(SeqNo, SeqNo)>)]) -> Version {
+    /// A value file of 1000 record bytes: number, garbage bytes, lifetime as (created,
+    /// horizon).
+    type TestFile = (u64, u64, Option<(SeqNo, SeqNo)>);
+
+    fn version(files: &[TestFile]) -> Version {
         let storage: Arc<dyn crate::io::Storage> = Arc::new(FileStorage::new());
         let mut blobs = BTreeMap::new();
         for &(number, garbage, life) in files {
