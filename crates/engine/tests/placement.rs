@@ -155,3 +155,38 @@ fn knowing_deaths_copies_less_than_knowing_nothing() {
         none.gc_bytes
     );
 }
+
+/// Flush finds the garbage of overwritten keys before any compaction counts it, and GC
+/// collects on that knowledge alone.
+#[test]
+fn garbage_found_at_flush_drives_gc_before_compaction_counts_it() {
+    let future = Arc::new(Future::of(&[]));
+    let dir = tempfile::tempdir().unwrap();
+    let o = Options {
+        // No compaction: L0 takes every flush.
+        l0_compaction_trigger: 1000,
+        l0_stop_writes_trigger: 2000,
+        ..options(LifetimeMode::Learned, 1.25, &future)
+    };
+    let db = DB::open(dir.path(), o).unwrap();
+    for round in 0..2 {
+        for k in 0..300u32 {
+            db.put(&key(k), &value(k, round)).unwrap();
+        }
+        db.flush().unwrap();
+    }
+    let s = db.stats();
+    assert_eq!(s.compactions, 0);
+    let counted: u64 = db.version().blobs.values().map(|b| b.garbage_bytes()).sum();
+    assert_eq!(counted, 0, "compaction counted garbage");
+    db.wait_idle().unwrap();
+    let s = db.stats();
+    assert!(s.gc_jobs > 0, "GC did not act on the garbage flush found");
+    for k in 0..300u32 {
+        assert_eq!(db.get(&key(k)).unwrap(), Some(value(k, 1)));
+    }
+    // What GC collected is forgotten; the value files hold about the live data.
+    let v = db.version();
+    let total: u64 = v.blobs.values().map(|b| b.record_bytes()).sum();
+    assert!(total < 300 * 450 * 5 / 4, "value files {total}");
+}
