@@ -24,9 +24,6 @@ pub trait LifetimeHooks: Sync {
     /// Whether flush looks up each key's previous write in the tree (to place values and
     /// to find garbage early).
     fn looks_up_previous(&self) -> bool;
-    /// Flush: the key's previous write in the tree, `prev`, is now hidden from every
-    /// reader; the record it points to is garbage before compaction counts it.
-    fn superseded(&self, prev: &Previous);
     /// The placement class of a value flush separates: the key, the write's sequence
     /// number and the key's previous write (in the flushed memtable, else in the tree, if
     /// the policy looks it up). Values of one class share value files
@@ -96,6 +93,10 @@ pub struct JobOutput {
     pub lazy_rewrites: u64,
     /// Feature records linked to the key's previous write.
     pub links: u64,
+    /// Flush: pointers of the keys' previous writes in the tree that this flush hides from
+    /// every reader (none of them older than a snapshot): their records are garbage once
+    /// the flush is installed, before any compaction counts them.
+    pub superseded: Vec<ValuePointer>,
 }
 
 /// Charges dropped pointers to the files that hold their records under `v`:
@@ -315,8 +316,10 @@ fn process_group(
         let (oldest, _) = group.last().expect("groups are not empty");
         let seq = seq_of(spec, oldest)?;
         below = hooks.previous_below(user_key(oldest), seq)?;
-        if let Some(b) = below.as_ref().filter(|_| seq <= spec.smallest_snapshot) {
-            hooks.superseded(b);
+        if let Some(p) = below.as_ref().and_then(|b| b.pointer) {
+            if seq <= spec.smallest_snapshot {
+                o.out.superseded.push(p);
+            }
         }
     } else if !spec.separate_values {
         link_group(spec, hooks, group, &mut o.out)?;

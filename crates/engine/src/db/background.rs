@@ -93,13 +93,15 @@ fn add_outputs(
     out: JobOutput,
 ) {
     let v = st.versions.current();
+    if let Some(rt) = &inner.lifetime {
+        rt.count_job(&v, &out);
+    }
     edit.added
         .extend(out.tables.into_iter().map(|t| (level, t)));
     edit.added_blobs.extend(out.blobs);
     edit.blob_garbage
         .extend(compaction::garbage_by_file(&v, &out.dropped));
-    if let Some(rt) = &inner.lifetime {
-        rt.count_job(&v, out.links, out.lazy_rewrites, &out.dropped);
+    if inner.lifetime.is_some() {
         if st.running_gc {
             let busy = &st.busy_blobs;
             let in_gc: Vec<_> = out
@@ -142,7 +144,8 @@ fn flush_one(inner: &Arc<Inner>) -> Result<bool> {
     drop((v, mem));
     let mut st = inner.state.lock();
     st.flushing = false;
-    let out = out?;
+    let mut out = out?;
+    let superseded = std::mem::take(&mut out.superseded);
     let mut edit = VersionEdit::default();
     add_outputs(inner, &mut st, &mut edit, 0, out);
     let next_wal = st
@@ -154,6 +157,10 @@ fn flush_one(inner: &Arc<Inner>) -> Result<bool> {
     }
     st.versions.last_sequence = inner.last_seq.load(Ordering::Acquire);
     st.versions.log_and_apply(edit)?;
+    if let Some(rt) = &inner.lifetime {
+        // Only now that the flush is installed are the records it hides garbage.
+        rt.superseded(&st.versions.current(), &superseded);
+    }
     st.imm.pop_front();
     inner.publish(&st);
     if inner.opts.use_wal {

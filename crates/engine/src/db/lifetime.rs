@@ -265,14 +265,24 @@ impl LifetimeRuntime {
         }
     }
 
-    /// Counts a flush's or compaction's lifetime work; the garbage it counted (its dropped
-    /// pointers, where `v` says their records live) is no longer early.
-    pub fn count_job(&self, v: &Version, links: u64, lazy_rewrites: u64, dropped: &[ValuePointer]) {
-        EngineCounters::add(&self.counters.links, links);
-        EngineCounters::add(&self.counters.lazy_rewrites, lazy_rewrites);
+    /// Counts a flush's or compaction's lifetime work as it installs (under the state
+    /// lock, `v` the version it installs into): the garbage it counted (its dropped
+    /// pointers) is no longer early.
+    pub fn count_job(&self, v: &Version, out: &crate::compaction::JobOutput) {
+        EngineCounters::add(&self.counters.links, out.links);
+        EngineCounters::add(&self.counters.lazy_rewrites, out.lazy_rewrites);
         if !self.early.is_empty() {
-            let counted: Vec<ValuePointer> = dropped.iter().filter_map(|p| v.resolve(p)).collect();
+            let counted: Vec<ValuePointer> =
+                out.dropped.iter().filter_map(|p| v.resolve(p)).collect();
             self.early.counted(&counted);
+        }
+    }
+
+    /// A flush that hid the records of `superseded` (pointers of the keys' previous
+    /// writes) from every reader is installed: they are garbage (where `v` says they live).
+    pub fn superseded(&self, v: &Version, superseded: &[ValuePointer]) {
+        for r in superseded.iter().filter_map(|p| v.resolve(p)) {
+            self.early.record(&r);
         }
     }
 
@@ -333,12 +343,6 @@ pub(crate) struct JobHooks<'a> {
 impl LifetimeHooks for JobHooks<'_> {
     fn looks_up_previous(&self) -> bool {
         self.rt.predictor.is_some()
-    }
-
-    fn superseded(&self, prev: &Previous) {
-        if let Some(r) = prev.pointer.and_then(|p| self.version.resolve(&p)) {
-            self.rt.early.record(&r);
-        }
     }
 
     fn place(&self, key: &[u8], seq: SeqNo, previous: Option<&Previous>) -> usize {
@@ -462,6 +466,12 @@ pub(crate) fn run_mapped_gc(
             while let Some((ptr, key, value)) = r.next_record()? {
                 total += ptr.size as u64;
                 by_class[class_idx].0 += ptr.size as u64;
+                // A record an installed flush superseded for every reader needs no lookup.
+                if rt.early.contains(&ptr) {
+                    garbage += ptr.size as u64;
+                    by_class[class_idx].1 += ptr.size as u64;
+                    continue;
+                }
                 let view = ReadView::take(inner);
                 let latest = view.lookup(key, now)?;
                 let for_snapshot = !found_points_at(inner, &view, &latest, &ptr)?;

@@ -5,9 +5,11 @@
 //! the overwrite (measured in docs/lifetime.md: every policy then holds about twice the live
 //! data during a run, and garbage-ratio triggers fire late). Flush already looks up each
 //! key's previous write for placement; when the new write hides that write from every
-//! reader, the record it points to is garbage *now*. This module remembers those records
-//! until compaction counts them (then they are forgotten, so nothing is counted twice) or
-//! their file is gone. It is memory only: after a reopen, garbage is as counted.
+//! reader, the record it points to is garbage as soon as that flush is installed (recorded
+//! then, under the state lock, so a flush that fails records nothing). This module
+//! remembers those records until compaction counts them (then they are forgotten, so
+//! nothing is counted twice) or their file is gone; GC skips their tree lookups. It is
+//! memory only: after a reopen, garbage is as counted.
 
 use super::ValuePointer;
 use parking_lot::Mutex;
@@ -51,6 +53,14 @@ impl EarlyGarbage {
         }
     }
 
+    /// Whether the record `r` (where it lives now) is known to be garbage.
+    pub fn contains(&self, r: &ValuePointer) -> bool {
+        self.files
+            .lock()
+            .get(&r.file)
+            .is_some_and(|f| f.records.contains_key(&r.offset))
+    }
+
     /// Bytes of `file` known to be garbage and not counted yet.
     pub fn bytes(&self, file: u64) -> u64 {
         self.files.lock().get(&file).map_or(0, |f| f.bytes)
@@ -88,6 +98,7 @@ mod tests {
         g.record(&p(2, 0, 70));
         assert_eq!(g.bytes(1), 150);
         assert_eq!(g.len(), 3);
+        assert!(g.contains(&p(1, 100, 50)) && !g.contains(&p(1, 50, 50)));
         // Compaction counts one of them (and one never recorded).
         g.counted(&[p(1, 0, 100), p(1, 400, 10)]);
         assert_eq!(g.bytes(1), 50);
