@@ -38,6 +38,10 @@ enum Command {
     Leaper(cmd::leaper::Args),
     /// Predictable Get latency on the emulated PLM device (paper 001): six configurations.
     Vigil(cmd::vigil::Args),
+    /// Verify every checksum, pointer and garbage count of a closed database (read-only).
+    Check(cmd::check::CheckArgs),
+    /// Rebuild a damaged database's manifest from its intact files; damaged files go to lost/.
+    Repair(cmd::check::RepairArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -48,5 +52,7 @@ fn main() -> anyhow::Result<()> {
         Command::Lss(a) => cmd::lss::run(a),
         Command::Leaper(a) => cmd::leaper::run(a),
         Command::Vigil(a) => cmd::vigil::run(a),
+        Command::Check(a) => cmd::check::run_check(a),
+        Command::Repair(a) => cmd::check::run_repair(a),
     }
 }

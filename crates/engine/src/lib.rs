@@ -7,6 +7,7 @@
 
 pub mod batch;
 pub mod cache;
+pub mod check;
 pub mod compaction;
 pub mod db;
 pub mod error;
@@ -14,6 +15,7 @@ pub mod io;
 pub mod lifetime;
 pub mod memtable;
 pub mod options;
+pub mod repair;
 pub mod sst;
 pub mod stats;
 pub mod types;
@@ -27,7 +29,8 @@ pub use db::{DbIter, Snapshot, DB};
 pub use error::{Error, Result};
 pub use options::CompactionStyle;
 pub use options::{
-    GcPolicyConfig, GcTrigger, LifetimeMode, LifetimeOptions, LifetimeOracle, Options, WriteOptions,
+    GcPolicyConfig, GcTrigger, LifetimeMode, LifetimeOptions, LifetimeOracle, Options,
+    WalRecoveryMode, WriteOptions,
 };
 pub use stats::DbStats;
 pub use version::shape::AutoShape;

@@ -279,6 +279,9 @@ pub struct Options {
     pub sync_writes: bool,
     /// Write-ahead logging. Off only for experiments that measure the tree alone (VAT).
     pub use_wal: bool,
+    /// What WAL damage found at open does ([`WalRecoveryMode`]); the manifest is always
+    /// read strictly.
+    pub wal_recovery_mode: WalRecoveryMode,
     pub max_key_size: usize,
     pub max_value_size: usize,
     /// Values at least this large go to value files (unless the policy is `inline`).
@@ -402,6 +405,7 @@ impl Default for Options {
             background_compactions: 1,
             sync_writes: false,
             use_wal: true,
+            wal_recovery_mode: WalRecoveryMode::default(),
             max_key_size: 64 << 10,
             max_value_size: 256 << 20,
             min_blob_size: 512,
@@ -579,5 +583,64 @@ mod tests {
         for n in GcPolicyConfig::NAMES {
             assert_eq!(n.parse::<GcPolicyConfig>().unwrap().name(), n);
         }
+    }
+}
+
+/// How damage found while replaying the WAL is treated (RocksDB's `WALRecoveryMode`).
+///
+/// Only one kind of damage is innocent: a record cut short by the end of the file, which
+/// is what a crash in the middle of an append leaves (the bytes of a `write` that never
+/// completed are missing, never wrong). Everything else (a checksum mismatch, a length that
+/// runs past its block, a fragment sequence that makes no sense, non-zero bytes after zero
+/// padding) means bytes that were once written correctly have changed.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum WalRecoveryMode {
+    /// Any damage, even an incomplete record at the end, is an error.
+    AbsoluteConsistency,
+    /// An incomplete record at the very end of the newest log is discarded (the write was
+    /// never acknowledged as durable); any other damage is an error. The default: it never
+    /// drops an acknowledged synced write without saying so.
+    #[default]
+    TolerateCorruptedTailRecords,
+    /// Replay stops at the first damage of any kind; what follows it (including newer
+    /// logs) is not applied. The state is the one of some moment before the damage. The
+    /// logs that were cut are kept aside, and the recovery report says where it stopped.
+    PointInTimeRecovery,
+    /// Damaged records are skipped and replay goes on with the next intact record. The
+    /// result may never have existed (a batch in the middle is missing); for salvage only.
+    SkipAnyCorruptedRecords,
+}
+
+impl WalRecoveryMode {
+    pub const ALL: [WalRecoveryMode; 4] = [
+        WalRecoveryMode::AbsoluteConsistency,
+        WalRecoveryMode::TolerateCorruptedTailRecords,
+        WalRecoveryMode::PointInTimeRecovery,
+        WalRecoveryMode::SkipAnyCorruptedRecords,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            WalRecoveryMode::AbsoluteConsistency => "absolute-consistency",
+            WalRecoveryMode::TolerateCorruptedTailRecords => "tolerate-corrupted-tail-records",
+            WalRecoveryMode::PointInTimeRecovery => "point-in-time",
+            WalRecoveryMode::SkipAnyCorruptedRecords => "skip-any-corrupted-records",
+        }
+    }
+}
+
+impl std::str::FromStr for WalRecoveryMode {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        WalRecoveryMode::ALL
+            .into_iter()
+            .find(|m| m.name() == s)
+            .ok_or_else(|| {
+                let names: Vec<_> = WalRecoveryMode::ALL.iter().map(|m| m.name()).collect();
+                format!("unknown recovery mode {s:?} (one of {})", names.join(", "))
+            })
     }
 }

@@ -50,15 +50,19 @@ fn options(policy: &str) -> Options {
     }
 }
 
-/// The key of write number `i`. Index-map GC policies write fewer keys, so that the
-/// thousand-odd synced writes of a test make garbage and GC jobs run.
-fn key(i: u64, policy: &str) -> Vec<u8> {
-    let keys = if options(policy).gc.uses_index_maps() {
+/// The key of write number `i`, out of `keys` keys.
+fn key(i: u64, keys: u64) -> Vec<u8> {
+    format!("k{:06}", i % keys).into_bytes()
+}
+
+/// How many keys the writer of `policy` cycles through. Index-map GC policies write fewer,
+/// so that the thousand-odd synced writes of a test make garbage and GC jobs run.
+fn keys_for(policy: &str) -> u64 {
+    if options(policy).gc.uses_index_maps() {
         200
     } else {
         3000
-    };
-    format!("k{:06}", i % keys).into_bytes()
+    }
 }
 
 /// Value of write number `i`: the key is rewritten many times, so a reader can tell
@@ -80,8 +84,9 @@ fn crash_child_writer() {
     let db = DB::open(&dir, options(&policy)).unwrap();
     let sync = WriteOptions { sync: true };
     let mut out = std::io::stdout().lock();
+    let keys = keys_for(&policy);
     for i in start.. {
-        db.put_opt(&key(i, &policy), &value(i), &sync).unwrap();
+        db.put_opt(&key(i, keys), &value(i), &sync).unwrap();
         use std::io::Write;
         writeln!(out, "ack {i}").unwrap();
         out.flush().unwrap();
@@ -112,7 +117,7 @@ fn crash_rounds(policy: &str, seed: u64, rounds: usize) {
             .env(POLICY_VAR, policy);
         let acked = testkit::kill_after(child, Duration::from_millis(rng.random_range(150..900)));
         for &i in &acked {
-            latest.insert(key(i, policy), i);
+            latest.insert(key(i, keys_for(policy)), i);
             next = next.max(i + 1);
         }
         let db = DB::open(dir.path(), options(policy))
@@ -148,7 +153,7 @@ fn crash_rounds(policy: &str, seed: u64, rounds: usize) {
         // the same writes continued in this process show that they make GC jobs.
         if round + 1 == rounds && !saw_gc && options(policy).gc.uses_index_maps() {
             for i in next..next + 1000 {
-                db.put(&key(i, policy), &value(i)).unwrap();
+                db.put(&key(i, keys_for(policy)), &value(i)).unwrap();
             }
             db.wait_idle().unwrap();
             saw_gc = db.stats().gc_jobs > 0;
@@ -200,4 +205,93 @@ fn every_policy_name_is_accepted_by_the_child() {
     for p in GcPolicyConfig::NAMES {
         assert_eq!(options(p).gc.name(), p);
     }
+}
+
+/// The child of `crash_during_repair`: repairs the database over and over (the first pass
+/// rebuilds a damaged manifest, the next ones an intact one), printing `ack` after each.
+#[test]
+#[ignore = "child process of the crash tests"]
+fn crash_child_repairer() {
+    let dir = std::env::var(DIR_VAR).expect("run by crash_during_repair");
+    let policy = std::env::var(POLICY_VAR).unwrap();
+    let mut out = std::io::stdout().lock();
+    for i in 0.. {
+        halflife_engine::repair::repair(
+            std::path::Path::new(&dir),
+            &options(&policy),
+            &mut |_, _| {},
+        )
+        .unwrap();
+        use std::io::Write;
+        writeln!(out, "ack {i}").unwrap();
+        out.flush().unwrap();
+    }
+}
+
+/// A repair killed at any moment leaves a database that opens, or that the next repair
+/// makes open, with every acknowledged write.
+#[test]
+fn crash_during_repair() {
+    let policy = "terark";
+    let dir = tempfile::tempdir().unwrap();
+    let mut latest = std::collections::HashMap::new();
+    {
+        let db = DB::open(dir.path(), options(policy)).unwrap();
+        for i in 0..12_000u64 {
+            db.put(&key(i, 3000), &value(i)).unwrap();
+            latest.insert(key(i, 3000), i);
+        }
+        db.wait_idle().unwrap();
+        db.close().unwrap();
+    }
+    let mut rng = rand::rngs::StdRng::seed_from_u64(21);
+    let mut repairs = 0;
+    for round in 0..6 {
+        // Damage the manifest so that the database cannot open until repaired.
+        let manifest = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| {
+                p.file_name()
+                    .unwrap()
+                    .to_string_lossy()
+                    .starts_with("MANIFEST-")
+            })
+            .unwrap();
+        let mut b = std::fs::read(&manifest).unwrap();
+        let mid = b.len() / 2;
+        b[mid] ^= 0x08;
+        std::fs::write(&manifest, b).unwrap();
+        assert!(DB::open(dir.path(), options(policy)).is_err());
+
+        let mut child = Command::new(std::env::current_exe().unwrap());
+        child
+            .args([
+                "--exact",
+                "crash_child_repairer",
+                "--ignored",
+                "--nocapture",
+            ])
+            .env(DIR_VAR, dir.path())
+            .env(POLICY_VAR, policy);
+        repairs +=
+            testkit::kill_after(child, Duration::from_millis(rng.random_range(30..400))).len();
+        let db = match DB::open(dir.path(), options(policy)) {
+            Ok(db) => db,
+            Err(_) => {
+                halflife_engine::repair::repair(dir.path(), &options(policy), &mut |_, _| {})
+                    .unwrap_or_else(|e| panic!("round {round}: repair after a killed repair: {e}"));
+                DB::open(dir.path(), options(policy))
+                    .unwrap_or_else(|e| panic!("round {round}: open after repair: {e}"))
+            }
+        };
+        for (k, &i) in &latest {
+            assert_eq!(db.get(k).unwrap(), Some(value(i)), "round {round}: {k:?}");
+        }
+        db.close().unwrap();
+    }
+    assert!(
+        repairs > 0,
+        "no repair finished before a kill: the kills never landed late"
+    );
 }

@@ -1,6 +1,7 @@
 //! One module per subcommand.
 
 pub mod bench;
+pub mod check;
 pub mod compare;
 pub mod leaper;
 pub mod lss;

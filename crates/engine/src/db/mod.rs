@@ -11,12 +11,13 @@ mod background;
 mod iter;
 mod lifetime;
 mod read;
-mod recovery;
+pub(crate) mod recovery;
 mod snapshot;
 mod write;
 
 pub use iter::DbIter;
 pub use lifetime::{GcJobRecord, LifetimeStats, MODEL_FILE};
+pub use recovery::{RecoveryReport, LOST_DIR};
 pub use snapshot::Snapshot;
 
 use crate::batch::WriteBatch;
@@ -90,6 +91,8 @@ pub(crate) struct Inner {
     pub visible_seq: AtomicU64,
     pub counters: EngineCounters,
     pub shutdown: AtomicBool,
+    /// What the open that made this handle found and did.
+    pub recovery: recovery::RecoveryReport,
     _lock: std::fs::File,
 }
 
@@ -113,6 +116,12 @@ impl DB {
             inner,
             threads: Mutex::new(threads),
         })
+    }
+
+    /// What this open found and did: WALs replayed, a torn tail discarded, damage passed
+    /// over (point-in-time and skip modes), files deleted or moved into `lost/`.
+    pub fn recovery_report(&self) -> &RecoveryReport {
+        &self.inner.recovery
     }
 
     pub fn path(&self) -> &Path {

@@ -1,11 +1,23 @@
-//! Opening a database: lock, manifest, WAL replay, orphan removal.
+//! Opening a database: lock, manifest, WAL replay, sweep of abandoned files.
 //!
-//! WAL records are replayed into memtables that are written to L0 tables before the
-//! handle is returned; the manifest edit that adds them also moves the log number past the
-//! replayed WALs, which are then deleted. A torn WAL tail (a write that was never
-//! acknowledged as durable) is ignored; damage followed by valid records is an error.
-//! Files no version refers to (outputs of a flush, compaction or GC job that did not
-//! finish) are removed, so an interrupted job leaves no trace.
+//! Order matters, because nothing may be lost to a recovery that fails half-way:
+//!
+//! 1. The manifest is read strictly (see [`crate::version::set`]): any damage fails the open
+//!    before anything is written.
+//! 2. Every WAL newer than the manifest's log number is read once to check it under the
+//!    chosen [`RecoveryMode`]; damage the mode does not accept fails the open, still before
+//!    anything is written.
+//! 3. A new manifest is started, the WALs are replayed into memtables and written to L0
+//!    tables, and one edit records the tables and moves the log number past the WALs.
+//! 4. Only then are files swept, and only files the complete, clean manifest proves
+//!    obsolete are deleted: table, value and index-map files no version refers to whose
+//!    number is below the manifest's next file number (outputs of jobs that never
+//!    installed), WALs whose records are now in tables, and older manifests. A file no edit
+//!    accounts for (numbered at or above the next file number), and a WAL that point-in-time
+//!    or skip mode did not fully replay, is moved into `lost/` instead: deleting nothing is
+//!    always safe, deleting what might be data never is.
+//!
+//! What happened is kept in a [`RecoveryReport`] ([`super::DB::recovery_report`]).
 
 use super::{wal_file_name, Inner, State};
 use crate::batch::WriteBatch;
@@ -16,15 +28,39 @@ use crate::io::{read_all, FileStorage, IoCause, Storage};
 use crate::memtable::Memtable;
 use crate::options::Options;
 use crate::stats::EngineCounters;
-use crate::version::set::{manifest_name, CURRENT};
+use crate::version::set::{file_number_of, CURRENT};
 use crate::version::{VersionEdit, VersionSet};
 use crate::vlog::gc;
-use crate::wal::{LogReader, LogWriter, ReadOutcome};
+use crate::wal::{Damage, LogReader, LogWriter, ReadOutcome, RecoveryMode};
 use parking_lot::{Condvar, Mutex};
 use std::collections::{BTreeMap, HashSet, VecDeque};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
+
+/// Where files recovery or repair cannot account for are moved instead of being deleted.
+pub const LOST_DIR: &str = "lost";
+
+/// What an open found and did.
+#[derive(Clone, Debug, Default)]
+pub struct RecoveryReport {
+    /// The WAL recovery mode in force.
+    pub mode: RecoveryMode,
+    /// WALs replayed (fully or up to damage), oldest first.
+    pub wals_replayed: Vec<PathBuf>,
+    /// Write batches replayed from them.
+    pub batches_replayed: u64,
+    /// An incomplete record at the end of the newest WAL, discarded: (file, offset, bytes).
+    pub torn_tail: Option<(PathBuf, u64, u64)>,
+    /// Damage that point-in-time or skip mode passed over: (file, damage).
+    pub damage: Vec<(PathBuf, Damage)>,
+    /// WALs not replayed at all because point-in-time recovery stopped before them.
+    pub wals_not_replayed: Vec<PathBuf>,
+    /// Files proven obsolete and deleted.
+    pub deleted: Vec<PathBuf>,
+    /// Files no edit accounts for, moved into `lost/` (where they now are).
+    pub moved_to_lost: Vec<PathBuf>,
+}
 
 const LOCK: &str = "LOCK";
 
@@ -32,7 +68,64 @@ fn file_number(p: &Path, ext: &str) -> Option<u64> {
     if p.extension()? != ext {
         return None;
     }
-    p.file_stem()?.to_str()?.parse().ok()
+    file_number_of(p)
+}
+
+/// Takes the database's lock file (held until the returned file is dropped).
+pub(crate) fn lock_dir(dir: &Path) -> Result<std::fs::File> {
+    let lock_path = dir.join(LOCK);
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .map_err(|e| Error::io(&lock_path, e))?;
+    match lock.try_lock() {
+        Ok(()) => Ok(lock),
+        Err(std::fs::TryLockError::WouldBlock) => Err(Error::Locked(dir.to_path_buf())),
+        Err(std::fs::TryLockError::Error(e)) => Err(Error::io(&lock_path, e)),
+    }
+}
+
+/// How one WAL is to be replayed, decided by reading it once before anything is written.
+struct WalPlan {
+    number: u64,
+    /// The highest-numbered WAL: the only one whose tail may be torn.
+    newest: bool,
+    path: PathBuf,
+    outcome: ReadOutcome,
+}
+
+/// Reads every WAL to replay under `mode`: an error names the first damage the mode does
+/// not accept. Point-in-time recovery ends the plan at the first damaged log.
+fn plan_wals(
+    storage: &dyn Storage,
+    wals: Vec<(u64, PathBuf)>,
+    mode: RecoveryMode,
+    report: &mut RecoveryReport,
+) -> Result<Vec<WalPlan>> {
+    let mut plan = Vec::new();
+    let newest = wals.last().map(|w| w.0);
+    let mut stopped = false;
+    for (number, path) in wals {
+        if stopped {
+            report.wals_not_replayed.push(path);
+            continue;
+        }
+        let data = read_all(storage, &path, IoCause::Other)?;
+        let newest = Some(number) == newest;
+        let outcome = LogReader::new(&path, data).for_each(mode, newest, |rec| {
+            WriteBatch::decode(&path, rec).map(|_| ())
+        })?;
+        stopped = matches!(outcome, ReadOutcome::Stopped { .. });
+        plan.push(WalPlan {
+            number,
+            newest,
+            path,
+            outcome,
+        });
+    }
+    Ok(plan)
 }
 
 pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
@@ -49,18 +142,7 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
     if !dir.is_dir() {
         return Err(Error::NotADatabase(dir.to_path_buf()));
     }
-    let lock_path = dir.join(LOCK);
-    let lock = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&lock_path)
-        .map_err(|e| Error::io(&lock_path, e))?;
-    match lock.try_lock() {
-        Ok(()) => {}
-        Err(std::fs::TryLockError::WouldBlock) => return Err(Error::Locked(dir.to_path_buf())),
-        Err(std::fs::TryLockError::Error(e)) => return Err(Error::io(&lock_path, e)),
-    }
+    let lock = lock_dir(dir)?;
     let has_current = storage.exists(&dir.join(CURRENT));
     if has_current && opts.error_if_exists {
         return Err(Error::InvalidOptions {
@@ -81,36 +163,70 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
         }
     }
     let cache = BlockCache::new(opts.block_cache_capacity);
+    let mut report = RecoveryReport {
+        mode: opts.wal_recovery_mode,
+        ..RecoveryReport::default()
+    };
+    // 1-2: read everything that decides the state, write nothing yet.
     let mut versions =
-        VersionSet::open(dir, storage.clone(), Some(cache.clone()), opts.num_levels)?;
+        VersionSet::recover(dir, storage.clone(), Some(cache.clone()), opts.num_levels)?;
+    let old_manifest = versions.manifest_number();
+    // The WAL the manifest's log number names always exists (open creates it, even without
+    // a WAL in use, before any edit names it); if it is gone, acknowledged writes may be too.
+    let oldest_wal = wal_file_name(dir, versions.log_number);
+    if has_current && !storage.exists(&oldest_wal) {
+        return Err(Error::corruption(
+            &oldest_wal,
+            "missing: the manifest's log number names this WAL, whose writes would be lost",
+        ));
+    }
+    let wals: Vec<(u64, PathBuf)> = {
+        let mut w: Vec<_> = storage
+            .list(dir)?
+            .into_iter()
+            .filter_map(|p| file_number(&p, "wal").map(|n| (n, p)))
+            .filter(|(n, _)| *n >= versions.log_number)
+            .collect();
+        w.sort();
+        w
+    };
+    let plan = plan_wals(&*storage, wals, opts.wal_recovery_mode, &mut report)?;
     let policy = gc::from_options(&opts);
     let lifetime = super::lifetime::LifetimeRuntime::open(dir, &opts)?;
 
-    // Replay WALs newer than the manifest's log number, oldest first.
-    let mut wals: Vec<(u64, std::path::PathBuf)> = storage
-        .list(dir)?
-        .into_iter()
-        .filter_map(|p| file_number(&p, "wal").map(|n| (n, p)))
-        .filter(|(n, _)| *n >= versions.log_number)
-        .collect();
-    wals.sort();
+    // 3: a new manifest, the WALs replayed into L0 tables.
+    versions.start()?;
     let mut last_seq = versions.last_sequence;
     let mut mem = Arc::new(Memtable::new(0));
     let mut edit = VersionEdit::default();
-    for (_, path) in &wals {
-        let data = read_all(&*storage, path, IoCause::Other)?;
-        let outcome = LogReader::new(path, data).for_each(|rec| {
-            let b = WriteBatch::decode(path, rec)?;
-            let mut seq = b.first_seq();
-            for e in b.iter() {
-                mem.add(seq, e.kind, e.key, e.value);
-                seq += 1;
+    let mut incomplete_wals = HashSet::new();
+    for w in &plan {
+        let data = read_all(&*storage, &w.path, IoCause::Other)?;
+        let outcome =
+            LogReader::new(&w.path, data).for_each(opts.wal_recovery_mode, w.newest, |rec| {
+                let last = WriteBatch::decode(&w.path, rec)?.insert_into(&mem);
+                last_seq = last_seq.max(last);
+                report.batches_replayed += 1;
+                Ok(())
+            })?;
+        debug_assert_eq!(outcome, w.outcome, "a WAL changed between two reads");
+        report.wals_replayed.push(w.path.clone());
+        match &w.outcome {
+            ReadOutcome::Clean => {}
+            ReadOutcome::TornTail { valid_len } => {
+                let len = storage.file_size(&w.path)?;
+                report.torn_tail = Some((w.path.clone(), *valid_len, len - valid_len));
             }
-            last_seq = last_seq.max(seq - 1);
-            Ok(())
-        })?;
-        if let ReadOutcome::TornTail { valid_len } = outcome {
-            storage.truncate(path, valid_len)?;
+            ReadOutcome::Stopped { at } => {
+                incomplete_wals.insert(w.number);
+                report.damage.push((w.path.clone(), at.clone()));
+            }
+            ReadOutcome::Skipped { damages } => {
+                incomplete_wals.insert(w.number);
+                report
+                    .damage
+                    .extend(damages.iter().map(|d| (w.path.clone(), d.clone())));
+            }
         }
         if mem.approximate_size() >= opts.memtable_size {
             versions.last_sequence = last_seq;
@@ -139,17 +255,30 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
         )?;
     }
     let wal_number = versions.new_file_number();
-    let wal = if opts.use_wal {
-        let f = storage.create(&wal_file_name(dir, wal_number), IoCause::Wal)?;
-        Some(LogWriter::new(f))
-    } else {
-        None
-    };
+    let f = storage.create(&wal_file_name(dir, wal_number), IoCause::Wal)?;
+    let wal = opts.use_wal.then(|| LogWriter::new(f));
     edit.log_number = Some(wal_number);
     versions.last_sequence = last_seq;
-    versions.log_and_apply(edit)?;
+    // The new WAL and the replayed tables exist in the directory before an edit names them.
     storage.sync_dir(dir)?;
-    remove_orphans(dir, &storage, &versions, wal_number)?;
+    versions.log_and_apply(edit)?;
+    // 4: the state is durable; sweep what it proves obsolete.
+    for path in &report.wals_not_replayed {
+        if let Some(n) = file_number(path, "wal") {
+            incomplete_wals.insert(n);
+        }
+    }
+    sweep(
+        dir,
+        &storage,
+        &versions,
+        &Sweep {
+            wal: wal_number,
+            incomplete_wals: &incomplete_wals,
+            replayed_manifest: old_manifest,
+        },
+        &mut report,
+    )?;
 
     let state = State {
         mem: Arc::new(Memtable::new(if opts.use_wal { wal_number } else { 0 })),
@@ -185,6 +314,7 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
         visible_seq: AtomicU64::new(last_seq),
         counters: EngineCounters::default(),
         shutdown: AtomicBool::new(false),
+        recovery: report,
         _lock: lock,
     })
 }
@@ -227,28 +357,108 @@ fn flush_recovered(
     Ok(())
 }
 
-/// Deletes files that no version refers to: unfinished job outputs, replayed WALs, old
-/// manifests.
-fn remove_orphans(dir: &Path, storage: &Arc<dyn Storage>, vs: &VersionSet, wal: u64) -> Result<()> {
+/// What the sweep needs to know besides the version.
+struct Sweep<'a> {
+    /// The WAL this open writes to.
+    wal: u64,
+    /// WALs whose records were not all replayed (point-in-time or skip mode).
+    incomplete_wals: &'a HashSet<u64>,
+    /// The manifest that was read completely (0 if the database is new).
+    replayed_manifest: u64,
+}
+
+/// Deletes what the recovered manifest proves obsolete and moves what it cannot account
+/// for into `lost/` (see the module docs). Runs only after a complete, clean recovery.
+fn sweep(
+    dir: &Path,
+    storage: &Arc<dyn Storage>,
+    vs: &VersionSet,
+    s: &Sweep<'_>,
+    report: &mut RecoveryReport,
+) -> Result<()> {
     let v = vs.current();
     let live_tables: HashSet<u64> = v.levels.iter().flatten().map(|f| f.number()).collect();
-    let manifest = manifest_name(vs.manifest_number());
+    // Below this, a file no edit refers to is an abandoned job output.
+    let accounted = vs.recovered_next_file_number();
+    let current_manifest = vs.manifest_number();
     for p in storage.list(dir)? {
         let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
-        let orphan = if let Some(n) = file_number(&p, "sst") {
-            !live_tables.contains(&n)
-        } else if let Some(n) = file_number(&p, "vlog") {
-            !v.blobs.contains_key(&n)
-        } else if let Some(n) = file_number(&p, "vmap") {
-            !v.maps.contains_key(&n)
-        } else if let Some(n) = file_number(&p, "wal") {
-            n != wal
-        } else {
-            (name.starts_with("MANIFEST-") && name != manifest) || name == "CURRENT.tmp"
+        let unreferenced = |live: bool, n: u64| match (live, n < accounted) {
+            (true, _) => None,
+            (false, true) => Some(Fate::Delete),
+            (false, false) => Some(Fate::Lose),
         };
-        if orphan {
-            storage.remove(&p)?;
+        let fate = if let Some(n) = file_number(&p, "sst") {
+            unreferenced(live_tables.contains(&n), n)
+        } else if let Some(n) = file_number(&p, "vlog") {
+            unreferenced(v.blobs.contains_key(&n), n)
+        } else if let Some(n) = file_number(&p, "vmap") {
+            unreferenced(v.maps.contains_key(&n), n)
+        } else if let Some(n) = file_number(&p, "wal") {
+            match (n == s.wal, s.incomplete_wals.contains(&n)) {
+                (true, _) => None,
+                (false, true) => Some(Fate::Lose),
+                // Below the new log number: replayed and in tables, or older than the
+                // manifest's log number.
+                (false, false) if n < vs.log_number => Some(Fate::Delete),
+                (false, false) => Some(Fate::Lose),
+            }
+        } else if name.starts_with("MANIFEST-") {
+            match file_number_of(&p) {
+                Some(n) if n == current_manifest => None,
+                Some(n) if n <= s.replayed_manifest => Some(Fate::Delete),
+                _ => Some(Fate::Lose),
+            }
+        } else if name == "CURRENT.tmp" {
+            // CURRENT itself was read; this is a replacement that never happened.
+            Some(Fate::Delete)
+        } else {
+            None
+        };
+        match fate {
+            None => {}
+            Some(Fate::Delete) => {
+                storage.remove(&p)?;
+                report.deleted.push(p);
+            }
+            Some(Fate::Lose) => report
+                .moved_to_lost
+                .push(move_to_lost(dir, storage, &p, "open")?),
         }
     }
     Ok(())
+}
+
+enum Fate {
+    Delete,
+    Lose,
+}
+
+/// Moves `path` into `dir/lost/<tag>-<unix seconds>/`, keeping its name; returns where it
+/// went. Used by open and by repair for files they must not delete.
+pub(crate) fn move_to_lost(
+    dir: &Path,
+    storage: &Arc<dyn Storage>,
+    path: &Path,
+    tag: &str,
+) -> Result<PathBuf> {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let into = dir.join(LOST_DIR).join(format!("{tag}-{secs}"));
+    storage.create_dir_all(&into)?;
+    let name = path
+        .file_name()
+        .ok_or_else(|| Error::corruption(path, "a file to move aside has no name"))?;
+    let mut to = into.join(name);
+    let mut k = 1;
+    while storage.exists(&to) {
+        to = into.join(format!("{}.{k}", name.to_string_lossy()));
+        k += 1;
+    }
+    storage.rename(path, &to)?;
+    storage.sync_dir(&into)?;
+    storage.sync_dir(dir)?;
+    Ok(to)
 }

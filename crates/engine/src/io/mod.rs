@@ -5,9 +5,11 @@
 //! small trait.
 
 mod fs;
+mod readonly;
 mod stats;
 
 pub use fs::FileStorage;
+pub use readonly::ReadOnlyStorage;
 pub use stats::{CauseCounters, IoStats, IoStatsSnapshot};
 
 use crate::error::Result;

@@ -65,6 +65,21 @@ impl TableIter {
         }
     }
 
+    /// After an error loading a data block, moves on to the block after it, so that the
+    /// entries of the intact blocks of a damaged table can be salvaged (repair). A later
+    /// block's error is returned like any other; the caller may skip again.
+    pub fn skip_damaged_block(&mut self) -> Result<()> {
+        if !self.index.valid() {
+            return Ok(());
+        }
+        self.index.next();
+        self.load_data_block()?;
+        if let Some((_, d)) = self.data.as_mut() {
+            d.seek_to_first();
+        }
+        self.skip_exhausted_blocks()
+    }
+
     /// While the data cursor is exhausted, moves to the start of the next block.
     fn skip_exhausted_blocks(&mut self) -> Result<()> {
         while self.data.as_ref().is_some_and(|(_, d)| !d.valid()) {

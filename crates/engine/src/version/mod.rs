@@ -61,6 +61,10 @@ impl TableFile {
         self.meta.number
     }
 
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
     pub fn smallest_user_key(&self) -> &[u8] {
         user_key(&self.meta.smallest)
     }

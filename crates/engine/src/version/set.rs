@@ -5,13 +5,23 @@
 //! replaced atomically (write a temporary file, sync, rename, sync the directory). On every
 //! open a new manifest is started with one edit describing the whole recovered state, so
 //! manifests never grow without bound across restarts.
+//!
+//! Replay is strict: the manifest is the only record of which files hold data, so any
+//! damage in it (a checksum mismatch anywhere, the last record included, a manifest that is
+//! missing, empty or does not start with a full snapshot) fails the open with
+//! [`Error::Corruption`]. The one tolerated defect is an edit cut short by the end of the
+//! file: its writer died before the edit was synced, so it never took effect.
+//!
+//! `CURRENT` := `MANIFEST-<number>\n` `crc32c:<8 hex digits>\n`, the checksum (masked
+//! crc32c) of the first line without its newline. A file of the first line alone, as older
+//! versions wrote it, is still read.
 
 use super::{Version, VersionEdit};
 use crate::cache::BlockCache;
 use crate::error::{Error, Result};
 use crate::io::{read_all, IoCause, Storage};
 use crate::vlog::IndexMap;
-use crate::wal::{LogReader, LogWriter};
+use crate::wal::{LogReader, LogWriter, RecoveryMode};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -36,11 +46,29 @@ pub struct VersionSet {
     pub log_number: u64,
     manifest: Option<LogWriter>,
     manifest_number: u64,
+    recovered_next_file_number: u64,
 }
 
 impl VersionSet {
-    /// Recovers the state named by CURRENT, or an empty state if `create` and there is none.
-    pub fn open(
+    /// Makes a recovered set writable: reserves every file number already used in the
+    /// directory and starts a new manifest holding the whole state.
+    pub fn start(&mut self) -> Result<()> {
+        // A file numbered at or above the recovered counter belongs to no edit (an
+        // unfinished job, or an edit lost to damage): never reuse its number.
+        let highest = self
+            .storage
+            .list(&self.dir)?
+            .iter()
+            .filter_map(|p| file_number_of(p))
+            .max()
+            .unwrap_or(0);
+        self.next_file_number = self.next_file_number.max(highest + 1);
+        self.rotate_manifest()
+    }
+
+    /// Reads the state named by CURRENT without writing anything: no new manifest, no
+    /// counter changes. What `halflife check` inspects.
+    pub fn recover(
         dir: &Path,
         storage: Arc<dyn Storage>,
         cache: Option<Arc<BlockCache>>,
@@ -56,19 +84,25 @@ impl VersionSet {
             log_number: 0,
             manifest: None,
             manifest_number: 0,
+            recovered_next_file_number: 2,
         };
         let current = dir.join(CURRENT);
         if vs.storage.exists(&current) {
-            let name = read_all(&*vs.storage, &current, IoCause::Manifest)?;
-            let name = std::str::from_utf8(&name)
-                .ok()
-                .and_then(|s| s.strip_suffix('\n'))
-                .filter(|s| s.starts_with("MANIFEST-"))
-                .ok_or_else(|| Error::corruption(&current, "CURRENT does not name a manifest"))?
-                .to_string();
-            vs.replay(&dir.join(&name))?;
+            let name = parse_current(
+                &current,
+                &read_all(&*vs.storage, &current, IoCause::Manifest)?,
+            )?;
+            let path = dir.join(&name);
+            if !vs.storage.exists(&path) {
+                return Err(Error::corruption(
+                    &current,
+                    format!("names {name}, which does not exist"),
+                ));
+            }
+            vs.replay(&path)?;
+            vs.manifest_number = name["MANIFEST-".len()..].parse().unwrap_or(0);
         }
-        vs.rotate_manifest()?;
+        vs.recovered_next_file_number = vs.next_file_number;
         Ok(vs)
     }
 
@@ -76,11 +110,31 @@ impl VersionSet {
         let data = read_all(&*self.storage, path, IoCause::Manifest)?;
         let mut edits = Vec::new();
         // A torn tail is an edit whose writer crashed before syncing it: that edit never
-        // took effect (its files are orphans and get removed), so it is ignored.
-        LogReader::new(path, data).for_each(|rec| {
-            edits.push(VersionEdit::decode(path, rec)?);
-            Ok(())
-        })?;
+        // took effect (its files are orphans), so it is ignored. Any other damage fails.
+        LogReader::new(path, data).for_each(
+            RecoveryMode::TolerateCorruptedTailRecords,
+            true,
+            |rec| {
+                edits.push(VersionEdit::decode(path, rec)?);
+                Ok(())
+            },
+        )?;
+        // Every manifest starts with a snapshot of the whole state, synced before CURRENT
+        // named it; without one the state is unknown.
+        match edits.first() {
+            None => return Err(Error::corruption(path, "manifest holds no edit")),
+            Some(e)
+                if e.next_file_number.is_none()
+                    || e.log_number.is_none()
+                    || e.last_sequence.is_none() =>
+            {
+                return Err(Error::corruption(
+                    path,
+                    "first edit at offset 0 is not a snapshot of the state",
+                ))
+            }
+            Some(_) => {}
+        }
         // Index maps still listed at the end of the log are loaded once; maps deleted by a
         // later edit are gone from disk and skipped.
         let mut live_maps = std::collections::BTreeSet::new();
@@ -92,7 +146,14 @@ impl VersionSet {
         }
         let mut loaded = HashMap::new();
         for n in live_maps {
-            loaded.insert(n, Arc::new(IndexMap::load(&self.dir, &self.storage, n)?));
+            let map = IndexMap::load(&self.dir, &self.storage, n).map_err(|e| match e {
+                Error::Io { path: p, source } => Error::corruption(
+                    p,
+                    format!("index map named by the manifest cannot be read: {source}"),
+                ),
+                e => e,
+            })?;
+            loaded.insert(n, Arc::new(map));
         }
         let mut v = Version::empty(self.current.num_levels());
         for e in &edits {
@@ -110,7 +171,47 @@ impl VersionSet {
         // Nothing was deleted by replaying: the apply above marks removed files obsolete,
         // but they were already deleted (or are orphans collected by the caller).
         self.current = Arc::new(v);
+        self.verify_files(path)
+    }
+
+    /// Every file the state names exists with the size the manifest recorded (RocksDB's
+    /// paranoid check at open): a missing or cut file is found now, not by a later read.
+    fn verify_files(&self, manifest: &Path) -> Result<()> {
+        let v = &self.current;
+        let named = v
+            .levels
+            .iter()
+            .flatten()
+            .map(|f| (f.path().to_path_buf(), f.meta.size, "table"))
+            .chain(
+                v.blobs
+                    .values()
+                    .map(|b| (b.path.clone(), b.size, "value file")),
+            );
+        for (path, size, what) in named {
+            match self.storage.file_size(&path) {
+                Ok(n) if n == size => {}
+                Ok(n) => {
+                    return Err(Error::corruption(
+                        &path,
+                        format!("{what} of {n} bytes, the manifest recorded {size}"),
+                    ))
+                }
+                Err(_) => {
+                    return Err(Error::corruption(
+                        &path,
+                        format!("{what} named by {} is missing", manifest.display()),
+                    ))
+                }
+            }
+        }
         Ok(())
+    }
+
+    /// The next file number the manifest recorded (before this open reserved any): a file
+    /// no edit refers to is provably an abandoned output only below it.
+    pub fn recovered_next_file_number(&self) -> u64 {
+        self.recovered_next_file_number
     }
 
     fn absorb_counters(&mut self, e: &VersionEdit) {
@@ -163,22 +264,19 @@ impl VersionSet {
         w.sync()?;
         self.set_current(&manifest_name(number))?;
         let old = self.manifest_number;
+        let runtime = self.manifest.is_some();
         self.manifest = Some(w);
         self.manifest_number = number;
-        if old != 0 {
+        // At open the replayed manifest is left for the orphan sweep, which runs only
+        // once recovery has finished; a runtime rotation's old manifest is obsolete now.
+        if runtime && old != 0 {
             let _ = self.storage.remove(&self.dir.join(manifest_name(old)));
         }
         Ok(())
     }
 
     fn set_current(&self, name: &str) -> Result<()> {
-        let tmp = self.dir.join("CURRENT.tmp");
-        let mut f = self.storage.create(&tmp, IoCause::Manifest)?;
-        f.append(format!("{name}\n").as_bytes())?;
-        f.sync()?;
-        drop(f);
-        self.storage.rename(&tmp, &self.dir.join(CURRENT))?;
-        self.storage.sync_dir(&self.dir)
+        write_current(&*self.storage, &self.dir, name)
     }
 
     pub fn current(&self) -> Arc<Version> {
@@ -236,5 +334,103 @@ impl VersionSet {
             self.rotate_manifest()?;
         }
         Ok(())
+    }
+}
+
+/// The number in a file name of the engine's (`000012.sst`, `000012.vlog`, `000012.vmap`,
+/// `000012.wal`, `MANIFEST-000012`).
+pub fn file_number_of(path: &Path) -> Option<u64> {
+    let name = path.file_name()?.to_str()?;
+    let stem = match name.strip_prefix("MANIFEST-") {
+        Some(n) => n,
+        None => {
+            let (stem, ext) = name.split_once('.')?;
+            if !["sst", "vlog", "vmap", "wal"].contains(&ext) {
+                return None;
+            }
+            stem
+        }
+    };
+    if stem.is_empty() || !stem.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    stem.parse().ok()
+}
+
+fn current_crc(name: &str) -> u32 {
+    crate::wal::log::mask_crc(crc32c::crc32c(name.as_bytes()))
+}
+
+/// Parses CURRENT (format in the module docs); `path` names it in errors.
+pub fn parse_current(path: &Path, data: &[u8]) -> Result<String> {
+    let bad = |what: &str| Error::corruption(path, format!("CURRENT {what}"));
+    let text = std::str::from_utf8(data).map_err(|_| bad("is not text"))?;
+    let lines: Vec<&str> = text.split_terminator('\n').collect();
+    if !text.ends_with('\n') || lines.is_empty() || lines.len() > 2 {
+        return Err(bad("is not one or two lines"));
+    }
+    let name = lines[0];
+    let digits = name
+        .strip_prefix("MANIFEST-")
+        .ok_or_else(|| bad("does not name a manifest"))?;
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(bad("does not name a manifest"));
+    }
+    if let Some(sum) = lines.get(1) {
+        let want = format!("crc32c:{:08x}", current_crc(name));
+        if *sum != want {
+            return Err(bad(&format!(
+                "checksum mismatch ({sum:?}, expected {want:?})"
+            )));
+        }
+    }
+    Ok(name.to_string())
+}
+
+/// Points CURRENT at manifest `name` atomically: temporary file, sync, rename, sync dir.
+pub(crate) fn write_current(storage: &dyn Storage, dir: &Path, name: &str) -> Result<()> {
+    let tmp = dir.join("CURRENT.tmp");
+    let mut f = storage.create(&tmp, IoCause::Manifest)?;
+    f.append(format!("{name}\ncrc32c:{:08x}\n", current_crc(name)).as_bytes())?;
+    f.sync()?;
+    drop(f);
+    storage.rename(&tmp, &dir.join(CURRENT))?;
+    storage.sync_dir(dir)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn current_round_trips_and_every_flipped_byte_is_caught() {
+        let name = "MANIFEST-000042";
+        let text = format!("{name}\ncrc32c:{:08x}\n", current_crc(name));
+        let p = Path::new("CURRENT");
+        assert_eq!(parse_current(p, text.as_bytes()).unwrap(), name);
+        assert_eq!(
+            parse_current(p, b"MANIFEST-000042\n").unwrap(),
+            name,
+            "old format"
+        );
+        for i in 0..text.len() {
+            for bit in [0x01u8, 0x10, 0x40] {
+                let mut b = text.clone().into_bytes();
+                b[i] ^= bit;
+                if let Ok(n) = parse_current(p, &b) {
+                    panic!("flip {bit:#x} at {i} read as {n}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn file_numbers_come_from_engine_file_names_only() {
+        assert_eq!(file_number_of(Path::new("d/000012.sst")), Some(12));
+        assert_eq!(file_number_of(Path::new("MANIFEST-000007")), Some(7));
+        assert_eq!(file_number_of(Path::new("000012.vlog")), Some(12));
+        assert_eq!(file_number_of(Path::new("lifetime.model")), None);
+        assert_eq!(file_number_of(Path::new("12x.sst")), None);
+        assert_eq!(file_number_of(Path::new("CURRENT")), None);
     }
 }

@@ -301,7 +301,19 @@ pub struct ValueFileReader {
 impl ValueFileReader {
     pub fn new(path: &Path, data: Vec<u8>, number: u64) -> Result<Self> {
         if data.len() < FILE_HEADER || &data[..8] != MAGIC {
-            return Err(Error::corruption(path, "not a value file (bad magic)"));
+            return Err(Error::corruption(
+                path,
+                "header at offset 0: not a value file (bad magic)",
+            ));
+        }
+        // The header holds nothing a checksum could add to: a magic and the number the file
+        // name also carries. Both are compared exactly, so no byte of it goes unverified.
+        let named = u64::from_le_bytes(data[8..16].try_into().unwrap());
+        if named != number {
+            return Err(Error::corruption(
+                path,
+                format!("header at offset 8: names file {named}, expected {number}"),
+            ));
         }
         Ok(ValueFileReader {
             path: path.to_path_buf(),

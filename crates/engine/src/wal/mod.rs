@@ -4,4 +4,4 @@
 
 pub mod log;
 
-pub use log::{LogReader, LogWriter, ReadOutcome};
+pub use log::{Damage, LogReader, LogWriter, ReadOutcome, RecoveryMode};
