@@ -101,17 +101,15 @@ fn add_outputs(
     edit.added_blobs.extend(out.blobs);
     edit.blob_garbage
         .extend(compaction::garbage_by_file(&v, &out.dropped));
-    if inner.lifetime.is_some() {
-        if st.running_gc {
-            let busy = &st.busy_blobs;
-            let in_gc: Vec<_> = out
-                .dropped
-                .iter()
-                .filter(|p| v.resolve(p).is_some_and(|r| busy.contains(&r.file)))
-                .copied()
-                .collect();
-            st.gc_drops.extend(in_gc);
-        }
+    if inner.lifetime.is_some() && st.running_gc {
+        let busy = &st.busy_blobs;
+        let in_gc: Vec<_> = out
+            .dropped
+            .iter()
+            .filter(|p| v.resolve(p).is_some_and(|r| busy.contains(&r.file)))
+            .copied()
+            .collect();
+        st.gc_drops.extend(in_gc);
     }
 }
 
