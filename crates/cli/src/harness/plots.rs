@@ -330,14 +330,21 @@ pub fn lifetime_over_run(path: &Path, title: &str, points: &[LifetimePoint]) -> 
             .label(name)
             .legend(move |(x, y)| Circle::new((x + 9, y), 3, color.filled()));
     }
+    legend(&mut chart)?;
+    root.present().map_err(err)?;
+    Ok(())
+}
+
+/// The series labels, boxed, in the chart's corner.
+fn legend<'a, DB: DrawingBackend + 'a, CT: CoordTranslate>(
+    chart: &mut ChartContext<'a, DB, CT>,
+) -> Result<()> {
     chart
         .configure_series_labels()
         .background_style(WHITE.mix(0.8))
         .border_style(BLACK)
         .draw()
-        .map_err(err)?;
-    root.present().map_err(err)?;
-    Ok(())
+        .map_err(err)
 }
 
 /// One engine on the write/space plane.
@@ -445,12 +452,7 @@ pub fn write_space_plane(
             .map_err(err)?;
     }
     if !bases.is_empty() {
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .draw()
-            .map_err(err)?;
+        legend(&mut chart)?;
     }
     root.present().map_err(err)?;
     Ok(())
