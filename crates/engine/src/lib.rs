@@ -29,8 +29,8 @@ pub use db::{DbIter, Snapshot, DB};
 pub use error::{Error, Result};
 pub use options::{CompactionStyle, Compression};
 pub use options::{
-    GcPolicyConfig, LifetimeMode, LifetimeOptions, LifetimeOracle, Options, WalRecoveryMode,
-    WriteOptions,
+    GcPolicyConfig, GcTrigger, LifetimeMode, LifetimeOptions, LifetimeOracle, Options,
+    WalRecoveryMode, WriteOptions,
 };
 pub use stats::DbStats;
 pub use version::shape::AutoShape;

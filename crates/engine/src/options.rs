@@ -45,10 +45,22 @@ pub enum LifetimeMode {
     /// By the true next write of the key, from [`Options::lifetime_oracle`]: the lower
     /// bound the model aims at.
     Oracle,
+    /// By the key's true mean write interval over the whole workload
+    /// ([`LifetimeOracle::mean_interval`]), not its next write: the bound of any predictor
+    /// that learns a key's write rate from its history, as `lifetime` does. Under the TTL
+    /// trigger it places like `oracle` with the mean interval as the next write.
+    RateOracle,
+}
+
+impl LifetimeMode {
+    /// Whether the policy needs [`Options::lifetime_oracle`].
+    pub fn needs_oracle(self) -> bool {
+        matches!(self, LifetimeMode::Oracle | LifetimeMode::RateOracle)
+    }
 }
 
 impl GcPolicyConfig {
-    pub const NAMES: [&'static str; 7] = [
+    pub const NAMES: [&'static str; 8] = [
         "inline",
         "blobdb",
         "titan",
@@ -56,6 +68,7 @@ impl GcPolicyConfig {
         "lifetime",
         "lifetime-nomodel",
         "oracle",
+        "rate-oracle",
     ];
 
     pub fn name(&self) -> &'static str {
@@ -68,6 +81,7 @@ impl GcPolicyConfig {
                 LifetimeMode::Learned => "lifetime",
                 LifetimeMode::NoModel => "lifetime-nomodel",
                 LifetimeMode::Oracle => "oracle",
+                LifetimeMode::RateOracle => "rate-oracle",
             },
         }
     }
@@ -166,6 +180,9 @@ impl FromStr for GcPolicyConfig {
             }),
             "oracle" => Ok(GcPolicyConfig::Lifetime {
                 mode: LifetimeMode::Oracle,
+            }),
+            "rate-oracle" => Ok(GcPolicyConfig::Lifetime {
+                mode: LifetimeMode::RateOracle,
             }),
             other => Err(Error::InvalidOptions {
                 name: "gc",
@@ -368,6 +385,9 @@ pub struct Options {
 pub trait LifetimeOracle: Send + Sync {
     /// The sequence number of the first write of `key` after sequence number `after`.
     fn next_write(&self, key: &[u8], after: SeqNo) -> Option<SeqNo>;
+    /// The key's mean interval between writes over the whole workload (the inverse of its
+    /// write rate); `None` for a key written at most once.
+    fn mean_interval(&self, key: &[u8]) -> Option<SeqNo>;
 }
 
 /// Parameters of the lifetime policies (paper 000). Thresholds follow
@@ -382,6 +402,48 @@ pub struct LifetimeOptions {
     pub value_size_feature: bool,
     /// At most this many bytes of value files per GC job.
     pub max_gc_batch_bytes: u64,
+    /// When value files are collected (see [`GcTrigger`]).
+    pub trigger: GcTrigger,
+}
+
+/// When the lifetime policies collect value files.
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "trigger", rename_all = "snake_case")]
+pub enum GcTrigger {
+    /// Paper 000 as published: a file is collected once its TTL (`l_s`, `l_l`, `l_d`)
+    /// elapses; values are placed by class only when GC copies them.
+    Ttl,
+    /// The one user-facing knob: keep value-file bytes / live value bytes near `target`.
+    /// Values are placed by predicted death when flush first writes them and when GC copies
+    /// them ([`crate::vlog::placement`]); GC runs only while the value files' space
+    /// amplification exceeds `target`, and collects the files that reclaim the most per
+    /// byte copied, discounted while their values are predicted to die soon
+    /// ([`crate::vlog::gc::SpaceAmp`]). Like fjall's `gc_with_space_amp_target`.
+    SpaceAmp { target: f64 },
+}
+
+impl GcTrigger {
+    /// The default target: 1.25, where titan and terark settle with a 0.2 garbage ratio.
+    pub const DEFAULT_SPACE_AMP: f64 = 1.25;
+
+    fn validate(&self) -> Result<()> {
+        match *self {
+            GcTrigger::Ttl => Ok(()),
+            GcTrigger::SpaceAmp { target } if target > 1.0 && target.is_finite() => Ok(()),
+            GcTrigger::SpaceAmp { target } => Err(Error::InvalidOptions {
+                name: "lifetime.trigger.target",
+                detail: format!("space amplification target {target} must be above 1"),
+            }),
+        }
+    }
+}
+
+impl Default for GcTrigger {
+    fn default() -> Self {
+        GcTrigger::SpaceAmp {
+            target: Self::DEFAULT_SPACE_AMP,
+        }
+    }
 }
 
 impl Default for LifetimeOptions {
@@ -392,6 +454,7 @@ impl Default for LifetimeOptions {
             gbm: GbmParams::default(),
             value_size_feature: false,
             max_gc_batch_bytes: 1 << 30,
+            trigger: GcTrigger::default(),
         }
     }
 }
@@ -553,8 +616,14 @@ impl Options {
             if self.lifetime.dataset_capacity < 2 {
                 return Err(invalid("lifetime.dataset_capacity", "must be at least 2"));
             }
+            self.lifetime.trigger.validate()?;
         }
-        if self.gc.lifetime_mode() == Some(LifetimeMode::Oracle) && self.lifetime_oracle.is_none() {
+        if self
+            .gc
+            .lifetime_mode()
+            .is_some_and(LifetimeMode::needs_oracle)
+            && self.lifetime_oracle.is_none()
+        {
             return Err(invalid(
                 "lifetime_oracle",
                 "the oracle policy needs the workload's future (Options::lifetime_oracle)",
@@ -594,6 +663,18 @@ mod tests {
             ..Default::default()
         };
         assert!(o.validate().is_err());
+        let o = Options {
+            gc: "lifetime".parse().unwrap(),
+            lifetime: LifetimeOptions {
+                trigger: GcTrigger::SpaceAmp { target: 1.0 },
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        match o.validate() {
+            Err(Error::InvalidOptions { name, .. }) => assert_eq!(name, "lifetime.trigger.target"),
+            other => panic!("{other:?}"),
+        }
         assert!("nope".parse::<GcPolicyConfig>().is_err());
         for n in GcPolicyConfig::NAMES {
             assert_eq!(n.parse::<GcPolicyConfig>().unwrap().name(), n);

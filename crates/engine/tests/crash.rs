@@ -4,7 +4,7 @@
 //! files make kills land inside flushes, compactions and GC jobs too.
 
 use halflife_engine::lifetime::{GbmParams, ThresholdParams};
-use halflife_engine::{GcPolicyConfig, LifetimeOptions, Options, WriteOptions, DB};
+use halflife_engine::{GcPolicyConfig, GcTrigger, LifetimeOptions, Options, WriteOptions, DB};
 use rand::{Rng, SeedableRng};
 
 use std::process::Command;
@@ -14,7 +14,13 @@ const DIR_VAR: &str = "HALFLIFE_CRASH_DIR";
 const START_VAR: &str = "HALFLIFE_CRASH_START";
 const POLICY_VAR: &str = "HALFLIFE_CRASH_POLICY";
 
+/// `policy` is a policy name, with `+ttl` for paper 000's TTL trigger (else the
+/// space-amplification trigger, at 1.1 so that GC jobs run often).
 fn options(policy: &str) -> Options {
+    let (name, trigger) = match policy.strip_suffix("+ttl") {
+        Some(name) => (name, GcTrigger::Ttl),
+        None => (policy, GcTrigger::SpaceAmp { target: 1.1 }),
+    };
     Options {
         memtable_size: 32 << 10,
         level1_max_bytes: 128 << 10,
@@ -24,12 +30,12 @@ fn options(policy: &str) -> Options {
         num_levels: 4,
         min_blob_size: 100,
         blob_file_size: 64 << 10,
-        gc: policy.parse().unwrap(),
+        gc: name.parse().unwrap(),
         // Lifetime policies: short TTLs and a small dataset, so that kills also land in
         // GC jobs, index-map writes and model training/saving.
         lifetime: LifetimeOptions {
             thresholds: ThresholdParams {
-                initial_ttl: 400,
+                initial_ttl: if trigger == GcTrigger::Ttl { 150 } else { 400 },
                 ..ThresholdParams::default()
             },
             dataset_capacity: 32,
@@ -37,14 +43,26 @@ fn options(policy: &str) -> Options {
                 iterations: 5,
                 ..GbmParams::default()
             },
+            trigger,
             ..LifetimeOptions::default()
         },
         ..Options::default()
     }
 }
 
-fn key(i: u64) -> Vec<u8> {
-    format!("k{:06}", i % 3000).into_bytes()
+/// The key of write number `i`, out of `keys` keys.
+fn key(i: u64, keys: u64) -> Vec<u8> {
+    format!("k{:06}", i % keys).into_bytes()
+}
+
+/// How many keys the writer of `policy` cycles through. Index-map GC policies write fewer,
+/// so that the thousand-odd synced writes of a test make garbage and GC jobs run.
+fn keys_for(policy: &str) -> u64 {
+    if options(policy).gc.uses_index_maps() {
+        200
+    } else {
+        3000
+    }
 }
 
 /// Value of write number `i`: the key is rewritten many times, so a reader can tell
@@ -66,8 +84,9 @@ fn crash_child_writer() {
     let db = DB::open(&dir, options(&policy)).unwrap();
     let sync = WriteOptions { sync: true };
     let mut out = std::io::stdout().lock();
+    let keys = keys_for(&policy);
     for i in start.. {
-        db.put_opt(&key(i), &value(i), &sync).unwrap();
+        db.put_opt(&key(i, keys), &value(i), &sync).unwrap();
         use std::io::Write;
         writeln!(out, "ack {i}").unwrap();
         out.flush().unwrap();
@@ -80,6 +99,8 @@ fn crash_rounds(policy: &str, seed: u64, rounds: usize) {
     let mut next = 0u64;
     // Newest acknowledged write per key.
     let mut latest = std::collections::HashMap::new();
+    // Index-map GC policies: a GC job installed its maps in some round.
+    let mut saw_gc = false;
     for round in 0..rounds {
         let mut child = Command::new(std::env::current_exe().unwrap());
         child
@@ -96,7 +117,7 @@ fn crash_rounds(policy: &str, seed: u64, rounds: usize) {
             .env(POLICY_VAR, policy);
         let acked = testkit::kill_after(child, Duration::from_millis(rng.random_range(150..900)));
         for &i in &acked {
-            latest.insert(key(i), i);
+            latest.insert(key(i, keys_for(policy)), i);
             next = next.max(i + 1);
         }
         let db = DB::open(dir.path(), options(policy))
@@ -119,9 +140,33 @@ fn crash_rounds(policy: &str, seed: u64, rounds: usize) {
             assert_eq!(got, value(n));
         }
         assert_eq!(db.version().check_invariants(), Ok(()));
+        // (Maps go once compaction has rewritten every pointer through them; the TTL
+        // trigger's GC outputs also keep their short or long class.)
+        let v = db.version();
+        saw_gc |= !v.maps.is_empty()
+            || v.blobs.values().any(|b| {
+                b.lifetime
+                    .is_some_and(|l| l.class != halflife_engine::lifetime::LifetimeClass::Default)
+            });
+        drop(v);
+        // A TTL job that finds only garbage leaves no file behind: after the last round,
+        // the same writes continued in this process show that they make GC jobs.
+        if round + 1 == rounds && !saw_gc && options(policy).gc.uses_index_maps() {
+            for i in next..next + 1000 {
+                db.put(&key(i, keys_for(policy)), &value(i)).unwrap();
+            }
+            db.wait_idle().unwrap();
+            saw_gc = db.stats().gc_jobs > 0;
+        }
         db.close().unwrap();
     }
     assert!(next > 100, "the child acknowledged only {next} writes");
+    if options(policy).gc.uses_index_maps() {
+        assert!(
+            saw_gc,
+            "no GC job was installed in {rounds} rounds ({next} writes)"
+        );
+    }
 }
 
 #[test]
@@ -139,9 +184,15 @@ fn crash_titan_during_gc() {
     crash_rounds("titan", 13, 5);
 }
 
+/// Values placed by predicted death at flush (one value file per class) and at GC.
 #[test]
-fn crash_lifetime_during_gc_and_training() {
+fn crash_lifetime_during_gc_with_birth_placement() {
     crash_rounds("lifetime", 14, 5);
+}
+
+#[test]
+fn crash_dumpkv_during_gc_and_training() {
+    crash_rounds("lifetime+ttl", 16, 4);
 }
 
 #[test]
@@ -187,8 +238,8 @@ fn crash_during_repair() {
     {
         let db = DB::open(dir.path(), options(policy)).unwrap();
         for i in 0..12_000u64 {
-            db.put(&key(i), &value(i)).unwrap();
-            latest.insert(key(i), i);
+            db.put(&key(i, 3000), &value(i)).unwrap();
+            latest.insert(key(i, 3000), i);
         }
         db.wait_idle().unwrap();
         db.close().unwrap();

@@ -18,7 +18,8 @@ use halflife_engine::lifetime::{GbmParams, ThresholdParams};
 use halflife_engine::repair::repair;
 use halflife_engine::sst::format::{Footer, FOOTER_LEN};
 use halflife_engine::{
-    Error, GcPolicyConfig, LifetimeMode, LifetimeOptions, Options, WriteBatch, WriteOptions, DB,
+    Error, GcPolicyConfig, GcTrigger, LifetimeMode, LifetimeOptions, Options, WriteBatch,
+    WriteOptions, DB,
 };
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -50,6 +51,8 @@ fn opts() -> Options {
             },
             value_size_feature: false,
             max_gc_batch_bytes: 1 << 20,
+            // The fixture needs a trained model: paper 000's trigger trains one.
+            trigger: GcTrigger::Ttl,
         },
         ..Options::default()
     }

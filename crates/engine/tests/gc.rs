@@ -2,10 +2,14 @@
 
 use halflife_engine::io::IoCause;
 use halflife_engine::lifetime::ThresholdParams;
-use halflife_engine::{GcPolicyConfig, LifetimeMode, LifetimeOptions, Options, DB};
+use halflife_engine::{GcPolicyConfig, GcTrigger, LifetimeMode, LifetimeOptions, Options, DB};
 use std::path::Path;
 
 fn opts(gc: GcPolicyConfig) -> Options {
+    opts_triggered(gc, GcTrigger::Ttl)
+}
+
+fn opts_triggered(gc: GcPolicyConfig, trigger: GcTrigger) -> Options {
     Options {
         memtable_size: 64 << 10,
         level1_max_bytes: 256 << 10,
@@ -22,6 +26,7 @@ fn opts(gc: GcPolicyConfig) -> Options {
                 initial_ttl: 150,
                 ..ThresholdParams::default()
             },
+            trigger,
             ..LifetimeOptions::default()
         },
         ..Options::default()
@@ -49,8 +54,12 @@ fn expected(k: u32) -> Vec<u8> {
 
 /// Overwrites 200 keys ten times, then checks every value and how much space is left.
 fn overwrite_and_collect(gc: GcPolicyConfig) -> (halflife_engine::DbStats, u64) {
+    overwrite_and_collect_with(opts(gc))
+}
+
+fn overwrite_and_collect_with(o: Options) -> (halflife_engine::DbStats, u64) {
     let dir = tempfile::tempdir().unwrap();
-    let db = DB::open(dir.path(), opts(gc)).unwrap();
+    let db = DB::open(dir.path(), o).unwrap();
     for round in 0..10 {
         // The last round rewrites only even keys, so the files of round 8 stay half live
         // and GC must move (and write back) their odd keys.
@@ -173,10 +182,12 @@ fn counted_bytes_equal_file_sizes() {
 
 /// A value only a snapshot can still read lives in a value file created after the snapshot
 /// (it was in the memtable when the snapshot was taken). A TTL-triggered GC collects that
-/// file while the snapshot lives and must not lose the value.
-fn snapshot_keeps_value_through_gc(gc: GcPolicyConfig) {
+/// file while the snapshot lives and must not lose the value. A garbage-driven one
+/// (`gc_while_snapshot` false) finds no garbage while the snapshot pins every version, and
+/// collects once it is gone.
+fn snapshot_keeps_value_through_gc(o: Options, gc_while_snapshot: bool) {
     let dir = tempfile::tempdir().unwrap();
-    let db = DB::open(dir.path(), opts(gc)).unwrap();
+    let db = DB::open(dir.path(), o).unwrap();
     db.put(b"x", &value(999, 1)).unwrap();
     let snap = db.snapshot();
     db.put(b"x", &value(999, 2)).unwrap();
@@ -195,17 +206,66 @@ fn snapshot_keeps_value_through_gc(gc: GcPolicyConfig) {
         db.compact_range(None, None).unwrap();
     }
     db.wait_idle().unwrap();
-    assert!(db.stats().gc_jobs > 0, "no GC job ran");
+    assert_eq!(db.stats().gc_jobs > 0, gc_while_snapshot, "GC jobs");
     assert_eq!(db.get_at(b"x", &snap).unwrap(), Some(value(999, 1)));
     assert_eq!(db.get(b"x").unwrap(), Some(value(999, 2)));
     drop(snap);
+    // One more round, now that no snapshot pins the versions its compaction drops.
+    for k in 0..50u32 {
+        db.put(format!("key{k:04}").as_bytes(), &value(k, 4))
+            .unwrap();
+    }
+    db.compact_range(None, None).unwrap();
     db.wait_idle().unwrap();
+    assert!(db.stats().gc_jobs > 0, "no GC job ran");
     assert_eq!(db.get(b"x").unwrap(), Some(value(999, 2)));
 }
 
 #[test]
 fn lifetime_gc_keeps_values_snapshots_read() {
-    snapshot_keeps_value_through_gc(GcPolicyConfig::Lifetime {
-        mode: LifetimeMode::NoModel,
-    });
+    snapshot_keeps_value_through_gc(
+        opts(GcPolicyConfig::Lifetime {
+            mode: LifetimeMode::NoModel,
+        }),
+        true,
+    );
+}
+
+#[test]
+fn space_amp_gc_keeps_values_snapshots_read() {
+    snapshot_keeps_value_through_gc(
+        opts_triggered(
+            GcPolicyConfig::Lifetime {
+                mode: LifetimeMode::Learned,
+            },
+            GcTrigger::SpaceAmp { target: 1.1 },
+        ),
+        false,
+    );
+}
+
+#[test]
+fn space_amp_gc_reclaims_overwritten_values_placed_by_history() {
+    let (s, live) = overwrite_and_collect_with(opts_triggered(
+        GcPolicyConfig::Lifetime {
+            mode: LifetimeMode::Learned,
+        },
+        GcTrigger::SpaceAmp { target: 1.25 },
+    ));
+    assert!(s.gc_jobs > 0, "no GC job ran");
+    assert_eq!(s.gc_writeback_entries, 0);
+    let l = s.lifetime.unwrap();
+    // Keys rewritten every 200 writes are placed by that history at flush.
+    assert!(
+        l.born_by_class.iter().filter(|&&n| n > 0).count() >= 2,
+        "{:?}",
+        l.born_by_class
+    );
+    // Ten versions were written; GC keeps the value files near 1.25 times the live data
+    // (counted garbage, plus what flush found since).
+    assert!(
+        s.value_file_bytes < 2 * live,
+        "value files {} live {live}",
+        s.value_file_bytes
+    );
 }

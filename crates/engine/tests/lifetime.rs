@@ -7,7 +7,7 @@ use halflife_engine::lifetime::{GbmParams, ThresholdParams};
 use halflife_engine::memtable::seek_key;
 use halflife_engine::types::ValueKind;
 use halflife_engine::vlog::ValuePointer;
-use halflife_engine::{GcPolicyConfig, LifetimeMode, LifetimeOptions, Options, DB};
+use halflife_engine::{GcPolicyConfig, GcTrigger, LifetimeMode, LifetimeOptions, Options, DB};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::path::Path;
@@ -34,6 +34,8 @@ fn opts(mode: LifetimeMode, ttl: u64) -> Options {
             },
             value_size_feature: false,
             max_gc_batch_bytes: 1 << 20,
+            // Paper 000's mechanism: the model and the TTL thresholds.
+            trigger: GcTrigger::Ttl,
         },
         ..Options::default()
     }

@@ -4,7 +4,7 @@
 
 use halflife_engine::lifetime::{GbmParams, ThresholdParams};
 use halflife_engine::{
-    CacheWarmingConfig, CompactionStyle, GcPolicyConfig, LearnedParams, LifetimeMode,
+    CacheWarmingConfig, CompactionStyle, GcPolicyConfig, GcTrigger, LearnedParams, LifetimeMode,
     LifetimeOptions, LifetimeOracle, Options, WriteBatch, WriteOptions, DB,
 };
 use rand::rngs::StdRng;
@@ -40,6 +40,7 @@ fn small_options(gc: GcPolicyConfig, dynamic_level_bytes: bool) -> Options {
             },
             value_size_feature: true,
             max_gc_batch_bytes: 64 << 10,
+            trigger: GcTrigger::default(),
         },
         lifetime_oracle: Some(Arc::new(EveryKeyAgainSoon)),
         gc,
@@ -55,6 +56,10 @@ impl LifetimeOracle for EveryKeyAgainSoon {
     fn next_write(&self, _key: &[u8], after: u64) -> Option<u64> {
         Some(after + 1)
     }
+
+    fn mean_interval(&self, _key: &[u8]) -> Option<u64> {
+        Some(1)
+    }
 }
 
 #[derive(Default)]
@@ -64,6 +69,9 @@ struct LifetimeSums {
     links: u64,
     gc_records: usize,
     placed_short: u64,
+    /// Values placed per class at flush and at GC (space-amplification trigger).
+    born: Vec<u64>,
+    copied: Vec<u64>,
 }
 
 impl LifetimeSums {
@@ -74,12 +82,34 @@ impl LifetimeSums {
             self.links += l.links;
             self.gc_records += l.gc_history.len();
             self.placed_short += l.placed_short;
+            let add = |sum: &mut Vec<u64>, v: &[u64]| {
+                sum.resize(v.len().max(sum.len()), 0);
+                sum.iter_mut().zip(v).for_each(|(s, v)| *s += v);
+            };
+            add(&mut self.born, &l.born_by_class);
+            add(&mut self.copied, &l.copied_by_class);
         }
     }
 }
 
 fn run_model(gc: GcPolicyConfig, seed: u64, steps: usize) {
     run_model_shaped(gc, seed, steps, true);
+}
+
+/// A lifetime policy under `trigger`.
+fn run_model_triggered(mode: LifetimeMode, trigger: GcTrigger, seed: u64, steps: usize) {
+    let gc = GcPolicyConfig::Lifetime { mode };
+    let runs = run_model_with(&gc, seed, steps, &|_| {
+        let o = small_options(gc.clone(), true);
+        Options {
+            lifetime: LifetimeOptions {
+                trigger,
+                ..o.lifetime.clone()
+            },
+            ..o
+        }
+    });
+    assert!(runs <= 1, "leveled: {runs} runs in one level");
 }
 
 fn run_model_shaped(gc: GcPolicyConfig, seed: u64, steps: usize, dynamic: bool) {
@@ -245,12 +275,41 @@ fn run_model_with(
             assert!(sums.links > 0, "no feature record was linked");
             assert!(sums.gc_records > 0);
         }
+        let ttl = options(0).lifetime.trigger == GcTrigger::Ttl;
+        let classes = |v: &[u64]| v.iter().filter(|&&n| n > 0).count();
         match gc.lifetime_mode() {
             // Training needs more samples than one session between reopenings collects;
             // tests/lifetime.rs checks it.
-            Some(LifetimeMode::Learned) => {}
-            Some(LifetimeMode::Oracle) => assert!(sums.placed_short > 0),
-            Some(LifetimeMode::NoModel) => assert_eq!(sums.placed_short, 0),
+            Some(LifetimeMode::Learned) if ttl => {}
+            Some(LifetimeMode::Oracle | LifetimeMode::RateOracle) if ttl => {
+                assert!(sums.placed_short > 0)
+            }
+            Some(LifetimeMode::NoModel) if ttl => assert_eq!(sums.placed_short, 0),
+            // Placement by predicted death: the key history spreads values over several
+            // classes at flush and at GC; the test's oracle says every key dies at once
+            // (class 0, within one flush); without prediction every value is in the unknown class.
+            Some(LifetimeMode::Learned) => {
+                assert!(classes(&sums.born) >= 2, "born {:?}", sums.born);
+                assert!(sums.copied.iter().sum::<u64>() > 0, "nothing copied");
+            }
+            Some(LifetimeMode::Oracle | LifetimeMode::RateOracle) => {
+                // (Class 1 when a flush follows the previous one within a write or two.)
+                assert!(
+                    sums.born[2..].iter().all(|&n| n == 0),
+                    "born {:?}",
+                    sums.born
+                );
+                assert!(
+                    sums.born[0] > 0 && sums.copied[0] > 0,
+                    "{:?} {:?}",
+                    sums.born,
+                    sums.copied
+                );
+            }
+            Some(LifetimeMode::NoModel) => {
+                assert_eq!(classes(&sums.born), 1, "born {:?}", sums.born);
+                assert_eq!(sums.born[0], 0);
+            }
             None => {}
         }
     }
@@ -342,6 +401,47 @@ fn model_lifetime_oracle() {
         9,
         2000,
     );
+}
+
+#[test]
+fn model_lifetime_aggressive_space_amp() {
+    run_model_triggered(
+        LifetimeMode::Learned,
+        GcTrigger::SpaceAmp { target: 1.05 },
+        21,
+        2000,
+    );
+}
+
+#[test]
+fn model_oracle_aggressive_space_amp() {
+    run_model_triggered(
+        LifetimeMode::Oracle,
+        GcTrigger::SpaceAmp { target: 1.05 },
+        22,
+        2000,
+    );
+}
+
+#[test]
+fn model_rate_oracle() {
+    run_model(
+        GcPolicyConfig::Lifetime {
+            mode: LifetimeMode::RateOracle,
+        },
+        25,
+        2000,
+    );
+}
+
+#[test]
+fn model_dumpkv_ttl() {
+    run_model_triggered(LifetimeMode::Learned, GcTrigger::Ttl, 23, 2000);
+}
+
+#[test]
+fn model_dumpkv_oracle_ttl() {
+    run_model_triggered(LifetimeMode::Oracle, GcTrigger::Ttl, 24, 2000);
 }
 
 #[test]

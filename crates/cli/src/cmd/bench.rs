@@ -69,7 +69,8 @@ pub struct Args {
     pub ops: Option<PathBuf>,
 
     /// Value placement and GC policy: inline, blobdb, titan, terark, lifetime,
-    /// lifetime-nomodel or oracle (the last needs --threads 1: it knows the op order).
+    /// lifetime-nomodel, oracle or rate-oracle (the oracles need --threads 1: they know the
+    /// op order).
     #[arg(short, long, default_value = "blobdb")]
     pub policy: String,
     /// blobdb: fraction of the oldest value files GC may collect.
@@ -91,6 +92,11 @@ pub struct Args {
     /// never in a run, so the default is 16k.
     #[arg(long, default_value_t = 16384)]
     pub lifetime_dataset: usize,
+    /// lifetime policies: target space amplification of the value files (GC runs while
+    /// value-file bytes exceed this many times the live ones; values placed by predicted
+    /// death at flush and GC); 0 for paper 000's TTL trigger.
+    #[arg(long, default_value_t = engine::GcTrigger::DEFAULT_SPACE_AMP)]
+    pub space_amp_target: f64,
     #[command(flatten)]
     pub sizes: flags::SizeArgs,
     /// Sync the WAL on every write.
@@ -120,6 +126,11 @@ pub struct Args {
     /// Statistics samples over the run (each one measures live bytes with a tree scan).
     #[arg(long, default_value_t = 50)]
     pub samples: u64,
+    /// Samples record the engine's counters and disk bytes only, without the tree scan
+    /// that measures live bytes (compare uses them for the space amplification over the
+    /// run; scans pin memtables, which the peers do not).
+    #[arg(long)]
+    pub no_live_scans: bool,
     /// No progress bar and no table (the report is still written).
     #[arg(short, long)]
     pub quiet: bool,
@@ -373,6 +384,13 @@ fn lifetime_options(a: &Args, records: u64) -> LifetimeOptions {
             ..paper
         },
         dataset_capacity: a.lifetime_dataset,
+        trigger: if a.space_amp_target == 0.0 {
+            engine::GcTrigger::Ttl
+        } else {
+            engine::GcTrigger::SpaceAmp {
+                target: a.space_amp_target,
+            }
+        },
         ..LifetimeOptions::default()
     }
 }
@@ -380,7 +398,7 @@ fn lifetime_options(a: &Args, records: u64) -> LifetimeOptions {
 fn engine_options(a: &Args, plan: &Plan) -> Result<Options> {
     let gc = gc_policy(a)?;
     let base = base_options(a)?;
-    let lifetime_oracle = if gc.lifetime_mode() == Some(LifetimeMode::Oracle) {
+    let lifetime_oracle = if gc.lifetime_mode().is_some_and(LifetimeMode::needs_oracle) {
         if a.threads != 1 {
             bail!("--policy oracle needs --threads 1 (it numbers writes in op order)");
         }
@@ -508,6 +526,7 @@ pub fn run(a: Args) -> Result<()> {
         samples: Vec::new(),
         start: Instant::now(),
         warned: false,
+        scan: !a.no_live_scans,
     };
     sampler.take(&db, &shared)?;
 
@@ -579,6 +598,7 @@ pub fn run(a: Args) -> Result<()> {
             "workload": plan.spec, "ops_file": a.ops, "warming": a.warming,
             "growth_factor": a.shape.growth_factor, "compaction_style": a.shape.compaction_style,
             "compression": a.compression, "compression_per_level": a.compression_per_level,
+            "space_amp_target": a.space_amp_target,
         }),
         workload: plan.info.clone(),
         phases,
@@ -824,13 +844,15 @@ struct Sampler {
     samples: Vec<Sample>,
     start: Instant,
     warned: bool,
+    /// Measure live bytes with a tree scan in each sample.
+    scan: bool,
 }
 
 impl Sampler {
     /// One sample. Live bytes are measured first (a tree scan, while clients keep going),
     /// then the counters, which are cheap and consistent with each other.
     fn take(&mut self, db: &DB, shared: &Shared) -> Result<()> {
-        let live = self.live_bytes(db);
+        let live = if self.scan { self.live_bytes(db) } else { None };
         self.push(db, shared, live);
         Ok(())
     }

@@ -26,7 +26,11 @@ use workload::{Op, Workload, WorkloadSpec};
 pub struct Args {
     /// Engines to run, in this order, comma-separated. Known: halflife-inline,
     /// halflife-blobdb, halflife-titan, halflife-terark, halflife-lifetime,
-    /// halflife-lifetime-nomodel, halflife-oracle, rocksdb, rocksdb-blob, badger, fjall.
+    /// halflife-lifetime-nomodel, halflife-oracle, halflife-rate-oracle, halflife-dumpkv,
+    /// halflife-dumpkv-oracle, rocksdb-native, rocksdb-native-blob (C++ on Debian's
+    /// librocksdb), rocksdb, rocksdb-blob (Python, rocksdict), badger, fjall;
+    /// halflife-lifetime@T (also -nomodel@T, oracle@T, rate-oracle@T) runs that policy at
+    /// space-amplification target T (a curve on the write/space plane).
     #[arg(short, long, default_value = peers::DEFAULT_ENGINES)]
     pub engines: String,
     /// Ratios are to this engine [default: the first one].
@@ -109,6 +113,10 @@ pub struct Args {
     /// was built from].
     #[arg(long)]
     pub peers_dir: Option<PathBuf>,
+    /// Run nothing: draw the write/space plane of this earlier compare report (JSON) next
+    /// to it.
+    #[arg(long, value_name = "REPORT")]
+    pub replot: Option<PathBuf>,
 }
 
 struct Preset {
@@ -145,7 +153,7 @@ fn preset(name: &str) -> Result<Preset> {
 }
 
 /// One engine's results in the compare report.
-#[derive(Clone, Serialize)]
+#[derive(Clone, Serialize, serde::Deserialize)]
 struct EngineResult {
     name: String,
     about: String,
@@ -176,7 +184,29 @@ struct CompareReport {
     engines: Vec<EngineResult>,
 }
 
+/// What `--replot` reads back from a compare report.
+#[derive(serde::Deserialize)]
+struct SavedReport {
+    live_user_bytes: u64,
+    engines: Vec<EngineResult>,
+}
+
 pub fn run(a: Args) -> Result<()> {
+    if let Some(path) = &a.replot {
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let saved: SavedReport = serde_json::from_str(&text)
+            .with_context(|| format!("{} is not a compare report", path.display()))?;
+        let out = plane_path(&path.with_extension("png"));
+        draw_plane(
+            &out,
+            &path.display().to_string(),
+            &saved.engines,
+            saved.live_user_bytes,
+        )?;
+        println!("plot:   {}", out.display());
+        return Ok(());
+    }
     let p = preset(&a.preset)?;
     let engines = peers::select(&a.engines)?;
     let baseline = a
@@ -419,6 +449,10 @@ pub fn run(a: Args) -> Result<()> {
     draw(&plot_path, &title, &names, &rows)?;
     println!("report: {}", report_path.display());
     println!("plot:   {}", plot_path.display());
+    let plane = plane_path(&plot_path);
+    if draw_plane(&plane, &title, &compare.engines, live_user_bytes)? {
+        println!("plot:   {}", plane.display());
+    }
     for e in &compare.engines {
         if let Some(points) = lifetime_points(&e.report.engine_stats) {
             let stem = plot_path.with_extension("");
@@ -565,6 +599,12 @@ fn metric_rows(results: &[EngineResult], live: u64) -> Vec<Row> {
     push("space amp. (disk/live)", fmt_times, true, &|r| {
         Some(ratio(r.report.disk_bytes, live))
     });
+    push("space amp. over run, mean", fmt_times, true, &|r| {
+        run_space_amp(r, live).map(|(mean, _)| mean)
+    });
+    push("space amp. over run, max", fmt_times, true, &|r| {
+        run_space_amp(r, live).map(|(_, max)| max)
+    });
     push("  bytes on disk", fmt_bytes, true, &|r| {
         Some(r.report.disk_bytes as f64)
     });
@@ -588,6 +628,61 @@ fn metric_rows(results: &[EngineResult], live: u64) -> Vec<Row> {
         Some(r.outside.wall_seconds)
     });
     rows
+}
+
+/// Disk bytes over the run phase (the samples taken after the load), relative to `live`:
+/// (mean, max). `live` is the data at the end, so this holds for workloads whose live
+/// data does not change after the load (updates only, as the write-intensive ones); the
+/// final disk bytes alone depend on where each engine's GC and WAL happen to stand when
+/// the run ends.
+fn run_space_amp(r: &EngineResult, live: u64) -> Option<(f64, f64)> {
+    let load = r.report.workload.record_count;
+    let sa: Vec<f64> = r
+        .report
+        .samples
+        .iter()
+        .filter(|s| s.ops_done > load)
+        .map(|s| ratio(s.disk_bytes, live))
+        .collect();
+    if sa.len() < 2 || live == 0 {
+        return None;
+    }
+    let mean = sa.iter().sum::<f64>() / sa.len() as f64;
+    Some((mean, sa.iter().copied().fold(0.0, f64::max)))
+}
+
+/// The write/space plane: every engine with samples over the run, at its mean space
+/// amplification and its total write amplification (engine counters, WAL included).
+fn plane_points(results: &[EngineResult], live: u64) -> Vec<plots::PlanePoint> {
+    results
+        .iter()
+        .filter_map(|r| {
+            Some(plots::PlanePoint {
+                name: r.name.clone(),
+                space: run_space_amp(r, live)?.0,
+                write: r.report.write_amplification(),
+            })
+        })
+        .collect()
+}
+
+fn plane_path(plot: &Path) -> PathBuf {
+    PathBuf::from(format!("{}-plane.png", plot.with_extension("").display()))
+}
+
+/// Draws the write/space plane if some engine has samples over the run.
+fn draw_plane(path: &Path, title: &str, results: &[EngineResult], live: u64) -> Result<bool> {
+    let plane = plane_points(results, live);
+    if plane.is_empty() {
+        return Ok(false);
+    }
+    plots::write_space_plane(
+        path,
+        &format!("write/space plane - {title}"),
+        &plane,
+        engine::GcTrigger::DEFAULT_SPACE_AMP,
+    )?;
+    Ok(true)
 }
 
 fn phase_secs(r: &EngineResult, p: &str) -> Option<f64> {

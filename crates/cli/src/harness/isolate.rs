@@ -18,7 +18,7 @@ use std::process::{Command, Stdio};
 use std::time::Instant;
 
 /// What the harness measured from outside the engine.
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, serde::Deserialize)]
 pub struct Outside {
     /// Device bytes written between the syncs around the run (all processes on the device).
     pub device_bytes_written: Option<u64>,

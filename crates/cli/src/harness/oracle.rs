@@ -54,6 +54,12 @@ impl LifetimeOracle for WorkloadOracle {
         let i = w.partition_point(|&s| u64::from(s) <= after);
         w.get(i).map(|&s| u64::from(s))
     }
+
+    fn mean_interval(&self, key: &[u8]) -> Option<u64> {
+        let w = self.writes.get(&xxh3_64(key))?;
+        let (first, last) = (*w.first()?, *w.last()?);
+        (w.len() > 1).then(|| u64::from(last - first) / (w.len() as u64 - 1))
+    }
 }
 
 #[cfg(test)]
@@ -78,5 +84,9 @@ mod tests {
         assert_eq!(o.next_write(&k(1), 3), Some(4));
         assert_eq!(o.next_write(&k(1), 4), None);
         assert_eq!(o.next_write(&k(7), 0), None);
+        // Key 1: writes 2, 3, 4; key 0: 1, 5.
+        assert_eq!(o.mean_interval(&k(1)), Some(1));
+        assert_eq!(o.mean_interval(&k(0)), Some(4));
+        assert_eq!(o.mean_interval(&k(7)), None);
     }
 }

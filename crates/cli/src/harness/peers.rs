@@ -89,44 +89,43 @@ fn find_peers_dir() -> Result<PathBuf> {
     bail!("no peers/rocksdb directory found")
 }
 
+/// Our engines: (name, policy, space-amplification target; 0 for paper 000's TTL trigger,
+/// `None` for the bench default).
+const HALFLIFE: [(&str, &str, Option<f64>); 10] = [
+    ("halflife-inline", "inline", None),
+    ("halflife-blobdb", "blobdb", None),
+    ("halflife-titan", "titan", None),
+    ("halflife-terark", "terark", None),
+    ("halflife-lifetime", "lifetime", None),
+    ("halflife-lifetime-nomodel", "lifetime-nomodel", None),
+    ("halflife-oracle", "oracle", None),
+    ("halflife-rate-oracle", "rate-oracle", None),
+    ("halflife-dumpkv", "lifetime", Some(0.0)),
+    ("halflife-dumpkv-oracle", "oracle", Some(0.0)),
+];
+
+/// The policies that take a space-amplification target.
+const TARGETED: [&str; 4] = ["lifetime", "lifetime-nomodel", "oracle", "rate-oracle"];
+
 /// Every engine compare knows, in the default order.
 pub fn all() -> Vec<Box<dyn Peer>> {
-    vec![
-        Box::new(Halflife {
-            name: "halflife-inline",
-            policy: "inline",
-        }),
-        Box::new(Halflife {
-            name: "halflife-blobdb",
-            policy: "blobdb",
-        }),
-        Box::new(Halflife {
-            name: "halflife-titan",
-            policy: "titan",
-        }),
-        Box::new(Halflife {
-            name: "halflife-terark",
-            policy: "terark",
-        }),
-        Box::new(Halflife {
-            name: "halflife-lifetime",
-            policy: "lifetime",
-        }),
-        Box::new(Halflife {
-            name: "halflife-lifetime-nomodel",
-            policy: "lifetime-nomodel",
-        }),
-        Box::new(Halflife {
-            name: "halflife-oracle",
-            policy: "oracle",
-        }),
-        Box::new(RocksDbNative { blob: false }),
-        Box::new(RocksDbNative { blob: true }),
-        Box::new(RocksDb { blob: false }),
-        Box::new(RocksDb { blob: true }),
-        Box::new(Badger),
-        Box::new(Fjall),
-    ]
+    let mut v: Vec<Box<dyn Peer>> = HALFLIFE
+        .iter()
+        .map(|&(name, policy, space_amp_target)| {
+            Box::new(Halflife {
+                name: name.to_string(),
+                policy,
+                space_amp_target,
+            }) as Box<dyn Peer>
+        })
+        .collect();
+    v.push(Box::new(RocksDbNative { blob: false }));
+    v.push(Box::new(RocksDbNative { blob: true }));
+    v.push(Box::new(RocksDb { blob: false }));
+    v.push(Box::new(RocksDb { blob: true }));
+    v.push(Box::new(Badger));
+    v.push(Box::new(Fjall));
+    v
 }
 
 /// The engines run when `--engines` is not given: RocksDB natively, so that no interpreter
@@ -134,15 +133,22 @@ pub fn all() -> Vec<Box<dyn Peer>> {
 pub const DEFAULT_ENGINES: &str =
     "halflife-inline,halflife-blobdb,halflife-titan,rocksdb-native,rocksdb-native-blob";
 
-/// Looks up a comma-separated list of engine names.
+/// Looks up a comma-separated list of engine names. `halflife-lifetime@T` (and the same
+/// for `-nomodel` and `oracle`) is that policy with space-amplification target `T`.
 pub fn select(names: &str) -> Result<Vec<Box<dyn Peer>>> {
     let mut known = all();
     let mut out: Vec<Box<dyn Peer>> = Vec::new();
     for name in names.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+        if let Some(p) = with_target(name)? {
+            out.push(p);
+            continue;
+        }
         let Some(i) = known.iter().position(|p| p.name() == name) else {
             let list: Vec<&str> = all_names();
             bail!(
-                "unknown engine {name:?}; known engines: {}",
+                "unknown engine {name:?}; known engines: {} (and halflife-lifetime@T, \
+                 halflife-lifetime-nomodel@T, halflife-oracle@T for a space-amplification \
+                 target T)",
                 list.join(", ")
             );
         };
@@ -154,44 +160,67 @@ pub fn select(names: &str) -> Result<Vec<Box<dyn Peer>>> {
     Ok(out)
 }
 
+/// `halflife-<policy>@<target>` for the policies with a space-amplification target.
+fn with_target(name: &str) -> Result<Option<Box<dyn Peer>>> {
+    let Some((base, t)) = name.split_once('@') else {
+        return Ok(None);
+    };
+    let Some(&(_, policy, _)) = HALFLIFE
+        .iter()
+        .find(|h| h.0 == base && h.2.is_none() && TARGETED.contains(&h.1))
+    else {
+        bail!("{name:?}: only halflife-lifetime, -lifetime-nomodel, -oracle and -rate-oracle take @target");
+    };
+    let target: f64 = t
+        .parse()
+        .ok()
+        .filter(|t: &f64| *t > 1.0 && t.is_finite())
+        .with_context(|| format!("{name:?}: the target after @ must be a number above 1"))?;
+    Ok(Some(Box::new(Halflife {
+        name: name.to_string(),
+        policy,
+        space_amp_target: Some(target),
+    })))
+}
+
 pub fn all_names() -> Vec<&'static str> {
-    vec![
-        "halflife-inline",
-        "halflife-blobdb",
-        "halflife-titan",
-        "halflife-terark",
-        "halflife-lifetime",
-        "halflife-lifetime-nomodel",
-        "halflife-oracle",
+    let mut v: Vec<&str> = HALFLIFE.iter().map(|h| h.0).collect();
+    v.extend([
         "rocksdb-native",
         "rocksdb-native-blob",
         "rocksdb",
         "rocksdb-blob",
         "badger",
         "fjall",
-    ]
+    ]);
+    v
 }
 
 /// Our engine: the same binary, `halflife bench --ops FILE`.
 struct Halflife {
-    name: &'static str,
+    name: String,
     policy: &'static str,
+    space_amp_target: Option<f64>,
 }
 
 impl Peer for Halflife {
     fn name(&self) -> &str {
-        self.name
+        &self.name
     }
 
     fn about(&self) -> &str {
+        let ttl = self.space_amp_target == Some(0.0);
         match self.policy {
             "inline" => "halflife, values inline in the tree",
             "blobdb" => "halflife, value files with BlobDB-style GC (age cutoff, force threshold)",
             "titan" => "halflife, value files with Titan-style GC (garbage ratio, write-back)",
             "terark" => "halflife, TerarkDB-style GC (garbage ratio, value index maps)",
-            "lifetime" => "halflife, lifetime-aware GC with an online-trained model (DumpKV)",
-            "lifetime-nomodel" => "halflife, lifetime-aware GC, every valid value to long",
-            _ => "halflife, lifetime-aware GC placed by the workload's true next writes",
+            "lifetime" if ttl => "halflife, DumpKV: TTL-triggered GC, valid values placed by an online-trained model",
+            "oracle" if ttl => "halflife, DumpKV's mechanism with values placed by the true next write",
+            "lifetime" => "halflife, values placed by predicted death (key history) at flush and GC, GC under a space-amplification target",
+            "lifetime-nomodel" => "halflife, GC under a space-amplification target, no placement",
+            "rate-oracle" => "halflife, values placed by the key's true mean write interval at flush and GC, GC under a space-amplification target",
+            _ => "halflife, values placed by the true next write at flush and GC, GC under a space-amplification target",
         }
     }
 
@@ -205,22 +234,27 @@ impl Peer for Halflife {
         driver_args(&mut c, run, s);
         c.args([
             "--name",
-            self.name,
+            &self.name,
             "--policy",
             self.policy,
             "--progress-lines",
             "--no-plot",
             // No live-bytes scans during the run: a scan pins memtables (as any
             // iterator does) and the peers run no such scans; compare takes live
-            // bytes from the op file.
+            // bytes from the op file. Disk bytes are sampled (cheaply) for the space
+            // amplification over the run.
             "--samples",
-            "1",
+            "200",
+            "--no-live-scans",
         ])
         .args(["--min-blob-size", &s.min_blob_size.to_string()])
         .args(["--blob-file-mb", &s.blob_file_mb.to_string()])
         .args(["--age-cutoff", &s.age_cutoff.to_string()])
         .args(["--force-threshold", &s.force_threshold.to_string()])
         .args(["--garbage-ratio", &s.garbage_ratio.to_string()]);
+        if let Some(t) = self.space_amp_target {
+            c.args(["--space-amp-target", &t.to_string()]);
+        }
         Ok(c)
     }
 }
@@ -526,5 +560,11 @@ mod tests {
         assert_eq!(select(DEFAULT_ENGINES).unwrap().len(), 5);
         let all: Vec<String> = all().iter().map(|p| p.name().to_string()).collect();
         assert_eq!(all, all_names());
+        let e = select("halflife-lifetime@1.5,halflife-oracle@2").unwrap();
+        assert_eq!(e[0].name(), "halflife-lifetime@1.5");
+        assert_eq!(e[1].about(), select("halflife-oracle").unwrap()[0].about());
+        assert!(select("halflife-titan@1.5").is_err());
+        assert!(select("halflife-lifetime@0.9").is_err());
+        assert!(select("halflife-lifetime@x").is_err());
     }
 }

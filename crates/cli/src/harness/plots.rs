@@ -330,12 +330,130 @@ pub fn lifetime_over_run(path: &Path, title: &str, points: &[LifetimePoint]) -> 
             .label(name)
             .legend(move |(x, y)| Circle::new((x + 9, y), 3, color.filled()));
     }
+    legend(&mut chart)?;
+    root.present().map_err(err)?;
+    Ok(())
+}
+
+/// The series labels, boxed, in the chart's corner.
+fn legend<'a, DB: DrawingBackend + 'a, CT: CoordTranslate>(
+    chart: &mut ChartContext<'a, DB, CT>,
+) -> Result<()> {
     chart
         .configure_series_labels()
         .background_style(WHITE.mix(0.8))
         .border_style(BLACK)
         .draw()
+        .map_err(err)
+}
+
+/// One engine on the write/space plane.
+pub struct PlanePoint {
+    pub name: String,
+    /// Space amplification (x) and total bytes written / user bytes (y).
+    pub space: f64,
+    pub write: f64,
+}
+
+/// The write/space plane: every engine a labelled point; engines named `base@target`
+/// (one policy at several space-amplification targets) joined into one curve per base, in
+/// the order of their targets, `base` itself at `default_target`. Lower and further left
+/// is better.
+pub fn write_space_plane(
+    path: &Path,
+    title: &str,
+    points: &[PlanePoint],
+    default_target: f64,
+) -> Result<()> {
+    crate::plot::init_fonts()?;
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)?;
+    }
+    let pts: Vec<&PlanePoint> = points
+        .iter()
+        .filter(|p| p.space.is_finite() && p.write.is_finite())
+        .collect();
+    if pts.is_empty() {
+        return Ok(());
+    }
+    let (mut x0, mut x1, mut y0, mut y1) = (f64::MAX, f64::MIN, f64::MAX, f64::MIN);
+    for p in &pts {
+        x0 = x0.min(p.space);
+        x1 = x1.max(p.space);
+        y0 = y0.min(p.write);
+        y1 = y1.max(p.write);
+    }
+    let pad = |a: f64, b: f64| ((b - a) * 0.15).max(0.05);
+    let (px, py) = (pad(x0, x1), pad(y0, y1));
+    let root = BitMapBackend::new(path, (1000, 700)).into_drawing_area();
+    root.fill(&WHITE).map_err(err)?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 20))
+        .margin(20)
+        .x_label_area_size(45)
+        .y_label_area_size(60)
+        .build_cartesian_2d((x0 - px)..(x1 + px), (y0 - py)..(y1 + py))
         .map_err(err)?;
+    chart
+        .configure_mesh()
+        .x_desc("space amplification (disk bytes / live bytes, mean over the run)")
+        .y_desc("bytes written / user bytes (WAL included)")
+        .draw()
+        .map_err(err)?;
+    let mut bases: Vec<&str> = Vec::new();
+    for p in &pts {
+        let base = p.name.split('@').next().unwrap_or(&p.name);
+        if p.name.contains('@') && !bases.contains(&base) {
+            bases.push(base);
+        }
+    }
+    for (i, base) in bases.iter().enumerate() {
+        let mut curve: Vec<(f64, f64, f64)> = pts
+            .iter()
+            .filter(|p| p.name.split('@').next() == Some(base))
+            .map(|p| {
+                let target = p
+                    .name
+                    .split_once('@')
+                    .and_then(|(_, t)| t.parse().ok())
+                    .unwrap_or(default_target);
+                (target, p.space, p.write)
+            })
+            .collect();
+        curve.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let curve: Vec<(f64, f64)> = curve.into_iter().map(|(_, x, y)| (x, y)).collect();
+        let color = Palette99::pick(i).to_rgba();
+        chart
+            .draw_series(LineSeries::new(curve, color.stroke_width(2)))
+            .map_err(err)?
+            .label(*base)
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color));
+    }
+    for p in &pts {
+        chart
+            .draw_series(std::iter::once(Circle::new(
+                (p.space, p.write),
+                5,
+                BLACK.filled(),
+            )))
+            .map_err(err)?;
+        chart
+            .draw_series(std::iter::once(Text::new(
+                p.name
+                    .strip_prefix("halflife-")
+                    .unwrap_or(&p.name)
+                    .to_string(),
+                (p.space, p.write),
+                ("sans-serif", 14)
+                    .into_font()
+                    .into_text_style(&root)
+                    .pos(Pos::new(HPos::Left, VPos::Bottom)),
+            )))
+            .map_err(err)?;
+    }
+    if !bases.is_empty() {
+        legend(&mut chart)?;
+    }
     root.present().map_err(err)?;
     Ok(())
 }

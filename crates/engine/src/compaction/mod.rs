@@ -21,8 +21,16 @@ use std::sync::Arc;
 
 /// What the lifetime policies add to flush and compaction (paper 000, sec. 4.2-4.3).
 pub trait LifetimeHooks: Sync {
-    /// The lifetime stamped on value files the job creates.
-    fn new_file_lifetime(&self) -> Option<FileLifetime>;
+    /// Whether flush looks up each key's previous write in the tree (to place values and
+    /// to find garbage early).
+    fn looks_up_previous(&self) -> bool;
+    /// The placement class of a value flush separates: the key, the write's sequence
+    /// number and the key's previous write (in the flushed memtable, else in the tree, if
+    /// the policy looks it up). Values of one class share value files
+    /// ([`crate::vlog::placement`]); 0 when the policy does not place values.
+    fn place(&self, key: &[u8], seq: SeqNo, previous: Option<&Previous>) -> usize;
+    /// The lifetime stamped on the value files of placement class `class` the job creates.
+    fn file_lifetime(&self, class: usize) -> Option<FileLifetime>;
     /// The feature record flush stores after a new pointer (marked pending a link).
     fn fresh_features(&self, value_len: usize) -> FeatureRecord;
     /// The key's newest write older than `seq` *below* the job's output level: its
@@ -32,10 +40,13 @@ pub trait LifetimeHooks: Sync {
     fn observe(&self, prev: &FeatureRecord, lifetime: SeqNo);
 }
 
-/// An older write of a key, as feature linking needs it.
+/// An older write of a key, as feature linking and placement need it.
+#[derive(Clone, Debug)]
 pub struct Previous {
     pub seq: SeqNo,
     pub features: Option<FeatureRecord>,
+    /// Where its value lives, if it is a separated value.
+    pub pointer: Option<ValuePointer>,
 }
 
 /// What a job is allowed to do with the entries it reads.
@@ -84,6 +95,10 @@ pub struct JobOutput {
     pub lazy_rewrites: u64,
     /// Feature records linked to the key's previous write.
     pub links: u64,
+    /// Flush: pointers of the keys' previous writes in the tree that this flush hides from
+    /// every reader (none of them older than a snapshot): their records are garbage once
+    /// the flush is installed, before any compaction counts them.
+    pub superseded: Vec<ValuePointer>,
 }
 
 /// Charges dropped pointers to the files that hold their records under `v`:
@@ -112,7 +127,8 @@ pub fn garbage_where(
 struct Outputs<'a> {
     spec: &'a JobSpec<'a>,
     table: Option<(TableBuilder, u64, Option<u64>)>,
-    value_writer: Option<ValueFileWriter>,
+    /// The open value file of each placement class (one, class 0, without placement).
+    value_writers: Vec<Option<ValueFileWriter>>,
     out: JobOutput,
     created: Vec<std::path::PathBuf>,
 }
@@ -158,30 +174,49 @@ impl Outputs<'_> {
         Ok(())
     }
 
-    /// Appends a value to the current value file (cut at `blob_file_size`).
-    fn write_value(&mut self, key: &[u8], value: &[u8], cause: IoCause) -> Result<ValuePointer> {
-        if self
-            .value_writer
+    /// Appends a value to the current value file of placement class `class` (cut at
+    /// `blob_file_size`).
+    fn write_value(
+        &mut self,
+        class: usize,
+        key: &[u8],
+        value: &[u8],
+        cause: IoCause,
+    ) -> Result<ValuePointer> {
+        if self.value_writers.len() <= class {
+            self.value_writers.resize_with(class + 1, || None);
+        }
+        if self.value_writers[class]
             .as_ref()
             .is_some_and(|w| w.len() >= self.spec.opts.blob_file_size)
         {
-            self.finish_value_file()?;
+            self.finish_value_file(class)?;
         }
-        if self.value_writer.is_none() {
+        if self.value_writers[class].is_none() {
             let n = (self.spec.new_file_number)();
             let path = value_file_name(self.spec.dir, n);
             self.created.push(path.clone());
             let f = self.spec.storage.create(&path, cause)?;
-            self.value_writer = Some(ValueFileWriter::new(f, n)?);
+            self.value_writers[class] = Some(ValueFileWriter::new(f, n)?);
         }
-        self.value_writer.as_mut().unwrap().add(key, value)
+        self.value_writers[class]
+            .as_mut()
+            .expect("opened above")
+            .add(key, value)
     }
 
-    fn finish_value_file(&mut self) -> Result<()> {
-        if let Some(w) = self.value_writer.take() {
+    fn finish_value_file(&mut self, class: usize) -> Result<()> {
+        if let Some(w) = self.value_writers.get_mut(class).and_then(Option::take) {
             let mut meta = w.finish()?;
-            meta.lifetime = self.spec.lifetime.and_then(|l| l.new_file_lifetime());
+            meta.lifetime = self.spec.lifetime.and_then(|l| l.file_lifetime(class));
             self.out.blobs.push(meta);
+        }
+        Ok(())
+    }
+
+    fn finish_value_files(&mut self) -> Result<()> {
+        for class in 0..self.value_writers.len() {
+            self.finish_value_file(class)?;
         }
         Ok(())
     }
@@ -203,7 +238,7 @@ pub fn run(spec: &JobSpec<'_>, input: &mut dyn InternalIterator) -> Result<JobOu
     let mut o = Outputs {
         spec,
         table: None,
-        value_writer: None,
+        value_writers: Vec::new(),
         out: JobOutput::default(),
         created: Vec::new(),
     };
@@ -212,7 +247,7 @@ pub fn run(spec: &JobSpec<'_>, input: &mut dyn InternalIterator) -> Result<JobOu
         Ok(()) => Ok(o.out),
         Err(e) => {
             drop(o.table.take());
-            drop(o.value_writer.take());
+            o.value_writers.clear();
             for p in &o.created {
                 let _ = spec.storage.remove(p);
             }
@@ -228,6 +263,10 @@ struct KeyState {
     have_key: bool,
     /// Sequence number of the previous (newer) version of the current key, if any.
     last_seq: Option<SeqNo>,
+    /// Under a lifetime policy: the key's write before the entry being processed (the
+    /// next older version in the job's input, else, for a flush that looks it up, in the
+    /// tree).
+    previous: Option<Previous>,
     new_value: Vec<u8>,
     new_key: Vec<u8>,
 }
@@ -235,36 +274,79 @@ struct KeyState {
 fn run_inner(spec: &JobSpec<'_>, input: &mut dyn InternalIterator, o: &mut Outputs) -> Result<()> {
     input.seek_to_first()?;
     let mut ks = KeyState::default();
-    // Compactions under a lifetime policy see all versions of a key before writing any, to
-    // link each flushed feature record to the key's previous write (paper 000, sec. 4.3).
-    let linking = spec.lifetime.filter(|_| !spec.separate_values);
-    let mut group: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
-    while input.valid() {
-        let Some(hooks) = linking else {
+    // Under a lifetime policy every job sees all versions of a key before writing any:
+    // compaction links each flushed feature record to the key's previous write (paper 000,
+    // sec. 4.3), and flush places a value by the interval to its previous write when the
+    // memtable holds that write too.
+    let Some(hooks) = spec.lifetime else {
+        while input.valid() {
             process(spec, o, &mut ks, input.key(), input.value())?;
             input.next()?;
-            continue;
-        };
+        }
+        o.finish_table()?;
+        return o.finish_value_files();
+    };
+    let mut group: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+    while input.valid() {
         let same = group
             .first()
             .is_some_and(|(k, _)| user_key(k) == user_key(input.key()));
         if !same && !group.is_empty() {
-            link_group(spec, hooks, &mut group, &mut o.out)?;
-            for (k, v) in group.drain(..) {
-                process(spec, o, &mut ks, &k, &v)?;
-            }
+            process_group(spec, hooks, o, &mut ks, &mut group)?;
         }
         group.push((input.key().to_vec(), input.value().to_vec()));
         input.next()?;
     }
-    if let Some(hooks) = linking.filter(|_| !group.is_empty()) {
-        link_group(spec, hooks, &mut group, &mut o.out)?;
-        for (k, v) in group.drain(..) {
-            process(spec, o, &mut ks, &k, &v)?;
-        }
+    if !group.is_empty() {
+        process_group(spec, hooks, o, &mut ks, &mut group)?;
     }
     o.finish_table()?;
-    o.finish_value_file()
+    o.finish_value_files()
+}
+
+/// Writes the versions of one key (newest first), linked first in a compaction.
+fn process_group(
+    spec: &JobSpec<'_>,
+    hooks: &dyn LifetimeHooks,
+    o: &mut Outputs,
+    ks: &mut KeyState,
+    group: &mut Vec<(Vec<u8>, Vec<u8>)>,
+) -> Result<()> {
+    // The write before the group's oldest version: looked up by a flush that places values
+    // or finds garbage early, and then superseded if no reader can see it any more.
+    let mut below = None;
+    if spec.separate_values && hooks.looks_up_previous() {
+        let (oldest, _) = group.last().expect("groups are not empty");
+        let seq = seq_of(spec, oldest)?;
+        below = hooks.previous_below(user_key(oldest), seq)?;
+        if let Some(p) = below.as_ref().and_then(|b| b.pointer) {
+            if seq <= spec.smallest_snapshot {
+                o.out.superseded.push(p);
+            }
+        }
+    } else if !spec.separate_values {
+        link_group(spec, hooks, group, &mut o.out)?;
+    }
+    let mut previous = Vec::with_capacity(group.len());
+    for (k, _) in group.iter().skip(1) {
+        previous.push(Some(Previous {
+            seq: seq_of(spec, k)?,
+            features: None,
+            pointer: None,
+        }));
+    }
+    previous.push(below);
+    for ((k, v), prev) in group.drain(..).zip(previous) {
+        ks.previous = prev;
+        process(spec, o, ks, &k, &v)?;
+    }
+    Ok(())
+}
+
+fn seq_of(spec: &JobSpec<'_>, ikey: &[u8]) -> Result<SeqNo> {
+    parse_internal_key(ikey)
+        .map(|p| p.seq)
+        .ok_or_else(|| Error::corruption(spec.dir, "malformed internal key in job input"))
 }
 
 /// Links the feature records of one key's versions (newest first) that flush left
@@ -289,6 +371,7 @@ fn link_group(
             prev = Some(Previous {
                 seq,
                 features: None,
+                pointer: None,
             });
             continue;
         }
@@ -322,6 +405,7 @@ fn link_group(
         prev = Some(Previous {
             seq,
             features: Some(rec),
+            pointer: Some(ptr),
         });
     }
     Ok(())
@@ -365,7 +449,11 @@ fn process(
     }
     match p.kind {
         ValueKind::Value if spec.separate_values && value.len() >= spec.opts.min_blob_size => {
-            let ptr = o.write_value(p.user_key, value, IoCause::ValueLog)?;
+            let class = match spec.lifetime {
+                Some(h) => h.place(p.user_key, p.seq, ks.previous.as_ref()),
+                None => 0,
+            };
+            let ptr = o.write_value(class, p.user_key, value, IoCause::ValueLog)?;
             ks.new_value.clear();
             ptr.encode_into(&mut ks.new_value);
             if let Some(h) = spec.lifetime {
@@ -401,7 +489,7 @@ fn process(
                     )
                 })?;
                 let v = old.read(&ptr, p.user_key, IoCause::GcRead)?;
-                let np = o.write_value(p.user_key, &v, IoCause::GcWrite)?;
+                let np = o.write_value(0, p.user_key, &v, IoCause::GcWrite)?;
                 o.out.relocated_bytes += np.size as u64;
                 o.out.dropped.push(ptr);
                 ptr = np;

@@ -94,23 +94,23 @@ fn add_outputs(
     out: JobOutput,
 ) {
     let v = st.versions.current();
+    if let Some(rt) = &inner.lifetime {
+        rt.count_job(&v, &out);
+    }
     edit.added
         .extend(out.tables.into_iter().map(|t| (level, t)));
     edit.added_blobs.extend(out.blobs);
     edit.blob_garbage
         .extend(compaction::garbage_by_file(&v, &out.dropped));
-    if let Some(rt) = &inner.lifetime {
-        rt.count_job(out.links, out.lazy_rewrites);
-        if st.running_gc {
-            let busy = &st.busy_blobs;
-            let in_gc: Vec<_> = out
-                .dropped
-                .iter()
-                .filter(|p| v.resolve(p).is_some_and(|r| busy.contains(&r.file)))
-                .copied()
-                .collect();
-            st.gc_drops.extend(in_gc);
-        }
+    if inner.lifetime.is_some() && st.running_gc {
+        let busy = &st.busy_blobs;
+        let in_gc: Vec<_> = out
+            .dropped
+            .iter()
+            .filter(|p| v.resolve(p).is_some_and(|r| busy.contains(&r.file)))
+            .copied()
+            .collect();
+        st.gc_drops.extend(in_gc);
     }
 }
 
@@ -143,7 +143,8 @@ fn flush_one(inner: &Arc<Inner>) -> Result<bool> {
     drop((v, mem));
     let mut st = inner.state.lock();
     st.flushing = false;
-    let out = out?;
+    let mut out = out?;
+    let superseded = std::mem::take(&mut out.superseded);
     let mut edit = VersionEdit::default();
     add_outputs(inner, &mut st, &mut edit, 0, out);
     let next_wal = st
@@ -155,6 +156,10 @@ fn flush_one(inner: &Arc<Inner>) -> Result<bool> {
     }
     st.versions.last_sequence = inner.last_seq.load(Ordering::Acquire);
     st.versions.log_and_apply(edit)?;
+    if let Some(rt) = &inner.lifetime {
+        // Only now that the flush is installed are the records it hides garbage.
+        rt.superseded(&st.versions.current(), &superseded);
+    }
     st.imm.pop_front();
     inner.publish(&st);
     if inner.opts.use_wal {
@@ -347,8 +352,7 @@ fn gc_one(inner: &Arc<Inner>) -> Result<bool> {
             return Ok(false);
         }
         let v = st.versions.current();
-        let now = inner.last_seq.load(Ordering::Acquire);
-        let mut picked = inner.gc.pick_gc(&v, &st.busy_blobs, now);
+        let mut picked = inner.pick_gc(&v, &st.busy_blobs);
         // Index-map GC scans its inputs in file-number order (maps are sorted by source).
         picked.sort_unstable();
         if picked.is_empty() {
@@ -497,11 +501,7 @@ pub(crate) fn wait_idle(inner: &Inner) -> Result<()> {
             && st.running_compactions == 0
             && !st.running_gc
             && picker::pick(&v, &inner.opts, &st.busy_tables, &forced_gc).is_none()
-            && (!inner.opts.gc.separates_values()
-                || inner
-                    .gc
-                    .pick_gc(&v, &st.busy_blobs, inner.last_seq.load(Ordering::Acquire))
-                    .is_empty())
+            && (!inner.opts.gc.separates_values() || inner.pick_gc(&v, &st.busy_blobs).is_empty())
     })
 }
 

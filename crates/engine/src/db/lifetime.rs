@@ -22,12 +22,14 @@ use crate::lifetime::{
     LifetimeThresholds, ModelHandle, SampleSource, Sampler, Trainer, TrainerConfig, TrainingSample,
 };
 use crate::memtable::seek_key;
-use crate::options::{LifetimeMode, Options};
+use crate::options::{GcTrigger, LifetimeMode, LifetimeOracle, Options};
 use crate::stats::EngineCounters;
 use crate::types::{SeqNo, ValueKind};
 use crate::version::{Version, VersionEdit};
+use crate::vlog::early_garbage::EarlyGarbage;
 use crate::vlog::file::value_file_name;
 use crate::vlog::index_map::index_map_file_name;
+use crate::vlog::placement::{self, Predictor};
 use crate::vlog::{
     BlobFile, FileLifetime, IndexMap, IndexMapBuilder, ValueFileWriter, ValuePointer,
 };
@@ -87,6 +89,13 @@ pub struct LifetimeStats {
     pub index_maps: usize,
     pub index_map_entries: u64,
     pub gc_history: Vec<GcJobRecord>,
+    /// Space-amplification trigger: the placement unit (writes per flush) and the values
+    /// placed per class (`vlog::placement`) by flush and by GC.
+    pub placement_unit: SeqNo,
+    /// Records flush found dead that compaction has not counted yet.
+    pub early_garbage_records: u64,
+    pub born_by_class: Vec<u64>,
+    pub copied_by_class: Vec<u64>,
 }
 
 #[derive(Default)]
@@ -98,6 +107,8 @@ struct Counters {
     kept_for_snapshots: AtomicU64,
     links: AtomicU64,
     lazy_rewrites: AtomicU64,
+    born_by_class: [AtomicU64; placement::CLASSES],
+    copied_by_class: [AtomicU64; placement::CLASSES],
 }
 
 /// Lifetime state that lives as long as the open database.
@@ -114,6 +125,15 @@ pub(crate) struct LifetimeRuntime {
     value_size_feature: bool,
     counters: Counters,
     history: Mutex<Vec<GcJobRecord>>,
+    /// How values are placed at flush and GC under the space-amplification trigger;
+    /// `None` under the TTL trigger (paper 000: classes only at GC) and for TerarkDB's.
+    predictor: Option<Predictor>,
+    oracle: Option<Arc<dyn LifetimeOracle>>,
+    /// The placement unit: sequence numbers between the last two flushes.
+    unit: AtomicU64,
+    /// Garbage flush found before compaction counted it (space-amplification trigger).
+    pub early: EarlyGarbage,
+    last_flush_seq: AtomicU64,
 }
 
 impl LifetimeRuntime {
@@ -124,14 +144,24 @@ impl LifetimeRuntime {
             return Ok(None);
         }
         let mode = opts.gc.lifetime_mode();
+        let predictor = match (mode, opts.lifetime.trigger) {
+            (None, _) | (_, GcTrigger::Ttl) => None,
+            (Some(LifetimeMode::Learned), _) => Some(Predictor::History),
+            (Some(LifetimeMode::NoModel), _) => Some(Predictor::None),
+            (Some(LifetimeMode::Oracle), _) => Some(Predictor::Oracle),
+            (Some(LifetimeMode::RateOracle), _) => Some(Predictor::RateOracle),
+        };
+        // The classifier serves the TTL trigger only; the space-amplification trigger
+        // places by the key's history, which needs no training.
+        let learned = mode == Some(LifetimeMode::Learned) && predictor.is_none();
         let thresholds = Arc::new(LifetimeThresholds::new(opts.lifetime.thresholds.clone())?);
         let model_path = dir.join(MODEL_FILE);
-        let model = Arc::new(if mode == Some(LifetimeMode::Learned) {
+        let model = Arc::new(if learned {
             ModelHandle::open(&model_path)?
         } else {
             ModelHandle::new()
         });
-        let trainer = if mode == Some(LifetimeMode::Learned) {
+        let trainer = if learned {
             let cfg = TrainerConfig {
                 dataset_capacity: opts.lifetime.dataset_capacity,
                 gbm: opts.lifetime.gbm.clone(),
@@ -153,17 +183,29 @@ impl LifetimeRuntime {
             value_size_feature: opts.lifetime.value_size_feature,
             counters: Counters::default(),
             history: Mutex::new(Vec::new()),
+            predictor,
+            oracle: opts.lifetime_oracle.clone(),
+            unit: AtomicU64::new(0),
+            early: EarlyGarbage::default(),
+            last_flush_seq: AtomicU64::new(0),
         }))
     }
 
-    /// Hooks for a flush (`below_level` unused) or a compaction writing into
-    /// `below_level - 1`.
+    /// Hooks for a flush (`below_level` 0: the key's previous write may be anywhere) or a
+    /// compaction writing into `below_level - 1`. A flush also measures the placement
+    /// unit: the sequence numbers since the previous flush.
     pub fn hooks<'a>(
         &'a self,
         version: &'a Version,
         below_level: usize,
         now: SeqNo,
     ) -> JobHooks<'a> {
+        if below_level == 0 {
+            let last = self.last_flush_seq.swap(now, Ordering::Relaxed);
+            if now > last {
+                self.unit.store(now - last, Ordering::Relaxed);
+            }
+        }
         JobHooks {
             rt: self,
             version,
@@ -186,9 +228,62 @@ impl LifetimeRuntime {
         }
     }
 
-    pub fn count_job(&self, links: u64, lazy_rewrites: u64) {
-        EngineCounters::add(&self.counters.links, links);
-        EngineCounters::add(&self.counters.lazy_rewrites, lazy_rewrites);
+    /// The placement class of a value GC finds valid: written at `written`, its key's
+    /// history `rec`, under the space-amplification trigger.
+    fn place_copy(
+        &self,
+        p: Predictor,
+        key: &[u8],
+        written: SeqNo,
+        rec: &FeatureRecord,
+        now: SeqNo,
+    ) -> usize {
+        let remaining = match p {
+            Predictor::None => None,
+            Predictor::History => Some(placement::at_gc(rec, now.saturating_sub(written))),
+            Predictor::Oracle => self
+                .oracle
+                .as_ref()
+                .and_then(|o| o.next_write(key, written))
+                .map(|n| n.saturating_sub(now)),
+            Predictor::RateOracle => self.mean_interval(key),
+        };
+        placement::class_of(remaining, self.unit.load(Ordering::Relaxed))
+    }
+
+    /// The rate oracle's prediction: the key's mean write interval.
+    fn mean_interval(&self, key: &[u8]) -> Option<SeqNo> {
+        self.oracle.as_ref().and_then(|o| o.mean_interval(key))
+    }
+
+    /// The lifetime of a value file of placement class `class` created at `now`.
+    fn placed_file(&self, class: usize, now: SeqNo) -> FileLifetime {
+        FileLifetime {
+            class: LifetimeClass::Default,
+            created_seq: now,
+            ttl: placement::horizon(class, self.unit.load(Ordering::Relaxed)),
+        }
+    }
+
+    /// Counts a flush's or compaction's lifetime work as it installs (under the state
+    /// lock, `v` the version it installs into): the garbage it counted (its dropped
+    /// pointers) is no longer early.
+    pub fn count_job(&self, v: &Version, out: &crate::compaction::JobOutput) {
+        EngineCounters::add(&self.counters.links, out.links);
+        EngineCounters::add(&self.counters.lazy_rewrites, out.lazy_rewrites);
+        if !self.early.is_empty() {
+            let counted: Vec<ValuePointer> =
+                out.dropped.iter().filter_map(|p| v.resolve(p)).collect();
+            self.early.counted(&counted);
+        }
+    }
+
+    /// A flush that hid the records of `superseded` (pointers of the keys' previous
+    /// writes) from every reader is installed: they are garbage (where `v` says they live).
+    pub fn superseded(&self, v: &Version, superseded: &[ValuePointer]) {
+        for r in superseded.iter().filter_map(|p| v.resolve(p)) {
+            self.early.record(&r);
+        }
     }
 
     pub fn stats(&self, v: &Version) -> LifetimeStats {
@@ -229,6 +324,10 @@ impl LifetimeRuntime {
             index_maps: v.maps.len(),
             index_map_entries: v.maps.values().map(|m| m.len() as u64).sum(),
             gc_history: self.history.lock().clone(),
+            placement_unit: self.unit.load(Ordering::Relaxed),
+            early_garbage_records: self.early.len() as u64,
+            born_by_class: c.born_by_class.iter().map(EngineCounters::get).collect(),
+            copied_by_class: c.copied_by_class.iter().map(EngineCounters::get).collect(),
         }
     }
 }
@@ -242,11 +341,42 @@ pub(crate) struct JobHooks<'a> {
 }
 
 impl LifetimeHooks for JobHooks<'_> {
-    fn new_file_lifetime(&self) -> Option<FileLifetime> {
-        self.rt.mode.map(|_| FileLifetime {
-            class: LifetimeClass::Default,
-            created_seq: self.now,
-            ttl: self.rt.thresholds.current().default,
+    fn looks_up_previous(&self) -> bool {
+        self.rt.predictor.is_some()
+    }
+
+    fn place(&self, key: &[u8], seq: SeqNo, previous: Option<&Previous>) -> usize {
+        let Some(p) = self.rt.predictor else {
+            return 0;
+        };
+        let remaining = match p {
+            Predictor::None => None,
+            Predictor::Oracle => self
+                .rt
+                .oracle
+                .as_ref()
+                .and_then(|o| o.next_write(key, seq))
+                .map(|n| n.saturating_sub(self.now)),
+            Predictor::RateOracle => self.rt.mean_interval(key),
+            Predictor::History => previous.map(|prev| {
+                let older = prev.features.as_ref().map_or(&[][..], |f| f.deltas());
+                placement::at_birth(seq.saturating_sub(prev.seq), older)
+            }),
+        };
+        let class = placement::class_of(remaining, self.rt.unit.load(Ordering::Relaxed));
+        EngineCounters::add(&self.rt.counters.born_by_class[class], 1);
+        class
+    }
+
+    fn file_lifetime(&self, class: usize) -> Option<FileLifetime> {
+        self.rt.mode?;
+        Some(match self.rt.predictor {
+            Some(_) => self.rt.placed_file(class, self.now),
+            None => FileLifetime {
+                class: LifetimeClass::Default,
+                created_seq: self.now,
+                ttl: self.rt.thresholds.current().default,
+            },
         })
     }
 
@@ -275,14 +405,21 @@ impl LifetimeHooks for JobHooks<'_> {
         } else {
             None
         };
+        let pointer = if f.kind == ValueKind::Pointer {
+            Some(ValuePointer::decode(&self.rt.dir, &f.value)?.0)
+        } else {
+            None
+        };
         Ok(Some(Previous {
             seq: f.seq,
             features,
+            pointer,
         }))
     }
 
     fn observe(&self, prev: &FeatureRecord, lifetime: SeqNo) {
-        if self.rt.mode.is_none() {
+        // Samples feed the TTL trigger's thresholds and model only.
+        if self.rt.mode.is_none() || self.rt.predictor.is_some() {
             return;
         }
         let t = self.rt.thresholds.current();
@@ -313,13 +450,10 @@ pub(crate) fn run_mapped_gc(
     let now = inner.visible_seq.load(Ordering::Acquire);
     let t = rt.thresholds.current();
     let oracle = inner.opts.lifetime_oracle.as_deref();
-    // Finished outputs: (class, meta, map); open ones by class index.
-    let mut done: Vec<(
-        Option<LifetimeClass>,
-        crate::vlog::file::BlobMeta,
-        IndexMapBuilder,
-    )> = Vec::new();
-    let mut open: [Option<Output>; 3] = [None, None, None];
+    // Finished outputs: (slot, meta, map); open ones by slot. A slot is the lifetime class
+    // under the TTL trigger, the placement class under the space-amplification trigger.
+    let mut done: Vec<(usize, crate::vlog::file::BlobMeta, IndexMapBuilder)> = Vec::new();
+    let mut open: Vec<Option<Output>> = (0..placement::CLASSES).map(|_| None).collect();
     let mut created = Vec::new();
     let mut samples = Vec::new();
     // (input bytes, garbage bytes) per class of input file.
@@ -332,43 +466,66 @@ pub(crate) fn run_mapped_gc(
             while let Some((ptr, key, value)) = r.next_record()? {
                 total += ptr.size as u64;
                 by_class[class_idx].0 += ptr.size as u64;
+                // A record an installed flush superseded for every reader needs no lookup.
+                if rt.early.contains(&ptr) {
+                    garbage += ptr.size as u64;
+                    by_class[class_idx].1 += ptr.size as u64;
+                    continue;
+                }
                 let view = ReadView::take(inner);
                 let latest = view.lookup(key, now)?;
                 let for_snapshot = !found_points_at(inner, &view, &latest, &ptr)?;
-                let class = if !for_snapshot {
+                let slot = if !for_snapshot {
                     let found = latest.as_ref().expect("points_at implies found");
                     let (_, meta) = ValuePointer::decode(&inner.dir, &found.value)?;
                     let rec = FeatureRecord::after_pointer(&inner.dir, meta)?;
                     let elapsed = now.saturating_sub(found.seq);
-                    let class = match rt.mode {
-                        None => None,
-                        Some(LifetimeMode::NoModel) => Some(LifetimeClass::Long),
-                        Some(LifetimeMode::Learned) => {
-                            let start = Instant::now();
-                            let c = rt.model.predict(&rec, elapsed);
-                            EngineCounters::add(
-                                &rt.counters.model_nanos,
-                                start.elapsed().as_nanos() as u64,
-                            );
-                            EngineCounters::add(&rt.counters.model_calls, 1);
-                            Some(c)
+                    if let Some(p) = rt.predictor {
+                        let slot = rt.place_copy(p, key, found.seq, &rec, now);
+                        EngineCounters::add(&rt.counters.copied_by_class[slot], 1);
+                        slot
+                    } else {
+                        let class = match rt.mode {
+                            None => None,
+                            Some(LifetimeMode::NoModel) => Some(LifetimeClass::Long),
+                            Some(LifetimeMode::Learned) => {
+                                let start = Instant::now();
+                                let c = rt.model.predict(&rec, elapsed);
+                                EngineCounters::add(
+                                    &rt.counters.model_nanos,
+                                    start.elapsed().as_nanos() as u64,
+                                );
+                                EngineCounters::add(&rt.counters.model_calls, 1);
+                                Some(c)
+                            }
+                            Some(m @ (LifetimeMode::Oracle | LifetimeMode::RateOracle)) => {
+                                let next = oracle.and_then(|o| match m {
+                                    LifetimeMode::Oracle => o.next_write(key, found.seq),
+                                    _ => o.mean_interval(key).map(|i| now + i),
+                                });
+                                Some(match next {
+                                    Some(n) if n.saturating_sub(now) <= t.short => {
+                                        LifetimeClass::Short
+                                    }
+                                    _ => LifetimeClass::Long,
+                                })
+                            }
+                        };
+                        if rt.mode.is_some() {
+                            samples.push(TrainingSample {
+                                source: SampleSource::Gc,
+                                features: rec,
+                                lifetime: elapsed,
+                            });
                         }
-                        Some(LifetimeMode::Oracle) => {
-                            let next = oracle.and_then(|o| o.next_write(key, found.seq));
-                            Some(match next {
-                                Some(n) if n.saturating_sub(now) <= t.short => LifetimeClass::Short,
-                                _ => LifetimeClass::Long,
-                            })
-                        }
-                    };
-                    if rt.mode.is_some() {
-                        samples.push(TrainingSample {
-                            source: SampleSource::Gc,
-                            features: rec,
-                            lifetime: elapsed,
-                        });
+                        let counter = match class {
+                            Some(LifetimeClass::Short) => &rt.counters.placed_short,
+                            Some(_) => &rt.counters.placed_long,
+                            None => &rt.counters.kept_for_snapshots,
+                        };
+                        EngineCounters::add(counter, 1);
+                        class.map_or(0, |c| c as usize)
                     }
-                    class
                 } else {
                     // Still needed by a snapshot reader? Keep it; it dies with the snapshot.
                     if !needed_by_snapshot(inner, &view, key, snapshots, &ptr)? {
@@ -376,15 +533,18 @@ pub(crate) fn run_mapped_gc(
                         by_class[class_idx].1 += ptr.size as u64;
                         continue;
                     }
-                    rt.mode.map(|_| LifetimeClass::Short)
+                    EngineCounters::add(&rt.counters.kept_for_snapshots, 1);
+                    match (rt.predictor, rt.mode) {
+                        (Some(_), _) | (None, None) => 0,
+                        (None, Some(_)) => LifetimeClass::Short as usize,
+                    }
                 };
-                let slot = class.map_or(0, |c| c as usize);
                 if open[slot]
                     .as_ref()
                     .is_some_and(|o| o.writer.len() >= inner.opts.blob_file_size)
                 {
-                    let o = open[slot].take().unwrap();
-                    done.push((class, o.writer.finish()?, o.map));
+                    let o = open[slot].take().expect("checked above");
+                    done.push((slot, o.writer.finish()?, o.map));
                 }
                 if open[slot].is_none() {
                     let n = inner.new_file_number();
@@ -399,23 +559,15 @@ pub(crate) fn run_mapped_gc(
                         map: IndexMapBuilder::new(n),
                     });
                 }
-                let o = open[slot].as_mut().unwrap();
+                let o = open[slot].as_mut().expect("opened above");
                 let np = o.writer.add(key, value)?;
                 o.map.add(&ptr, &np);
                 EngineCounters::add(&inner.counters.gc_relocated_bytes, np.size as u64);
-                let counter = match (for_snapshot, class) {
-                    (true, _) => &rt.counters.kept_for_snapshots,
-                    (false, Some(LifetimeClass::Short)) => &rt.counters.placed_short,
-                    (false, Some(_)) => &rt.counters.placed_long,
-                    (false, None) => &rt.counters.kept_for_snapshots,
-                };
-                EngineCounters::add(counter, 1);
             }
         }
         for (slot, o) in open.iter_mut().enumerate() {
             if let Some(o) = o.take() {
-                let class = rt.mode.map(|_| LifetimeClass::from_u8(slot as u8).unwrap());
-                done.push((class, o.writer.finish()?, o.map));
+                done.push((slot, o.writer.finish()?, o.map));
             }
         }
         Ok(())
@@ -444,12 +596,16 @@ pub(crate) fn run_mapped_gc(
             ..Default::default()
         };
         let mut maps = Vec::new();
-        for (class, mut meta, map) in done {
-            meta.lifetime = class.map(|c| FileLifetime {
-                class: c,
-                created_seq: now,
-                ttl: c.ttl(&t),
-            });
+        for (slot, mut meta, map) in done {
+            meta.lifetime = match (rt.predictor, rt.mode) {
+                (_, None) => None,
+                (Some(_), Some(_)) => Some(rt.placed_file(slot, now)),
+                (None, Some(_)) => LifetimeClass::from_u8(slot as u8).map(|c| FileLifetime {
+                    class: c,
+                    created_seq: now,
+                    ttl: c.ttl(&t),
+                }),
+            };
             maps.push(Arc::new(map.finish(
                 &inner.dir,
                 &inner.storage,
@@ -499,6 +655,18 @@ fn copies_dropped_during_gc(
         let r = v.resolve(p)?;
         maps.iter().find_map(|m| m.lookup(&r))
     })
+}
+
+impl Inner {
+    /// The value files the GC policy collects next, knowing the garbage flush found early.
+    pub(crate) fn pick_gc(&self, v: &Version, busy: &std::collections::HashSet<u64>) -> Vec<u64> {
+        let now = self.last_seq.load(Ordering::Acquire);
+        let early = self.lifetime.as_ref().map(|rt| &rt.early);
+        if let Some(e) = early {
+            e.retain(|n| v.blobs.contains_key(&n));
+        }
+        self.gc.pick_gc_with(v, busy, now, early)
+    }
 }
 
 /// Drops index maps no table can resolve through any more.

@@ -9,8 +9,9 @@
 //! path (Titan) or through value index maps (TerarkDB, the lifetime policies; see
 //! [`super::index_map`]).
 
+use super::early_garbage::EarlyGarbage;
 use super::{BlobFile, ValuePointer};
-use crate::options::{GcPolicyConfig, Options};
+use crate::options::{GcPolicyConfig, GcTrigger, Options};
 use crate::types::SeqNo;
 use crate::version::Version;
 use std::collections::HashSet;
@@ -41,6 +42,18 @@ pub trait GcPolicy: Send + Sync {
     fn pick_gc(&self, _version: &Version, _busy: &HashSet<u64>, _now: SeqNo) -> Vec<u64> {
         Vec::new()
     }
+
+    /// [`GcPolicy::pick_gc`] knowing also the garbage flush found before compaction
+    /// counted it ([`EarlyGarbage`]); policies that do not use it pick as without.
+    fn pick_gc_with(
+        &self,
+        version: &Version,
+        busy: &HashSet<u64>,
+        now: SeqNo,
+        _early: Option<&EarlyGarbage>,
+    ) -> Vec<u64> {
+        self.pick_gc(version, busy, now)
+    }
 }
 
 /// Builds the policy the options name.
@@ -56,9 +69,15 @@ pub fn from_options(o: &Options) -> Box<dyn GcPolicy> {
         }),
         GcPolicyConfig::Titan { garbage_ratio } => Box::new(Titan { garbage_ratio }),
         GcPolicyConfig::Terark { garbage_ratio } => Box::new(Terark { garbage_ratio }),
-        GcPolicyConfig::Lifetime { .. } => Box::new(Lifetime {
-            max_batch_bytes: o.lifetime.max_gc_batch_bytes,
-        }),
+        GcPolicyConfig::Lifetime { .. } => match o.lifetime.trigger {
+            GcTrigger::Ttl => Box::new(Lifetime {
+                max_batch_bytes: o.lifetime.max_gc_batch_bytes,
+            }),
+            GcTrigger::SpaceAmp { target } => Box::new(SpaceAmp {
+                target,
+                max_batch_bytes: o.lifetime.max_gc_batch_bytes,
+            }),
+        },
     }
 }
 
@@ -205,5 +224,212 @@ impl GcPolicy for Lifetime {
             .collect();
         due.sort_by_key(|b| (deadline(b), b.number));
         batch(due.into_iter(), self.max_batch_bytes)
+    }
+}
+
+/// Collection driven by garbage under a space-amplification target ([`GcTrigger::SpaceAmp`]).
+///
+/// * **When.** Only while the value files hold more than `target` times their live bytes
+///   (garbage as counted exactly by compaction, see `docs/engine.md`): space is the
+///   budget, and every byte copied before it is needed is a byte that might have died.
+/// * **Which.** Files with a garbage ratio of at least `1 - 1 / target` (the ratio at
+///   which the whole log would sit at the target; 0.2 for 1.25, Titan's default), best
+///   first by the bytes a copy reclaims per byte copied, `g / (1 - g)`, discounted by how
+///   much of the file's predicted lifetime has passed: a file whose values were placed to
+///   die within a horizon `h` ([`super::placement`]) and is younger than `h` is about to
+///   turn into garbage by itself, and copying it now would copy values that die anyway.
+///   Files without a horizon (unknown or unbounded lifetimes) count as fully aged.
+/// * **How much.** Files in that order until the projected space amplification is back
+///   at the target, at most `max_batch_bytes` per job (at least one file).
+pub struct SpaceAmp {
+    pub target: f64,
+    pub max_batch_bytes: u64,
+}
+
+impl SpaceAmp {
+    /// How much of the predicted lifetime of `b`'s values has passed at `now`, in [0, 1].
+    fn aged(b: &BlobFile, now: SeqNo) -> f64 {
+        match b.lifetime {
+            Some(l) if l.ttl != SeqNo::MAX && l.ttl > 0 => {
+                (now.saturating_sub(l.created_seq) as f64 / l.ttl as f64).min(1.0)
+            }
+            _ => 1.0,
+        }
+    }
+}
+
+impl GcPolicy for SpaceAmp {
+    fn name(&self) -> &'static str {
+        "lifetime"
+    }
+
+    fn pick_gc(&self, v: &Version, busy: &HashSet<u64>, now: SeqNo) -> Vec<u64> {
+        self.pick_gc_with(v, busy, now, None)
+    }
+
+    /// Garbage is what compaction counted plus what flush found since (`early`).
+    fn pick_gc_with(
+        &self,
+        v: &Version,
+        busy: &HashSet<u64>,
+        now: SeqNo,
+        early: Option<&EarlyGarbage>,
+    ) -> Vec<u64> {
+        let garbage = |b: &BlobFile| {
+            let e = early.map_or(0, |e| e.bytes(b.number));
+            (b.garbage_bytes() + e).min(b.record_bytes())
+        };
+        let (mut total, live) = v.blobs.values().fold((0u64, 0u64), |(t, l), b| {
+            let r = b.record_bytes();
+            (t + r, l + r - garbage(b))
+        });
+        let budget = self.target * live as f64;
+        if (total as f64) <= budget {
+            return Vec::new();
+        }
+        let min_ratio = 1.0 - 1.0 / self.target;
+        let mut c: Vec<(f64, u64, &Arc<BlobFile>)> = v
+            .blobs
+            .values()
+            .filter(|b| !busy.contains(&b.number))
+            .filter_map(|b| {
+                let (g, r) = (garbage(b), b.record_bytes().max(1));
+                let ratio = g as f64 / r as f64;
+                // Reclaimed bytes per copied byte, discounted while the file's values are
+                // predicted to die by themselves.
+                let score = ratio / (1.0 - ratio).max(1e-3) * Self::aged(b, now);
+                (ratio >= min_ratio).then_some((score, g, b))
+            })
+            .collect();
+        c.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.2.number.cmp(&b.2.number)));
+        let mut out = Vec::new();
+        let mut bytes = 0;
+        for (_, g, b) in c {
+            if (total as f64) <= budget || (bytes > 0 && bytes + b.size > self.max_batch_bytes) {
+                break;
+            }
+            bytes += b.size;
+            total -= g.min(total);
+            out.push(b.number);
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::io::FileStorage;
+    use crate::lifetime::LifetimeClass;
+    use crate::vlog::file::{BlobMeta, FILE_HEADER};
+    use crate::vlog::FileLifetime;
+    use std::collections::BTreeMap;
+
+    /// A value file of 1000 record bytes: number, garbage bytes, lifetime as (created,
+    /// horizon).
+    type TestFile = (u64, u64, Option<(SeqNo, SeqNo)>);
+
+    fn version(files: &[TestFile]) -> Version {
+        let storage: Arc<dyn crate::io::Storage> = Arc::new(FileStorage::new());
+        let mut blobs = BTreeMap::new();
+        for &(number, garbage, life) in files {
+            let meta = BlobMeta {
+                number,
+                size: 1000 + FILE_HEADER as u64,
+                entries: 10,
+                garbage_bytes: garbage,
+                garbage_entries: garbage / 100,
+                lifetime: life.map(|(created_seq, ttl)| FileLifetime {
+                    class: LifetimeClass::Default,
+                    created_seq,
+                    ttl,
+                }),
+            };
+            let f = BlobFile::new(&meta, std::path::Path::new("/nonexistent"), storage.clone());
+            blobs.insert(number, Arc::new(f));
+        }
+        let mut v = Version::empty(2);
+        v.blobs = Arc::new(blobs);
+        v
+    }
+
+    #[test]
+    fn space_amp_collects_only_above_the_target() {
+        let p = SpaceAmp {
+            target: 1.25,
+            max_batch_bytes: 1 << 30,
+        };
+        let none = HashSet::new();
+        // 4000 bytes, 3700 live: 1.08 <= 1.25, nothing to do.
+        let v = version(&[(1, 300, None), (2, 0, None), (3, 0, None), (4, 0, None)]);
+        assert!(p.pick_gc(&v, &none, 0).is_empty());
+        // 4000 bytes, 2900 live: 1.38. The file with most garbage goes first, and it alone
+        // brings the log to 3200 / 2900 = 1.10.
+        let v = version(&[(1, 300, None), (2, 800, None), (3, 0, None), (4, 0, None)]);
+        assert_eq!(p.pick_gc(&v, &none, 0), vec![2]);
+        // Unless it is busy; a file below 1 - 1/1.25 = 0.2 garbage is never taken.
+        let busy: HashSet<u64> = [2].into();
+        assert_eq!(p.pick_gc(&v, &busy, 0), vec![1]);
+        let v = version(&[(1, 150, None), (2, 150, None), (3, 900, None)]);
+        assert_eq!(p.pick_gc(&v, &[3].into(), 0), Vec::<u64>::new());
+        // Enough files to come back to the target: 5000 bytes, 3000 live (1.67); each file
+        // reclaims 400, so four are needed (after three, 3800 / 3000 = 1.27 is still above).
+        let v = version(&[
+            (1, 400, None),
+            (2, 400, None),
+            (3, 400, None),
+            (4, 400, None),
+            (5, 400, None),
+        ]);
+        assert_eq!(p.pick_gc(&v, &none, 0).len(), 4);
+        // The batch cap stops earlier (but takes at least one file).
+        let capped = SpaceAmp {
+            target: 1.25,
+            max_batch_bytes: 10,
+        };
+        assert_eq!(capped.pick_gc(&v, &none, 0).len(), 1);
+    }
+
+    #[test]
+    fn space_amp_counts_garbage_flush_found() {
+        let p = SpaceAmp {
+            target: 1.25,
+            max_batch_bytes: 1 << 30,
+        };
+        let none = HashSet::new();
+        // Counted: 4000 bytes, 3900 live. Flush found 900 more bytes of file 3 dead.
+        let v = version(&[(1, 100, None), (2, 0, None), (3, 0, None), (4, 0, None)]);
+        assert!(p.pick_gc(&v, &none, 0).is_empty());
+        let early = EarlyGarbage::default();
+        for i in 0..9 {
+            early.record(&ValuePointer {
+                file: 3,
+                offset: i * 100,
+                size: 100,
+            });
+        }
+        assert_eq!(p.pick_gc_with(&v, &none, 0, Some(&early)), vec![3]);
+    }
+
+    #[test]
+    fn space_amp_waits_for_files_predicted_to_die() {
+        let p = SpaceAmp {
+            target: 1.25,
+            max_batch_bytes: 1 << 30,
+        };
+        let none = HashSet::new();
+        // File 1 has more garbage, but its values were placed to die by seq 1000 and only a
+        // tenth of that has passed: file 2 (no horizon) goes first.
+        let v = version(&[(1, 700, Some((0, 1000))), (2, 500, None), (3, 0, None)]);
+        assert_eq!(p.pick_gc(&v, &none, 100)[0], 2);
+        // Once its horizon has passed, its garbage ratio decides again.
+        assert_eq!(p.pick_gc(&v, &none, 1000)[0], 1);
+        // An unbounded horizon counts as fully aged.
+        let v = version(&[
+            (1, 700, Some((0, SeqNo::MAX))),
+            (2, 500, None),
+            (3, 0, None),
+        ]);
+        assert_eq!(p.pick_gc(&v, &none, 100)[0], 1);
     }
 }

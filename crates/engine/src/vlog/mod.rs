@@ -2,9 +2,11 @@
 //! and the tree stores a [`ValuePointer`]. Garbage collection of value files is a policy
 //! behind the [`gc::GcPolicy`] trait.
 
+pub mod early_garbage;
 pub mod file;
 pub mod gc;
 pub mod index_map;
+pub mod placement;
 pub mod pointer;
 
 pub use file::{BlobFile, FileLifetime, ValueFileReader, ValueFileWriter};
