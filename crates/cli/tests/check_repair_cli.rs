@@ -46,20 +46,7 @@ fn check_finds_a_damaged_manifest_and_repair_restores_every_record() {
     );
     assert!(stdout.contains("OK"), "{stdout}");
 
-    let manifest = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| {
-            p.file_name()
-                .unwrap()
-                .to_string_lossy()
-                .starts_with("MANIFEST-")
-        })
-        .unwrap();
-    let mut b = std::fs::read(&manifest).unwrap();
-    let mid = b.len() / 2;
-    b[mid] ^= 0x04;
-    std::fs::write(&manifest, b).unwrap();
+    testkit::damage_manifest(dir, 2);
 
     let bad = halflife(&["check"], dir);
     let stdout = String::from_utf8_lossy(&bad.stdout);

@@ -248,20 +248,7 @@ fn crash_during_repair() {
     let mut repairs = 0;
     for round in 0..6 {
         // Damage the manifest so that the database cannot open until repaired.
-        let manifest = std::fs::read_dir(dir.path())
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .find(|p| {
-                p.file_name()
-                    .unwrap()
-                    .to_string_lossy()
-                    .starts_with("MANIFEST-")
-            })
-            .unwrap();
-        let mut b = std::fs::read(&manifest).unwrap();
-        let mid = b.len() / 2;
-        b[mid] ^= 0x08;
-        std::fs::write(&manifest, b).unwrap();
+        testkit::damage_manifest(dir.path(), 3);
         assert!(DB::open(dir.path(), options(policy)).is_err());
 
         let mut child = Command::new(std::env::current_exe().unwrap());

@@ -91,3 +91,23 @@ pub fn kill_after(mut child: Command, after: Duration) -> Vec<u64> {
     child.wait().unwrap();
     reader.join().unwrap()
 }
+
+/// Flips one bit in the middle of the database's manifest (a damage only `repair` undoes);
+/// returns the manifest's path.
+pub fn damage_manifest(dir: &std::path::Path, bit: u8) -> std::path::PathBuf {
+    let manifest = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("MANIFEST-")
+        })
+        .expect("the database has a manifest");
+    let mut b = std::fs::read(&manifest).unwrap();
+    let mid = b.len() / 2;
+    b[mid] ^= 1 << bit;
+    std::fs::write(&manifest, b).unwrap();
+    manifest
+}
