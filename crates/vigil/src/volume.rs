@@ -954,12 +954,24 @@ impl Storage for VigilVolume {
         if v.dev.file_exists(&rt) {
             v.dev.remove_file(&rt, at).map_err(dev_err)?;
         }
+        // A striped file whose writer died may lack its later slots: move the ones there
+        // are (recovery moves such an abandoned file aside whole).
+        let mut found = false;
         for k in 0..v.cfg.kv_sets {
-            v.dev
-                .rename_file(&slot_name(&rf, k), &slot_name(&rt, k), at)
-                .map_err(dev_err)?;
+            let name = slot_name(&rf, k);
+            if v.dev.file_exists(&name) {
+                found = true;
+                v.drop_cached(k as usize, &name, 0);
+                v.dev
+                    .rename_file(&name, &slot_name(&rt, k), at)
+                    .map_err(dev_err)?;
+            }
         }
-        Ok(())
+        if found {
+            Ok(())
+        } else {
+            Err(dev_err(DeviceError::NoSuchFile(from.to_path_buf())))
+        }
     }
 
     fn sync_dir(&self, _dir: &Path) -> Result<()> {

@@ -105,3 +105,38 @@ fn client_reads_of_the_ndwin_set_are_reconstructed() {
     end_client_op();
     assert_eq!(base.volume_stats().client_pieces_reconstructed, 0);
 }
+
+/// A striped file a crash left without its later slots (an abandoned job output) can still
+/// be moved aside whole, as recovery does with files no manifest edit accounts for.
+#[test]
+fn a_striped_file_missing_slots_is_renamed_into_a_subdirectory() {
+    let dir = tempfile::tempdir().unwrap();
+    let vol = common::volume(dir.path(), Mode::OVigil, false);
+    std::fs::create_dir_all(dir.path().join("db")).unwrap();
+    let path = dir.path().join("db").join("000042.vlog");
+    let mut w = vol.create(&path, IoCause::Flush).unwrap();
+    w.append(&vec![7u8; 50_000]).unwrap();
+    w.sync().unwrap();
+    drop(w);
+    assert!(vol.is_striped(&path));
+    let slots: Vec<_> = vol
+        .device()
+        .list_files()
+        .into_iter()
+        .filter(|n| n.to_string_lossy().contains("000042.vlog."))
+        .collect();
+    assert!(slots.len() >= 2, "{slots:?}");
+    vol.device()
+        .remove_file(slots.last().unwrap(), VirtualTime::from_nanos(0))
+        .unwrap();
+    let to = dir
+        .path()
+        .join("db")
+        .join("lost")
+        .join("open-1")
+        .join("000042.vlog");
+    vol.rename(&path, &to).unwrap();
+    assert!(!vol.exists(&path));
+    assert!(vol.exists(&to));
+    assert!(vol.rename(&path, &to).is_err(), "nothing left to move");
+}
