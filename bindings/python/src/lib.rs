@@ -93,10 +93,10 @@ fn options_from(kw: Option<&Bound<'_, PyDict>>) -> PyResult<Options> {
             "gc" | "policy" => {
                 let name: String = v.extract()?;
                 o.gc = name.parse::<GcPolicyConfig>().map_err(engine_err)?;
-                if o.gc.lifetime_mode() == Some(engine::LifetimeMode::Oracle) {
-                    return Err(Error::new_err(
-                        "gc='oracle' needs the future of the workload (a benchmark's), which a Python program cannot give",
-                    ));
+                if o.gc.lifetime_mode().is_some_and(engine::LifetimeMode::needs_oracle) {
+                    return Err(Error::new_err(format!(
+                        "gc='{name}' needs the future of the workload (a benchmark's), which a Python program cannot give"
+                    )));
                 }
             }
             "memtable_mb" => o.memtable_size = v.extract::<usize>()? << 20,
@@ -591,7 +591,12 @@ fn _halflife(m: &Bound<'_, PyModule>) -> PyResult<()> {
         "POLICIES",
         GcPolicyConfig::NAMES
             .iter()
-            .filter(|n| **n != "oracle")
+            .filter(|n| {
+                n.parse::<GcPolicyConfig>().is_ok_and(|g| {
+                    !g.lifetime_mode()
+                        .is_some_and(engine::LifetimeMode::needs_oracle)
+                })
+            })
             .copied()
             .collect::<Vec<_>>(),
     )?;
