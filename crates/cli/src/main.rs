@@ -39,9 +39,9 @@ enum Command {
     /// Predictable Get latency on the emulated PLM device (paper 001): six configurations.
     Vigil(cmd::vigil::Args),
     /// Verify every checksum, pointer and garbage count of a closed database (read-only).
-    Check(cmd::check::CheckArgs),
+    Check(cmd::check::DbArgs),
     /// Rebuild a damaged database's manifest from its intact files; damaged files go to lost/.
-    Repair(cmd::check::RepairArgs),
+    Repair(cmd::check::DbArgs),
     /// Serve a database over the Redis protocol (RESP2/RESP3, TCP and Unix socket).
     Serve(cmd::serve::Args),
 }

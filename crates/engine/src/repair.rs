@@ -36,7 +36,7 @@ use crate::options::{Options, WalRecoveryMode};
 use crate::sst::{InternalIterator, MergingIterator, Table, VecIterator};
 use crate::version::set::{file_number_of, manifest_name, write_current};
 use crate::version::{Version, VersionEdit};
-use crate::vlog::file::{BlobMeta, FILE_HEADER, MAGIC};
+use crate::vlog::file::{check_header, file_header, BlobMeta, FILE_HEADER};
 use crate::vlog::{IndexMap, ValueFileReader};
 use crate::wal::{LogReader, LogWriter, ReadOutcome};
 use std::collections::HashMap;
@@ -350,11 +350,10 @@ fn scan_value_file(storage: &Arc<dyn Storage>, p: &Path, n: u64) -> Result<Scan>
     let mut data = read_all(&**storage, p, IoCause::Other)?;
     let size = data.len() as u64;
     let mut header_damage = None;
-    if let Err(e) = ValueFileReader::new(p, data.clone(), n) {
+    if let Err(e) = check_header(p, &data, n) {
         header_damage = Some(format!("header: {e}"));
         if data.len() >= FILE_HEADER {
-            data[..8].copy_from_slice(MAGIC);
-            data[8..16].copy_from_slice(&n.to_le_bytes());
+            data[..FILE_HEADER].copy_from_slice(&file_header(n));
         }
     }
     let mut meta = BlobMeta {
@@ -396,11 +395,8 @@ fn rewrite_header(p: &Path, n: u64) -> Result<()> {
         .write(true)
         .open(p)
         .map_err(|e| Error::io(p, e))?;
-    let mut h = Vec::with_capacity(FILE_HEADER);
-    h.extend_from_slice(MAGIC);
-    h.extend_from_slice(&n.to_le_bytes());
     f.seek(SeekFrom::Start(0))
-        .and_then(|_| f.write_all(&h))
+        .and_then(|_| f.write_all(&file_header(n)))
         .and_then(|_| f.sync_all())
         .map_err(|e| Error::io(p, e))
 }

@@ -8,23 +8,13 @@ use engine::{check, repair, Options};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::path::{Path, PathBuf};
 
+/// What `check` and `repair` both take.
 #[derive(clap::Args)]
-pub struct CheckArgs {
-    /// The database directory (closed: check takes no lock and writes nothing).
+pub struct DbArgs {
+    /// The database directory (closed; repair takes its lock, check writes nothing).
     pub dir: PathBuf,
-    /// Levels of the tree, as the database was opened with.
-    #[arg(long, default_value_t = Options::default().num_levels)]
-    pub num_levels: usize,
-    /// Also write the report as JSON to this file.
-    #[arg(long)]
-    pub json: Option<PathBuf>,
-}
-
-#[derive(clap::Args)]
-pub struct RepairArgs {
-    /// The database directory (must not be open elsewhere: repair takes its lock).
-    pub dir: PathBuf,
-    /// Levels of the tree; the rebuilt tree is one sorted run at the last level.
+    /// Levels of the tree, as the database was opened with (repair rebuilds the tree as one
+    /// sorted run at the last level).
     #[arg(long, default_value_t = Options::default().num_levels)]
     pub num_levels: usize,
     /// Also write the report as JSON to this file.
@@ -61,7 +51,7 @@ fn json_target(json: &Option<PathBuf>) -> anyhow::Result<()> {
     Ok(())
 }
 
-pub fn run_check(a: CheckArgs) -> anyhow::Result<()> {
+pub fn run_check(a: DbArgs) -> anyhow::Result<()> {
     let opts = options(&a.dir, a.num_levels)?;
     json_target(&a.json)?;
     let pb = bar("bytes");
@@ -94,7 +84,7 @@ pub fn run_check(a: CheckArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-pub fn run_repair(a: RepairArgs) -> anyhow::Result<()> {
+pub fn run_repair(a: DbArgs) -> anyhow::Result<()> {
     let opts = options(&a.dir, a.num_levels)?;
     json_target(&a.json)?;
     let pb = bar("pos");

@@ -29,6 +29,34 @@ pub fn value_file_name(dir: &Path, number: u64) -> PathBuf {
     dir.join(format!("{number:06}.vlog"))
 }
 
+/// The header of value file `number`.
+pub fn file_header(number: u64) -> [u8; FILE_HEADER] {
+    let mut h = [0u8; FILE_HEADER];
+    h[..8].copy_from_slice(MAGIC);
+    h[8..].copy_from_slice(&number.to_le_bytes());
+    h
+}
+
+/// Verifies the header of value file `number` at the start of `data`. The header holds
+/// nothing a checksum could add to: a magic and the number the file name also carries.
+/// Both are compared exactly, so no byte of it goes unverified.
+pub fn check_header(path: &Path, data: &[u8], number: u64) -> Result<()> {
+    if data.len() < FILE_HEADER || &data[..8] != MAGIC {
+        return Err(Error::corruption(
+            path,
+            "header at offset 0: not a value file (bad magic)",
+        ));
+    }
+    let named = u64::from_le_bytes(data[8..16].try_into().unwrap());
+    if named != number {
+        return Err(Error::corruption(
+            path,
+            format!("header at offset 8: names file {named}, expected {number}"),
+        ));
+    }
+    Ok(())
+}
+
 fn record_crc(body: &[u8]) -> u32 {
     mask_crc(crc32c::crc32c(body))
 }
@@ -43,10 +71,7 @@ pub struct ValueFileWriter {
 
 impl ValueFileWriter {
     pub fn new(mut file: Box<dyn WritableFile>, number: u64) -> Result<Self> {
-        let mut h = Vec::with_capacity(FILE_HEADER);
-        h.extend_from_slice(MAGIC);
-        h.extend_from_slice(&number.to_le_bytes());
-        file.append(&h)?;
+        file.append(&file_header(number))?;
         Ok(ValueFileWriter {
             file,
             number,
@@ -300,21 +325,7 @@ pub struct ValueFileReader {
 
 impl ValueFileReader {
     pub fn new(path: &Path, data: Vec<u8>, number: u64) -> Result<Self> {
-        if data.len() < FILE_HEADER || &data[..8] != MAGIC {
-            return Err(Error::corruption(
-                path,
-                "header at offset 0: not a value file (bad magic)",
-            ));
-        }
-        // The header holds nothing a checksum could add to: a magic and the number the file
-        // name also carries. Both are compared exactly, so no byte of it goes unverified.
-        let named = u64::from_le_bytes(data[8..16].try_into().unwrap());
-        if named != number {
-            return Err(Error::corruption(
-                path,
-                format!("header at offset 8: names file {named}, expected {number}"),
-            ));
-        }
+        check_header(path, &data, number)?;
         Ok(ValueFileReader {
             path: path.to_path_buf(),
             data,
