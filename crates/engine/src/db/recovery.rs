@@ -5,7 +5,7 @@
 //! 1. The manifest is read strictly (see [`crate::version::set`]): any damage fails the open
 //!    before anything is written.
 //! 2. Every WAL newer than the manifest's log number is read once to check it under the
-//!    chosen [`RecoveryMode`]; damage the mode does not accept fails the open, still before
+//!    chosen [`WalRecoveryMode`]; damage the mode does not accept fails the open, still before
 //!    anything is written.
 //! 3. A new manifest is started, the WALs are replayed into memtables and written to L0
 //!    tables, and one edit records the tables and moves the log number past the WALs.
@@ -27,11 +27,12 @@ use crate::error::{Error, Result};
 use crate::io::{read_all, FileStorage, IoCause, Storage};
 use crate::memtable::Memtable;
 use crate::options::Options;
+use crate::options::WalRecoveryMode;
 use crate::stats::EngineCounters;
 use crate::version::set::{file_number_of, CURRENT};
 use crate::version::{VersionEdit, VersionSet};
 use crate::vlog::gc;
-use crate::wal::{Damage, LogReader, LogWriter, ReadOutcome, RecoveryMode};
+use crate::wal::{Damage, LogReader, LogWriter, ReadOutcome};
 use parking_lot::{Condvar, Mutex};
 use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::path::{Path, PathBuf};
@@ -45,7 +46,7 @@ pub const LOST_DIR: &str = "lost";
 #[derive(Clone, Debug, Default)]
 pub struct RecoveryReport {
     /// The WAL recovery mode in force.
-    pub mode: RecoveryMode,
+    pub mode: WalRecoveryMode,
     /// WALs replayed (fully or up to damage), oldest first.
     pub wals_replayed: Vec<PathBuf>,
     /// Write batches replayed from them.
@@ -101,7 +102,7 @@ struct WalPlan {
 fn plan_wals(
     storage: &dyn Storage,
     wals: Vec<(u64, PathBuf)>,
-    mode: RecoveryMode,
+    mode: WalRecoveryMode,
     report: &mut RecoveryReport,
 ) -> Result<Vec<WalPlan>> {
     let mut plan = Vec::new();

@@ -20,8 +20,9 @@ use super::{Version, VersionEdit};
 use crate::cache::BlockCache;
 use crate::error::{Error, Result};
 use crate::io::{read_all, IoCause, Storage};
+use crate::options::WalRecoveryMode;
 use crate::vlog::IndexMap;
-use crate::wal::{LogReader, LogWriter, RecoveryMode};
+use crate::wal::{LogReader, LogWriter};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -112,7 +113,7 @@ impl VersionSet {
         // A torn tail is an edit whose writer crashed before syncing it: that edit never
         // took effect (its files are orphans), so it is ignored. Any other damage fails.
         LogReader::new(path, data).for_each(
-            RecoveryMode::TolerateCorruptedTailRecords,
+            WalRecoveryMode::TolerateCorruptedTailRecords,
             true,
             |rec| {
                 edits.push(VersionEdit::decode(path, rec)?);

@@ -14,12 +14,12 @@
 //! it is: a crash in the middle of an append leaves a record cut short by the end of the
 //! file (its bytes are missing, never wrong), while a checksum mismatch, a bad length or a
 //! broken fragment sequence means bytes that were written have changed. Only the first may
-//! be discarded, and only at the end of the newest log ([`RecoveryMode`] says what happens
+//! be discarded, and only at the end of the newest log ([`WalRecoveryMode`] says what happens
 //! to the rest).
 
 use crate::error::{Error, Result};
 use crate::io::WritableFile;
-pub use crate::options::WalRecoveryMode as RecoveryMode;
+use crate::options::WalRecoveryMode;
 use std::path::{Path, PathBuf};
 
 pub const BLOCK_SIZE: usize = 32 * 1024;
@@ -262,7 +262,7 @@ impl LogReader {
     /// offset.
     pub fn for_each(
         &self,
-        mode: RecoveryMode,
+        mode: WalRecoveryMode,
         newest: bool,
         mut f: impl FnMut(&[u8]) -> Result<()>,
     ) -> Result<ReadOutcome> {
@@ -348,15 +348,15 @@ impl LogReader {
             };
             // Damage: the only innocent kind is an append cut by the end of the file.
             match mode {
-                RecoveryMode::TolerateCorruptedTailRecords if torn && newest => {
+                WalRecoveryMode::TolerateCorruptedTailRecords if torn && newest => {
                     return Ok(ReadOutcome::TornTail {
                         valid_len: damage.offset,
                     })
                 }
-                RecoveryMode::PointInTimeRecovery => {
+                WalRecoveryMode::PointInTimeRecovery => {
                     return Ok(ReadOutcome::Stopped { at: damage })
                 }
-                RecoveryMode::SkipAnyCorruptedRecords => {
+                WalRecoveryMode::SkipAnyCorruptedRecords => {
                     let resume = self.next_intact(pos, true);
                     skipped.push(damage);
                     record_start = None;
@@ -401,7 +401,7 @@ mod tests {
     fn read_mode(
         path: &Path,
         data: Vec<u8>,
-        mode: RecoveryMode,
+        mode: WalRecoveryMode,
         newest: bool,
     ) -> Result<(Vec<Vec<u8>>, ReadOutcome)> {
         let mut out = Vec::new();
@@ -413,7 +413,7 @@ mod tests {
     }
 
     fn read(path: &Path, data: Vec<u8>) -> Result<(Vec<Vec<u8>>, ReadOutcome)> {
-        read_mode(path, data, RecoveryMode::default(), true)
+        read_mode(path, data, WalRecoveryMode::default(), true)
     }
 
     fn records() -> Vec<Vec<u8>> {
@@ -458,8 +458,8 @@ mod tests {
         let (_d, path, data) = write_log(&recs);
         let cut = data[..data.len() - 10].to_vec();
         for (mode, newest) in [
-            (RecoveryMode::TolerateCorruptedTailRecords, false),
-            (RecoveryMode::AbsoluteConsistency, true),
+            (WalRecoveryMode::TolerateCorruptedTailRecords, false),
+            (WalRecoveryMode::AbsoluteConsistency, true),
         ] {
             let err = read_mode(&path, cut.clone(), mode, newest).unwrap_err();
             assert!(err.is_corruption(), "{mode:?}: {err}");
@@ -510,8 +510,13 @@ mod tests {
         let mut bad = data.clone();
         let at = data.len() / 2;
         bad[at] ^= 0x55;
-        let (got, o) =
-            read_mode(&path, bad.clone(), RecoveryMode::PointInTimeRecovery, true).unwrap();
+        let (got, o) = read_mode(
+            &path,
+            bad.clone(),
+            WalRecoveryMode::PointInTimeRecovery,
+            true,
+        )
+        .unwrap();
         let ReadOutcome::Stopped { at: d } = o else {
             panic!("{o:?}")
         };
@@ -519,7 +524,8 @@ mod tests {
         assert_eq!(got[..], recs[..got.len()], "a prefix of the records");
         assert!(!got.is_empty() && got.len() < recs.len());
 
-        let (all, o) = read_mode(&path, bad, RecoveryMode::SkipAnyCorruptedRecords, true).unwrap();
+        let (all, o) =
+            read_mode(&path, bad, WalRecoveryMode::SkipAnyCorruptedRecords, true).unwrap();
         let ReadOutcome::Skipped { damages } = o else {
             panic!("{o:?}")
         };
@@ -546,11 +552,11 @@ mod tests {
 
     #[test]
     fn recovery_mode_names_round_trip() {
-        for m in RecoveryMode::ALL {
-            assert_eq!(m.name().parse::<RecoveryMode>().unwrap(), m);
+        for m in WalRecoveryMode::ALL {
+            assert_eq!(m.name().parse::<WalRecoveryMode>().unwrap(), m);
         }
         assert!("lenient"
-            .parse::<RecoveryMode>()
+            .parse::<WalRecoveryMode>()
             .unwrap_err()
             .contains("point-in-time"));
     }
@@ -589,7 +595,7 @@ mod tests {
                 let at = ((data.len() - 1) as f64 * pos) as usize;
                 data[at] ^= 1 << bit;
                 prop_assert!(read(&path, data.clone()).is_err());
-                for mode in [RecoveryMode::PointInTimeRecovery, RecoveryMode::SkipAnyCorruptedRecords] {
+                for mode in [WalRecoveryMode::PointInTimeRecovery, WalRecoveryMode::SkipAnyCorruptedRecords] {
                     let (got, _) = read_mode(&path, data.clone(), mode, true).unwrap();
                     for g in &got {
                         prop_assert!(recs.contains(g));

@@ -4,4 +4,4 @@
 
 pub mod log;
 
-pub use log::{Damage, LogReader, LogWriter, ReadOutcome, RecoveryMode};
+pub use log::{Damage, LogReader, LogWriter, ReadOutcome};
