@@ -257,6 +257,7 @@ pub fn repair(dir: &Path, opts: &Options, progress: Progress<'_>) -> Result<Repa
         lifetime: None,
         new_file_number: &new_number,
         warming: None,
+        logged: None,
     };
     let mut merged = MergingIterator::new(inputs);
     let out = compaction::run(&spec, &mut merged)?;

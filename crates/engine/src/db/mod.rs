@@ -13,6 +13,7 @@ mod lifetime;
 mod read;
 pub(crate) mod recovery;
 mod snapshot;
+mod value_wal;
 mod write;
 
 pub use iter::DbIter;
@@ -84,6 +85,9 @@ pub(crate) struct Inner {
     pub bg_cv: Condvar,
     pub writers: Mutex<VecDeque<Arc<write::Writer>>>,
     pub wal: Mutex<Option<LogWriter>>,
+    /// With the value log as the WAL: the value file the write leader appends large values
+    /// to ([`value_wal`]).
+    pub value_wal: Mutex<Option<crate::vlog::ValueFileWriter>>,
     /// Last sequence number assigned (only the write leader advances it).
     pub last_seq: AtomicU64,
     /// Last sequence number whose write is fully in the memtable.
@@ -243,6 +247,7 @@ impl DB {
         if !self.inner.opts.use_wal {
             return Ok(());
         }
+        value_wal::flush(&mut self.inner.value_wal.lock(), true)?;
         match self.inner.wal.lock().as_mut() {
             Some(w) => w.sync(),
             None => Err(Error::Closed),
@@ -302,6 +307,9 @@ impl DB {
         }
         for t in self.threads.lock().drain(..) {
             let _ = t.join();
+        }
+        if let Err(e) = value_wal::flush(&mut inner.value_wal.lock(), false) {
+            result = result.and(Err(e));
         }
         if let Some(w) = inner.wal.lock().as_mut() {
             if let Err(e) = w.flush() {

@@ -19,7 +19,7 @@
 //!
 //! What happened is kept in a [`RecoveryReport`] ([`super::DB::recovery_report`]).
 
-use super::{wal_file_name, Inner, State};
+use super::{value_wal, wal_file_name, Inner, State};
 use crate::batch::WriteBatch;
 use crate::cache::BlockCache;
 use crate::compaction::{self, JobSpec};
@@ -59,6 +59,9 @@ pub struct RecoveryReport {
     pub wals_not_replayed: Vec<PathBuf>,
     /// Files proven obsolete and deleted.
     pub deleted: Vec<PathBuf>,
+    /// Value files of the value log as the WAL whose last append was cut short by the
+    /// crash: (file, length kept, bytes cut). No WAL record pointed into the cut bytes.
+    pub value_tails_cut: Vec<(PathBuf, u64, u64)>,
     /// Files no edit accounts for, moved into `lost/` (where they now are).
     pub moved_to_lost: Vec<PathBuf>,
 }
@@ -201,11 +204,17 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
     let mut mem = Arc::new(Memtable::new(0));
     let mut edit = VersionEdit::default();
     let mut incomplete_wals = HashSet::new();
+    // Pointers in WAL records into value files no edit names yet (the value log as the
+    // WAL) are read back; the files are installed with the replayed tables.
+    let installed: HashSet<u64> = versions.current().blobs.keys().copied().collect();
+    let mut replay = value_wal::Replay::new(dir, &*storage);
+    let mut logged_drops = Vec::new();
     for w in &plan {
         let data = read_all(&*storage, &w.path, IoCause::Other)?;
         let outcome =
             LogReader::new(&w.path, data).for_each(opts.wal_recovery_mode, w.newest, |rec| {
-                let last = WriteBatch::decode(&w.path, rec)?.insert_into(&mem);
+                let batch = WriteBatch::decode(&w.path, rec)?;
+                let last = replay.insert(&batch, |f| installed.contains(&f), &mem)?;
                 last_seq = last_seq.max(last);
                 report.batches_replayed += 1;
                 Ok(())
@@ -240,6 +249,7 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
                 &mut versions,
                 &full,
                 &mut edit,
+                &mut logged_drops,
             )?;
         }
     }
@@ -253,8 +263,17 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
             &mut versions,
             &mem,
             &mut edit,
+            &mut logged_drops,
         )?;
     }
+    let (mut logged_files, cut) = replay.finish()?;
+    report.value_tails_cut = cut;
+    let unknown = value_wal::charge_dropped(&mut logged_files, logged_drops);
+    debug_assert!(
+        unknown.is_empty(),
+        "a replayed value outside the replayed files"
+    );
+    edit.added_blobs.extend(logged_files);
     let wal_number = versions.new_file_number();
     let f = storage.create(&wal_file_name(dir, wal_number), IoCause::Wal)?;
     let wal = opts.use_wal.then(|| LogWriter::new(f));
@@ -310,6 +329,7 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
         bg_cv: Condvar::new(),
         writers: Mutex::new(VecDeque::new()),
         wal: Mutex::new(wal),
+        value_wal: Mutex::new(None),
         last_seq: AtomicU64::new(last_seq),
         visible_seq: AtomicU64::new(last_seq),
         counters: EngineCounters::default(),
@@ -328,6 +348,7 @@ fn flush_recovered(
     versions: &mut VersionSet,
     mem: &Arc<Memtable>,
     edit: &mut VersionEdit,
+    logged_drops: &mut Vec<crate::vlog::ValuePointer>,
 ) -> Result<()> {
     let next = AtomicU64::new(versions.next_file_number);
     let nf = || next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -348,13 +369,19 @@ fn flush_recovered(
         lifetime: hooks.as_ref().map(|h| h as &dyn compaction::LifetimeHooks),
         new_file_number: &nf,
         warming: None,
+        logged: Some(&|seq| mem.logged(seq)),
     };
     let out = compaction::run(&spec, &mut mem.iter())?;
     versions.next_file_number = next.into_inner();
     edit.added.extend(out.tables.into_iter().map(|t| (0, t)));
     edit.added_blobs.extend(out.blobs);
+    let (installed, logged): (Vec<_>, Vec<_>) = out
+        .dropped
+        .into_iter()
+        .partition(|p| v.blobs.contains_key(&p.file));
+    logged_drops.extend(logged);
     edit.blob_garbage
-        .extend(compaction::garbage_by_file(&v, &out.dropped));
+        .extend(compaction::garbage_by_file(&v, &installed));
     Ok(())
 }
 

@@ -18,7 +18,7 @@
 //! the leader before the WAL write) never race with inserts, and the visible sequence number
 //! only moves forward.
 
-use super::{read, wal_file_name, Inner};
+use super::{read, value_wal, wal_file_name, Inner};
 use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
 use crate::io::IoCause;
@@ -214,7 +214,10 @@ fn write_group(
     let mem = make_room(inner, false).map_err(fail)?;
     let sync = group.iter().any(|g| g.sync);
     let mut seq = inner.last_seq.load(Ordering::Relaxed) + 1;
-    let mut wal = inner.opts.use_wal.then(|| inner.wal.lock());
+    // With the value log as the WAL, the group's large values go to the active value file
+    // first, and are flushed (synced) before any WAL record points at them.
+    let mut logged: Vec<WriteBatch> = Vec::new();
+    let mut values = inner.opts.value_log_wal.then(|| inner.value_wal.lock());
     for m in group {
         let mut job = m.job.lock();
         let Some(Job::Batch(b)) = job.as_mut() else {
@@ -222,9 +225,29 @@ fn write_group(
         };
         b.set_first_seq(seq);
         seq += b.len() as u64;
-        if let Some(wal) = wal.as_mut() {
-            let w = wal.as_mut().ok_or(Error::Closed).map_err(fail)?;
-            if let Err(e) = w.add_record(b.encoded()) {
+        if let Some(active) = values.as_mut() {
+            match value_wal::log_batch(inner, active, &mem, b) {
+                Ok(l) => logged.push(l),
+                Err(e) => return Err(wal_failed(inner, e)),
+            }
+        }
+    }
+    if let Some(active) = values.as_mut() {
+        if let Err(e) = value_wal::flush(active, sync) {
+            return Err(wal_failed(inner, e));
+        }
+    }
+    drop(values);
+    let mut wal = inner.opts.use_wal.then(|| inner.wal.lock());
+    if let Some(wal) = wal.as_mut() {
+        let w = wal.as_mut().ok_or(Error::Closed).map_err(fail)?;
+        for (i, m) in group.iter().enumerate() {
+            let job = m.job.lock();
+            let Some(Job::Batch(b)) = job.as_ref() else {
+                unreachable!("group members are batches")
+            };
+            let rec = logged.get(i).unwrap_or(b);
+            if let Err(e) = w.add_record(rec.encoded()) {
                 return Err(wal_failed(inner, e));
             }
         }
@@ -347,6 +370,14 @@ fn make_room(inner: &Inner, mut force: bool) -> Result<Arc<Memtable>> {
             inner.bg_cv.notify_all();
             inner.bg_cv.wait_for(&mut st, Duration::from_millis(50));
             continue;
+        }
+        if opts.value_log_wal {
+            // The active value file belongs to the memtable switched out: its flush
+            // installs it. If it cannot be synced, its values are not durable: stop.
+            if let Err(e) = value_wal::seal(&mut inner.value_wal.lock(), &st.mem) {
+                inner.set_bg_error(&mut st, &e);
+                break Err(e);
+            }
         }
         let wal_number = if opts.use_wal {
             let n = st.versions.new_file_number();

@@ -104,6 +104,16 @@ impl ValueFileWriter {
         self.number
     }
 
+    /// Hands the appended records to the operating system (the value log as the WAL).
+    pub fn flush(&mut self) -> Result<()> {
+        self.file.flush()
+    }
+
+    /// Makes the appended records durable without finishing the file.
+    pub fn sync(&mut self) -> Result<()> {
+        self.file.sync()
+    }
+
     pub fn len(&self) -> u64 {
         self.file.len()
     }
@@ -294,7 +304,11 @@ impl Drop for BlobFile {
     }
 }
 
-fn parse_record<'a>(path: &Path, offset: u64, rec: &'a [u8]) -> Result<(&'a [u8], &'a [u8])> {
+pub(crate) fn parse_record<'a>(
+    path: &Path,
+    offset: u64,
+    rec: &'a [u8],
+) -> Result<(&'a [u8], &'a [u8])> {
     let bad =
         |what: &str| Error::corruption(path, format!("value record at offset {offset}: {what}"));
     if rec.len() < RECORD_HEADER {
