@@ -97,6 +97,10 @@ pub struct Args {
     /// death at flush and GC); 0 for paper 000's TTL trigger.
     #[arg(long, default_value_t = engine::GcTrigger::DEFAULT_SPACE_AMP)]
     pub space_amp_target: f64,
+    /// The value log is the WAL of separated values: each large value is written once,
+    /// by its write, and the WAL logs a pointer (not with --policy inline).
+    #[arg(long)]
+    pub value_log_wal: bool,
     #[command(flatten)]
     pub sizes: flags::SizeArgs,
     /// Sync the WAL on every write.
@@ -414,6 +418,7 @@ fn engine_options(a: &Args, plan: &Plan) -> Result<Options> {
     Ok(Options {
         lifetime: lifetime_options(a, plan.info.record_count),
         lifetime_oracle,
+        value_log_wal: a.value_log_wal,
         ..base
     })
 }
@@ -598,7 +603,7 @@ pub fn run(a: Args) -> Result<()> {
             "workload": plan.spec, "ops_file": a.ops, "warming": a.warming,
             "growth_factor": a.shape.growth_factor, "compaction_style": a.shape.compaction_style,
             "compression": a.compression, "compression_per_level": a.compression_per_level,
-            "space_amp_target": a.space_amp_target,
+            "space_amp_target": a.space_amp_target, "value_log_wal": a.value_log_wal,
         }),
         workload: plan.info.clone(),
         phases,

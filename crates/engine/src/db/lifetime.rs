@@ -251,6 +251,55 @@ impl LifetimeRuntime {
         placement::class_of(remaining, self.unit.load(Ordering::Relaxed))
     }
 
+    /// The value log as the WAL: the placement class of a value its write logs at `seq`,
+    /// predicted as flush predicts it otherwise (from the key's previous write, in a
+    /// memtable or the tree, under the history predictor).
+    pub(crate) fn place_logged(
+        &self,
+        view: &super::read::ReadView,
+        key: &[u8],
+        seq: SeqNo,
+    ) -> Result<usize> {
+        let Some(p) = self.predictor else {
+            return Ok(0);
+        };
+        let hooks = self.write_hooks(view, seq);
+        let previous = if p == Predictor::History {
+            match view.mems.iter().find_map(|m| m.get(key, seq - 1)) {
+                Some(f) => Some(Previous {
+                    seq: f.seq,
+                    features: None,
+                    pointer: None,
+                }),
+                None => hooks.previous_below(key, seq)?,
+            }
+        } else {
+            None
+        };
+        Ok(hooks.place(key, seq, previous.as_ref()))
+    }
+
+    /// The lifetime of a value file of class `class` the write path opens at `seq`.
+    pub(crate) fn logged_file_lifetime(
+        &self,
+        view: &super::read::ReadView,
+        class: usize,
+        seq: SeqNo,
+    ) -> Option<FileLifetime> {
+        self.write_hooks(view, seq).file_lifetime(class)
+    }
+
+    /// Hooks for the write path: the whole tree is below it, and, unlike a flush's, they
+    /// do not measure the placement unit.
+    fn write_hooks<'a>(&'a self, view: &'a super::read::ReadView, seq: SeqNo) -> JobHooks<'a> {
+        JobHooks {
+            rt: self,
+            version: &view.version,
+            below_level: 0,
+            now: seq,
+        }
+    }
+
     /// The rate oracle's prediction: the key's mean write interval.
     fn mean_interval(&self, key: &[u8]) -> Option<SeqNo> {
         self.oracle.as_ref().and_then(|o| o.mean_interval(key))

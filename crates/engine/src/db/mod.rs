@@ -87,7 +87,7 @@ pub(crate) struct Inner {
     pub wal: Mutex<Option<LogWriter>>,
     /// With the value log as the WAL: the value file the write leader appends large values
     /// to ([`value_wal`]).
-    pub value_wal: Mutex<Option<crate::vlog::ValueFileWriter>>,
+    pub value_wal: Mutex<value_wal::ActiveValueFiles>,
     /// Last sequence number assigned (only the write leader advances it).
     pub last_seq: AtomicU64,
     /// Last sequence number whose write is fully in the memtable.
@@ -247,7 +247,7 @@ impl DB {
         if !self.inner.opts.use_wal {
             return Ok(());
         }
-        value_wal::flush(&mut self.inner.value_wal.lock(), true)?;
+        self.inner.value_wal.lock().flush(true)?;
         match self.inner.wal.lock().as_mut() {
             Some(w) => w.sync(),
             None => Err(Error::Closed),
@@ -308,7 +308,7 @@ impl DB {
         for t in self.threads.lock().drain(..) {
             let _ = t.join();
         }
-        if let Err(e) = value_wal::flush(&mut inner.value_wal.lock(), false) {
+        if let Err(e) = inner.value_wal.lock().flush(false) {
             result = result.and(Err(e));
         }
         if let Some(w) = inner.wal.lock().as_mut() {

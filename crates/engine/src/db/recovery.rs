@@ -206,15 +206,14 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
     let mut incomplete_wals = HashSet::new();
     // Pointers in WAL records into value files no edit names yet (the value log as the
     // WAL) are read back; the files are installed with the replayed tables.
-    let installed: HashSet<u64> = versions.current().blobs.keys().copied().collect();
     let mut replay = value_wal::Replay::new(dir, &*storage);
-    let mut logged_drops = Vec::new();
+    let mut dropped = Vec::new();
     for w in &plan {
         let data = read_all(&*storage, &w.path, IoCause::Other)?;
         let outcome =
             LogReader::new(&w.path, data).for_each(opts.wal_recovery_mode, w.newest, |rec| {
                 let batch = WriteBatch::decode(&w.path, rec)?;
-                let last = replay.insert(&batch, |f| installed.contains(&f), &mem)?;
+                let last = replay.insert(&batch, &mem)?;
                 last_seq = last_seq.max(last);
                 report.batches_replayed += 1;
                 Ok(())
@@ -249,7 +248,7 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
                 &mut versions,
                 &full,
                 &mut edit,
-                &mut logged_drops,
+                &mut dropped,
             )?;
         }
     }
@@ -263,16 +262,16 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
             &mut versions,
             &mem,
             &mut edit,
-            &mut logged_drops,
+            &mut dropped,
         )?;
     }
     let (mut logged_files, cut) = replay.finish()?;
     report.value_tails_cut = cut;
-    let unknown = value_wal::charge_dropped(&mut logged_files, logged_drops);
-    debug_assert!(
-        unknown.is_empty(),
-        "a replayed value outside the replayed files"
-    );
+    // The pointers the replayed flushes dropped: into the value files of logged values,
+    // or into installed ones.
+    let installed = value_wal::charge_dropped(&mut logged_files, dropped);
+    edit.blob_garbage
+        .extend(compaction::garbage_by_file(&versions.current(), &installed));
     edit.added_blobs.extend(logged_files);
     let wal_number = versions.new_file_number();
     let f = storage.create(&wal_file_name(dir, wal_number), IoCause::Wal)?;
@@ -329,7 +328,7 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
         bg_cv: Condvar::new(),
         writers: Mutex::new(VecDeque::new()),
         wal: Mutex::new(wal),
-        value_wal: Mutex::new(None),
+        value_wal: Mutex::new(Default::default()),
         last_seq: AtomicU64::new(last_seq),
         visible_seq: AtomicU64::new(last_seq),
         counters: EngineCounters::default(),
@@ -339,7 +338,8 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
     })
 }
 
-/// Writes a replayed memtable to L0; the tables join `edit`, recorded after replay.
+/// Writes a replayed memtable to L0; the tables join `edit`, recorded after replay, and
+/// the pointers it dropped join `dropped`.
 fn flush_recovered(
     dir: &Path,
     storage: &Arc<dyn Storage>,
@@ -348,7 +348,7 @@ fn flush_recovered(
     versions: &mut VersionSet,
     mem: &Arc<Memtable>,
     edit: &mut VersionEdit,
-    logged_drops: &mut Vec<crate::vlog::ValuePointer>,
+    dropped: &mut Vec<crate::vlog::ValuePointer>,
 ) -> Result<()> {
     let next = AtomicU64::new(versions.next_file_number);
     let nf = || next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -375,13 +375,8 @@ fn flush_recovered(
     versions.next_file_number = next.into_inner();
     edit.added.extend(out.tables.into_iter().map(|t| (0, t)));
     edit.added_blobs.extend(out.blobs);
-    let (installed, logged): (Vec<_>, Vec<_>) = out
-        .dropped
-        .into_iter()
-        .partition(|p| v.blobs.contains_key(&p.file));
-    logged_drops.extend(logged);
-    edit.blob_garbage
-        .extend(compaction::garbage_by_file(&v, &installed));
+    // Charged once every replayed value file is known (see `open`).
+    dropped.extend(out.dropped);
     Ok(())
 }
 

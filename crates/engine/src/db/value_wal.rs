@@ -24,63 +24,120 @@ use crate::io::{read_all, IoCause, Storage};
 use crate::memtable::Memtable;
 use crate::types::{SeqNo, ValueKind};
 use crate::vlog::file::{value_file_name, BlobMeta, ValueFileReader};
-use crate::vlog::{ValueFileWriter, ValuePointer};
+use crate::vlog::{FileLifetime, ValueFileWriter, ValuePointer};
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
-/// Appends the large values of `batch` (sequence numbers assigned) to the active value file
-/// and returns the batch the WAL gets: the same entries with pointers in their place. The
-/// memtable `mem` (the group's) learns where each value went.
-pub(crate) fn log_batch(
-    inner: &Inner,
-    active: &mut Option<ValueFileWriter>,
-    mem: &Memtable,
-    batch: &WriteBatch,
-) -> Result<WriteBatch> {
-    let mut out = WriteBatch::new();
-    let mut logged = Vec::new();
-    for (seq, e) in (batch.first_seq()..).zip(batch.iter()) {
-        if e.kind != ValueKind::Value || e.value.len() < inner.opts.min_blob_size {
-            out.add(e.kind, e.key, e.value);
-            continue;
-        }
-        if active
-            .as_ref()
-            .is_some_and(|w| w.len() >= inner.opts.blob_file_size)
-        {
-            seal(active, mem)?;
-        }
-        if active.is_none() {
-            let n = inner.new_file_number();
-            let f = inner
-                .storage
-                .create(&value_file_name(&inner.dir, n), IoCause::ValueLog)?;
-            *active = Some(ValueFileWriter::new(f, n)?);
-        }
-        let ptr = active.as_mut().expect("opened above").add(e.key, e.value)?;
-        out.add(ValueKind::Pointer, e.key, &ptr.encode());
-        logged.push((seq, ptr));
-    }
-    out.set_first_seq(batch.first_seq());
-    mem.log_values(logged);
-    Ok(out)
+/// Follows the pointer of a logged value in a WAL record, telling it from the bare pointer
+/// of a GC write-back (which may point into a file collected since).
+const LOGGED: u8 = b'L';
+
+/// The value files the write leader appends to, one per placement class (the lifetime
+/// policies place a value by its predicted death when it is written, as flush does
+/// without the value log as the WAL; the others use class 0).
+#[derive(Default)]
+pub(crate) struct ActiveValueFiles {
+    by_class: Vec<Option<ActiveFile>>,
 }
 
-/// Makes the active value file's records as durable as the WAL records that will point
-/// into them: handed to the operating system, or synced.
-pub(crate) fn flush(active: &mut Option<ValueFileWriter>, sync: bool) -> Result<()> {
-    match active {
-        Some(w) if sync => w.sync(),
-        Some(w) => w.flush(),
-        None => Ok(()),
+struct ActiveFile {
+    writer: ValueFileWriter,
+    /// The horizon of the file's class, from when it was opened.
+    lifetime: Option<FileLifetime>,
+    /// Appended to since the last flush.
+    dirty: bool,
+}
+
+impl ActiveValueFiles {
+    /// Appends the large values of `batch` (sequence numbers assigned) and returns the
+    /// batch the WAL gets: the same entries with pointers in their place. The memtable
+    /// `mem` (the group's) learns where each value went.
+    pub fn log_batch(
+        &mut self,
+        inner: &Inner,
+        mem: &Memtable,
+        batch: &WriteBatch,
+    ) -> Result<WriteBatch> {
+        let mut out = WriteBatch::new();
+        let mut logged = Vec::new();
+        let view = (inner.lifetime.is_some()).then(|| super::read::ReadView::take(inner));
+        for (seq, e) in (batch.first_seq()..).zip(batch.iter()) {
+            if e.kind != ValueKind::Value || e.value.len() < inner.opts.min_blob_size {
+                out.add(e.kind, e.key, e.value);
+                continue;
+            }
+            let class = match (&inner.lifetime, &view) {
+                (Some(rt), Some(view)) => rt.place_logged(view, e.key, seq)?,
+                _ => 0,
+            };
+            if self.by_class.len() <= class {
+                self.by_class.resize_with(class + 1, || None);
+            }
+            let slot = &mut self.by_class[class];
+            if slot
+                .as_ref()
+                .is_some_and(|f| f.writer.len() >= inner.opts.blob_file_size)
+            {
+                seal(slot, mem)?;
+            }
+            if slot.is_none() {
+                let n = inner.new_file_number();
+                let f = inner
+                    .storage
+                    .create(&value_file_name(&inner.dir, n), IoCause::ValueLog)?;
+                *slot = Some(ActiveFile {
+                    writer: ValueFileWriter::new(f, n)?,
+                    lifetime: match (&inner.lifetime, &view) {
+                        (Some(rt), Some(view)) => rt.logged_file_lifetime(view, class, seq),
+                        _ => None,
+                    },
+                    dirty: true,
+                });
+            }
+            let f = slot.as_mut().expect("opened above");
+            let ptr = f.writer.add(e.key, e.value)?;
+            f.dirty = true;
+            let mut v = ptr.encode();
+            v.push(LOGGED);
+            out.add(ValueKind::Pointer, e.key, &v);
+            logged.push((seq, ptr));
+        }
+        out.set_first_seq(batch.first_seq());
+        mem.log_values(logged);
+        Ok(out)
+    }
+
+    /// Makes the records appended since the last call as durable as the WAL records that
+    /// will point into them: handed to the operating system, or synced.
+    pub fn flush(&mut self, sync: bool) -> Result<()> {
+        for f in self.by_class.iter_mut().flatten().filter(|f| f.dirty) {
+            if sync {
+                f.writer.sync()?;
+            } else {
+                f.writer.flush()?;
+            }
+            f.dirty = false;
+        }
+        Ok(())
+    }
+
+    /// Syncs every file and hands it to `mem` (being switched out), whose flush installs
+    /// them.
+    pub fn seal_all(&mut self, mem: &Memtable) -> Result<()> {
+        for slot in &mut self.by_class {
+            seal(slot, mem)?;
+        }
+        Ok(())
     }
 }
 
-/// Syncs the active value file and hands it to `mem`, whose flush installs it. Called when
-/// the file reaches its size and when `mem` is switched out.
-pub(crate) fn seal(active: &mut Option<ValueFileWriter>, mem: &Memtable) -> Result<()> {
-    if let Some(w) = active.take() {
-        mem.add_value_file(w.finish()?);
+/// Syncs a file and hands it to `mem`. Called when the file reaches its size and when
+/// `mem` is switched out.
+fn seal(slot: &mut Option<ActiveFile>, mem: &Memtable) -> Result<()> {
+    if let Some(f) = slot.take() {
+        let mut meta = f.writer.finish()?;
+        meta.lifetime = f.lifetime;
+        mem.add_value_file(meta);
     }
     Ok(())
 }
@@ -134,23 +191,17 @@ impl<'a> Replay<'a> {
         }
     }
 
-    /// Inserts a replayed batch into `mem`: a pointer into a value file the manifest names
-    /// (`installed`: a GC write-back) as it is, a pointer into an unnamed file as the value
-    /// it points to, read back and verified. A pointer to a record that is missing or not
-    /// intact is an error naming the value file and offset. Returns the last sequence
-    /// number.
-    pub fn insert(
-        &mut self,
-        batch: &WriteBatch,
-        installed: impl Fn(u64) -> bool,
-        mem: &Memtable,
-    ) -> Result<SeqNo> {
+    /// Inserts a replayed batch into `mem`: a logged value as the value its pointer points
+    /// to, read back and verified, anything else (a GC write-back's pointer too) as it is.
+    /// A pointer to a record that is missing or not intact is an error naming the value
+    /// file and offset. Returns the last sequence number.
+    pub fn insert(&mut self, batch: &WriteBatch, mem: &Memtable) -> Result<SeqNo> {
         let mut seq = batch.first_seq();
         let mut logged = Vec::new();
         for e in batch.iter() {
             if e.kind == ValueKind::Pointer {
-                let (ptr, _) = ValuePointer::decode(self.dir, e.value)?;
-                if !installed(ptr.file) {
+                let (ptr, rest) = ValuePointer::decode(self.dir, e.value)?;
+                if rest == [LOGGED] {
                     let value = self.read(&ptr, e.key)?;
                     mem.add(seq, ValueKind::Value, e.key, &value);
                     logged.push((seq, ptr));

@@ -18,7 +18,7 @@
 //! the leader before the WAL write) never race with inserts, and the visible sequence number
 //! only moves forward.
 
-use super::{read, value_wal, wal_file_name, Inner};
+use super::{read, wal_file_name, Inner};
 use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
 use crate::io::IoCause;
@@ -226,14 +226,14 @@ fn write_group(
         b.set_first_seq(seq);
         seq += b.len() as u64;
         if let Some(active) = values.as_mut() {
-            match value_wal::log_batch(inner, active, &mem, b) {
+            match active.log_batch(inner, &mem, b) {
                 Ok(l) => logged.push(l),
                 Err(e) => return Err(wal_failed(inner, e)),
             }
         }
     }
     if let Some(active) = values.as_mut() {
-        if let Err(e) = value_wal::flush(active, sync) {
+        if let Err(e) = active.flush(sync) {
             return Err(wal_failed(inner, e));
         }
     }
@@ -374,7 +374,7 @@ fn make_room(inner: &Inner, mut force: bool) -> Result<Arc<Memtable>> {
         if opts.value_log_wal {
             // The active value file belongs to the memtable switched out: its flush
             // installs it. If it cannot be synced, its values are not durable: stop.
-            if let Err(e) = value_wal::seal(&mut inner.value_wal.lock(), &st.mem) {
+            if let Err(e) = inner.value_wal.lock().seal_all(&st.mem) {
                 inner.set_bg_error(&mut st, &e);
                 break Err(e);
             }
