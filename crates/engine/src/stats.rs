@@ -15,6 +15,9 @@ pub(crate) struct EngineCounters {
     pub gets: AtomicU64,
     pub stall_micros: AtomicU64,
     pub stall_count: AtomicU64,
+    /// Time user writes waited for value-file GC (back-pressure under a
+    /// space-amplification target).
+    pub gc_delay_micros: AtomicU64,
     pub flushes: AtomicU64,
     pub compactions: AtomicU64,
     pub gc_jobs: AtomicU64,
@@ -78,6 +81,10 @@ pub struct DbStats {
     pub memtable_bytes: u64,
     pub stall_micros: u64,
     pub stall_count: u64,
+    /// Time user writes waited for value-file GC to catch up with its
+    /// space-amplification target.
+    #[serde(default)]
+    pub gc_delay_micros: u64,
     pub write_groups: u64,
     pub flushes: u64,
     pub compactions: u64,

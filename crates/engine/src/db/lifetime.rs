@@ -714,6 +714,9 @@ impl Inner {
         if let Some(e) = early {
             e.retain(|n| v.blobs.contains_key(&n));
         }
+        if let Some(amp) = self.gc.space_amp(v, early) {
+            self.value_space_amp.store(amp.to_bits(), Ordering::Relaxed);
+        }
         self.gc.pick_gc_with(v, busy, now, early)
     }
 }

@@ -93,6 +93,9 @@ pub(crate) struct Inner {
     /// Last sequence number whose write is fully in the memtable.
     pub visible_seq: AtomicU64,
     pub counters: EngineCounters,
+    /// The value files' space amplification when GC last picked (`f64` bits; 0 before),
+    /// under a space-amplification target: the write path's back-pressure reads it.
+    pub value_space_amp: AtomicU64,
     pub shutdown: AtomicBool,
     /// What the open that made this handle found and did.
     pub recovery: recovery::RecoveryReport,
@@ -372,6 +375,7 @@ fn stats(inner: &Inner) -> DbStats {
         memtable_bytes: mem_bytes as u64,
         stall_micros: EngineCounters::get(&c.stall_micros),
         stall_count: EngineCounters::get(&c.stall_count),
+        gc_delay_micros: EngineCounters::get(&c.gc_delay_micros),
         write_groups: EngineCounters::get(&c.write_groups),
         flushes: EngineCounters::get(&c.flushes),
         compactions: EngineCounters::get(&c.compactions),

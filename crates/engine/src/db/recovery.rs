@@ -332,6 +332,7 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
         last_seq: AtomicU64::new(last_seq),
         visible_seq: AtomicU64::new(last_seq),
         counters: EngineCounters::default(),
+        value_space_amp: AtomicU64::new(0),
         shutdown: AtomicBool::new(false),
         recovery: report,
         _lock: lock,

@@ -25,6 +25,7 @@ use crate::io::IoCause;
 use crate::memtable::Memtable;
 use crate::stats::EngineCounters;
 use crate::types::{SeqNo, ValueKind};
+use crate::vlog::gc::BackPressure;
 use crate::vlog::ValuePointer;
 use crate::wal::LogWriter;
 use parking_lot::{Condvar, Mutex};
@@ -154,6 +155,9 @@ fn submit(inner: &Arc<Inner>, w: Arc<Writer>) -> Result<Vec<bool>> {
 /// Gathers the group behind leader `w`, writes it, and starts the inserts (or finishes the
 /// group on error).
 fn lead(inner: &Arc<Inner>, w: &Arc<Writer>) {
+    if w.batch_len.is_some() {
+        gc_back_pressure(inner);
+    }
     let group = {
         let q = inner.writers.lock();
         debug_assert!(Arc::ptr_eq(q.front().expect("leader is queued"), w));
@@ -409,4 +413,35 @@ fn make_room(inner: &Inner, mut force: bool) -> Result<Arc<Memtable>> {
         EngineCounters::add(&c.stall_count, 1);
     }
     r
+}
+
+/// Slows user writes down while value-file GC falls behind a space-amplification target
+/// ([`BackPressure`]): the leader waits before it gathers its group (so the whole queue
+/// waits), as RocksDB's write controller delays writes before it stops them. GC's own
+/// write-backs are never delayed.
+fn gc_back_pressure(inner: &Inner) {
+    let Some(target) = inner.gc.space_amp_target() else {
+        return;
+    };
+    let bp = BackPressure::for_target(target);
+    let amp = || f64::from_bits(inner.value_space_amp.load(Ordering::Relaxed));
+    let started = Instant::now();
+    let waited = loop {
+        match bp.delay(amp()) {
+            Some(d) if d.is_zero() => break None,
+            Some(d) => {
+                std::thread::sleep(d);
+                break Some(d);
+            }
+            None if started.elapsed() >= BackPressure::MAX_STALL => break Some(started.elapsed()),
+            None => {
+                inner.bg_cv.notify_all();
+                std::thread::sleep(BackPressure::MAX_DELAY);
+            }
+        }
+    };
+    if waited.is_some() {
+        let c = &inner.counters;
+        EngineCounters::add(&c.gc_delay_micros, started.elapsed().as_micros() as u64);
+    }
 }
