@@ -618,6 +618,7 @@ pub fn run(a: Args) -> Result<()> {
         value_file_bytes: Some(stats.value_file_bytes),
         live_user_bytes: live,
         stall_micros: stats.stall_micros,
+        gc_delay_micros: stats.gc_delay_micros,
         proc_io: ProcIo::default(),
         max_rss_bytes: None,
         engine_stats,
@@ -1075,9 +1076,10 @@ pub fn render_summary(r: &RunReport) -> String {
         .and_then(|v| v.as_u64())
         .unwrap_or(0);
     out.push_str(&format!(
-        "\nwrite stalls: {} in {} stall(s)\n",
+        "\nwrite stalls: {} in {} stall(s); waits for value-file GC: {}\n",
         table::micros(r.stall_micros as f64),
-        table::count(stalls)
+        table::count(stalls),
+        table::micros(r.gc_delay_micros as f64)
     ));
     out.push_str(&cache_summary(&r.engine_stats));
     if let Some(rss) = r.max_rss_bytes {

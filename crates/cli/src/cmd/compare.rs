@@ -617,6 +617,9 @@ fn metric_rows(results: &[EngineResult], live: u64) -> Vec<Row> {
     push("write stall time", fmt_secs, false, &|r| {
         Some(r.report.stall_micros as f64 / 1e6)
     });
+    push("GC back-pressure wait", fmt_secs, false, &|r| {
+        Some(r.report.gc_delay_micros as f64 / 1e6)
+    });
     push("settle time", fmt_secs, false, &|r| phase_secs(r, "settle"));
     push("max RSS (process)", fmt_bytes, false, &|r| {
         r.report.max_rss_bytes.map(|b| b as f64)
