@@ -128,6 +128,18 @@ fn unflushed_writes_come_back_from_the_value_files() {
 }
 
 #[test]
+fn repair_keeps_unflushed_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    killed_writer(dir.path());
+    halflife_engine::repair::repair(dir.path(), &options(true), &mut |_, _| {}).unwrap();
+    let db = DB::open(dir.path(), options(true)).unwrap();
+    verify(&db);
+    db.close().unwrap();
+    let report = halflife_engine::check::check(dir.path(), &options(true), &mut |_, _| {}).unwrap();
+    assert!(report.is_ok(), "check after repair: {:?}", report.problems);
+}
+
+#[test]
 fn a_value_append_cut_by_the_crash_is_cut_off() {
     let dir = tempfile::tempdir().unwrap();
     killed_writer(dir.path());

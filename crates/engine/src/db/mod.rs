@@ -13,7 +13,7 @@ mod lifetime;
 mod read;
 pub(crate) mod recovery;
 mod snapshot;
-mod value_wal;
+pub(crate) mod value_wal;
 mod write;
 
 pub use iter::DbIter;

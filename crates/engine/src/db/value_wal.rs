@@ -67,7 +67,7 @@ impl ActiveValueFiles {
                 continue;
             }
             let class = match (&inner.lifetime, &view) {
-                (Some(rt), Some(view)) => rt.place_logged(view, e.key, seq)?,
+                (Some(rt), Some(view)) => rt.place_logged(view, e.key, seq),
                 _ => 0,
             };
             if self.by_class.len() <= class {
@@ -160,6 +160,22 @@ pub(crate) fn charge_dropped(
         }
     }
     rest
+}
+
+/// The batch with the logged values' pointers as plain pointers: `repair` registers every
+/// value file it finds, so the pointers resolve as any other.
+pub(crate) fn plain_pointers(file: &Path, batch: &WriteBatch) -> WriteBatch {
+    let mut out = WriteBatch::new();
+    for e in batch.iter() {
+        match ValuePointer::decode(file, e.value) {
+            Ok((ptr, [LOGGED])) if e.kind == ValueKind::Pointer => {
+                out.add(ValueKind::Pointer, e.key, &ptr.encode())
+            }
+            _ => out.add(e.kind, e.key, e.value),
+        }
+    }
+    out.set_first_seq(batch.first_seq());
+    out
 }
 
 /// Open: resolves the pointers of replayed WAL records into value files no edit names yet.
