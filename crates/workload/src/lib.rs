@@ -1,8 +1,8 @@
 //! YCSB-style workloads shared by every halflife benchmark and by the peer drivers.
 //!
 //! A [`WorkloadSpec`] (a YCSB preset, paper 000's write-intensive workload and its shifting
-//! and mixed variants, or a custom mix)
-//! becomes a [`Workload`], which yields a load phase and a seeded run phase of [`Op`]s.
+//! and mixed variants, or a custom mix) becomes a [`Workload`], which yields a load phase and
+//! a seeded run phase of [`Op`]s.
 //! Ops name keys by number; [`keys`] turns numbers into key bytes and values, [`opfile`]
 //! writes the op stream for drivers in other languages, and [`lifetime`] computes when each
 //! written value will be overwritten, for oracle policies.
