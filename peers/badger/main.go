@@ -38,7 +38,7 @@ import (
 	"github.com/dgraph-io/badger/v4/options"
 )
 
-var opNames = []string{"insert", "update", "read", "scan", "rmw"}
+var opNames = []string{"insert", "update", "read", "scan", "rmw", "delete"}
 
 type header struct {
 	KeySize, ValueSize   uint32
@@ -73,7 +73,7 @@ func readOp(r *bufio.Reader) (op, error) {
 		return op{}, err
 	}
 	o := op{code: b[0], key: binary.LittleEndian.Uint64(b[1:9])}
-	if o.code > 4 {
+	if o.code > 5 {
 		return op{}, fmt.Errorf("unknown op code %d", o.code)
 	}
 	if o.code == 3 {
@@ -381,7 +381,7 @@ func run(opsPath, dir, reportPath, name string, memtableMB, cacheMB, valueThresh
 	}
 	loadSecs := time.Since(t0).Seconds()
 
-	hists := make([]*histogram, 5)
+	hists := make([]*histogram, len(opNames))
 	for i := range hists {
 		hists[i] = newHistogram()
 	}
@@ -444,6 +444,11 @@ func run(opsPath, dir, reportPath, name string, memtableMB, cacheMB, valueThresh
 				return txn.Set(key, v)
 			})
 			userBytes += uint64(keySize + valueSize)
+		case 5:
+			// A tombstone of the key; the next update re-creates it.
+			s = time.Now()
+			err = db.Update(func(txn *badger.Txn) error { return txn.Delete(key) })
+			userBytes += uint64(keySize)
 		}
 		if err != nil {
 			return fmt.Errorf("op %d (%s): %w", i, opNames[o.code], err)
