@@ -125,7 +125,7 @@ impl RunOps {
     }
 
     /// The hot-set phase of the op about to be issued.
-    pub fn phase(&self) -> u64 {
+    fn phase(&self) -> u64 {
         let index = self.operation_count - self.remaining;
         (u128::from(index) * u128::from(self.phases) / u128::from(self.operation_count.max(1)))
             as u64
@@ -163,8 +163,7 @@ impl Iterator for RunOps {
         if self.remaining == 0 {
             return None;
         }
-        let kind = self.pick_kind();
-        let op = match kind {
+        let op = match self.pick_kind() {
             Kind::Insert => {
                 let key = self.key_count;
                 self.key_count += 1;
