@@ -671,7 +671,8 @@ fn metric_rows(results: &[EngineResult], live: u64) -> Vec<Row> {
 
 /// Disk bytes over the run phase (the samples taken after the load), relative to `live`:
 /// (mean, max). `live` is the data at the end, so this holds for workloads whose live
-/// data does not change after the load (updates only, as the write-intensive ones); the
+/// data does not change after the load (updates only, as the write-intensive and shifting
+/// ones), and nearly for the mixed one (about 4% of its keys are deleted at any time); the
 /// final disk bytes alone depend on where each engine's GC and WAL happen to stand when
 /// the run ends.
 fn run_space_amp(r: &EngineResult, live: u64) -> Option<(f64, f64)> {
