@@ -13,7 +13,9 @@
 //! is enough for value-file GC to run many times.
 
 use crate::harness::latency::{Latencies, OP_NAMES};
-use crate::harness::ops::{self, ClientOp, SharedReceiver, INSERT, READ, RMW, SCAN, UPDATE};
+use crate::harness::ops::{
+    self, ClientOp, SharedReceiver, DELETE, INSERT, READ, RMW, SCAN, UPDATE,
+};
 use crate::harness::oracle::WorkloadOracle;
 use crate::harness::procio::ProcIo;
 use crate::harness::report::{self, Phase, RunReport, Sample, WorkloadInfo};
@@ -36,8 +38,10 @@ mod dbbench;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Workload preset: a, b, c, d, e, f (YCSB core workloads) or write-intensive (paper 000
-    /// section 5.2: updates only, 256-byte keys, 4 KiB values).
+    /// Workload preset: a, b, c, d, e, f (YCSB core workloads), write-intensive (alias
+    /// zipfian; paper 000 section 5.2: updates only, 256-byte keys, 4 KiB values), shifting
+    /// (the same with the hot set moved every quarter of the run) or mixed (keys with their
+    /// own write periods, 10% deletes).
     #[arg(short, long, default_value = "write-intensive")]
     pub workload: String,
     /// Records loaded before the run phase [default: 200000 for write-intensive, else the
@@ -311,10 +315,14 @@ impl Args {
 pub fn build_spec(a: &SpecChoice) -> Result<WorkloadSpec> {
     let w = a.workload.to_ascii_lowercase();
     let mut spec = match w.as_str() {
-        "write-intensive" | "wi" => {
+        "write-intensive" | "wi" | "zipfian" | "shifting" | "mixed" => {
             let records = a.records.unwrap_or(DEFAULT_WRITE_INTENSIVE_RECORDS);
-            WorkloadSpec::write_intensive(a.theta)?
-                .with_record_count(records)
+            let spec = match w.as_str() {
+                "shifting" => WorkloadSpec::shifting(a.theta)?,
+                "mixed" => WorkloadSpec::mixed()?,
+                _ => WorkloadSpec::write_intensive(a.theta)?,
+            };
+            spec.with_record_count(records)
                 .with_operation_count(a.op_count.unwrap_or(3 * records))
         }
         s if s.len() == 1 || s.starts_with("ycsb-") => {
@@ -322,7 +330,7 @@ pub fn build_spec(a: &SpecChoice) -> Result<WorkloadSpec> {
             WorkloadSpec::ycsb(c)?
         }
         _ => bail!(
-            "unknown workload {:?}: use a, b, c, d, e, f or write-intensive",
+            "unknown workload {:?}: use write-intensive (alias zipfian), shifting, mixed, or a YCSB workload a-f",
             a.workload
         ),
     };
@@ -815,6 +823,9 @@ fn client(
             if op.code == INSERT || op.code == UPDATE || op.code == RMW {
                 offset = (offset + 4093) % POOL;
                 shared.user_bytes.fetch_add(write_bytes, Relaxed);
+            } else if op.code == DELETE {
+                // A delete writes its key (a tombstone), as in every peer driver.
+                shared.user_bytes.fetch_add(key_size as u64, Relaxed);
             }
             // Per op, so that a sample's user bytes match the engine's counters to one op.
             shared.ops_done.fetch_add(1, Relaxed);
@@ -839,6 +850,7 @@ fn exec(db: &DB, op: &ClientOp, key: &[u8], value: &[u8]) -> Result<bool> {
             db.put(key, value)?;
             return Ok(found);
         }
+        DELETE => db.delete(key)?,
         c => bail!("unknown op code {c}"),
     }
     Ok(true)

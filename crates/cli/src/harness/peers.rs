@@ -470,7 +470,6 @@ pub fn ensure_rocksdict(python: &str) -> Result<()> {
     Ok(())
 }
 
-/// Badger v4 through a small Go program: peers/badger, built with `go build`.
 /// The flags every driver takes: its inputs and outputs, memtable, cache, sync.
 fn driver_args(c: &mut Command, run: &RunPaths, s: &EngineSettings) {
     c.arg("--ops")
@@ -515,6 +514,10 @@ fn build_driver(
     Ok(())
 }
 
+/// Badger v4 through a small Go program: peers/badger, built with `go build`. Its memtable
+/// holds keys and value pointers, so the driver sizes it to flush after as many writes as
+/// the others' `--memtable-mb` of keys and values; otherwise no compaction runs, Badger
+/// records no garbage, and its value-log GC reclaims nothing.
 struct Badger;
 
 impl Peer for Badger {
@@ -523,7 +526,7 @@ impl Peer for Badger {
     }
 
     fn about(&self) -> &str {
-        "Badger v4 (Go), value log with RunValueLogGC(garbage ratio) in a loop"
+        "Badger v4 (Go), value log with RunValueLogGC(garbage ratio) in a loop, memtable flushed as often as the others'"
     }
 
     fn prepare(&self, ctx: &PeerContext) -> Result<()> {
