@@ -240,7 +240,7 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
         if mem.approximate_size() >= opts.memtable_size {
             versions.last_sequence = last_seq;
             let full = std::mem::replace(&mut mem, Arc::new(Memtable::new(0)));
-            flush_recovered(
+            dropped.extend(flush_recovered(
                 dir,
                 &storage,
                 &opts,
@@ -248,13 +248,12 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
                 &mut versions,
                 &full,
                 &mut edit,
-                &mut dropped,
-            )?;
+            )?);
         }
     }
     if !mem.is_empty() {
         versions.last_sequence = last_seq;
-        flush_recovered(
+        dropped.extend(flush_recovered(
             dir,
             &storage,
             &opts,
@@ -262,8 +261,7 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
             &mut versions,
             &mem,
             &mut edit,
-            &mut dropped,
-        )?;
+        )?);
     }
     let (mut logged_files, cut) = replay.finish()?;
     report.value_tails_cut = cut;
@@ -339,8 +337,8 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
     })
 }
 
-/// Writes a replayed memtable to L0; the tables join `edit`, recorded after replay, and
-/// the pointers it dropped join `dropped`.
+/// Writes a replayed memtable to L0; the tables join `edit`, recorded after replay.
+/// Returns the pointers it dropped.
 fn flush_recovered(
     dir: &Path,
     storage: &Arc<dyn Storage>,
@@ -349,8 +347,7 @@ fn flush_recovered(
     versions: &mut VersionSet,
     mem: &Arc<Memtable>,
     edit: &mut VersionEdit,
-    dropped: &mut Vec<crate::vlog::ValuePointer>,
-) -> Result<()> {
+) -> Result<Vec<crate::vlog::ValuePointer>> {
     let next = AtomicU64::new(versions.next_file_number);
     let nf = || next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let v = versions.current();
@@ -377,8 +374,7 @@ fn flush_recovered(
     edit.added.extend(out.tables.into_iter().map(|t| (0, t)));
     edit.added_blobs.extend(out.blobs);
     // Charged once every replayed value file is known (see `open`).
-    dropped.extend(out.dropped);
-    Ok(())
+    Ok(out.dropped)
 }
 
 /// What the sweep needs to know besides the version.

@@ -178,6 +178,9 @@ pub(crate) fn plain_pointers(file: &Path, batch: &WriteBatch) -> WriteBatch {
     out
 }
 
+/// A value-file tail open cut off: (file, length kept, bytes cut).
+pub(crate) type CutTail = (PathBuf, u64, u64);
+
 /// Open: resolves the pointers of replayed WAL records into value files no edit names yet.
 pub(crate) struct Replay<'a> {
     dir: &'a Path,
@@ -309,7 +312,7 @@ impl<'a> Replay<'a> {
     /// record was never written) are garbage; a tail that is not a whole record (a value
     /// append cut by the crash, which no WAL record can point to) is cut off, and reported
     /// as (file, valid length, bytes cut).
-    pub fn finish(self) -> Result<(Vec<BlobMeta>, Vec<(PathBuf, u64, u64)>)> {
+    pub fn finish(self) -> Result<(Vec<BlobMeta>, Vec<CutTail>)> {
         let mut metas = Vec::new();
         let mut cut = Vec::new();
         for (number, (d, used, used_entries)) in self.files {
