@@ -93,7 +93,7 @@ def test_snapshot_sees_the_past(db):
 def test_stats_is_a_dict(db):
     db[b"k"] = b"v"
     s = db.stats()
-    assert s["policy"] == "blobdb"
+    assert s["policy"] == "lifetime"
     assert s["user_bytes_written"] > 0
     assert "write_amplification" in s and "levels" in s
 

@@ -36,6 +36,9 @@ fn opts() -> Options {
         num_levels: 4,
         min_blob_size: 100,
         blob_file_size: 32 << 10,
+        // The WAL holds whole values, so that its damage cases span several blocks (the
+        // value log as the WAL has its own damage tests in `value_log_wal.rs`).
+        value_log_wal: false,
         gc: GcPolicyConfig::Lifetime {
             mode: LifetimeMode::Learned,
         },

@@ -34,7 +34,10 @@ fn key(i: u64) -> Vec<u8> {
 /// every seventh.
 fn value(i: u64) -> Vec<u8> {
     let mut v = format!("{i}:").into_bytes();
-    v.resize(if i.is_multiple_of(7) { 40 } else { 1000 }, b'a' + (i % 26) as u8);
+    v.resize(
+        if i.is_multiple_of(7) { 40 } else { 1000 },
+        b'a' + (i % 26) as u8,
+    );
     v
 }
 

@@ -75,7 +75,7 @@ pub struct Args {
     /// Value placement and GC policy: inline, blobdb, titan, terark, lifetime,
     /// lifetime-nomodel, oracle or rate-oracle (the oracles need --threads 1: they know the
     /// op order).
-    #[arg(short, long, default_value = "blobdb")]
+    #[arg(short, long, default_value = "lifetime")]
     pub policy: String,
     /// blobdb: fraction of the oldest value files GC may collect.
     #[arg(long, default_value_t = 0.8)]
@@ -102,8 +102,9 @@ pub struct Args {
     #[arg(long, default_value_t = engine::GcTrigger::DEFAULT_SPACE_AMP)]
     pub space_amp_target: f64,
     /// The value log is the WAL of separated values: each large value is written once,
-    /// by its write, and the WAL logs a pointer (not with --policy inline).
-    #[arg(long)]
+    /// by its write, and the WAL logs a pointer (`false`: every value goes through the
+    /// WAL as well; ignored with --policy inline).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub value_log_wal: bool,
     #[command(flatten)]
     pub sizes: flags::SizeArgs,

@@ -704,6 +704,9 @@ fn plane_points(results: &[EngineResult], live: u64) -> Vec<plots::PlanePoint> {
                 name: r.name.clone(),
                 space: run_space_amp(r, live)?.0,
                 write: r.report.write_amplification(),
+                // The target the engine ran at (older reports: the name's, else the
+                // default of the time).
+                target: r.report.settings["space_amp_target"].as_f64(),
             })
         })
         .collect()
@@ -719,12 +722,7 @@ fn draw_plane(path: &Path, title: &str, results: &[EngineResult], live: u64) -> 
     if plane.is_empty() {
         return Ok(false);
     }
-    plots::write_space_plane(
-        path,
-        &format!("write/space plane - {title}"),
-        &plane,
-        engine::GcTrigger::DEFAULT_SPACE_AMP,
-    )?;
+    plots::write_space_plane(path, &format!("write/space plane - {title}"), &plane)?;
     Ok(true)
 }
 

@@ -41,7 +41,7 @@ pub struct Args {
     pub max_request_mib: usize,
     /// Value placement and GC policy: inline, blobdb, titan, terark, lifetime or
     /// lifetime-nomodel.
-    #[arg(short, long, default_value = "blobdb")]
+    #[arg(short, long, default_value = "lifetime")]
     pub policy: String,
     // --min-blob-size counts the server's 1- or 9-byte expiry header with the value.
     #[command(flatten)]

@@ -289,9 +289,8 @@ impl Peer for Halflife {
         if let Some(t) = self.space_amp_target {
             c.args(["--space-amp-target", &t.to_string()]);
         }
-        if self.value_log_wal {
-            c.arg("--value-log-wal");
-        }
+        // Explicit either way: `+vwal` names say which WAL design a column measured.
+        c.args(["--value-log-wal", &self.value_log_wal.to_string()]);
         Ok(c)
     }
 }

@@ -353,18 +353,15 @@ pub struct PlanePoint {
     /// Space amplification (x) and total bytes written / user bytes (y).
     pub space: f64,
     pub write: f64,
+    /// The space-amplification target it ran at, if its policy has one.
+    pub target: Option<f64>,
 }
 
 /// The write/space plane: every engine a labelled point; engines named `base@target`
 /// (one policy at several space-amplification targets) joined into one curve per base, in
-/// the order of their targets, `base` itself at `default_target`. Lower and further left
-/// is better.
-pub fn write_space_plane(
-    path: &Path,
-    title: &str,
-    points: &[PlanePoint],
-    default_target: f64,
-) -> Result<()> {
+/// the order of their targets (`base` itself at the target it ran at), one curve per WAL
+/// design (`+vwal`). Lower and further left is better.
+pub fn write_space_plane(path: &Path, title: &str, points: &[PlanePoint]) -> Result<()> {
     crate::plot::init_fonts()?;
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir)?;
@@ -400,24 +397,35 @@ pub fn write_space_plane(
         .y_desc("bytes written / user bytes (WAL included)")
         .draw()
         .map_err(err)?;
-    let mut bases: Vec<&str> = Vec::new();
+    // One curve per policy and WAL design: `halflife-lifetime@1.5+vwal` is target 1.5 on
+    // the curve `halflife-lifetime+vwal`, with the default target's point on it too.
+    let split = |name: &str| -> (String, Option<f64>) {
+        let (name, suffix) = match name.strip_suffix("+vwal") {
+            Some(n) => (n, "+vwal"),
+            None => (name, ""),
+        };
+        match name.split_once('@') {
+            Some((base, t)) => (format!("{base}{suffix}"), t.parse().ok()),
+            None => (format!("{name}{suffix}"), None),
+        }
+    };
+    let mut bases: Vec<String> = Vec::new();
     for p in &pts {
-        let base = p.name.split('@').next().unwrap_or(&p.name);
-        if p.name.contains('@') && !bases.contains(&base) {
+        let (base, target) = split(&p.name);
+        if target.is_some() && !bases.contains(&base) {
             bases.push(base);
         }
     }
     for (i, base) in bases.iter().enumerate() {
         let mut curve: Vec<(f64, f64, f64)> = pts
             .iter()
-            .filter(|p| p.name.split('@').next() == Some(base))
-            .map(|p| {
-                let target = p
-                    .name
-                    .split_once('@')
-                    .and_then(|(_, t)| t.parse().ok())
-                    .unwrap_or(default_target);
-                (target, p.space, p.write)
+            .filter_map(|p| {
+                let (b, target) = split(&p.name);
+                let t = p
+                    .target
+                    .or(target)
+                    .unwrap_or(engine::GcTrigger::DEFAULT_SPACE_AMP);
+                (&b == base).then_some((t, p.space, p.write))
             })
             .collect();
         curve.sort_by(|a, b| a.0.total_cmp(&b.0));
@@ -426,7 +434,7 @@ pub fn write_space_plane(
         chart
             .draw_series(LineSeries::new(curve, color.stroke_width(2)))
             .map_err(err)?
-            .label(*base)
+            .label(base.as_str())
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color));
     }
     for p in &pts {

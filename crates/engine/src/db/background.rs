@@ -138,7 +138,7 @@ fn flush_one(inner: &Arc<Inner>) -> Result<bool> {
             separate_values: inner.gc.separates_values(),
             lifetime: hooks.as_ref().map(|h| h as &dyn LifetimeHooks),
             warming: warm.as_ref(),
-            logged: inner.opts.value_log_wal.then_some(&logged as _),
+            logged: inner.opts.logs_values().then_some(&logged as _),
             ..job_spec(inner, IoCause::Flush, snap, &v, &nf)
         };
         compaction::run(&spec, &mut mem.iter())

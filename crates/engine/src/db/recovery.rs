@@ -206,7 +206,7 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
     let mut incomplete_wals = HashSet::new();
     // Pointers in WAL records into value files no edit names yet (the value log as the
     // WAL) are read back; the files are installed with the replayed tables.
-    let mut replay = value_wal::Replay::new(dir, &*storage);
+    let mut replay = value_wal::Replay::new(dir, &storage);
     let mut dropped = Vec::new();
     for w in &plan {
         let data = read_all(&*storage, &w.path, IoCause::Other)?;

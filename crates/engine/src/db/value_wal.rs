@@ -20,13 +20,14 @@
 use super::Inner;
 use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
-use crate::io::{read_all, IoCause, Storage};
+use crate::io::{IoCause, Storage};
 use crate::memtable::Memtable;
 use crate::types::{SeqNo, ValueKind};
-use crate::vlog::file::{value_file_name, BlobMeta, ValueFileReader};
-use crate::vlog::{FileLifetime, ValueFileWriter, ValuePointer};
+use crate::vlog::file::{record_size, value_file_name, BlobMeta, FILE_HEADER, RECORD_HEADER};
+use crate::vlog::{BlobFile, FileLifetime, ValueFileWriter, ValuePointer};
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// Follows the pointer of a logged value in a WAL record, telling it from the bare pointer
 /// of a GC write-back (which may point into a file collected since).
@@ -184,25 +185,29 @@ pub(crate) type CutTail = (PathBuf, u64, u64);
 /// Open: resolves the pointers of replayed WAL records into value files no edit names yet.
 pub(crate) struct Replay<'a> {
     dir: &'a Path,
-    storage: &'a dyn Storage,
-    /// Files read so far: their bytes, and the bytes and records some replayed pointer uses.
-    files: BTreeMap<u64, (ValueFileData, u64, u64)>,
+    storage: &'a Arc<dyn Storage>,
+    files: BTreeMap<u64, ReplayedFile>,
 }
 
-struct ValueFileData {
-    path: PathBuf,
-    data: Vec<u8>,
-    /// Records by offset: (size, entries), from a scan that stopped at the first record
-    /// that is not intact.
+/// A value file of logged values, as replay found it.
+struct ReplayedFile {
+    file: BlobFile,
+    /// Its length on disk.
+    len: u64,
+    /// Intact records by offset (their sizes), from a scan that stopped at the first
+    /// record that is not intact.
     records: HashMap<u64, u32>,
     /// Where the intact records end.
     valid_len: u64,
     /// Why the scan stopped before the end of the file, if it did.
     damage: Option<String>,
+    /// Bytes and records some replayed pointer uses.
+    used_bytes: u64,
+    used_entries: u64,
 }
 
 impl<'a> Replay<'a> {
-    pub fn new(dir: &'a Path, storage: &'a dyn Storage) -> Self {
+    pub fn new(dir: &'a Path, storage: &'a Arc<dyn Storage>) -> Self {
         Replay {
             dir,
             storage,
@@ -237,17 +242,17 @@ impl<'a> Replay<'a> {
 
     fn read(&mut self, ptr: &ValuePointer, key: &[u8]) -> Result<Vec<u8>> {
         if !self.files.contains_key(&ptr.file) {
-            let d = self.load(ptr.file)?;
-            self.files.insert(ptr.file, (d, 0, 0));
+            let f = self.scan(ptr.file)?;
+            self.files.insert(ptr.file, f);
         }
-        let (d, used, used_entries) = self.files.get_mut(&ptr.file).expect("loaded above");
-        if d.records.get(&ptr.offset) != Some(&ptr.size) {
-            let why = match &d.damage {
-                Some(why) if ptr.offset >= d.valid_len => format!(": {why}"),
+        let f = self.files.get_mut(&ptr.file).expect("scanned above");
+        if f.records.get(&ptr.offset) != Some(&ptr.size) {
+            let why = match &f.damage {
+                Some(why) if ptr.offset >= f.valid_len => format!(": {why}"),
                 _ => String::new(),
             };
             return Err(Error::corruption(
-                &d.path,
+                &f.file.path,
                 format!(
                     "a WAL record points to a value record at offset {} ({} bytes) that is not \
                      intact{why}",
@@ -255,24 +260,14 @@ impl<'a> Replay<'a> {
                 ),
             ));
         }
-        let at = ptr.offset as usize;
-        let (k, v) = crate::vlog::file::parse_record(
-            &d.path,
-            ptr.offset,
-            &d.data[at..at + ptr.size as usize],
-        )?;
-        if k != key {
-            return Err(Error::corruption(
-                &d.path,
-                format!("record at offset {} belongs to another key", ptr.offset),
-            ));
-        }
-        *used += ptr.size as u64;
-        *used_entries += 1;
-        Ok(v.to_vec())
+        let v = f.file.read(ptr, key, IoCause::Other)?;
+        f.used_bytes += ptr.size as u64;
+        f.used_entries += 1;
+        Ok(v)
     }
 
-    fn load(&self, number: u64) -> Result<ValueFileData> {
+    /// Scans value file `number` for its intact records.
+    fn scan(&self, number: u64) -> Result<ReplayedFile> {
         let path = value_file_name(self.dir, number);
         if !self.storage.exists(&path) {
             return Err(Error::corruption(
@@ -280,11 +275,20 @@ impl<'a> Replay<'a> {
                 "missing: a WAL record points into this value file",
             ));
         }
-        let data = read_all(self.storage, &path, IoCause::Other)?;
-        let mut reader = ValueFileReader::new(&path, data.clone(), number)?;
+        let len = self.storage.file_size(&path)?;
+        let meta = BlobMeta {
+            number,
+            size: len,
+            entries: 0,
+            garbage_bytes: 0,
+            garbage_entries: 0,
+            lifetime: None,
+        };
+        let file = BlobFile::new(&meta, self.dir, self.storage.clone());
         let mut records = HashMap::new();
-        let mut valid_len = crate::vlog::file::FILE_HEADER as u64;
+        let mut valid_len = FILE_HEADER as u64;
         let mut damage = None;
+        let mut reader = file.scan(IoCause::Other)?;
         loop {
             match reader.next_record() {
                 Ok(Some((p, _, _))) => {
@@ -298,47 +302,54 @@ impl<'a> Replay<'a> {
                 }
             }
         }
-        Ok(ValueFileData {
-            path,
-            data,
+        drop(reader);
+        Ok(ReplayedFile {
+            file,
+            len,
             records,
             valid_len,
             damage,
+            used_bytes: 0,
+            used_entries: 0,
         })
     }
 
     /// The value files the replayed records point into, for the edit that installs them
     /// with the replayed tables. Their records no replayed pointer uses (a write whose WAL
     /// record was never written) are garbage; a tail that is not a whole record (a value
-    /// append cut by the crash, which no WAL record can point to) is cut off, and reported
-    /// as (file, valid length, bytes cut).
+    /// append cut by the crash, which no WAL record can point to) is cut off, and reported.
     pub fn finish(self) -> Result<(Vec<BlobMeta>, Vec<CutTail>)> {
         let mut metas = Vec::new();
         let mut cut = Vec::new();
-        for (number, (d, used, used_entries)) in self.files {
-            let len = d.data.len() as u64;
-            if d.valid_len < len {
-                if !torn_append(&d.data[d.valid_len as usize..]) {
+        for (number, f) in self.files {
+            if f.valid_len < f.len {
+                let tail_len = ((f.len - f.valid_len) as usize).min(RECORD_HEADER);
+                let tail = self.storage.open(&f.file.path)?.read_at(
+                    f.valid_len,
+                    tail_len,
+                    IoCause::Other,
+                )?;
+                if !torn_append(&tail, f.len - f.valid_len) {
                     return Err(Error::corruption(
-                        &d.path,
+                        &f.file.path,
                         format!(
                             "value record at offset {} is damaged ({})",
-                            d.valid_len,
-                            d.damage.as_deref().unwrap_or("unreadable")
+                            f.valid_len,
+                            f.damage.as_deref().unwrap_or("unreadable")
                         ),
                     ));
                 }
-                self.storage.truncate(&d.path, d.valid_len)?;
-                cut.push((d.path.clone(), d.valid_len, len - d.valid_len));
+                self.storage.truncate(&f.file.path, f.valid_len)?;
+                cut.push((f.file.path.clone(), f.valid_len, f.len - f.valid_len));
             }
-            let record_bytes = d.valid_len - crate::vlog::file::FILE_HEADER as u64;
-            let entries = d.records.len() as u64;
+            let record_bytes = f.valid_len - FILE_HEADER as u64;
+            let entries = f.records.len() as u64;
             metas.push(BlobMeta {
                 number,
-                size: d.valid_len,
+                size: f.valid_len,
                 entries,
-                garbage_bytes: record_bytes - used,
-                garbage_entries: entries - used_entries,
+                garbage_bytes: record_bytes - f.used_bytes,
+                garbage_entries: entries - f.used_entries,
                 lifetime: None,
             });
         }
@@ -346,15 +357,13 @@ impl<'a> Replay<'a> {
     }
 }
 
-/// Whether `tail` (the bytes after the last intact record) is an append cut short: too
-/// short for a record header, or a header whose record runs past the end. Anything else
-/// (a whole record with a bad checksum) is damage, which open must not cut off.
-fn torn_append(tail: &[u8]) -> bool {
-    use crate::vlog::file::RECORD_HEADER;
-    if tail.len() < RECORD_HEADER {
-        return true;
+/// Whether the `rest` bytes after the last intact record, starting with `tail` (up to a
+/// record header of them), are an append cut short: too short for a record header, or a
+/// header whose record runs past the end. Anything else (a whole record with a bad
+/// checksum) is damage, which open must not cut off.
+fn torn_append(tail: &[u8], rest: u64) -> bool {
+    match record_size(tail) {
+        None => true,
+        Some(size) => size as u64 > rest,
     }
-    let klen = u32::from_le_bytes(tail[4..8].try_into().unwrap()) as usize;
-    let vlen = u32::from_le_bytes(tail[8..12].try_into().unwrap()) as usize;
-    RECORD_HEADER + klen + vlen > tail.len()
 }

@@ -221,7 +221,7 @@ fn write_group(
     // With the value log as the WAL, the group's large values go to the active value file
     // first, and are flushed (synced) before any WAL record points at them.
     let mut logged: Vec<WriteBatch> = Vec::new();
-    let mut values = inner.opts.value_log_wal.then(|| inner.value_wal.lock());
+    let mut values = inner.opts.logs_values().then(|| inner.value_wal.lock());
     for m in group {
         let mut job = m.job.lock();
         let Some(Job::Batch(b)) = job.as_mut() else {
@@ -375,7 +375,7 @@ fn make_room(inner: &Inner, mut force: bool) -> Result<Arc<Memtable>> {
             inner.bg_cv.wait_for(&mut st, Duration::from_millis(50));
             continue;
         }
-        if opts.value_log_wal {
+        if opts.logs_values() {
             // The active value file belongs to the memtable switched out: its flush
             // installs it. If it cannot be synced, its values are not durable: stop.
             if let Err(e) = inner.value_wal.lock().seal_all(&st.mem) {

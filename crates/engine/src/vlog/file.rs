@@ -304,11 +304,7 @@ impl Drop for BlobFile {
     }
 }
 
-pub(crate) fn parse_record<'a>(
-    path: &Path,
-    offset: u64,
-    rec: &'a [u8],
-) -> Result<(&'a [u8], &'a [u8])> {
+fn parse_record<'a>(path: &Path, offset: u64, rec: &'a [u8]) -> Result<(&'a [u8], &'a [u8])> {
     let bad =
         |what: &str| Error::corruption(path, format!("value record at offset {offset}: {what}"));
     if rec.len() < RECORD_HEADER {
@@ -327,6 +323,14 @@ pub(crate) fn parse_record<'a>(
         &rec[RECORD_HEADER..RECORD_HEADER + klen],
         &rec[RECORD_HEADER + klen..],
     ))
+}
+
+/// The size of the record whose header starts `header`, if a whole header is there.
+pub(crate) fn record_size(header: &[u8]) -> Option<usize> {
+    let h = header.get(..RECORD_HEADER)?;
+    let klen = u32::from_le_bytes(h[4..8].try_into().unwrap()) as usize;
+    let vlen = u32::from_le_bytes(h[8..12].try_into().unwrap()) as usize;
+    Some(RECORD_HEADER + klen + vlen)
 }
 
 /// Sequential reader over a whole value file held in memory.

@@ -136,7 +136,7 @@ def test_info(r):
     for field in ["redis_version", "tcp_port", "connected_clients", "total_commands_processed",
                   "appendfsync", "gc_policy", "write_amplification", "bytes_written_wal"]:
         assert field in info, field
-    assert r.info("halflife")["gc_policy"] == "blobdb"
+    assert r.info("halflife")["gc_policy"] == "lifetime"
     assert "keyspace_hits" in r.info("stats")
     assert "used_memory_memtables" in r.info("memory")
     assert r.info("persistence")["aof_enabled"] == 1
