@@ -373,6 +373,11 @@ pub struct Options {
     /// Which output blocks of flushes and compactions are put into the block cache as they
     /// are written (paper 002, [`crate::warming`]).
     pub cache_warming: crate::warming::CacheWarmingConfig,
+    /// With `cache_warming` `None`, still count the block-cache misses that compactions'
+    /// invalidations cause (the baseline of the warming comparison). Off by default: the
+    /// accounting keeps key ranges per data block of every compaction input, memory that
+    /// grows with the data (the other warming policies need it and always keep it).
+    pub warming_accounting: bool,
     /// Leveled (default) or tiered levels.
     pub compaction_style: CompactionStyle,
     /// `growth_factor = auto`: the engine picks the growth factor from the VAT model with its
@@ -491,6 +496,7 @@ impl Default for Options {
             lifetime_oracle: None,
             storage: None,
             cache_warming: crate::warming::CacheWarmingConfig::None,
+            warming_accounting: false,
             compaction_style: CompactionStyle::Leveled,
             auto_shape: None,
         }
@@ -511,6 +517,7 @@ impl fmt::Debug for Options {
             .field("compression", &self.compression)
             .field("compression_per_level", &self.compression_per_level)
             .field("cache_warming", &self.cache_warming)
+            .field("warming_accounting", &self.warming_accounting)
             .field("use_wal", &self.use_wal)
             .field("sync_writes", &self.sync_writes)
             .field("compaction_style", &self.compaction_style)

@@ -296,7 +296,12 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
         live_user_bytes: None,
         gc_drops: Vec::new(),
     };
-    let warming = crate::warming::Warming::new(&opts.cache_warming, cache.clone(), opts.block_size);
+    let warming = crate::warming::Warming::new(
+        &opts.cache_warming,
+        cache.clone(),
+        opts.block_size,
+        opts.warming_accounting,
+    );
     Ok(Inner {
         dir: dir.to_path_buf(),
         opts,

@@ -273,14 +273,13 @@ impl BlobFile {
         Ok(v.to_vec())
     }
 
-    /// Reads the whole file for garbage collection.
+    /// Reads the file from start to end for garbage collection, [`SCAN_CHUNK`] bytes at a
+    /// time: a GC job holds one chunk per input, not the input (value files are 64-256
+    /// MiB, and reading them whole made each GC job's buffer the largest allocation of
+    /// the process).
     pub fn scan(&self, cause: IoCause) -> Result<ValueFileReader> {
-        let r = self.reader()?;
-        ValueFileReader::new(
-            &self.path,
-            r.read_at(0, r.len() as usize, cause)?,
-            self.number,
-        )
+        let r = Arc::clone(self.reader()?);
+        ValueFileReader::streaming(&self.path, r, self.number, cause)
     }
 }
 
@@ -315,33 +314,94 @@ fn parse_record<'a>(path: &Path, offset: u64, rec: &'a [u8]) -> Result<(&'a [u8]
     ))
 }
 
-/// Sequential reader over a whole value file held in memory.
+/// How much of a value file a scan reads at once (more when one record is larger).
+pub const SCAN_CHUNK: usize = 1 << 20;
+
+/// Where a [`ValueFileReader`] refills its window from.
+struct ScanSource {
+    file: Arc<dyn ReadableFile>,
+    len: u64,
+    cause: IoCause,
+}
+
+/// Sequential reader over a value file: over a copy held in memory ([`Self::new`]) or
+/// streaming the file through a window of [`SCAN_CHUNK`] bytes ([`BlobFile::scan`]).
 pub struct ValueFileReader {
     path: PathBuf,
+    /// The bytes at file offsets `base..base + data.len()`.
     data: Vec<u8>,
+    base: u64,
     number: u64,
+    /// Index into `data` of the next record.
     pos: usize,
+    source: Option<ScanSource>,
 }
 
 impl ValueFileReader {
+    /// A reader over the whole file in `data`.
     pub fn new(path: &Path, data: Vec<u8>, number: u64) -> Result<Self> {
         check_header(path, &data, number)?;
         Ok(ValueFileReader {
             path: path.to_path_buf(),
             data,
+            base: 0,
             number,
             pos: FILE_HEADER,
+            source: None,
         })
+    }
+
+    fn streaming(
+        path: &Path,
+        file: Arc<dyn ReadableFile>,
+        number: u64,
+        cause: IoCause,
+    ) -> Result<Self> {
+        let len = file.len();
+        let mut r = ValueFileReader {
+            path: path.to_path_buf(),
+            data: Vec::new(),
+            base: 0,
+            number,
+            pos: 0,
+            source: Some(ScanSource { file, len, cause }),
+        };
+        r.fill(FILE_HEADER)?;
+        check_header(path, &r.data, number)?;
+        r.pos = FILE_HEADER;
+        Ok(r)
+    }
+
+    /// Makes `data[pos..]` hold at least `need` bytes, or all that is left of the file:
+    /// drops the bytes before `pos` and reads the next chunk.
+    fn fill(&mut self, need: usize) -> Result<()> {
+        let Some(src) = &self.source else {
+            return Ok(());
+        };
+        let have = self.data.len() - self.pos;
+        let end = self.base + self.data.len() as u64;
+        if have >= need || end >= src.len {
+            return Ok(());
+        }
+        let want = need.max(SCAN_CHUNK) - have;
+        let n = want.min((src.len - end) as usize);
+        let more = src.file.read_at(end, n, src.cause)?;
+        self.data.drain(..self.pos);
+        self.base += self.pos as u64;
+        self.pos = 0;
+        self.data.extend_from_slice(&more);
+        Ok(())
     }
 
     /// The next record as (pointer, key, value), or `None` at the end.
     #[allow(clippy::type_complexity)]
     pub fn next_record(&mut self) -> Result<Option<(ValuePointer, &[u8], &[u8])>> {
+        self.fill(RECORD_HEADER)?;
         if self.pos >= self.data.len() {
             return Ok(None);
         }
-        let off = self.pos;
-        let rest = &self.data[off..];
+        let off = self.base + self.pos as u64;
+        let rest = &self.data[self.pos..];
         if rest.len() < RECORD_HEADER {
             return Err(Error::corruption(
                 &self.path,
@@ -352,25 +412,36 @@ impl ValueFileReader {
         let vlen = u32::from_le_bytes(rest[8..12].try_into().unwrap()) as usize;
         let size = RECORD_HEADER
             .checked_add(klen)
-            .and_then(|s| s.checked_add(vlen))
-            .filter(|&s| s <= rest.len())
-            .ok_or_else(|| {
-                Error::corruption(
-                    &self.path,
-                    format!("record at offset {off} runs past the end"),
-                )
-            })?;
-        let (k, v) = parse_record(&self.path, off as u64, &self.data[off..off + size])?;
+            .and_then(|s| s.checked_add(vlen));
+        let run_past = |path: &Path| {
+            Error::corruption(path, format!("record at offset {off} runs past the end"))
+        };
+        let size = size
+            .filter(|&s| off + s as u64 <= self.file_len())
+            .ok_or_else(|| run_past(&self.path))?;
+        self.fill(size)?;
+        let at = self.pos;
+        let rec = self
+            .data
+            .get(at..at + size)
+            .ok_or_else(|| run_past(&self.path))?;
+        let (k, v) = parse_record(&self.path, off, rec)?;
         self.pos += size;
         Ok(Some((
             ValuePointer {
                 file: self.number,
-                offset: off as u64,
+                offset: off,
                 size: size as u32,
             },
             k,
             v,
         )))
+    }
+
+    fn file_len(&self) -> u64 {
+        self.source
+            .as_ref()
+            .map_or(self.data.len() as u64, |s| s.len)
     }
 }
 
@@ -425,5 +496,60 @@ mod tests {
         let path = f2.path.clone();
         drop(f2);
         assert!(!path.exists());
+    }
+
+    /// A scan streams the file in chunks: records that straddle a chunk boundary, and one
+    /// larger than a chunk, come out whole; a file cut short is a corruption error naming
+    /// the offset of the record it cut.
+    #[test]
+    fn scan_streams_across_chunks() {
+        let dir = tempfile::tempdir().unwrap();
+        let fs: Arc<dyn Storage> = Arc::new(FileStorage::new());
+        let p = value_file_name(dir.path(), 9);
+        let mut w = ValueFileWriter::new(fs.create(&p, IoCause::ValueLog).unwrap(), 9).unwrap();
+        let value = |i: usize| -> Vec<u8> {
+            let n = if i == 150 {
+                SCAN_CHUNK * 3 / 2
+            } else {
+                10_000 + i
+            };
+            (0..n).map(|j| (i * 7 + j) as u8).collect()
+        };
+        let ptrs: Vec<_> = (0..300)
+            .map(|i| w.add(format!("k{i}").as_bytes(), &value(i)).unwrap())
+            .collect();
+        let meta = w.finish().unwrap();
+        assert!(meta.size > 3 * SCAN_CHUNK as u64);
+        let f = BlobFile::new(&meta, dir.path(), fs.clone());
+        let mut r = f.scan(IoCause::GcRead).unwrap();
+        let mut n = 0;
+        while let Some((ptr, k, v)) = r.next_record().unwrap() {
+            assert_eq!(ptr, ptrs[n]);
+            assert_eq!(k, format!("k{n}").as_bytes());
+            assert!(v == value(n).as_slice(), "value {n}");
+            n += 1;
+        }
+        assert_eq!(n, 300);
+        // Cut the file in the middle of record 200.
+        let cut = ptrs[200].offset + 30;
+        let bytes = std::fs::read(&p).unwrap();
+        std::fs::write(&p, &bytes[..cut as usize]).unwrap();
+        let short = BlobMeta { size: cut, ..meta };
+        let f = BlobFile::new(&short, dir.path(), fs);
+        let mut r = f.scan(IoCause::GcRead).unwrap();
+        let e = loop {
+            match r.next_record() {
+                Ok(Some(_)) => continue,
+                Ok(None) => panic!("a cut record went unnoticed"),
+                Err(e) => break e,
+            }
+        };
+        assert!(e.is_corruption(), "{e}");
+        let msg = e.to_string();
+        assert!(
+            msg.contains(&format!("offset {}", ptrs[200].offset)),
+            "{msg}"
+        );
+        assert!(msg.contains("000009.vlog"), "{msg}");
     }
 }
