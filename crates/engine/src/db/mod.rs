@@ -13,6 +13,7 @@ mod lifetime;
 mod read;
 pub(crate) mod recovery;
 mod snapshot;
+mod throttle;
 mod write;
 
 pub use iter::DbIter;
@@ -89,6 +90,8 @@ pub(crate) struct Inner {
     /// Last sequence number whose write is fully in the memtable.
     pub visible_seq: AtomicU64,
     pub counters: EngineCounters,
+    /// Delayed writes before a stop: the flush rate and the write leaders' pacing.
+    pub throttle: throttle::WriteController,
     pub shutdown: AtomicBool,
     /// What the open that made this handle found and did.
     pub recovery: recovery::RecoveryReport,
@@ -364,6 +367,9 @@ fn stats(inner: &Inner) -> DbStats {
         memtable_bytes: mem_bytes as u64,
         stall_micros: EngineCounters::get(&c.stall_micros),
         stall_count: EngineCounters::get(&c.stall_count),
+        stall_max_micros: EngineCounters::get(&c.stall_max_micros),
+        delay_micros: EngineCounters::get(&c.delay_micros),
+        delay_count: EngineCounters::get(&c.delay_count),
         write_groups: EngineCounters::get(&c.write_groups),
         flushes: EngineCounters::get(&c.flushes),
         compactions: EngineCounters::get(&c.compactions),

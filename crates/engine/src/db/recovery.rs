@@ -318,6 +318,7 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
         last_seq: AtomicU64::new(last_seq),
         visible_seq: AtomicU64::new(last_seq),
         counters: EngineCounters::default(),
+        throttle: super::throttle::WriteController::new(),
         shutdown: AtomicBool::new(false),
         recovery: report,
         _lock: lock,

@@ -201,6 +201,7 @@ pub fn run(a: &Args, list: &str, opts: Options) -> Result<()> {
             "compression_ratio": ratio, "policy": a.policy, "memtable_mb": a.sizes.memtable_mb,
             "cache_mb": a.sizes.cache_mib, "sync": a.sync, "compression": a.compression,
             "compression_per_level": a.compression_per_level,
+            "value_compression": a.value_compression,
         }),
         benchmarks: &results,
         engine_bytes_by_cause: by_cause,
