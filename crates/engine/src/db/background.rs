@@ -129,6 +129,7 @@ fn flush_one(inner: &Arc<Inner>) -> Result<bool> {
     };
     let started = std::time::Instant::now();
     let bytes = mem.approximate_size();
+    inner.throttle.flush_started(bytes);
     let out = {
         let nf = || inner.new_file_number();
         let now = inner.last_seq.load(Ordering::Acquire);

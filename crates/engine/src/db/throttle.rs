@@ -3,19 +3,25 @@
 //!
 //! Without it, a writer faster than the flush fills the active memtable while the previous
 //! one is still being flushed and then stops until the flush ends: one put waits for the
-//! rest of a 64 MiB flush (100-200 ms measured). With it, once the active memtable is half
-//! full while a flush is pending (or L0 has reached the slowdown trigger), each write group
-//! is delayed by its bytes divided by the flush rate measured on the last flushes. The
-//! writer then fills the memtable no faster than the flush empties the previous one, so it
-//! reaches the end just as the flush finishes: many delays of tens of microseconds instead
-//! of one stop, at the throughput the flush allowed anyway.
+//! rest of a 64 MiB flush (100-200 ms measured). With it, while a flush is pending the
+//! room left in the active memtable is spread over the time the flush has left (estimated
+//! from the flush rate measured on the last flushes, with a margin): each write group is
+//! delayed by its bytes divided by that rate, so the writer reaches the end of the
+//! memtable as the flush finishes: many delays of a fraction of a millisecond instead of
+//! one stop, at the throughput the flush allowed anyway. A writer slower than that rate is
+//! never delayed. While L0 is at its slowdown trigger, writes are held to
+//! `delayed_write_rate`, as in RocksDB.
 
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
 /// Delays shorter than this are owed, not slept: a sleep costs about as much.
-const MIN_SLEEP: Duration = Duration::from_millis(1);
+const MIN_SLEEP: Duration = Duration::from_micros(100);
+
+/// The flush is expected to take this much longer than the measured rate says (it shares
+/// the cores with the writers and with compaction and GC).
+const FLUSH_MARGIN: f64 = 1.25;
 
 /// Weight of the newest flush in the measured rate.
 const RATE_WEIGHT: f64 = 0.5;
@@ -23,6 +29,8 @@ const RATE_WEIGHT: f64 = 0.5;
 pub(crate) struct WriteController {
     /// Flush throughput in memtable bytes per second (0 until the first flush).
     flush_rate: AtomicU64,
+    /// The running flush: when it started and the memtable bytes it writes.
+    flushing: Mutex<Option<(Instant, usize)>>,
     state: Mutex<Pacing>,
 }
 
@@ -39,6 +47,7 @@ impl WriteController {
     pub fn new() -> WriteController {
         WriteController {
             flush_rate: AtomicU64::new(0),
+            flushing: Mutex::new(None),
             state: Mutex::new(Pacing {
                 mem: u64::MAX,
                 seen: 0,
@@ -47,8 +56,28 @@ impl WriteController {
         }
     }
 
+    /// A flush of `bytes` of memtable starts.
+    pub fn flush_started(&self, bytes: usize) {
+        *self.flushing.lock() = Some((Instant::now(), bytes));
+    }
+
+    /// The write rate (bytes per second) that fills the `room` left in the active
+    /// memtable as the running flush ends; `None` before a flush was measured or while
+    /// none runs. Past the expected end it is `floor`.
+    pub fn pace_to_flush(&self, room: usize, floor: u64) -> Option<u64> {
+        let rate = self.flush_rate()? as f64;
+        let (start, bytes) = (*self.flushing.lock())?;
+        let left = bytes as f64 / rate * FLUSH_MARGIN - start.elapsed().as_secs_f64();
+        Some(if left <= 0.0 {
+            floor
+        } else {
+            ((room as f64 / left) as u64).max(floor)
+        })
+    }
+
     /// A flush wrote `bytes` of memtable in `took`.
     pub fn flushed(&self, bytes: usize, took: Duration) {
+        *self.flushing.lock() = None;
         let secs = took.as_secs_f64().max(1e-6);
         let rate = bytes as f64 / secs;
         let old = self.flush_rate.load(Relaxed) as f64;
@@ -121,7 +150,20 @@ mod tests {
         assert_eq!(c.charge(2, 100, true, 1 << 20), Duration::ZERO);
         let d = c.charge(2, 4096, true, 1 << 20);
         assert!(d >= MIN_SLEEP, "{d:?}");
+        // Pacing to a flush: the room spread over the flush time left (with the margin),
+        // never below the floor; none without a running, measured flush.
+        let c = WriteController::new();
+        assert_eq!(c.pace_to_flush(1 << 20, 1), None);
+        c.flushed(64 << 20, Duration::from_secs(1));
+        assert_eq!(c.pace_to_flush(1 << 20, 1), None);
+        c.flush_started(64 << 20);
+        let r = c.pace_to_flush(10 << 20, 1).unwrap();
+        assert!((8 << 20..9 << 20).contains(&r), "{r}");
+        assert_eq!(c.pace_to_flush(0, 4096), Some(4096));
+        c.flushed(64 << 20, Duration::from_secs(1));
+        assert_eq!(c.pace_to_flush(1 << 20, 1), None);
         // A new memtable counts from zero; leaving the slow state forgets the debt.
+        let c = WriteController::new();
         assert_eq!(c.charge(3, 0, false, 1 << 20), Duration::ZERO);
         assert_eq!(c.charge(3, 100, true, 1 << 20), Duration::ZERO);
     }

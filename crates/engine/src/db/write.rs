@@ -344,16 +344,18 @@ fn make_room(inner: &Inner, mut force: bool) -> Result<Arc<Memtable>> {
         if !full && !force {
             // Slowdown before a stop (see `throttle`): charged per group, slept without
             // the lock; the memtable and L0 are looked at again afterwards.
-            let l0_slow = l0 >= opts.l0_slowdown_writes_trigger;
-            let mem_slow = flush_pending && size >= opts.memtable_size / 2;
-            let rate = match inner.throttle.flush_rate() {
-                Some(r) if mem_slow && !l0_slow => r,
-                _ => opts.delayed_write_rate,
+            let floor = opts.delayed_write_rate;
+            let (slow, rate) = if l0 >= opts.l0_slowdown_writes_trigger {
+                (true, floor)
+            } else if flush_pending {
+                let room = opts.memtable_size.saturating_sub(size);
+                let paced = inner.throttle.pace_to_flush(room, floor);
+                (paced.is_some(), paced.unwrap_or(floor))
+            } else {
+                (false, floor)
             };
-            let wait =
-                inner
-                    .throttle
-                    .charge(Arc::as_ptr(&st.mem) as u64, size, l0_slow || mem_slow, rate);
+            let id = Arc::as_ptr(&st.mem) as u64;
+            let wait = inner.throttle.charge(id, size, slow, rate);
             if !wait.is_zero() {
                 parking_lot::MutexGuard::unlocked(&mut st, || std::thread::sleep(wait));
                 let c = &inner.counters;

@@ -181,7 +181,7 @@ pub fn run(a: &Args, list: &str, opts: Options) -> Result<()> {
     if !a.quiet {
         let written: u64 = stats.io.total_written();
         println!(
-            "engine bytes written {} ({}), user bytes {}; on disk {} (tree {})",
+            "engine bytes written {} ({}), user bytes {}; on disk {} (tree {}, value files {})",
             table::bytes(written),
             by_cause
                 .iter()
@@ -191,6 +191,15 @@ pub fn run(a: &Args, list: &str, opts: Options) -> Result<()> {
             table::bytes(stats.user_bytes_written),
             table::bytes(disk_bytes),
             table::bytes(stats.tree_bytes),
+            table::bytes(stats.value_file_bytes),
+        );
+        println!(
+            "write stalls {} ({} in all, longest {}); delayed writes {} ({} in all)",
+            table::count(stats.stall_count),
+            table::micros(stats.stall_micros as f64),
+            table::micros(stats.stall_max_micros as f64),
+            table::count(stats.delay_count),
+            table::micros(stats.delay_micros as f64),
         );
     }
     let report = Report {
