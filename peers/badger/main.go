@@ -7,7 +7,9 @@
 // GC until it finds nothing to rewrite, and writes one JSON report (schema halflife-run/1)
 // with its own /proc/self/io read last. Value-log GC runs all along in a goroutine:
 // RunValueLogGC(discard ratio) in a loop until it reports nothing to collect, then a pause,
-// as Badger's documentation recommends (nothing in Badger runs it by itself).
+// as Badger's documentation recommends (nothing in Badger runs it by itself). Its memtable
+// is sized to flush after as many writes as the other engines' (see memtableBytes), without
+// which no compaction runs and GC reclaims nothing.
 //
 // Keys follow the workload crate's rule (crates/workload/src/keys.rs). Values are slices of
 // one random 1 MiB pool at varying offsets: compression is off, so content does not
@@ -38,7 +40,7 @@ import (
 	"github.com/dgraph-io/badger/v4/options"
 )
 
-var opNames = []string{"insert", "update", "read", "scan", "rmw"}
+var opNames = []string{"insert", "update", "read", "scan", "rmw", "delete"}
 
 type header struct {
 	KeySize, ValueSize   uint32
@@ -73,7 +75,7 @@ func readOp(r *bufio.Reader) (op, error) {
 		return op{}, err
 	}
 	o := op{code: b[0], key: binary.LittleEndian.Uint64(b[1:9])}
-	if o.code > 4 {
+	if o.code > 5 {
 		return op{}, fmt.Errorf("unknown op code %d", o.code)
 	}
 	if o.code == 3 {
@@ -268,6 +270,33 @@ func badgerCounters() map[string]int64 {
 	return out
 }
 
+// pointerEntryBytes is about what one write of a separated value takes in Badger's
+// memtable (the skiplist arena, and likewise its .mem write-ahead file) besides the key:
+// the 8-byte version, the 12-byte value pointer with its meta bytes, and the skiplist node.
+const pointerEntryBytes = 64
+
+// memtableBytes sizes Badger's memtable so that it flushes after as many writes as a
+// memtable of `budget` bytes that holds the values, as every other engine's does.
+//
+// A value at or above the threshold goes straight to the value log and the memtable keeps
+// only the key and a pointer, so a Badger memtable of the same byte size holds about
+// (key + value) / (key + 64) times as many writes: 15x with 256-byte keys and 4 KiB values.
+// It then flushes twice in a run that flushes the others' 30 times, no L0 compaction ever
+// runs, and compactions are what record which value-log bytes are garbage (the discard
+// statistics RunValueLogGC picks files by): value-log GC would find nothing to rewrite.
+// Flushing at the same write count, Badger compacts as the others do and its GC reclaims.
+func memtableBytes(budget int64, keySize, valueSize int, valueThreshold int64) int64 {
+	if int64(valueSize) < valueThreshold {
+		return budget
+	}
+	size := budget * int64(keySize+pointerEntryBytes) / int64(keySize+valueSize)
+	const minSize = 1 << 20
+	if size < minSize {
+		return minSize
+	}
+	return size
+}
+
 func main() {
 	opsPath := flag.String("ops", "", "op file written by `halflife compare`")
 	dir := flag.String("dir", "", "database directory")
@@ -302,10 +331,11 @@ func run(opsPath, dir, reportPath, name string, memtableMB, cacheMB, valueThresh
 		return err
 	}
 	keySize, valueSize := int(h.KeySize), int(h.ValueSize)
+	memTableSize := memtableBytes(memtableMB<<20, keySize, valueSize, valueThreshold)
 
 	opts := badger.DefaultOptions(dir).
 		WithSyncWrites(syncWrites).
-		WithMemTableSize(memtableMB << 20).
+		WithMemTableSize(memTableSize).
 		WithValueThreshold(valueThreshold).
 		WithValueLogFileSize(vlogMB << 20).
 		WithBlockCacheSize(cacheMB << 20).
@@ -381,7 +411,7 @@ func run(opsPath, dir, reportPath, name string, memtableMB, cacheMB, valueThresh
 	}
 	loadSecs := time.Since(t0).Seconds()
 
-	hists := make([]*histogram, 5)
+	hists := make([]*histogram, len(opNames))
 	for i := range hists {
 		hists[i] = newHistogram()
 	}
@@ -444,6 +474,11 @@ func run(opsPath, dir, reportPath, name string, memtableMB, cacheMB, valueThresh
 				return txn.Set(key, v)
 			})
 			userBytes += uint64(keySize + valueSize)
+		case 5:
+			// A tombstone of the key; the next update re-creates it.
+			s = time.Now()
+			err = db.Update(func(txn *badger.Txn) error { return txn.Delete(key) })
+			userBytes += uint64(keySize)
 		}
 		if err != nil {
 			return fmt.Errorf("op %d (%s): %w", i, opNames[o.code], err)
@@ -492,8 +527,9 @@ func run(opsPath, dir, reportPath, name string, memtableMB, cacheMB, valueThresh
 		"schema": "halflife-run/1",
 		"engine": name,
 		"settings": map[string]any{
-			"memtable_mb": memtableMB, "cache_mb": cacheMB, "value_threshold": valueThreshold,
-			"vlog_file_mb": vlogMB, "discard_ratio": discard, "sync": syncWrites,
+			"memtable_mb": memtableMB, "memtable_bytes": memTableSize, "cache_mb": cacheMB,
+			"value_threshold": valueThreshold,
+			"vlog_file_mb":    vlogMB, "discard_ratio": discard, "sync": syncWrites,
 			"compression": "none", "num_compactors": 2,
 		},
 		"workload": map[string]any{

@@ -171,7 +171,7 @@ class OpReader {
     *len = 0;
     if (*code == 3 && !f_.read(reinterpret_cast<char*>(len), 4))
       die(path_ + ": truncated scan record " + std::to_string(read_));
-    if (*code > 4) die(path_ + ": unknown op code " + std::to_string(*code));
+    if (*code > 5) die(path_ + ": unknown op code " + std::to_string(*code));
     read_++;
     return true;
   }
@@ -407,8 +407,8 @@ int main(int argc, char** argv) {
   }
   const double load_secs = secs(clock() - t0);
 
-  const char* names[] = {"insert", "update", "read", "scan", "rmw"};
-  Histogram lat[5];
+  const char* names[] = {"insert", "update", "read", "scan", "rmw", "delete"};
+  Histogram lat[6];
   uint8_t code;
   uint64_t k;
   uint32_t len;
@@ -451,6 +451,12 @@ int main(int argc, char** argv) {
         write(k);
         break;
       }
+      case 5:
+        // A delete writes a tombstone of the key; the key's version count is kept, so the
+        // update that re-creates it writes the next version (crates/workload/src/opfile.rs).
+        check(db->Delete(wo, key), "delete");
+        user_bytes += ks;
+        break;
     }
     lat[code].record(ns(clock() - s));
     progress();
@@ -525,7 +531,7 @@ int main(int argc, char** argv) {
     << "},\n";
   r << " \"latency_us\": {";
   first = true;
-  for (int i = 0; i < 5; i++) {
+  for (int i = 0; i < 6; i++) {
     if (lat[i].count() == 0) continue;
     r << (first ? "" : ", ") << json_str(names[i]) << ": " << lat[i].summary_us();
     first = false;

@@ -37,7 +37,7 @@ MAGIC = b"HLOPS001"
 HEADER = struct.Struct("<8sIIQQ")
 OP_KEY = struct.Struct("<BQ")
 SCAN_LEN = struct.Struct("<I")
-OP_NAMES = ["insert", "update", "read", "scan", "rmw"]
+OP_NAMES = ["insert", "update", "read", "scan", "rmw", "delete"]
 FNV_OFFSET = 0xCBF29CE484222325
 FNV_PRIME = 0x100000001B3
 MASK64 = (1 << 64) - 1
@@ -295,6 +295,7 @@ def main():
     user_bytes = 0
     put = db.put
     get = db.get
+    delete = db.delete
 
     # Load phase.
     load_hist = Histogram()
@@ -352,6 +353,12 @@ def main():
             put(key, value)
             e = clock()
             user_bytes += key_size + value_size
+        elif code == 5:
+            # A tombstone of the key; the next update re-creates it.
+            s = clock()
+            delete(key)
+            e = clock()
+            user_bytes += key_size
         else:
             raise SystemExit(f"unknown op code {code}")
         hists[code].record(e - s)

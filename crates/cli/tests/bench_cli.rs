@@ -53,6 +53,56 @@ fn write_intensive_report_is_sane() {
 }
 
 #[test]
+fn mixed_workload_deletes_reach_the_engine_and_the_oracle() {
+    // The oracle policy builds its future from the same ops (deletes included).
+    let r = run_bench(&[
+        "--workload",
+        "mixed",
+        "--records",
+        "1500",
+        "--op-count",
+        "6000",
+        "--value-size",
+        "1024",
+        "--policy",
+        "oracle",
+        "--threads",
+        "1",
+    ]);
+    let spec = workload::WorkloadSpec::mixed()
+        .unwrap()
+        .with_record_count(1500)
+        .with_operation_count(6000)
+        .with_value_size(1024);
+    let ops: Vec<workload::Op> = workload::Workload::new(spec).unwrap().run_ops().collect();
+    let deletes = ops
+        .iter()
+        .filter(|o| matches!(o, workload::Op::Delete { .. }))
+        .count() as u64;
+    assert!(deletes > 300, "{deletes}");
+    assert_eq!(r["latency_us"]["delete"]["count"], deletes);
+    assert_eq!(r["latency_us"]["update"]["count"], 6000 - deletes);
+    // Keys deleted at the end are gone from the engine: its live data (a tree scan after
+    // the run) is exactly the keys the op stream leaves.
+    let mut gone = std::collections::HashSet::new();
+    for op in &ops {
+        match *op {
+            workload::Op::Delete { key } => gone.insert(key),
+            other => gone.remove(&other.key()),
+        };
+    }
+    assert!(!gone.is_empty());
+    let live = r["live_user_bytes"].as_u64().unwrap();
+    assert_eq!(live, (1500 - gone.len() as u64) * (256 + 1024));
+    let user = r["user_bytes_written"].as_u64().unwrap();
+    assert_eq!(
+        user,
+        (1500 + 6000 - deletes) * (256 + 1024) + deletes * 256,
+        "a delete counts its key"
+    );
+}
+
+#[test]
 fn ycsb_mix_with_two_threads_counts_every_op() {
     let r = run_bench(&[
         "--workload",

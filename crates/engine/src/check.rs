@@ -188,7 +188,7 @@ pub fn check(dir: &Path, opts: &Options, progress: Progress<'_>) -> Result<Check
         let engine_file = matches!(ext, "sst" | "vlog" | "vmap");
         if engine_file && version.is_some() && !live.contains(p) {
             r.notes.push(format!(
-                "{} is not referenced by the manifest (an abandoned job output: the next open sweeps it)",
+                "{} is not referenced by the manifest (an abandoned job output, which the next open sweeps, or the values of unflushed writes when the value log is the WAL, which it installs)",
                 p.display()
             ));
         }

@@ -378,6 +378,14 @@ pub struct Options {
     pub min_blob_size: usize,
     /// Value files are cut at this size.
     pub blob_file_size: u64,
+    /// The value log is the write-ahead log of separated values (WiscKey's and Badger's
+    /// design): a value of at least `min_blob_size` is appended to a value file by the
+    /// write itself, and the WAL record carries only its pointer, so that the value is
+    /// written once instead of twice (WAL, then flush). Durability is unchanged: the value
+    /// file is flushed (or synced, for a synced write) before the WAL record that points
+    /// into it, and open replays the pointers by reading the values back. Needs the WAL and
+    /// a policy that separates values; off, every value goes through the WAL as before.
+    pub value_log_wal: bool,
     pub gc: GcPolicyConfig,
     /// Parameters of the lifetime policies.
     pub lifetime: LifetimeOptions,
@@ -510,6 +518,7 @@ impl Default for Options {
             max_value_size: 256 << 20,
             min_blob_size: 512,
             blob_file_size: 256 << 20,
+            value_log_wal: false,
             gc: GcPolicyConfig::default(),
             lifetime: LifetimeOptions::default(),
             lifetime_oracle: None,
@@ -532,6 +541,7 @@ impl fmt::Debug for Options {
             .field("target_file_size", &self.target_file_size)
             .field("min_blob_size", &self.min_blob_size)
             .field("blob_file_size", &self.blob_file_size)
+            .field("value_log_wal", &self.value_log_wal)
             .field("gc", &self.gc)
             .field("compression", &self.compression)
             .field("value_compression", &self.value_compression)
@@ -617,6 +627,12 @@ impl Options {
                     return Err(invalid(name, format!("zstd level {level}: 1 to 22")));
                 }
             }
+        }
+        if self.value_log_wal && !(self.use_wal && self.gc.separates_values()) {
+            return Err(invalid(
+                "value_log_wal",
+                "needs use_wal and a GC policy that separates values (not inline)",
+            ));
         }
         if self.background_compactions == 0 {
             return Err(invalid("background_compactions", "must be at least 1"));

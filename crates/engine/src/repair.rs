@@ -216,7 +216,8 @@ pub fn repair(dir: &Path, opts: &Options, progress: Progress<'_>) -> Result<Repa
             WalRecoveryMode::SkipAnyCorruptedRecords,
             true,
             |rec| {
-                let last = crate::batch::WriteBatch::decode(&p, rec)?.insert_into(&mem);
+                let batch = crate::batch::WriteBatch::decode(&p, rec)?;
+                let last = crate::db::value_wal::plain_pointers(&p, &batch).insert_into(&mem);
                 last_seq = last_seq.max(last);
                 rep.wal_batches += 1;
                 Ok(())
@@ -257,6 +258,7 @@ pub fn repair(dir: &Path, opts: &Options, progress: Progress<'_>) -> Result<Repa
         lifetime: None,
         new_file_number: &new_number,
         warming: None,
+        logged: None,
     };
     let mut merged = MergingIterator::new(inputs);
     let out = compaction::run(&spec, &mut merged)?;

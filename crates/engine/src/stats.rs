@@ -15,6 +15,9 @@ pub(crate) struct EngineCounters {
     pub gets: AtomicU64,
     pub stall_micros: AtomicU64,
     pub stall_count: AtomicU64,
+    /// Time user writes waited for value-file GC (back-pressure under a
+    /// space-amplification target).
+    pub gc_delay_micros: AtomicU64,
     /// The longest single stop.
     pub stall_max_micros: AtomicU64,
     /// Delayed writes (slowdown before a stop): time slept and sleeps.
@@ -83,6 +86,10 @@ pub struct DbStats {
     pub memtable_bytes: u64,
     pub stall_micros: u64,
     pub stall_count: u64,
+    /// Time user writes waited for value-file GC to catch up with its
+    /// space-amplification target.
+    #[serde(default)]
+    pub gc_delay_micros: u64,
     /// The longest single stop, in microseconds.
     #[serde(default)]
     pub stall_max_micros: u64,

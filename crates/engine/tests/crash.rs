@@ -15,8 +15,13 @@ const START_VAR: &str = "HALFLIFE_CRASH_START";
 const POLICY_VAR: &str = "HALFLIFE_CRASH_POLICY";
 
 /// `policy` is a policy name, with `+ttl` for paper 000's TTL trigger (else the
-/// space-amplification trigger, at 1.1 so that GC jobs run often).
+/// space-amplification trigger, at 1.1 so that GC jobs run often), and `+vwal` for the
+/// value log as the WAL.
 fn options(policy: &str) -> Options {
+    let (policy, value_log_wal) = match policy.strip_suffix("+vwal") {
+        Some(p) => (p, true),
+        None => (policy, false),
+    };
     let (name, trigger) = match policy.strip_suffix("+ttl") {
         Some(name) => (name, GcTrigger::Ttl),
         None => (policy, GcTrigger::SpaceAmp { target: 1.1 }),
@@ -31,6 +36,7 @@ fn options(policy: &str) -> Options {
         min_blob_size: 100,
         blob_file_size: 64 << 10,
         gc: name.parse().unwrap(),
+        value_log_wal,
         // Lifetime policies: short TTLs and a small dataset, so that kills also land in
         // GC jobs, index-map writes and model training/saving.
         lifetime: LifetimeOptions {
@@ -193,6 +199,18 @@ fn crash_lifetime_during_gc_with_birth_placement() {
 #[test]
 fn crash_dumpkv_during_gc_and_training() {
     crash_rounds("lifetime+ttl", 16, 4);
+}
+
+/// The value log as the WAL: kills land between a value append and its WAL record, in
+/// value-file cuts and memtable switches, and in GC jobs over files the write path made.
+#[test]
+fn crash_titan_value_log_wal() {
+    crash_rounds("titan+vwal", 17, 5);
+}
+
+#[test]
+fn crash_lifetime_value_log_wal() {
+    crash_rounds("lifetime+vwal", 18, 5);
 }
 
 #[test]

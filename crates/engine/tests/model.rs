@@ -592,3 +592,39 @@ fn growth_factor_auto_shapes_the_tree_from_measured_compactions() {
         shape.explanation
     );
 }
+
+/// The value log as the WAL, switched off at every third opening (a database written with
+/// it is read and written without it, and back).
+fn run_model_value_log_wal(gc: GcPolicyConfig, seed: u64, steps: usize) {
+    run_model_with(&gc, seed, steps, &|opening| Options {
+        value_log_wal: opening % 3 != 2,
+        ..small_options(gc.clone(), true)
+    });
+}
+
+#[test]
+fn model_titan_value_log_wal() {
+    run_model_value_log_wal(GcPolicyConfig::titan(), 31, 3000);
+}
+
+#[test]
+fn model_lifetime_value_log_wal() {
+    run_model_value_log_wal(
+        GcPolicyConfig::Lifetime {
+            mode: LifetimeMode::Learned,
+        },
+        32,
+        3000,
+    );
+}
+
+#[test]
+fn model_terark_value_log_wal() {
+    run_model_value_log_wal(
+        GcPolicyConfig::Terark {
+            garbage_ratio: 0.05,
+        },
+        33,
+        3000,
+    );
+}

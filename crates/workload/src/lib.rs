@@ -1,12 +1,13 @@
 //! YCSB-style workloads shared by every halflife benchmark and by the peer drivers.
 //!
-//! A [`WorkloadSpec`] (a YCSB preset, paper 000's write-intensive workload, or a custom mix)
-//! becomes a [`Workload`], which yields a load phase and a seeded run phase of [`Op`]s.
+//! A [`WorkloadSpec`] (a YCSB preset, paper 000's write-intensive workload and its shifting
+//! and mixed variants, or a custom mix) becomes a [`Workload`], which yields a load phase and
+//! a seeded run phase of [`Op`]s.
 //! Ops name keys by number; [`keys`] turns numbers into key bytes and values, [`opfile`]
 //! writes the op stream for drivers in other languages, and [`lifetime`] computes when each
 //! written value will be overwritten, for oracle policies.
 //!
-//! - [`generator`]: key choosers (uniform, Zipfian, scrambled Zipfian, latest).
+//! - [`generator`]: key choosers (uniform, Zipfian, scrambled Zipfian, latest, periodic).
 //! - [`spec`]: workload descriptions, presets and validation.
 //! - [`keys`]: key formatting and verifiable value bytes.
 //! - [`compressible`]: value bytes of a chosen compressibility (db_bench's `--compression_ratio`).

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 pub enum Op {
     /// Write a key that did not exist before (the key space grows by one).
     Insert { key: u64 },
-    /// Overwrite an existing key.
+    /// Write a new version of a key of the key space (re-creating it if it was deleted).
     Update { key: u64 },
     /// Point lookup.
     Read { key: u64 },
@@ -15,6 +15,8 @@ pub enum Op {
     Scan { start: u64, len: u32 },
     /// Read a key, then write a new version of it.
     ReadModifyWrite { key: u64 },
+    /// Delete a key. The key number stays in the key space: a later update re-creates it.
+    Delete { key: u64 },
 }
 
 impl Op {
@@ -24,7 +26,8 @@ impl Op {
             Op::Insert { key }
             | Op::Update { key }
             | Op::Read { key }
-            | Op::ReadModifyWrite { key } => key,
+            | Op::ReadModifyWrite { key }
+            | Op::Delete { key } => key,
             Op::Scan { start, .. } => start,
         }
     }
@@ -38,7 +41,14 @@ impl Op {
         )
     }
 
-    /// The op code used by [`crate::opfile`]: 0 insert, 1 update, 2 read, 3 scan, 4 rmw.
+    /// Whether the op ends the life of the key's current value: a write replaces it, a
+    /// delete removes it. Oracles count both as the value's death.
+    pub fn ends_value(&self) -> bool {
+        self.is_write() || matches!(self, Op::Delete { .. })
+    }
+
+    /// The op code used by [`crate::opfile`]: 0 insert, 1 update, 2 read, 3 scan, 4 rmw,
+    /// 5 delete.
     pub fn code(&self) -> u8 {
         match self {
             Op::Insert { .. } => 0,
@@ -46,6 +56,7 @@ impl Op {
             Op::Read { .. } => 2,
             Op::Scan { .. } => 3,
             Op::ReadModifyWrite { .. } => 4,
+            Op::Delete { .. } => 5,
         }
     }
 }

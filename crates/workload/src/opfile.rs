@@ -11,7 +11,8 @@
 //!     16     8  record_count  u64   size of the load phase
 //!     24     8  op_count      u64   number of run-phase records that follow
 //!     32     -  op_count records:
-//!                 code u8      0 insert, 1 update, 2 read, 3 scan, 4 read-modify-write
+//!                 code u8      0 insert, 1 update, 2 read, 3 scan, 4 read-modify-write,
+//!                              5 delete
 //!                 key  u64     key number (the start key for a scan)
 //!                 len  u32     scan length; present only when code == 3
 //! ```
@@ -26,7 +27,12 @@
 //!
 //! Value versions, for drivers that reproduce [`crate::keys::ValueGen`] bytes: the load
 //! writes version 0 of every key; each run-phase insert, update or read-modify-write of a
-//! key writes the key's previous version + 1 (an inserted key starts at 0).
+//! key writes the key's previous version + 1 (an inserted key starts at 0). A delete
+//! removes the key and leaves its version count alone: the update that re-creates it
+//! writes the version after the last one written.
+//!
+//! Deletes (code 5) came after the first drivers; a driver that does not know them stops
+//! at the record with an unknown-op-code error rather than skipping it.
 
 use std::fs::File;
 use std::io::{self, BufReader, BufWriter, Read, Write};
@@ -47,6 +53,7 @@ const CODE_UPDATE: u8 = 1;
 const CODE_READ: u8 = 2;
 const CODE_SCAN: u8 = 3;
 const CODE_RMW: u8 = 4;
+const CODE_DELETE: u8 = 5;
 
 /// The fixed header after the magic.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -278,7 +285,7 @@ impl<R: Read> OpFileReader<R> {
         };
         let mut rec = [0u8; 13];
         let got = read_full(&mut self.inner, &mut rec[..9], start)?;
-        if got >= 1 && rec[0] > CODE_RMW {
+        if got >= 1 && rec[0] > CODE_DELETE {
             return Err(OpFileError::UnknownOpCode {
                 index,
                 offset: start,
@@ -306,6 +313,7 @@ impl<R: Read> OpFileReader<R> {
                 len: u32::from_le_bytes(rec[9..13].try_into().expect("4 bytes")),
             },
             CODE_RMW => Op::ReadModifyWrite { key },
+            CODE_DELETE => Op::Delete { key },
             code => unreachable!("op code {code} checked above"),
         };
         self.offset += len;
@@ -375,6 +383,7 @@ mod tests {
             Op::Read { key: 0 },
             Op::Scan { start: 7, len: 100 },
             Op::ReadModifyWrite { key: 1 << 40 },
+            Op::Delete { key: 258 },
         ]
     }
 
@@ -399,12 +408,14 @@ mod tests {
         assert_eq!(&bytes[8..12], &24u32.to_le_bytes());
         assert_eq!(&bytes[12..16], &1000u32.to_le_bytes());
         assert_eq!(&bytes[16..24], &10u64.to_le_bytes());
-        assert_eq!(&bytes[24..32], &5u64.to_le_bytes());
+        assert_eq!(&bytes[24..32], &6u64.to_le_bytes());
         assert_eq!(&bytes[32..41], &[0, 5, 0, 0, 0, 0, 0, 0, 0]);
         assert_eq!(bytes[41], 1);
         // Scan record: code 3, key 7, len 100.
         assert_eq!(&bytes[59..72], &[3, 7, 0, 0, 0, 0, 0, 0, 0, 100, 0, 0, 0]);
-        assert_eq!(bytes.len(), 32 + 4 * 9 + 13);
+        // Delete record: code 5, key 258.
+        assert_eq!(&bytes[81..90], &[5, 2, 1, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(bytes.len(), 32 + 5 * 9 + 13);
     }
 
     #[test]
@@ -469,14 +480,14 @@ mod tests {
     #[test]
     fn malformed_files_are_refused() {
         let mut bytes = encode(&sample_ops());
-        bytes[41] = 9;
+        bytes[41] = 6;
         let err = read_all(&bytes[..]).unwrap_err();
         assert!(matches!(
             err,
             OpFileError::UnknownOpCode {
                 index: 1,
                 offset: 41,
-                code: 9
+                code: 6
             }
         ));
         assert!(err.to_string().contains("byte offset 41"), "{err}");
@@ -485,7 +496,7 @@ mod tests {
         bytes.push(0);
         assert!(matches!(
             read_all(&bytes[..]).unwrap_err(),
-            OpFileError::TrailingData { offset: 81, .. }
+            OpFileError::TrailingData { offset: 90, .. }
         ));
 
         let mut bytes = encode(&sample_ops());

@@ -3,12 +3,15 @@
 //! A [`WorkloadSpec`] is plain data (serde-serializable, so a benchmark report can embed the
 //! exact workload it ran); [`WorkloadSpec::validate`] checks it and
 //! [`crate::Workload::new`] refuses an invalid one. Presets: the YCSB core workloads
-//! ([`WorkloadSpec::ycsb`]) and paper 000's write-intensive workload
-//! ([`WorkloadSpec::write_intensive`]).
+//! ([`WorkloadSpec::ycsb`]), paper 000's write-intensive workload
+//! ([`WorkloadSpec::write_intensive`]), the same with a hot set that moves
+//! ([`WorkloadSpec::shifting`]), and keys with their own write rhythms plus deletes
+//! ([`WorkloadSpec::mixed`]).
 
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
+use crate::generator::periodic::DEFAULT_JITTER;
 use crate::generator::{Distribution, DistributionError};
 use crate::keys;
 
@@ -33,6 +36,11 @@ pub const DEFAULT_SEED: u64 = 0x6861_6c66_6c69_6665;
 /// Shortest key accepted: `"user"` + 8 digits, i.e. 10^8 distinct keys.
 pub const MIN_KEY_SIZE: u32 = 12;
 
+/// Phases of [`WorkloadSpec::shifting`]: the hot set moves every quarter of the run.
+pub const SHIFTING_PHASES: u32 = 4;
+/// Share of [`WorkloadSpec::mixed`]'s ops that delete their key.
+pub const MIXED_DELETE_PROPORTION: f64 = 0.1;
+
 /// Tolerance on the sum of the proportions.
 const SUM_TOLERANCE: f64 = 1e-9;
 
@@ -45,17 +53,21 @@ pub struct Proportions {
     pub insert: f64,
     pub scan: f64,
     pub read_modify_write: f64,
+    /// Deletes of a key drawn from the request distribution. A delete that draws a key
+    /// already deleted becomes the update that re-creates it, so deleted keys come back.
+    pub delete: f64,
 }
 
 impl Proportions {
     /// The proportions by name, in the fixed order the run phase draws them.
-    pub fn entries(&self) -> [(&'static str, f64); 5] {
+    pub fn entries(&self) -> [(&'static str, f64); 6] {
         [
             ("read", self.read),
             ("update", self.update),
             ("insert", self.insert),
             ("scan", self.scan),
             ("read_modify_write", self.read_modify_write),
+            ("delete", self.delete),
         ]
     }
 
@@ -84,6 +96,11 @@ pub struct WorkloadSpec {
     pub max_scan_length: u32,
     /// Seeds the run phase; the same spec always yields the same ops.
     pub seed: u64,
+    /// The run is cut into this many equal phases, and in phase p every key the request
+    /// distribution draws is moved p steps of a fixed rotation of the key space, so the
+    /// hot set is a different set of keys in each phase (1: it never moves). See
+    /// [`crate::workload::Workload::run_ops`].
+    pub hot_set_phases: u32,
 }
 
 /// Why a spec is not runnable.
@@ -113,6 +130,8 @@ pub enum SpecError {
     TooManyKeys,
     #[error("scans are requested but max_scan_length is 0")]
     ZeroScanLength,
+    #[error("hot_set_phases must be at least 1 (1: the hot set never moves)")]
+    NoPhases,
     #[error("request distribution: {0}")]
     Distribution(#[from] DistributionError),
 }
@@ -135,6 +154,7 @@ impl WorkloadSpec {
             insert,
             scan,
             read_modify_write,
+            delete: 0.0,
         };
         let zipf = Distribution::Scrambled { theta: 0.99 };
         let (proportions, dist) = match workload.to_ascii_lowercase() {
@@ -173,6 +193,39 @@ impl WorkloadSpec {
         Ok(spec)
     }
 
+    /// [`WorkloadSpec::write_intensive`] with a hot set that moves to other keys every
+    /// quarter of the run ([`SHIFTING_PHASES`]): a threshold tuned to one phase's lifetimes
+    /// is wrong for the next, and a key's history stops describing it at each shift.
+    pub fn shifting(theta: f64) -> Result<Self, SpecError> {
+        let mut spec = Self::write_intensive(theta)?;
+        spec.name = format!("shifting-{theta}");
+        spec.hot_set_phases = SHIFTING_PHASES;
+        Ok(spec)
+    }
+
+    /// Keys with very different write rhythms plus deletes, with the write-intensive sizes:
+    /// every op updates or (a share [`MIXED_DELETE_PROPORTION`]) deletes the key whose turn
+    /// is next in a [`Distribution::Periodic`] schedule (hot keys every n/40 ops, warm,
+    /// cool, cold never; periods within 25%); a deleted key comes back at its next turn.
+    /// Unlike a scrambled Zipfian, whose intervals are memoryless, a key's last lifetime
+    /// here predicts its next one: the case a history-based predictor is for.
+    pub fn mixed() -> Result<Self, SpecError> {
+        let mut spec = Self::custom(
+            Proportions {
+                update: 1.0 - MIXED_DELETE_PROPORTION,
+                delete: MIXED_DELETE_PROPORTION,
+                ..Proportions::default()
+            },
+            Distribution::Periodic {
+                jitter: DEFAULT_JITTER,
+            },
+        )?;
+        spec.name = "mixed".to_string();
+        spec.key_size = WRITE_INTENSIVE_KEY_SIZE;
+        spec.value_size = WRITE_INTENSIVE_VALUE_SIZE;
+        Ok(spec)
+    }
+
     /// Any mix and distribution, with the YCSB sizes and the default counts and seed.
     pub fn custom(
         proportions: Proportions,
@@ -188,6 +241,7 @@ impl WorkloadSpec {
             request_distribution,
             max_scan_length: DEFAULT_MAX_SCAN_LENGTH,
             seed: DEFAULT_SEED,
+            hot_set_phases: 1,
         };
         spec.validate()?;
         Ok(spec)
@@ -215,6 +269,11 @@ impl WorkloadSpec {
 
     pub fn with_seed(mut self, seed: u64) -> Self {
         self.seed = seed;
+        self
+    }
+
+    pub fn with_hot_set_phases(mut self, phases: u32) -> Self {
+        self.hot_set_phases = phases;
         self
     }
 
@@ -271,6 +330,9 @@ impl WorkloadSpec {
         if self.proportions.scan > 0.0 && self.max_scan_length == 0 {
             return Err(SpecError::ZeroScanLength);
         }
+        if self.hot_set_phases == 0 {
+            return Err(SpecError::NoPhases);
+        }
         self.request_distribution.validate()?;
         Ok(())
     }
@@ -318,6 +380,25 @@ mod tests {
     }
 
     #[test]
+    fn shifting_and_mixed_presets() {
+        let s = WorkloadSpec::shifting(0.9).unwrap();
+        assert_eq!(s.hot_set_phases, 4);
+        assert_eq!(s.name, "shifting-0.9");
+        assert_eq!((s.proportions, s.request_distribution), {
+            let w = WorkloadSpec::write_intensive(0.9).unwrap();
+            (w.proportions, w.request_distribution)
+        });
+        assert!(WorkloadSpec::shifting(1.0).is_err());
+        let m = WorkloadSpec::mixed().unwrap();
+        assert_eq!((m.proportions.update, m.proportions.delete), (0.9, 0.1));
+        assert_eq!(
+            m.request_distribution,
+            Distribution::Periodic { jitter: 0.25 }
+        );
+        assert_eq!((m.key_size, m.value_size, m.hot_set_phases), (256, 4096, 1));
+    }
+
+    #[test]
     fn validation_catches_each_mistake() {
         let ok = WorkloadSpec::ycsb('a').unwrap();
         let bad = |f: &dyn Fn(&mut WorkloadSpec)| {
@@ -339,6 +420,18 @@ mod tests {
         ));
         assert_eq!(bad(&|s| s.record_count = 0), SpecError::NoRecords);
         assert_eq!(bad(&|s| s.value_size = 0), SpecError::ZeroValueSize);
+        assert_eq!(bad(&|s| s.hot_set_phases = 0), SpecError::NoPhases);
+        assert!(matches!(
+            bad(&|s| {
+                s.proportions.update = 0.0;
+                s.proportions.delete = 0.3;
+            }),
+            SpecError::ProportionSum { .. }
+        ));
+        assert!(matches!(
+            bad(&|s| s.request_distribution = Distribution::Periodic { jitter: 1.5 }),
+            SpecError::Distribution(DistributionError::JitterOutOfRange(_))
+        ));
         assert_eq!(
             bad(&|s| s.key_size = 11),
             SpecError::KeyTooShort {
@@ -382,6 +475,14 @@ mod tests {
                 .unwrap();
         assert_eq!(partial.record_count, 10);
         assert_eq!(partial.proportions, WorkloadSpec::default().proportions);
+        assert_eq!(partial.hot_set_phases, 1);
+        let m = WorkloadSpec::mixed().unwrap().with_hot_set_phases(3);
+        let json = serde_json::to_string(&m).unwrap();
+        assert!(
+            json.contains("\"periodic:0.25\"") && json.contains("\"delete\":0.1"),
+            "{json}"
+        );
+        assert_eq!(serde_json::from_str::<WorkloadSpec>(&json).unwrap(), m);
         assert!(serde_json::from_str::<WorkloadSpec>(r#"{"recordcount": 10}"#).is_err());
     }
 }

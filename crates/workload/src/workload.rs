@@ -1,5 +1,7 @@
 //! A runnable workload: the load phase and the seeded run phase of a [`WorkloadSpec`].
 
+use std::collections::HashSet;
+
 use crate::generator::KeyChooser;
 use crate::op::Op;
 use crate::rng::WorkloadRng;
@@ -20,15 +22,22 @@ enum Kind {
     Insert,
     Scan,
     ReadModifyWrite,
+    Delete,
 }
 
-const KINDS: [Kind; 5] = [
+const KINDS: [Kind; 6] = [
     Kind::Read,
     Kind::Update,
     Kind::Insert,
     Kind::Scan,
     Kind::ReadModifyWrite,
+    Kind::Delete,
 ];
+
+/// The rotation step of the hot-set phases, as a fraction of the key space: the golden
+/// ratio's conjugate, whose multiples modulo 1 stay far apart (0, 0.62, 0.24, 0.85, ...),
+/// so no phase's hot set lands back near an earlier one's.
+const PHASE_STRIDE: f64 = 0.618_033_988_749_894_8;
 
 impl Workload {
     /// Validates `spec`.
@@ -55,6 +64,16 @@ impl Workload {
     /// distribution; scans then draw a length uniform in `1..=max_scan_length`. An insert
     /// takes the next unused key number and widens every chooser's key space by one (which
     /// is how `latest` follows it).
+    ///
+    /// Deletes draw their key like updates. A delete whose key is already deleted is
+    /// issued as an update instead (the write that re-creates the key), so a delete always
+    /// ends a live value and every deleted key comes back the next time it is drawn for a
+    /// write or a delete.
+    ///
+    /// With `hot_set_phases = m > 1`, op i is in phase `p = i * m / operation_count`, and
+    /// every drawn key k (of n live keys) becomes `(k + p * round(0.618 n)) mod n`: a
+    /// rotation of the key space, so the distribution's shape is unchanged within a phase
+    /// while its hot keys are other keys in the next one.
     pub fn run_ops(&self) -> RunOps {
         let spec = &self.spec;
         let chooser = spec
@@ -74,6 +93,9 @@ impl Workload {
             chooser,
             key_count: spec.record_count,
             remaining: spec.operation_count,
+            operation_count: spec.operation_count,
+            phases: u64::from(spec.hot_set_phases),
+            deleted: HashSet::new(),
             cumulative,
             max_scan_length: u64::from(spec.max_scan_length),
         }
@@ -86,6 +108,11 @@ pub struct RunOps {
     chooser: Box<dyn KeyChooser + Send>,
     key_count: u64,
     remaining: u64,
+    operation_count: u64,
+    /// Hot-set phases of the run (1: no shifting).
+    phases: u64,
+    /// Keys deleted and not written since.
+    deleted: HashSet<u64>,
     /// (cumulative proportion, kind) for the kinds with a positive proportion.
     cumulative: Vec<(f64, Kind)>,
     max_scan_length: u64,
@@ -95,6 +122,26 @@ impl RunOps {
     /// Keys that exist so far: the load plus the inserts issued up to now.
     pub fn key_count(&self) -> u64 {
         self.key_count
+    }
+
+    /// The hot-set phase of the op about to be issued.
+    fn phase(&self) -> u64 {
+        let index = self.operation_count - self.remaining;
+        (u128::from(index) * u128::from(self.phases) / u128::from(self.operation_count.max(1)))
+            as u64
+    }
+
+    /// The next key from the request distribution, moved to the current phase's place.
+    fn draw(&mut self) -> u64 {
+        let key = self.chooser.next(&mut self.rng);
+        let phase = self.phase();
+        if phase == 0 {
+            return key;
+        }
+        let n = self.key_count;
+        let stride = (n as f64 * PHASE_STRIDE).round() as u128;
+        let offset = u128::from(phase) * stride % u128::from(n);
+        ((u128::from(key) + offset) % u128::from(n)) as u64
     }
 
     fn pick_kind(&mut self) -> Kind {
@@ -116,7 +163,6 @@ impl Iterator for RunOps {
         if self.remaining == 0 {
             return None;
         }
-        self.remaining -= 1;
         let op = match self.pick_kind() {
             Kind::Insert => {
                 let key = self.key_count;
@@ -124,17 +170,28 @@ impl Iterator for RunOps {
                 self.chooser.set_item_count(self.key_count);
                 Op::Insert { key }
             }
-            Kind::Read => Op::Read {
-                key: self.chooser.next(&mut self.rng),
-            },
-            Kind::Update => Op::Update {
-                key: self.chooser.next(&mut self.rng),
-            },
-            Kind::ReadModifyWrite => Op::ReadModifyWrite {
-                key: self.chooser.next(&mut self.rng),
-            },
+            Kind::Read => Op::Read { key: self.draw() },
+            Kind::Update => {
+                let key = self.draw();
+                self.deleted.remove(&key);
+                Op::Update { key }
+            }
+            Kind::ReadModifyWrite => {
+                let key = self.draw();
+                self.deleted.remove(&key);
+                Op::ReadModifyWrite { key }
+            }
+            Kind::Delete => {
+                let key = self.draw();
+                if self.deleted.remove(&key) {
+                    Op::Update { key }
+                } else {
+                    self.deleted.insert(key);
+                    Op::Delete { key }
+                }
+            }
             Kind::Scan => {
-                let start = self.chooser.next(&mut self.rng);
+                let start = self.draw();
                 let len = 1 + self.rng.below(self.max_scan_length);
                 Op::Scan {
                     start,
@@ -142,6 +199,7 @@ impl Iterator for RunOps {
                 }
             }
         };
+        self.remaining -= 1;
         Some(op)
     }
 
@@ -161,7 +219,7 @@ mod tests {
     use super::*;
     use crate::generator::Distribution;
     use crate::spec::Proportions;
-    use std::collections::HashMap;
+    use std::collections::{HashMap, HashSet};
 
     fn small(spec: WorkloadSpec) -> Workload {
         Workload::new(spec.with_record_count(1000).with_operation_count(20_000)).unwrap()
@@ -205,8 +263,15 @@ mod tests {
             let ops: Vec<Op> = w.run_ops().collect();
             let counts = kind_counts(&ops);
             let p = w.spec().proportions;
-            // Op codes: 0 insert, 1 update, 2 read, 3 scan, 4 rmw.
-            let expected = [p.insert, p.update, p.read, p.scan, p.read_modify_write];
+            // Op codes: 0 insert, 1 update, 2 read, 3 scan, 4 rmw, 5 delete.
+            let expected = [
+                p.insert,
+                p.update,
+                p.read,
+                p.scan,
+                p.read_modify_write,
+                p.delete,
+            ];
             for (code, share) in expected.iter().enumerate() {
                 let got = *counts.get(&(code as u8)).unwrap_or(&0) as f64 / ops.len() as f64;
                 assert!(
@@ -304,6 +369,165 @@ mod tests {
         let hottest = per_key.values().max().unwrap();
         // Skewed: the hottest key gets far more than the uniform share of 20.
         assert!(*hottest > 200, "{hottest}");
+    }
+
+    /// The `k` keys written most often among `ops`.
+    fn top_keys(ops: &[Op], k: usize) -> HashSet<u64> {
+        let mut per_key: HashMap<u64, u32> = HashMap::new();
+        for op in ops {
+            *per_key.entry(op.key()).or_default() += 1;
+        }
+        let mut v: Vec<(u64, u32)> = per_key.into_iter().collect();
+        v.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        v.into_iter().take(k).map(|(key, _)| key).collect()
+    }
+
+    #[test]
+    fn shifting_moves_the_hot_set_every_quarter() {
+        let w = Workload::new(
+            WorkloadSpec::shifting(0.9)
+                .unwrap()
+                .with_record_count(10_000)
+                .with_operation_count(400_000),
+        )
+        .unwrap();
+        let ops: Vec<Op> = w.run_ops().collect();
+        assert_eq!(ops.len(), 400_000);
+        assert!(ops
+            .iter()
+            .all(|op| matches!(op, Op::Update { key } if *key < 10_000)));
+        let quarter = |q: usize| &ops[q * 100_000..(q + 1) * 100_000];
+        let halves = |q: usize| {
+            let (a, b) = quarter(q).split_at(50_000);
+            (top_keys(a, 20), top_keys(b, 20))
+        };
+        for q in 0..4 {
+            // Within a quarter the hot set stays put...
+            let (a, b) = halves(q);
+            let kept = a.intersection(&b).count();
+            assert!(kept >= 15, "quarter {q}: {kept} of 20 hot keys kept");
+            // ...and it is other keys than in every other quarter.
+            let hot = top_keys(quarter(q), 20);
+            for r in (0..4).filter(|&r| r != q) {
+                let shared = hot.intersection(&top_keys(quarter(r), 20)).count();
+                assert!(shared <= 2, "quarters {q} and {r} share {shared} hot keys");
+            }
+        }
+        // Each phase is the unshifted stream rotated by its offset, op for op: phase p
+        // moves key k to (k + p * 6180) mod 10000.
+        let still: Vec<Op> = Workload::new(w.spec().clone().with_hot_set_phases(1))
+            .unwrap()
+            .run_ops()
+            .collect();
+        for (i, (moved, orig)) in ops.iter().zip(&still).enumerate() {
+            let p = (i / 100_000) as u64;
+            assert_eq!(
+                moved.key(),
+                (orig.key() + p * 6180) % 10_000,
+                "op {i} in phase {p}"
+            );
+        }
+    }
+
+    /// Per key, the run-phase intervals between the ops that end its values (writes and
+    /// deletes), in ops.
+    fn intervals(ops: &[Op]) -> HashMap<u64, Vec<u64>> {
+        let mut last: HashMap<u64, usize> = HashMap::new();
+        let mut out: HashMap<u64, Vec<u64>> = HashMap::new();
+        for (i, op) in ops.iter().enumerate() {
+            if op.ends_value() {
+                if let Some(prev) = last.insert(op.key(), i) {
+                    out.entry(op.key()).or_default().push((i - prev) as u64);
+                }
+            }
+        }
+        out
+    }
+
+    /// Median over consecutive lifetime pairs of |ln(next / previous)|: how far a key's
+    /// previous lifetime is from its next one (0: a perfect predictor).
+    fn history_error(ops: &[Op]) -> f64 {
+        let mut errs: Vec<f64> = intervals(ops)
+            .values()
+            .flat_map(|v| v.windows(2).map(|w| (w[1] as f64 / w[0] as f64).ln().abs()))
+            .collect();
+        errs.sort_by(f64::total_cmp);
+        errs[errs.len() / 2]
+    }
+
+    #[test]
+    fn mixed_has_rhythm_and_deletes_that_come_back() {
+        let n = 10_000;
+        let w = Workload::new(
+            WorkloadSpec::mixed()
+                .unwrap()
+                .with_record_count(n)
+                .with_operation_count(4 * n),
+        )
+        .unwrap();
+        let ops: Vec<Op> = w.run_ops().collect();
+        assert_eq!(ops, w.run_ops().collect::<Vec<_>>(), "deterministic");
+        let mut deleted = HashSet::new();
+        let mut deletes = 0;
+        let mut recreated = 0;
+        for op in &ops {
+            assert!(op.key() < n, "{op:?}");
+            match *op {
+                Op::Delete { key } => {
+                    assert!(deleted.insert(key), "key {key} deleted twice in a row");
+                    deletes += 1;
+                }
+                Op::Update { key } => recreated += usize::from(deleted.remove(&key)),
+                other => panic!("mixed issues only updates and deletes, got {other:?}"),
+            }
+        }
+        let share = deletes as f64 / ops.len() as f64;
+        // 10% of draws; the few that hit a deleted key become its re-creating update.
+        assert!((0.08..=0.1).contains(&share), "delete share {share}");
+        assert!(
+            recreated > deletes / 2,
+            "{recreated} of {deletes} come back"
+        );
+        // Some keys are never written (the cold class), many are written often.
+        let written: HashSet<u64> = ops.iter().map(Op::key).collect();
+        assert!(written.len() < (n as usize) / 2, "{} keys", written.len());
+        // The point of the workload: a key's previous lifetime predicts its next one, which
+        // under a scrambled Zipfian at a similar skew it does not.
+        let mixed = history_error(&ops);
+        let zipf: Vec<Op> = small(WorkloadSpec::write_intensive(0.99).unwrap())
+            .run_ops()
+            .collect();
+        let memoryless = history_error(&zipf);
+        assert!(mixed < 0.25, "mixed: median |ln ratio| {mixed}");
+        assert!(memoryless > 0.6, "zipfian: median |ln ratio| {memoryless}");
+    }
+
+    #[test]
+    fn deletes_work_with_any_distribution() {
+        let spec = WorkloadSpec::custom(
+            Proportions {
+                read: 0.3,
+                update: 0.4,
+                delete: 0.3,
+                ..Proportions::default()
+            },
+            Distribution::Scrambled { theta: 0.99 },
+        )
+        .unwrap();
+        let mut deleted = HashSet::new();
+        let mut reads_of_deleted = 0;
+        for op in small(spec).run_ops() {
+            match op {
+                Op::Delete { key } => assert!(deleted.insert(key)),
+                Op::Update { key } => {
+                    deleted.remove(&key);
+                }
+                Op::Read { key } => reads_of_deleted += usize::from(deleted.contains(&key)),
+                other => panic!("{other:?}"),
+            }
+        }
+        // Reads may find a key deleted: the engines must answer "not found".
+        assert!(reads_of_deleted > 0);
     }
 
     #[test]

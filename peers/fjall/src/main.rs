@@ -177,8 +177,8 @@ fn main() -> Result<()> {
     }
     let load_secs = t.elapsed().as_secs_f64();
 
-    let names = ["insert", "update", "read", "scan", "rmw"];
-    let mut lat: Vec<Histogram<u64>> = (0..5)
+    let names = ["insert", "update", "read", "scan", "rmw", "delete"];
+    let mut lat: Vec<Histogram<u64>> = (0..names.len())
         .map(|_| Histogram::new(3))
         .collect::<Result<_, _>>()?;
     let t = Instant::now();
@@ -212,6 +212,13 @@ fn main() -> Result<()> {
             Op::ReadModifyWrite { .. } => {
                 not_found += tree.get(&key)?.is_none() as u64;
                 write(&tree, &mut value)?;
+                persist(&db)?;
+            }
+            Op::Delete { .. } => {
+                // A tombstone; the key's version count stays, so the update that re-creates
+                // it writes the next version.
+                tree.remove(key.as_slice())?;
+                user_bytes += ks as u64;
                 persist(&db)?;
             }
         }

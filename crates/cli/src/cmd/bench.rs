@@ -13,7 +13,9 @@
 //! is enough for value-file GC to run many times.
 
 use crate::harness::latency::{Latencies, OP_NAMES};
-use crate::harness::ops::{self, ClientOp, SharedReceiver, INSERT, READ, RMW, SCAN, UPDATE};
+use crate::harness::ops::{
+    self, ClientOp, SharedReceiver, DELETE, INSERT, READ, RMW, SCAN, UPDATE,
+};
 use crate::harness::oracle::WorkloadOracle;
 use crate::harness::procio::ProcIo;
 use crate::harness::report::{self, Phase, RunReport, Sample, WorkloadInfo};
@@ -36,8 +38,10 @@ mod dbbench;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Workload preset: a, b, c, d, e, f (YCSB core workloads) or write-intensive (paper 000
-    /// section 5.2: updates only, 256-byte keys, 4 KiB values).
+    /// Workload preset: a, b, c, d, e, f (YCSB core workloads), write-intensive (alias
+    /// zipfian; paper 000 section 5.2: updates only, 256-byte keys, 4 KiB values), shifting
+    /// (the same with the hot set moved every quarter of the run) or mixed (keys with their
+    /// own write periods, 10% deletes).
     #[arg(short, long, default_value = "write-intensive")]
     pub workload: String,
     /// Records loaded before the run phase [default: 200000 for write-intensive, else the
@@ -97,6 +101,10 @@ pub struct Args {
     /// death at flush and GC); 0 for paper 000's TTL trigger.
     #[arg(long, default_value_t = engine::GcTrigger::DEFAULT_SPACE_AMP)]
     pub space_amp_target: f64,
+    /// The value log is the WAL of separated values: each large value is written once,
+    /// by its write, and the WAL logs a pointer (not with --policy inline).
+    #[arg(long)]
+    pub value_log_wal: bool,
     #[command(flatten)]
     pub sizes: flags::SizeArgs,
     /// Sync the WAL on every write.
@@ -311,10 +319,14 @@ impl Args {
 pub fn build_spec(a: &SpecChoice) -> Result<WorkloadSpec> {
     let w = a.workload.to_ascii_lowercase();
     let mut spec = match w.as_str() {
-        "write-intensive" | "wi" => {
+        "write-intensive" | "wi" | "zipfian" | "shifting" | "mixed" => {
             let records = a.records.unwrap_or(DEFAULT_WRITE_INTENSIVE_RECORDS);
-            WorkloadSpec::write_intensive(a.theta)?
-                .with_record_count(records)
+            let spec = match w.as_str() {
+                "shifting" => WorkloadSpec::shifting(a.theta)?,
+                "mixed" => WorkloadSpec::mixed()?,
+                _ => WorkloadSpec::write_intensive(a.theta)?,
+            };
+            spec.with_record_count(records)
                 .with_operation_count(a.op_count.unwrap_or(3 * records))
         }
         s if s.len() == 1 || s.starts_with("ycsb-") => {
@@ -322,7 +334,7 @@ pub fn build_spec(a: &SpecChoice) -> Result<WorkloadSpec> {
             WorkloadSpec::ycsb(c)?
         }
         _ => bail!(
-            "unknown workload {:?}: use a, b, c, d, e, f or write-intensive",
+            "unknown workload {:?}: use write-intensive (alias zipfian), shifting, mixed, or a YCSB workload a-f",
             a.workload
         ),
     };
@@ -418,6 +430,7 @@ fn engine_options(a: &Args, plan: &Plan) -> Result<Options> {
     Ok(Options {
         lifetime: lifetime_options(a, plan.info.record_count),
         lifetime_oracle,
+        value_log_wal: a.value_log_wal,
         ..base
     })
 }
@@ -604,7 +617,7 @@ pub fn run(a: Args) -> Result<()> {
             "growth_factor": a.shape.growth_factor, "compaction_style": a.shape.compaction_style,
             "compression": a.compression, "compression_per_level": a.compression_per_level,
             "value_compression": a.value_compression,
-            "space_amp_target": a.space_amp_target,
+            "space_amp_target": a.space_amp_target, "value_log_wal": a.value_log_wal,
         }),
         workload: plan.info.clone(),
         phases,
@@ -619,6 +632,7 @@ pub fn run(a: Args) -> Result<()> {
         value_file_bytes: Some(stats.value_file_bytes),
         live_user_bytes: live,
         stall_micros: stats.stall_micros,
+        gc_delay_micros: stats.gc_delay_micros,
         proc_io: ProcIo::default(),
         max_rss_bytes: None,
         engine_stats,
@@ -815,6 +829,9 @@ fn client(
             if op.code == INSERT || op.code == UPDATE || op.code == RMW {
                 offset = (offset + 4093) % POOL;
                 shared.user_bytes.fetch_add(write_bytes, Relaxed);
+            } else if op.code == DELETE {
+                // A delete writes its key (a tombstone), as in every peer driver.
+                shared.user_bytes.fetch_add(key_size as u64, Relaxed);
             }
             // Per op, so that a sample's user bytes match the engine's counters to one op.
             shared.ops_done.fetch_add(1, Relaxed);
@@ -839,6 +856,7 @@ fn exec(db: &DB, op: &ClientOp, key: &[u8], value: &[u8]) -> Result<bool> {
             db.put(key, value)?;
             return Ok(found);
         }
+        DELETE => db.delete(key)?,
         c => bail!("unknown op code {c}"),
     }
     Ok(true)
@@ -1072,12 +1090,14 @@ pub fn render_summary(r: &RunReport) -> String {
     out.push_str(&t.render());
     let stat = |k: &str| r.engine_stats.get(k).and_then(|v| v.as_u64()).unwrap_or(0);
     out.push_str(&format!(
-        "\nwrite stalls: {} in {} stall(s), longest {}; delayed writes: {} in {} delay(s)\n",
+        "\nwrite stalls: {} in {} stall(s), longest {}; delayed writes: {} in {} delay(s); \
+         waits for value-file GC: {}\n",
         table::micros(r.stall_micros as f64),
         table::count(stat("stall_count")),
         table::micros(stat("stall_max_micros") as f64),
         table::micros(stat("delay_micros") as f64),
         table::count(stat("delay_count")),
+        table::micros(r.gc_delay_micros as f64)
     ));
     out.push_str(&cache_summary(&r.engine_stats));
     if let Some(rss) = r.max_rss_bytes {

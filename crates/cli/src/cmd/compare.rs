@@ -4,8 +4,9 @@
 //! child process ([`crate::harness::peers`]), in a memory-limited cgroup, and is measured
 //! from outside (device sectors written between two `sync`s) and from inside (the
 //! process's /proc/self/io and the engine's own counters, from its report). Live user bytes
-//! are derived from the op file (loaded keys plus inserted keys, times key + value size),
-//! the same denominator for every engine's space amplification.
+//! are derived from the op file (the keys that exist at its end: loaded plus inserted, less
+//! those deleted and not written since, times key + value size), the same denominator for
+//! every engine's space amplification.
 
 use crate::harness::device::BlockDevice;
 use crate::harness::isolate::{self, IsolateOptions, Outside};
@@ -17,6 +18,7 @@ use crate::harness::table::{self, Table};
 use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde::Serialize;
+use std::collections::HashSet;
 use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 use workload::opfile::{Header, OpFileWriter};
@@ -42,7 +44,11 @@ pub struct Args {
     /// 1/10 of that (100k records, 400k updates), for paper 000's sweep over --theta.
     #[arg(long, default_value = "small")]
     pub preset: String,
-    /// Workload: write-intensive, or a YCSB core workload a-f.
+    /// Workload. write-intensive (alias zipfian): scrambled-Zipfian updates (--theta).
+    /// shifting: the same, with the hot set moved to other keys every quarter of the run.
+    /// mixed: keys in classes with their own write periods (hot, warm, cool, cold),
+    /// 10% of ops deletes (a deleted key comes back at its next write). Or a YCSB core
+    /// workload a-f. The first three take the preset's sizes and counts.
     #[arg(short, long, default_value = "write-intensive")]
     pub workload: String,
     /// Records loaded [default: the preset's].
@@ -54,7 +60,8 @@ pub struct Args {
     /// Key size in bytes [default: the workload's].
     #[arg(long)]
     pub key_size: Option<u32>,
-    /// Value size in bytes [default: the workload's].
+    /// Value size in bytes, e.g. 1024, 4096, 16384 [default: the workload's, 4096 for the
+    /// write-intensive, shifting and mixed workloads].
     #[arg(long)]
     pub value_size: Option<u32>,
     /// Zipfian constant of the write-intensive workload.
@@ -264,15 +271,15 @@ pub fn run(a: Args) -> Result<()> {
     }
 
     // The op file, once.
-    let (ops_path, spec, header, inserts) = match &a.ops {
+    let (ops_path, spec, header, live_keys) = match &a.ops {
         Some(path) => {
             let reader = workload::opfile::OpFileReader::open(path)?;
             let header = *reader.header();
-            let mut inserts = 0u64;
+            let mut live = LiveKeys::new(header.record_count);
             for op in reader {
-                inserts += matches!(op?, Op::Insert { .. }) as u64;
+                live.apply(&op?);
             }
-            (path.clone(), None, header, inserts)
+            (path.clone(), None, header, live.count())
         }
         None => {
             let spec = build_spec(&a, &p)?;
@@ -289,17 +296,16 @@ pub fn run(a: Args) -> Result<()> {
             let file = std::fs::File::create(&path)
                 .with_context(|| format!("creating {}", path.display()))?;
             let mut writer = OpFileWriter::new(BufWriter::new(file), header)?;
-            let mut inserts = 0u64;
+            let mut live = LiveKeys::new(header.record_count);
             for op in w.run_ops() {
-                inserts += matches!(op, Op::Insert { .. }) as u64;
+                live.apply(&op);
                 writer.write_op(&op)?;
             }
             writer.finish()?;
-            (path, Some(spec), header, inserts)
+            (path, Some(spec), header, live.count())
         }
     };
-    let live_user_bytes = (header.record_count + inserts)
-        * (u64::from(header.key_size) + u64::from(header.value_size));
+    let live_user_bytes = live_keys * (u64::from(header.key_size) + u64::from(header.value_size));
 
     let device = match BlockDevice::of_path(&work) {
         Ok(d) => Some(d),
@@ -464,6 +470,39 @@ pub fn run(a: Args) -> Result<()> {
     Ok(())
 }
 
+/// The keys that exist after an op stream: loaded and inserted, less the deleted ones not
+/// written since.
+struct LiveKeys {
+    created: u64,
+    deleted: HashSet<u64>,
+}
+
+impl LiveKeys {
+    fn new(record_count: u64) -> LiveKeys {
+        LiveKeys {
+            created: record_count,
+            deleted: HashSet::new(),
+        }
+    }
+
+    fn apply(&mut self, op: &Op) {
+        match *op {
+            Op::Insert { .. } => self.created += 1,
+            Op::Delete { key } => {
+                self.deleted.insert(key);
+            }
+            Op::Update { key } | Op::ReadModifyWrite { key } => {
+                self.deleted.remove(&key);
+            }
+            Op::Read { .. } | Op::Scan { .. } => {}
+        }
+    }
+
+    fn count(&self) -> u64 {
+        self.created - self.deleted.len() as u64
+    }
+}
+
 /// The GC history of a lifetime policy from an engine's report, if it has one.
 fn lifetime_points(stats: &serde_json::Value) -> Option<Vec<plots::LifetimePoint>> {
     let h = stats.get("lifetime")?.get("gc_history")?.as_array()?;
@@ -617,6 +656,9 @@ fn metric_rows(results: &[EngineResult], live: u64) -> Vec<Row> {
     push("write stall time", fmt_secs, false, &|r| {
         Some(r.report.stall_micros as f64 / 1e6)
     });
+    push("GC back-pressure wait", fmt_secs, false, &|r| {
+        Some(r.report.gc_delay_micros as f64 / 1e6)
+    });
     push("settle time", fmt_secs, false, &|r| phase_secs(r, "settle"));
     push("max RSS (process)", fmt_bytes, false, &|r| {
         r.report.max_rss_bytes.map(|b| b as f64)
@@ -632,7 +674,8 @@ fn metric_rows(results: &[EngineResult], live: u64) -> Vec<Row> {
 
 /// Disk bytes over the run phase (the samples taken after the load), relative to `live`:
 /// (mean, max). `live` is the data at the end, so this holds for workloads whose live
-/// data does not change after the load (updates only, as the write-intensive ones); the
+/// data does not change after the load (updates only, as the write-intensive and shifting
+/// ones), and nearly for the mixed one (about 4% of its keys are deleted at any time); the
 /// final disk bytes alone depend on where each engine's GC and WAL happen to stand when
 /// the run ends.
 fn run_space_amp(r: &EngineResult, live: u64) -> Option<(f64, f64)> {
@@ -825,6 +868,49 @@ mod tests {
         let status = s.lines().nth(2).unwrap();
         assert!(status.starts_with("status"), "{s}");
         assert!(status.ends_with("ok  FAILED"), "{s}");
+    }
+
+    #[test]
+    fn live_keys_follow_inserts_deletes_and_re_creation() {
+        let mut l = LiveKeys::new(10);
+        for op in [
+            Op::Delete { key: 3 },
+            Op::Delete { key: 4 },
+            Op::Read { key: 3 },
+            Op::Insert { key: 10 },
+            Op::Update { key: 4 },
+            Op::Delete { key: 10 },
+            Op::ReadModifyWrite { key: 10 },
+            Op::Delete { key: 5 },
+        ] {
+            l.apply(&op);
+        }
+        // 11 keys created; 3 and 5 deleted at the end.
+        assert_eq!(l.count(), 9);
+        // The mixed workload ends with some keys deleted.
+        let spec = crate::cmd::bench::build_spec(&crate::cmd::bench::SpecChoice {
+            workload: "mixed",
+            records: Some(1000),
+            op_count: Some(4000),
+            key_size: None,
+            value_size: Some(1024),
+            distribution: None,
+            theta: 0.9,
+            seed: None,
+        })
+        .unwrap();
+        assert_eq!((spec.name.as_str(), spec.value_size), ("mixed", 1024));
+        let mut l = LiveKeys::new(spec.record_count);
+        let mut deletes = 0;
+        for op in Workload::new(spec).unwrap().run_ops() {
+            deletes += u64::from(matches!(op, Op::Delete { .. }));
+            l.apply(&op);
+        }
+        assert!(
+            l.count() < 1000 && l.count() > 1000 - deletes,
+            "{}",
+            l.count()
+        );
     }
 
     #[test]

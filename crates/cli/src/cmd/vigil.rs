@@ -324,6 +324,7 @@ fn run_one(
                     r?;
                 }
             }
+            Op::Delete { .. } => db.delete(&k)?,
         }
         let cpu = thread_cpu_ns().saturating_sub(c0);
         let times = vol.end_client_op();

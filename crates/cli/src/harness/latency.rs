@@ -5,7 +5,7 @@ use hdrhistogram::Histogram;
 use std::collections::BTreeMap;
 
 /// The op types in report order.
-pub const OP_NAMES: [&str; 5] = ["insert", "update", "read", "scan", "rmw"];
+pub const OP_NAMES: [&str; 6] = ["insert", "update", "read", "scan", "rmw", "delete"];
 
 pub struct Latencies {
     hists: Vec<Histogram<u64>>,

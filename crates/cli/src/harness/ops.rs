@@ -13,6 +13,7 @@ pub const UPDATE: u8 = 1;
 pub const READ: u8 = 2;
 pub const SCAN: u8 = 3;
 pub const RMW: u8 = 4;
+pub const DELETE: u8 = 5;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ClientOp {

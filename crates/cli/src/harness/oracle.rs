@@ -3,15 +3,19 @@
 //!
 //! The bench drives the engine with one client thread, so writes get sequence numbers in
 //! op order: the load phase's inserts take 1..=records, then every run-phase write (insert,
-//! update, read-modify-write) takes the next one. Reads and scans take none.
+//! update, read-modify-write) and every delete takes the next one. Reads and scans take
+//! none. A delete is listed among its key's writes: it is the death of the value written
+//! before it (that value's next write is the delete's sequence number), and the update that
+//! re-creates the key is the next write after the delete.
 
-use super::ops::{ClientOp, INSERT, RMW, UPDATE};
+use super::ops::{ClientOp, DELETE, INSERT, RMW, UPDATE};
 use anyhow::Result;
 use engine::LifetimeOracle;
 use std::collections::HashMap;
 use xxhash_rust::xxh3::xxh3_64;
 
-/// Per key (by a 64-bit hash of its bytes), the sequence numbers of its writes, ascending.
+/// Per key (by a 64-bit hash of its bytes), the sequence numbers of its writes and deletes,
+/// ascending.
 pub struct WorkloadOracle {
     writes: HashMap<u64, Vec<u32>>,
 }
@@ -40,7 +44,7 @@ impl WorkloadOracle {
         }
         for op in ops {
             let op = op?;
-            if matches!(op.code, INSERT | UPDATE | RMW) {
+            if matches!(op.code, INSERT | UPDATE | RMW | DELETE) {
                 add(op.key, &mut key)?;
             }
         }
@@ -88,5 +92,60 @@ mod tests {
         assert_eq!(o.mean_interval(&k(1)), Some(1));
         assert_eq!(o.mean_interval(&k(0)), Some(4));
         assert_eq!(o.mean_interval(&k(7)), None);
+    }
+
+    #[test]
+    fn a_delete_is_the_death_of_the_value_before_it() {
+        // One record (seq 1); update 0 (2), delete 0 (3), read 0 (none), update 0 (4).
+        let op = |code, key| Ok(ClientOp { code, key, len: 0 });
+        let ops = vec![
+            op(UPDATE, 0),
+            op(DELETE, 0),
+            op(super::super::ops::READ, 0),
+            op(UPDATE, 0),
+        ];
+        let o = WorkloadOracle::build(1, 24, ops.into_iter()).unwrap();
+        let k0 = workload::keys::key(0, 24);
+        assert_eq!(
+            o.next_write(&k0, 2),
+            Some(3),
+            "the update dies at the delete"
+        );
+        assert_eq!(o.next_write(&k0, 3), Some(4), "the re-creating update");
+        assert_eq!(o.next_write(&k0, 4), None);
+    }
+
+    #[test]
+    fn agrees_with_the_workload_crate_on_the_mixed_workload() {
+        // Every op of the mixed workload is a write or a delete, so op i has sequence
+        // number records + i + 1; the oracle must name the same death as the op-index
+        // computation in the workload crate, for every write.
+        let records = 200;
+        let spec = workload::WorkloadSpec::mixed()
+            .unwrap()
+            .with_record_count(records)
+            .with_operation_count(5000);
+        let w = workload::Workload::new(spec.clone()).unwrap();
+        let ops: Vec<workload::Op> = w.run_ops().collect();
+        assert!(ops.iter().any(|o| matches!(o, workload::Op::Delete { .. })));
+        let o = WorkloadOracle::build(
+            records,
+            spec.key_size as usize,
+            ops.iter().map(|&op| Ok(ClientOp::from(op))),
+        )
+        .unwrap();
+        let nw = workload::lifetime::next_writes(&ops);
+        let seq = |i: usize| records + i as u64 + 1;
+        for (i, op) in ops.iter().enumerate().filter(|(_, op)| op.is_write()) {
+            let key = workload::keys::key(op.key(), spec.key_size as usize);
+            let want = nw.next_write(i).map(|n| seq(n as usize));
+            assert_eq!(o.next_write(&key, seq(i)), want, "op {i} {op:?}");
+        }
+        // Load-phase values die at their key's first run-phase write or delete.
+        for k in 0..records {
+            let key = workload::keys::key(k, spec.key_size as usize);
+            let want = nw.first_write(k).map(|n| seq(n as usize));
+            assert_eq!(o.next_write(&key, k + 1), want, "key {k}");
+        }
     }
 }

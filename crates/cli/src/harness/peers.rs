@@ -116,6 +116,7 @@ pub fn all() -> Vec<Box<dyn Peer>> {
                 name: name.to_string(),
                 policy,
                 space_amp_target,
+                value_log_wal: false,
             }) as Box<dyn Peer>
         })
         .collect();
@@ -139,8 +140,8 @@ pub fn select(names: &str) -> Result<Vec<Box<dyn Peer>>> {
     let mut known = all();
     let mut out: Vec<Box<dyn Peer>> = Vec::new();
     for name in names.split(',').map(str::trim).filter(|n| !n.is_empty()) {
-        if let Some(p) = with_target(name)? {
-            out.push(p);
+        if let Some(h) = halflife(name)? {
+            out.push(Box::new(h));
             continue;
         }
         let Some(i) = known.iter().position(|p| p.name() == name) else {
@@ -148,7 +149,8 @@ pub fn select(names: &str) -> Result<Vec<Box<dyn Peer>>> {
             bail!(
                 "unknown engine {name:?}; known engines: {} (and halflife-lifetime@T, \
                  halflife-lifetime-nomodel@T, halflife-oracle@T for a space-amplification \
-                 target T)",
+                 target T, and a +vwal suffix on any halflife engine but inline for the \
+                 value log as the WAL)",
                 list.join(", ")
             );
         };
@@ -160,8 +162,37 @@ pub fn select(names: &str) -> Result<Vec<Box<dyn Peer>>> {
     Ok(out)
 }
 
+/// A halflife engine by name: one of [`HALFLIFE`], `@<target>` for a space-amplification
+/// target, and a `+vwal` suffix for the value log as the WAL.
+fn halflife(name: &str) -> Result<Option<Halflife>> {
+    let (base, value_log_wal) = match name.strip_suffix("+vwal") {
+        Some(base) => (base, true),
+        None => (name, false),
+    };
+    let mut h = match with_target(base)? {
+        Some(h) => h,
+        None => match HALFLIFE.iter().find(|h| h.0 == base) {
+            Some(&(n, policy, space_amp_target)) => Halflife {
+                name: n.to_string(),
+                policy,
+                space_amp_target,
+                value_log_wal: false,
+            },
+            None => return Ok(None),
+        },
+    };
+    if value_log_wal {
+        if h.policy == "inline" {
+            bail!("{name:?}: inline keeps values in the tree; +vwal needs value files");
+        }
+        h.name = name.to_string();
+        h.value_log_wal = true;
+    }
+    Ok(Some(h))
+}
+
 /// `halflife-<policy>@<target>` for the policies with a space-amplification target.
-fn with_target(name: &str) -> Result<Option<Box<dyn Peer>>> {
+fn with_target(name: &str) -> Result<Option<Halflife>> {
     let Some((base, t)) = name.split_once('@') else {
         return Ok(None);
     };
@@ -176,11 +207,12 @@ fn with_target(name: &str) -> Result<Option<Box<dyn Peer>>> {
         .ok()
         .filter(|t: &f64| *t > 1.0 && t.is_finite())
         .with_context(|| format!("{name:?}: the target after @ must be a number above 1"))?;
-    Ok(Some(Box::new(Halflife {
+    Ok(Some(Halflife {
         name: name.to_string(),
         policy,
         space_amp_target: Some(target),
-    })))
+        value_log_wal: false,
+    }))
 }
 
 pub fn all_names() -> Vec<&'static str> {
@@ -201,6 +233,8 @@ struct Halflife {
     name: String,
     policy: &'static str,
     space_amp_target: Option<f64>,
+    /// `--value-log-wal`.
+    value_log_wal: bool,
 }
 
 impl Peer for Halflife {
@@ -254,6 +288,9 @@ impl Peer for Halflife {
         .args(["--garbage-ratio", &s.garbage_ratio.to_string()]);
         if let Some(t) = self.space_amp_target {
             c.args(["--space-amp-target", &t.to_string()]);
+        }
+        if self.value_log_wal {
+            c.arg("--value-log-wal");
         }
         Ok(c)
     }
@@ -433,7 +470,6 @@ pub fn ensure_rocksdict(python: &str) -> Result<()> {
     Ok(())
 }
 
-/// Badger v4 through a small Go program: peers/badger, built with `go build`.
 /// The flags every driver takes: its inputs and outputs, memtable, cache, sync.
 fn driver_args(c: &mut Command, run: &RunPaths, s: &EngineSettings) {
     c.arg("--ops")
@@ -478,6 +514,10 @@ fn build_driver(
     Ok(())
 }
 
+/// Badger v4 through a small Go program: peers/badger, built with `go build`. Its memtable
+/// holds keys and value pointers, so the driver sizes it to flush after as many writes as
+/// the others' `--memtable-mb` of keys and values; otherwise no compaction runs, Badger
+/// records no garbage, and its value-log GC reclaims nothing.
 struct Badger;
 
 impl Peer for Badger {
@@ -486,7 +526,7 @@ impl Peer for Badger {
     }
 
     fn about(&self) -> &str {
-        "Badger v4 (Go), value log with RunValueLogGC(garbage ratio) in a loop"
+        "Badger v4 (Go), value log with RunValueLogGC(garbage ratio) in a loop, memtable flushed as often as the others'"
     }
 
     fn prepare(&self, ctx: &PeerContext) -> Result<()> {
@@ -564,6 +604,11 @@ mod tests {
         assert_eq!(e[0].name(), "halflife-lifetime@1.5");
         assert_eq!(e[1].about(), select("halflife-oracle").unwrap()[0].about());
         assert!(select("halflife-titan@1.5").is_err());
+        let e = select("halflife-titan+vwal,halflife-lifetime@1.5+vwal").unwrap();
+        assert_eq!(e[0].name(), "halflife-titan+vwal");
+        assert_eq!(e[1].name(), "halflife-lifetime@1.5+vwal");
+        assert!(select("halflife-inline+vwal").is_err());
+        assert!(select("halflife-nope+vwal").is_err());
         assert!(select("halflife-lifetime@0.9").is_err());
         assert!(select("halflife-lifetime@x").is_err());
     }

@@ -86,6 +86,10 @@ pub struct RunReport {
     pub live_user_bytes: Option<u64>,
     #[serde(default)]
     pub stall_micros: u64,
+    /// Time user writes waited for value-file GC (back-pressure under a
+    /// space-amplification target).
+    #[serde(default)]
+    pub gc_delay_micros: u64,
     /// The process's own /proc/self/io, read as the last thing before exiting.
     #[serde(default)]
     pub proc_io: ProcIo,

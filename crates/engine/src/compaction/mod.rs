@@ -77,6 +77,9 @@ pub struct JobSpec<'a> {
     pub new_file_number: &'a (dyn Fn() -> u64 + Sync),
     /// Which output blocks go into the block cache without being read (paper 002).
     pub warming: Option<&'a crate::warming::JobWarming>,
+    /// Flush with the value log as the WAL: where the write at a sequence number logged
+    /// its value (it is pointed at, not written again).
+    pub logged: Option<&'a (dyn Fn(SeqNo) -> Option<ValuePointer> + Sync)>,
 }
 
 /// What a job produced, for the version edit and the counters.
@@ -443,19 +446,29 @@ fn process(
     let dead_tombstone =
         p.kind == ValueKind::Deletion && spec.drop_tombstones && p.seq <= spec.smallest_snapshot;
     ks.last_seq = Some(p.seq);
+    let logged = match (p.kind, spec.logged) {
+        (ValueKind::Value, Some(f)) => f(p.seq),
+        _ => None,
+    };
     if shadowed || dead_tombstone {
         if p.kind == ValueKind::Pointer {
             o.out.dropped.push(ValuePointer::decode(spec.dir, value)?.0);
         }
+        o.out.dropped.extend(logged);
         return Ok(());
     }
     match p.kind {
         ValueKind::Value if spec.separate_values && value.len() >= spec.opts.min_blob_size => {
-            let class = match spec.lifetime {
-                Some(h) => h.place(p.user_key, p.seq, ks.previous.as_ref()),
-                None => 0,
+            let ptr = match logged {
+                Some(ptr) => ptr,
+                None => {
+                    let class = match spec.lifetime {
+                        Some(h) => h.place(p.user_key, p.seq, ks.previous.as_ref()),
+                        None => 0,
+                    };
+                    o.write_value(class, p.user_key, value, IoCause::ValueLog)?
+                }
             };
-            let ptr = o.write_value(class, p.user_key, value, IoCause::ValueLog)?;
             ks.new_value.clear();
             ptr.encode_into(&mut ks.new_value);
             if let Some(h) = spec.lifetime {

@@ -80,6 +80,7 @@ fn job_spec<'a>(
         lifetime: None,
         new_file_number,
         warming: None,
+        logged: None,
     }
 }
 
@@ -135,14 +136,19 @@ fn flush_one(inner: &Arc<Inner>) -> Result<bool> {
         let now = inner.last_seq.load(Ordering::Acquire);
         let hooks = inner.lifetime.as_ref().map(|rt| rt.hooks(&v, 0, now));
         let warm = inner.warming.begin_job(JobKind::Flush, &v, []);
+        let logged = |seq| mem.logged(seq);
         let spec = JobSpec {
             separate_values: inner.gc.separates_values(),
             lifetime: hooks.as_ref().map(|h| h as &dyn LifetimeHooks),
             warming: warm.as_ref(),
+            logged: inner.opts.value_log_wal.then_some(&logged as _),
             ..job_spec(inner, IoCause::Flush, snap, &v, &nf)
         };
         compaction::run(&spec, &mut mem.iter())
     };
+    // The value files the memtable's writes logged their values to are installed with
+    // its table, charged with the values the flush dropped.
+    let mut logged_files = mem.value_files();
     drop((v, mem));
     let mut st = inner.state.lock();
     st.flushing = false;
@@ -152,6 +158,10 @@ fn flush_one(inner: &Arc<Inner>) -> Result<bool> {
     inner.throttle.flushed(bytes, started.elapsed());
     let superseded = std::mem::take(&mut out.superseded);
     let mut edit = VersionEdit::default();
+    if !logged_files.is_empty() {
+        out.dropped = super::value_wal::charge_dropped(&mut logged_files, out.dropped);
+        edit.added_blobs.extend(logged_files);
+    }
     add_outputs(inner, &mut st, &mut edit, 0, out);
     let next_wal = st
         .imm

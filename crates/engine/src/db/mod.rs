@@ -14,6 +14,7 @@ mod read;
 pub(crate) mod recovery;
 mod snapshot;
 mod throttle;
+pub(crate) mod value_wal;
 mod write;
 
 pub use iter::DbIter;
@@ -85,11 +86,17 @@ pub(crate) struct Inner {
     pub bg_cv: Condvar,
     pub writers: Mutex<VecDeque<Arc<write::Writer>>>,
     pub wal: Mutex<Option<LogWriter>>,
+    /// With the value log as the WAL: the value file the write leader appends large values
+    /// to ([`value_wal`]).
+    pub value_wal: Mutex<value_wal::ActiveValueFiles>,
     /// Last sequence number assigned (only the write leader advances it).
     pub last_seq: AtomicU64,
     /// Last sequence number whose write is fully in the memtable.
     pub visible_seq: AtomicU64,
     pub counters: EngineCounters,
+    /// The value files' space amplification when GC last picked (`f64` bits; 0 before),
+    /// under a space-amplification target: the write path's back-pressure reads it.
+    pub value_space_amp: AtomicU64,
     /// Delayed writes before a stop: the flush rate and the write leaders' pacing.
     pub throttle: throttle::WriteController,
     pub shutdown: AtomicBool,
@@ -246,6 +253,7 @@ impl DB {
         if !self.inner.opts.use_wal {
             return Ok(());
         }
+        self.inner.value_wal.lock().flush(true)?;
         match self.inner.wal.lock().as_mut() {
             Some(w) => w.sync(),
             None => Err(Error::Closed),
@@ -305,6 +313,9 @@ impl DB {
         }
         for t in self.threads.lock().drain(..) {
             let _ = t.join();
+        }
+        if let Err(e) = inner.value_wal.lock().flush(false) {
+            result = result.and(Err(e));
         }
         if let Some(w) = inner.wal.lock().as_mut() {
             if let Err(e) = w.flush() {
@@ -367,6 +378,7 @@ fn stats(inner: &Inner) -> DbStats {
         memtable_bytes: mem_bytes as u64,
         stall_micros: EngineCounters::get(&c.stall_micros),
         stall_count: EngineCounters::get(&c.stall_count),
+        gc_delay_micros: EngineCounters::get(&c.gc_delay_micros),
         stall_max_micros: EngineCounters::get(&c.stall_max_micros),
         delay_micros: EngineCounters::get(&c.delay_micros),
         delay_count: EngineCounters::get(&c.delay_count),

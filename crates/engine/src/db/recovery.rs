@@ -19,7 +19,7 @@
 //!
 //! What happened is kept in a [`RecoveryReport`] ([`super::DB::recovery_report`]).
 
-use super::{wal_file_name, Inner, State};
+use super::{value_wal, wal_file_name, Inner, State};
 use crate::batch::WriteBatch;
 use crate::cache::BlockCache;
 use crate::compaction::{self, JobSpec};
@@ -59,6 +59,9 @@ pub struct RecoveryReport {
     pub wals_not_replayed: Vec<PathBuf>,
     /// Files proven obsolete and deleted.
     pub deleted: Vec<PathBuf>,
+    /// Value files of the value log as the WAL whose last append was cut short by the
+    /// crash: (file, length kept, bytes cut). No WAL record pointed into the cut bytes.
+    pub value_tails_cut: Vec<(PathBuf, u64, u64)>,
     /// Files no edit accounts for, moved into `lost/` (where they now are).
     pub moved_to_lost: Vec<PathBuf>,
 }
@@ -201,11 +204,16 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
     let mut mem = Arc::new(Memtable::new(0));
     let mut edit = VersionEdit::default();
     let mut incomplete_wals = HashSet::new();
+    // Pointers in WAL records into value files no edit names yet (the value log as the
+    // WAL) are read back; the files are installed with the replayed tables.
+    let mut replay = value_wal::Replay::new(dir, &*storage);
+    let mut dropped = Vec::new();
     for w in &plan {
         let data = read_all(&*storage, &w.path, IoCause::Other)?;
         let outcome =
             LogReader::new(&w.path, data).for_each(opts.wal_recovery_mode, w.newest, |rec| {
-                let last = WriteBatch::decode(&w.path, rec)?.insert_into(&mem);
+                let batch = WriteBatch::decode(&w.path, rec)?;
+                let last = replay.insert(&batch, &mem)?;
                 last_seq = last_seq.max(last);
                 report.batches_replayed += 1;
                 Ok(())
@@ -232,7 +240,7 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
         if mem.approximate_size() >= opts.memtable_size {
             versions.last_sequence = last_seq;
             let full = std::mem::replace(&mut mem, Arc::new(Memtable::new(0)));
-            flush_recovered(
+            dropped.extend(flush_recovered(
                 dir,
                 &storage,
                 &opts,
@@ -240,12 +248,12 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
                 &mut versions,
                 &full,
                 &mut edit,
-            )?;
+            )?);
         }
     }
     if !mem.is_empty() {
         versions.last_sequence = last_seq;
-        flush_recovered(
+        dropped.extend(flush_recovered(
             dir,
             &storage,
             &opts,
@@ -253,8 +261,16 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
             &mut versions,
             &mem,
             &mut edit,
-        )?;
+        )?);
     }
+    let (mut logged_files, cut) = replay.finish()?;
+    report.value_tails_cut = cut;
+    // The pointers the replayed flushes dropped: into the value files of logged values,
+    // or into installed ones.
+    let installed = value_wal::charge_dropped(&mut logged_files, dropped);
+    edit.blob_garbage
+        .extend(compaction::garbage_by_file(&versions.current(), &installed));
+    edit.added_blobs.extend(logged_files);
     let wal_number = versions.new_file_number();
     let f = storage.create(&wal_file_name(dir, wal_number), IoCause::Wal)?;
     let wal = opts.use_wal.then(|| LogWriter::new(f));
@@ -315,9 +331,11 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
         bg_cv: Condvar::new(),
         writers: Mutex::new(VecDeque::new()),
         wal: Mutex::new(wal),
+        value_wal: Mutex::new(Default::default()),
         last_seq: AtomicU64::new(last_seq),
         visible_seq: AtomicU64::new(last_seq),
         counters: EngineCounters::default(),
+        value_space_amp: AtomicU64::new(0),
         throttle: super::throttle::WriteController::new(),
         shutdown: AtomicBool::new(false),
         recovery: report,
@@ -326,6 +344,7 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
 }
 
 /// Writes a replayed memtable to L0; the tables join `edit`, recorded after replay.
+/// Returns the pointers it dropped.
 fn flush_recovered(
     dir: &Path,
     storage: &Arc<dyn Storage>,
@@ -334,7 +353,7 @@ fn flush_recovered(
     versions: &mut VersionSet,
     mem: &Arc<Memtable>,
     edit: &mut VersionEdit,
-) -> Result<()> {
+) -> Result<Vec<crate::vlog::ValuePointer>> {
     let next = AtomicU64::new(versions.next_file_number);
     let nf = || next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let v = versions.current();
@@ -354,14 +373,14 @@ fn flush_recovered(
         lifetime: hooks.as_ref().map(|h| h as &dyn compaction::LifetimeHooks),
         new_file_number: &nf,
         warming: None,
+        logged: Some(&|seq| mem.logged(seq)),
     };
     let out = compaction::run(&spec, &mut mem.iter())?;
     versions.next_file_number = next.into_inner();
     edit.added.extend(out.tables.into_iter().map(|t| (0, t)));
     edit.added_blobs.extend(out.blobs);
-    edit.blob_garbage
-        .extend(compaction::garbage_by_file(&v, &out.dropped));
-    Ok(())
+    // Charged once every replayed value file is known (see `open`).
+    Ok(out.dropped)
 }
 
 /// What the sweep needs to know besides the version.

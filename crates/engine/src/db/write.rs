@@ -25,6 +25,7 @@ use crate::io::IoCause;
 use crate::memtable::Memtable;
 use crate::stats::EngineCounters;
 use crate::types::{SeqNo, ValueKind};
+use crate::vlog::gc::BackPressure;
 use crate::vlog::ValuePointer;
 use crate::wal::LogWriter;
 use parking_lot::{Condvar, Mutex};
@@ -154,6 +155,9 @@ fn submit(inner: &Arc<Inner>, w: Arc<Writer>) -> Result<Vec<bool>> {
 /// Gathers the group behind leader `w`, writes it, and starts the inserts (or finishes the
 /// group on error).
 fn lead(inner: &Arc<Inner>, w: &Arc<Writer>) {
+    if w.batch_len.is_some() {
+        gc_back_pressure(inner);
+    }
     let group = {
         let q = inner.writers.lock();
         debug_assert!(Arc::ptr_eq(q.front().expect("leader is queued"), w));
@@ -214,7 +218,10 @@ fn write_group(
     let mem = make_room(inner, false).map_err(fail)?;
     let sync = group.iter().any(|g| g.sync);
     let mut seq = inner.last_seq.load(Ordering::Relaxed) + 1;
-    let mut wal = inner.opts.use_wal.then(|| inner.wal.lock());
+    // With the value log as the WAL, the group's large values go to the active value file
+    // first, and are flushed (synced) before any WAL record points at them.
+    let mut logged: Vec<WriteBatch> = Vec::new();
+    let mut values = inner.opts.value_log_wal.then(|| inner.value_wal.lock());
     for m in group {
         let mut job = m.job.lock();
         let Some(Job::Batch(b)) = job.as_mut() else {
@@ -222,9 +229,29 @@ fn write_group(
         };
         b.set_first_seq(seq);
         seq += b.len() as u64;
-        if let Some(wal) = wal.as_mut() {
-            let w = wal.as_mut().ok_or(Error::Closed).map_err(fail)?;
-            if let Err(e) = w.add_record(b.encoded()) {
+        if let Some(active) = values.as_mut() {
+            match active.log_batch(inner, &mem, b) {
+                Ok(l) => logged.push(l),
+                Err(e) => return Err(wal_failed(inner, e)),
+            }
+        }
+    }
+    if let Some(active) = values.as_mut() {
+        if let Err(e) = active.flush(sync) {
+            return Err(wal_failed(inner, e));
+        }
+    }
+    drop(values);
+    let mut wal = inner.opts.use_wal.then(|| inner.wal.lock());
+    if let Some(wal) = wal.as_mut() {
+        let w = wal.as_mut().ok_or(Error::Closed).map_err(fail)?;
+        for (i, m) in group.iter().enumerate() {
+            let job = m.job.lock();
+            let Some(Job::Batch(b)) = job.as_ref() else {
+                unreachable!("group members are batches")
+            };
+            let rec = logged.get(i).unwrap_or(b);
+            if let Err(e) = w.add_record(rec.encoded()) {
                 return Err(wal_failed(inner, e));
             }
         }
@@ -373,6 +400,14 @@ fn make_room(inner: &Inner, mut force: bool) -> Result<Arc<Memtable>> {
             inner.bg_cv.wait_for(&mut st, Duration::from_millis(50));
             continue;
         }
+        if opts.value_log_wal {
+            // The active value file belongs to the memtable switched out: its flush
+            // installs it. If it cannot be synced, its values are not durable: stop.
+            if let Err(e) = inner.value_wal.lock().seal_all(&st.mem) {
+                inner.set_bg_error(&mut st, &e);
+                break Err(e);
+            }
+        }
         let wal_number = if opts.use_wal {
             let n = st.versions.new_file_number();
             let path = wal_file_name(&inner.dir, n);
@@ -405,4 +440,35 @@ fn make_room(inner: &Inner, mut force: bool) -> Result<Arc<Memtable>> {
         c.stall_max_micros.fetch_max(micros, Ordering::Relaxed);
     }
     r
+}
+
+/// Slows user writes down while value-file GC falls behind a space-amplification target
+/// ([`BackPressure`]): the leader waits before it gathers its group (so the whole queue
+/// waits), as RocksDB's write controller delays writes before it stops them. GC's own
+/// write-backs are never delayed.
+fn gc_back_pressure(inner: &Inner) {
+    let Some(target) = inner.gc.space_amp_target() else {
+        return;
+    };
+    let bp = BackPressure::for_target(target);
+    let amp = || f64::from_bits(inner.value_space_amp.load(Ordering::Relaxed));
+    let started = Instant::now();
+    let waited = loop {
+        match bp.delay(amp()) {
+            Some(d) if d.is_zero() => break None,
+            Some(d) => {
+                std::thread::sleep(d);
+                break Some(d);
+            }
+            None if started.elapsed() >= BackPressure::MAX_STALL => break Some(started.elapsed()),
+            None => {
+                inner.bg_cv.notify_all();
+                std::thread::sleep(BackPressure::MAX_DELAY);
+            }
+        }
+    };
+    if waited.is_some() {
+        let c = &inner.counters;
+        EngineCounters::add(&c.gc_delay_micros, started.elapsed().as_micros() as u64);
+    }
 }

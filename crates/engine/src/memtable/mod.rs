@@ -16,10 +16,13 @@ use crate::types::{
     append_internal_key, cmp_internal, make_internal_key, parse_internal_key, SeqNo, ValueKind,
     KIND_SEEK, TRAILER_LEN,
 };
+use crate::vlog::file::BlobMeta;
+use crate::vlog::ValuePointer;
 use bytes::{Bytes, BytesMut};
 use crossbeam_skiplist::SkipMap;
 use parking_lot::Mutex;
 use std::cmp::Ordering as CmpOrdering;
+use std::collections::HashMap;
 use std::ops::Bound;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -52,6 +55,13 @@ pub struct Memtable {
     size: AtomicUsize,
     /// The WAL file holding this memtable's writes (0 when the WAL is off).
     wal_number: u64,
+    /// With the value log as the WAL (`Options::value_log_wal`): where each separated
+    /// value of this memtable was logged, by sequence number, so that flush points at it
+    /// instead of writing it again.
+    logged: Mutex<HashMap<SeqNo, ValuePointer>>,
+    /// The value files holding those values, synced when they were cut or the memtable
+    /// was switched; flush installs them with its tables.
+    value_files: Mutex<Vec<BlobMeta>>,
 }
 
 /// The newest version of a key visible at a snapshot.
@@ -69,7 +79,29 @@ impl Memtable {
             arena: Mutex::new(BytesMut::new()),
             size: AtomicUsize::new(0),
             wal_number,
+            logged: Mutex::new(HashMap::new()),
+            value_files: Mutex::new(Vec::new()),
         }
+    }
+
+    /// Records where the values written at these sequence numbers were logged.
+    pub fn log_values(&self, logged: impl IntoIterator<Item = (SeqNo, ValuePointer)>) {
+        self.logged.lock().extend(logged);
+    }
+
+    /// Where the value written at `seq` was logged, if it was.
+    pub fn logged(&self, seq: SeqNo) -> Option<ValuePointer> {
+        self.logged.lock().get(&seq).copied()
+    }
+
+    /// Adds a synced value file that holds values of this memtable.
+    pub fn add_value_file(&self, meta: BlobMeta) {
+        self.value_files.lock().push(meta);
+    }
+
+    /// The value files holding this memtable's logged values.
+    pub fn value_files(&self) -> Vec<BlobMeta> {
+        self.value_files.lock().clone()
     }
 
     pub fn wal_number(&self) -> u64 {

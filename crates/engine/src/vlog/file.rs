@@ -142,6 +142,16 @@ impl ValueFileWriter {
         self.number
     }
 
+    /// Hands the appended records to the operating system (the value log as the WAL).
+    pub fn flush(&mut self) -> Result<()> {
+        self.file.flush()
+    }
+
+    /// Makes the appended records durable without finishing the file.
+    pub fn sync(&mut self) -> Result<()> {
+        self.file.sync()
+    }
+
     pub fn len(&self) -> u64 {
         self.file.len()
     }
@@ -301,7 +311,7 @@ impl BlobFile {
     pub fn read(&self, ptr: &ValuePointer, key: &[u8], cause: IoCause) -> Result<Vec<u8>> {
         let r = self.reader()?;
         let rec = r.read_at(ptr.offset, ptr.size as usize, cause)?;
-        let (k, v, codec) = parse_record(&self.path, ptr.offset, &rec)?;
+        let (k, v, codec) = parse_stored(&self.path, ptr.offset, &rec)?;
         if k != key {
             return Err(Error::corruption(
                 &self.path,
@@ -349,8 +359,22 @@ fn record_lengths(header: &[u8]) -> (usize, usize, u8) {
     )
 }
 
+/// Checks a whole record; returns its key and its value, decompressed if it was stored
+/// compressed.
+pub(crate) fn parse_record<'a>(
+    path: &Path,
+    offset: u64,
+    rec: &'a [u8],
+) -> Result<(&'a [u8], std::borrow::Cow<'a, [u8]>)> {
+    let (k, v, codec) = parse_stored(path, offset, rec)?;
+    if codec == BLOCK_TYPE_UNCOMPRESSED {
+        return Ok((k, std::borrow::Cow::Borrowed(v)));
+    }
+    Ok((k, std::borrow::Cow::Owned(unpack(path, offset, codec, v)?)))
+}
+
 /// Checks a whole record; returns its key, its stored value and the value's codec.
-fn parse_record<'a>(path: &Path, offset: u64, rec: &'a [u8]) -> Result<(&'a [u8], &'a [u8], u8)> {
+fn parse_stored<'a>(path: &Path, offset: u64, rec: &'a [u8]) -> Result<(&'a [u8], &'a [u8], u8)> {
     let bad =
         |what: &str| Error::corruption(path, format!("value record at offset {offset}: {what}"));
     if rec.len() < RECORD_HEADER {
@@ -495,7 +519,7 @@ impl ValueFileReader {
             .data
             .get(at..at + size)
             .ok_or_else(|| run_past(&self.path))?;
-        let (k, v, codec) = parse_record(&self.path, off, rec)?;
+        let (k, v, codec) = parse_stored(&self.path, off, rec)?;
         self.pos += size;
         let v = if codec == BLOCK_TYPE_UNCOMPRESSED {
             v

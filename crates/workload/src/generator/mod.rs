@@ -7,10 +7,11 @@
 //! [`Latest`] learns which key is newest.
 //!
 //! [`Distribution`] is the serializable, parseable name of a chooser
-//! (`"uniform"`, `"zipfian:0.9"`, `"scrambled:0.99"`, `"latest"`), and
+//! (`"uniform"`, `"zipfian:0.9"`, `"scrambled:0.99"`, `"latest"`, `"periodic:0.25"`), and
 //! [`Distribution::chooser`] builds one.
 
 mod latest;
+pub mod periodic;
 mod scrambled;
 mod uniform;
 pub mod zeta;
@@ -25,6 +26,7 @@ use thiserror::Error;
 use crate::rng::WorkloadRng;
 
 pub use latest::Latest;
+pub use periodic::Periodic;
 pub use scrambled::{ScrambledZipfian, SCRAMBLED_ITEMS, SCRAMBLED_ZETA_099};
 pub use uniform::Uniform;
 pub use zipfian::Zipfian;
@@ -62,15 +64,17 @@ impl<C: KeyChooser + ?Sized> KeyChooser for Box<C> {
 #[derive(Debug, Clone, PartialEq, Error)]
 pub enum DistributionError {
     #[error(
-        "unknown distribution {0:?}: expected uniform, zipfian[:theta], scrambled[:theta] or latest[:theta]"
+        "unknown distribution {0:?}: expected uniform, zipfian[:theta], scrambled[:theta], latest[:theta] or periodic[:jitter]"
     )]
     Unknown(String),
-    #[error("distribution {0:?}: theta is not a number")]
-    BadTheta(String),
+    #[error("distribution {0:?}: its parameter is not a number")]
+    BadParameter(String),
     #[error("uniform takes no parameter, got {0:?}")]
     UnexpectedParameter(String),
     #[error("zipfian theta must be in [0, 1), got {0}")]
     ThetaOutOfRange(f64),
+    #[error("periodic jitter must be in [0, 1), got {0}")]
+    JitterOutOfRange(f64),
     #[error("a key chooser needs at least one key")]
     EmptyKeySpace,
 }
@@ -88,13 +92,16 @@ pub enum Distribution {
     Scrambled { theta: f64 },
     /// Zipfian by recency: the newest key hottest ([`Latest`]).
     Latest { theta: f64 },
+    /// Each key in a class with its own write period, the next key the one whose turn
+    /// comes first; periods vary by a relative `jitter` ([`Periodic`]).
+    Periodic { jitter: f64 },
 }
 
 impl Distribution {
     /// The Zipfian exponent, if the distribution has one.
     pub fn theta(&self) -> Option<f64> {
         match *self {
-            Distribution::Uniform => None,
+            Distribution::Uniform | Distribution::Periodic { .. } => None,
             Distribution::Zipfian { theta }
             | Distribution::Scrambled { theta }
             | Distribution::Latest { theta } => Some(theta),
@@ -103,9 +110,10 @@ impl Distribution {
 
     /// Checks the parameters without building anything.
     pub fn validate(&self) -> Result<(), DistributionError> {
-        match self.theta() {
-            Some(theta) => zipfian::check_theta(theta),
-            None => Ok(()),
+        match (self, self.theta()) {
+            (Distribution::Periodic { jitter }, _) => periodic::check_jitter(*jitter),
+            (_, Some(theta)) => zipfian::check_theta(theta),
+            (_, None) => Ok(()),
         }
     }
 
@@ -129,6 +137,7 @@ impl Distribution {
                 Box::new(ScrambledZipfian::with_capacity(n, capacity, theta)?)
             }
             Distribution::Latest { theta } => Box::new(Latest::new(n, theta)?),
+            Distribution::Periodic { jitter } => Box::new(Periodic::new(n, jitter)?),
         })
     }
 }
@@ -140,6 +149,7 @@ impl fmt::Display for Distribution {
             Distribution::Zipfian { theta } => write!(f, "zipfian:{theta}"),
             Distribution::Scrambled { theta } => write!(f, "scrambled:{theta}"),
             Distribution::Latest { theta } => write!(f, "latest:{theta}"),
+            Distribution::Periodic { jitter } => write!(f, "periodic:{jitter}"),
         }
     }
 }
@@ -147,20 +157,24 @@ impl fmt::Display for Distribution {
 impl FromStr for Distribution {
     type Err = DistributionError;
 
-    /// `name[:theta]`, case-insensitive, surrounding whitespace ignored; theta defaults to
-    /// [`DEFAULT_THETA`]. `scrambled_zipfian` is accepted as an alias of `scrambled`.
+    /// `name[:param]`, case-insensitive, surrounding whitespace ignored. The parameter is
+    /// theta for the Zipfians (default [`DEFAULT_THETA`]) and the jitter for `periodic`
+    /// (default [`periodic::DEFAULT_JITTER`]). `scrambled_zipfian` is accepted as an alias
+    /// of `scrambled`.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let trimmed = s.trim().to_ascii_lowercase();
         let (name, param) = match trimmed.split_once(':') {
             Some((name, param)) => (name.trim(), Some(param.trim())),
             None => (trimmed.as_str(), None),
         };
-        let theta = match param {
-            None => DEFAULT_THETA,
-            Some(p) => p
-                .parse::<f64>()
-                .map_err(|_| DistributionError::BadTheta(s.to_string()))?,
+        let value = match param {
+            None => None,
+            Some(p) => Some(
+                p.parse::<f64>()
+                    .map_err(|_| DistributionError::BadParameter(s.to_string()))?,
+            ),
         };
+        let theta = value.unwrap_or(DEFAULT_THETA);
         let dist = match name {
             "uniform" if param.is_some() => {
                 return Err(DistributionError::UnexpectedParameter(s.to_string()))
@@ -169,6 +183,9 @@ impl FromStr for Distribution {
             "zipfian" => Distribution::Zipfian { theta },
             "scrambled" | "scrambled_zipfian" => Distribution::Scrambled { theta },
             "latest" => Distribution::Latest { theta },
+            "periodic" => Distribution::Periodic {
+                jitter: value.unwrap_or(periodic::DEFAULT_JITTER),
+            },
             _ => return Err(DistributionError::Unknown(s.to_string())),
         };
         dist.validate()?;
@@ -210,6 +227,8 @@ mod tests {
             ("scrambled_zipfian", Distribution::Scrambled { theta: 0.99 }),
             ("latest", Distribution::Latest { theta: 0.99 }),
             ("latest:0.9", Distribution::Latest { theta: 0.9 }),
+            ("periodic", Distribution::Periodic { jitter: 0.25 }),
+            ("Periodic:0.1", Distribution::Periodic { jitter: 0.1 }),
         ];
         for (s, want) in cases {
             let got: Distribution = s.parse().unwrap();
@@ -230,8 +249,14 @@ mod tests {
         let err = |s: &str| s.parse::<Distribution>().unwrap_err();
         assert!(matches!(err("hotspot"), DistributionError::Unknown(_)));
         assert!(matches!(err(""), DistributionError::Unknown(_)));
-        assert!(matches!(err("zipfian:abc"), DistributionError::BadTheta(_)));
-        assert!(matches!(err("zipfian:"), DistributionError::BadTheta(_)));
+        assert!(matches!(
+            err("zipfian:abc"),
+            DistributionError::BadParameter(_)
+        ));
+        assert!(matches!(
+            err("zipfian:"),
+            DistributionError::BadParameter(_)
+        ));
         assert!(matches!(
             err("uniform:0.5"),
             DistributionError::UnexpectedParameter(_)
@@ -244,6 +269,11 @@ mod tests {
         assert!(matches!(
             err("zipfian:nan"),
             DistributionError::ThetaOutOfRange(_)
+        ));
+        assert_eq!(err("periodic:1"), DistributionError::JitterOutOfRange(1.0));
+        assert!(matches!(
+            err("periodic:x"),
+            DistributionError::BadParameter(_)
         ));
         assert!(matches!(
             Distribution::Uniform.chooser(0).err(),
@@ -259,6 +289,7 @@ mod tests {
             "scrambled:0.99",
             "scrambled:0.2",
             "latest",
+            "periodic",
         ] {
             let a = draws(d, 10_000, 1000, 11);
             assert_eq!(a, draws(d, 10_000, 1000, 11), "{d}");

@@ -1,0 +1,64 @@
+//! `halflife compare` end to end on the shifting and mixed workloads, with our engines only
+//! (the peers need compilers and packages): every engine replays the same op file, deletes
+//! included, and the report's live bytes are the keys the op stream leaves.
+
+use std::process::Command;
+
+fn compare(workload: &str, dir: &std::path::Path) -> serde_json::Value {
+    let report = dir.join("r.json");
+    let out = Command::new(env!("CARGO_BIN_EXE_halflife"))
+        .args(["compare", "--preset", "small", "--records", "800"])
+        .args(["--op-count", "3000", "--value-size", "1024"])
+        .args(["--workload", workload, "--memtable-mb", "1"])
+        .args(["--engines", "halflife-titan,halflife-oracle"])
+        .args(["--memory-limit-mb", "0"])
+        .arg("--work-dir")
+        .arg(dir.join("work"))
+        .arg("--report")
+        .arg(&report)
+        .output()
+        .expect("running halflife compare");
+    assert!(
+        out.status.success(),
+        "halflife compare failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap()
+}
+
+#[test]
+fn mixed_and_shifting_run_every_engine_on_the_same_ops() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = compare("mixed", dir.path());
+    assert_eq!(r["workload"]["name"], "mixed");
+    let spec: workload::WorkloadSpec = serde_json::from_value(r["workload"].clone()).unwrap();
+    let ops: Vec<workload::Op> = workload::Workload::new(spec).unwrap().run_ops().collect();
+    let mut deleted = std::collections::HashSet::new();
+    for op in &ops {
+        match *op {
+            workload::Op::Delete { key } => deleted.insert(key),
+            other => deleted.remove(&other.key()),
+        };
+    }
+    let deletes = ops
+        .iter()
+        .filter(|o| matches!(o, workload::Op::Delete { .. }))
+        .count();
+    assert!(!deleted.is_empty() && deletes > 100, "{deletes}");
+    assert_eq!(
+        r["live_user_bytes"],
+        (800 - deleted.len() as u64) * (256 + 1024)
+    );
+    let engines = r["engines"].as_array().unwrap();
+    assert_eq!(engines.len(), 2);
+    for e in engines {
+        assert!(e["failed"].is_null(), "{}: {}", e["name"], e["failed"]);
+        assert_eq!(e["report"]["latency_us"]["delete"]["count"], deletes);
+        assert_eq!(e["report"]["phases"]["run"]["ops"], 3000);
+    }
+
+    let r = compare("shifting", dir.path());
+    assert_eq!(r["workload"]["name"], "shifting-0.9");
+    assert_eq!(r["workload"]["hot_set_phases"], 4);
+    assert_eq!(r["live_user_bytes"], 800 * (256 + 1024));
+}
