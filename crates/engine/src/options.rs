@@ -328,6 +328,16 @@ pub struct Options {
     /// large bottom level, each rewriting it and relocating its old values under BlobDB GC;
     /// measured in docs/bench.md).
     pub l0_stop_writes_trigger: usize,
+    /// Writes are delayed (to `delayed_write_rate`) while L0 has this many files, before
+    /// they stop at `l0_stop_writes_trigger` (20, RocksDB's level0_slowdown_writes_trigger;
+    /// at or above the stop trigger there is no slowdown).
+    pub l0_slowdown_writes_trigger: usize,
+    /// Bytes per second writes are held to while L0 is at its slowdown trigger, and while
+    /// the active memtable is half full with a flush pending when no flush has been
+    /// measured yet (then the measured flush rate is used: the writer fills the memtable
+    /// as the flush empties the previous one, instead of stopping when it is full). 16 MiB/s,
+    /// RocksDB's default delayed_write_rate.
+    pub delayed_write_rate: u64,
     /// Size ratio between adjacent levels.
     pub growth_factor: f64,
     pub num_levels: usize,
@@ -349,6 +359,12 @@ pub struct Options {
     /// filter and properties blocks are never compressed (they are read once per open
     /// table and kept in memory).
     pub compression_per_level: Vec<Compression>,
+    /// Compression of the values in value files, one setting for all of them (flush,
+    /// compaction and GC outputs): each record is compressed on its own (a read fetches
+    /// one record) and kept as is when that saves less than 1/8. Records say which codec
+    /// they use, so files written with any setting stay readable. Sizes the engine
+    /// reports from pointers (live bytes) are the stored sizes.
+    pub value_compression: Compression,
     /// Bytes of table blocks the block cache holds.
     pub block_cache_capacity: usize,
     /// Background compaction threads (flush has its own thread).
@@ -386,6 +402,11 @@ pub struct Options {
     /// Which output blocks of flushes and compactions are put into the block cache as they
     /// are written (paper 002, [`crate::warming`]).
     pub cache_warming: crate::warming::CacheWarmingConfig,
+    /// With `cache_warming` `None`, still count the block-cache misses that compactions'
+    /// invalidations cause (the baseline of the warming comparison). Off by default: the
+    /// accounting keeps key ranges per data block of every compaction input, memory that
+    /// grows with the data (the other warming policies need it and always keep it).
+    pub warming_accounting: bool,
     /// Leveled (default) or tiered levels.
     pub compaction_style: CompactionStyle,
     /// `growth_factor = auto`: the engine picks the growth factor from the VAT model with its
@@ -485,6 +506,8 @@ impl Default for Options {
             max_immutable_memtables: 1,
             l0_compaction_trigger: 4,
             l0_stop_writes_trigger: 36,
+            l0_slowdown_writes_trigger: 20,
+            delayed_write_rate: 16 << 20,
             growth_factor: 10.0,
             num_levels: 7,
             level1_max_bytes: 256 << 20,
@@ -494,6 +517,7 @@ impl Default for Options {
             bloom_bits_per_key: 10,
             compression: Compression::None,
             compression_per_level: Vec::new(),
+            value_compression: Compression::None,
             block_cache_capacity: 64 << 20,
             background_compactions: 1,
             sync_writes: false,
@@ -509,6 +533,7 @@ impl Default for Options {
             lifetime_oracle: None,
             storage: None,
             cache_warming: crate::warming::CacheWarmingConfig::None,
+            warming_accounting: false,
             compaction_style: CompactionStyle::Leveled,
             auto_shape: None,
         }
@@ -528,8 +553,10 @@ impl fmt::Debug for Options {
             .field("value_log_wal", &self.value_log_wal)
             .field("gc", &self.gc)
             .field("compression", &self.compression)
+            .field("value_compression", &self.value_compression)
             .field("compression_per_level", &self.compression_per_level)
             .field("cache_warming", &self.cache_warming)
+            .field("warming_accounting", &self.warming_accounting)
             .field("use_wal", &self.use_wal)
             .field("sync_writes", &self.sync_writes)
             .field("compaction_style", &self.compaction_style)
@@ -578,6 +605,12 @@ impl Options {
                 "must be larger than l0_compaction_trigger",
             ));
         }
+        if self.delayed_write_rate == 0 {
+            return Err(invalid(
+                "delayed_write_rate",
+                "must be at least 1 byte per second",
+            ));
+        }
         if !(self.growth_factor > 1.0 && self.growth_factor.is_finite()) {
             return Err(invalid(
                 "growth_factor",
@@ -599,13 +632,14 @@ impl Options {
         if self.bloom_bits_per_key > 64 {
             return Err(invalid("bloom_bits_per_key", "at most 64"));
         }
-        for c in std::iter::once(&self.compression).chain(&self.compression_per_level) {
+        let tables = std::iter::once(&self.compression).chain(&self.compression_per_level);
+        let all = tables
+            .map(|c| ("compression", c))
+            .chain([("value_compression", &self.value_compression)]);
+        for (name, c) in all {
             if let Compression::Zstd { level } = c {
                 if !(1..=22).contains(level) {
-                    return Err(invalid(
-                        "compression",
-                        format!("zstd level {level}: 1 to 22"),
-                    ));
+                    return Err(invalid(name, format!("zstd level {level}: 1 to 22")));
                 }
             }
         }

@@ -18,6 +18,11 @@ pub(crate) struct EngineCounters {
     /// Time user writes waited for value-file GC (back-pressure under a
     /// space-amplification target).
     pub gc_delay_micros: AtomicU64,
+    /// The longest single stop.
+    pub stall_max_micros: AtomicU64,
+    /// Delayed writes (slowdown before a stop): time slept and sleeps.
+    pub delay_micros: AtomicU64,
+    pub delay_count: AtomicU64,
     pub flushes: AtomicU64,
     pub compactions: AtomicU64,
     pub gc_jobs: AtomicU64,
@@ -85,6 +90,14 @@ pub struct DbStats {
     /// space-amplification target.
     #[serde(default)]
     pub gc_delay_micros: u64,
+    /// The longest single stop, in microseconds.
+    #[serde(default)]
+    pub stall_max_micros: u64,
+    /// Time writers were delayed (slowdown before a stop) and how many delays.
+    #[serde(default)]
+    pub delay_micros: u64,
+    #[serde(default)]
+    pub delay_count: u64,
     pub write_groups: u64,
     pub flushes: u64,
     pub compactions: u64,

@@ -21,6 +21,7 @@ fn options(warming: CacheWarmingConfig) -> Options {
         block_cache_capacity: 256 << 10,
         gc: GcPolicyConfig::Inline,
         cache_warming: warming,
+        warming_accounting: true,
         ..Options::default()
     }
 }

@@ -172,6 +172,10 @@ pub struct Args {
     /// deeper levels take the last one. Overrides --compression.
     #[arg(long, value_name = "LIST")]
     pub compression_per_level: Option<String>,
+    /// Compression of the values in value files (each record on its own): none, lz4, zstd
+    /// or zstd:LEVEL.
+    #[arg(long, default_value = "none")]
+    pub value_compression: String,
 }
 
 /// The tree's shape (growth factor, compaction style).
@@ -451,6 +455,7 @@ fn base_options(a: &Args) -> Result<Options> {
                 .collect::<engine::Result<_>>()?,
             None => Vec::new(),
         },
+        value_compression: a.value_compression.parse()?,
         ..Options::default()
     })
 }
@@ -612,6 +617,7 @@ pub fn run(a: Args) -> Result<()> {
             "workload": plan.spec, "ops_file": a.ops, "warming": a.warming,
             "growth_factor": a.shape.growth_factor, "compaction_style": a.shape.compaction_style,
             "compression": a.compression, "compression_per_level": a.compression_per_level,
+            "value_compression": a.value_compression,
             "space_amp_target": a.space_amp_target, "value_log_wal": a.value_log_wal,
         }),
         workload: plan.info.clone(),
@@ -1083,15 +1089,15 @@ pub fn render_summary(r: &RunReport) -> String {
         t.row(["  value files".to_string(), table::bytes(v), String::new()]);
     }
     out.push_str(&t.render());
-    let stalls = r
-        .engine_stats
-        .get("stall_count")
-        .and_then(|v| v.as_u64())
-        .unwrap_or(0);
+    let stat = |k: &str| r.engine_stats.get(k).and_then(|v| v.as_u64()).unwrap_or(0);
     out.push_str(&format!(
-        "\nwrite stalls: {} in {} stall(s); waits for value-file GC: {}\n",
+        "\nwrite stalls: {} in {} stall(s), longest {}; delayed writes: {} in {} delay(s); \
+         waits for value-file GC: {}\n",
         table::micros(r.stall_micros as f64),
-        table::count(stalls),
+        table::count(stat("stall_count")),
+        table::micros(stat("stall_max_micros") as f64),
+        table::micros(stat("delay_micros") as f64),
+        table::count(stat("delay_count")),
         table::micros(r.gc_delay_micros as f64)
     ));
     out.push_str(&cache_summary(&r.engine_stats));

@@ -361,6 +361,8 @@ fn options(a: &Args, warming: &CacheWarmingConfig) -> Options {
         block_cache_capacity: (a.cache_mib << 20) as usize,
         gc: GcPolicyConfig::Inline,
         cache_warming: warming.clone(),
+        // `none` is the baseline: its invalidation misses are what the others remove.
+        warming_accounting: true,
         ..Options::default()
     }
 }

@@ -200,7 +200,9 @@ impl Outputs<'_> {
             let path = value_file_name(self.spec.dir, n);
             self.created.push(path.clone());
             let f = self.spec.storage.create(&path, cause)?;
-            self.value_writers[class] = Some(ValueFileWriter::new(f, n)?);
+            self.value_writers[class] = Some(
+                ValueFileWriter::new(f, n)?.with_compression(self.spec.opts.value_compression),
+            );
         }
         self.value_writers[class]
             .as_mut()

@@ -128,6 +128,9 @@ fn flush_one(inner: &Arc<Inner>) -> Result<bool> {
         st.flushing = true;
         (mem, inner.smallest_snapshot(&st), st.versions.current())
     };
+    let started = std::time::Instant::now();
+    let bytes = mem.approximate_size();
+    inner.throttle.flush_started(bytes);
     let out = {
         let nf = || inner.new_file_number();
         let now = inner.last_seq.load(Ordering::Acquire);
@@ -150,6 +153,9 @@ fn flush_one(inner: &Arc<Inner>) -> Result<bool> {
     let mut st = inner.state.lock();
     st.flushing = false;
     let mut out = out?;
+    // The rate writes are held to while the next memtable fills (see `throttle`); the
+    // install below is not part of it (it waits for the lock like any writer).
+    inner.throttle.flushed(bytes, started.elapsed());
     let superseded = std::mem::take(&mut out.superseded);
     let mut edit = VersionEdit::default();
     if !logged_files.is_empty() {
@@ -425,10 +431,10 @@ fn run_gc(inner: &Arc<Inner>, files: &[Arc<crate::vlog::BlobFile>]) -> Result<()
                     let n = inner.new_file_number();
                     let path = value_file_name(&inner.dir, n);
                     created.push(path.clone());
-                    writer = Some(ValueFileWriter::new(
-                        inner.storage.create(&path, IoCause::GcWrite)?,
-                        n,
-                    )?);
+                    writer = Some(
+                        ValueFileWriter::new(inner.storage.create(&path, IoCause::GcWrite)?, n)?
+                            .with_compression(inner.opts.value_compression),
+                    );
                 }
                 let np = writer.as_mut().unwrap().add(key, value)?;
                 EngineCounters::add(&inner.counters.gc_relocated_bytes, np.size as u64);

@@ -608,7 +608,8 @@ pub(crate) fn run_mapped_gc(
                         writer: ValueFileWriter::new(
                             inner.storage.create(&path, IoCause::GcWrite)?,
                             n,
-                        )?,
+                        )?
+                        .with_compression(inner.opts.value_compression),
                         map: IndexMapBuilder::new(n),
                     });
                 }

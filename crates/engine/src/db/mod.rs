@@ -13,6 +13,7 @@ mod lifetime;
 mod read;
 pub(crate) mod recovery;
 mod snapshot;
+mod throttle;
 pub(crate) mod value_wal;
 mod write;
 
@@ -96,6 +97,8 @@ pub(crate) struct Inner {
     /// The value files' space amplification when GC last picked (`f64` bits; 0 before),
     /// under a space-amplification target: the write path's back-pressure reads it.
     pub value_space_amp: AtomicU64,
+    /// Delayed writes before a stop: the flush rate and the write leaders' pacing.
+    pub throttle: throttle::WriteController,
     pub shutdown: AtomicBool,
     /// What the open that made this handle found and did.
     pub recovery: recovery::RecoveryReport,
@@ -376,6 +379,9 @@ fn stats(inner: &Inner) -> DbStats {
         stall_micros: EngineCounters::get(&c.stall_micros),
         stall_count: EngineCounters::get(&c.stall_count),
         gc_delay_micros: EngineCounters::get(&c.gc_delay_micros),
+        stall_max_micros: EngineCounters::get(&c.stall_max_micros),
+        delay_micros: EngineCounters::get(&c.delay_micros),
+        delay_count: EngineCounters::get(&c.delay_count),
         write_groups: EngineCounters::get(&c.write_groups),
         flushes: EngineCounters::get(&c.flushes),
         compactions: EngineCounters::get(&c.compactions),

@@ -312,7 +312,12 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
         live_user_bytes: None,
         gc_drops: Vec::new(),
     };
-    let warming = crate::warming::Warming::new(&opts.cache_warming, cache.clone(), opts.block_size);
+    let warming = crate::warming::Warming::new(
+        &opts.cache_warming,
+        cache.clone(),
+        opts.block_size,
+        opts.warming_accounting,
+    );
     Ok(Inner {
         dir: dir.to_path_buf(),
         opts,
@@ -331,6 +336,7 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
         visible_seq: AtomicU64::new(last_seq),
         counters: EngineCounters::default(),
         value_space_amp: AtomicU64::new(0),
+        throttle: super::throttle::WriteController::new(),
         shutdown: AtomicBool::new(false),
         recovery: report,
         _lock: lock,

@@ -87,7 +87,8 @@ impl ActiveValueFiles {
                     .storage
                     .create(&value_file_name(&inner.dir, n), IoCause::ValueLog)?;
                 *slot = Some(ActiveFile {
-                    writer: ValueFileWriter::new(f, n)?,
+                    writer: ValueFileWriter::new(f, n)?
+                        .with_compression(inner.opts.value_compression),
                     lifetime: match (&inner.lifetime, &view) {
                         (Some(rt), Some(view)) => rt.logged_file_lifetime(view, class, seq),
                         _ => None,

@@ -364,12 +364,37 @@ fn make_room(inner: &Inner, mut force: bool) -> Result<Arc<Memtable>> {
         if inner.shutdown.load(Ordering::SeqCst) {
             break Err(Error::Closed);
         }
-        let full = st.mem.approximate_size() >= opts.memtable_size;
+        let size = st.mem.approximate_size();
+        let full = size >= opts.memtable_size;
+        let l0 = st.versions.current().levels[0].len();
+        let flush_pending = st.imm.len() >= opts.max_immutable_memtables;
+        if !full && !force {
+            // Slowdown before a stop (see `throttle`): charged per group, slept without
+            // the lock; the memtable and L0 are looked at again afterwards.
+            let floor = opts.delayed_write_rate;
+            let (slow, rate) = if l0 >= opts.l0_slowdown_writes_trigger {
+                (true, floor)
+            } else if flush_pending {
+                let room = opts.memtable_size.saturating_sub(size);
+                let paced = inner.throttle.pace_to_flush(room, floor);
+                (paced.is_some(), paced.unwrap_or(floor))
+            } else {
+                (false, floor)
+            };
+            let id = Arc::as_ptr(&st.mem) as u64;
+            let wait = inner.throttle.charge(id, size, slow, rate);
+            if !wait.is_zero() {
+                parking_lot::MutexGuard::unlocked(&mut st, || std::thread::sleep(wait));
+                let c = &inner.counters;
+                EngineCounters::add(&c.delay_micros, wait.as_micros() as u64);
+                EngineCounters::add(&c.delay_count, 1);
+                continue;
+            }
+        }
         if (!force && !full) || (force && st.mem.is_empty()) {
             break Ok(st.mem.clone());
         }
-        let l0 = st.versions.current().levels[0].len();
-        if st.imm.len() >= opts.max_immutable_memtables || l0 >= opts.l0_stop_writes_trigger {
+        if flush_pending || l0 >= opts.l0_stop_writes_trigger {
             stall_started.get_or_insert_with(Instant::now);
             inner.bg_cv.notify_all();
             inner.bg_cv.wait_for(&mut st, Duration::from_millis(50));
@@ -409,8 +434,10 @@ fn make_room(inner: &Inner, mut force: bool) -> Result<Arc<Memtable>> {
     };
     if let Some(t) = stall_started {
         let c = &inner.counters;
-        EngineCounters::add(&c.stall_micros, t.elapsed().as_micros() as u64);
+        let micros = t.elapsed().as_micros() as u64;
+        EngineCounters::add(&c.stall_micros, micros);
         EngineCounters::add(&c.stall_count, 1);
+        c.stall_max_micros.fetch_max(micros, Ordering::Relaxed);
     }
     r
 }

@@ -562,6 +562,9 @@ pub struct Warming {
     /// Data block size, to estimate blocks from file sizes.
     block_size: usize,
     cuts: AtomicU64,
+    /// Whether jobs map their input blocks to key ranges and the key space is cut into
+    /// ranges (see [`Warming::new`]).
+    accounting: bool,
 }
 
 #[derive(Default)]
@@ -585,7 +588,19 @@ impl std::fmt::Debug for Warming {
 
 impl Warming {
     /// The machinery for `config` over `cache` (registers the cache's erase listener).
-    pub fn new(config: &CacheWarmingConfig, cache: Arc<BlockCache>, block_size: usize) -> Warming {
+    ///
+    /// Every policy but `None` needs the key ranges and the map of input blocks to them;
+    /// `None` keeps them only with `accounting` (to count the misses invalidation causes,
+    /// the baseline `halflife leaper` compares against). Off, an engine without warming
+    /// holds no per-block state: the map keeps two user keys per data block of every
+    /// compaction input (with 256-byte keys and 4 KiB values, one entry per block, about
+    /// 0.5 KiB per record) and each re-cut copies every index key of the tree.
+    pub fn new(
+        config: &CacheWarmingConfig,
+        cache: Arc<BlockCache>,
+        block_size: usize,
+        accounting: bool,
+    ) -> Warming {
         let policy: Box<dyn CacheWarming> = match config {
             CacheWarmingConfig::None => Box::new(NoWarming),
             CacheWarmingConfig::IncrementalWarmup => Box::new(incremental::IncrementalWarmup),
@@ -598,6 +613,7 @@ impl Warming {
         };
         let mut w = Self::with_policy(policy, cache);
         w.block_size = block_size;
+        w.accounting = accounting || !matches!(config, CacheWarmingConfig::None);
         if let CacheWarmingConfig::Learned(p) = config {
             w.range_params = p.clone();
         }
@@ -632,6 +648,7 @@ impl Warming {
             range_params: LearnedParams::default(),
             block_size: 4096,
             cuts: AtomicU64::new(0),
+            accounting: true,
         }
     }
 
@@ -669,6 +686,9 @@ impl Warming {
         inputs: impl IntoIterator<Item = &'a Arc<TableFile>>,
     ) -> Option<JobWarming> {
         self.jobs.fetch_add(1, Relaxed);
+        if !self.accounting {
+            return None;
+        }
         self.cut_ranges(version);
         let mut blocks = Vec::new();
         let mut cached_keys = Vec::new();

@@ -181,7 +181,7 @@ pub fn run(a: &Args, list: &str, opts: Options) -> Result<()> {
     if !a.quiet {
         let written: u64 = stats.io.total_written();
         println!(
-            "engine bytes written {} ({}), user bytes {}; on disk {} (tree {})",
+            "engine bytes written {} ({}), user bytes {}; on disk {} (tree {}, value files {})",
             table::bytes(written),
             by_cause
                 .iter()
@@ -191,6 +191,15 @@ pub fn run(a: &Args, list: &str, opts: Options) -> Result<()> {
             table::bytes(stats.user_bytes_written),
             table::bytes(disk_bytes),
             table::bytes(stats.tree_bytes),
+            table::bytes(stats.value_file_bytes),
+        );
+        println!(
+            "write stalls {} ({} in all, longest {}); delayed writes {} ({} in all)",
+            table::count(stats.stall_count),
+            table::micros(stats.stall_micros as f64),
+            table::micros(stats.stall_max_micros as f64),
+            table::count(stats.delay_count),
+            table::micros(stats.delay_micros as f64),
         );
     }
     let report = Report {
@@ -201,6 +210,7 @@ pub fn run(a: &Args, list: &str, opts: Options) -> Result<()> {
             "compression_ratio": ratio, "policy": a.policy, "memtable_mb": a.sizes.memtable_mb,
             "cache_mb": a.sizes.cache_mib, "sync": a.sync, "compression": a.compression,
             "compression_per_level": a.compression_per_level,
+            "value_compression": a.value_compression,
         }),
         benchmarks: &results,
         engine_bytes_by_cause: by_cause,
