@@ -146,6 +146,8 @@ struct Point {
     invalidated_blocks: u64,
     invalidation_misses: u64,
     prefetched: u64,
+    /// Of those, the blocks flushes put in (the rest are compactions').
+    flush_prefetched: u64,
     prefetch_hits: u64,
     compactions: u64,
     flushes: u64,
@@ -161,6 +163,7 @@ impl Point {
             invalidated_blocks: s.cache.invalidated_blocks,
             invalidation_misses: s.warming.invalidation_misses,
             prefetched: s.cache.prefetched,
+            flush_prefetched: s.warming.flush_blocks_admitted,
             prefetch_hits: s.cache.prefetch_hits,
             compactions: s.compactions,
             flushes: s.flushes,
@@ -180,6 +183,7 @@ struct PolicyResult {
     /// 1 - invalidation misses / those of `none` (when `none` ran).
     removed_vs_none: Option<f64>,
     prefetched: u64,
+    flush_prefetched: u64,
     prefetch_hits: u64,
     compactions: u64,
     flushes: u64,
@@ -437,6 +441,7 @@ fn run_one(a: &Args, spec: &WorkloadSpec, warming: &CacheWarmingConfig) -> Resul
         p.invalidated_blocks -= b.invalidated_blocks;
         p.invalidation_misses -= b.invalidation_misses;
         p.prefetched -= b.prefetched;
+        p.flush_prefetched -= b.flush_prefetched;
         p.prefetch_hits -= b.prefetch_hits;
         p.compactions -= b.compactions;
         p.flushes -= b.flushes;
@@ -469,6 +474,7 @@ fn run_one(a: &Args, spec: &WorkloadSpec, warming: &CacheWarmingConfig) -> Resul
         invalidation_misses: last.invalidation_misses,
         removed_vs_none: None,
         prefetched: last.prefetched,
+        flush_prefetched: last.flush_prefetched,
         prefetch_hits: last.prefetch_hits,
         compactions: last.compactions,
         flushes: last.flushes,
@@ -609,6 +615,7 @@ fn render(r: &WorkloadReport) -> String {
         "removed vs none",
         "hit ratio",
         "prefetched",
+        "by flushes",
         "prefetch hits",
         "throughput",
         "CPU/op",
@@ -631,6 +638,7 @@ fn render(r: &WorkloadReport) -> String {
                 .map_or(String::new(), |x| format!("{:.1}%", x * 100.0)),
             format!("{:.4}", p.hit_ratio),
             table::count(p.prefetched),
+            table::count(p.flush_prefetched),
             table::count(p.prefetch_hits),
             table::rate(p.ops_per_sec),
             format!("{:.1} us", p.cpu_us_per_op),

@@ -8,10 +8,11 @@
 //!
 //! Training runs on the trainer thread, the "resources the database does not use" of the
 //! slides. Prediction runs when a flush or compaction asks for it, at most once per slot
-//! (later jobs of the same slot reuse it): a workload without writes, whose cache no job
-//! disturbs, pays for collection and the occasional training only.
+//! (later jobs of the same slot reuse it), and training only once a job has asked since
+//! the last one: a workload without writes, whose cache no job disturbs, pays for the
+//! sampled collection only.
 
-use super::collector::Collector;
+use super::collector::{self, Collector};
 use super::config::LearnedParams;
 use super::features::{write_row, TrainingSet, NUM_FEATURES, SLOTS_NEEDED};
 use super::model::HotRangeModel;
@@ -176,6 +177,10 @@ struct Shared {
     /// The newest model, and the last prediction with the slot count it was made at.
     model: RwLock<Option<Arc<HotRangeModel>>>,
     hot: RwLock<Option<(u64, Arc<RangeScores>)>>,
+    /// A job asked for a prediction since the last training. Training is skipped until
+    /// one does: a workload that flushes and compacts nothing has no use for a model, and
+    /// training on its history would take CPU from its reads.
+    demand: AtomicBool,
     wake: Mutex<bool>,
     cv: Condvar,
     stop: AtomicBool,
@@ -196,6 +201,7 @@ impl Learned {
             max_hot: AtomicU64::new(u64::MAX),
             model: RwLock::new(None),
             hot: RwLock::new(None),
+            demand: AtomicBool::new(false),
             wake: Mutex::new(false),
             cv: Condvar::new(),
             stop: AtomicBool::new(false),
@@ -224,6 +230,7 @@ impl Learned {
     fn scores(&self) -> Option<Arc<RangeScores>> {
         let s = &self.shared;
         let col = s.collector.read().clone()?;
+        s.demand.store(true, Relaxed);
         let model = s.model.read().clone()?;
         let completed = col.completed_slots();
         if let Some((at, scores)) = s.hot.read().as_ref() {
@@ -280,17 +287,24 @@ impl CacheWarming for Learned {
         )));
     }
 
+    /// Unsampled reads touch nothing shared (not even the collector's lock).
     fn record_read(&self, key: &[u8]) {
+        if !collector::sample_read(self.shared.params.sample_every) {
+            return;
+        }
         if let Some(c) = self.shared.collector.read().as_ref() {
-            if c.record_read(key) {
+            if c.record_sampled_read(key) {
                 self.wake();
             }
         }
     }
 
     fn record_write(&self, key: &[u8]) {
+        if !collector::sample_write(self.shared.params.sample_every) {
+            return;
+        }
         if let Some(c) = self.shared.collector.read().as_ref() {
-            c.record_write(key);
+            c.record_sampled_write(key);
         }
     }
 
@@ -364,7 +378,7 @@ fn trainer(s: &Shared) {
             None => len >= p.min_train_slots,
             Some(t) => completed - t >= p.retrain_every_slots as u64,
         };
-        if due {
+        if due && s.demand.swap(false, Relaxed) {
             let t0 = Instant::now();
             let slots = col.with_history(|h| h.slots.clone());
             let set = TrainingSet::build(&slots, p.max_training_rows, completed);
@@ -539,6 +553,49 @@ mod tests {
         let ids: Vec<usize> = (0..10).filter(|&r| hot[r]).collect();
         assert_eq!(ids, vec![8, 9], "the threshold cuts first");
         assert!(hot_ranges(&probability, 0.0, 0).iter().all(|h| !h));
+    }
+
+    /// Without a job asking for a prediction (a read-only workload) the trainer spends
+    /// nothing; the first job's request starts it.
+    #[test]
+    fn training_waits_for_a_job_to_ask() {
+        let params = LearnedParams {
+            slot_reads: 100,
+            slot_reads_per_range: 0.0,
+            sample_every: 1,
+            min_train_slots: 8,
+            history_slots: 12,
+            ..LearnedParams::default()
+        };
+        let l = Learned::new(params);
+        l.on_ranges(&ranges(20), 20);
+        let read_slots = |slots: u64| {
+            for i in 0..slots * 100 {
+                l.record_read(format!("k{:04}", i % 10).as_bytes());
+                if i % 100 == 0 {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            }
+        };
+        read_slots(30);
+        // The trainer wakes at every slot end and at least every 200 ms.
+        std::thread::sleep(Duration::from_millis(400));
+        let stats = || {
+            let mut s = WarmingStats::default();
+            l.stats(&mut s);
+            s
+        };
+        assert!(stats().slots >= 30);
+        assert_eq!(stats().trainings, 0, "nobody asked for a model");
+        assert!(l.plan(&JobInputs::empty()).is_none(), "no model yet");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while stats().trainings == 0 {
+            assert!(
+                Instant::now() < deadline,
+                "the request did not start training"
+            );
+            read_slots(1);
+        }
     }
 
     #[test]
