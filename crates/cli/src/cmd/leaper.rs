@@ -62,6 +62,10 @@ pub struct Args {
     /// The learned policy's flush budget and hot-set cap, a share of the cache.
     #[arg(long)]
     pub flush_fraction: Option<f64>,
+    /// The learned policy samples one client read (and write) in this many per thread;
+    /// slots keep their length in reads.
+    #[arg(long)]
+    pub sample_every: Option<u64>,
     /// Memtable size in MiB.
     #[arg(long, default_value_t = 2)]
     pub memtable_mb: u64,
@@ -258,6 +262,10 @@ pub fn run(a: Args) -> Result<()> {
                 Some(CacheWarmingConfig::Learned(mut l)) => {
                     l.replace_factor = a.replace_factor.unwrap_or(l.replace_factor);
                     l.cache_fraction = a.flush_fraction.unwrap_or(l.cache_fraction);
+                    if let Some(n) = a.sample_every {
+                        l.slot_reads_per_range *= l.sample_every as f64 / n as f64;
+                        l.sample_every = n;
+                    }
                     // Checked when the engine opens.
                     Some(CacheWarmingConfig::Learned(l))
                 }

@@ -12,7 +12,7 @@
 //! the last one: a workload without writes, whose cache no job disturbs, pays for the
 //! sampled collection only.
 
-use super::collector::{self, Collector};
+use super::collector::{self, Collector, Collectors};
 use super::config::LearnedParams;
 use super::features::{write_row, TrainingSet, NUM_FEATURES, SLOTS_NEEDED};
 use super::model::HotRangeModel;
@@ -171,7 +171,7 @@ struct Counters {
 struct Shared {
     params: LearnedParams,
     /// Replaced when the key space is cut again.
-    collector: RwLock<Option<Arc<Collector>>>,
+    collectors: Collectors,
     /// Most ranges a prediction may call hot (set with the ranges).
     max_hot: AtomicU64,
     /// The newest model, and the last prediction with the slot count it was made at.
@@ -197,7 +197,7 @@ impl Learned {
     pub fn new(params: LearnedParams) -> Learned {
         let shared = Arc::new(Shared {
             params,
-            collector: RwLock::new(None),
+            collectors: Collectors::default(),
             max_hot: AtomicU64::new(u64::MAX),
             model: RwLock::new(None),
             hot: RwLock::new(None),
@@ -229,7 +229,7 @@ impl Learned {
     /// most once per slot: later jobs of the slot reuse it); `None` before the first model.
     fn scores(&self) -> Option<Arc<RangeScores>> {
         let s = &self.shared;
-        let col = s.collector.read().clone()?;
+        let col = s.collectors.current()?.clone();
         s.demand.store(true, Relaxed);
         let model = s.model.read().clone()?;
         let completed = col.completed_slots();
@@ -279,20 +279,20 @@ impl CacheWarming for Learned {
         let p = &self.shared.params;
         self.shared.max_hot.store(max_hot as u64, Relaxed);
         let per_ranges = (ranges.len() as f64 * p.slot_reads_per_range) as u64 * p.sample_every;
-        *self.shared.collector.write() = Some(Arc::new(Collector::new(
+        self.shared.collectors.replace(Collector::new(
             ranges.clone(),
             p.sample_every,
             p.slot_reads.max(per_ranges),
             p.history_slots,
-        )));
+        ));
     }
 
-    /// Unsampled reads touch nothing shared (not even the collector's lock).
+    /// Unsampled reads touch nothing shared.
     fn record_read(&self, key: &[u8]) {
         if !collector::sample_read(self.shared.params.sample_every) {
             return;
         }
-        if let Some(c) = self.shared.collector.read().as_ref() {
+        if let Some(c) = self.shared.collectors.current() {
             if c.record_sampled_read(key) {
                 self.wake();
             }
@@ -303,7 +303,7 @@ impl CacheWarming for Learned {
         if !collector::sample_write(self.shared.params.sample_every) {
             return;
         }
-        if let Some(c) = self.shared.collector.read().as_ref() {
+        if let Some(c) = self.shared.collectors.current() {
             c.record_sampled_write(key);
         }
     }
@@ -326,7 +326,7 @@ impl CacheWarming for Learned {
 
     fn stats(&self, s: &mut WarmingStats) {
         let c = &self.shared.counters;
-        if let Some(col) = self.shared.collector.read().as_ref() {
+        if let Some(col) = self.shared.collectors.current() {
             s.slots = col.completed_slots();
             (s.sampled_reads, s.sampled_writes) = col.sampled();
         }
@@ -359,7 +359,7 @@ fn trainer(s: &Shared) {
         if s.stop.load(Relaxed) {
             return;
         }
-        let Some(col) = s.collector.read().clone() else {
+        let Some(col) = s.collectors.current().cloned() else {
             continue;
         };
         if !current.as_ref().is_some_and(|c| Arc::ptr_eq(c, &col)) {
