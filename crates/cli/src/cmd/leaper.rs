@@ -16,6 +16,7 @@
 //! bench's live-byte scan would read through the cache and disturb what is measured).
 
 mod future;
+mod overhead;
 mod spikes;
 
 use crate::harness::latency::Latencies;
@@ -82,6 +83,11 @@ pub struct Args {
     /// report keeps the run of median throughput and lists every run's throughput and CPU.
     #[arg(long, default_value_t = 1)]
     pub repeat: usize,
+    /// Instead of whole runs one after another: open one engine per policy, side by side,
+    /// and run the workload's ops this many rounds on each in turn (the overhead
+    /// measure for the read-only control; the first policy must be `none`).
+    #[arg(long)]
+    pub paired_rounds: Option<usize>,
     /// Directory for the JSON report and the plots.
     #[arg(long, default_value = "bench-out/leaper")]
     pub out: PathBuf,
@@ -311,6 +317,18 @@ pub fn run(a: Args) -> Result<()> {
             .iter()
             .map(|p| p.as_ref().or(oracle.as_ref()).expect("oracle built"))
             .collect();
+        if let Some(rounds) = a.paired_rounds {
+            let p = overhead::paired(&a, &spec, &policies, rounds.max(1))?;
+            let json = a.out.join(format!("{}-paired.json", w.name));
+            std::fs::write(&json, serde_json::to_vec_pretty(&p)?)
+                .with_context(|| format!("writing {}", json.display()))?;
+            let text = format!("{}: {}", w.name, overhead::render(&p));
+            if !a.quiet {
+                println!("{text}report: {}\n", json.display());
+            }
+            summary.push_str(&text);
+            continue;
+        }
         let mut runs: Vec<Vec<PolicyResult>> = vec![Vec::new(); policies.len()];
         for rep in 0..a.repeat.max(1) {
             for (i, &p) in policies.iter().enumerate() {

@@ -148,7 +148,7 @@ impl Default for LearnedParams {
             retrain_every_slots: 100,
             max_training_rows: 12_000,
             threshold: 0.25,
-            cache_fraction: 0.8,
+            cache_fraction: 0.1,
             replace_factor: 2.0,
             blocks_per_range: 2,
             min_ranges: 64,

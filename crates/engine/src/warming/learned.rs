@@ -293,7 +293,9 @@ impl CacheWarming for Learned {
             return;
         }
         if let Some(c) = self.shared.collectors.current() {
-            if c.record_sampled_read(key) {
+            // Only a trainer with something to do is woken (a futex wake and a context
+            // switch per slot, on a client's read); it looks by itself every 200 ms.
+            if c.record_sampled_read(key) && self.shared.demand.load(Relaxed) {
                 self.wake();
             }
         }
