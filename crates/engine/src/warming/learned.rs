@@ -557,19 +557,23 @@ mod tests {
         assert!(hot_ranges(&probability, 0.0, 0).iter().all(|h| !h));
     }
 
-    /// Without a job asking for a prediction (a read-only workload) the trainer spends
-    /// nothing; the first job's request starts it.
-    #[test]
-    fn training_waits_for_a_job_to_ask() {
-        let params = LearnedParams {
+    /// Slots of 100 reads, every read counted, the first training after 8 slots.
+    fn small_slots() -> LearnedParams {
+        LearnedParams {
             slot_reads: 100,
             slot_reads_per_range: 0.0,
             sample_every: 1,
             min_train_slots: 8,
             history_slots: 12,
             ..LearnedParams::default()
-        };
-        let l = Learned::new(params);
+        }
+    }
+
+    /// Without a job asking for a prediction (a read-only workload) the trainer spends
+    /// nothing; the first job's request starts it.
+    #[test]
+    fn training_waits_for_a_job_to_ask() {
+        let l = Learned::new(small_slots());
         l.on_ranges(&ranges(20), 20);
         let read_slots = |slots: u64| {
             for i in 0..slots * 100 {
@@ -602,15 +606,7 @@ mod tests {
 
     #[test]
     fn trainer_learns_from_recorded_reads_and_publishes_a_prediction() {
-        let params = LearnedParams {
-            slot_reads: 100,
-            slot_reads_per_range: 0.0,
-            sample_every: 1,
-            min_train_slots: 8,
-            history_slots: 12,
-            ..LearnedParams::default()
-        };
-        let l = Learned::new(params);
+        let l = Learned::new(small_slots());
         let r = ranges(20);
         l.on_ranges(&r, 20);
         assert!(l.plan(&JobInputs::empty()).is_none(), "no model yet");

@@ -76,6 +76,17 @@ pub fn paired(
     );
     let key_size = spec.key_size as usize;
     let value = vec![b'v'; spec.value_size as usize];
+    let run = |db: &Arc<DB>, ops: Box<dyn Iterator<Item = Result<ClientOp>> + Send>| {
+        drive(
+            db,
+            ops,
+            a.threads,
+            key_size,
+            &value,
+            &AtomicU64::new(0),
+            None,
+        )
+    };
     let mut dirs = Vec::new();
     let mut dbs = Vec::new();
     for p in policies {
@@ -90,15 +101,7 @@ pub fn paired(
                 len: 0,
             })
         });
-        drive(
-            &db,
-            load,
-            a.threads,
-            key_size,
-            &value,
-            &AtomicU64::new(0),
-            None,
-        )?;
+        run(&db, Box::new(load))?;
         // One shape for every engine: loads by two threads leave different trees (files
         // per level), which could move read cost between engines whose read paths are
         // the same (none and incremental warm-up).
@@ -117,15 +120,7 @@ pub fn paired(
             let w = workload::Workload::new(spec.clone())?;
             let ops = w.run_ops().map(|op| Ok(ClientOp::from(op)));
             let t = Instant::now();
-            drive(
-                &dbs[i],
-                ops,
-                a.threads,
-                key_size,
-                &value,
-                &AtomicU64::new(0),
-                None,
-            )?;
+            run(&dbs[i], Box::new(ops))?;
             if round > 0 {
                 tput[i].push(spec.operation_count as f64 / t.elapsed().as_secs_f64());
             }
