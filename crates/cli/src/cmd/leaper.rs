@@ -16,6 +16,7 @@
 //! bench's live-byte scan would read through the cache and disturb what is measured).
 
 mod future;
+mod overhead;
 mod spikes;
 
 use crate::harness::latency::Latencies;
@@ -62,6 +63,10 @@ pub struct Args {
     /// The learned policy's flush budget and hot-set cap, a share of the cache.
     #[arg(long)]
     pub flush_fraction: Option<f64>,
+    /// The learned policy samples one client read (and write) in this many per thread;
+    /// slots keep their length in reads.
+    #[arg(long)]
+    pub sample_every: Option<u64>,
     /// Memtable size in MiB.
     #[arg(long, default_value_t = 2)]
     pub memtable_mb: u64,
@@ -78,6 +83,11 @@ pub struct Args {
     /// report keeps the run of median throughput and lists every run's throughput and CPU.
     #[arg(long, default_value_t = 1)]
     pub repeat: usize,
+    /// Instead of whole runs one after another: open one engine per policy, side by side,
+    /// and run the workload's ops this many rounds on each in turn (the overhead
+    /// measure for the read-only control; the first policy must be `none`).
+    #[arg(long)]
+    pub paired_rounds: Option<usize>,
     /// Directory for the JSON report and the plots.
     #[arg(long, default_value = "bench-out/leaper")]
     pub out: PathBuf,
@@ -146,6 +156,8 @@ struct Point {
     invalidated_blocks: u64,
     invalidation_misses: u64,
     prefetched: u64,
+    /// Of those, the blocks flushes put in (the rest are compactions').
+    flush_prefetched: u64,
     prefetch_hits: u64,
     compactions: u64,
     flushes: u64,
@@ -161,6 +173,7 @@ impl Point {
             invalidated_blocks: s.cache.invalidated_blocks,
             invalidation_misses: s.warming.invalidation_misses,
             prefetched: s.cache.prefetched,
+            flush_prefetched: s.warming.flush_blocks_admitted,
             prefetch_hits: s.cache.prefetch_hits,
             compactions: s.compactions,
             flushes: s.flushes,
@@ -180,6 +193,7 @@ struct PolicyResult {
     /// 1 - invalidation misses / those of `none` (when `none` ran).
     removed_vs_none: Option<f64>,
     prefetched: u64,
+    flush_prefetched: u64,
     prefetch_hits: u64,
     compactions: u64,
     flushes: u64,
@@ -254,6 +268,10 @@ pub fn run(a: Args) -> Result<()> {
                 Some(CacheWarmingConfig::Learned(mut l)) => {
                     l.replace_factor = a.replace_factor.unwrap_or(l.replace_factor);
                     l.cache_fraction = a.flush_fraction.unwrap_or(l.cache_fraction);
+                    if let Some(n) = a.sample_every {
+                        l.slot_reads_per_range *= l.sample_every as f64 / n as f64;
+                        l.sample_every = n;
+                    }
                     // Checked when the engine opens.
                     Some(CacheWarmingConfig::Learned(l))
                 }
@@ -299,6 +317,18 @@ pub fn run(a: Args) -> Result<()> {
             .iter()
             .map(|p| p.as_ref().or(oracle.as_ref()).expect("oracle built"))
             .collect();
+        if let Some(rounds) = a.paired_rounds {
+            let p = overhead::paired(&a, &spec, &policies, rounds.max(1))?;
+            let json = a.out.join(format!("{}-paired.json", w.name));
+            std::fs::write(&json, serde_json::to_vec_pretty(&p)?)
+                .with_context(|| format!("writing {}", json.display()))?;
+            let text = format!("{}: {}", w.name, overhead::render(&p));
+            if !a.quiet {
+                println!("{text}report: {}\n", json.display());
+            }
+            summary.push_str(&text);
+            continue;
+        }
         let mut runs: Vec<Vec<PolicyResult>> = vec![Vec::new(); policies.len()];
         for rep in 0..a.repeat.max(1) {
             for (i, &p) in policies.iter().enumerate() {
@@ -439,6 +469,7 @@ fn run_one(a: &Args, spec: &WorkloadSpec, warming: &CacheWarmingConfig) -> Resul
         p.invalidated_blocks -= b.invalidated_blocks;
         p.invalidation_misses -= b.invalidation_misses;
         p.prefetched -= b.prefetched;
+        p.flush_prefetched -= b.flush_prefetched;
         p.prefetch_hits -= b.prefetch_hits;
         p.compactions -= b.compactions;
         p.flushes -= b.flushes;
@@ -471,6 +502,7 @@ fn run_one(a: &Args, spec: &WorkloadSpec, warming: &CacheWarmingConfig) -> Resul
         invalidation_misses: last.invalidation_misses,
         removed_vs_none: None,
         prefetched: last.prefetched,
+        flush_prefetched: last.flush_prefetched,
         prefetch_hits: last.prefetch_hits,
         compactions: last.compactions,
         flushes: last.flushes,
@@ -611,6 +643,7 @@ fn render(r: &WorkloadReport) -> String {
         "removed vs none",
         "hit ratio",
         "prefetched",
+        "by flushes",
         "prefetch hits",
         "throughput",
         "CPU/op",
@@ -633,6 +666,7 @@ fn render(r: &WorkloadReport) -> String {
                 .map_or(String::new(), |x| format!("{:.1}%", x * 100.0)),
             format!("{:.4}", p.hit_ratio),
             table::count(p.prefetched),
+            table::count(p.flush_prefetched),
             table::count(p.prefetch_hits),
             table::rate(p.ops_per_sec),
             format!("{:.1} us", p.cpu_us_per_op),

@@ -8,10 +8,11 @@
 //!
 //! Training runs on the trainer thread, the "resources the database does not use" of the
 //! slides. Prediction runs when a flush or compaction asks for it, at most once per slot
-//! (later jobs of the same slot reuse it): a workload without writes, whose cache no job
-//! disturbs, pays for collection and the occasional training only.
+//! (later jobs of the same slot reuse it), and training only once a job has asked since
+//! the last one: a workload without writes, whose cache no job disturbs, pays for the
+//! sampled collection only.
 
-use super::collector::Collector;
+use super::collector::{self, Collector, Collectors};
 use super::config::LearnedParams;
 use super::features::{write_row, TrainingSet, NUM_FEATURES, SLOTS_NEEDED};
 use super::model::HotRangeModel;
@@ -170,12 +171,16 @@ struct Counters {
 struct Shared {
     params: LearnedParams,
     /// Replaced when the key space is cut again.
-    collector: RwLock<Option<Arc<Collector>>>,
+    collectors: Collectors,
     /// Most ranges a prediction may call hot (set with the ranges).
     max_hot: AtomicU64,
     /// The newest model, and the last prediction with the slot count it was made at.
     model: RwLock<Option<Arc<HotRangeModel>>>,
     hot: RwLock<Option<(u64, Arc<RangeScores>)>>,
+    /// A job asked for a prediction since the last training. Training is skipped until
+    /// one does: a workload that flushes and compacts nothing has no use for a model, and
+    /// training on its history would take CPU from its reads.
+    demand: AtomicBool,
     wake: Mutex<bool>,
     cv: Condvar,
     stop: AtomicBool,
@@ -192,10 +197,11 @@ impl Learned {
     pub fn new(params: LearnedParams) -> Learned {
         let shared = Arc::new(Shared {
             params,
-            collector: RwLock::new(None),
+            collectors: Collectors::default(),
             max_hot: AtomicU64::new(u64::MAX),
             model: RwLock::new(None),
             hot: RwLock::new(None),
+            demand: AtomicBool::new(false),
             wake: Mutex::new(false),
             cv: Condvar::new(),
             stop: AtomicBool::new(false),
@@ -223,7 +229,8 @@ impl Learned {
     /// most once per slot: later jobs of the slot reuse it); `None` before the first model.
     fn scores(&self) -> Option<Arc<RangeScores>> {
         let s = &self.shared;
-        let col = s.collector.read().clone()?;
+        let col = s.collectors.current()?.clone();
+        s.demand.store(true, Relaxed);
         let model = s.model.read().clone()?;
         let completed = col.completed_slots();
         if let Some((at, scores)) = s.hot.read().as_ref() {
@@ -272,25 +279,34 @@ impl CacheWarming for Learned {
         let p = &self.shared.params;
         self.shared.max_hot.store(max_hot as u64, Relaxed);
         let per_ranges = (ranges.len() as f64 * p.slot_reads_per_range) as u64 * p.sample_every;
-        *self.shared.collector.write() = Some(Arc::new(Collector::new(
+        self.shared.collectors.replace(Collector::new(
             ranges.clone(),
             p.sample_every,
             p.slot_reads.max(per_ranges),
             p.history_slots,
-        )));
+        ));
     }
 
+    /// Unsampled reads touch nothing shared.
     fn record_read(&self, key: &[u8]) {
-        if let Some(c) = self.shared.collector.read().as_ref() {
-            if c.record_read(key) {
+        if !collector::sample_read(self.shared.params.sample_every) {
+            return;
+        }
+        if let Some(c) = self.shared.collectors.current() {
+            // Only a trainer with something to do is woken (a futex wake and a context
+            // switch per slot, on a client's read); it looks by itself every 200 ms.
+            if c.record_sampled_read(key) && self.shared.demand.load(Relaxed) {
                 self.wake();
             }
         }
     }
 
     fn record_write(&self, key: &[u8]) {
-        if let Some(c) = self.shared.collector.read().as_ref() {
-            c.record_write(key);
+        if !collector::sample_write(self.shared.params.sample_every) {
+            return;
+        }
+        if let Some(c) = self.shared.collectors.current() {
+            c.record_sampled_write(key);
         }
     }
 
@@ -312,7 +328,7 @@ impl CacheWarming for Learned {
 
     fn stats(&self, s: &mut WarmingStats) {
         let c = &self.shared.counters;
-        if let Some(col) = self.shared.collector.read().as_ref() {
+        if let Some(col) = self.shared.collectors.current() {
             s.slots = col.completed_slots();
             (s.sampled_reads, s.sampled_writes) = col.sampled();
         }
@@ -345,7 +361,7 @@ fn trainer(s: &Shared) {
         if s.stop.load(Relaxed) {
             return;
         }
-        let Some(col) = s.collector.read().clone() else {
+        let Some(col) = s.collectors.current().cloned() else {
             continue;
         };
         if !current.as_ref().is_some_and(|c| Arc::ptr_eq(c, &col)) {
@@ -364,7 +380,7 @@ fn trainer(s: &Shared) {
             None => len >= p.min_train_slots,
             Some(t) => completed - t >= p.retrain_every_slots as u64,
         };
-        if due {
+        if due && s.demand.swap(false, Relaxed) {
             let t0 = Instant::now();
             let slots = col.with_history(|h| h.slots.clone());
             let set = TrainingSet::build(&slots, p.max_training_rows, completed);
@@ -541,17 +557,56 @@ mod tests {
         assert!(hot_ranges(&probability, 0.0, 0).iter().all(|h| !h));
     }
 
-    #[test]
-    fn trainer_learns_from_recorded_reads_and_publishes_a_prediction() {
-        let params = LearnedParams {
+    /// Slots of 100 reads, every read counted, the first training after 8 slots.
+    fn small_slots() -> LearnedParams {
+        LearnedParams {
             slot_reads: 100,
             slot_reads_per_range: 0.0,
             sample_every: 1,
             min_train_slots: 8,
             history_slots: 12,
             ..LearnedParams::default()
+        }
+    }
+
+    /// Without a job asking for a prediction (a read-only workload) the trainer spends
+    /// nothing; the first job's request starts it.
+    #[test]
+    fn training_waits_for_a_job_to_ask() {
+        let l = Learned::new(small_slots());
+        l.on_ranges(&ranges(20), 20);
+        let read_slots = |slots: u64| {
+            for i in 0..slots * 100 {
+                l.record_read(format!("k{:04}", i % 10).as_bytes());
+                if i % 100 == 0 {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            }
         };
-        let l = Learned::new(params);
+        read_slots(30);
+        // The trainer wakes at every slot end and at least every 200 ms.
+        std::thread::sleep(Duration::from_millis(400));
+        let stats = || {
+            let mut s = WarmingStats::default();
+            l.stats(&mut s);
+            s
+        };
+        assert!(stats().slots >= 30);
+        assert_eq!(stats().trainings, 0, "nobody asked for a model");
+        assert!(l.plan(&JobInputs::empty()).is_none(), "no model yet");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while stats().trainings == 0 {
+            assert!(
+                Instant::now() < deadline,
+                "the request did not start training"
+            );
+            read_slots(1);
+        }
+    }
+
+    #[test]
+    fn trainer_learns_from_recorded_reads_and_publishes_a_prediction() {
+        let l = Learned::new(small_slots());
         let r = ranges(20);
         l.on_ranges(&r, 20);
         assert!(l.plan(&JobInputs::empty()).is_none(), "no model yet");

@@ -288,6 +288,9 @@ pub struct WarmingStats {
     /// Output blocks a filter looked at, and those that entered the cache.
     pub blocks_considered: u64,
     pub blocks_admitted: u64,
+    /// Of those, the blocks flushes admitted (the rest are compactions').
+    #[serde(default)]
+    pub flush_blocks_admitted: u64,
     /// Admitted blocks beyond the job's budget (the lowest priorities), and held blocks
     /// the policy withdrew when the output was installed.
     #[serde(default)]
@@ -570,8 +573,9 @@ pub struct Warming {
 #[derive(Default)]
 struct JobCounters {
     considered: AtomicU64,
-    /// Blocks put into the cache.
+    /// Blocks put into the cache, and those of them flushes put.
     admitted: AtomicU64,
+    flush_admitted: AtomicU64,
     /// Admitted blocks a compaction's budget held no room for (lowest priority first).
     displaced: AtomicU64,
     /// Held blocks the policy no longer wanted when the output was installed.
@@ -830,6 +834,7 @@ impl Warming {
             jobs_planned: self.jobs_planned.load(Relaxed),
             blocks_considered: self.counters.considered.load(Relaxed),
             blocks_admitted: self.counters.admitted.load(Relaxed),
+            flush_blocks_admitted: self.counters.flush_admitted.load(Relaxed),
             blocks_displaced: self.counters.displaced.load(Relaxed),
             blocks_withdrawn: self.counters.withdrawn.load(Relaxed),
             ..WarmingStats::default()
@@ -1046,6 +1051,7 @@ impl JobWarming {
                 return;
             }
             counters.admitted.fetch_add(1, Relaxed);
+            counters.flush_admitted.fetch_add(1, Relaxed);
             cache.insert_prefetched(file_number, offset, Arc::clone(block));
         })
     }
