@@ -359,20 +359,6 @@ fn record_lengths(header: &[u8]) -> (usize, usize, u8) {
     )
 }
 
-/// Checks a whole record; returns its key and its value, decompressed if it was stored
-/// compressed.
-pub(crate) fn parse_record<'a>(
-    path: &Path,
-    offset: u64,
-    rec: &'a [u8],
-) -> Result<(&'a [u8], std::borrow::Cow<'a, [u8]>)> {
-    let (k, v, codec) = parse_stored(path, offset, rec)?;
-    if codec == BLOCK_TYPE_UNCOMPRESSED {
-        return Ok((k, std::borrow::Cow::Borrowed(v)));
-    }
-    Ok((k, std::borrow::Cow::Owned(unpack(path, offset, codec, v)?)))
-}
-
 /// Checks a whole record; returns its key, its stored value and the value's codec.
 fn parse_stored<'a>(path: &Path, offset: u64, rec: &'a [u8]) -> Result<(&'a [u8], &'a [u8], u8)> {
     let bad =
