@@ -2,17 +2,8 @@
 //! panics and no wrong data is returned.
 
 use halflife_engine::{Error, GcPolicyConfig, Options, DB};
-use std::path::{Path, PathBuf};
-
-fn files(dir: &Path, ext: &str) -> Vec<PathBuf> {
-    let mut v: Vec<_> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == ext))
-        .collect();
-    v.sort();
-    v
-}
+use std::path::Path;
+use testkit::files_with_ext as files;
 
 fn flip(path: &Path, at: usize) {
     let mut b = std::fs::read(path).unwrap();

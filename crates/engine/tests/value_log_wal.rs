@@ -9,6 +9,7 @@ use halflife_engine::{GcPolicyConfig, Options, WriteOptions, DB};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
+use testkit::files_with_ext as files;
 
 const DIR_VAR: &str = "HALFLIFE_VWAL_DIR";
 const KEYS: u64 = 300;
@@ -38,16 +39,6 @@ fn value(i: u64) -> Vec<u8> {
         if i.is_multiple_of(7) { 40 } else { 1000 },
         b'a' + (i % 26) as u8,
     );
-    v
-}
-
-fn files(dir: &Path, ext: &str) -> Vec<PathBuf> {
-    let mut v: Vec<_> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == ext))
-        .collect();
-    v.sort();
     v
 }
 

@@ -111,3 +111,14 @@ pub fn damage_manifest(dir: &std::path::Path, bit: u8) -> std::path::PathBuf {
     std::fs::write(&manifest, b).unwrap();
     manifest
 }
+
+/// The files of `dir` with extension `ext`, sorted by name.
+pub fn files_with_ext(dir: &std::path::Path, ext: &str) -> Vec<std::path::PathBuf> {
+    let mut v: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == ext))
+        .collect();
+    v.sort();
+    v
+}
