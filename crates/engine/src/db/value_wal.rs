@@ -45,8 +45,11 @@ struct ActiveFile {
     writer: ValueFileWriter,
     /// The horizon of the file's class, from when it was opened.
     lifetime: Option<FileLifetime>,
-    /// Appended to since the last flush.
-    dirty: bool,
+    /// Appended to since the last flush, and since the last sync: a synced group must
+    /// sync what earlier unsynced groups appended too, since syncing the WAL makes their
+    /// records durable as well.
+    unflushed: bool,
+    unsynced: bool,
 }
 
 impl ActiveValueFiles {
@@ -93,12 +96,14 @@ impl ActiveValueFiles {
                         (Some(rt), Some(view)) => rt.logged_file_lifetime(view, class, seq),
                         _ => None,
                     },
-                    dirty: true,
+                    unflushed: true,
+                    unsynced: true,
                 });
             }
             let f = slot.as_mut().expect("opened above");
             let ptr = f.writer.add(e.key, e.value)?;
-            f.dirty = true;
+            f.unflushed = true;
+            f.unsynced = true;
             let mut v = ptr.encode();
             v.push(LOGGED);
             out.add(ValueKind::Pointer, e.key, &v);
@@ -109,16 +114,17 @@ impl ActiveValueFiles {
         Ok(out)
     }
 
-    /// Makes the records appended since the last call as durable as the WAL records that
-    /// will point into them: handed to the operating system, or synced.
+    /// Makes the appended records as durable as the WAL records that will point into them:
+    /// handed to the operating system, or (`sync`) synced.
     pub fn flush(&mut self, sync: bool) -> Result<()> {
-        for f in self.by_class.iter_mut().flatten().filter(|f| f.dirty) {
-            if sync {
+        for f in self.by_class.iter_mut().flatten() {
+            if sync && f.unsynced {
                 f.writer.sync()?;
-            } else {
+                (f.unflushed, f.unsynced) = (false, false);
+            } else if f.unflushed {
                 f.writer.flush()?;
+                f.unflushed = false;
             }
-            f.dirty = false;
         }
         Ok(())
     }
