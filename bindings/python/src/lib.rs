@@ -116,9 +116,10 @@ fn options_from(kw: Option<&Bound<'_, PyDict>>) -> PyResult<Options> {
                 o.cache_warming = s.parse().map_err(engine_err)?;
             }
             "background_compactions" => o.background_compactions = v.extract()?,
+            "value_log_wal" => o.value_log_wal = v.extract()?,
             other => {
                 return Err(PyTypeError::new_err(format!(
-                    "unknown option {other:?}; known: gc, memtable_mb, cache_mib, min_blob_size, blob_file_mb, sync, create_if_missing, error_if_exists, growth_factor, compaction_style, cache_warming, background_compactions"
+                    "unknown option {other:?}; known: gc, memtable_mb, cache_mib, min_blob_size, blob_file_mb, sync, create_if_missing, error_if_exists, growth_factor, compaction_style, cache_warming, background_compactions, value_log_wal"
                 )))
             }
         }

@@ -172,3 +172,19 @@ def test_readme_example_runs(tmp_path, capsys):
     exec(compile(code.replace("/tmp/halflife-py", str(tmp_path / "db")), "README.md", "exec"), {})
     out = capsys.readouterr().out
     assert "[(b'user:2', b'bob')]" in out
+
+
+def test_value_log_wal_writes_large_values_once(tmp_path):
+    """With the value log as the WAL (the default) the WAL holds pointers, not values, and
+    a database written either way reopens the other way with every value intact."""
+    big = {b"k%03d" % i: bytes([i % 251]) * 10_000 for i in range(100)}
+    wal_bytes = {}
+    for on in (False, True):
+        path = tmp_path / ("on" if on else "off")
+        with halflife.DB(path, value_log_wal=on) as d:
+            for k, v in big.items():
+                d[k] = v
+            wal_bytes[on] = d.stats()["wal_bytes"]
+        with halflife.DB(path, value_log_wal=not on) as d:
+            assert all(d[k] == v for k, v in big.items())
+    assert wal_bytes[True] * 4 < wal_bytes[False], wal_bytes

@@ -49,7 +49,8 @@ class DB:
 
     Options: gc (one of POLICIES), memtable_mb, cache_mib, min_blob_size, blob_file_mb,
     sync, create_if_missing, error_if_exists, growth_factor, compaction_style,
-    cache_warming, background_compactions.
+    cache_warming, background_compactions, value_log_wal (default True: large values are
+    written once, to value files, and the WAL logs pointers).
     """
 
     def __init__(self, path: Union[str, os.PathLike[str]], **options: Any) -> None: ...
