@@ -256,8 +256,9 @@ impl LifetimeRuntime {
     /// written again within about one memtable of writes: the hot keys, whose values die
     /// first) and otherwise leaves the value unpredicted. A tree lookup per write would
     /// find the older intervals too; measured at the `lifetime` preset (Zipfian 0.9), it
-    /// cost a quarter of the write throughput and changed neither the bytes written nor
-    /// the space (`docs/lifetime.md`), so the write path does not pay for it.
+    /// cost a quarter of the write throughput for the bytes of no placement at all
+    /// (`docs/lifetime.md`, "Measured: every policy with the value log as the WAL"), so
+    /// the write path does not pay for it.
     pub(crate) fn place_logged(
         &self,
         view: &super::read::ReadView,

@@ -54,19 +54,24 @@ struct ActiveFile {
 
 impl ActiveValueFiles {
     /// Appends the large values of `batch` (sequence numbers assigned) and returns the
-    /// batch the WAL gets: the same entries with pointers in their place. The memtable
-    /// `mem` (the group's) learns where each value went.
+    /// batch the WAL gets: the same entries with pointers in their place, or `None` when
+    /// the batch has no large value (the WAL gets it as it is). The memtable `mem` (the
+    /// group's) learns where each value went.
     pub fn log_batch(
         &mut self,
         inner: &Inner,
         mem: &Memtable,
         batch: &WriteBatch,
-    ) -> Result<WriteBatch> {
+    ) -> Result<Option<WriteBatch>> {
+        let large = |kind, len| kind == ValueKind::Value && len >= inner.opts.min_blob_size;
+        if !batch.iter().any(|e| large(e.kind, e.value.len())) {
+            return Ok(None);
+        }
         let mut out = WriteBatch::new();
         let mut logged = Vec::new();
         let view = (inner.lifetime.is_some()).then(|| super::read::ReadView::take(inner));
         for (seq, e) in (batch.first_seq()..).zip(batch.iter()) {
-            if e.kind != ValueKind::Value || e.value.len() < inner.opts.min_blob_size {
+            if !large(e.kind, e.value.len()) {
                 out.add(e.kind, e.key, e.value);
                 continue;
             }
@@ -111,7 +116,7 @@ impl ActiveValueFiles {
         }
         out.set_first_seq(batch.first_seq());
         mem.log_values(logged);
-        Ok(out)
+        Ok(Some(out))
     }
 
     /// Makes the appended records as durable as the WAL records that will point into them:

@@ -25,7 +25,6 @@ use crate::io::IoCause;
 use crate::memtable::Memtable;
 use crate::stats::EngineCounters;
 use crate::types::{SeqNo, ValueKind};
-use crate::vlog::gc::BackPressure;
 use crate::vlog::ValuePointer;
 use crate::wal::LogWriter;
 use parking_lot::{Condvar, Mutex};
@@ -156,7 +155,7 @@ fn submit(inner: &Arc<Inner>, w: Arc<Writer>) -> Result<Vec<bool>> {
 /// group on error).
 fn lead(inner: &Arc<Inner>, w: &Arc<Writer>) {
     if w.batch_len.is_some() {
-        gc_back_pressure(inner);
+        super::throttle::wait_for_gc(inner);
     }
     let group = {
         let q = inner.writers.lock();
@@ -220,7 +219,7 @@ fn write_group(
     let mut seq = inner.last_seq.load(Ordering::Relaxed) + 1;
     // With the value log as the WAL, the group's large values go to the active value file
     // first, and are flushed (synced) before any WAL record points at them.
-    let mut logged: Vec<WriteBatch> = Vec::new();
+    let mut logged: Vec<Option<WriteBatch>> = Vec::new();
     let mut values = inner.opts.logs_values().then(|| inner.value_wal.lock());
     for m in group {
         let mut job = m.job.lock();
@@ -250,7 +249,7 @@ fn write_group(
             let Some(Job::Batch(b)) = job.as_ref() else {
                 unreachable!("group members are batches")
             };
-            let rec = logged.get(i).unwrap_or(b);
+            let rec = logged.get(i).and_then(Option::as_ref).unwrap_or(b);
             if let Err(e) = w.add_record(rec.encoded()) {
                 return Err(wal_failed(inner, e));
             }
@@ -440,35 +439,4 @@ fn make_room(inner: &Inner, mut force: bool) -> Result<Arc<Memtable>> {
         c.stall_max_micros.fetch_max(micros, Ordering::Relaxed);
     }
     r
-}
-
-/// Slows user writes down while value-file GC falls behind a space-amplification target
-/// ([`BackPressure`]): the leader waits before it gathers its group (so the whole queue
-/// waits), as RocksDB's write controller delays writes before it stops them. GC's own
-/// write-backs are never delayed.
-fn gc_back_pressure(inner: &Inner) {
-    let Some(target) = inner.gc.space_amp_target() else {
-        return;
-    };
-    let bp = BackPressure::for_target(target);
-    let amp = || f64::from_bits(inner.value_space_amp.load(Ordering::Relaxed));
-    let started = Instant::now();
-    let waited = loop {
-        match bp.delay(amp()) {
-            Some(d) if d.is_zero() => break None,
-            Some(d) => {
-                std::thread::sleep(d);
-                break Some(d);
-            }
-            None if started.elapsed() >= BackPressure::MAX_STALL => break Some(started.elapsed()),
-            None => {
-                inner.bg_cv.notify_all();
-                std::thread::sleep(BackPressure::MAX_DELAY);
-            }
-        }
-    };
-    if waited.is_some() {
-        let c = &inner.counters;
-        EngineCounters::add(&c.gc_delay_micros, started.elapsed().as_micros() as u64);
-    }
 }
