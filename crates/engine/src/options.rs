@@ -438,6 +438,11 @@ pub struct LifetimeOptions {
     pub max_gc_batch_bytes: u64,
     /// When value files are collected (see [`GcTrigger`]).
     pub trigger: GcTrigger,
+    /// Slots of the in-memory write history the learned policy places new values by when
+    /// the value log is the WAL (16 bytes each; a key per slot, the keys written most
+    /// recently kept). Sized for the keys that are written more than once in a while:
+    /// a key it forgets is placed as one never seen.
+    pub write_history_slots: usize,
 }
 
 /// When the lifetime policies collect value files.
@@ -493,6 +498,7 @@ impl Default for LifetimeOptions {
             value_size_feature: false,
             max_gc_batch_bytes: 1 << 30,
             trigger: GcTrigger::default(),
+            write_history_slots: 1 << 20,
         }
     }
 }

@@ -30,6 +30,7 @@ use crate::vlog::early_garbage::EarlyGarbage;
 use crate::vlog::file::value_file_name;
 use crate::vlog::index_map::index_map_file_name;
 use crate::vlog::placement::{self, Predictor};
+use crate::vlog::write_history::{Seen, WriteHistory};
 use crate::vlog::{
     BlobFile, FileLifetime, IndexMap, IndexMapBuilder, ValueFileWriter, ValuePointer,
 };
@@ -129,6 +130,9 @@ pub(crate) struct LifetimeRuntime {
     /// `None` under the TTL trigger (paper 000: classes only at GC) and for TerarkDB's.
     predictor: Option<Predictor>,
     oracle: Option<Arc<dyn LifetimeOracle>>,
+    /// The keys' recent intervals, for the history predictor where the write path logs
+    /// values (the value log as the WAL); `None` otherwise.
+    writes: Option<WriteHistory>,
     /// The placement unit: sequence numbers between the last two flushes.
     unit: AtomicU64,
     /// Garbage flush found before compaction counted it (space-amplification trigger).
@@ -185,6 +189,8 @@ impl LifetimeRuntime {
             history: Mutex::new(Vec::new()),
             predictor,
             oracle: opts.lifetime_oracle.clone(),
+            writes: (predictor == Some(Predictor::History) && opts.logs_values())
+                .then(|| WriteHistory::new(opts.lifetime.write_history_slots)),
             unit: AtomicU64::new(0),
             early: EarlyGarbage::default(),
             last_flush_seq: AtomicU64::new(0),
@@ -252,57 +258,72 @@ impl LifetimeRuntime {
     }
 
     /// The value log as the WAL: the placement class of a value its write logs at `seq`.
-    /// The history predictor uses the key's previous write if a memtable holds it (a key
-    /// written again within about one memtable of writes: the hot keys, whose values die
-    /// first) and otherwise leaves the value unpredicted. A tree lookup per write would
-    /// find the older intervals too; measured at the `lifetime` preset (Zipfian 0.9), it
-    /// cost a quarter of the write throughput for the bytes of no placement at all
-    /// (`docs/lifetime.md`, "Measured: every policy with the value log as the WAL"), so
-    /// the write path does not pay for it.
-    pub(crate) fn place_logged(
-        &self,
-        view: &super::read::ReadView,
-        key: &[u8],
-        seq: SeqNo,
-    ) -> usize {
+    /// The history predictor asks the write history ([`WriteHistory`]): the key's smoothed
+    /// interval between writes, for every key the table holds. (A tree lookup per write
+    /// would find it too, but cost a quarter of the write throughput, `docs/lifetime.md`;
+    /// the memtables alone know it only for keys written again within one memtable.)
+    pub(crate) fn place_logged(&self, key: &[u8], seq: SeqNo) -> usize {
         let Some(p) = self.predictor else {
             return 0;
         };
-        let previous = if p == Predictor::History {
-            view.mems
-                .iter()
-                .find_map(|m| m.get(key, seq - 1))
-                .map(|f| Previous {
-                    seq: f.seq,
-                    features: None,
-                    pointer: None,
-                })
-        } else {
-            None
-        };
-        self.write_hooks(view, seq)
-            .place(key, seq, previous.as_ref())
+        let known = self
+            .writes
+            .as_ref()
+            .and_then(|h| match h.record(key, seq, false) {
+                Seen::Interval(m) | Seen::AfterDelete(Some(m)) => Some(m),
+                Seen::New | Seen::AfterDelete(None) => None,
+            });
+        self.place_born(self.remaining(p, key, seq, seq, known))
     }
 
-    /// The lifetime of a value file of class `class` the write path opens at `seq`.
-    pub(crate) fn logged_file_lifetime(
-        &self,
-        view: &super::read::ReadView,
-        class: usize,
-        seq: SeqNo,
-    ) -> Option<FileLifetime> {
-        self.write_hooks(view, seq).file_lifetime(class)
-    }
-
-    /// Hooks for the write path: the whole tree is below it, and, unlike a flush's, they
-    /// do not measure the placement unit.
-    fn write_hooks<'a>(&'a self, view: &'a super::read::ReadView, seq: SeqNo) -> JobHooks<'a> {
-        JobHooks {
-            rt: self,
-            version: &view.version,
-            below_level: 0,
-            now: seq,
+    /// The value log as the WAL: a delete of `key` logged at `seq` ends its value's life.
+    pub(crate) fn deleted(&self, key: &[u8], seq: SeqNo) {
+        if let Some(h) = &self.writes {
+            h.record(key, seq, true);
         }
+    }
+
+    /// The lifetime of a value file of placement class `class` created at `seq` (by the
+    /// write path, a flush or a compaction).
+    pub(crate) fn file_lifetime(&self, class: usize, seq: SeqNo) -> Option<FileLifetime> {
+        self.mode?;
+        Some(match self.predictor {
+            Some(_) => self.placed_file(class, seq),
+            None => FileLifetime {
+                class: LifetimeClass::Default,
+                created_seq: seq,
+                ttl: self.thresholds.current().default,
+            },
+        })
+    }
+
+    /// The predicted remaining lifetime, at `now`, of a value of `key` written at `seq`;
+    /// `history` is what the history predictor knows of the key's interval.
+    fn remaining(
+        &self,
+        p: Predictor,
+        key: &[u8],
+        seq: SeqNo,
+        now: SeqNo,
+        history: Option<SeqNo>,
+    ) -> Option<SeqNo> {
+        match p {
+            Predictor::None => None,
+            Predictor::History => history,
+            Predictor::Oracle => self
+                .oracle
+                .as_ref()
+                .and_then(|o| o.next_write(key, seq))
+                .map(|n| n.saturating_sub(now)),
+            Predictor::RateOracle => self.mean_interval(key),
+        }
+    }
+
+    /// The class of a new value predicted to live `remaining` more, counted.
+    fn place_born(&self, remaining: Option<SeqNo>) -> usize {
+        let class = placement::class_of(remaining, self.unit.load(Ordering::Relaxed));
+        EngineCounters::add(&self.counters.born_by_class[class], 1);
+        class
     }
 
     /// The rate oracle's prediction: the key's mean write interval.
@@ -403,35 +424,16 @@ impl LifetimeHooks for JobHooks<'_> {
         let Some(p) = self.rt.predictor else {
             return 0;
         };
-        let remaining = match p {
-            Predictor::None => None,
-            Predictor::Oracle => self
-                .rt
-                .oracle
-                .as_ref()
-                .and_then(|o| o.next_write(key, seq))
-                .map(|n| n.saturating_sub(self.now)),
-            Predictor::RateOracle => self.rt.mean_interval(key),
-            Predictor::History => previous.map(|prev| {
-                let older = prev.features.as_ref().map_or(&[][..], |f| f.deltas());
-                placement::at_birth(seq.saturating_sub(prev.seq), older)
-            }),
-        };
-        let class = placement::class_of(remaining, self.rt.unit.load(Ordering::Relaxed));
-        EngineCounters::add(&self.rt.counters.born_by_class[class], 1);
-        class
+        let history = previous.map(|prev| {
+            let older = prev.features.as_ref().map_or(&[][..], |f| f.deltas());
+            placement::at_birth(seq.saturating_sub(prev.seq), older)
+        });
+        self.rt
+            .place_born(self.rt.remaining(p, key, seq, self.now, history))
     }
 
     fn file_lifetime(&self, class: usize) -> Option<FileLifetime> {
-        self.rt.mode?;
-        Some(match self.rt.predictor {
-            Some(_) => self.rt.placed_file(class, self.now),
-            None => FileLifetime {
-                class: LifetimeClass::Default,
-                created_seq: self.now,
-                ttl: self.rt.thresholds.current().default,
-            },
-        })
+        self.rt.file_lifetime(class, self.now)
     }
 
     fn fresh_features(&self, value_len: usize) -> FeatureRecord {

@@ -64,21 +64,26 @@ impl ActiveValueFiles {
         batch: &WriteBatch,
     ) -> Result<Option<WriteBatch>> {
         let large = |kind, len| kind == ValueKind::Value && len >= inner.opts.min_blob_size;
+        let rt = inner.lifetime.as_ref();
+        if let Some(rt) = rt {
+            // A delete ends its key's value's life: the write history learns the interval.
+            for (seq, e) in (batch.first_seq()..).zip(batch.iter()) {
+                if e.kind == ValueKind::Deletion {
+                    rt.deleted(e.key, seq);
+                }
+            }
+        }
         if !batch.iter().any(|e| large(e.kind, e.value.len())) {
             return Ok(None);
         }
         let mut out = WriteBatch::new();
         let mut logged = Vec::new();
-        let view = (inner.lifetime.is_some()).then(|| super::read::ReadView::take(inner));
         for (seq, e) in (batch.first_seq()..).zip(batch.iter()) {
             if !large(e.kind, e.value.len()) {
                 out.add(e.kind, e.key, e.value);
                 continue;
             }
-            let class = match (&inner.lifetime, &view) {
-                (Some(rt), Some(view)) => rt.place_logged(view, e.key, seq),
-                _ => 0,
-            };
+            let class = rt.map_or(0, |rt| rt.place_logged(e.key, seq));
             if self.by_class.len() <= class {
                 self.by_class.resize_with(class + 1, || None);
             }
@@ -97,10 +102,7 @@ impl ActiveValueFiles {
                 *slot = Some(ActiveFile {
                     writer: ValueFileWriter::new(f, n)?
                         .with_compression(inner.opts.value_compression),
-                    lifetime: match (&inner.lifetime, &view) {
-                        (Some(rt), Some(view)) => rt.logged_file_lifetime(view, class, seq),
-                        _ => None,
-                    },
+                    lifetime: rt.and_then(|rt| rt.file_lifetime(class, seq)),
                     unflushed: true,
                     unsynced: true,
                 });
