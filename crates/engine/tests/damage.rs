@@ -56,6 +56,7 @@ fn opts() -> Options {
             max_gc_batch_bytes: 1 << 20,
             // The fixture needs a trained model: paper 000's trigger trains one.
             trigger: GcTrigger::Ttl,
+            ..LifetimeOptions::default()
         },
         ..Options::default()
     }

@@ -36,6 +36,7 @@ fn opts(mode: LifetimeMode, ttl: u64) -> Options {
             max_gc_batch_bytes: 1 << 20,
             // Paper 000's mechanism: the model and the TTL thresholds.
             trigger: GcTrigger::Ttl,
+            ..LifetimeOptions::default()
         },
         ..Options::default()
     }

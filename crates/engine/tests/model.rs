@@ -41,6 +41,9 @@ fn small_options(gc: GcPolicyConfig, dynamic_level_bytes: bool) -> Options {
             value_size_feature: true,
             max_gc_batch_bytes: 64 << 10,
             trigger: GcTrigger::default(),
+            // A write history far smaller than the keys: evictions and tag collisions
+            // misplace values, which must cost bytes only, never a value.
+            write_history_slots: 64,
         },
         lifetime_oracle: Some(Arc::new(EveryKeyAgainSoon)),
         gc,

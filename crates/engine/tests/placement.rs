@@ -190,3 +190,44 @@ fn garbage_found_at_flush_drives_gc_before_compaction_counts_it() {
     let total: u64 = v.blobs.values().map(|b| b.record_bytes()).sum();
     assert!(total < 300 * 450 * 5 / 4, "value files {total}");
 }
+
+/// With the value log as the WAL (the default), the learned policy places a new value by
+/// its key's write history even when the key's previous write is long flushed: keys
+/// written at steady periods of about six memtables are placed by their period, not as
+/// keys never seen, and apart from keys written every few hundred writes.
+#[test]
+fn write_history_places_keys_whose_previous_write_is_flushed() {
+    // Even writes: 100 hot keys in turn (period 200); odd writes: 1000 cold keys in turn
+    // (period 2000, about six memtables of 128 KiB with these values).
+    let ops: Vec<u32> = (0..24_000u32)
+        .map(|n| {
+            if n % 2 == 0 {
+                (n / 2) % 100
+            } else {
+                100 + (n / 2) % 1000
+            }
+        })
+        .collect();
+    let future = Arc::new(Future::of(&ops));
+    let dir = tempfile::tempdir().unwrap();
+    let o = options(LifetimeMode::Learned, 1.5, &future);
+    assert!(o.logs_values());
+    let db = DB::open(dir.path(), o).unwrap();
+    for (n, &k) in ops.iter().enumerate() {
+        db.put(&key(k), &value(k, n)).unwrap();
+    }
+    db.wait_idle().unwrap();
+    let born = db.stats().lifetime.unwrap().born_by_class;
+    let unknown = *born.last().unwrap();
+    // Only first writes are unpredicted (1,100 keys).
+    assert!(unknown <= 1_100, "{unknown} values unpredicted: {born:?}");
+    // Hot and cold values are born into different classes, each holding most of its kind.
+    let big: Vec<usize> = (0..born.len() - 1).filter(|&c| born[c] > 8_000).collect();
+    assert_eq!(big.len(), 2, "classes {born:?}");
+    for (n, &k) in ops.iter().enumerate().rev().take(2_000) {
+        if ops[n + 1..].contains(&k) {
+            continue;
+        }
+        assert_eq!(db.get(&key(k)).unwrap(), Some(value(k, n)));
+    }
+}

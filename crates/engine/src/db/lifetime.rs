@@ -235,7 +235,9 @@ impl LifetimeRuntime {
     }
 
     /// The placement class of a value GC finds valid: written at `written`, its key's
-    /// history `rec`, under the space-amplification trigger.
+    /// history `rec`, under the space-amplification trigger. A value the write path logged
+    /// has no history in its record (compaction links only the records flush writes); the
+    /// write history's interval for its key stands in for it.
     fn place_copy(
         &self,
         p: Predictor,
@@ -244,16 +246,12 @@ impl LifetimeRuntime {
         rec: &FeatureRecord,
         now: SeqNo,
     ) -> usize {
-        let remaining = match p {
-            Predictor::None => None,
-            Predictor::History => Some(placement::at_gc(rec, now.saturating_sub(written))),
-            Predictor::Oracle => self
-                .oracle
-                .as_ref()
-                .and_then(|o| o.next_write(key, written))
-                .map(|n| n.saturating_sub(now)),
-            Predictor::RateOracle => self.mean_interval(key),
+        let age = now.saturating_sub(written);
+        let history = match self.writes.as_ref().and_then(|h| h.mean(key)) {
+            Some(mean) if rec.deltas().is_empty() => placement::at_gc_from_mean(mean, age),
+            _ => placement::at_gc(rec, age),
         };
+        let remaining = self.remaining(p, key, written, now, Some(history));
         placement::class_of(remaining, self.unit.load(Ordering::Relaxed))
     }
 

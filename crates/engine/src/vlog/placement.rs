@@ -78,15 +78,24 @@ pub fn at_birth(interval: SeqNo, older: &[u64]) -> SeqNo {
 /// Predicted remaining lifetime of a value GC finds valid, `age` sequence numbers after it
 /// was written, its key's write history in `rec`. Without history (a key written once, or
 /// not yet linked by compaction) the value is expected to live as long again as it has
-/// (the age rule SepBIT applies to GC-rewritten blocks); with history, the key's mean
-/// interval, unless the value has already outlived it: the key has cooled, and its age is
-/// the better guess.
+/// (the age rule SepBIT applies to GC-rewritten blocks); with history, see
+/// [`at_gc_from_mean`].
 pub fn at_gc(rec: &FeatureRecord, age: SeqNo) -> SeqNo {
     let d = rec.deltas();
     if d.is_empty() {
         return age;
     }
-    mean(d.iter().copied().take(HISTORY)).max(age)
+    at_gc_from_mean(mean(d.iter().copied().take(HISTORY)), age)
+}
+
+/// [`at_gc`] for a key whose recent mean interval is `mean`: the mean, unless the value
+/// has already outlived it: the key has cooled, and its age is the better guess. (The
+/// Poisson estimate that weighs the open interval against the `n` closed ones, `mean +
+/// age / n`, was measured too: at target 1.5 it copied less at Zipfian 0.9 and on the
+/// shifting workload, 1 % less at 0.99, but held up to 0.2 more space over the run: a
+/// move along the write/space curve, not below it.)
+pub fn at_gc_from_mean(mean: SeqNo, age: SeqNo) -> SeqNo {
+    mean.max(age)
 }
 
 fn mean(xs: impl Iterator<Item = u64>) -> u64 {

@@ -69,12 +69,25 @@ impl WriteHistory {
         self.last.len() * 16
     }
 
+    /// The key's smoothed interval, if the table holds one (without recording a write).
+    pub fn mean(&self, key: &[u8]) -> Option<SeqNo> {
+        let (tag, first) = self.locate(key);
+        (first..first + 2)
+            .find(|&i| self.last[i].load(Ordering::Relaxed) >> TAG_SHIFT == tag)
+            .map(|i| self.mean[i].load(Ordering::Relaxed))
+            .filter(|&m| m > 0)
+    }
+
+    /// The key's tag and the first slot of its bucket.
+    fn locate(&self, key: &[u8]) -> (u64, usize) {
+        let h = xxhash_rust::xxh3::xxh3_64(key);
+        ((h >> TAG_SHIFT).max(1), ((h & self.mask) * 2) as usize)
+    }
+
     /// Records a write of `key` at `seq` (`delete` for a deletion) and says what the table
     /// knew of the key before it.
     pub fn record(&self, key: &[u8], seq: SeqNo, delete: bool) -> Seen {
-        let h = xxhash_rust::xxh3::xxh3_64(key);
-        let tag = (h >> TAG_SHIFT).max(1);
-        let first = ((h & self.mask) * 2) as usize;
+        let (tag, first) = self.locate(key);
         let word = (tag << TAG_SHIFT) | if delete { DELETED } else { 0 } | (seq & SEQ_MASK);
         let slot_tag = |i: usize| self.last[i].load(Ordering::Relaxed) >> TAG_SHIFT;
         let hit = (first..first + 2).find(|&i| slot_tag(i) == tag);
@@ -116,9 +129,13 @@ mod tests {
         let h = WriteHistory::new(1 << 10);
         assert_eq!(h.record(b"a", 100, false), Seen::New);
         assert_eq!(h.record(b"b", 150, false), Seen::New);
+        assert_eq!(h.mean(b"a"), None);
         assert_eq!(h.record(b"a", 300, false), Seen::Interval(200));
+        assert_eq!(h.mean(b"a"), Some(200));
+        assert_eq!(h.mean(b"c"), None);
         // (600 + 3 * 200) / 4
         assert_eq!(h.record(b"a", 900, false), Seen::Interval(300));
+        assert_eq!(h.mean(b"a"), Some(300));
         assert_eq!(h.record(b"b", 160, false), Seen::Interval(10));
     }
 
