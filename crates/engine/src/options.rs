@@ -441,7 +441,8 @@ pub struct LifetimeOptions {
     /// Slots of the in-memory write history the learned policy places new values by when
     /// the value log is the WAL (16 bytes each; a key per slot, the keys written most
     /// recently kept). Sized for the keys that are written more than once in a while:
-    /// a key it forgets is placed as one never seen.
+    /// a key it forgets is placed as one never seen. The default, 2M slots (32 MiB,
+    /// touched only as keys arrive), is for up to about two million keys.
     pub write_history_slots: usize,
 }
 
@@ -498,7 +499,7 @@ impl Default for LifetimeOptions {
             value_size_feature: false,
             max_gc_batch_bytes: 1 << 30,
             trigger: GcTrigger::default(),
-            write_history_slots: 1 << 20,
+            write_history_slots: 1 << 21,
         }
     }
 }

@@ -29,8 +29,7 @@ const SEQ_BITS: u32 = 48;
 const SEQ_MASK: u64 = (1 << SEQ_BITS) - 1;
 const DELETED: u64 = 1 << SEQ_BITS;
 const TAG_SHIFT: u32 = SEQ_BITS + 1;
-/// Slot words with tag 0 are empty; tags are forced non-zero.
-const EMPTY: u64 = 0;
+/// Slot words with tag 0 are empty (tags are forced non-zero): a zeroed table is empty.
 
 /// What the table says about a key's write being recorded now.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -56,7 +55,14 @@ impl WriteHistory {
     /// A table of at least `slots` slots (rounded up to a power of two, at least two).
     pub fn new(slots: usize) -> WriteHistory {
         let slots = slots.max(2).next_power_of_two();
-        let words = || (0..slots).map(|_| AtomicU64::new(EMPTY)).collect();
+        // Zeroed by the allocator (a zero word is an empty slot): pages are touched, and
+        // count in the process's memory, only as keys land on them, so a small database
+        // does not pay for the default size.
+        let words = || {
+            let b = Box::<[AtomicU64]>::new_zeroed_slice(slots);
+            // SAFETY: an all-zero AtomicU64 is a valid AtomicU64 (0).
+            unsafe { b.assume_init() }
+        };
         WriteHistory {
             last: words(),
             mean: words(),
