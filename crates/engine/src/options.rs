@@ -683,6 +683,12 @@ impl Options {
                 return Err(invalid("lifetime.dataset_capacity", "must be at least 2"));
             }
             self.lifetime.trigger.validate()?;
+            if !(2..=1 << 32).contains(&self.lifetime.write_history_slots) {
+                return Err(invalid(
+                    "lifetime.write_history_slots",
+                    "must be between 2 and 2^32",
+                ));
+            }
         }
         if self
             .gc
@@ -739,6 +745,20 @@ mod tests {
         };
         match o.validate() {
             Err(Error::InvalidOptions { name, .. }) => assert_eq!(name, "lifetime.trigger.target"),
+            other => panic!("{other:?}"),
+        }
+        let o = Options {
+            gc: "lifetime".parse().unwrap(),
+            lifetime: LifetimeOptions {
+                write_history_slots: 0,
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        match o.validate() {
+            Err(Error::InvalidOptions { name, .. }) => {
+                assert_eq!(name, "lifetime.write_history_slots")
+            }
             other => panic!("{other:?}"),
         }
         assert!("nope".parse::<GcPolicyConfig>().is_err());

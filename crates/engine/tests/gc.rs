@@ -258,8 +258,8 @@ fn space_amp_gc_keeps_values_snapshots_read() {
 
 #[test]
 fn space_amp_gc_reclaims_overwritten_values_placed_by_history() {
-    // Flush places the values (with the value log as the WAL, the write path places them
-    // from memtable hits only, which 200 writes between versions never are).
+    // Flush places the values (with the value log as the WAL the write path places them;
+    // `tests/placement.rs` covers that).
     let (s, live) = overwrite_and_collect_with(Options {
         value_log_wal: false,
         ..opts_triggered(

@@ -112,12 +112,7 @@ pub fn all() -> Vec<Box<dyn Peer>> {
     let mut v: Vec<Box<dyn Peer>> = HALFLIFE
         .iter()
         .map(|&(name, policy, space_amp_target)| {
-            Box::new(Halflife {
-                name: name.to_string(),
-                policy,
-                space_amp_target,
-                value_log_wal: false,
-            }) as Box<dyn Peer>
+            Box::new(Halflife::new(name, policy, space_amp_target)) as Box<dyn Peer>
         })
         .collect();
     v.push(Box::new(RocksDbNative { blob: false }));
@@ -149,8 +144,8 @@ pub fn select(names: &str) -> Result<Vec<Box<dyn Peer>>> {
             bail!(
                 "unknown engine {name:?}; known engines: {} (and halflife-lifetime@T, \
                  halflife-lifetime-nomodel@T, halflife-oracle@T for a space-amplification \
-                 target T, and a +vwal suffix on any halflife engine but inline for the \
-                 value log as the WAL)",
+                 target T, a +vwal suffix on any halflife engine but inline for the \
+                 value log as the WAL, and +tiered for a tiered tree)",
                 list.join(", ")
             );
         };
@@ -163,31 +158,30 @@ pub fn select(names: &str) -> Result<Vec<Box<dyn Peer>>> {
 }
 
 /// A halflife engine by name: one of [`HALFLIFE`], `@<target>` for a space-amplification
-/// target, and a `+vwal` suffix for the value log as the WAL.
+/// target, a `+vwal` suffix for the value log as the WAL and `+tiered` for tiered
+/// compaction of the tree (in that order when both are given).
 fn halflife(name: &str) -> Result<Option<Halflife>> {
-    let (base, value_log_wal) = match name.strip_suffix("+vwal") {
+    let (base, tiered) = match name.strip_suffix("+tiered") {
         Some(base) => (base, true),
         None => (name, false),
+    };
+    let (base, value_log_wal) = match base.strip_suffix("+vwal") {
+        Some(base) => (base, true),
+        None => (base, false),
     };
     let mut h = match with_target(base)? {
         Some(h) => h,
         None => match HALFLIFE.iter().find(|h| h.0 == base) {
-            Some(&(n, policy, space_amp_target)) => Halflife {
-                name: n.to_string(),
-                policy,
-                space_amp_target,
-                value_log_wal: false,
-            },
+            Some(&(n, policy, space_amp_target)) => Halflife::new(n, policy, space_amp_target),
             None => return Ok(None),
         },
     };
-    if value_log_wal {
-        if h.policy == "inline" {
-            bail!("{name:?}: inline keeps values in the tree; +vwal needs value files");
-        }
-        h.name = name.to_string();
-        h.value_log_wal = true;
+    if value_log_wal && h.policy == "inline" {
+        bail!("{name:?}: inline keeps values in the tree; +vwal needs value files");
     }
+    h.name = name.to_string();
+    h.value_log_wal = value_log_wal;
+    h.tiered = tiered;
     Ok(Some(h))
 }
 
@@ -207,12 +201,7 @@ fn with_target(name: &str) -> Result<Option<Halflife>> {
         .ok()
         .filter(|t: &f64| *t > 1.0 && t.is_finite())
         .with_context(|| format!("{name:?}: the target after @ must be a number above 1"))?;
-    Ok(Some(Halflife {
-        name: name.to_string(),
-        policy,
-        space_amp_target: Some(target),
-        value_log_wal: false,
-    }))
+    Ok(Some(Halflife::new(name, policy, Some(target))))
 }
 
 pub fn all_names() -> Vec<&'static str> {
@@ -235,6 +224,20 @@ struct Halflife {
     space_amp_target: Option<f64>,
     /// `--value-log-wal`.
     value_log_wal: bool,
+    /// `--compaction-style tiered`.
+    tiered: bool,
+}
+
+impl Halflife {
+    fn new(name: &str, policy: &'static str, space_amp_target: Option<f64>) -> Halflife {
+        Halflife {
+            name: name.to_string(),
+            policy,
+            space_amp_target,
+            value_log_wal: false,
+            tiered: false,
+        }
+    }
 }
 
 impl Peer for Halflife {
@@ -291,6 +294,9 @@ impl Peer for Halflife {
         }
         // Explicit either way: `+vwal` names say which WAL design a column measured.
         c.args(["--value-log-wal", &self.value_log_wal.to_string()]);
+        if self.tiered {
+            c.args(["--compaction-style", "tiered"]);
+        }
         Ok(c)
     }
 }
@@ -607,6 +613,10 @@ mod tests {
         assert_eq!(e[0].name(), "halflife-titan+vwal");
         assert_eq!(e[1].name(), "halflife-lifetime@1.5+vwal");
         assert!(select("halflife-inline+vwal").is_err());
+        let e = select("halflife-lifetime@2.0+vwal+tiered,halflife-titan+tiered").unwrap();
+        assert_eq!(e[0].name(), "halflife-lifetime@2.0+vwal+tiered");
+        assert_eq!(e[1].name(), "halflife-titan+tiered");
+        assert!(select("halflife-lifetime+tiered+vwal").is_err());
         assert!(select("halflife-nope+vwal").is_err());
         assert!(select("halflife-lifetime@0.9").is_err());
         assert!(select("halflife-lifetime@x").is_err());

@@ -397,12 +397,12 @@ pub fn write_space_plane(path: &Path, title: &str, points: &[PlanePoint]) -> Res
         .y_desc("bytes written / user bytes (WAL included)")
         .draw()
         .map_err(err)?;
-    // One curve per policy and WAL design: `halflife-lifetime@1.5+vwal` is target 1.5 on
-    // the curve `halflife-lifetime+vwal`, with the default target's point on it too.
+    // One curve per policy and design: `halflife-lifetime@1.5+vwal` is target 1.5 on the
+    // curve `halflife-lifetime+vwal`, with the default target's point on it too.
     let split = |name: &str| -> (String, Option<f64>) {
-        let (name, suffix) = match name.strip_suffix("+vwal") {
-            Some(n) => (n, "+vwal"),
-            None => (name, ""),
+        let (name, suffix) = match name.split_once('+') {
+            Some((n, s)) => (n, format!("+{s}")),
+            None => (name, String::new()),
         };
         match name.split_once('@') {
             Some((base, t)) => (format!("{base}{suffix}"), t.parse().ok()),
