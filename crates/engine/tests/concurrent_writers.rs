@@ -1,5 +1,6 @@
 //! Model check with several writer threads: group commit gathers their batches into one WAL
-//! write and inserts them into the memtable concurrently. Each writer owns a disjoint set of
+//! write and inserts them into the memtable (large batches concurrently, by their own
+//! writers; small ones by the leader). Each writer owns a disjoint set of
 //! keys and keeps its own model, so the expected contents are exact whatever the
 //! interleaving; a reader thread checks, at snapshots, that a batch is seen entirely or not
 //! at all; reopenings (clean, and after dropping the handle without closing) must keep every
@@ -77,6 +78,19 @@ fn writer_round(db: &DB, w: u32, seed: u64, steps: usize, model: &mut BTreeMap<V
                 }
                 let sync = rng.random_bool(0.2);
                 db.write(b, &WriteOptions { sync }).unwrap();
+            }
+            4 => {
+                // A large batch: inserted by its own writer, in parallel with the rest of
+                // its group (small ones are inserted by the group's leader).
+                let mut b = WriteBatch::new();
+                for _ in 0..24 {
+                    let k = owned(w, rng.random_range(0..KEYS_PER_WRITER));
+                    let v = value(&mut rng, k, version);
+                    b.put(&key(k), &v);
+                    model.insert(key(k), v);
+                }
+                db.write(b, &WriteOptions { sync: false }).unwrap();
+                assert_eq!(db.get(&key(k)).unwrap().as_ref(), model.get(&key(k)));
             }
             _ => {
                 let v = value(&mut rng, k, version);
