@@ -311,7 +311,30 @@ pub fn run_one(
         setup.after_intervals,
     );
     r.bursts = marks;
+    r.steady_mask = mask;
     Ok(r)
+}
+
+/// Counts every policy's spikes against `none`'s steady p99.9. Here the steady states are
+/// quiet reads only, a few microseconds in every policy's run, and one reference is what
+/// "a spike" means to a reader; against its own, a policy that leaves misses in its
+/// steady state (the oracle, which loads only what is read within its horizon) would get
+/// a higher bar.
+pub fn against_none(results: &mut [PolicyResult], after: usize) {
+    let Some(reference) = results
+        .iter()
+        .find(|r| r.policy == "none")
+        .map(|r| r.spikes.steady.p999_us)
+    else {
+        return;
+    };
+    for r in results.iter_mut() {
+        let w = Windows {
+            after,
+            steady: Some(&r.steady_mask),
+        };
+        r.spikes = spikes::spikes(&r.intervals, w, reference);
+    }
 }
 
 /// The schedule, as a line of the report.
