@@ -339,8 +339,8 @@ pub fn run(a: Args) -> Result<()> {
         };
         let spec = spec
             .with_operation_count(ops)
-        .with_value_size(a.value_size)
-        .with_seed(a.seed);
+            .with_value_size(a.value_size)
+            .with_seed(a.seed);
         let mut spec = spec;
         spec.name = w.name.to_string();
         spec.validate()?;
@@ -514,7 +514,15 @@ fn load(db: &Arc<DB>, spec: &WorkloadSpec, threads: usize, value: &[u8]) -> Resu
         })
     });
     let done = AtomicU64::new(0);
-    drive(db, load, threads, spec.key_size as usize, value, &done, None)?;
+    drive(
+        db,
+        load,
+        threads,
+        spec.key_size as usize,
+        value,
+        &done,
+        None,
+    )?;
     db.wait_idle()?;
     Ok(())
 }
@@ -824,7 +832,10 @@ fn render(r: &WorkloadReport) -> String {
             table::count(p.stats.warming.blocks_withdrawn),
         ]);
     }
-    let after = r.bursts.as_ref().map_or(spikes::AFTER, |b| b.after_intervals);
+    let after = r
+        .bursts
+        .as_ref()
+        .map_or(spikes::AFTER, |b| b.after_intervals);
     if let Some(b) = &r.bursts {
         out.push_str(&bursts::describe(b));
     }

@@ -165,10 +165,7 @@ mod tests {
         m.insert(b"a".to_vec(), vec![5, 20_000]);
         m.insert(b"b".to_vec(), vec![30]);
         m.insert(b"c".to_vec(), vec![INVALIDATION_WINDOW_READS + 100]);
-        OracleWarming::new(
-            Arc::new(Schedule(m, horizon)),
-            Budget::CacheFraction(1.0),
-        )
+        OracleWarming::new(Arc::new(Schedule(m, horizon)), Budget::CacheFraction(1.0))
     }
 
     fn oracle() -> OracleWarming {

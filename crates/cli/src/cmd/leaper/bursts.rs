@@ -37,14 +37,14 @@ use super::{
     cpu_seconds, draw_legend, err, finish, legend_line, load, sample, Args, LeaperWorkload,
     PolicyResult, RunPhase, WorkloadReport, COLORS,
 };
-use crate::harness::table;
-use plotters::prelude::*;
-use std::path::Path;
 use crate::harness::latency::Latencies;
 use crate::harness::ops::{ClientOp, INSERT, READ, RMW, UPDATE};
+use crate::harness::table;
 use anyhow::{anyhow, bail, Result};
 use engine::{CacheWarmingConfig, Options, DB};
+use plotters::prelude::*;
 use serde::Serialize;
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -305,11 +305,8 @@ pub fn run_one(
         steady: Some(&mask),
     };
     let mut r = finish(db, warming, phase, windows)?;
-    r.around_compaction = spikes::around(
-        &r.intervals,
-        setup.steady_intervals,
-        setup.after_intervals,
-    );
+    r.around_compaction =
+        spikes::around(&r.intervals, setup.steady_intervals, setup.after_intervals);
     r.bursts = marks;
     r.steady_mask = mask;
     Ok(r)
@@ -360,7 +357,9 @@ pub fn render_around(r: &WorkloadReport) -> String {
         .around_compaction
         .iter()
         .map(|p| p.offset)
-        .filter(|&o| (-2..=6).contains(&o) || o == first.around_compaction.last().map_or(0, |p| p.offset))
+        .filter(|&o| {
+            (-2..=6).contains(&o) || o == first.around_compaction.last().map_or(0, |p| p.offset)
+        })
         .collect();
     let mut head = vec!["policy".to_string()];
     head.extend(offsets.iter().map(|o| format!("{o:+}")));

@@ -179,7 +179,14 @@ mod tests {
         w.sync().unwrap();
         drop(w);
         let f = s.open(&path).unwrap();
-        for (off, len) in [(0, 1), (4095, 2), (100, 4096), (8000, 2000), (9999, 1), (0, 10_000)] {
+        for (off, len) in [
+            (0, 1),
+            (4095, 2),
+            (100, 4096),
+            (8000, 2000),
+            (9999, 1),
+            (0, 10_000),
+        ] {
             for cause in [IoCause::ClientRead, IoCause::Compaction] {
                 let got = f.read_at(off, len, cause).unwrap();
                 assert_eq!(got, &data[off as usize..off as usize + len], "{off} {len}");

@@ -22,11 +22,7 @@ pub struct ReadFuture {
 impl ReadFuture {
     /// Numbers the reads (gets, and the get of a read-modify-write) among `ops`.
     pub fn build(key_size: usize, ops: impl Iterator<Item = Result<ClientOp>>) -> Result<Self> {
-        Self::with_horizon(
-            key_size,
-            ops,
-            engine::warming::INVALIDATION_WINDOW_READS,
-        )
+        Self::with_horizon(key_size, ops, engine::warming::INVALIDATION_WINDOW_READS)
     }
 
     /// [`ReadFuture::build`], looking `horizon` reads ahead at an install.

@@ -189,7 +189,9 @@ pub fn steady(iv: &[Interval], w: Windows) -> Steady {
         })
         .filter(measured)
         .collect();
-    let pick = if quiet.len() >= MIN_QUIET {
+    // An explicit steady set is the steady state however few; intervals that merely lie
+    // outside the compactions' windows fall back to all when there are too few.
+    let pick = if w.steady.is_some() || quiet.len() >= MIN_QUIET {
         quiet
     } else {
         (0..iv.len()).filter(measured).collect()
@@ -381,7 +383,10 @@ mod tests {
         assert_eq!((st.intervals, st.p999_us, st.hit_ratio), (4, 50.0, 0.99));
         let s = spikes(&v, w, st.p999_us);
         assert_eq!(s.post_compaction_intervals, 5);
-        assert_eq!(s.post_compaction_spikes, 3, "4 and 5 are before the install");
+        assert_eq!(
+            s.post_compaction_spikes, 3,
+            "4 and 5 are before the install"
+        );
         assert_eq!(s.spike_intervals, 5);
         assert_eq!(s.spikes_per_compaction, [3]);
         assert!((s.mean_hit_dip - 0.49).abs() < 1e-9);
