@@ -1059,6 +1059,15 @@ fn plot(path: &Path, r: &WorkloadReport) -> Result<()> {
     Ok(())
 }
 
+/// Twice `none`'s reference p99.9 (the spike bar drawn in the plots).
+fn spike_threshold(r: &WorkloadReport) -> f64 {
+    r.results
+        .iter()
+        .find(|p| p.policy == "none")
+        .or(r.results.first())
+        .map_or(0.0, |p| 2.0 * p.spikes.reference_p999_us)
+}
+
 /// Read p99.9 per interval (log scale), with the spike threshold (2 x `none`'s steady
 /// p99.9) as a dashed line.
 fn plot_p999<DB: DrawingBackend>(
@@ -1084,13 +1093,7 @@ where
                 .collect()
         })
         .collect();
-    // `none`'s threshold (each run's spikes are counted against its own).
-    let threshold = r
-        .results
-        .iter()
-        .find(|p| p.policy == "none")
-        .or(r.results.first())
-        .map_or(0.0, |p| 2.0 * p.spikes.reference_p999_us);
+    let threshold = spike_threshold(r);
     let all = points.iter().flatten().map(|p| p.1);
     let y_lo = all
         .clone()

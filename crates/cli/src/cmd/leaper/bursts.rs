@@ -34,8 +34,8 @@
 use super::direct::DirectClientReads;
 use super::spikes::{self, IntervalLatencies, Windows};
 use super::{
-    cpu_seconds, draw_legend, err, finish, legend_line, load, sample, Args, LeaperWorkload,
-    PolicyResult, RunPhase, WorkloadReport, COLORS,
+    cpu_seconds, draw_legend, err, finish, legend_line, load, sample, spike_threshold, Args,
+    LeaperWorkload, PolicyResult, RunPhase, WorkloadReport, COLORS,
 };
 use crate::harness::latency::Latencies;
 use crate::harness::ops::{ClientOp, INSERT, READ, RMW, UPDATE};
@@ -411,12 +411,7 @@ pub fn plot_around(path: &Path, r: &WorkloadReport) -> Result<()> {
         .iter()
         .flat_map(|p| xs(p).into_iter().map(|x| x.0))
         .fold((0.0f64, step), |(lo, hi), x| (lo.min(x), hi.max(x)));
-    let threshold = r
-        .results
-        .iter()
-        .find(|p| p.policy == "none")
-        .or(r.results.first())
-        .map_or(0.0, |p| 2.0 * p.spikes.reference_p999_us);
+    let threshold = spike_threshold(r);
     let lat = r
         .results
         .iter()

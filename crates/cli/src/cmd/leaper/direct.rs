@@ -78,13 +78,8 @@ impl ReadableFile for DirectFile {
             .checked_add(len as u64)
             .is_none_or(|end| end > self.len)
         {
-            return Err(Error::corruption(
-                &self.path,
-                format!(
-                    "read of {len} bytes at offset {offset} past the end of the file ({} bytes)",
-                    self.len
-                ),
-            ));
+            // The buffered file names the bad read (and reads nothing).
+            return self.buffered.read_at(offset, len, cause);
         }
         let buf = self.read_direct(offset, len)?;
         self.storage.stats().record_read(cause, len as u64);
