@@ -15,6 +15,8 @@
 //! Sampling: a thread reads `db.stats()` every `--sample-ms` (cheap counters only; the
 //! bench's live-byte scan would read through the cache and disturb what is measured).
 
+mod bursts;
+mod direct;
 mod future;
 mod overhead;
 mod spikes;
@@ -88,6 +90,29 @@ pub struct Args {
     /// measure for the read-only control; the first policy must be `none`).
     #[arg(long)]
     pub paired_rounds: Option<usize>,
+    /// The spike setup ([`bursts`]): this many bursts of writes, each followed by one flush
+    /// and one compaction, between quiet periods of reads only from one paced reader; the
+    /// cache should hold the data (`--cache-mib`), and client reads bypass the page cache.
+    #[arg(long)]
+    pub bursts: Option<usize>,
+    /// Spike setup: seconds of reads only before each burst (and after the last).
+    #[arg(long, default_value_t = 4.0)]
+    pub burst_period_s: f64,
+    /// Spike setup: writes per burst (default: 5% of the records).
+    #[arg(long)]
+    pub burst_writes: Option<u64>,
+    /// Spike setup: reads per second of the one reader thread.
+    #[arg(long, default_value_t = 50_000)]
+    pub read_rate: u64,
+    /// Spike setup: client reads through the OS page cache (default: O_DIRECT).
+    #[arg(long)]
+    pub buffered_reads: bool,
+    /// Spike setup: intervals before each burst that make the steady state.
+    #[arg(long, default_value_t = 10)]
+    pub steady_intervals: usize,
+    /// Spike setup: intervals after a compaction's install that count as after it.
+    #[arg(long, default_value_t = 10)]
+    pub after_intervals: usize,
     /// Directory for the JSON report and the plots.
     #[arg(long, default_value = "bench-out/leaper")]
     pub out: PathBuf,
@@ -217,6 +242,13 @@ struct PolicyResult {
     spikes: Spikes,
     /// 1 - post-compaction spikes / those of `none` (when `none` ran and had some).
     spikes_removed_vs_none: Option<f64>,
+    /// The spike setup only: read latency and hit ratio per interval around compactions'
+    /// installs (medians over the compactions), and each burst's times.
+    around_compaction: Vec<spikes::AroundPoint>,
+    bursts: Vec<bursts::BurstMark>,
+    /// The spike setup only: which intervals are the steady state (before each burst).
+    #[serde(skip)]
+    steady_mask: Vec<bool>,
     /// The engine's statistics at the end.
     stats: DbStats,
 }
@@ -229,6 +261,8 @@ struct WorkloadReport {
     memtable_mb: u64,
     threads: usize,
     sample_ms: u64,
+    /// The spike setup's schedule, when it ran.
+    bursts: Option<bursts::Setup>,
     results: Vec<PolicyResult>,
 }
 
@@ -253,6 +287,9 @@ where
 pub fn run(a: Args) -> Result<()> {
     if a.threads == 0 || a.scale <= 0.0 || a.ops_per_record <= 0.0 {
         bail!("--threads, --scale and --ops-per-record must be positive");
+    }
+    if a.bursts.is_some() && a.paired_rounds.is_some() {
+        bail!("--bursts and --paired-rounds are different experiments: give one");
     }
     let workloads = parse_list(&a.workloads, &WORKLOADS, |w| w.name)?;
     // `None` stands for the oracle, which is built per workload from its ops.
@@ -294,19 +331,33 @@ pub fn run(a: Args) -> Result<()> {
                 .parse()
                 .map_err(|e| anyhow!("distribution: {e}"))?,
         )?
-        .with_record_count(records)
-        .with_operation_count((records as f64 * a.ops_per_record) as u64)
-        .with_value_size(a.value_size)
-        .with_seed(a.seed);
+        .with_record_count(records);
+        let setup = bursts::Setup::of(&a, records)?;
+        let ops = match &setup {
+            Some(s) => s.operation_count(w),
+            None => (records as f64 * a.ops_per_record) as u64,
+        };
+        let spec = spec
+            .with_operation_count(ops)
+            .with_value_size(a.value_size)
+            .with_seed(a.seed);
         let mut spec = spec;
         spec.name = w.name.to_string();
         spec.validate()?;
         let oracle = if policies.iter().any(Option::is_none) {
             let w = workload::Workload::new(spec.clone())?;
-            let f = future::ReadFuture::build(
-                spec.key_size as usize,
-                w.run_ops().map(|op| Ok(ClientOp::from(op))),
-            )?;
+            let key_size = spec.key_size as usize;
+            let f = match &setup {
+                Some(s) => future::ReadFuture::with_horizon(
+                    key_size,
+                    bursts::oracle_reads(&spec, s)?,
+                    s.oracle_horizon(a.sample_ms),
+                )?,
+                None => future::ReadFuture::build(
+                    key_size,
+                    w.run_ops().map(|op| Ok(ClientOp::from(op))),
+                )?,
+            };
             Some(CacheWarmingConfig::Oracle(
                 engine::warming::ReadOracleHandle(Arc::new(f)),
             ))
@@ -341,7 +392,10 @@ pub fn run(a: Args) -> Result<()> {
                         rep + 1
                     );
                 }
-                runs[i].push(run_one(&a, &spec, p)?);
+                runs[i].push(match &setup {
+                    Some(s) => bursts::run_one(&a, s, &spec, p)?,
+                    None => run_one(&a, &spec, p)?,
+                });
             }
         }
         let mut results = Vec::new();
@@ -354,6 +408,9 @@ pub fn run(a: Args) -> Result<()> {
             median.cpu_us_per_op_runs = cpu;
             results.push(median);
         }
+        if let Some(s) = &setup {
+            bursts::against_none(&mut results, s.after_intervals);
+        }
         compare_with_none(&mut results);
         let report = WorkloadReport {
             workload: w.clone(),
@@ -362,6 +419,7 @@ pub fn run(a: Args) -> Result<()> {
             memtable_mb: a.memtable_mb,
             threads: a.threads,
             sample_ms: a.sample_ms,
+            bursts: setup,
             results,
         };
         let json = a.out.join(format!("{}.json", w.name));
@@ -369,6 +427,10 @@ pub fn run(a: Args) -> Result<()> {
             .with_context(|| format!("writing {}", json.display()))?;
         let png = a.out.join(format!("{}.png", w.name));
         plot(&png, &report)?;
+        if report.bursts.is_some() {
+            let png = a.out.join(format!("{}-around.png", w.name));
+            bursts::plot_around(&png, &report)?;
+        }
         let text = render(&report);
         if !a.quiet {
             println!(
@@ -404,16 +466,7 @@ fn run_one(a: &Args, spec: &WorkloadSpec, warming: &CacheWarmingConfig) -> Resul
     let db = Arc::new(DB::open(tmp.path(), options(a, warming))?);
     let key_size = spec.key_size as usize;
     let value = vec![b'v'; spec.value_size as usize];
-    let load = (0..spec.record_count).map(|k| {
-        Ok(ClientOp {
-            code: INSERT,
-            key: k,
-            len: 0,
-        })
-    });
-    let done = AtomicU64::new(0);
-    drive(&db, load, a.threads, key_size, &value, &done, None)?;
-    db.wait_idle()?;
+    load(&db, spec, a.threads, &value)?;
 
     let base = db.stats();
     let w = workload::Workload::new(spec.clone())?;
@@ -425,20 +478,7 @@ fn run_one(a: &Args, spec: &WorkloadSpec, warming: &CacheWarmingConfig) -> Resul
     let cpu0 = cpu_seconds()?;
     let start = Instant::now();
     let ((lat, per_interval), series) = std::thread::scope(|s| -> Result<_> {
-        let sampler = s.spawn(|| {
-            let mut series = vec![Point::of(&base, 0.0, 0)];
-            while !stop.load(Relaxed) {
-                std::thread::sleep(Duration::from_millis(a.sample_ms.max(10)));
-                let st = db.stats();
-                series.push(Point::of(
-                    &st,
-                    start.elapsed().as_secs_f64(),
-                    done.load(Relaxed),
-                ));
-                epoch.fetch_add(1, Relaxed);
-            }
-            series
-        });
+        let sampler = s.spawn(|| sample(&db, &base, start, a.sample_ms, &done, &epoch, &stop));
         let r = drive(
             &db,
             run_ops,
@@ -452,17 +492,96 @@ fn run_one(a: &Args, spec: &WorkloadSpec, warming: &CacheWarmingConfig) -> Resul
         let series = sampler.join().map_err(|_| anyhow!("sampler panicked"))?;
         Ok((r?, series))
     })?;
-    let run_seconds = start.elapsed().as_secs_f64();
-    let cpu = cpu_seconds()? - cpu0;
+    let phase = RunPhase {
+        run_seconds: start.elapsed().as_secs_f64(),
+        cpu: cpu_seconds()? - cpu0,
+        ops: spec.operation_count,
+        base,
+        series,
+        lat,
+        per_interval,
+    };
+    finish(db, warming, phase, spikes::Windows::RUN)
+}
+
+/// Loads the spec's records and waits for the background work it caused.
+fn load(db: &Arc<DB>, spec: &WorkloadSpec, threads: usize, value: &[u8]) -> Result<()> {
+    let load = (0..spec.record_count).map(|k| {
+        Ok(ClientOp {
+            code: INSERT,
+            key: k,
+            len: 0,
+        })
+    });
+    let done = AtomicU64::new(0);
+    drive(
+        db,
+        load,
+        threads,
+        spec.key_size as usize,
+        value,
+        &done,
+        None,
+    )?;
+    db.wait_idle()?;
+    Ok(())
+}
+
+/// Takes a point of the engine's counters every `sample_ms` until `stop`, and after each
+/// moves the clients to the next interval (`epoch`).
+fn sample(
+    db: &DB,
+    base: &DbStats,
+    start: Instant,
+    sample_ms: u64,
+    done: &AtomicU64,
+    epoch: &AtomicUsize,
+    stop: &AtomicBool,
+) -> Vec<Point> {
+    let mut series = vec![Point::of(base, 0.0, 0)];
+    while !stop.load(Relaxed) {
+        std::thread::sleep(Duration::from_millis(sample_ms.max(10)));
+        let st = db.stats();
+        series.push(Point::of(
+            &st,
+            start.elapsed().as_secs_f64(),
+            done.load(Relaxed),
+        ));
+        epoch.fetch_add(1, Relaxed);
+    }
+    series
+}
+
+/// What a run phase measured, before the analysis.
+struct RunPhase {
+    run_seconds: f64,
+    cpu: f64,
+    /// Ops the clients ran.
+    ops: u64,
+    /// The engine's statistics when the run phase started.
+    base: DbStats,
+    series: Vec<Point>,
+    lat: Latencies,
+    per_interval: IntervalLatencies,
+}
+
+/// Closes the engine and turns a run phase's measurements into the policy's result.
+fn finish(
+    db: Arc<DB>,
+    warming: &CacheWarmingConfig,
+    r: RunPhase,
+    windows: spikes::Windows,
+) -> Result<PolicyResult> {
     let end = db.stats();
+    let base = &r.base;
     let model_time = ((end.warming.training_micros + end.warming.prediction_micros)
         - (base.warming.training_micros + base.warming.prediction_micros))
         as f64
         / 1e6;
-    let mut series = series;
-    series.push(Point::of(&end, run_seconds, done.load(Relaxed)));
+    let mut series = r.series;
+    series.push(Point::of(&end, r.run_seconds, r.ops));
     // Relative to the start of the run phase.
-    let b = Point::of(&base, 0.0, 0);
+    let b = Point::of(base, 0.0, 0);
     for p in &mut series {
         p.hits -= b.hits;
         p.misses -= b.misses;
@@ -484,15 +603,17 @@ fn run_one(a: &Args, spec: &WorkloadSpec, warming: &CacheWarmingConfig) -> Resul
             compactions: p.compactions,
         })
         .collect();
-    let intervals = spikes::intervals(&edges, &per_interval);
+    let intervals = spikes::intervals(&edges, &r.per_interval);
     let db = Arc::try_unwrap(db).map_err(|_| anyhow!("engine handle still shared"))?;
     let stats = db.stats();
     db.close()?;
     let lookups = last.hits + last.misses;
+    let cpu = r.cpu;
+    let steady = spikes::steady(&intervals, windows);
     Ok(PolicyResult {
         policy: warming.name().to_string(),
-        run_seconds,
-        ops_per_sec: spec.operation_count as f64 / run_seconds,
+        run_seconds: r.run_seconds,
+        ops_per_sec: r.ops as f64 / r.run_seconds,
         hit_ratio: if lookups == 0 {
             0.0
         } else {
@@ -506,16 +627,19 @@ fn run_one(a: &Args, spec: &WorkloadSpec, warming: &CacheWarmingConfig) -> Resul
         prefetch_hits: last.prefetch_hits,
         compactions: last.compactions,
         flushes: last.flushes,
-        cpu_us_per_op: cpu * 1e6 / spec.operation_count.max(1) as f64,
+        cpu_us_per_op: cpu * 1e6 / r.ops.max(1) as f64,
         model_time_share: if cpu > 0.0 { model_time / cpu } else { 0.0 },
         ops_per_sec_runs: Vec::new(),
         cpu_us_per_op_runs: Vec::new(),
-        read_latency_us: lat.summary(READ as usize),
-        latency_us: lat.summaries(),
+        read_latency_us: r.lat.summary(READ as usize),
+        latency_us: r.lat.summaries(),
         series,
-        spikes: spikes::spikes(&intervals, spikes::steady(&intervals).p999_us),
+        spikes: spikes::spikes(&intervals, windows, steady.p999_us),
+        around_compaction: Vec::new(),
         intervals,
         spikes_removed_vs_none: None,
+        bursts: Vec::new(),
+        steady_mask: Vec::new(),
         stats,
     })
 }
@@ -708,12 +832,26 @@ fn render(r: &WorkloadReport) -> String {
             table::count(p.stats.warming.blocks_withdrawn),
         ]);
     }
+    let after = r
+        .bursts
+        .as_ref()
+        .map_or(spikes::AFTER, |b| b.after_intervals);
+    if let Some(b) = &r.bursts {
+        out.push_str(&bursts::describe(b));
+    }
+    let reference = if r.bursts.is_some() {
+        "none's steady p99.9 (the intervals before each burst)"
+    } else {
+        "the run's steady p99.9"
+    };
     out.push_str(&format!(
-        "spikes: intervals of {} ms whose read p99.9 exceeds 2 x the run's steady p99.9; \"after compactions\": within {} intervals of one\n",
-        r.sample_ms,
-        spikes::AFTER
+        "spikes: intervals of {} ms whose read p99.9 exceeds 2 x {reference}; \"after compactions\": within {} intervals of one\n",
+        r.sample_ms, after
     ));
     out.push_str(&t.render());
+    if r.bursts.is_some() {
+        out.push_str(&bursts::render_around(r));
+    }
     for p in r.results.iter().filter(|p| p.policy == "learned") {
         let s = &p.stats.warming;
         out.push_str(&format!(
@@ -921,6 +1059,15 @@ fn plot(path: &Path, r: &WorkloadReport) -> Result<()> {
     Ok(())
 }
 
+/// Twice `none`'s reference p99.9 (the spike bar drawn in the plots).
+fn spike_threshold(r: &WorkloadReport) -> f64 {
+    r.results
+        .iter()
+        .find(|p| p.policy == "none")
+        .or(r.results.first())
+        .map_or(0.0, |p| 2.0 * p.spikes.reference_p999_us)
+}
+
 /// Read p99.9 per interval (log scale), with the spike threshold (2 x `none`'s steady
 /// p99.9) as a dashed line.
 fn plot_p999<DB: DrawingBackend>(
@@ -946,13 +1093,7 @@ where
                 .collect()
         })
         .collect();
-    // `none`'s threshold (each run's spikes are counted against its own).
-    let threshold = r
-        .results
-        .iter()
-        .find(|p| p.policy == "none")
-        .or(r.results.first())
-        .map_or(0.0, |p| 2.0 * p.spikes.reference_p999_us);
+    let threshold = spike_threshold(r);
     let all = points.iter().flatten().map(|p| p.1);
     let y_lo = all
         .clone()

@@ -15,11 +15,22 @@ use xxhash_rust::xxh3::xxh3_64;
 
 pub struct ReadFuture {
     reads: HashMap<u64, Vec<u32>>,
+    /// The oracle's lookahead at a compaction's install ([`ReadOracle::horizon`]).
+    horizon: u64,
 }
 
 impl ReadFuture {
     /// Numbers the reads (gets, and the get of a read-modify-write) among `ops`.
     pub fn build(key_size: usize, ops: impl Iterator<Item = Result<ClientOp>>) -> Result<Self> {
+        Self::with_horizon(key_size, ops, engine::warming::INVALIDATION_WINDOW_READS)
+    }
+
+    /// [`ReadFuture::build`], looking `horizon` reads ahead at an install.
+    pub fn with_horizon(
+        key_size: usize,
+        ops: impl Iterator<Item = Result<ClientOp>>,
+        horizon: u64,
+    ) -> Result<Self> {
         let mut reads: HashMap<u64, Vec<u32>> = HashMap::new();
         let mut key = Vec::with_capacity(key_size);
         let mut n: u32 = 0;
@@ -34,7 +45,7 @@ impl ReadFuture {
                     .ok_or_else(|| anyhow::anyhow!("the read oracle supports up to 2^32 reads"))?;
             }
         }
-        Ok(ReadFuture { reads })
+        Ok(ReadFuture { reads, horizon })
     }
 }
 
@@ -43,6 +54,10 @@ impl ReadOracle for ReadFuture {
         let r = self.reads.get(&xxh3_64(key))?;
         let i = r.partition_point(|&n| u64::from(n) < from);
         r.get(i).map(|&n| u64::from(n))
+    }
+
+    fn horizon(&self) -> u64 {
+        self.horizon
     }
 }
 

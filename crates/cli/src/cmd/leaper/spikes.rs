@@ -21,6 +21,11 @@
 //!
 //! Intervals with fewer than [`MIN_READS`] reads are left out (a p99.9 of a handful of
 //! reads means nothing).
+//!
+//! The spike setup (`--bursts`, [`super::bursts`]) changes the windows ([`Windows`]): its
+//! steady state is the intervals just before each burst of writes (reads only, nothing
+//! installed for seconds), and "after" a compaction spans more intervals, as long as the
+//! cache takes to refill.
 
 use hdrhistogram::Histogram;
 use serde::Serialize;
@@ -129,6 +134,8 @@ pub struct Spikes {
     /// p99 and p99.9 over the post-compaction intervals (medians).
     pub post_compaction_p99_us: f64,
     pub post_compaction_p999_us: f64,
+    /// Per compaction interval, the spikes within its window.
+    pub spikes_per_compaction: Vec<usize>,
     /// Per compaction interval, the hit-ratio dip; and their mean.
     pub hit_dips: Vec<f64>,
     pub mean_hit_dip: f64,
@@ -142,12 +149,29 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-/// Which measured intervals lie within [`AFTER`] of a compaction.
-fn after_compaction(iv: &[Interval]) -> Vec<bool> {
+/// Which intervals are the steady state and which count as after a compaction.
+#[derive(Clone, Copy, Debug)]
+pub struct Windows<'a> {
+    /// Intervals after a compaction's own that count as after it.
+    pub after: usize,
+    /// The steady intervals; `None`: those outside every compaction's window.
+    pub steady: Option<&'a [bool]>,
+}
+
+impl Windows<'static> {
+    /// Runs whose writes are spread over the run: [`AFTER`] intervals, steady outside.
+    pub const RUN: Windows<'static> = Windows {
+        after: AFTER,
+        steady: None,
+    };
+}
+
+/// Which measured intervals lie within `w.after` of a compaction.
+fn after_compaction(iv: &[Interval], w: Windows) -> Vec<bool> {
     let mut after = vec![false; iv.len()];
     for (i, x) in iv.iter().enumerate() {
         if x.compactions > 0 {
-            for a in after.iter_mut().skip(i).take(AFTER + 1) {
+            for a in after.iter_mut().skip(i).take(w.after + 1) {
                 *a = true;
             }
         }
@@ -155,14 +179,19 @@ fn after_compaction(iv: &[Interval]) -> Vec<bool> {
     after
 }
 
-pub fn steady(iv: &[Interval]) -> Steady {
-    let after = after_compaction(iv);
+pub fn steady(iv: &[Interval], w: Windows) -> Steady {
+    let after = after_compaction(iv, w);
     let measured = |i: &usize| iv[*i].reads >= MIN_READS;
     let quiet: Vec<usize> = (0..iv.len())
-        .filter(|i| !after[*i])
+        .filter(|&i| match w.steady {
+            Some(m) => m.get(i).copied().unwrap_or(false),
+            None => !after[i],
+        })
         .filter(measured)
         .collect();
-    let pick = if quiet.len() >= MIN_QUIET {
+    // An explicit steady set is the steady state however few; intervals that merely lie
+    // outside the compactions' windows fall back to all when there are too few.
+    let pick = if w.steady.is_some() || quiet.len() >= MIN_QUIET {
         quiet
     } else {
         (0..iv.len()).filter(measured).collect()
@@ -176,9 +205,9 @@ pub fn steady(iv: &[Interval]) -> Steady {
 }
 
 /// Spikes of `iv` above twice `reference_p999_us`.
-pub fn spikes(iv: &[Interval], reference_p999_us: f64) -> Spikes {
-    let st = steady(iv);
-    let after = after_compaction(iv);
+pub fn spikes(iv: &[Interval], w: Windows, reference_p999_us: f64) -> Spikes {
+    let st = steady(iv, w);
+    let after = after_compaction(iv, w);
     let limit = 2.0 * reference_p999_us;
     let mut s = Spikes {
         steady: st,
@@ -189,7 +218,7 @@ pub fn spikes(iv: &[Interval], reference_p999_us: f64) -> Spikes {
     for (i, x) in iv.iter().enumerate() {
         s.compactions += x.compactions;
         if x.compactions > 0 {
-            let low = iv[i..(i + AFTER + 1).min(iv.len())]
+            let low = iv[i..(i + w.after + 1).min(iv.len())]
                 .iter()
                 .filter(|y| y.reads >= MIN_READS)
                 .filter_map(|y| y.hit_ratio)
@@ -197,6 +226,12 @@ pub fn spikes(iv: &[Interval], reference_p999_us: f64) -> Spikes {
             if low.is_finite() {
                 s.hit_dips.push(st.hit_ratio - low);
             }
+            s.spikes_per_compaction.push(
+                iv[i..(i + w.after + 1).min(iv.len())]
+                    .iter()
+                    .filter(|y| y.reads >= MIN_READS && y.p999_us > limit)
+                    .count(),
+            );
         }
         if x.reads < MIN_READS {
             continue;
@@ -219,6 +254,43 @@ pub fn spikes(iv: &[Interval], reference_p999_us: f64) -> Spikes {
         s.hit_dips.iter().sum::<f64>() / s.hit_dips.len() as f64
     };
     s
+}
+
+/// Read latency and hit ratio at one offset from compactions' installs.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct AroundPoint {
+    /// Intervals from the install's (0); negative: before it.
+    pub offset: i64,
+    /// Compactions with a measured interval at this offset.
+    pub compactions: usize,
+    /// Medians over those compactions.
+    pub p99_us: f64,
+    pub p999_us: f64,
+    pub hit_ratio: f64,
+}
+
+/// The intervals from `before` ahead of each compaction's install to `after` past it,
+/// aligned on the install and summarized (medians) over the compactions: what a reader
+/// sees around a compaction, the profile the spike setup plots.
+pub fn around(iv: &[Interval], before: usize, after: usize) -> Vec<AroundPoint> {
+    let installs: Vec<usize> = (0..iv.len()).filter(|&i| iv[i].compactions > 0).collect();
+    (-(before as i64)..=after as i64)
+        .map(|offset| {
+            let at: Vec<&Interval> = installs
+                .iter()
+                .filter_map(|&i| usize::try_from(i as i64 + offset).ok())
+                .filter_map(|j| iv.get(j))
+                .filter(|x| x.reads >= MIN_READS)
+                .collect();
+            AroundPoint {
+                offset,
+                compactions: at.len(),
+                p99_us: median(at.iter().map(|x| x.p99_us).collect()),
+                p999_us: median(at.iter().map(|x| x.p999_us).collect()),
+                hit_ratio: median(at.iter().filter_map(|x| x.hit_ratio).collect()),
+            }
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -267,7 +339,7 @@ mod tests {
         v[13] = iv(500.0, 0.2, 0);
         v[14] = iv(190.0, 0.45, 0);
         v[20] = iv(300.0, 0.5, 0);
-        let s = spikes(&v, 100.0);
+        let s = spikes(&v, Windows::RUN, 100.0);
         assert_eq!(s.steady.intervals, 21, "quiet: all but 12..=14");
         assert_eq!((s.steady.p999_us, s.steady.hit_ratio), (100.0, 0.5));
         assert_eq!(s.spike_intervals, 2);
@@ -277,16 +349,51 @@ mod tests {
         );
         assert_eq!(s.compactions, 1);
         assert_eq!(s.hit_dips.len(), 1);
+        assert_eq!(s.spikes_per_compaction, [1]);
         assert!((s.mean_hit_dip - 0.3).abs() < 1e-9);
         // Against a higher reference the spike at 13 is still one; the one at 20 not.
-        assert_eq!(spikes(&v, 200.0).spike_intervals, 1);
+        assert_eq!(spikes(&v, Windows::RUN, 200.0).spike_intervals, 1);
     }
 
     #[test]
     fn steady_state_falls_back_to_all_intervals() {
         let v: Vec<Interval> = (0..6).map(|i| iv(100.0 + i as f64, 0.5, 1)).collect();
-        let s = steady(&v);
+        let s = steady(&v, Windows::RUN);
         assert_eq!(s.intervals, 6);
         assert_eq!(s.p999_us, 103.0);
+    }
+
+    #[test]
+    fn burst_windows_take_the_steady_state_before_the_bursts() {
+        // Steady: intervals 0..4 (p99.9 50 us). A compaction at 6, slow reads at 7..=9,
+        // quiet again from 10; with a window of 4 after the install all three are spikes.
+        let mut v: Vec<Interval> = (0..14).map(|_| iv(50.0, 0.99, 0)).collect();
+        v[4] = iv(400.0, 0.9, 0);
+        v[5] = iv(400.0, 0.9, 0);
+        v[6] = iv(60.0, 0.9, 1);
+        for x in &mut v[7..=9] {
+            *x = iv(500.0, 0.5, 0);
+        }
+        let mask: Vec<bool> = (0..14).map(|i| i < 4).collect();
+        let w = Windows {
+            after: 4,
+            steady: Some(&mask),
+        };
+        let st = steady(&v, w);
+        assert_eq!((st.intervals, st.p999_us, st.hit_ratio), (4, 50.0, 0.99));
+        let s = spikes(&v, w, st.p999_us);
+        assert_eq!(s.post_compaction_intervals, 5);
+        assert_eq!(
+            s.post_compaction_spikes, 3,
+            "4 and 5 are before the install"
+        );
+        assert_eq!(s.spike_intervals, 5);
+        assert_eq!(s.spikes_per_compaction, [3]);
+        assert!((s.mean_hit_dip - 0.49).abs() < 1e-9);
+        let a = around(&v, 2, 4);
+        assert_eq!(a.len(), 7);
+        assert_eq!((a[0].offset, a[0].p999_us), (-2, 400.0));
+        assert_eq!((a[2].offset, a[2].compactions, a[2].p999_us), (0, 1, 60.0));
+        assert_eq!((a[3].p999_us, a[3].hit_ratio), (500.0, 0.5));
     }
 }
