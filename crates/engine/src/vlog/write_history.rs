@@ -29,7 +29,7 @@ const SEQ_BITS: u32 = 48;
 const SEQ_MASK: u64 = (1 << SEQ_BITS) - 1;
 const DELETED: u64 = 1 << SEQ_BITS;
 const TAG_SHIFT: u32 = SEQ_BITS + 1;
-/// Slot words with tag 0 are empty (tags are forced non-zero): a zeroed table is empty.
+// Slot words with tag 0 are empty (tags are forced non-zero): a zeroed table is empty.
 
 /// What the table says about a key's write being recorded now.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
