@@ -246,12 +246,16 @@ impl LifetimeRuntime {
         rec: &FeatureRecord,
         now: SeqNo,
     ) -> usize {
-        let age = now.saturating_sub(written);
-        let history = match self.writes.as_ref().and_then(|h| h.mean(key)) {
-            Some(mean) if rec.deltas().is_empty() => placement::at_gc_from_mean(mean, age),
-            _ => placement::at_gc(rec, age),
-        };
-        let remaining = self.remaining(p, key, written, now, Some(history));
+        let history = (p == Predictor::History).then(|| {
+            let age = now.saturating_sub(written);
+            // The table is asked only when the record has no history of its own.
+            let table = || self.writes.as_ref().and_then(|h| h.mean(key));
+            match (rec.deltas().is_empty()).then(table).flatten() {
+                Some(mean) => placement::at_gc_from_mean(mean, age),
+                None => placement::at_gc(rec, age),
+            }
+        });
+        let remaining = self.remaining(p, key, written, now, history);
         placement::class_of(remaining, self.unit.load(Ordering::Relaxed))
     }
 
@@ -274,10 +278,16 @@ impl LifetimeRuntime {
         self.place_born(self.remaining(p, key, seq, seq, known))
     }
 
-    /// The value log as the WAL: a delete of `key` logged at `seq` ends its value's life.
-    pub(crate) fn deleted(&self, key: &[u8], seq: SeqNo) {
-        if let Some(h) = &self.writes {
-            h.record(key, seq, true);
+    /// The value log as the WAL: the deletes of `batch` (sequence numbers assigned) end
+    /// their keys' values' lives.
+    pub(crate) fn deleted(&self, batch: &crate::batch::WriteBatch) {
+        let Some(h) = &self.writes else {
+            return;
+        };
+        for (seq, e) in (batch.first_seq()..).zip(batch.iter()) {
+            if e.kind == ValueKind::Deletion {
+                h.record(e.key, seq, true);
+            }
         }
     }
 

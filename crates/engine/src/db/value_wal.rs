@@ -66,12 +66,7 @@ impl ActiveValueFiles {
         let large = |kind, len| kind == ValueKind::Value && len >= inner.opts.min_blob_size;
         let rt = inner.lifetime.as_ref();
         if let Some(rt) = rt {
-            // A delete ends its key's value's life: the write history learns the interval.
-            for (seq, e) in (batch.first_seq()..).zip(batch.iter()) {
-                if e.kind == ValueKind::Deletion {
-                    rt.deleted(e.key, seq);
-                }
-            }
+            rt.deleted(batch);
         }
         if !batch.iter().any(|e| large(e.kind, e.value.len())) {
             return Ok(None);

@@ -91,9 +91,9 @@ pub fn at_gc(rec: &FeatureRecord, age: SeqNo) -> SeqNo {
 /// [`at_gc`] for a key whose recent mean interval is `mean`: the mean, unless the value
 /// has already outlived it: the key has cooled, and its age is the better guess. (The
 /// Poisson estimate that weighs the open interval against the `n` closed ones, `mean +
-/// age / n`, was measured too: at target 1.5 it copied less at Zipfian 0.9 and on the
-/// shifting workload, 1 % less at 0.99, but held up to 0.2 more space over the run: a
-/// move along the write/space curve, not below it.)
+/// age / n`, was tried too, with `halflife compare --preset lifetime` at Zipfian 0.9 and
+/// 0.99 and on the shifting workload: at target 1.5 it copied less but held more space
+/// over the run, a move along the write/space curve rather than below it.)
 pub fn at_gc_from_mean(mean: SeqNo, age: SeqNo) -> SeqNo {
     mean.max(age)
 }
