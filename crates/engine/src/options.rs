@@ -206,22 +206,27 @@ impl FromStr for GcPolicyConfig {
 pub enum CompactionStyle {
     /// One sorted run per level >= 1; a compaction merges files of a level with their
     /// overlaps in the next one (RocksDB's leveled compaction, per file).
-    #[default]
     Leveled,
     /// Up to `growth_factor` overlapping sorted runs per level (L0 included); when a level
     /// holds that many runs, all of them are merged into one new run of the next level,
     /// without reading the next level (paper 003, sec. 2 and Eq. 9: merge amplification 0).
     /// See [`crate::version::tiered`].
     Tiered,
+    /// Tiered when the key tree is a small share of the data and the GC policy's space
+    /// target leaves room for its extra runs, leveled otherwise; re-derived from the
+    /// database's measured sizes (see [`crate::version::style`]).
+    #[default]
+    Auto,
 }
 
 impl CompactionStyle {
-    pub const NAMES: [&'static str; 2] = ["leveled", "tiered"];
+    pub const NAMES: [&'static str; 3] = ["leveled", "tiered", "auto"];
 
     pub fn name(self) -> &'static str {
         match self {
             CompactionStyle::Leveled => "leveled",
             CompactionStyle::Tiered => "tiered",
+            CompactionStyle::Auto => "auto",
         }
     }
 }
@@ -238,9 +243,10 @@ impl FromStr for CompactionStyle {
         match s {
             "leveled" | "leveling" => Ok(CompactionStyle::Leveled),
             "tiered" | "tiering" => Ok(CompactionStyle::Tiered),
+            "auto" => Ok(CompactionStyle::Auto),
             other => Err(Error::InvalidOptions {
                 name: "compaction_style",
-                detail: format!("unknown style {other:?}; expected leveled or tiered"),
+                detail: format!("unknown style {other:?}; expected leveled, tiered or auto"),
             }),
         }
     }
@@ -407,7 +413,8 @@ pub struct Options {
     /// accounting keeps key ranges per data block of every compaction input, memory that
     /// grows with the data (the other warming policies need it and always keep it).
     pub warming_accounting: bool,
-    /// Leveled (default) or tiered levels.
+    /// Leveled or tiered levels, or (the default) chosen from the measured share of the key
+    /// tree ([`crate::version::style`]).
     pub compaction_style: CompactionStyle,
     /// `growth_factor = auto`: the engine picks the growth factor from the VAT model with its
     /// measured merge amplification (see [`crate::version::shape`]); `growth_factor` is then
@@ -541,7 +548,7 @@ impl Default for Options {
             storage: None,
             cache_warming: crate::warming::CacheWarmingConfig::None,
             warming_accounting: false,
-            compaction_style: CompactionStyle::Leveled,
+            compaction_style: CompactionStyle::Auto,
             auto_shape: None,
         }
     }

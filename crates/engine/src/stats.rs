@@ -121,6 +121,9 @@ pub struct DbStats {
     /// Under `growth_factor = auto`: the shape the engine chose and why.
     #[serde(default)]
     pub shape: Option<crate::version::shape::ShapeChoice>,
+    /// Under `compaction_style = auto`: leveled or tiered, and why.
+    #[serde(default)]
+    pub tree_style: Option<crate::version::style::StyleChoice>,
 }
 
 impl DbStats {

@@ -47,6 +47,9 @@ fn small_options(gc: GcPolicyConfig, dynamic_level_bytes: bool) -> Options {
         },
         lifetime_oracle: Some(Arc::new(EveryKeyAgainSoon)),
         gc,
+        // The leveled runs check each level holds one run; `model_auto_style` covers the
+        // default, which may tier.
+        compaction_style: CompactionStyle::Leveled,
         ..Options::default()
     }
 }
@@ -557,6 +560,19 @@ fn model_tiered_blobdb_aggressive_gc() {
         2.0,
         false,
     );
+}
+
+/// The default style: the engine tiers or levels the tree from its measured share, and
+/// may switch at any pick.
+#[test]
+fn model_auto_style_lifetime() {
+    let gc = GcPolicyConfig::Lifetime {
+        mode: LifetimeMode::Learned,
+    };
+    run_model_with(&gc, 17, 3000, &|_| Options {
+        compaction_style: CompactionStyle::Auto,
+        ..small_options(gc.clone(), true)
+    });
 }
 
 #[test]

@@ -193,8 +193,9 @@ pub struct ShapeArgs {
     /// measure-r`) [default: the engine's DEFAULT_R].
     #[arg(long)]
     pub vat_r: Option<f64>,
-    /// Compaction style: leveled or tiered.
-    #[arg(long, default_value = "leveled")]
+    /// Compaction style: leveled, tiered, or auto (tiered when the key tree is a small
+    /// share of the data and the space target leaves room, else leveled).
+    #[arg(long, default_value = "auto")]
     pub compaction_style: String,
 }
 
@@ -651,6 +652,13 @@ pub fn run(a: Args) -> Result<()> {
                 choice.growth_factor, choice.levels, choice.a, choice.compactions, choice.changes
             );
             print!("{}", choice.explanation);
+        }
+        if let Some(style) = &stats.tree_style {
+            println!();
+            println!(
+                "compaction style auto, changed {} time(s): {}",
+                style.changes, style.explanation
+            );
         }
         println!();
     }

@@ -145,7 +145,8 @@ pub fn select(names: &str) -> Result<Vec<Box<dyn Peer>>> {
                 "unknown engine {name:?}; known engines: {} (and halflife-lifetime@T, \
                  halflife-lifetime-nomodel@T, halflife-oracle@T for a space-amplification \
                  target T, a +vwal suffix on any halflife engine but inline for the \
-                 value log as the WAL, and +tiered for a tiered tree)",
+                 value log as the WAL, and +tiered or +leveled for a fixed tree style \
+                 instead of the measured choice)",
                 list.join(", ")
             );
         };
@@ -158,12 +159,16 @@ pub fn select(names: &str) -> Result<Vec<Box<dyn Peer>>> {
 }
 
 /// A halflife engine by name: one of [`HALFLIFE`], `@<target>` for a space-amplification
-/// target, a `+vwal` suffix for the value log as the WAL and `+tiered` for tiered
-/// compaction of the tree (in that order when both are given).
+/// target, a `+vwal` suffix for the value log as the WAL and `+tiered` or `+leveled` for
+/// a fixed compaction style of the tree instead of the engine's choice (in that order when
+/// both are given).
 fn halflife(name: &str) -> Result<Option<Halflife>> {
-    let (base, tiered) = match name.strip_suffix("+tiered") {
-        Some(base) => (base, true),
-        None => (name, false),
+    let (base, style) = if let Some(base) = name.strip_suffix("+tiered") {
+        (base, Some("tiered"))
+    } else if let Some(base) = name.strip_suffix("+leveled") {
+        (base, Some("leveled"))
+    } else {
+        (name, None)
     };
     let (base, value_log_wal) = match base.strip_suffix("+vwal") {
         Some(base) => (base, true),
@@ -181,7 +186,7 @@ fn halflife(name: &str) -> Result<Option<Halflife>> {
     }
     h.name = name.to_string();
     h.value_log_wal = value_log_wal;
-    h.tiered = tiered;
+    h.style = style;
     Ok(Some(h))
 }
 
@@ -224,8 +229,8 @@ struct Halflife {
     space_amp_target: Option<f64>,
     /// `--value-log-wal`.
     value_log_wal: bool,
-    /// `--compaction-style tiered`.
-    tiered: bool,
+    /// `--compaction-style`, when fixed by the name (else the engine's `auto`).
+    style: Option<&'static str>,
 }
 
 impl Halflife {
@@ -235,7 +240,7 @@ impl Halflife {
             policy,
             space_amp_target,
             value_log_wal: false,
-            tiered: false,
+            style: None,
         }
     }
 }
@@ -294,8 +299,8 @@ impl Peer for Halflife {
         }
         // Explicit either way: `+vwal` names say which WAL design a column measured.
         c.args(["--value-log-wal", &self.value_log_wal.to_string()]);
-        if self.tiered {
-            c.args(["--compaction-style", "tiered"]);
+        if let Some(style) = self.style {
+            c.args(["--compaction-style", style]);
         }
         Ok(c)
     }
@@ -617,6 +622,8 @@ mod tests {
         assert_eq!(e[0].name(), "halflife-lifetime@2.0+vwal+tiered");
         assert_eq!(e[1].name(), "halflife-titan+tiered");
         assert!(select("halflife-lifetime+tiered+vwal").is_err());
+        let e = select("halflife-lifetime+vwal+leveled").unwrap();
+        assert_eq!(e[0].name(), "halflife-lifetime+vwal+leveled");
         assert!(select("halflife-nope+vwal").is_err());
         assert!(select("halflife-lifetime@0.9").is_err());
         assert!(select("halflife-lifetime@x").is_err());

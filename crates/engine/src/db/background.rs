@@ -231,7 +231,8 @@ fn compact_one(inner: &Arc<Inner>) -> Result<bool> {
     }
     let v = st.versions.current();
     let forced_gc = inner.gc.forced_compactions(&v);
-    let Some(c) = picker::pick(&v, &inner.opts, &st.busy_tables, &forced_gc) else {
+    let style = inner.tree_style(&v);
+    let Some(c) = picker::pick(&v, &inner.opts, style, &st.busy_tables, &forced_gc) else {
         return Ok(false);
     };
     execute(inner, st, c, v)?;
@@ -516,7 +517,14 @@ pub(crate) fn wait_idle(inner: &Inner) -> Result<()> {
             && !st.flushing
             && st.running_compactions == 0
             && !st.running_gc
-            && picker::pick(&v, &inner.opts, &st.busy_tables, &forced_gc).is_none()
+            && picker::pick(
+                &v,
+                &inner.opts,
+                inner.tree_style(&v),
+                &st.busy_tables,
+                &forced_gc,
+            )
+            .is_none()
             && (!inner.opts.gc.separates_values() || inner.pick_gc(&v, &st.busy_blobs).is_empty())
     })
 }

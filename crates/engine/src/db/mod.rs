@@ -77,6 +77,8 @@ pub(crate) struct Inner {
     /// Cache warming across flushes and compactions (paper 002).
     pub warming: crate::warming::Warming,
     pub gc: Box<dyn GcPolicy>,
+    /// Under `CompactionStyle::Auto`: the tree's current style and why.
+    pub style: crate::version::style::TreeStyle,
     /// Lifetime policies and TerarkDB: thresholds, model, trainer (else `None`).
     pub lifetime: Option<lifetime::LifetimeRuntime>,
     pub state: Mutex<State>,
@@ -421,10 +423,17 @@ fn stats(inner: &Inner) -> DbStats {
         lifetime: inner.lifetime.as_ref().map(|rt| rt.stats(&v)),
         warming: inner.warming.stats(),
         shape: inner.opts.auto_shape.as_ref().and_then(|s| s.choice()),
+        tree_style: inner.style.choice(),
     }
 }
 
 impl Inner {
+    /// The compaction style a pick uses now (re-derived under `CompactionStyle::Auto`).
+    pub fn tree_style(&self, v: &Version) -> crate::version::style::Resolved {
+        self.style
+            .resolve(v, &self.opts, self.gc.space_amp_target())
+    }
+
     /// The smallest sequence number a reader may still read at.
     pub fn smallest_snapshot(&self, st: &State) -> SeqNo {
         st.snapshots

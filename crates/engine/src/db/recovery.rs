@@ -325,6 +325,7 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
         cache,
         warming,
         gc: policy,
+        style: Default::default(),
         lifetime,
         read_view: parking_lot::RwLock::new(Arc::new(super::read::ReadView::from_state(&state))),
         state: Mutex::new(state),

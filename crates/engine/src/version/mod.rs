@@ -5,6 +5,7 @@ pub mod edit;
 pub mod picker;
 pub mod set;
 pub mod shape;
+pub mod style;
 pub mod tiered;
 
 pub use edit::{FileMeta, VersionEdit};

@@ -15,8 +15,9 @@
 //! database) always moves whole: moving part of a newer run below an older run would let
 //! the older one shadow it.
 
+use super::style::Resolved;
 use super::{group_runs, TableFile, Version, VersionEdit};
-use crate::options::{CompactionStyle, Options};
+use crate::options::Options;
 use std::collections::HashSet;
 use std::sync::Arc;
 
@@ -322,11 +323,12 @@ pub fn build(
 pub fn pick(
     v: &Version,
     opts: &Options,
+    style: Resolved,
     busy: &HashSet<u64>,
     forced_gc: &HashSet<u64>,
 ) -> Option<Compaction> {
-    if opts.compaction_style == CompactionStyle::Tiered {
-        return super::tiered::pick(v, opts, busy, forced_gc);
+    if let Resolved::Tiered { trigger } = style {
+        return super::tiered::pick(v, trigger, busy, forced_gc);
     }
     // A level of several runs (left by tiered compaction) is merged down whole first.
     for level in 1..v.num_levels() {

@@ -17,7 +17,6 @@
 
 use super::picker::{assemble, build, Compaction, OutputRun};
 use super::Version;
-use crate::options::Options;
 use std::collections::HashSet;
 
 /// Runs a level holds when it is full: the growth factor, rounded, at least 2.
@@ -66,14 +65,14 @@ pub fn merge_level(
     )
 }
 
-/// The fullest level whose run count reached the trigger, then BlobDB's forced GC targets.
+/// The fullest level whose run count reached `trigger` runs, then BlobDB's forced GC
+/// targets.
 pub fn pick(
     v: &Version,
-    opts: &Options,
+    trigger: usize,
     busy: &HashSet<u64>,
     forced_gc: &HashSet<u64>,
 ) -> Option<Compaction> {
-    let trigger = run_trigger(opts.growth_factor);
     let last = v.num_levels() - 1;
     let counts = run_counts(v);
     let mut full: Vec<usize> = (0..v.num_levels())
@@ -106,7 +105,6 @@ pub fn pick(
 mod tests {
     use super::*;
     use crate::io::{FileStorage, Storage};
-    use crate::options::CompactionStyle;
     use crate::types::{make_internal_key, ValueKind};
     use crate::version::{FileMeta, VersionEdit};
     use std::path::Path;
@@ -123,14 +121,6 @@ mod tests {
             entries: 10,
             deletions: 0,
             oldest_blob: None,
-        }
-    }
-
-    fn opts(f: f64) -> Options {
-        Options {
-            compaction_style: CompactionStyle::Tiered,
-            growth_factor: f,
-            ..Options::default()
         }
     }
 
@@ -158,13 +148,13 @@ mod tests {
         // Three overlapping L0 files with f = 4: not full.
         let mut runs: Vec<(usize, Vec<FileMeta>)> =
             (1..=3).map(|n| (0, vec![meta(n, "a", "z", n)])).collect();
-        assert!(pick(&version(&runs), &opts(4.0), &none, &none).is_none());
+        assert!(pick(&version(&runs), run_trigger(4.0), &none, &none).is_none());
         // The fourth fills it: all four go to level 1 as one new run, nothing of level 1
         // is read.
         runs.push((0, vec![meta(4, "c", "x", 4)]));
         runs.insert(0, (1, vec![meta(10, "a", "m", 0), meta(11, "n", "z", 0)]));
         let v = version(&runs);
-        let c = pick(&v, &opts(4.0), &none, &none).unwrap();
+        let c = pick(&v, run_trigger(4.0), &none, &none).unwrap();
         assert_eq!((c.level, c.output_level), (0, 1));
         assert_eq!(c.inputs.len(), 4);
         assert!(c.overlaps.is_empty());
@@ -189,9 +179,9 @@ mod tests {
         assert_eq!(v.runs(1)[0][0].number(), 30, "newest run first");
         assert_eq!(v.check_invariants(), Ok(()));
         // f = 3: two runs are not full.
-        assert!(pick(&v, &opts(3.0), &none, &none).is_none());
+        assert!(pick(&v, run_trigger(3.0), &none, &none).is_none());
         // f = 2: full; both runs (four files) go to level 2, read as two runs.
-        let c = pick(&v, &opts(2.0), &none, &none).unwrap();
+        let c = pick(&v, run_trigger(2.0), &none, &none).unwrap();
         assert_eq!((c.level, c.output_level), (1, 2));
         assert_eq!(c.inputs.len(), 4);
         assert_eq!(c.input_runs().len(), 2);
@@ -207,7 +197,7 @@ mod tests {
         assert_eq!(edit.table_runs, vec![(41, 40), (40, 40)]);
         // A busy file holds the merge back.
         let busy: HashSet<u64> = [21].into_iter().collect();
-        assert!(pick(&v, &opts(2.0), &busy, &none).is_none());
+        assert!(pick(&v, run_trigger(2.0), &busy, &none).is_none());
     }
 
     #[test]
@@ -219,14 +209,14 @@ mod tests {
             (0, vec![meta(60, "a", "z", 9)]),
         ];
         let v = version(&runs);
-        let c = pick(&v, &opts(2.0), &none, &none).unwrap();
+        let c = pick(&v, run_trigger(2.0), &none, &none).unwrap();
         assert_eq!((c.level, c.output_level), (3, 3));
         assert!(c.bottommost);
         // Three L0 runs against two last-level runs: L0 first.
         let mut runs = runs;
         runs.push((0, vec![meta(61, "a", "z", 10)]));
         runs.push((0, vec![meta(62, "a", "z", 11)]));
-        let c = pick(&version(&runs), &opts(2.0), &none, &none).unwrap();
+        let c = pick(&version(&runs), run_trigger(2.0), &none, &none).unwrap();
         assert_eq!((c.level, c.output_level), (0, 1));
     }
 
@@ -235,7 +225,7 @@ mod tests {
         let none = HashSet::new();
         let runs: Vec<(usize, Vec<FileMeta>)> =
             (1..=6).map(|n| (0, vec![meta(n, "a", "z", n)])).collect();
-        let c = pick(&version(&runs), &opts(4.0), &none, &none).unwrap();
+        let c = pick(&version(&runs), run_trigger(4.0), &none, &none).unwrap();
         let mut taken: Vec<u64> = c.inputs.iter().map(|f| f.number()).collect();
         taken.sort();
         assert_eq!(taken, vec![1, 2, 3, 4]);
