@@ -575,6 +575,32 @@ fn model_auto_style_lifetime() {
     });
 }
 
+/// Two compaction threads: a deep merge and the shallow merges writers wait for run at
+/// once, and must never reorder versions of a key (leveled, tiered, and the default).
+#[test]
+fn model_two_compaction_threads() {
+    let gc = GcPolicyConfig::Lifetime {
+        mode: LifetimeMode::Learned,
+    };
+    for (seed, style) in [
+        (18, CompactionStyle::Leveled),
+        (19, CompactionStyle::Tiered),
+        (20, CompactionStyle::Auto),
+    ] {
+        run_model_with(&gc, seed, 3000, &|_| Options {
+            compaction_style: style,
+            background_compactions: 2,
+            ..small_options(gc.clone(), true)
+        });
+    }
+    run_model_with(&GcPolicyConfig::blobdb(), 21, 3000, &|_| Options {
+        compaction_style: CompactionStyle::Tiered,
+        growth_factor: 2.0,
+        background_compactions: 2,
+        ..small_options(GcPolicyConfig::blobdb(), true)
+    });
+}
+
 #[test]
 fn model_switching_between_tiered_and_leveled() {
     run_model_tiered(GcPolicyConfig::blobdb(), 11, 3000, 3.0, true);

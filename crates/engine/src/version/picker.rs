@@ -347,7 +347,13 @@ pub fn pick(
             break;
         }
         if level == 0 {
-            if let Some(c) = build(v, 0, t.base, v.levels[0].clone(), busy, "l0") {
+            // Never below a level that still holds keys: L0 is newer than everything in
+            // the tree, and a level above the base is only non-empty while a compaction
+            // (another thread's, or the merge-down of runs a tiered tree left) is moving it.
+            let base = (1..t.base)
+                .find(|&l| !v.levels[l].is_empty())
+                .unwrap_or(t.base);
+            if let Some(c) = build(v, 0, base, v.levels[0].clone(), busy, "l0") {
                 return Some(c);
             }
             continue;

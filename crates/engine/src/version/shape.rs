@@ -177,6 +177,10 @@ impl AutoShape {
         };
         next.compactions = n;
         let mut st = self.state.lock();
+        // Another compaction thread's evaluation, made with more samples, got here first.
+        if st.current.as_ref().is_some_and(|c| c.compactions > n) {
+            return;
+        }
         let same_shape = st.current.as_ref().is_some_and(|c| c.levels == next.levels);
         if same_shape {
             // Keep f (and the level targets) steady; refresh the reasoning.
