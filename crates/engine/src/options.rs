@@ -214,7 +214,8 @@ pub enum CompactionStyle {
     Tiered,
     /// Tiered when the key tree is a small share of the data and the GC policy's space
     /// target leaves room for its extra runs, leveled otherwise; re-derived from the
-    /// database's measured sizes (see [`crate::version::style`]).
+    /// database's measured sizes (see [`crate::version::style`]). While tiered, L0 merges
+    /// at the chosen run count, not at `l0_compaction_trigger`.
     #[default]
     Auto,
 }

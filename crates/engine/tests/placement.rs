@@ -163,9 +163,11 @@ fn garbage_found_at_flush_drives_gc_before_compaction_counts_it() {
     let future = Arc::new(Future::of(&[]));
     let dir = tempfile::tempdir().unwrap();
     let o = Options {
-        // No compaction: L0 takes every flush.
+        // No compaction: L0 takes every flush (a tiered tree would merge L0 at its run
+        // trigger).
         l0_compaction_trigger: 1000,
         l0_stop_writes_trigger: 2000,
+        compaction_style: halflife_engine::CompactionStyle::Leveled,
         ..options(LifetimeMode::Learned, 1.25, &future)
     };
     let db = DB::open(dir.path(), o).unwrap();

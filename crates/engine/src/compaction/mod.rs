@@ -291,39 +291,68 @@ fn run_inner(spec: &JobSpec<'_>, input: &mut dyn InternalIterator, o: &mut Outpu
         o.finish_table()?;
         return o.finish_value_files();
     };
+    let mut below = if spec.separate_values && hooks.looks_up_previous() {
+        look_up_below(spec, hooks, input)?.into_iter()
+    } else {
+        Vec::new().into_iter()
+    };
     let mut group: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+    input.seek_to_first()?;
     while input.valid() {
         let same = group
             .first()
             .is_some_and(|(k, _)| user_key(k) == user_key(input.key()));
         if !same && !group.is_empty() {
-            process_group(spec, hooks, o, &mut ks, &mut group)?;
+            process_group(spec, hooks, o, &mut ks, &mut group, below.next().flatten())?;
         }
         group.push((input.key().to_vec(), input.value().to_vec()));
         input.next()?;
     }
     if !group.is_empty() {
-        process_group(spec, hooks, o, &mut ks, &mut group)?;
+        process_group(spec, hooks, o, &mut ks, &mut group, below.next().flatten())?;
     }
     o.finish_table()?;
     o.finish_value_files()
 }
 
-/// Writes the versions of one key (newest first), linked first in a compaction.
+/// The write before each key's oldest version in `input` (one entry per user key, in
+/// order), looked up below the job's output level several at a time
+/// ([`crate::io::parallel`]).
+fn look_up_below(
+    spec: &JobSpec<'_>,
+    hooks: &dyn LifetimeHooks,
+    input: &mut dyn InternalIterator,
+) -> Result<Vec<Option<Previous>>> {
+    // The oldest version of each user key: the last entry of its run in the input.
+    let mut keys: Vec<(Vec<u8>, SeqNo)> = Vec::new();
+    input.seek_to_first()?;
+    while input.valid() {
+        let seq = seq_of(spec, input.key())?;
+        let k = user_key(input.key());
+        match keys.last_mut() {
+            Some(last) if last.0 == k => last.1 = seq,
+            _ => keys.push((k.to_vec(), seq)),
+        }
+        input.next()?;
+    }
+    crate::io::parallel::map_in_parallel(&keys, |(k, seq)| hooks.previous_below(k, *seq))
+}
+
+/// Writes the versions of one key (newest first), linked first in a compaction. `below`
+/// is the write before the group's oldest version, if the job looked it up.
 fn process_group(
     spec: &JobSpec<'_>,
     hooks: &dyn LifetimeHooks,
     o: &mut Outputs,
     ks: &mut KeyState,
     group: &mut Vec<(Vec<u8>, Vec<u8>)>,
+    below: Option<Previous>,
 ) -> Result<()> {
     // The write before the group's oldest version: looked up by a flush that places values
     // or finds garbage early, and then superseded if no reader can see it any more.
-    let mut below = None;
     if spec.separate_values && hooks.looks_up_previous() {
         let (oldest, _) = group.last().expect("groups are not empty");
         let seq = seq_of(spec, oldest)?;
-        below = hooks.previous_below(user_key(oldest), seq)?;
         if let Some(p) = below.as_ref().and_then(|b| b.pointer) {
             if seq <= spec.smallest_snapshot {
                 o.out.superseded.push(p);

@@ -505,6 +505,10 @@ struct Output {
 }
 
 /// Runs one GC job over `files` (ascending numbers) with index maps instead of write-back.
+/// Records of a GC input whose liveness lookups are issued together: a few hundred KiB of
+/// values held at once, enough to keep [`crate::io::parallel::LOOKUP_THREADS`] reads busy.
+const GC_LOOKUP_BATCH: usize = 256;
+
 pub(crate) fn run_mapped_gc(
     inner: &Arc<Inner>,
     rt: &LifetimeRuntime,
@@ -527,107 +531,125 @@ pub(crate) fn run_mapped_gc(
         for f in files {
             let class_idx = f.lifetime.map_or(0, |l| l.class as usize);
             let mut r = f.scan(IoCause::GcRead)?;
-            while let Some((ptr, key, value)) = r.next_record()? {
-                total += ptr.size as u64;
-                by_class[class_idx].0 += ptr.size as u64;
-                // A record an installed flush superseded for every reader needs no lookup.
-                if rt.early.contains(&ptr) {
-                    garbage += ptr.size as u64;
-                    by_class[class_idx].1 += ptr.size as u64;
-                    continue;
-                }
-                let view = ReadView::take(inner);
-                let latest = view.lookup(key, now)?;
-                let for_snapshot = !found_points_at(inner, &view, &latest, &ptr)?;
-                let slot = if !for_snapshot {
-                    let found = latest.as_ref().expect("points_at implies found");
-                    let (_, meta) = ValuePointer::decode(&inner.dir, &found.value)?;
-                    let rec = FeatureRecord::after_pointer(&inner.dir, meta)?;
-                    let elapsed = now.saturating_sub(found.seq);
-                    if let Some(p) = rt.predictor {
-                        let slot = rt.place_copy(p, key, found.seq, &rec, now);
-                        EngineCounters::add(&rt.counters.copied_by_class[slot], 1);
-                        slot
-                    } else {
-                        let class = match rt.mode {
-                            None => None,
-                            Some(LifetimeMode::NoModel) => Some(LifetimeClass::Long),
-                            Some(LifetimeMode::Learned) => {
-                                let start = Instant::now();
-                                let c = rt.model.predict(&rec, elapsed);
-                                EngineCounters::add(
-                                    &rt.counters.model_nanos,
-                                    start.elapsed().as_nanos() as u64,
-                                );
-                                EngineCounters::add(&rt.counters.model_calls, 1);
-                                Some(c)
-                            }
-                            Some(m @ (LifetimeMode::Oracle | LifetimeMode::RateOracle)) => {
-                                let next = oracle.and_then(|o| match m {
-                                    LifetimeMode::Oracle => o.next_write(key, found.seq),
-                                    _ => o.mean_interval(key).map(|i| now + i),
-                                });
-                                Some(match next {
-                                    Some(n) if n.saturating_sub(now) <= t.short => {
-                                        LifetimeClass::Short
-                                    }
-                                    _ => LifetimeClass::Long,
-                                })
-                            }
-                        };
-                        if rt.mode.is_some() {
-                            samples.push(TrainingSample {
-                                source: SampleSource::Gc,
-                                features: rec,
-                                lifetime: elapsed,
-                            });
-                        }
-                        let counter = match class {
-                            Some(LifetimeClass::Short) => &rt.counters.placed_short,
-                            Some(_) => &rt.counters.placed_long,
-                            None => &rt.counters.kept_for_snapshots,
-                        };
-                        EngineCounters::add(counter, 1);
-                        class.map_or(0, |c| c as usize)
-                    }
-                } else {
-                    // Still needed by a snapshot reader? Keep it; it dies with the snapshot.
-                    if !needed_by_snapshot(inner, &view, key, snapshots, &ptr)? {
+            let mut batch: Vec<(ValuePointer, Vec<u8>, Vec<u8>)> = Vec::new();
+            let mut eof = false;
+            while !eof {
+                // A batch of records whose keys are looked up together, several at a time
+                // (`crate::io::parallel`).
+                batch.clear();
+                while batch.len() < GC_LOOKUP_BATCH {
+                    let Some((ptr, key, value)) = r.next_record()? else {
+                        eof = true;
+                        break;
+                    };
+                    total += ptr.size as u64;
+                    by_class[class_idx].0 += ptr.size as u64;
+                    // A record an installed flush superseded for every reader needs no
+                    // lookup.
+                    if rt.early.contains(&ptr) {
                         garbage += ptr.size as u64;
                         by_class[class_idx].1 += ptr.size as u64;
                         continue;
                     }
-                    EngineCounters::add(&rt.counters.kept_for_snapshots, 1);
-                    match (rt.predictor, rt.mode) {
-                        (Some(_), _) | (None, None) => 0,
-                        (None, Some(_)) => LifetimeClass::Short as usize,
+                    batch.push((ptr, key.to_vec(), value.to_vec()));
+                }
+                let view = ReadView::take(inner);
+                let found = crate::io::parallel::map_in_parallel(&batch, |(_, key, _)| {
+                    view.lookup(key, now)
+                })?;
+                for ((ptr, key, value), latest) in batch.iter().zip(found) {
+                    let (ptr, key, value) = (*ptr, &key[..], &value[..]);
+                    let for_snapshot = !found_points_at(inner, &view, &latest, &ptr)?;
+                    let slot = if !for_snapshot {
+                        let found = latest.as_ref().expect("points_at implies found");
+                        let (_, meta) = ValuePointer::decode(&inner.dir, &found.value)?;
+                        let rec = FeatureRecord::after_pointer(&inner.dir, meta)?;
+                        let elapsed = now.saturating_sub(found.seq);
+                        if let Some(p) = rt.predictor {
+                            let slot = rt.place_copy(p, key, found.seq, &rec, now);
+                            EngineCounters::add(&rt.counters.copied_by_class[slot], 1);
+                            slot
+                        } else {
+                            let class = match rt.mode {
+                                None => None,
+                                Some(LifetimeMode::NoModel) => Some(LifetimeClass::Long),
+                                Some(LifetimeMode::Learned) => {
+                                    let start = Instant::now();
+                                    let c = rt.model.predict(&rec, elapsed);
+                                    EngineCounters::add(
+                                        &rt.counters.model_nanos,
+                                        start.elapsed().as_nanos() as u64,
+                                    );
+                                    EngineCounters::add(&rt.counters.model_calls, 1);
+                                    Some(c)
+                                }
+                                Some(m @ (LifetimeMode::Oracle | LifetimeMode::RateOracle)) => {
+                                    let next = oracle.and_then(|o| match m {
+                                        LifetimeMode::Oracle => o.next_write(key, found.seq),
+                                        _ => o.mean_interval(key).map(|i| now + i),
+                                    });
+                                    Some(match next {
+                                        Some(n) if n.saturating_sub(now) <= t.short => {
+                                            LifetimeClass::Short
+                                        }
+                                        _ => LifetimeClass::Long,
+                                    })
+                                }
+                            };
+                            if rt.mode.is_some() {
+                                samples.push(TrainingSample {
+                                    source: SampleSource::Gc,
+                                    features: rec,
+                                    lifetime: elapsed,
+                                });
+                            }
+                            let counter = match class {
+                                Some(LifetimeClass::Short) => &rt.counters.placed_short,
+                                Some(_) => &rt.counters.placed_long,
+                                None => &rt.counters.kept_for_snapshots,
+                            };
+                            EngineCounters::add(counter, 1);
+                            class.map_or(0, |c| c as usize)
+                        }
+                    } else {
+                        // Still needed by a snapshot reader? Keep it; it dies with the snapshot.
+                        if !needed_by_snapshot(inner, &view, key, snapshots, &ptr)? {
+                            garbage += ptr.size as u64;
+                            by_class[class_idx].1 += ptr.size as u64;
+                            continue;
+                        }
+                        EngineCounters::add(&rt.counters.kept_for_snapshots, 1);
+                        match (rt.predictor, rt.mode) {
+                            (Some(_), _) | (None, None) => 0,
+                            (None, Some(_)) => LifetimeClass::Short as usize,
+                        }
+                    };
+                    if open[slot]
+                        .as_ref()
+                        .is_some_and(|o| o.writer.len() >= inner.opts.blob_file_size)
+                    {
+                        let o = open[slot].take().expect("checked above");
+                        done.push((slot, o.writer.finish()?, o.map));
                     }
-                };
-                if open[slot]
-                    .as_ref()
-                    .is_some_and(|o| o.writer.len() >= inner.opts.blob_file_size)
-                {
-                    let o = open[slot].take().expect("checked above");
-                    done.push((slot, o.writer.finish()?, o.map));
+                    if open[slot].is_none() {
+                        let n = inner.new_file_number();
+                        let path = value_file_name(&inner.dir, n);
+                        created.push(path.clone());
+                        created.push(index_map_file_name(&inner.dir, n));
+                        open[slot] = Some(Output {
+                            writer: ValueFileWriter::new(
+                                inner.storage.create(&path, IoCause::GcWrite)?,
+                                n,
+                            )?
+                            .with_compression(inner.opts.value_compression),
+                            map: IndexMapBuilder::new(n),
+                        });
+                    }
+                    let o = open[slot].as_mut().expect("opened above");
+                    let np = o.writer.add(key, value)?;
+                    o.map.add(&ptr, &np);
+                    EngineCounters::add(&inner.counters.gc_relocated_bytes, np.size as u64);
                 }
-                if open[slot].is_none() {
-                    let n = inner.new_file_number();
-                    let path = value_file_name(&inner.dir, n);
-                    created.push(path.clone());
-                    created.push(index_map_file_name(&inner.dir, n));
-                    open[slot] = Some(Output {
-                        writer: ValueFileWriter::new(
-                            inner.storage.create(&path, IoCause::GcWrite)?,
-                            n,
-                        )?
-                        .with_compression(inner.opts.value_compression),
-                        map: IndexMapBuilder::new(n),
-                    });
-                }
-                let o = open[slot].as_mut().expect("opened above");
-                let np = o.writer.add(key, value)?;
-                o.map.add(&ptr, &np);
-                EngineCounters::add(&inner.counters.gc_relocated_bytes, np.size as u64);
             }
         }
         for (slot, o) in open.iter_mut().enumerate() {

@@ -5,6 +5,7 @@
 //! small trait.
 
 mod fs;
+pub mod parallel;
 mod readonly;
 mod stats;
 
