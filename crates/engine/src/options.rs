@@ -534,7 +534,7 @@ impl Default for Options {
             compression_per_level: Vec::new(),
             value_compression: Compression::None,
             block_cache_capacity: 64 << 20,
-            background_compactions: 2,
+            background_compactions: 1,
             sync_writes: false,
             use_wal: true,
             wal_recovery_mode: WalRecoveryMode::default(),
