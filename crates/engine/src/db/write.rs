@@ -137,8 +137,11 @@ impl Writer {
     }
 }
 
-/// Spin iterations before blocking (RocksDB's 200 `pause`s, a few microseconds).
-const SPIN_ITERATIONS: u32 = 200;
+/// Spin iterations before blocking: 1000 `pause`s, tens of microseconds (RocksDB spins
+/// 200). With pipelined groups a writer waits for its own WAL write and insert and those of
+/// the group before it; measured with 2 and 4 writers on 2 cores, 1000 was 5-10 % faster
+/// than 200 (docs/bench.md, "Pipelined groups").
+const SPIN_ITERATIONS: u32 = 1000;
 
 /// A member whose batch has at least this many entries inserts it itself, in parallel with
 /// the rest of the group; smaller batches are inserted by the leader (see [`lead`]).
