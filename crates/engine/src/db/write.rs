@@ -137,7 +137,7 @@ impl Writer {
     }
 }
 
-/// Spin iterations before blocking: 1000 `pause`s, tens of microseconds (RocksDB spins
+/// Spin iterations before blocking: 1000 `pause`s, up to tens of microseconds (RocksDB spins
 /// 200). With pipelined groups a writer waits for its own WAL write and insert and those of
 /// the group before it; measured with 2 and 4 writers on 2 cores, 1000 was 5-10 % faster
 /// than 200 (docs/bench.md, "Pipelined groups").
