@@ -1,6 +1,7 @@
 //! Model check with several writer threads: group commit gathers their batches into one WAL
 //! write and inserts them into the memtable (large batches concurrently, by their own
-//! writers; small ones by the leader). Each writer owns a disjoint set of
+//! writers; small ones by the leader) while the next group writes its WAL record; groups
+//! are published in sequence order. Each writer owns a disjoint set of
 //! keys and keeps its own model, so the expected contents are exact whatever the
 //! interleaving; a reader thread checks, at snapshots, that a batch is seen entirely or not
 //! at all; reopenings (clean, and after dropping the handle without closing) must keep every
