@@ -86,7 +86,7 @@ pub(crate) struct Inner {
     pub read_view: parking_lot::RwLock<Arc<read::ReadView>>,
     /// Signalled whenever background work may have become possible or finished.
     pub bg_cv: Condvar,
-    pub writers: Mutex<VecDeque<Arc<write::Writer>>>,
+    pub writers: write::WriteQueue,
     pub wal: Mutex<Option<LogWriter>>,
     /// With the value log as the WAL: the value file the write leader appends large values
     /// to ([`value_wal`]).

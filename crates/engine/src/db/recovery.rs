@@ -330,7 +330,7 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
         read_view: parking_lot::RwLock::new(Arc::new(super::read::ReadView::from_state(&state))),
         state: Mutex::new(state),
         bg_cv: Condvar::new(),
-        writers: Mutex::new(VecDeque::new()),
+        writers: Default::default(),
         wal: Mutex::new(wal),
         value_wal: Mutex::new(Default::default()),
         last_seq: AtomicU64::new(last_seq),
