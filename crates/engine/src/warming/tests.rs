@@ -55,6 +55,7 @@ fn compaction_job(
     }
     JobWarming {
         cache: cache.clone(),
+        tracking: w.tracking.clone(),
         filter,
         counters,
         deferred: Some(d),
@@ -113,6 +114,7 @@ fn sink_inserts_admitted_blocks_as_prefetched_within_capacity() {
     let cache = BlockCache::with_shards(4 * one, 1);
     let jw = JobWarming {
         cache: cache.clone(),
+        tracking: tracked(&cache).tracking.clone(),
         filter: Arc::new(Only(b"m")),
         counters: Arc::default(),
         deferred: None,
@@ -293,4 +295,56 @@ fn replace_dropped_budget_follows_the_blocks_dropped_at_install() {
     for i in 10..20u64 {
         assert_eq!(cache.contains(9, i * 4096), i >= 15, "k{i}");
     }
+}
+
+/// The engine installs a compaction's prefetches before it publishes the output: the
+/// budget then counts the input blocks still cached (all of them are about to go), the
+/// output's blocks are cached beside them, and deleting the inputs later installs nothing
+/// again.
+#[test]
+fn install_before_publish_judges_the_cached_inputs_and_runs_once() {
+    struct ByNumber;
+    impl BlockFilter for ByNumber {
+        fn admit(&self, keys: &BlockKeys) -> Option<f64> {
+            std::str::from_utf8(&keys.first()?[1..]).ok()?.parse().ok()
+        }
+    }
+    let cache = BlockCache::new(1 << 20);
+    let w = tracked(&cache);
+    w.tracking
+        .files
+        .lock()
+        .insert(6, vec![(200, b"k0".to_vec(), b"k1".to_vec())]);
+    cache.insert(5, 0, block(&["k01"], 100));
+    cache.insert(5, 100, block(&["k02"], 100));
+    cache.insert(6, 200, block(&["k03"], 100));
+    let budget = Budget::ReplaceDropped {
+        factor: 1.0,
+        flush_fraction: 0.5,
+    };
+    let jw = compaction_job(&w, &cache, &[5, 6], budget, Arc::new(ByNumber), 1 << 20);
+    let mut sink = jw.sink(9);
+    for i in 10..20u64 {
+        sink(i * 4096, &block(&[&format!("k{i}")], 100));
+    }
+    jw.install();
+    let c = &jw.counters;
+    assert_eq!(c.admitted.load(Relaxed), 3, "one per cached input block");
+    for i in 10..20u64 {
+        assert_eq!(cache.contains(9, i * 4096), i >= 17, "k{i}");
+    }
+    assert!(
+        cache.contains(5, 0) && cache.contains(6, 200),
+        "inputs still cached"
+    );
+    assert!(w.tracking.deferred.lock().is_empty());
+    assert_eq!(cache.erase_file(5), 2);
+    assert_eq!(cache.erase_file(6), 1);
+    jw.install();
+    assert_eq!(c.admitted.load(Relaxed), 3, "installed once");
+    assert_eq!(
+        w.stats().invalidation_events,
+        2,
+        "the drops are still counted"
+    );
 }
