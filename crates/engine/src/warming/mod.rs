@@ -254,6 +254,13 @@ pub trait CacheWarming: Send + Sync {
     fn wants_cached_keys(&self) -> bool {
         false
     }
+
+    /// True if a compaction's held blocks go into the cache before its output is published
+    /// ([`JobWarming::install`]); false: when its first input file is deleted, the
+    /// policy judging them against what is known at that moment.
+    fn install_before_publish(&self) -> bool {
+        true
+    }
 }
 
 /// Today's behaviour: output blocks enter the cache only when read.
@@ -422,9 +429,19 @@ impl Tracking {
     /// releases its prefetches, first (the output has replaced the inputs for readers);
     /// then each dropped block is remembered for the invalidation accounting.
     fn on_erase(&self, cache: &BlockCache, file: u64, dropped: &[(u64, Arc<Block>)]) {
-        if let Some(d) = self.claim(file) {
-            d.install(cache, &self.dropping(cache, dropped, Some(file), &d.inputs));
+        let pending = self
+            .claim(file)
+            .map(|d| (self.dropping(cache, dropped, Some(file), &d.inputs), d));
+        self.account(file, dropped);
+        // After the accounting: the reads served while the policy judges the held blocks
+        // (the oracle's lookups take milliseconds) are charged like any other.
+        if let Some((dropping, d)) = pending {
+            d.install(cache, &dropping);
         }
+    }
+
+    /// Remembers `file`'s dropped blocks for the invalidation count.
+    fn account(&self, file: u64, dropped: &[(u64, Arc<Block>)]) {
         let blocks = self.files.lock().remove(&file);
         if dropped.is_empty() {
             return;
@@ -779,6 +796,7 @@ impl Warming {
         Some(JobWarming {
             cache: self.cache.clone(),
             tracking: self.tracking.clone(),
+            before_publish: self.policy.install_before_publish(),
             filter,
             counters: self.counters.clone(),
             deferred,
@@ -872,6 +890,8 @@ impl Warming {
 pub struct JobWarming {
     cache: Arc<BlockCache>,
     tracking: Arc<Tracking>,
+    /// [`CacheWarming::install_before_publish`].
+    before_publish: bool,
     filter: Arc<dyn BlockFilter>,
     counters: Arc<JobCounters>,
     deferred: Option<Arc<Deferred>>,
@@ -1030,7 +1050,9 @@ impl JobWarming {
     /// the new version is visible: the reads in between miss, and the inserts run on the
     /// thread that drops the last reference to that file, a client's read among them.
     pub fn install(&self) {
-        let Some(d) = &self.deferred else { return };
+        let Some(d) = self.deferred.as_ref().filter(|_| self.before_publish) else {
+            return;
+        };
         let Some(first) = d.inputs.first() else {
             return;
         };

@@ -56,6 +56,7 @@ fn compaction_job(
     JobWarming {
         cache: cache.clone(),
         tracking: w.tracking.clone(),
+        before_publish: true,
         filter,
         counters,
         deferred: Some(d),
@@ -115,6 +116,7 @@ fn sink_inserts_admitted_blocks_as_prefetched_within_capacity() {
     let jw = JobWarming {
         cache: cache.clone(),
         tracking: tracked(&cache).tracking.clone(),
+        before_publish: true,
         filter: Arc::new(Only(b"m")),
         counters: Arc::default(),
         deferred: None,
@@ -347,4 +349,36 @@ fn install_before_publish_judges_the_cached_inputs_and_runs_once() {
         2,
         "the drops are still counted"
     );
+}
+
+/// A policy that judges at the drop: `install` before publication does nothing; deleting
+/// the first input installs, and the drop is counted before the policy judges (reads made
+/// while it judges are charged).
+#[test]
+fn a_policy_judging_at_the_drop_installs_when_the_first_input_goes() {
+    struct All;
+    impl BlockFilter for All {
+        fn admit(&self, _keys: &BlockKeys) -> Option<f64> {
+            Some(0.0)
+        }
+    }
+    let cache = BlockCache::new(1 << 20);
+    let w = tracked(&cache);
+    cache.insert(5, 0, block(&["k12", "k15"], 10));
+    let mut jw = compaction_job(
+        &w,
+        &cache,
+        &[5],
+        Budget::CacheFraction(1.0),
+        Arc::new(All),
+        1 << 20,
+    );
+    jw.before_publish = false;
+    let mut sink = jw.sink(9);
+    sink(0, &block(&["k12", "k15"], 10));
+    jw.install();
+    assert!(!cache.contains(9, 0), "not before publication");
+    assert_eq!(cache.erase_file(5), 1);
+    assert!(cache.contains(9, 0), "installed at the drop");
+    assert_eq!(w.stats().invalidation_events, 1);
 }
