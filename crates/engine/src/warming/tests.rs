@@ -169,12 +169,6 @@ fn config_parses_names_and_rejects_bad_ones() {
 
 #[test]
 fn compaction_prefetches_wait_for_the_inputs_and_respect_the_budget() {
-    struct All;
-    impl BlockFilter for All {
-        fn admit(&self, _keys: &BlockKeys) -> Option<f64> {
-            Some(0.0)
-        }
-    }
     let cache = BlockCache::new(1 << 20);
     let w = tracked(&cache);
     let one = block(&["x"], 100).size_in_bytes() as u64;
@@ -259,29 +253,36 @@ fn the_hold_keeps_the_highest_priorities_and_asks_again_at_install() {
     assert!(!cache.contains(9, 4 * 4096));
 }
 
-/// Under `ReplaceDropped` a compaction puts into the cache at most `factor` times as many
-/// blocks as the cache drops at its install (the first input's dropped blocks and the
-/// other inputs' cached ones), the highest priorities.
-#[test]
-fn replace_dropped_budget_follows_the_blocks_dropped_at_install() {
-    struct ByNumber;
-    impl BlockFilter for ByNumber {
-        fn admit(&self, keys: &BlockKeys) -> Option<f64> {
-            std::str::from_utf8(&keys.first()?[1..]).ok()?.parse().ok()
-        }
+/// Admits every block, all of one priority.
+struct All;
+impl BlockFilter for All {
+    fn admit(&self, _keys: &BlockKeys) -> Option<f64> {
+        Some(0.0)
     }
+}
+
+/// Priority: the number in the block's first key.
+struct ByNumber;
+impl BlockFilter for ByNumber {
+    fn admit(&self, keys: &BlockKeys) -> Option<f64> {
+        std::str::from_utf8(&keys.first()?[1..]).ok()?.parse().ok()
+    }
+}
+
+/// A compaction of files 5 and 6 (two blocks of file 5 and one of file 6 cached) that
+/// wrote ten blocks, k10..k19, under `ReplaceDropped { factor }`.
+fn three_cached_ten_written(factor: f64) -> (Arc<BlockCache>, Warming, JobWarming) {
     let cache = BlockCache::new(1 << 20);
     let w = tracked(&cache);
     w.tracking
         .files
         .lock()
         .insert(6, vec![(200, b"k0".to_vec(), b"k1".to_vec())]);
-    // Two blocks of file 5 and one of file 6 cached: three dropped, file 5's first.
     cache.insert(5, 0, block(&["k01"], 100));
     cache.insert(5, 100, block(&["k02"], 100));
     cache.insert(6, 200, block(&["k03"], 100));
     let budget = Budget::ReplaceDropped {
-        factor: 1.5,
+        factor,
         flush_fraction: 0.5,
     };
     let jw = compaction_job(&w, &cache, &[5, 6], budget, Arc::new(ByNumber), 1 << 20);
@@ -289,6 +290,16 @@ fn replace_dropped_budget_follows_the_blocks_dropped_at_install() {
     for i in 10..20u64 {
         sink(i * 4096, &block(&[&format!("k{i}")], 100));
     }
+    (cache, w, jw)
+}
+
+/// Under `ReplaceDropped` a compaction puts into the cache at most `factor` times as many
+/// blocks as the cache drops at its install (the first input's dropped blocks and the
+/// other inputs' cached ones), the highest priorities.
+#[test]
+fn replace_dropped_budget_follows_the_blocks_dropped_at_install() {
+    let (cache, _w, jw) = three_cached_ten_written(1.5);
+    // File 5's blocks go first: the install.
     assert_eq!(cache.erase_file(5), 2);
     let c = &jw.counters;
     // ceil(1.5 x 3) = 5 of the 10, the highest: k15..k19.
@@ -305,30 +316,7 @@ fn replace_dropped_budget_follows_the_blocks_dropped_at_install() {
 /// again.
 #[test]
 fn install_before_publish_judges_the_cached_inputs_and_runs_once() {
-    struct ByNumber;
-    impl BlockFilter for ByNumber {
-        fn admit(&self, keys: &BlockKeys) -> Option<f64> {
-            std::str::from_utf8(&keys.first()?[1..]).ok()?.parse().ok()
-        }
-    }
-    let cache = BlockCache::new(1 << 20);
-    let w = tracked(&cache);
-    w.tracking
-        .files
-        .lock()
-        .insert(6, vec![(200, b"k0".to_vec(), b"k1".to_vec())]);
-    cache.insert(5, 0, block(&["k01"], 100));
-    cache.insert(5, 100, block(&["k02"], 100));
-    cache.insert(6, 200, block(&["k03"], 100));
-    let budget = Budget::ReplaceDropped {
-        factor: 1.0,
-        flush_fraction: 0.5,
-    };
-    let jw = compaction_job(&w, &cache, &[5, 6], budget, Arc::new(ByNumber), 1 << 20);
-    let mut sink = jw.sink(9);
-    for i in 10..20u64 {
-        sink(i * 4096, &block(&[&format!("k{i}")], 100));
-    }
+    let (cache, w, jw) = three_cached_ten_written(1.0);
     jw.install();
     let c = &jw.counters;
     assert_eq!(c.admitted.load(Relaxed), 3, "one per cached input block");
@@ -356,12 +344,6 @@ fn install_before_publish_judges_the_cached_inputs_and_runs_once() {
 /// while it judges are charged).
 #[test]
 fn a_policy_judging_at_the_drop_installs_when_the_first_input_goes() {
-    struct All;
-    impl BlockFilter for All {
-        fn admit(&self, _keys: &BlockKeys) -> Option<f64> {
-            Some(0.0)
-        }
-    }
     let cache = BlockCache::new(1 << 20);
     let w = tracked(&cache);
     cache.insert(5, 0, block(&["k12", "k15"], 10));
