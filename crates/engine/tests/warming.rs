@@ -184,3 +184,58 @@ fn the_oracle_removes_most_invalidation_misses() {
     );
     assert!(o.cache.prefetch_hits > 0);
 }
+
+/// After a flush, reads of the keys it wrote go to its new L0 file. The learned policy
+/// (before any model: the baseline's signal alone) caches the flush's blocks holding keys
+/// whose previous version was in a cached block, and no others; without warming the same
+/// reads miss.
+#[test]
+fn a_flush_warms_the_keys_whose_older_versions_were_cached() {
+    // Misses of reading `keys` right after a flush of new versions of `hot` and `cold`,
+    // once `hot` was read (cached) in the compacted tree; and the blocks the flush cached.
+    let misses_after_flush = |warming: CacheWarmingConfig| {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = Options {
+            memtable_size: 4 << 20,
+            l0_compaction_trigger: 8,
+            block_cache_capacity: 1 << 20,
+            ..options(warming)
+        };
+        let db = DB::open(dir.path(), opts).unwrap();
+        let value = vec![b'v'; 100];
+        for i in 0..3000 {
+            db.put(&key(i), &value).unwrap();
+        }
+        db.flush().unwrap();
+        db.compact_range(None, None).unwrap();
+        db.wait_idle().unwrap();
+        let (hot, cold) = (0..100, 2000..2100);
+        for i in hot.clone() {
+            db.get(&key(i)).unwrap();
+        }
+        let new = vec![b'n'; 100];
+        for i in hot.clone().chain(cold.clone()) {
+            db.put(&key(i), &new).unwrap();
+        }
+        db.flush().unwrap();
+        db.wait_idle().unwrap();
+        let read = |keys: std::ops::Range<u32>| {
+            let before = db.stats().cache.misses;
+            for i in keys {
+                assert_eq!(db.get(&key(i)).unwrap().unwrap(), new);
+            }
+            db.stats().cache.misses - before
+        };
+        let (h, c) = (read(hot), read(cold));
+        (h, c, db.stats().warming.flush_blocks_admitted)
+    };
+    let (hot, cold, admitted) = misses_after_flush(CacheWarmingConfig::learned());
+    assert_eq!(hot, 0, "the hot keys' new blocks were cached by the flush");
+    assert!(cold > 0, "the cold keys' blocks were not");
+    assert!(admitted > 0);
+    let (hot, _, admitted) = misses_after_flush(CacheWarmingConfig::None);
+    assert!(
+        hot > 0 && admitted == 0,
+        "without warming the hot keys miss"
+    );
+}

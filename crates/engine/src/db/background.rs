@@ -314,6 +314,7 @@ fn run_compaction(
             })
         });
     let mut out = None;
+    let mut warm = None;
     if trivial {
         edit.added.push((c.output_level, c.inputs[0].meta.clone()));
     } else {
@@ -329,10 +330,9 @@ fn run_compaction(
             .lifetime
             .as_ref()
             .map(|rt| rt.hooks(v, c.output_level + 1, now));
-        let warm =
-            inner
-                .warming
-                .begin_job(JobKind::Compaction, v, c.inputs.iter().chain(&c.overlaps));
+        warm = inner
+            .warming
+            .begin_job(JobKind::Compaction, v, c.inputs.iter().chain(&c.overlaps));
         let spec = JobSpec {
             output_level: c.output_level,
             warming: warm.as_ref(),
@@ -345,6 +345,10 @@ fn run_compaction(
         let o = compaction::run(&spec, &mut merged)?;
         EngineCounters::add(&inner.counters.gc_relocated_bytes, o.relocated_bytes);
         out = Some(o);
+    }
+    // Prefetched output blocks enter the cache before readers can see the output.
+    if let Some(w) = &warm {
+        w.install();
     }
     let mut st = inner.state.lock();
     if let Some(o) = out {

@@ -115,6 +115,7 @@ mod tests {
             kind: JobKind::Compaction,
             blocks: &blocks,
             cached_keys: &KeySet::default(),
+            older: None,
         };
         let f = IncrementalWarmup.plan(&job).unwrap();
         assert!(f.admit(&BlockKeys::from_keys(&["a", "b"])).is_none());
@@ -128,6 +129,7 @@ mod tests {
             kind: JobKind::Compaction,
             blocks: &none,
             cached_keys: &KeySet::default(),
+            older: None,
         };
         assert!(IncrementalWarmup.plan(&job).is_none(), "nothing was cached");
     }

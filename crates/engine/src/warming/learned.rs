@@ -16,6 +16,7 @@ use super::collector::{self, Collector, Collectors};
 use super::config::LearnedParams;
 use super::features::{write_row, TrainingSet, NUM_FEATURES, SLOTS_NEEDED};
 use super::model::HotRangeModel;
+use super::older::OlderVersions;
 use super::ranges::KeyRanges;
 use super::{
     BlockFilter, BlockKeys, Budget, CacheWarming, Candidate, Dropping, JobInputs, KeySet,
@@ -71,15 +72,31 @@ impl RangeScores {
 /// - a block holding a key of a predicted-hot range is admitted with its probability as
 ///   its priority, and fills what room the budget leaves.
 ///
+/// A flush has no input blocks; its baseline signal is a key whose previous version was
+/// in a cached block ([`OlderVersions`]): the key was being read, and its reads go to the
+/// flush's uncached L0 file from the flush's install on.
+///
 /// Without a model yet it is the baseline, under the learned policy's budget.
 pub struct Hybrid {
     scores: Option<Arc<RangeScores>>,
     cached: KeySet,
+    older: Option<Arc<OlderVersions>>,
 }
 
 impl Hybrid {
     pub fn new(scores: Option<Arc<RangeScores>>, cached: KeySet) -> Hybrid {
-        Hybrid { scores, cached }
+        Hybrid {
+            scores,
+            cached,
+            older: None,
+        }
+    }
+
+    /// For a flush: blocks holding a key whose previous version was cached count as the
+    /// baseline's.
+    pub fn with_older(mut self, older: Option<Arc<OlderVersions>>) -> Hybrid {
+        self.older = older;
+        self
     }
 
     fn score(&self, keys: &BlockKeys) -> (f64, bool) {
@@ -96,7 +113,11 @@ const CACHED_BONUS: f64 = 2.0;
 impl BlockFilter for Hybrid {
     fn admit(&self, keys: &BlockKeys) -> Option<f64> {
         let (p, hot) = self.score(keys);
-        let cached = !self.cached.is_empty() && keys.iter().any(|k| self.cached.contains(k));
+        let cached = (!self.cached.is_empty() && keys.iter().any(|k| self.cached.contains(k)))
+            || self
+                .older
+                .as_ref()
+                .is_some_and(|o| keys.iter().any(|k| o.cached(k)));
         (cached || hot).then_some(p + if cached { CACHED_BONUS } else { 0.0 })
     }
 
@@ -312,10 +333,12 @@ impl CacheWarming for Learned {
 
     fn plan(&self, job: &JobInputs<'_>) -> Option<Arc<dyn BlockFilter>> {
         let scores = self.scores();
-        if scores.is_none() && job.cached_keys.is_empty() {
+        if scores.is_none() && job.cached_keys.is_empty() && job.older.is_none() {
             return None;
         }
-        Some(Arc::new(Hybrid::new(scores, job.cached_keys.clone())))
+        Some(Arc::new(
+            Hybrid::new(scores, job.cached_keys.clone()).with_older(job.older.clone()),
+        ))
     }
 
     fn budget(&self) -> Budget {

@@ -33,9 +33,10 @@
 //! at those of its key's range.) The window is counted in client reads, not time, so that
 //! runs on a loaded machine are comparable.
 //!
-//! Prefetched blocks of a compaction enter the cache when its first input is deleted (see
-//! [`JobWarming`]), before the dropped blocks are remembered. Deletion happens wherever
-//! the last reference to a file goes, a client's read among them: the accounting decodes
+//! Prefetched blocks of a compaction enter the cache just before the engine publishes its
+//! output (see [`JobWarming::install`]), while readers still read the cached inputs.
+//! Deletion happens wherever the last reference to a file goes, a client's read among
+//! them: the accounting decodes
 //! nothing then (intervals come from the index when the job starts; a dropped block's keys
 //! are listed only when a miss falls in its interval).
 //!
@@ -49,6 +50,7 @@ pub mod features;
 pub mod incremental;
 pub mod learned;
 pub mod model;
+pub mod older;
 pub mod oracle;
 pub mod ranges;
 
@@ -99,6 +101,9 @@ pub struct JobInputs<'a> {
     /// The user keys of the input blocks cached when the job started (empty unless the
     /// policy [wants them](CacheWarming::wants_cached_keys)).
     pub cached_keys: &'a KeySet,
+    /// A flush's lookup of its keys' previous versions in the cache (`None` for a
+    /// compaction, and unless the policy [wants](CacheWarming::wants_cached_keys) it).
+    pub older: Option<Arc<older::OlderVersions>>,
 }
 
 static NO_KEYS: KeySet = KeySet(Vec::new());
@@ -110,6 +115,7 @@ impl JobInputs<'static> {
             kind: JobKind::Flush,
             blocks: &[],
             cached_keys: &NO_KEYS,
+            older: None,
         }
     }
 }
@@ -247,6 +253,13 @@ pub trait CacheWarming: Send + Sync {
     /// input blocks' keys costs a job's start a little).
     fn wants_cached_keys(&self) -> bool {
         false
+    }
+
+    /// True if a compaction's held blocks go into the cache before its output is published
+    /// ([`JobWarming::install`]); false: when its first input file is deleted, the
+    /// policy judging them against what is known at that moment.
+    fn install_before_publish(&self) -> bool {
+        true
     }
 }
 
@@ -416,16 +429,19 @@ impl Tracking {
     /// releases its prefetches, first (the output has replaced the inputs for readers);
     /// then each dropped block is remembered for the invalidation accounting.
     fn on_erase(&self, cache: &BlockCache, file: u64, dropped: &[(u64, Arc<Block>)]) {
-        let deferred = self.deferred.lock().remove(&file);
-        if let Some(d) = deferred {
-            {
-                let mut map = self.deferred.lock();
-                for f in &d.inputs {
-                    map.remove(f);
-                }
-            }
-            d.install(cache, &self.dropping(cache, dropped, file, &d.inputs));
+        let pending = self
+            .claim(file)
+            .map(|d| (self.dropping(cache, dropped, Some(file), &d.inputs), d));
+        self.account(file, dropped);
+        // After the accounting: the reads served while the policy judges the held blocks
+        // (the oracle's lookups take milliseconds) are charged like any other.
+        if let Some((dropping, d)) = pending {
+            d.install(cache, &dropping);
         }
+    }
+
+    /// Remembers `file`'s dropped blocks for the invalidation count.
+    fn account(&self, file: u64, dropped: &[(u64, Arc<Block>)]) {
         let blocks = self.files.lock().remove(&file);
         if dropped.is_empty() {
             return;
@@ -450,19 +466,30 @@ impl Tracking {
         self.invalidated_ranges.fetch_add(marked, Relaxed);
     }
 
+    /// Takes the held prefetches of the compaction with input `file` (all its inputs'
+    /// entries), if nobody has installed them yet.
+    fn claim(&self, file: u64) -> Option<Arc<Deferred>> {
+        let mut map = self.deferred.lock();
+        let d = map.remove(&file)?;
+        for f in &d.inputs {
+            map.remove(f);
+        }
+        Some(d)
+    }
+
     /// What the cache drops as a compaction's output replaces `inputs`: the blocks of
-    /// the first of them to go, `file`, just dropped, and the other inputs' blocks it
-    /// still holds (they go with the same version, a moment later).
+    /// the first of them to go, `file`, just dropped (if one went already), and the
+    /// inputs' blocks it still holds (they go with the same version, a moment later).
     fn dropping(
         &self,
         cache: &BlockCache,
         dropped: &[(u64, Arc<Block>)],
-        file: u64,
+        file: Option<u64>,
         inputs: &[u64],
     ) -> Dropping {
         let mut blocks: Vec<Arc<Block>> = dropped.iter().map(|(_, b)| b.clone()).collect();
         let files = self.files.lock();
-        for f in inputs.iter().filter(|f| **f != file) {
+        for f in inputs.iter().filter(|f| Some(**f) != file) {
             for (off, _, _) in files.get(f).into_iter().flatten() {
                 blocks.extend(cache.peek(*f, *off));
             }
@@ -734,10 +761,13 @@ impl Warming {
                 .collect();
             self.tracking.files.lock().insert(f.number(), map);
         }
+        let older = (want_keys && kind == JobKind::Flush)
+            .then(|| Arc::new(older::OlderVersions::new(version, self.cache.clone())));
         let filter = self.policy.plan(&JobInputs {
             kind,
             blocks: &blocks,
             cached_keys: &KeySet::from_hashes(cached_keys),
+            older,
         })?;
         self.jobs_planned.fetch_add(1, Relaxed);
         let budget = self.policy.budget();
@@ -765,6 +795,8 @@ impl Warming {
         });
         Some(JobWarming {
             cache: self.cache.clone(),
+            tracking: self.tracking.clone(),
+            before_publish: self.policy.install_before_publish(),
             filter,
             counters: self.counters.clone(),
             deferred,
@@ -850,12 +882,16 @@ impl Warming {
 /// job runs long enough for the cache to turn over many times: blocks inserted as they are
 /// written would be evicted before anyone could read them. So the admitted blocks of a
 /// compaction are held (already decoded: still no extra read), the highest priorities
-/// within the policy's [`Budget`], and inserted when its first input file is deleted,
-/// i.e. when the output has replaced the inputs for readers, least valuable first. A flush's
+/// within the policy's [`Budget`], and inserted, least valuable first, just before the
+/// engine publishes the output to readers ([`JobWarming::install`]; failing that, when
+/// its first input file is deleted, i.e. once the output has replaced the inputs). A flush's
 /// output is inserted as written (a flush is short, and has no inputs to wait for), the
 /// first blocks taking the budget.
 pub struct JobWarming {
     cache: Arc<BlockCache>,
+    tracking: Arc<Tracking>,
+    /// [`CacheWarming::install_before_publish`].
+    before_publish: bool,
     filter: Arc<dyn BlockFilter>,
     counters: Arc<JobCounters>,
     deferred: Option<Arc<Deferred>>,
@@ -1003,6 +1039,29 @@ impl std::fmt::Debug for JobWarming {
 }
 
 impl JobWarming {
+    /// A compaction's output is about to replace its inputs for readers (the engine calls
+    /// this before it publishes the new version): the held blocks the policy still wants
+    /// enter the cache now, judged against the input blocks the cache holds and is about
+    /// to drop. Readers still read the inputs, which are cached, while the policy decides
+    /// (the oracle's lookups of the future take tens of milliseconds on a large job), and
+    /// find the output's blocks cached from their first read of it.
+    ///
+    /// Without this call the blocks go in when the first input file is deleted, after
+    /// the new version is visible: the reads in between miss, and the inserts run on the
+    /// thread that drops the last reference to that file, a client's read among them.
+    pub fn install(&self) {
+        let Some(d) = self.deferred.as_ref().filter(|_| self.before_publish) else {
+            return;
+        };
+        let Some(first) = d.inputs.first() else {
+            return;
+        };
+        let t = &self.tracking;
+        if let Some(d) = t.claim(*first) {
+            d.install(&self.cache, &t.dropping(&self.cache, &[], None, &d.inputs));
+        }
+    }
+
     /// The sink for the table builder of output file `file_number`: each data block the
     /// filter admits goes into the cache as it is written.
     pub fn sink(&self, file_number: u64) -> BlockSink {

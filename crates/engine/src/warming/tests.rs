@@ -55,6 +55,8 @@ fn compaction_job(
     }
     JobWarming {
         cache: cache.clone(),
+        tracking: w.tracking.clone(),
+        before_publish: true,
         filter,
         counters,
         deferred: Some(d),
@@ -113,6 +115,8 @@ fn sink_inserts_admitted_blocks_as_prefetched_within_capacity() {
     let cache = BlockCache::with_shards(4 * one, 1);
     let jw = JobWarming {
         cache: cache.clone(),
+        tracking: tracked(&cache).tracking.clone(),
+        before_publish: true,
         filter: Arc::new(Only(b"m")),
         counters: Arc::default(),
         deferred: None,
@@ -165,12 +169,6 @@ fn config_parses_names_and_rejects_bad_ones() {
 
 #[test]
 fn compaction_prefetches_wait_for_the_inputs_and_respect_the_budget() {
-    struct All;
-    impl BlockFilter for All {
-        fn admit(&self, _keys: &BlockKeys) -> Option<f64> {
-            Some(0.0)
-        }
-    }
     let cache = BlockCache::new(1 << 20);
     let w = tracked(&cache);
     let one = block(&["x"], 100).size_in_bytes() as u64;
@@ -255,29 +253,36 @@ fn the_hold_keeps_the_highest_priorities_and_asks_again_at_install() {
     assert!(!cache.contains(9, 4 * 4096));
 }
 
-/// Under `ReplaceDropped` a compaction puts into the cache at most `factor` times as many
-/// blocks as the cache drops at its install (the first input's dropped blocks and the
-/// other inputs' cached ones), the highest priorities.
-#[test]
-fn replace_dropped_budget_follows_the_blocks_dropped_at_install() {
-    struct ByNumber;
-    impl BlockFilter for ByNumber {
-        fn admit(&self, keys: &BlockKeys) -> Option<f64> {
-            std::str::from_utf8(&keys.first()?[1..]).ok()?.parse().ok()
-        }
+/// Admits every block, all of one priority.
+struct All;
+impl BlockFilter for All {
+    fn admit(&self, _keys: &BlockKeys) -> Option<f64> {
+        Some(0.0)
     }
+}
+
+/// Priority: the number in the block's first key.
+struct ByNumber;
+impl BlockFilter for ByNumber {
+    fn admit(&self, keys: &BlockKeys) -> Option<f64> {
+        std::str::from_utf8(&keys.first()?[1..]).ok()?.parse().ok()
+    }
+}
+
+/// A compaction of files 5 and 6 (two blocks of file 5 and one of file 6 cached) that
+/// wrote ten blocks, k10..k19, under `ReplaceDropped { factor }`.
+fn three_cached_ten_written(factor: f64) -> (Arc<BlockCache>, Warming, JobWarming) {
     let cache = BlockCache::new(1 << 20);
     let w = tracked(&cache);
     w.tracking
         .files
         .lock()
         .insert(6, vec![(200, b"k0".to_vec(), b"k1".to_vec())]);
-    // Two blocks of file 5 and one of file 6 cached: three dropped, file 5's first.
     cache.insert(5, 0, block(&["k01"], 100));
     cache.insert(5, 100, block(&["k02"], 100));
     cache.insert(6, 200, block(&["k03"], 100));
     let budget = Budget::ReplaceDropped {
-        factor: 1.5,
+        factor,
         flush_fraction: 0.5,
     };
     let jw = compaction_job(&w, &cache, &[5, 6], budget, Arc::new(ByNumber), 1 << 20);
@@ -285,6 +290,16 @@ fn replace_dropped_budget_follows_the_blocks_dropped_at_install() {
     for i in 10..20u64 {
         sink(i * 4096, &block(&[&format!("k{i}")], 100));
     }
+    (cache, w, jw)
+}
+
+/// Under `ReplaceDropped` a compaction puts into the cache at most `factor` times as many
+/// blocks as the cache drops at its install (the first input's dropped blocks and the
+/// other inputs' cached ones), the highest priorities.
+#[test]
+fn replace_dropped_budget_follows_the_blocks_dropped_at_install() {
+    let (cache, _w, jw) = three_cached_ten_written(1.5);
+    // File 5's blocks go first: the install.
     assert_eq!(cache.erase_file(5), 2);
     let c = &jw.counters;
     // ceil(1.5 x 3) = 5 of the 10, the highest: k15..k19.
@@ -293,4 +308,59 @@ fn replace_dropped_budget_follows_the_blocks_dropped_at_install() {
     for i in 10..20u64 {
         assert_eq!(cache.contains(9, i * 4096), i >= 15, "k{i}");
     }
+}
+
+/// The engine installs a compaction's prefetches before it publishes the output: the
+/// budget then counts the input blocks still cached (all of them are about to go), the
+/// output's blocks are cached beside them, and deleting the inputs later installs nothing
+/// again.
+#[test]
+fn install_before_publish_judges_the_cached_inputs_and_runs_once() {
+    let (cache, w, jw) = three_cached_ten_written(1.0);
+    jw.install();
+    let c = &jw.counters;
+    assert_eq!(c.admitted.load(Relaxed), 3, "one per cached input block");
+    for i in 10..20u64 {
+        assert_eq!(cache.contains(9, i * 4096), i >= 17, "k{i}");
+    }
+    assert!(
+        cache.contains(5, 0) && cache.contains(6, 200),
+        "inputs still cached"
+    );
+    assert!(w.tracking.deferred.lock().is_empty());
+    assert_eq!(cache.erase_file(5), 2);
+    assert_eq!(cache.erase_file(6), 1);
+    jw.install();
+    assert_eq!(c.admitted.load(Relaxed), 3, "installed once");
+    assert_eq!(
+        w.stats().invalidation_events,
+        2,
+        "the drops are still counted"
+    );
+}
+
+/// A policy that judges at the drop: `install` before publication does nothing; deleting
+/// the first input installs, and the drop is counted before the policy judges (reads made
+/// while it judges are charged).
+#[test]
+fn a_policy_judging_at_the_drop_installs_when_the_first_input_goes() {
+    let cache = BlockCache::new(1 << 20);
+    let w = tracked(&cache);
+    cache.insert(5, 0, block(&["k12", "k15"], 10));
+    let mut jw = compaction_job(
+        &w,
+        &cache,
+        &[5],
+        Budget::CacheFraction(1.0),
+        Arc::new(All),
+        1 << 20,
+    );
+    jw.before_publish = false;
+    let mut sink = jw.sink(9);
+    sink(0, &block(&["k12", "k15"], 10));
+    jw.install();
+    assert!(!cache.contains(9, 0), "not before publication");
+    assert_eq!(cache.erase_file(5), 1);
+    assert!(cache.contains(9, 0), "installed at the drop");
+    assert_eq!(w.stats().invalidation_events, 1);
 }
