@@ -145,7 +145,8 @@ pub fn choose(
 ) -> Option<StyleChoice> {
     let s0 = m.flushed_table_bytes.filter(|&b| b > 0.0)?;
     let c = m.tree_bytes / s0;
-    if !(c >= MIN_SIZE_RATIO) {
+    // (A NaN ratio, from sizes that cannot be, also waits.)
+    if c.is_nan() || c < MIN_SIZE_RATIO {
         return None;
     }
     let share = m.tree_bytes / (m.tree_bytes + m.live_value_bytes).max(1.0);
