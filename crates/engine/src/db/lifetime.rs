@@ -504,11 +504,69 @@ struct Output {
     map: IndexMapBuilder,
 }
 
-/// Runs one GC job over `files` (ascending numbers) with index maps instead of write-back.
+/// The output slot of a record GC keeps because it is its key's newest value (`found`):
+/// the placement class under the space-amplification trigger, else the lifetime class the
+/// TTL trigger's policy predicts (a training sample is kept for the model).
+fn live_slot(
+    inner: &Inner,
+    rt: &LifetimeRuntime,
+    key: &[u8],
+    found: &crate::version::Found,
+    now: SeqNo,
+    t: &crate::lifetime::Thresholds,
+    samples: &mut Vec<TrainingSample>,
+) -> Result<usize> {
+    let (_, meta) = ValuePointer::decode(&inner.dir, &found.value)?;
+    let rec = FeatureRecord::after_pointer(&inner.dir, meta)?;
+    if let Some(p) = rt.predictor {
+        let slot = rt.place_copy(p, key, found.seq, &rec, now);
+        EngineCounters::add(&rt.counters.copied_by_class[slot], 1);
+        return Ok(slot);
+    }
+    let elapsed = now.saturating_sub(found.seq);
+    let class = match rt.mode {
+        None => None,
+        Some(LifetimeMode::NoModel) => Some(LifetimeClass::Long),
+        Some(LifetimeMode::Learned) => {
+            let start = Instant::now();
+            let c = rt.model.predict(&rec, elapsed);
+            EngineCounters::add(&rt.counters.model_nanos, start.elapsed().as_nanos() as u64);
+            EngineCounters::add(&rt.counters.model_calls, 1);
+            Some(c)
+        }
+        Some(m @ (LifetimeMode::Oracle | LifetimeMode::RateOracle)) => {
+            let next = inner.opts.lifetime_oracle.as_deref().and_then(|o| match m {
+                LifetimeMode::Oracle => o.next_write(key, found.seq),
+                _ => o.mean_interval(key).map(|i| now + i),
+            });
+            Some(match next {
+                Some(n) if n.saturating_sub(now) <= t.short => LifetimeClass::Short,
+                _ => LifetimeClass::Long,
+            })
+        }
+    };
+    if rt.mode.is_some() {
+        samples.push(TrainingSample {
+            source: SampleSource::Gc,
+            features: rec,
+            lifetime: elapsed,
+        });
+    }
+    let counter = match class {
+        Some(LifetimeClass::Short) => &rt.counters.placed_short,
+        Some(_) => &rt.counters.placed_long,
+        None => &rt.counters.kept_for_snapshots,
+    };
+    EngineCounters::add(counter, 1);
+    Ok(class.map_or(0, |c| c as usize))
+}
+
 /// Records of a GC input whose liveness lookups are issued together: a few hundred KiB of
-/// values held at once, enough to keep [`crate::io::parallel::LOOKUP_THREADS`] reads busy.
+/// values held at once (copied out of the scan's buffer), enough to keep
+/// [`crate::io::parallel::LOOKUP_THREADS`] reads busy.
 const GC_LOOKUP_BATCH: usize = 256;
 
+/// Runs one GC job over `files` (ascending numbers) with index maps instead of write-back.
 pub(crate) fn run_mapped_gc(
     inner: &Arc<Inner>,
     rt: &LifetimeRuntime,
@@ -517,7 +575,6 @@ pub(crate) fn run_mapped_gc(
 ) -> Result<()> {
     let now = inner.visible_seq.load(Ordering::Acquire);
     let t = rt.thresholds.current();
-    let oracle = inner.opts.lifetime_oracle.as_deref();
     // Finished outputs: (slot, meta, map); open ones by slot. A slot is the lifetime class
     // under the TTL trigger, the placement class under the space-amplification trigger.
     let mut done: Vec<(usize, crate::vlog::file::BlobMeta, IndexMapBuilder)> = Vec::new();
@@ -562,55 +619,7 @@ pub(crate) fn run_mapped_gc(
                     let for_snapshot = !found_points_at(inner, &view, &latest, &ptr)?;
                     let slot = if !for_snapshot {
                         let found = latest.as_ref().expect("points_at implies found");
-                        let (_, meta) = ValuePointer::decode(&inner.dir, &found.value)?;
-                        let rec = FeatureRecord::after_pointer(&inner.dir, meta)?;
-                        let elapsed = now.saturating_sub(found.seq);
-                        if let Some(p) = rt.predictor {
-                            let slot = rt.place_copy(p, key, found.seq, &rec, now);
-                            EngineCounters::add(&rt.counters.copied_by_class[slot], 1);
-                            slot
-                        } else {
-                            let class = match rt.mode {
-                                None => None,
-                                Some(LifetimeMode::NoModel) => Some(LifetimeClass::Long),
-                                Some(LifetimeMode::Learned) => {
-                                    let start = Instant::now();
-                                    let c = rt.model.predict(&rec, elapsed);
-                                    EngineCounters::add(
-                                        &rt.counters.model_nanos,
-                                        start.elapsed().as_nanos() as u64,
-                                    );
-                                    EngineCounters::add(&rt.counters.model_calls, 1);
-                                    Some(c)
-                                }
-                                Some(m @ (LifetimeMode::Oracle | LifetimeMode::RateOracle)) => {
-                                    let next = oracle.and_then(|o| match m {
-                                        LifetimeMode::Oracle => o.next_write(key, found.seq),
-                                        _ => o.mean_interval(key).map(|i| now + i),
-                                    });
-                                    Some(match next {
-                                        Some(n) if n.saturating_sub(now) <= t.short => {
-                                            LifetimeClass::Short
-                                        }
-                                        _ => LifetimeClass::Long,
-                                    })
-                                }
-                            };
-                            if rt.mode.is_some() {
-                                samples.push(TrainingSample {
-                                    source: SampleSource::Gc,
-                                    features: rec,
-                                    lifetime: elapsed,
-                                });
-                            }
-                            let counter = match class {
-                                Some(LifetimeClass::Short) => &rt.counters.placed_short,
-                                Some(_) => &rt.counters.placed_long,
-                                None => &rt.counters.kept_for_snapshots,
-                            };
-                            EngineCounters::add(counter, 1);
-                            class.map_or(0, |c| c as usize)
-                        }
+                        live_slot(inner, rt, key, found, now, &t, &mut samples)?
                     } else {
                         // Still needed by a snapshot reader? Keep it; it dies with the snapshot.
                         if !needed_by_snapshot(inner, &view, key, snapshots, &ptr)? {
