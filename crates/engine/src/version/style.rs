@@ -80,6 +80,17 @@ struct State {
     /// Mean size of the L0 tables last seen (flush outputs), kept while L0 is empty.
     flushed_table_bytes: Option<f64>,
     current: Option<StyleChoice>,
+    /// The version the current choice was derived from (its address).
+    evaluated: Option<usize>,
+}
+
+impl State {
+    fn resolved(&self) -> Resolved {
+        match &self.current {
+            Some(c) if c.tiered => Resolved::Tiered { trigger: c.trigger },
+            _ => Resolved::Leveled,
+        }
+    }
 }
 
 impl TreeStyle {
@@ -98,6 +109,14 @@ impl TreeStyle {
             CompactionStyle::Auto => {}
         }
         let mut st = self.state.lock();
+        // Picks run under the engine's state lock, and `wait_idle` asks at every wake-up:
+        // the model is evaluated once per version, not per question. (An address reused by
+        // a later version only delays the next evaluation to the version after it.)
+        let id = v as *const Version as usize;
+        if st.evaluated == Some(id) {
+            return st.resolved();
+        }
+        st.evaluated = Some(id);
         let l0 = &v.levels[0];
         if !l0.is_empty() {
             let mean = l0.iter().map(|f| f.meta.size).sum::<u64>() as f64 / l0.len() as f64;
@@ -115,10 +134,7 @@ impl TreeStyle {
             next.changes = prev.map_or(0, |c| c.changes + u64::from(c.tiered != next.tiered));
             st.current = Some(next);
         }
-        match &st.current {
-            Some(c) if c.tiered => Resolved::Tiered { trigger: c.trigger },
-            _ => Resolved::Leveled,
-        }
+        st.resolved()
     }
 
     /// The current choice with its reasoning (`None` before the first under `Auto`).
