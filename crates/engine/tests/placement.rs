@@ -233,3 +233,51 @@ fn write_history_places_keys_whose_previous_write_is_flushed() {
         assert_eq!(db.get(&key(k)).unwrap(), Some(value(k, n)));
     }
 }
+
+/// The garbage a flush makes is found after the flush is installed (by the job in
+/// `db/superseded.rs`), and never a record an open snapshot still reads.
+#[test]
+fn garbage_found_after_flush_spares_what_a_snapshot_reads() {
+    let future = Arc::new(Future::of(&[]));
+    let dir = tempfile::tempdir().unwrap();
+    let o = Options {
+        l0_compaction_trigger: 1000,
+        l0_slowdown_writes_trigger: 1000,
+        l0_stop_writes_trigger: 2000,
+        compaction_style: halflife_engine::CompactionStyle::Leveled,
+        // Far above three versions of every key: GC leaves the garbage where it is.
+        ..options(LifetimeMode::Learned, 5.0, &future)
+    };
+    let db = DB::open(dir.path(), o).unwrap();
+    let round = |r: usize| {
+        for k in 0..300u32 {
+            db.put(&key(k), &value(k, r)).unwrap();
+        }
+        db.flush().unwrap();
+        db.wait_idle().unwrap();
+    };
+    let early = |db: &DB| db.stats().lifetime.unwrap().early_garbage_records;
+    round(0);
+    let snap = db.snapshot();
+    round(1);
+    // Round 1 hides round 0 from new readers, but the snapshot still reads it.
+    assert_eq!(early(&db), 0);
+    for k in 0..300u32 {
+        assert_eq!(db.get_at(&key(k), &snap).unwrap(), Some(value(k, 0)));
+    }
+    drop(snap);
+    round(2);
+    // Round 2 hides round 1 from every reader: each of those records is garbage.
+    assert_eq!(early(&db), 300);
+    let l = db.stats().lifetime.unwrap();
+    // Every flushed table was searched (each round takes two memtables).
+    assert_eq!(
+        l.superseded_tables_searched,
+        db.version().levels[0].len() as u64
+    );
+    assert_eq!(l.superseded_tables_missed, 0);
+    assert_eq!(db.stats().gc_jobs, 0);
+    for k in 0..300u32 {
+        assert_eq!(db.get(&key(k)).unwrap(), Some(value(k, 2)));
+    }
+}

@@ -35,8 +35,18 @@ pub(crate) fn start(inner: &Arc<Inner>) -> Vec<JoinHandle<()>> {
     for i in 0..inner.opts.background_compactions {
         t.push(spawn(&format!("halflife-compact-{i}"), compact_one));
     }
+    if inner.opts.compaction_style != crate::options::CompactionStyle::Leveled {
+        t.push(spawn("halflife-compact-l0", compact_l0));
+    }
     if inner.opts.gc.separates_values() {
         t.push(spawn("halflife-gc", gc_one));
+    }
+    if inner
+        .lifetime
+        .as_ref()
+        .is_some_and(|rt| rt.finds_superseded_after_flush())
+    {
+        t.push(spawn("halflife-find", super::superseded::find_one));
     }
     t
 }
@@ -134,7 +144,10 @@ fn flush_one(inner: &Arc<Inner>) -> Result<bool> {
     let out = {
         let nf = || inner.new_file_number();
         let now = inner.last_seq.load(Ordering::Acquire);
-        let hooks = inner.lifetime.as_ref().map(|rt| rt.hooks(&v, 0, now));
+        let hooks = inner.lifetime.as_ref().map(|rt| {
+            rt.measure_unit(mem.len());
+            rt.hooks(&v, 0, now)
+        });
         let warm = inner.warming.begin_job(JobKind::Flush, &v, []);
         let logged = |seq| mem.logged(seq);
         let spec = JobSpec {
@@ -162,6 +175,7 @@ fn flush_one(inner: &Arc<Inner>) -> Result<bool> {
         out.dropped = super::value_wal::charge_dropped(&mut logged_files, out.dropped);
         edit.added_blobs.extend(logged_files);
     }
+    let flushed: Vec<u64> = out.tables.iter().map(|t| t.number).collect();
     add_outputs(inner, &mut st, &mut edit, 0, out);
     let next_wal = st
         .imm
@@ -175,6 +189,9 @@ fn flush_one(inner: &Arc<Inner>) -> Result<bool> {
     if let Some(rt) = &inner.lifetime {
         // Only now that the flush is installed are the records it hides garbage.
         rt.superseded(&st.versions.current(), &superseded);
+        if rt.finds_superseded_after_flush() {
+            st.superseding.extend(flushed);
+        }
     }
     st.imm.pop_front();
     inner.publish(&st);
@@ -232,11 +249,53 @@ fn compact_one(inner: &Arc<Inner>) -> Result<bool> {
     let v = st.versions.current();
     let forced_gc = inner.gc.forced_compactions(&v);
     let style = inner.tree_style(&v);
-    let Some(c) = picker::pick(&v, &inner.opts, style, &st.busy_tables, &forced_gc) else {
+    let busy = unavailable_tables(inner, &st, &v);
+    let Some(c) = picker::pick(&v, &inner.opts, style, &busy, &forced_gc) else {
         return Ok(false);
     };
     execute(inner, st, c, v)?;
     Ok(true)
+}
+
+/// The tiered tree's L0 merges, on their own thread. A deep merge of a tiered tree
+/// rewrites whole levels and takes tens of seconds at full scale; behind it on one
+/// thread, L0 filled to its slowdown trigger and writers were delayed (docs/lifetime.md,
+/// "An L0 thread for the tiered tree"). L0 merges are small and never read the level
+/// below, so they cannot conflict with a deeper merge's inputs.
+fn compact_l0(inner: &Arc<Inner>) -> Result<bool> {
+    let st = inner.state.lock();
+    if st.manual || st.bg_error.is_some() {
+        return Ok(false);
+    }
+    let v = st.versions.current();
+    let busy = unavailable_tables(inner, &st, &v);
+    let Some(c) = picker::pick_l0(&v, inner.tree_style(&v), &busy) else {
+        return Ok(false);
+    };
+    execute(inner, st, c, v)?;
+    Ok(true)
+}
+
+/// The tables a compaction may not take now: those another compaction is merging and,
+/// until L0 is two files short of slowing writers down, the flushed tables
+/// whose keys' previous writes are still being looked up. Merged before that, the
+/// garbage their writes made is no longer early ([`super::superseded`] gives up on a
+/// table once it leaves L0), and GC learns of it only when a compaction reaches the
+/// previous writes, often a deep merge much later. Past that point writers come first.
+fn unavailable_tables<'a>(
+    inner: &Inner,
+    st: &'a State,
+    v: &Version,
+) -> std::borrow::Cow<'a, std::collections::HashSet<u64>> {
+    let pending = st.superseding.iter().chain(&st.finding_superseded);
+    if pending.clone().next().is_none()
+        || v.levels[0].len() + 2 >= inner.opts.l0_slowdown_writes_trigger
+    {
+        return std::borrow::Cow::Borrowed(&st.busy_tables);
+    }
+    let mut busy = st.busy_tables.clone();
+    busy.extend(pending);
+    std::borrow::Cow::Owned(busy)
 }
 
 /// Runs a picked compaction: marks its files busy, releases the lock for the job, then
@@ -521,6 +580,8 @@ pub(crate) fn wait_idle(inner: &Inner) -> Result<()> {
             && !st.flushing
             && st.running_compactions == 0
             && !st.running_gc
+            && st.superseding.is_empty()
+            && st.finding_superseded.is_none()
             && picker::pick(
                 &v,
                 &inner.opts,

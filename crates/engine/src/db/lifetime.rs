@@ -95,12 +95,16 @@ pub struct LifetimeStats {
     pub placement_unit: SeqNo,
     /// Records flush found dead that compaction has not counted yet.
     pub early_garbage_records: u64,
+    /// Flushed tables whose keys' previous writes were looked up after the flush, and
+    /// those given up because a compaction took them first (`db::superseded`).
+    pub superseded_tables_searched: u64,
+    pub superseded_tables_missed: u64,
     pub born_by_class: Vec<u64>,
     pub copied_by_class: Vec<u64>,
 }
 
 #[derive(Default)]
-struct Counters {
+pub(crate) struct Counters {
     model_calls: AtomicU64,
     model_nanos: AtomicU64,
     placed_short: AtomicU64,
@@ -108,6 +112,8 @@ struct Counters {
     kept_for_snapshots: AtomicU64,
     links: AtomicU64,
     lazy_rewrites: AtomicU64,
+    pub superseded_tables_searched: AtomicU64,
+    pub superseded_tables_missed: AtomicU64,
     born_by_class: [AtomicU64; placement::CLASSES],
     copied_by_class: [AtomicU64; placement::CLASSES],
 }
@@ -124,7 +130,7 @@ pub(crate) struct LifetimeRuntime {
     dataset_capacity: usize,
     sampler: Sampler,
     value_size_feature: bool,
-    counters: Counters,
+    pub counters: Counters,
     history: Mutex<Vec<GcJobRecord>>,
     /// How values are placed at flush and GC under the space-amplification trigger;
     /// `None` under the TTL trigger (paper 000: classes only at GC) and for TerarkDB's.
@@ -133,11 +139,12 @@ pub(crate) struct LifetimeRuntime {
     /// The keys' recent intervals, for the history predictor where the write path logs
     /// values (the value log as the WAL); `None` otherwise.
     writes: Option<WriteHistory>,
-    /// The placement unit: sequence numbers between the last two flushes.
+    /// The placement unit: the writes the last flushed memtable took.
     unit: AtomicU64,
     /// Garbage flush found before compaction counted it (space-amplification trigger).
     pub early: EarlyGarbage,
-    last_flush_seq: AtomicU64,
+    /// The write path logs values (the value log as the WAL), so flush places nothing.
+    logs_values: bool,
 }
 
 impl LifetimeRuntime {
@@ -193,25 +200,35 @@ impl LifetimeRuntime {
                 .then(|| WriteHistory::new(opts.lifetime.write_history_slots)),
             unit: AtomicU64::new(0),
             early: EarlyGarbage::default(),
-            last_flush_seq: AtomicU64::new(0),
+            logs_values: opts.logs_values(),
         }))
     }
 
+    /// Whether the garbage a flush hides is found after the flush is installed, by its own
+    /// job ([`super::superseded`]), instead of by lookups inside the flush: where the
+    /// write path logs values the flush needs no previous write to place them.
+    pub fn finds_superseded_after_flush(&self) -> bool {
+        self.predictor.is_some() && self.logs_values
+    }
+
+    /// A flush measures the placement unit: the writes its memtable took. (The sequence
+    /// numbers between two flushes' starts measured it before; a flush that started late
+    /// behind another made one unit long and the next short, and a key written at a
+    /// steady period changed class with them.)
+    pub fn measure_unit(&self, flushed_writes: usize) {
+        if flushed_writes > 0 {
+            self.unit.store(flushed_writes as u64, Ordering::Relaxed);
+        }
+    }
+
     /// Hooks for a flush (`below_level` 0: the key's previous write may be anywhere) or a
-    /// compaction writing into `below_level - 1`. A flush also measures the placement
-    /// unit: the sequence numbers since the previous flush.
+    /// compaction writing into `below_level - 1`.
     pub fn hooks<'a>(
         &'a self,
         version: &'a Version,
         below_level: usize,
         now: SeqNo,
     ) -> JobHooks<'a> {
-        if below_level == 0 {
-            let last = self.last_flush_seq.swap(now, Ordering::Relaxed);
-            if now > last {
-                self.unit.store(now - last, Ordering::Relaxed);
-            }
-        }
         JobHooks {
             rt: self,
             version,
@@ -409,6 +426,8 @@ impl LifetimeRuntime {
             gc_history: self.history.lock().clone(),
             placement_unit: self.unit.load(Ordering::Relaxed),
             early_garbage_records: self.early.len() as u64,
+            superseded_tables_searched: EngineCounters::get(&c.superseded_tables_searched),
+            superseded_tables_missed: EngineCounters::get(&c.superseded_tables_missed),
             born_by_class: c.born_by_class.iter().map(EngineCounters::get).collect(),
             copied_by_class: c.copied_by_class.iter().map(EngineCounters::get).collect(),
         }
@@ -425,7 +444,7 @@ pub(crate) struct JobHooks<'a> {
 
 impl LifetimeHooks for JobHooks<'_> {
     fn looks_up_previous(&self) -> bool {
-        self.rt.predictor.is_some()
+        self.rt.predictor.is_some() && !self.rt.logs_values
     }
 
     fn place(&self, key: &[u8], seq: SeqNo, previous: Option<&Previous>) -> usize {
@@ -459,7 +478,7 @@ impl LifetimeHooks for JobHooks<'_> {
         let seek = seek_key(key, seq.saturating_sub(1));
         let Some(f) = self
             .version
-            .get_from(self.below_level, key, &seek, IoCause::Compaction)?
+            .get_from(self.below_level, key, &seek, IoCause::Lookup)?
         else {
             return Ok(None);
         };

@@ -13,6 +13,7 @@ mod lifetime;
 mod read;
 pub(crate) mod recovery;
 mod snapshot;
+mod superseded;
 mod throttle;
 pub(crate) mod value_wal;
 mod write;
@@ -67,6 +68,11 @@ pub(crate) struct State {
     /// Pointers compactions dropped into files an index-map GC job is collecting (see
     /// `lifetime::run_mapped_gc`).
     pub gc_drops: Vec<crate::vlog::ValuePointer>,
+    /// Flushed L0 tables whose keys' previous writes are still to be looked up, oldest
+    /// first ([`superseded`]).
+    pub superseding: VecDeque<u64>,
+    /// The flushed table whose keys are being looked up.
+    pub finding_superseded: Option<u64>,
 }
 
 pub(crate) struct Inner {

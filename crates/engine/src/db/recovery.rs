@@ -311,6 +311,8 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
         manual: false,
         live_user_bytes: None,
         gc_drops: Vec::new(),
+        superseding: VecDeque::new(),
+        finding_superseded: None,
     };
     let warming = crate::warming::Warming::new(
         &opts.cache_warming,
@@ -358,7 +360,10 @@ fn flush_recovered(
     let next = AtomicU64::new(versions.next_file_number);
     let nf = || next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let v = versions.current();
-    let hooks = lifetime.map(|rt| rt.hooks(&v, 0, versions.last_sequence));
+    let hooks = lifetime.map(|rt| {
+        rt.measure_unit(mem.len());
+        rt.hooks(&v, 0, versions.last_sequence)
+    });
     let spec = JobSpec {
         dir,
         storage,

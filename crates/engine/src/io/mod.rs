@@ -39,12 +39,16 @@ pub enum IoCause {
     Manifest,
     /// Reads made on behalf of a client Get or scan.
     ClientRead,
+    /// Point lookups background jobs make in the tree (the write before each flushed
+    /// key's). Unlike compaction's reads, they fill the block cache: a hot key is looked
+    /// up at every flush that holds it.
+    Lookup,
     /// Anything else (recovery reads, inspection).
     Other,
 }
 
 impl IoCause {
-    pub const ALL: [IoCause; 10] = [
+    pub const ALL: [IoCause; 11] = [
         IoCause::Wal,
         IoCause::Flush,
         IoCause::Compaction,
@@ -54,6 +58,7 @@ impl IoCause {
         IoCause::IndexMap,
         IoCause::Manifest,
         IoCause::ClientRead,
+        IoCause::Lookup,
         IoCause::Other,
     ];
 
@@ -72,6 +77,7 @@ impl IoCause {
             IoCause::IndexMap => "index_map",
             IoCause::Manifest => "manifest",
             IoCause::ClientRead => "client_read",
+            IoCause::Lookup => "lookup",
             IoCause::Other => "other",
         }
     }

@@ -235,9 +235,38 @@ impl Version {
         seek: &[u8],
         cause: IoCause,
     ) -> Result<Option<Found>> {
+        self.search(first_level, SeqNo::MAX, key, seek, cause)
+    }
+
+    /// Like [`Version::get`], skipping the L0 tables that hold a write at or after
+    /// `before`. Each flush's table holds a later range of sequence numbers than every
+    /// older one, so looking up the write before one in an installed flushed table (whose
+    /// oldest write is `before`) need not read that table or the ones flushed since: the
+    /// seek key would pass over their entries, but only after reading a block of each.
+    pub fn get_before(
+        &self,
+        before: SeqNo,
+        key: &[u8],
+        seek: &[u8],
+        cause: IoCause,
+    ) -> Result<Option<Found>> {
+        self.search(0, before, key, seek, cause)
+    }
+
+    fn search(
+        &self,
+        first_level: usize,
+        l0_before: SeqNo,
+        key: &[u8],
+        seek: &[u8],
+        cause: IoCause,
+    ) -> Result<Option<Found>> {
         for (level, files) in self.levels.iter().enumerate().skip(first_level) {
             let candidates: Vec<&Arc<TableFile>> = if level == 0 {
-                files.iter().filter(|f| f.overlaps(key, key)).collect()
+                files
+                    .iter()
+                    .filter(|f| f.meta.largest_seq < l0_before && f.overlaps(key, key))
+                    .collect()
             } else {
                 // At most one file per run; runs newest first.
                 self.runs[level]

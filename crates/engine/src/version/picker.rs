@@ -320,6 +320,18 @@ pub fn build(
 /// Picks the most urgent compaction, if any: size-driven compactions first, then files
 /// whose compaction would release garbage-heavy value files (`forced_gc`), last as in
 /// RocksDB's level picker, so that GC never holds back the L0 compactions writers wait for.
+/// A merge of L0's runs alone, for the thread that serves only L0 under a tiered tree
+/// (`None` under leveling, where L0 compacts into the base level and would wait for its
+/// compactions anyway).
+pub fn pick_l0(v: &Version, style: Resolved, busy: &HashSet<u64>) -> Option<Compaction> {
+    match style {
+        Resolved::Tiered { trigger } if v.runs(0).len() >= trigger => {
+            super::tiered::merge_level(v, 0, trigger, busy, "tiered-l0")
+        }
+        _ => None,
+    }
+}
+
 pub fn pick(
     v: &Version,
     opts: &Options,
