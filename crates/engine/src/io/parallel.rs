@@ -1,11 +1,13 @@
 //! Lookups issued many at a time.
 //!
-//! Flush (the previous write of each key) and GC (whether each record is still the key's
-//! newest value) look keys up in a tree that, in a database larger than memory, is mostly
-//! not cached: each lookup waits on a device read. One after another they kept the device
-//! at queue depth 1 and held a flush or GC job long enough to slow writers (docs/lifetime.md,
-//! "Lookups at queue depth 8"). Running them from a few threads keeps several reads in
-//! flight, as RocksDB's MultiGet does with its parallel reads.
+//! The job that finds a flush's garbage (the previous write of each flushed key,
+//! `db/superseded.rs`), a flush that places values (the same lookups) and GC (whether
+//! each record is still the key's newest value) look keys up in a tree that, in a
+//! database larger than memory, is mostly not cached: each lookup waits on a device read.
+//! One after another they kept the device at queue depth 1 and held a flush or GC job
+//! long enough to slow writers (docs/lifetime.md, "Lookups at queue depth 8"). Running
+//! them from a few threads keeps several reads in flight, as RocksDB's MultiGet does with
+//! its parallel reads.
 
 use crate::error::Result;
 use rayon::prelude::*;
