@@ -260,8 +260,8 @@ fn compact_one(inner: &Arc<Inner>) -> Result<bool> {
 /// The tiered tree's L0 merges, on their own thread. A deep merge of a tiered tree
 /// rewrites whole levels and takes tens of seconds at full scale; behind it on one
 /// thread, L0 filled to its slowdown trigger and writers were delayed (docs/lifetime.md,
-/// "An L0 thread for the tiered tree"). L0 merges are small and never read the level
-/// below, so they cannot conflict with a deeper merge's inputs.
+/// "Garbage found after the flush, an L0 thread, a lookup pool"). L0 merges are small and
+/// never read the level below, so they cannot conflict with a deeper merge's inputs.
 fn compact_l0(inner: &Arc<Inner>) -> Result<bool> {
     let st = inner.state.lock();
     if st.manual || st.bg_error.is_some() {

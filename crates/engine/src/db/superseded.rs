@@ -6,7 +6,8 @@
 //! key, and in a database larger than memory each lookup is a device read. Done inside the
 //! flush, those reads made the flush as slow as its lookups, and writers were throttled
 //! to that rate: at full scale 3.8M of the run's 6.0M tree reads were these lookups, and
-//! writers waited 28-38 s (docs/lifetime.md, "Garbage found after the flush").
+//! writers waited 28-38 s (docs/lifetime.md, "Garbage found after the flush, an L0
+//! thread, a lookup pool").
 //!
 //! Where the write path logs values (the value log as the WAL) the flush places nothing,
 //! so nothing in the flush needs the previous write: the flush only queues its table, and
