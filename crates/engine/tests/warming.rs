@@ -148,7 +148,9 @@ fn invalidations_and_warming_through_the_engine() {
 /// about as many as the baseline or more. It is not a strict bound (it works under a budget
 /// and a window, and compactions run in the background, so which blocks are cached when one
 /// installs varies between runs): medians of three runs, with margins measured here
-/// (oracle 113-143 misses against none's 234-275 and incremental's 113-129).
+/// (oracle 110-176 misses against none's 204-320 and incremental's 94-151 since files are
+/// deleted on the purge thread: the oracle judges at the drop, and the client no longer
+/// stalls while it judges, as it did when it deleted the file itself).
 #[test]
 fn the_oracle_removes_most_invalidation_misses() {
     let median = |w: &dyn Fn() -> CacheWarmingConfig| {
@@ -177,8 +179,8 @@ fn the_oracle_removes_most_invalidation_misses() {
         inc.warming.invalidation_misses
     );
     assert!(
-        o.warming.invalidation_misses * 3 <= none.warming.invalidation_misses * 2,
-        "oracle {} removes less than a third of none's {}",
+        o.warming.invalidation_misses * 4 <= none.warming.invalidation_misses * 3,
+        "oracle {} removes less than a quarter of none's {}",
         o.warming.invalidation_misses,
         none.warming.invalidation_misses
     );
