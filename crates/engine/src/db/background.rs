@@ -573,6 +573,21 @@ pub(crate) fn wait_flushed(inner: &Inner) -> Result<()> {
 }
 
 pub(crate) fn wait_idle(inner: &Inner) -> Result<()> {
+    wait_idle_jobs(inner)?;
+    wait_purged(inner);
+    Ok(())
+}
+
+/// Waits until the table files that finished jobs removed are deleted (they are deleted on
+/// the purge thread, `version::purge`), so that callers find them gone from disk and cache.
+fn wait_purged(inner: &Inner) {
+    let purger = inner.state.lock().versions.purger();
+    if let Some(p) = purger {
+        p.wait_idle();
+    }
+}
+
+fn wait_idle_jobs(inner: &Inner) -> Result<()> {
     wait_until(inner, |st| {
         let v = st.versions.current();
         let forced_gc = inner.gc.forced_compactions(&v);
@@ -646,6 +661,8 @@ pub(crate) fn compact_range(
     let mut st = inner.state.lock();
     st.manual = false;
     inner.bg_cv.notify_all();
+    drop(st);
+    wait_purged(inner);
     r
 }
 

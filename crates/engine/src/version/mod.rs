@@ -3,6 +3,7 @@
 
 pub mod edit;
 pub mod picker;
+pub mod purge;
 pub mod set;
 pub mod shape;
 pub mod style;
@@ -17,6 +18,7 @@ use crate::io::{IoCause, Storage};
 use crate::sst::Table;
 use crate::types::{cmp_internal, parse_internal_key, user_key, SeqNo, ValueKind};
 use crate::vlog::{BlobFile, IndexMap, ValuePointer};
+use purge::{ObsoleteFile, Purger};
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -36,6 +38,9 @@ pub struct TableFile {
     path: PathBuf,
     table: OnceLock<Arc<Table>>,
     obsolete: AtomicBool,
+    /// Deletes the file once obsolete and unreferenced; without one (tools, tests, a
+    /// closing database) the thread that lets go of it does.
+    purger: OnceLock<Arc<Purger>>,
     storage: Arc<dyn Storage>,
     cache: Option<Arc<BlockCache>>,
 }
@@ -53,6 +58,7 @@ impl TableFile {
             meta,
             table: OnceLock::new(),
             obsolete: AtomicBool::new(false),
+            purger: OnceLock::new(),
             storage,
             cache,
         }
@@ -88,6 +94,13 @@ impl TableFile {
         self.obsolete.store(true, Relaxed);
     }
 
+    /// Hands the deletion of this file, if it is obsolete, to `purger`'s thread.
+    pub(crate) fn purge_through(&self, purger: &Arc<Purger>) {
+        if self.obsolete.load(Relaxed) {
+            let _ = self.purger.set(purger.clone());
+        }
+    }
+
     fn overlaps(&self, lo: &[u8], hi: &[u8]) -> bool {
         self.largest_user_key() >= lo && self.smallest_user_key() <= hi
     }
@@ -95,11 +108,18 @@ impl TableFile {
 
 impl Drop for TableFile {
     fn drop(&mut self) {
-        if self.obsolete.load(Relaxed) {
-            if let Some(c) = &self.cache {
-                c.erase_file(self.meta.number);
-            }
-            let _ = self.storage.remove(&self.path);
+        if !self.obsolete.load(Relaxed) {
+            return;
+        }
+        let f = ObsoleteFile {
+            number: self.meta.number,
+            path: std::mem::take(&mut self.path),
+            storage: self.storage.clone(),
+            cache: self.cache.take(),
+        };
+        match self.purger.take() {
+            Some(p) => p.submit(f),
+            None => f.delete(),
         }
     }
 }

@@ -16,6 +16,7 @@
 //! crc32c) of the first line without its newline. A file of the first line alone, as older
 //! versions wrote it, is still read.
 
+use super::purge::{PurgeThread, Purger};
 use super::{Version, VersionEdit};
 use crate::cache::BlockCache;
 use crate::error::{Error, Result};
@@ -48,6 +49,9 @@ pub struct VersionSet {
     manifest: Option<LogWriter>,
     manifest_number: u64,
     recovered_next_file_number: u64,
+    /// Deletes the table files edits remove (started by [`VersionSet::start`]); last, so
+    /// that the files of the versions dropped with the set are queued before it stops.
+    purge: Option<PurgeThread>,
 }
 
 impl VersionSet {
@@ -64,7 +68,16 @@ impl VersionSet {
             .max()
             .unwrap_or(0);
         self.next_file_number = self.next_file_number.max(highest + 1);
+        if self.purge.is_none() {
+            let t = PurgeThread::start().map_err(|e| Error::io(&self.dir, e))?;
+            self.purge = Some(t);
+        }
         self.rotate_manifest()
+    }
+
+    /// The thread deleting obsolete table files, once [`VersionSet::start`] ran.
+    pub fn purger(&self) -> Option<Arc<Purger>> {
+        self.purge.as_ref().map(|p| p.purger().clone())
     }
 
     /// Reads the state named by CURRENT without writing anything: no new manifest, no
@@ -86,6 +99,7 @@ impl VersionSet {
             manifest: None,
             manifest_number: 0,
             recovered_next_file_number: 2,
+            purge: None,
         };
         let current = dir.join(CURRENT);
         if vs.storage.exists(&current) {
@@ -320,13 +334,20 @@ impl VersionSet {
         w.add_record(&edit.encode())?;
         w.sync()?;
         self.absorb_counters(&edit);
-        self.current = Arc::new(self.current.apply_with_maps(
-            &edit,
-            &self.dir,
-            &self.storage,
-            &self.cache,
-            &loaded,
-        ));
+        let next =
+            self.current
+                .apply_with_maps(&edit, &self.dir, &self.storage, &self.cache, &loaded);
+        if let Some(p) = &self.purge {
+            for &(level, number) in &edit.deleted {
+                if let Some(f) = self.current.levels[level]
+                    .iter()
+                    .find(|f| f.number() == number)
+                {
+                    f.purge_through(p.purger());
+                }
+            }
+        }
+        self.current = Arc::new(next);
         if self
             .manifest
             .as_ref()
