@@ -318,7 +318,12 @@ mod tests {
         let m = Arc::new(Memtable::new(1));
         let n = 3 * READ_AHEAD_MAX + 7;
         for i in 0..n {
-            m.add(i as SeqNo + 1, ValueKind::Value, format!("k{i:05}").as_bytes(), b"v");
+            m.add(
+                i as SeqNo + 1,
+                ValueKind::Value,
+                format!("k{i:05}").as_bytes(),
+                b"v",
+            );
         }
         let mut it = m.iter();
         it.seek_to_first().unwrap();
@@ -347,7 +352,12 @@ mod tests {
                 s.spawn(move || {
                     for i in 0..2000u64 {
                         let key = format!("t{t}-{i:05}");
-                        m.add(t * 10_000 + i + 1, ValueKind::Value, key.as_bytes(), key.as_bytes());
+                        m.add(
+                            t * 10_000 + i + 1,
+                            ValueKind::Value,
+                            key.as_bytes(),
+                            key.as_bytes(),
+                        );
                     }
                 });
             }
