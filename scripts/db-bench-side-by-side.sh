@@ -2,7 +2,8 @@
 # Runs RocksDB's db_bench (Debian's rocksdb-tools, RocksDB 7.8.3) and `halflife bench
 # --benchmarks` with the same db_bench flags, alternately, -R times each (on a shared
 # machine the load moves between runs: the best of several alternating runs is the
-# figure least disturbed by others), and prints each benchmark's best throughput with the
+# figure least disturbed by others; each run starts after `sync`, so that neither pays for
+# the writeback of the run before it), and prints each benchmark's best throughput with the
 # p99.9 of that run, the halflife/RocksDB ratio, both processes' peak RSS and the size of
 # each database directory at the end.
 #
@@ -86,6 +87,9 @@ for rep in $(seq 1 "$reps"); do
     for side in rocksdb halflife; do
         base="$out/$side-$tag-r$rep"
         rm -rf "${dir:?}/$side"
+        # Each run starts with the previous run's files written back: otherwise a run
+        # pays for the other engine's writeback (up to 30 s of dirty pages on Linux).
+        sync
         if [ $side = rocksdb ]; then
             /usr/bin/time -f "maxrss_kb %M" -o "$base.time" \
                 db_bench "${rocks_flags[@]}" >"$base.txt" 2>&1

@@ -325,9 +325,12 @@ fn execute(
     }
     let r = run_compaction(inner, &c, snap, &v, filter.as_deref());
     drop((v, filter));
-    let mut st = inner.state.lock();
-    mark_busy(&mut st, &c, false);
+    mark_busy(&mut inner.state.lock(), &c, false);
+    // Outside the state lock, which every write group takes: the inputs may hold the last
+    // handles of deleted tables, and closing one has ext4 free the file's blocks, which
+    // held the lock for up to 109 ms on a busy disk (docs/bench.md, scaled-down stall check).
     drop(c);
+    let mut st = inner.state.lock();
     st.running_compactions -= 1;
     inner.bg_cv.notify_all();
     r?;

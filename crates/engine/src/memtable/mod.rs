@@ -1,9 +1,8 @@
 //! The ordered in-memory table: a lock-free skip list (crossbeam) of internal keys.
 //!
 //! The members of a write group insert their batches concurrently (the skip list is
-//! lock-free; the arena takes a short lock to carve out each entry's bytes), and readers
-//! run concurrently with them without locks, seeing only sequence numbers already
-//! published.
+//! lock-free; the arena is sharded by thread, see [`Arena`]), and readers run
+//! concurrently with them without locks, seeing only sequence numbers already published.
 //!
 //! Keys and values are copied into large chunks owned by the memtable (an arena, as in
 //! LevelDB) rather than one heap buffer each: a memtable is filled by client threads and
@@ -22,7 +21,7 @@ use bytes::{Bytes, BytesMut};
 use crossbeam_skiplist::SkipMap;
 use parking_lot::Mutex;
 use std::cmp::Ordering as CmpOrdering;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::ops::Bound;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -32,6 +31,52 @@ const ENTRY_OVERHEAD: usize = 64;
 
 /// Arena chunk size; larger entries get a chunk of their own.
 const CHUNK: usize = 1 << 20;
+
+/// Arena shards: concurrent inserters copy into different chunks. As RocksDB's
+/// `ConcurrentArena` (per-core shards): with one chunk under one lock, 4 writers on 2 cores
+/// queued on it, and a writer that took a page fault on a fresh chunk (zeroing a huge
+/// page) did so holding the lock; parking_lot's spin-then-yield on that lock was 10 % of
+/// the writers' context switches (docs/bench.md, "Writes with 4 threads").
+const ARENA_SHARDS: usize = 8;
+
+thread_local! {
+    /// This thread's arena shard, assigned round robin on first use.
+    static ARENA_SHARD: usize = {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        NEXT.fetch_add(1, Ordering::Relaxed) % ARENA_SHARDS
+    };
+}
+
+/// Large chunks that keys and values are copied into, one current chunk per shard; a
+/// thread always copies into its own shard's chunk, so two inserting threads contend on a
+/// shard's lock only when more threads than shards insert. A chunk is only allocated when
+/// a shard is first used, so a single writer fills one chunk at a time as before.
+#[derive(Default)]
+struct Arena {
+    shards: [Shard; ARENA_SHARDS],
+}
+
+/// A shard's current chunk, on its own cache line so that shards do not share one.
+#[derive(Default)]
+#[repr(align(64))]
+struct Shard(Mutex<BytesMut>);
+
+impl Arena {
+    /// Copies the internal key (`key` with `seq` and `kind`) and `value` into the calling
+    /// thread's shard.
+    fn copy(&self, key: &[u8], seq: SeqNo, kind: ValueKind, value: &[u8]) -> (Bytes, Bytes) {
+        let shard = ARENA_SHARD.with(|s| *s);
+        let mut chunk = self.shards[shard].0.lock();
+        let need = key.len() + TRAILER_LEN + value.len();
+        if chunk.capacity() - chunk.len() < need {
+            *chunk = BytesMut::with_capacity(need.max(CHUNK));
+        }
+        append_internal_key(&mut *chunk, key, seq, kind);
+        let k = chunk.split().freeze();
+        chunk.extend_from_slice(value);
+        (k, chunk.split().freeze())
+    }
+}
 
 /// An internal key stored in the arena, ordered as internal keys are.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -51,7 +96,7 @@ impl PartialOrd for MemKey {
 
 pub struct Memtable {
     map: SkipMap<MemKey, Bytes>,
-    arena: Mutex<BytesMut>,
+    arena: Arena,
     size: AtomicUsize,
     /// The WAL file holding this memtable's writes (0 when the WAL is off).
     wal_number: u64,
@@ -76,7 +121,7 @@ impl Memtable {
     pub fn new(wal_number: u64) -> Self {
         Memtable {
             map: SkipMap::new(),
-            arena: Mutex::new(BytesMut::new()),
+            arena: Arena::default(),
             size: AtomicUsize::new(0),
             wal_number,
             logged: Mutex::new(HashMap::new()),
@@ -111,17 +156,7 @@ impl Memtable {
     pub fn add(&self, seq: SeqNo, kind: ValueKind, key: &[u8], value: &[u8]) {
         self.size
             .fetch_add(key.len() + value.len() + ENTRY_OVERHEAD, Ordering::Relaxed);
-        let (k, v) = {
-            let mut arena = self.arena.lock();
-            let need = key.len() + TRAILER_LEN + value.len();
-            if arena.capacity() - arena.len() < need {
-                *arena = BytesMut::with_capacity(need.max(CHUNK));
-            }
-            append_internal_key(&mut *arena, key, seq, kind);
-            let k = arena.split().freeze();
-            arena.extend_from_slice(value);
-            (k, arena.split().freeze())
-        };
+        let (k, v) = self.arena.copy(key, seq, kind, value);
         self.map.insert(MemKey(k), v);
     }
 
@@ -155,58 +190,81 @@ impl Memtable {
     pub fn iter(self: &Arc<Self>) -> MemtableIter {
         MemtableIter {
             mem: self.clone(),
-            cur: None,
+            ahead: VecDeque::new(),
+            batch: 1,
         }
     }
 }
 
-/// An owning iterator. It re-seeks from the current key on each step (the skip list's
-/// entries borrow the map, so an owning cursor would need unsafe code); each step is
-/// O(log n) and shares the entry's arena bytes.
+/// Entries an iterator reads ahead at most per search of the skip list.
+const READ_AHEAD_MAX: usize = 256;
+
+/// An owning iterator. The skip list's entries borrow the map, so an owning cursor cannot
+/// hold one (without unsafe code); instead each search reads the entries after it ahead,
+/// as shared `Bytes` (a reference count each, no copy). Stepping at every entry by a new
+/// search from the current key cost flush a quarter of its time in the skip list's search
+/// (docs/bench.md, "Pipelined groups"). The read-ahead starts at one entry after a seek (a
+/// point seek reads one entry, as before) and doubles at each refill up to
+/// [`READ_AHEAD_MAX`], so a full scan searches once per 256 entries. Entries inserted after
+/// a read-ahead are not seen by it; they carry sequence numbers above any snapshot taken
+/// before they were published, which a reader skips anyway.
 pub struct MemtableIter {
     mem: Arc<Memtable>,
-    cur: Option<(Bytes, Bytes)>,
+    /// The current entry, then the entries read ahead after it.
+    ahead: VecDeque<(Bytes, Bytes)>,
+    /// Entries the next refill reads.
+    batch: usize,
 }
 
 impl MemtableIter {
-    /// Cloning `Bytes` only bumps a reference count.
-    fn set(&mut self, bound: Bound<&MemKey>) {
-        self.cur = self
-            .mem
-            .map
-            .lower_bound(bound)
-            .map(|e| (e.key().0.clone(), e.value().clone()));
+    /// Positions at the first entry within `bound`, reading `batch` entries.
+    fn fill(&mut self, bound: Bound<&MemKey>) {
+        self.ahead.clear();
+        let entries = self.mem.map.range((bound, Bound::Unbounded));
+        self.ahead.extend(
+            entries
+                .take(self.batch)
+                .map(|e| (e.key().0.clone(), e.value().clone())),
+        );
+        self.batch = (self.batch * 2).min(READ_AHEAD_MAX);
+    }
+
+    fn seek_bound(&mut self, bound: Bound<&MemKey>) {
+        self.batch = 1;
+        self.fill(bound);
     }
 }
 
 impl InternalIterator for MemtableIter {
     fn valid(&self) -> bool {
-        self.cur.is_some()
+        !self.ahead.is_empty()
     }
 
     fn seek_to_first(&mut self) -> Result<()> {
-        self.set(Bound::Unbounded);
+        self.seek_bound(Bound::Unbounded);
         Ok(())
     }
 
     fn seek(&mut self, target: &[u8]) -> Result<()> {
-        self.set(Bound::Included(&MemKey(Bytes::copy_from_slice(target))));
+        self.seek_bound(Bound::Included(&MemKey(Bytes::copy_from_slice(target))));
         Ok(())
     }
 
     fn next(&mut self) -> Result<()> {
-        if let Some((k, _)) = self.cur.take() {
-            self.set(Bound::Excluded(&MemKey(k)));
+        if let Some((k, _)) = self.ahead.pop_front() {
+            if self.ahead.is_empty() {
+                self.fill(Bound::Excluded(&MemKey(k)));
+            }
         }
         Ok(())
     }
 
     fn key(&self) -> &[u8] {
-        &self.cur.as_ref().expect("valid iterator").0
+        &self.ahead.front().expect("valid iterator").0
     }
 
     fn value(&self) -> &[u8] {
-        &self.cur.as_ref().expect("valid iterator").1
+        &self.ahead.front().expect("valid iterator").1
     }
 }
 
@@ -218,6 +276,7 @@ pub fn seek_key(user_key: &[u8], seq: SeqNo) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::types::MAX_SEQ;
 
     #[test]
     fn get_respects_snapshots_and_iter_is_ordered() {
@@ -252,5 +311,64 @@ mod tests {
         it.seek(&seek_key(b"a", 2)).unwrap();
         assert_eq!(parse_internal_key(it.key()).unwrap().seq, 1);
         assert!(m.approximate_size() > 0);
+    }
+
+    #[test]
+    fn iteration_across_read_ahead_refills_sees_every_entry_once() {
+        let m = Arc::new(Memtable::new(1));
+        let n = 3 * READ_AHEAD_MAX + 7;
+        for i in 0..n {
+            m.add(
+                i as SeqNo + 1,
+                ValueKind::Value,
+                format!("k{i:05}").as_bytes(),
+                b"v",
+            );
+        }
+        let mut it = m.iter();
+        it.seek_to_first().unwrap();
+        let mut keys = vec![];
+        while it.valid() {
+            keys.push(parse_internal_key(it.key()).unwrap().user_key.to_vec());
+            it.next().unwrap();
+        }
+        let want: Vec<Vec<u8>> = (0..n).map(|i| format!("k{i:05}").into_bytes()).collect();
+        assert_eq!(keys, want);
+        // A seek in the middle of a scan starts the read-ahead over from the target.
+        it.seek(&seek_key(b"k00500", MAX_SEQ)).unwrap();
+        for i in 500..510 {
+            let user_key = parse_internal_key(it.key()).unwrap().user_key.to_vec();
+            assert_eq!(user_key, format!("k{i:05}").into_bytes());
+            it.next().unwrap();
+        }
+    }
+
+    #[test]
+    fn threads_copying_into_different_shards_keep_every_entry() {
+        let m = Arc::new(Memtable::new(1));
+        std::thread::scope(|s| {
+            for t in 0..4u64 {
+                let m = &m;
+                s.spawn(move || {
+                    for i in 0..2000u64 {
+                        let key = format!("t{t}-{i:05}");
+                        m.add(
+                            t * 10_000 + i + 1,
+                            ValueKind::Value,
+                            key.as_bytes(),
+                            key.as_bytes(),
+                        );
+                    }
+                });
+            }
+        });
+        assert_eq!(m.len(), 8000);
+        for t in 0..4u64 {
+            for i in (0..2000u64).step_by(97) {
+                let key = format!("t{t}-{i:05}");
+                let f = m.get(key.as_bytes(), MAX_SEQ).expect("written");
+                assert_eq!(f.value, key.as_bytes());
+            }
+        }
     }
 }
