@@ -323,19 +323,30 @@ fn look_up_below(
     hooks: &dyn LifetimeHooks,
     input: &mut dyn InternalIterator,
 ) -> Result<Vec<Option<Previous>>> {
-    // The oldest version of each user key: the last entry of its run in the input.
+    let keys = oldest_versions(input, spec.dir, "job input")?;
+    crate::io::parallel::map_in_parallel(&keys, |(k, seq)| hooks.previous_below(k, *seq))
+}
+
+/// Each user key of `input` once, in order, with the sequence number of its oldest version
+/// there (the last entry of its run). `path` and `what` name the input in a corruption
+/// error.
+pub(crate) fn oldest_versions(
+    input: &mut dyn InternalIterator,
+    path: &Path,
+    what: &str,
+) -> Result<Vec<(Vec<u8>, SeqNo)>> {
     let mut keys: Vec<(Vec<u8>, SeqNo)> = Vec::new();
     input.seek_to_first()?;
     while input.valid() {
-        let seq = seq_of(spec, input.key())?;
-        let k = user_key(input.key());
+        let p = parse_internal_key(input.key())
+            .ok_or_else(|| Error::corruption(path, format!("malformed internal key in {what}")))?;
         match keys.last_mut() {
-            Some(last) if last.0 == k => last.1 = seq,
-            _ => keys.push((k.to_vec(), seq)),
+            Some(last) if last.0 == p.user_key => last.1 = p.seq,
+            _ => keys.push((p.user_key.to_vec(), p.seq)),
         }
         input.next()?;
     }
-    crate::io::parallel::map_in_parallel(&keys, |(k, seq)| hooks.previous_below(k, *seq))
+    Ok(keys)
 }
 
 /// Writes the versions of one key (newest first), linked first in a compaction. `below`

@@ -11,10 +11,12 @@ use crate::sst::{InternalIterator, MergingIterator};
 use crate::stats::EngineCounters;
 use crate::types::ValueKind;
 use crate::version::picker::{self, Compaction};
+use crate::version::style::Resolved;
 use crate::version::{Version, VersionEdit};
 use crate::vlog::file::value_file_name;
 use crate::vlog::{ValueFileWriter, ValuePointer};
 use crate::warming::JobKind;
+use std::collections::HashSet;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -242,19 +244,10 @@ fn release_dead_value_files(inner: &Inner, st: &mut State) -> Result<()> {
 }
 
 fn compact_one(inner: &Arc<Inner>) -> Result<bool> {
-    let st = inner.state.lock();
-    if st.manual || st.bg_error.is_some() {
-        return Ok(false);
-    }
-    let v = st.versions.current();
-    let forced_gc = inner.gc.forced_compactions(&v);
-    let style = inner.tree_style(&v);
-    let busy = unavailable_tables(inner, &st, &v);
-    let Some(c) = picker::pick(&v, &inner.opts, style, &busy, &forced_gc) else {
-        return Ok(false);
-    };
-    execute(inner, st, c, v)?;
-    Ok(true)
+    compact(inner, |v, style, busy| {
+        let forced_gc = inner.gc.forced_compactions(v);
+        picker::pick(v, &inner.opts, style, busy, &forced_gc)
+    })
 }
 
 /// The tiered tree's L0 merges, on their own thread. A deep merge of a tiered tree
@@ -263,15 +256,25 @@ fn compact_one(inner: &Arc<Inner>) -> Result<bool> {
 /// "Garbage found after the flush, an L0 thread, a lookup pool"). L0 merges are small and
 /// never read the level below, so they cannot conflict with a deeper merge's inputs.
 fn compact_l0(inner: &Arc<Inner>) -> Result<bool> {
+    compact(inner, picker::pick_l0)
+}
+
+/// Runs the compaction `pick` chooses from the current version, its style and the tables
+/// it may take; `false` if there is none (or manual compaction or an error holds them).
+fn compact(
+    inner: &Arc<Inner>,
+    pick: impl FnOnce(&Version, Resolved, &HashSet<u64>) -> Option<Compaction>,
+) -> Result<bool> {
     let st = inner.state.lock();
     if st.manual || st.bg_error.is_some() {
         return Ok(false);
     }
     let v = st.versions.current();
     let busy = unavailable_tables(inner, &st, &v);
-    let Some(c) = picker::pick_l0(&v, inner.tree_style(&v), &busy) else {
+    let Some(c) = pick(&v, inner.tree_style(&v), &busy) else {
         return Ok(false);
     };
+    drop(busy);
     execute(inner, st, c, v)?;
     Ok(true)
 }
@@ -286,7 +289,7 @@ fn unavailable_tables<'a>(
     inner: &Inner,
     st: &'a State,
     v: &Version,
-) -> std::borrow::Cow<'a, std::collections::HashSet<u64>> {
+) -> std::borrow::Cow<'a, HashSet<u64>> {
     let pending = st.superseding.iter().chain(&st.finding_superseded);
     if pending.clone().next().is_none()
         || v.levels[0].len() + 2 >= inner.opts.l0_slowdown_writes_trigger

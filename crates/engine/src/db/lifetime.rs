@@ -104,7 +104,7 @@ pub struct LifetimeStats {
 }
 
 #[derive(Default)]
-pub(crate) struct Counters {
+struct Counters {
     model_calls: AtomicU64,
     model_nanos: AtomicU64,
     placed_short: AtomicU64,
@@ -112,8 +112,8 @@ pub(crate) struct Counters {
     kept_for_snapshots: AtomicU64,
     links: AtomicU64,
     lazy_rewrites: AtomicU64,
-    pub superseded_tables_searched: AtomicU64,
-    pub superseded_tables_missed: AtomicU64,
+    superseded_tables_searched: AtomicU64,
+    superseded_tables_missed: AtomicU64,
     born_by_class: [AtomicU64; placement::CLASSES],
     copied_by_class: [AtomicU64; placement::CLASSES],
 }
@@ -130,7 +130,7 @@ pub(crate) struct LifetimeRuntime {
     dataset_capacity: usize,
     sampler: Sampler,
     value_size_feature: bool,
-    pub counters: Counters,
+    counters: Counters,
     history: Mutex<Vec<GcJobRecord>>,
     /// How values are placed at flush and GC under the space-amplification trigger;
     /// `None` under the TTL trigger (paper 000: classes only at GC) and for TerarkDB's.
@@ -209,6 +209,18 @@ impl LifetimeRuntime {
     /// write path logs values the flush needs no previous write to place them.
     pub fn finds_superseded_after_flush(&self) -> bool {
         self.predictor.is_some() && self.logs_values
+    }
+
+    /// Counts a flushed table whose keys' previous writes were looked up after the flush
+    /// (`searched`), or given up because a compaction took it first.
+    pub fn count_superseded_table(&self, searched: bool) {
+        let c = &self.counters;
+        let n = if searched {
+            &c.superseded_tables_searched
+        } else {
+            &c.superseded_tables_missed
+        };
+        EngineCounters::add(n, 1);
     }
 
     /// A flush measures the placement unit: the writes its memtable took. (The sequence

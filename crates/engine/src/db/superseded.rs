@@ -23,12 +23,11 @@
 //! older than a key's flushed write still sees the previous one: that record is left.
 
 use super::Inner;
+use crate::compaction::oldest_versions;
 use crate::error::Result;
 use crate::io::IoCause;
 use crate::memtable::seek_key;
-use crate::sst::InternalIterator;
-use crate::stats::EngineCounters;
-use crate::types::{parse_internal_key, SeqNo, ValueKind};
+use crate::types::ValueKind;
 use crate::vlog::ValuePointer;
 use std::sync::Arc;
 
@@ -53,27 +52,15 @@ pub(crate) fn find_one(inner: &Arc<Inner>) -> Result<bool> {
         let v = st.versions.current();
         let Some(table) = v.levels[0].iter().find(|f| f.number() == number).cloned() else {
             // Compacted before its turn: compaction counts what it hid.
-            EngineCounters::add(&rt.counters.superseded_tables_missed, 1);
+            rt.count_superseded_table(false);
             return Ok(true);
         };
         st.finding_superseded = Some(number);
         (table, v)
     };
     let result = (|| -> Result<()> {
-        // Each user key once, with the sequence number of its oldest version in the table.
-        let mut keys: Vec<(Vec<u8>, SeqNo)> = Vec::new();
         let mut it = table.table()?.iter(IoCause::Compaction);
-        it.seek_to_first()?;
-        while it.valid() {
-            let p = parse_internal_key(it.key()).ok_or_else(|| {
-                crate::Error::corruption(table.path(), "malformed internal key in a flushed table")
-            })?;
-            match keys.last_mut() {
-                Some(last) if last.0 == p.user_key => last.1 = p.seq,
-                _ => keys.push((p.user_key.to_vec(), p.seq)),
-            }
-            it.next()?;
-        }
+        let keys = oldest_versions(&mut it, table.path(), "a flushed table")?;
         for batch in keys.chunks(BATCH) {
             let found = crate::io::parallel::map_in_parallel(batch, |(key, seq)| {
                 let seek = seek_key(key, seq.saturating_sub(1));
@@ -92,7 +79,7 @@ pub(crate) fn find_one(inner: &Arc<Inner>) -> Result<bool> {
                 .iter()
                 .any(|f| f.number() == table.number())
             {
-                EngineCounters::add(&rt.counters.superseded_tables_missed, 1);
+                rt.count_superseded_table(false);
                 return Ok(());
             }
             let snapshot = inner.smallest_snapshot(&st);
@@ -104,7 +91,7 @@ pub(crate) fn find_one(inner: &Arc<Inner>) -> Result<bool> {
                 .collect();
             rt.superseded(&current, &hidden);
         }
-        EngineCounters::add(&rt.counters.superseded_tables_searched, 1);
+        rt.count_superseded_table(true);
         Ok(())
     })();
     let mut st = inner.state.lock();
