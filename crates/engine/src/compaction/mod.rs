@@ -324,7 +324,9 @@ fn look_up_below(
     input: &mut dyn InternalIterator,
 ) -> Result<Vec<Option<Previous>>> {
     let keys = oldest_versions(input, spec.dir, "job input")?;
-    crate::io::parallel::map_in_parallel(&keys, |(k, seq)| hooks.previous_below(k, *seq))
+    crate::io::parallel::map_in_parallel(crate::io::parallel::Pool::Lookup, &keys, |(k, seq)| {
+        hooks.previous_below(k, *seq)
+    })
 }
 
 /// Each user key of `input` once, in order, with the sequence number of its oldest version

@@ -220,13 +220,16 @@ pub(crate) fn remove_old_wals(inner: &Inner, below: u64) {
     }
 }
 
-/// Drops value files whose every record is garbage (nothing in the tree points at them).
-fn release_dead_value_files(inner: &Inner, st: &mut State) -> Result<()> {
+/// Drops value files whose every record is garbage (no reader can reach any of them):
+/// counted by compaction, or known by position to the lifetime runtime.
+pub(crate) fn release_dead_value_files(inner: &Inner, st: &mut State) -> Result<()> {
     let v = st.versions.current();
+    let dead_by_position =
+        |b: &crate::vlog::BlobFile| inner.lifetime.as_ref().is_some_and(|rt| rt.all_garbage(b));
     let dead: Vec<u64> = v
         .blobs
         .values()
-        .filter(|b| b.all_garbage() && !st.busy_blobs.contains(&b.number))
+        .filter(|b| (b.all_garbage() || dead_by_position(b)) && !st.busy_blobs.contains(&b.number))
         .map(|b| b.number)
         .collect();
     if dead.is_empty() {

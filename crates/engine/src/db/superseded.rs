@@ -62,18 +62,22 @@ pub(crate) fn find_one(inner: &Arc<Inner>) -> Result<bool> {
         let mut it = table.table()?.iter(IoCause::Compaction);
         let keys = oldest_versions(&mut it, table.path(), "a flushed table")?;
         for batch in keys.chunks(BATCH) {
-            let found = crate::io::parallel::map_in_parallel(batch, |(key, seq)| {
-                let seek = seek_key(key, seq.saturating_sub(1));
-                let before = table.meta.smallest_seq;
-                let Some(f) = v.get_before(before, key, &seek, IoCause::Lookup)? else {
-                    return Ok(None);
-                };
-                if f.kind != ValueKind::Pointer {
-                    return Ok(None);
-                }
-                Ok(Some(ValuePointer::decode(&inner.dir, &f.value)?.0))
-            })?;
-            let st = inner.state.lock();
+            let found = crate::io::parallel::map_in_parallel(
+                crate::io::parallel::Pool::Lookup,
+                batch,
+                |(key, seq)| {
+                    let seek = seek_key(key, seq.saturating_sub(1));
+                    let before = table.meta.smallest_seq;
+                    let Some(f) = v.get_before(before, key, &seek, IoCause::Lookup)? else {
+                        return Ok(None);
+                    };
+                    if f.kind != ValueKind::Pointer {
+                        return Ok(None);
+                    }
+                    Ok(Some(ValuePointer::decode(&inner.dir, &f.value)?.0))
+                },
+            )?;
+            let mut st = inner.state.lock();
             let current = st.versions.current();
             if !current.levels[0]
                 .iter()
@@ -90,6 +94,7 @@ pub(crate) fn find_one(inner: &Arc<Inner>) -> Result<bool> {
                 .filter_map(|(_, p)| p)
                 .collect();
             rt.superseded(&current, &hidden);
+            super::background::release_dead_value_files(inner, &mut st)?;
         }
         rt.count_superseded_table(true);
         Ok(())

@@ -13,33 +13,51 @@ use crate::error::Result;
 use rayon::prelude::*;
 use std::sync::OnceLock;
 
-/// Lookups in flight at once.
+/// Reads in flight at once, per pool.
 pub const LOOKUP_THREADS: usize = 8;
 
-/// The threads lookups run on, started once per process and shared by every database. A
+/// Which threads a batch runs on. GC has its own: its jobs hold writers back (under the
+/// space-amplification target's back-pressure), and on one shared pool its batches queued
+/// behind the superseded finder's: 6-10 s of a 15 s job at full scale (docs/lifetime.md,
+/// "Garbage known by position").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pool {
+    /// Flush's and the superseded finder's lookups.
+    Lookup,
+    /// GC's lookups.
+    Gc,
+}
+
+/// The threads of `which`, started once per process and shared by every database. A
 /// scoped thread per batch cost a thread start and an allocator heap per 256 lookups
 /// (about 3 % of the CPU of a full-scale run in `perf`); a pool keeps them.
-fn pool() -> &'static rayon::ThreadPool {
-    static POOL: OnceLock<rayon::ThreadPool> = OnceLock::new();
-    POOL.get_or_init(|| {
+fn pool(which: Pool) -> &'static rayon::ThreadPool {
+    static LOOKUP: OnceLock<rayon::ThreadPool> = OnceLock::new();
+    static GC: OnceLock<rayon::ThreadPool> = OnceLock::new();
+    let (cell, name) = match which {
+        Pool::Lookup => (&LOOKUP, "lookup"),
+        Pool::Gc => (&GC, "gc-read"),
+    };
+    cell.get_or_init(|| {
         rayon::ThreadPoolBuilder::new()
             .num_threads(LOOKUP_THREADS)
-            .thread_name(|i| format!("halflife-lookup-{i}"))
+            .thread_name(move |i| format!("halflife-{name}-{i}"))
             .build()
             .expect("start the lookup threads")
     })
 }
 
-/// `f` applied to every item, on up to [`LOOKUP_THREADS`] threads, results in the items'
-/// order; the first error (in item order) is returned.
+/// `f` applied to every item, on up to [`LOOKUP_THREADS`] threads of `which`, results in
+/// the items' order; the first error (in item order) is returned.
 pub fn map_in_parallel<T: Sync, R: Send>(
+    which: Pool,
     items: &[T],
     f: impl Fn(&T) -> Result<R> + Sync,
 ) -> Result<Vec<R>> {
     if items.len() <= 1 {
         return items.iter().map(&f).collect();
     }
-    let out: Vec<Result<R>> = pool().install(|| items.par_iter().map(&f).collect());
+    let out: Vec<Result<R>> = pool(which).install(|| items.par_iter().map(&f).collect());
     out.into_iter().collect()
 }
 
@@ -51,9 +69,9 @@ mod tests {
     #[test]
     fn results_keep_the_items_order_and_the_first_error_wins() {
         let items: Vec<u32> = (0..1000).collect();
-        let out = map_in_parallel(&items, |&i| Ok(i * 2)).unwrap();
+        let out = map_in_parallel(Pool::Lookup, &items, |&i| Ok(i * 2)).unwrap();
         assert_eq!(out, items.iter().map(|i| i * 2).collect::<Vec<_>>());
-        let e = map_in_parallel(&items, |&i| {
+        let e = map_in_parallel(Pool::Lookup, &items, |&i| {
             if i % 300 == 299 {
                 Err(Error::corruption(
                     std::path::Path::new("f"),
@@ -65,7 +83,7 @@ mod tests {
         })
         .unwrap_err();
         assert!(e.to_string().contains("at 299"), "{e}");
-        assert!(map_in_parallel(&[] as &[u32], |&i| Ok(i))
+        assert!(map_in_parallel(Pool::Gc, &[] as &[u32], |&i| Ok(i))
             .unwrap()
             .is_empty());
     }

@@ -1,21 +1,32 @@
-//! Garbage known before compaction counts it.
+//! Garbage known record by record.
 //!
 //! A value file's garbage is counted exactly, but late: when a compaction drops the
 //! overwritten pointer, which for a pointer in the last level can be most of a run after
 //! the overwrite (measured in docs/lifetime.md: every policy then holds about twice the live
-//! data during a run, and garbage-ratio triggers fire late). Flush already looks up each
-//! key's previous write for placement; when the new write hides that write from every
-//! reader, the record it points to is garbage as soon as that flush is installed (recorded
-//! then, under the state lock, so a flush that fails records nothing). This module
-//! remembers those records until compaction counts them (then they are forgotten, so
-//! nothing is counted twice) or their file is gone; GC skips their tree lookups. It is
-//! memory only: after a reopen, garbage is as counted.
+//! data during a run, and garbage-ratio triggers fire late). Flush, or the job after it
+//! ([`crate::db`]'s superseded finder), looks up each key's previous write; when the new
+//! write hides that write from every reader, the record it points to is garbage as soon as
+//! that flush is installed. This module remembers those records ("early": not yet counted
+//! in the file's garbage) and also the records compaction counts, by position, until their
+//! file is gone. Knowing dead records by position is what makes GC cheap: a GC job skips
+//! their tree lookups, and a file whose every record is known dead is released without
+//! being read (docs/lifetime.md, "Garbage known by position"). It is memory only: after a
+//! reopen, garbage is as counted, and GC looks records up again.
+//!
+//! Memory: one map entry (about 16 bytes) per garbage record still on disk, so it is
+//! bounded by the space-amplification target (at 1.5 and 4 KiB values, about 2 MiB per GiB
+//! of live data).
 
 use super::ValuePointer;
 use parking_lot::Mutex;
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 
-/// Records known to be garbage that compaction has not counted yet, by file.
+/// Marks a record compaction counted (the high bit of its stored size; record sizes are
+/// far below 2 GiB).
+const COUNTED: u32 = 1 << 31;
+
+/// Records known to be garbage, by file.
 #[derive(Default)]
 pub struct EarlyGarbage {
     files: Mutex<HashMap<u64, FileGarbage>>,
@@ -23,32 +34,37 @@ pub struct EarlyGarbage {
 
 #[derive(Default)]
 struct FileGarbage {
-    bytes: u64,
-    /// Record offset -> size.
+    /// Bytes and records found early and not counted by compaction yet.
+    early_bytes: u64,
+    early_records: u64,
+    /// Record offset -> size, with [`COUNTED`] set once compaction counted it.
     records: HashMap<u64, u32>,
 }
 
 impl EarlyGarbage {
-    /// The record `r` (where it lives now) is garbage.
+    /// The record `r` (where it lives now) is garbage, found before compaction counts it.
     pub fn record(&self, r: &ValuePointer) {
         let mut files = self.files.lock();
         let f = files.entry(r.file).or_default();
-        if f.records.insert(r.offset, r.size).is_none() {
-            f.bytes += u64::from(r.size);
+        // A record known already (found twice, or counted) stays as it is.
+        if let Entry::Vacant(e) = f.records.entry(r.offset) {
+            e.insert(r.size);
+            f.early_bytes += u64::from(r.size);
+            f.early_records += 1;
         }
     }
 
-    /// Compaction counted the records `counted` (where they live now): forget them.
+    /// Compaction counted the records `counted` (where they live now) in their files'
+    /// garbage: no longer early, still known.
     pub fn counted<'a>(&self, counted: impl IntoIterator<Item = &'a ValuePointer>) {
         let mut files = self.files.lock();
         for r in counted {
-            if let Some(f) = files.get_mut(&r.file) {
-                if let Some(size) = f.records.remove(&r.offset) {
-                    f.bytes -= u64::from(size);
-                    if f.records.is_empty() {
-                        files.remove(&r.file);
-                    }
-                }
+            let f = files.entry(r.file).or_default();
+            let v = f.records.entry(r.offset).or_insert(r.size | COUNTED);
+            if *v & COUNTED == 0 {
+                f.early_bytes -= u64::from(*v);
+                f.early_records -= 1;
+                *v |= COUNTED;
             }
         }
     }
@@ -63,7 +79,37 @@ impl EarlyGarbage {
 
     /// Bytes of `file` known to be garbage and not counted yet.
     pub fn bytes(&self, file: u64) -> u64 {
-        self.files.lock().get(&file).map_or(0, |f| f.bytes)
+        self.files.lock().get(&file).map_or(0, |f| f.early_bytes)
+    }
+
+    /// Records of `file` known to be garbage and not counted yet.
+    pub fn records(&self, file: u64) -> u64 {
+        self.files.lock().get(&file).map_or(0, |f| f.early_records)
+    }
+
+    /// The parts of `file` (record bytes `start..end`) that may hold live records: what
+    /// lies between the records known dead, with dead gaps shorter than `min_gap` read
+    /// through (one larger read costs less than two requests). Sorted, disjoint.
+    pub fn live_extents(&self, file: u64, start: u64, end: u64, min_gap: u64) -> Vec<(u64, u64)> {
+        let mut dead: Vec<(u64, u64)> = self.files.lock().get(&file).map_or_else(Vec::new, |f| {
+            f.records
+                .iter()
+                .map(|(&o, &s)| (o, o + u64::from(s & !COUNTED)))
+                .collect()
+        });
+        dead.sort_unstable();
+        let mut out: Vec<(u64, u64)> = Vec::new();
+        let mut at = start;
+        for (from, to) in dead.into_iter().chain([(end, end)]) {
+            if from > at {
+                match out.last_mut() {
+                    Some(last) if at - last.1 < min_gap => last.1 = from,
+                    _ => out.push((at, from)),
+                }
+            }
+            at = at.max(to);
+        }
+        out
     }
 
     /// Forgets the files for which `live` is false (collected or dropped).
@@ -71,8 +117,17 @@ impl EarlyGarbage {
         self.files.lock().retain(|&n, _| live(n));
     }
 
-    /// Records remembered (for stats).
+    /// Records found early and not counted yet (for stats).
     pub fn len(&self) -> usize {
+        self.files
+            .lock()
+            .values()
+            .map(|f| f.early_records as usize)
+            .sum()
+    }
+
+    /// Records known to be garbage, counted or not (for stats).
+    pub fn known(&self) -> usize {
         self.files.lock().values().map(|f| f.records.len()).sum()
     }
 
@@ -90,23 +145,54 @@ mod tests {
     }
 
     #[test]
-    fn remembers_until_counted_or_gone_without_counting_twice() {
+    fn remembers_records_counted_or_not_without_counting_twice() {
         let g = EarlyGarbage::default();
         g.record(&p(1, 0, 100));
         g.record(&p(1, 100, 50));
         g.record(&p(1, 100, 50));
         g.record(&p(2, 0, 70));
         assert_eq!(g.bytes(1), 150);
+        assert_eq!(g.records(1), 2);
         assert_eq!(g.len(), 3);
         assert!(g.contains(&p(1, 100, 50)) && !g.contains(&p(1, 50, 50)));
-        // Compaction counts one of them (and one never recorded).
+        // Compaction counts one of them, and one never found early.
         g.counted(&[p(1, 0, 100), p(1, 400, 10)]);
-        assert_eq!(g.bytes(1), 50);
-        g.counted(&[p(1, 100, 50)]);
-        assert_eq!(g.bytes(1), 0);
+        assert_eq!((g.bytes(1), g.records(1)), (50, 1));
+        // Both stay known, so GC skips them; neither is early any more.
+        assert!(g.contains(&p(1, 0, 100)) && g.contains(&p(1, 400, 10)));
+        // Found again after compaction counted it: still not early (not counted twice).
+        g.record(&p(1, 0, 100));
+        assert_eq!((g.bytes(1), g.records(1)), (50, 1));
+        g.counted(&[p(1, 100, 50), p(1, 100, 50)]);
+        assert_eq!((g.bytes(1), g.records(1)), (0, 0));
+        assert_eq!(g.known(), 4);
         // File 2 was collected.
         g.retain(|n| n != 2);
         assert_eq!(g.bytes(2), 0);
+        assert!(!g.contains(&p(2, 0, 70)));
         assert!(g.is_empty());
+        assert_eq!(g.known(), 3);
+    }
+
+    #[test]
+    fn live_extents_are_the_gaps_between_dead_records() {
+        let g = EarlyGarbage::default();
+        // Records of 100 bytes from offset 10: dead at 110, 210 (counted), 410, 510, 610.
+        g.record(&p(1, 110, 100));
+        g.counted(&[p(1, 210, 100)]);
+        for o in [410, 510, 610] {
+            g.record(&p(1, o, 100));
+        }
+        assert_eq!(
+            g.live_extents(1, 10, 910, 1),
+            vec![(10, 110), (310, 410), (710, 910)]
+        );
+        // A dead gap shorter than `min_gap` is read through.
+        assert_eq!(g.live_extents(1, 10, 910, 201), vec![(10, 410), (710, 910)]);
+        assert_eq!(g.live_extents(1, 10, 910, 1000), vec![(10, 910)]);
+        // All dead, or nothing known.
+        g.record(&p(2, 10, 100));
+        assert!(g.live_extents(2, 10, 110, 1).is_empty());
+        assert_eq!(g.live_extents(3, 10, 110, 1), vec![(10, 110)]);
     }
 }

@@ -264,6 +264,10 @@ impl BlobFile {
         self.garbage_bytes.load(Relaxed)
     }
 
+    pub fn garbage_entries(&self) -> u64 {
+        self.garbage_entries.load(Relaxed)
+    }
+
     pub fn live_bytes(&self) -> u64 {
         self.record_bytes().saturating_sub(self.garbage_bytes())
     }
@@ -334,7 +338,19 @@ impl BlobFile {
     /// the process).
     pub fn scan(&self, cause: IoCause) -> Result<ValueFileReader> {
         let r = Arc::clone(self.reader()?);
-        ValueFileReader::streaming(&self.path, r, self.number, cause)
+        ValueFileReader::streaming(&self.path, r, self.number, cause, None)
+    }
+
+    /// Like [`Self::scan`], reading only `extents` (sorted, disjoint file ranges that each
+    /// start and end at record boundaries): GC skips the records it knows are dead without
+    /// reading them.
+    pub fn scan_extents(
+        &self,
+        cause: IoCause,
+        extents: Vec<(u64, u64)>,
+    ) -> Result<ValueFileReader> {
+        let r = Arc::clone(self.reader()?);
+        ValueFileReader::streaming(&self.path, r, self.number, cause, Some(extents.into()))
     }
 }
 
@@ -421,6 +437,8 @@ pub struct ValueFileReader {
     source: Option<ScanSource>,
     /// The last compressed value, decompressed.
     unpacked: Vec<u8>,
+    /// The file ranges left to read ([`BlobFile::scan_extents`]); `None`: all of it.
+    extents: Option<std::collections::VecDeque<(u64, u64)>>,
 }
 
 impl ValueFileReader {
@@ -435,6 +453,7 @@ impl ValueFileReader {
             pos: FILE_HEADER,
             source: None,
             unpacked: Vec::new(),
+            extents: None,
         })
     }
 
@@ -443,6 +462,7 @@ impl ValueFileReader {
         file: Arc<dyn ReadableFile>,
         number: u64,
         cause: IoCause,
+        extents: Option<std::collections::VecDeque<(u64, u64)>>,
     ) -> Result<Self> {
         let len = file.len();
         let mut r = ValueFileReader {
@@ -453,6 +473,7 @@ impl ValueFileReader {
             pos: 0,
             source: Some(ScanSource { file, len, cause }),
             unpacked: Vec::new(),
+            extents,
         };
         r.fill(FILE_HEADER)?;
         check_header(path, &r.data, number)?;
@@ -471,8 +492,16 @@ impl ValueFileReader {
         if have >= need || end >= src.len {
             return Ok(());
         }
+        // Within an extent, read no further than its end (a record never crosses it).
+        let limit = self
+            .extents
+            .as_ref()
+            .and_then(|e| e.front())
+            .map_or(src.len, |&(_, to)| {
+                to.min(src.len).max(end + (need - have) as u64)
+            });
         let want = need.max(SCAN_CHUNK) - have;
-        let n = want.min((src.len - end) as usize);
+        let n = want.min((limit.min(src.len) - end) as usize);
         let more = src.file.read_at(end, n, src.cause)?;
         self.data.drain(..self.pos);
         self.base += self.pos as u64;
@@ -484,6 +513,9 @@ impl ValueFileReader {
     /// The next record as (pointer, key, value), or `None` at the end.
     #[allow(clippy::type_complexity)]
     pub fn next_record(&mut self) -> Result<Option<(ValuePointer, &[u8], &[u8])>> {
+        if !self.next_extent() {
+            return Ok(None);
+        }
         self.fill(RECORD_HEADER)?;
         if self.pos >= self.data.len() {
             return Ok(None);
@@ -529,6 +561,32 @@ impl ValueFileReader {
             k,
             v,
         )))
+    }
+
+    /// Under [`BlobFile::scan_extents`]: moves to the start of the extent the next record
+    /// is in, dropping the buffer when that lies beyond it; `false` when none is left.
+    fn next_extent(&mut self) -> bool {
+        let Some(extents) = &mut self.extents else {
+            return true;
+        };
+        let at = self.base + self.pos as u64;
+        while extents.front().is_some_and(|&(_, to)| to <= at) {
+            extents.pop_front();
+        }
+        let Some(&(from, _)) = extents.front() else {
+            return false;
+        };
+        if from > at {
+            let end = self.base + self.data.len() as u64;
+            if from <= end {
+                self.pos = (from - self.base) as usize;
+            } else {
+                self.data.clear();
+                self.base = from;
+                self.pos = 0;
+            }
+        }
+        true
     }
 
     fn file_len(&self) -> u64 {
@@ -594,6 +652,54 @@ mod tests {
     /// A scan streams the file in chunks: records that straddle a chunk boundary, and one
     /// larger than a chunk, come out whole; a file cut short is a corruption error naming
     /// the offset of the record it cut.
+    #[test]
+    fn scan_extents_reads_only_the_records_in_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let fs: Arc<dyn Storage> = Arc::new(FileStorage::new());
+        let p = value_file_name(dir.path(), 4);
+        let mut w = ValueFileWriter::new(fs.create(&p, IoCause::ValueLog).unwrap(), 4).unwrap();
+        // Records of 5 KiB to 10 KiB, so that 400 of them span several scan chunks.
+        let value = |i: usize| vec![i as u8; 5_000 + (i * 13) % 5_000];
+        let ptrs: Vec<_> = (0..400)
+            .map(|i| w.add(format!("k{i}").as_bytes(), &value(i)).unwrap())
+            .collect();
+        let meta = w.finish().unwrap();
+        let f = BlobFile::new(&meta, dir.path(), fs.clone());
+        let span = |a: usize, b: usize| {
+            (
+                ptrs[a].offset,
+                ptrs[b - 1].offset + u64::from(ptrs[b - 1].size),
+            )
+        };
+        // Records 0..3, 10..200 (crossing chunks), 201, 399.
+        let extents = vec![span(0, 3), span(10, 200), span(201, 202), span(399, 400)];
+        let want: Vec<usize> = (0..3).chain(10..200).chain([201, 399]).collect();
+        let bytes_read = || fs.stats().snapshot().cause(IoCause::GcRead).bytes_read;
+        let read_before = bytes_read();
+        let mut r = f.scan_extents(IoCause::GcRead, extents).unwrap();
+        let mut got = Vec::new();
+        while let Some((ptr, k, v)) = r.next_record().unwrap() {
+            let i = ptrs
+                .iter()
+                .position(|q| *q == ptr)
+                .expect("a record's own pointer");
+            assert_eq!(k, format!("k{i}").as_bytes());
+            assert!(v == value(i).as_slice(), "value {i}");
+            got.push(i);
+        }
+        assert_eq!(got, want);
+        // Only the extents (and the header) were read.
+        let wanted: u64 = want.iter().map(|&i| u64::from(ptrs[i].size)).sum();
+        let read = bytes_read() - read_before;
+        assert!(
+            read <= wanted + FILE_HEADER as u64,
+            "read {read} of {wanted}"
+        );
+        // Nothing left to read: no record.
+        let mut r = f.scan_extents(IoCause::GcRead, vec![]).unwrap();
+        assert!(r.next_record().unwrap().is_none());
+    }
+
     #[test]
     fn scan_streams_across_chunks() {
         let dir = tempfile::tempdir().unwrap();
