@@ -2,7 +2,7 @@
 //! misses that follow are counted; warming policies prefetch output blocks; prefetching
 //! never pushes the cache past its capacity.
 
-use halflife_engine::warming::{ReadOracle, ReadOracleHandle};
+use halflife_engine::warming::{KeySet, ReadOracle, ReadOracleHandle};
 use halflife_engine::{CacheWarmingConfig, DbStats, GcPolicyConfig, LearnedParams, Options, DB};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -47,22 +47,30 @@ fn ops() -> Vec<(bool, u32)> {
         .collect()
 }
 
-/// The reads of [`ops`], numbered in order: the oracle's future.
-struct Future(HashMap<Vec<u8>, Vec<u64>>);
+/// The reads of [`ops`], numbered in order: the oracle's future (each key's reads, and
+/// the key of each read).
+struct Future(HashMap<u64, Vec<u32>>, Vec<u64>);
 
 impl ReadOracle for Future {
-    fn next_read(&self, key: &[u8], from: u64) -> Option<u64> {
-        let r = self.0.get(key)?;
-        r.get(r.partition_point(|&n| n < from)).copied()
+    fn reads_of(&self, key: u64) -> &[u32] {
+        self.0.get(&key).map_or(&[], Vec::as_slice)
+    }
+
+    fn keys_read(&self, from: u64, to: u64) -> &[u64] {
+        let end = self.1.len() as u64;
+        &self.1[from.min(end) as usize..to.min(end) as usize]
     }
 }
 
 fn oracle() -> CacheWarmingConfig {
-    let mut reads: HashMap<Vec<u8>, Vec<u64>> = HashMap::new();
+    let mut reads: HashMap<u64, Vec<u32>> = HashMap::new();
+    let mut order = Vec::new();
     for (n, (_, i)) in ops().into_iter().filter(|(w, _)| !w).enumerate() {
-        reads.entry(key(i)).or_default().push(n as u64);
+        let h = KeySet::hash(&key(i));
+        reads.entry(h).or_default().push(n as u32);
+        order.push(h);
     }
-    CacheWarmingConfig::Oracle(ReadOracleHandle(Arc::new(Future(reads))))
+    CacheWarmingConfig::Oracle(ReadOracleHandle(Arc::new(Future(reads, order))))
 }
 
 /// Loads 3000 keys, then runs [`ops`] (one client: reads are numbered as the oracle

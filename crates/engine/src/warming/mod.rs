@@ -254,13 +254,6 @@ pub trait CacheWarming: Send + Sync {
     fn wants_cached_keys(&self) -> bool {
         false
     }
-
-    /// True if a compaction's held blocks go into the cache before its output is published
-    /// ([`JobWarming::install`]); false: when its first input file is deleted, the
-    /// policy judging them against what is known at that moment.
-    fn install_before_publish(&self) -> bool {
-        true
-    }
 }
 
 /// Today's behaviour: output blocks enter the cache only when read.
@@ -434,7 +427,7 @@ impl Tracking {
             .map(|d| (self.dropping(cache, dropped, Some(file), &d.inputs), d));
         self.account(file, dropped);
         // After the accounting: the reads served while the policy judges the held blocks
-        // (the oracle's lookups take milliseconds) are charged like any other.
+        // are charged like any other.
         if let Some((dropping, d)) = pending {
             d.install(cache, &dropping);
         }
@@ -577,6 +570,30 @@ impl KeySet {
         self.0.is_empty()
     }
 }
+
+/// Hashes a [`KeySet::hash`] for a `HashMap`: it is uniform already, so it is its own
+/// hash (a second hash of every probe would cost the oracle's judging more than its map).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct KeyHashHasher(u64);
+
+impl std::hash::Hasher for KeyHashHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(*b);
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
+}
+
+/// A map keyed by [`KeySet::hash`]es.
+pub type KeyHashMap<V> = HashMap<u64, V, std::hash::BuildHasherDefault<KeyHashHasher>>;
 
 /// The engine's cache-warming machinery: the policy, the invalidation accounting and the
 /// hooks the read, write and job paths call.
@@ -796,7 +813,6 @@ impl Warming {
         Some(JobWarming {
             cache: self.cache.clone(),
             tracking: self.tracking.clone(),
-            before_publish: self.policy.install_before_publish(),
             filter,
             counters: self.counters.clone(),
             deferred,
@@ -890,8 +906,6 @@ impl Warming {
 pub struct JobWarming {
     cache: Arc<BlockCache>,
     tracking: Arc<Tracking>,
-    /// [`CacheWarming::install_before_publish`].
-    before_publish: bool,
     filter: Arc<dyn BlockFilter>,
     counters: Arc<JobCounters>,
     deferred: Option<Arc<Deferred>>,
@@ -913,6 +927,17 @@ impl Deferred {
     /// cache, least valuable first, so that the most valuable are the last to be evicted.
     fn install(&self, cache: &BlockCache, dropping: &Dropping) {
         let held = std::mem::replace(&mut *self.hold.lock(), Hold::new(0)).heap;
+        let room = match self.budget {
+            Budget::ReplaceDropped { factor, .. } => {
+                (dropping.len() as f64 * factor).ceil() as usize
+            }
+            Budget::CacheFraction(_) => usize::MAX,
+        };
+        if room == 0 {
+            // Nothing of the inputs was cached: nothing to replace, nothing to judge.
+            self.counters.displaced.fetch_add(held.len() as u64, Relaxed);
+            return;
+        }
         let mut keep: Vec<Held> = Vec::with_capacity(held.len());
         for std::cmp::Reverse(mut h) in held {
             let c = Candidate {
@@ -933,12 +958,9 @@ impl Deferred {
             }
         }
         keep.sort_unstable();
-        if let Budget::ReplaceDropped { factor, .. } = self.budget {
-            let room = (dropping.len() as f64 * factor).ceil() as usize;
-            let over = keep.len().saturating_sub(room);
-            self.counters.displaced.fetch_add(over as u64, Relaxed);
-            keep.drain(..over);
-        }
+        let over = keep.len().saturating_sub(room);
+        self.counters.displaced.fetch_add(over as u64, Relaxed);
+        keep.drain(..over);
         self.counters.admitted.fetch_add(keep.len() as u64, Relaxed);
         for h in keep {
             cache.insert_prefetched(h.file, h.offset, h.block);
@@ -1043,14 +1065,14 @@ impl JobWarming {
     /// this before it publishes the new version): the held blocks the policy still wants
     /// enter the cache now, judged against the input blocks the cache holds and is about
     /// to drop. Readers still read the inputs, which are cached, while the policy decides
-    /// (the oracle's lookups of the future take tens of milliseconds on a large job), and
+    /// (the oracle's window of the future, the learned policy's list of dropped keys), and
     /// find the output's blocks cached from their first read of it.
     ///
     /// Without this call the blocks go in when the first input file is deleted, after
     /// the new version is visible: the reads in between miss, and the inserts run on the
     /// thread that drops the last reference to that file, a client's read among them.
     pub fn install(&self) {
-        let Some(d) = self.deferred.as_ref().filter(|_| self.before_publish) else {
+        let Some(d) = self.deferred.as_ref() else {
             return;
         };
         let Some(first) = d.inputs.first() else {
