@@ -56,7 +56,8 @@ fn compaction_job(
     JobWarming {
         cache: cache.clone(),
         tracking: w.tracking.clone(),
-        filter,
+        inputs: inputs.to_vec(),
+        filter: Some(filter),
         counters,
         deferred: Some(d),
         budget: Arc::new(AtomicU64::new(u64::MAX)),
@@ -115,7 +116,8 @@ fn sink_inserts_admitted_blocks_as_prefetched_within_capacity() {
     let jw = JobWarming {
         cache: cache.clone(),
         tracking: tracked(&cache).tracking.clone(),
-        filter: Arc::new(Only(b"m")),
+        inputs: Vec::new(),
+        filter: Some(Arc::new(Only(b"m"))),
         counters: Arc::default(),
         deferred: None,
         budget: Arc::new(AtomicU64::new(u64::MAX)),
@@ -359,4 +361,34 @@ fn a_job_not_installed_before_publication_installs_when_the_first_input_goes() {
     assert_eq!(cache.erase_file(5), 1);
     assert!(cache.contains(9, 0), "installed at the drop");
     assert_eq!(w.stats().invalidation_events, 1);
+}
+
+/// A compaction's inputs count as dropped from the moment its output is published (reads
+/// go to the output from then on), whatever the policy, also one that prefetches nothing:
+/// a miss before the purge thread deletes the input is charged, and the deletion
+/// registers nothing again.
+#[test]
+fn the_inputs_count_as_dropped_from_the_publication() {
+    let cache = BlockCache::new(1 << 20);
+    let w = tracked(&cache);
+    cache.insert(5, 0, block(&["k12", "k15"], 10));
+    let jw = JobWarming {
+        cache: cache.clone(),
+        tracking: w.tracking.clone(),
+        inputs: vec![5],
+        filter: None,
+        counters: Arc::default(),
+        deferred: None,
+        budget: Arc::new(AtomicU64::new(0)),
+    };
+    w.record_read(b"k15", true);
+    assert_eq!(w.stats().invalidation_misses, 0, "not published yet");
+    jw.install();
+    assert!(cache.contains(5, 0), "still cached: the file is not deleted yet");
+    w.record_read(b"k15", true);
+    assert_eq!(w.stats().invalidation_misses, 1, "a read of the output missed");
+    assert_eq!(cache.erase_file(5), 1);
+    let s = w.stats();
+    assert_eq!(s.invalidation_events, 1, "registered once");
+    assert!(w.tracking.published.lock().is_empty());
 }
