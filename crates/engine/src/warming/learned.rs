@@ -107,6 +107,11 @@ impl Hybrid {
     }
 }
 
+/// Slots in a row without a write after which reads are no longer sampled (until the next
+/// write): more than the features' window ([`SLOTS_NEEDED`](super::features::SLOTS_NEEDED)
+/// slots), so that the history a job finds after a quiet spell ends with its reads.
+pub const QUIET_SLOTS: u64 = 8;
+
 /// Added to the priority (a probability, at most 1) of a block the baseline would load.
 const CACHED_BONUS: f64 = 2.0;
 
@@ -202,6 +207,9 @@ struct Shared {
     /// one does: a workload that flushes and compacts nothing has no use for a model, and
     /// training on its history would take CPU from its reads.
     demand: AtomicBool,
+    /// Reads are sampled: the workload wrote within the last [`QUIET_SLOTS`] slots (see
+    /// [`Learned::record_read`]).
+    sampling: AtomicBool,
     wake: Mutex<bool>,
     cv: Condvar,
     stop: AtomicBool,
@@ -217,6 +225,7 @@ impl Shared {
             model: RwLock::new(None),
             hot: RwLock::new(None),
             demand: AtomicBool::new(false),
+            sampling: AtomicBool::new(true),
             wake: Mutex::new(false),
             cv: Condvar::new(),
             stop: AtomicBool::new(false),
@@ -324,20 +333,38 @@ impl CacheWarming for Learned {
     }
 
     /// Unsampled reads touch nothing shared.
+    ///
+    /// Nor do any reads once [`QUIET_SLOTS`] slots in a row saw no write: without writes
+    /// there is no flush or compaction, so no invalidation to prefetch for and no use for
+    /// a prediction, and the sampled reads (a range search and a shared counter each)
+    /// were the learned policy's whole cost on a read-only workload. The next write
+    /// resumes sampling; the first job it leads to comes a memtable's worth of writes
+    /// later, with the slots sampled since then on top of the history from before.
     fn record_read(&self, key: &[u8]) {
-        if !collector::sample_read(self.shared.params.sample_every) {
+        let s = &self.shared;
+        if !collector::sample_read(s.params.sample_every) || !s.sampling.load(Relaxed) {
             return;
         }
-        if let Some(c) = self.shared.collectors.current() {
-            // Only a trainer with something to do is woken (a futex wake and a context
-            // switch per slot, on a client's read); it looks by itself every 200 ms.
-            if c.record_sampled_read(key) && self.shared.demand.load(Relaxed) {
-                self.wake();
+        if let Some(c) = s.collectors.current() {
+            if c.record_sampled_read(key) {
+                if c.with_history(|h| h.quiet) >= QUIET_SLOTS {
+                    s.sampling.store(false, Relaxed);
+                }
+                // Only a trainer with something to do is woken (a futex wake and a
+                // context switch per slot, on a client's read); it looks by itself
+                // every 200 ms.
+                if s.demand.load(Relaxed) {
+                    self.wake();
+                }
             }
         }
     }
 
     fn record_write(&self, key: &[u8]) {
+        // A load first: the flag's cache line stays shared while it is set.
+        if !self.shared.sampling.load(Relaxed) {
+            self.shared.sampling.store(true, Relaxed);
+        }
         if !collector::sample_write(self.shared.params.sample_every) {
             return;
         }
@@ -621,8 +648,8 @@ mod tests {
         }
     }
 
-    /// Without a job asking for a prediction (a read-only workload) the trainer spends
-    /// nothing; the first job's request starts it.
+    /// Without a job asking for a prediction (no flush or compaction yet) the trainer
+    /// spends nothing; the first job's request starts it.
     #[test]
     fn training_waits_for_a_job_to_ask() {
         let l = Learned::new(small_slots());
@@ -631,6 +658,7 @@ mod tests {
             for i in 0..slots * 100 {
                 l.record_read(format!("k{:04}", i % 10).as_bytes());
                 if i % 100 == 0 {
+                    l.record_write(b"k0001");
                     std::thread::sleep(Duration::from_millis(1));
                 }
             }
@@ -656,6 +684,34 @@ mod tests {
         }
     }
 
+    /// A workload that stops writing stops being sampled after [`QUIET_SLOTS`] slots
+    /// (no job will ask for a prediction), and its next write resumes sampling.
+    #[test]
+    fn reads_are_not_sampled_while_nothing_is_written() {
+        let l = Learned::without_trainer(small_slots());
+        l.on_ranges(&ranges(20), 20);
+        let slots = || {
+            let mut s = WarmingStats::default();
+            l.stats(&mut s);
+            s.slots
+        };
+        let read = |n: u64| {
+            for i in 0..n {
+                l.record_read(format!("k{:04}", i % 10).as_bytes());
+            }
+        };
+        l.record_write(b"k0001");
+        read(100 * (QUIET_SLOTS + 1));
+        let quiet = slots();
+        // The slot holding the write, then QUIET_SLOTS without.
+        assert_eq!(quiet, QUIET_SLOTS + 1);
+        read(1_000);
+        assert_eq!(slots(), quiet, "nothing written: no slot ends");
+        l.record_write(b"k0002");
+        read(1_000);
+        assert!(slots() >= quiet + 9, "a write resumed sampling");
+    }
+
     /// The trainer's step, run here on the test's thread (no timing: the trainer thread's
     /// wake-ups are [`training_waits_for_a_job_to_ask`]'s subject).
     #[test]
@@ -669,6 +725,9 @@ mod tests {
         let read = |from: u64, to: u64| {
             for i in from..to {
                 l.record_read(format!("k{:04}", i % 10).as_bytes());
+                if i % 50 == 0 {
+                    l.record_write(b"k0001");
+                }
             }
         };
         read(0, 750);
