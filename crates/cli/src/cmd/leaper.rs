@@ -356,7 +356,6 @@ pub fn run(a: Args) -> Result<()> {
                 None => future::ReadFuture::build(
                     key_size,
                     w.run_ops().map(|op| Ok(ClientOp::from(op))),
-                    a.threads,
                 )?,
             };
             Some(CacheWarmingConfig::Oracle(

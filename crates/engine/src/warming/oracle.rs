@@ -21,11 +21,10 @@
 //! which does not depend on the moment, and each held block is then judged by a probe of
 //! that map per key: no block is decoded again and no key's whole history is searched.
 //!
-//! Time is the count of client reads, as everywhere in warming: read `n` is the `n`-th
-//! (from 0) get the engine serves. The benchmark numbers reads in op order; with several
-//! client threads the engine serves them out of that order by up to
-//! [`ReadOracle::skew`] reads, and the oracle widens its window by that much on both
-//! sides.
+//! Time is the count of client reads, as everywhere in warming, in the oracle's numbering
+//! (read `n` is the `n`-th get of the generated ops); which of them the engine has served
+//! is tracked read by read ([`Clock`]), since with several clients the engine serves them
+//! out of that order.
 
 use super::{
     BlockFilter, BlockKeys, Budget, CacheWarming, Candidate, Dropping, JobInputs, KeyHashMap,
@@ -52,12 +51,6 @@ pub trait ReadOracle: Send + Sync {
         INVALIDATION_WINDOW_READS
     }
 
-    /// How many reads the engine's count may run ahead of or behind the oracle's numbering
-    /// (client threads interleaving their batches of ops); 0 with one client.
-    fn skew(&self) -> u64 {
-        0
-    }
-
     /// The first read of `key` numbered `from` or later.
     fn next_read(&self, key: u64, from: u64) -> Option<u64> {
         let r = self.reads_of(key);
@@ -79,18 +72,94 @@ pub trait ReadOracle: Send + Sync {
 /// installed, when the block does not help; the install narrows to the horizon).
 const BUILD_LOOKAHEAD: u64 = 4;
 
+/// Where the clients are in the oracle's numbering of the reads.
+///
+/// With one client the engine serves read `n` as its `n`-th read. With several, each
+/// taking batches of ops, it does not: a client stalled on a write (or descheduled)
+/// leaves its batch's reads behind while the others run batches ahead, so the engine's
+/// count of reads says neither which reads are done nor which come next. So every read
+/// the engine serves is matched to the first read of its key not yet served at or after
+/// the frontier (below which all are served), and the window of reads to come is the
+/// unserved ones from the frontier on: exact with one client, and with several off only
+/// where two reads of one key are close enough to be matched the other way round.
+struct Clock {
+    /// One bit per read: served.
+    served: Box<[AtomicU64]>,
+    /// Every read below it is served.
+    frontier: AtomicU64,
+    /// One past the highest read served.
+    ahead: AtomicU64,
+}
+
+impl Clock {
+    fn new(reads: usize) -> Clock {
+        Clock {
+            served: (0..reads.div_ceil(64)).map(|_| AtomicU64::new(0)).collect(),
+            frontier: AtomicU64::new(0),
+            ahead: AtomicU64::new(0),
+        }
+    }
+
+    fn is_served(&self, n: u64) -> bool {
+        self.served
+            .get((n / 64) as usize)
+            .is_some_and(|w| w.load(Relaxed) & (1 << (n % 64)) != 0)
+    }
+
+    /// The engine served a read of `key`.
+    fn serve(&self, oracle: &dyn ReadOracle, key: u64) {
+        let r = oracle.reads_of(key);
+        let from = self.frontier.load(Relaxed);
+        for &n in &r[r.partition_point(|&n| u64::from(n) < from)..] {
+            let n = u64::from(n);
+            let Some(word) = self.served.get((n / 64) as usize) else {
+                return;
+            };
+            let bit = 1 << (n % 64);
+            if word.fetch_or(bit, Relaxed) & bit == 0 {
+                self.ahead.fetch_max(n + 1, Relaxed);
+                self.advance();
+                return;
+            }
+        }
+    }
+
+    fn advance(&self) {
+        loop {
+            let f = self.frontier.load(Relaxed);
+            if !self.is_served(f) {
+                return;
+            }
+            let _ = self
+                .frontier
+                .compare_exchange(f, f + 1, Relaxed, Relaxed);
+        }
+    }
+
+    /// The first read of `key` at or after the frontier that is not served yet.
+    fn next_read(&self, oracle: &dyn ReadOracle, key: u64) -> Option<u64> {
+        let r = oracle.reads_of(key);
+        let from = self.frontier.load(Relaxed);
+        r[r.partition_point(|&n| u64::from(n) < from)..]
+            .iter()
+            .map(|&n| u64::from(n))
+            .find(|&n| !self.is_served(n))
+    }
+}
+
 /// The policy.
 pub struct OracleWarming {
     oracle: Arc<dyn ReadOracle>,
-    reads: Arc<AtomicU64>,
+    clock: Arc<Clock>,
     budget: Budget,
 }
 
 impl OracleWarming {
     pub fn new(oracle: Arc<dyn ReadOracle>, budget: Budget) -> OracleWarming {
+        let reads = oracle.keys_read(0, u64::MAX).len();
         OracleWarming {
             oracle,
-            reads: Arc::default(),
+            clock: Arc::new(Clock::new(reads)),
             budget,
         }
     }
@@ -104,13 +173,15 @@ impl CacheWarming for OracleWarming {
     fn plan(&self, _job: &JobInputs<'_>) -> Option<Arc<dyn BlockFilter>> {
         Some(Arc::new(NextReads {
             oracle: self.oracle.clone(),
-            reads: self.reads.clone(),
+            clock: self.clock.clone(),
             window: OnceLock::new(),
         }))
     }
 
-    fn record_read(&self, _key: &[u8]) {
-        self.reads.fetch_add(1, Relaxed);
+    /// Costs the oracle's clients a hash, a probe and a search per read (the oracle is a
+    /// bound for the benchmark, not a policy to run).
+    fn record_read(&self, key: &[u8]) {
+        self.clock.serve(&*self.oracle, KeySet::hash(key));
     }
 
     fn budget(&self) -> Budget {
@@ -118,23 +189,26 @@ impl CacheWarming for OracleWarming {
     }
 }
 
-/// The first read of each key read within a compaction's install window: built once per
-/// install from the reads in order, then probed once per held key.
+/// The first read of each key among the next reads to come at a compaction's install:
+/// built once per install from the reads in order, then probed once per held key.
 struct Window {
-    /// Read number at which the window starts (the engine's count at the install, less
-    /// the skew).
+    /// The frontier when taken.
     from: u64,
     first: KeyHashMap<u64>,
 }
 
 impl Window {
-    fn new(oracle: &dyn ReadOracle, now: u64) -> Window {
-        let from = now.saturating_sub(oracle.skew());
-        let to = now + oracle.horizon() + oracle.skew();
+    /// The reads not yet served from the frontier to a horizon past the furthest served.
+    fn new(oracle: &dyn ReadOracle, clock: &Clock) -> Window {
+        let from = clock.frontier.load(Relaxed);
+        let to = clock.ahead.load(Relaxed).max(from) + oracle.horizon();
         let keys = oracle.keys_read(from, to);
         let mut first = KeyHashMap::with_capacity_and_hasher(keys.len(), Default::default());
         for (i, k) in keys.iter().enumerate() {
-            first.entry(*k).or_insert(from + i as u64);
+            let n = from + i as u64;
+            if !clock.is_served(n) {
+                first.entry(*k).or_insert(n);
+            }
         }
         Window { from, first }
     }
@@ -143,7 +217,7 @@ impl Window {
 /// Admits a block if one of its keys is read within the horizon.
 struct NextReads {
     oracle: Arc<dyn ReadOracle>,
-    reads: Arc<AtomicU64>,
+    clock: Arc<Clock>,
     /// The install's window (a filter serves one job, and a compaction installs once).
     window: OnceLock<Window>,
 }
@@ -157,12 +231,11 @@ impl BlockFilter for NextReads {
     /// be read within the install's window (the install decides; a flush's block is
     /// judged at once, [`BlockFilter::at_install`]).
     fn admit(&self, keys: &BlockKeys) -> Option<f64> {
-        let now = self.reads.load(Relaxed);
-        let from = now.saturating_sub(self.oracle.skew());
+        let now = self.clock.frontier.load(Relaxed);
         let end = now + BUILD_LOOKAHEAD * self.oracle.horizon();
         let n: u64 = keys
             .iter()
-            .map(|k| self.oracle.reads_in(KeySet::hash(k), from, end))
+            .map(|k| self.oracle.reads_in(KeySet::hash(k), now, end))
             .sum();
         Some(n as f64)
     }
@@ -176,12 +249,11 @@ impl BlockFilter for NextReads {
     /// from a flush's output, which may be older than the window), as they are written.
     fn at_install(&self, held: &Candidate<'_>, dropping: &Dropping) -> Option<f64> {
         if dropping.is_empty() {
-            let now = self.reads.load(Relaxed);
-            let from = now.saturating_sub(self.oracle.skew());
+            let now = self.clock.frontier.load(Relaxed);
             let first = held
                 .hashes
                 .iter()
-                .filter_map(|h| self.oracle.next_read(*h, from))
+                .filter_map(|h| self.clock.next_read(&*self.oracle, *h))
                 .min()?;
             let ahead = first.saturating_sub(now);
             return (ahead < BUILD_LOOKAHEAD * self.oracle.horizon())
@@ -190,7 +262,7 @@ impl BlockFilter for NextReads {
         let dropped = dropping.keys();
         let w = self
             .window
-            .get_or_init(|| Window::new(&*self.oracle, self.reads.load(Relaxed)));
+            .get_or_init(|| Window::new(&*self.oracle, &self.clock));
         let first = held
             .hashes
             .iter()
@@ -216,13 +288,14 @@ mod tests {
         fn new(reads: &[(&str, &[u32])], horizon: u64) -> Schedule {
             let end = reads.iter().flat_map(|r| r.1).max().map_or(0, |n| n + 1);
             let mut order = vec![KeySet::hash(b"elsewhere"); end as usize];
-            let mut map = HashMap::new();
             for (k, r) in reads {
-                let h = KeySet::hash(k.as_bytes());
                 for n in *r {
-                    order[*n as usize] = h;
+                    order[*n as usize] = KeySet::hash(k.as_bytes());
                 }
-                map.insert(h, r.to_vec());
+            }
+            let mut map: HashMap<u64, Vec<u32>> = HashMap::new();
+            for (n, h) in order.iter().enumerate() {
+                map.entry(*h).or_default().push(n as u32);
             }
             Schedule {
                 reads: map,
@@ -260,6 +333,40 @@ mod tests {
         OracleWarming::new(Arc::new(s), Budget::CacheFraction(1.0))
     }
 
+    /// The client reads the schedule's reads `0..upto`, in order.
+    fn serve(o: &OracleWarming, upto: u32) {
+        for n in 0..upto {
+            o.record_read(match n {
+                5 => b"a".as_slice(),
+                30 => b"b",
+                _ => b"elsewhere",
+            });
+        }
+    }
+
+    /// Reads served out of order (two clients): the frontier stays at the oldest read
+    /// not served, and the window holds the reads not served from there on.
+    #[test]
+    fn the_clock_follows_reads_served_out_of_order() {
+        let o = oracle();
+        // Reads 0..5 and 6..31 served, read 5 ("a") not yet: a client lags behind.
+        for n in (0..31).filter(|&n| n != 5) {
+            o.record_read(if n == 30 { b"b".as_slice() } else { b"elsewhere" });
+        }
+        assert_eq!(o.clock.frontier.load(Relaxed), 5);
+        assert_eq!(o.clock.ahead.load(Relaxed), 31);
+        let f = o.plan(&JobInputs::empty()).unwrap();
+        let dropping = Dropping::new(vec![block(&["a", "b"])]);
+        assert_eq!(
+            at_install(&f, &dropping, "a").0,
+            Some(-0.0),
+            "the lagging read comes first"
+        );
+        assert_eq!(at_install(&f, &dropping, "b").0, None, "read 30 is served");
+        o.record_read(b"a");
+        assert_eq!(o.clock.frontier.load(Relaxed), 31, "caught up");
+    }
+
     fn oracle() -> OracleWarming {
         oracle_with_horizon(0)
     }
@@ -278,9 +385,7 @@ mod tests {
             p(&["c"]).is_some(),
             "past the window but within the lookahead"
         );
-        for _ in 0..10 {
-            o.record_read(b"x");
-        }
+        serve(&o, 10);
         assert_eq!(p(&["a"]), Some(1.0), "read 5 is past");
     }
 
@@ -332,9 +437,7 @@ mod tests {
             (None, Some(-10_100.0)),
             "beyond the window, not the lookahead"
         );
-        for _ in 0..40 {
-            o.record_read(b"x");
-        }
+        serve(&o, 40);
         assert_eq!(at("b").0, Some(-30.0), "one window per install");
         let later = o.plan(&JobInputs::empty()).unwrap();
         assert_eq!(

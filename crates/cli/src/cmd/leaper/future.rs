@@ -2,10 +2,10 @@
 //! (by a 64-bit hash of its bytes) the numbers of the run-phase reads of it, in op order.
 //!
 //! The engine numbers client reads from 0 at its open; the load phase of `halflife leaper`
-//! reads nothing, so run-phase read `n` is the engine's read `n`. With several client
-//! threads, each taking batches of [`BATCH`](crate::harness::ops::BATCH) ops, the engine
-//! serves reads out of op order by up to about a batch per other thread, and the oracle
-//! widens its window by that much ([`ReadOracle::skew`]).
+//! reads nothing, so run-phase read `n` is the engine's read `n` with one client. With
+//! several client threads, each taking batches of
+//! [`BATCH`](crate::harness::ops::BATCH) ops, the engine serves reads out of op order; the
+//! oracle matches each read it serves to the op stream's reads itself.
 
 use crate::harness::ops::{ClientOp, READ, RMW};
 use anyhow::Result;
@@ -18,27 +18,15 @@ pub struct ReadFuture {
     order: Vec<u64>,
     /// The oracle's lookahead at a compaction's install ([`ReadOracle::horizon`]).
     horizon: u64,
-    /// [`ReadOracle::skew`].
-    skew: u64,
 }
 
 impl ReadFuture {
-    /// Numbers the reads (gets, and the get of a read-modify-write) among `ops`, which
-    /// `threads` clients serve in batches of [`BATCH`](crate::harness::ops::BATCH).
-    pub fn build(
-        key_size: usize,
-        ops: impl Iterator<Item = Result<ClientOp>>,
-        threads: usize,
-    ) -> Result<Self> {
-        let mut f = Self::with_horizon(key_size, ops, engine::warming::INVALIDATION_WINDOW_READS)?;
-        // One client serves reads in op order; with more, the others may be a batch
-        // ahead or behind each.
-        f.skew = (threads.saturating_sub(1) * crate::harness::ops::BATCH) as u64;
-        Ok(f)
+    /// Numbers the reads (gets, and the get of a read-modify-write) among `ops`.
+    pub fn build(key_size: usize, ops: impl Iterator<Item = Result<ClientOp>>) -> Result<Self> {
+        Self::with_horizon(key_size, ops, engine::warming::INVALIDATION_WINDOW_READS)
     }
 
-    /// The reads of `ops`, served in op order by one client, looking `horizon` reads
-    /// ahead at an install.
+    /// [`ReadFuture::build`], looking `horizon` reads ahead at an install.
     pub fn with_horizon(
         key_size: usize,
         ops: impl Iterator<Item = Result<ClientOp>>,
@@ -63,7 +51,6 @@ impl ReadFuture {
             reads,
             order,
             horizon,
-            skew: 0,
         })
     }
 }
@@ -80,10 +67,6 @@ impl ReadOracle for ReadFuture {
 
     fn horizon(&self) -> u64 {
         self.horizon
-    }
-
-    fn skew(&self) -> u64 {
-        self.skew
     }
 }
 
@@ -102,7 +85,7 @@ mod tests {
             op(RMW, 3),
             op(READ, 3),
         ];
-        let f = ReadFuture::build(24, ops.into_iter(), 1).unwrap();
+        let f = ReadFuture::build(24, ops.into_iter()).unwrap();
         let k = |n| KeySet::hash(&workload::keys::key(n, 24));
         assert_eq!(f.next_read(k(3), 0), Some(0));
         assert_eq!(f.next_read(k(3), 1), Some(2), "the update is not a read");
@@ -111,6 +94,5 @@ mod tests {
         assert_eq!(f.next_read(k(1), 0), Some(1));
         assert_eq!(f.next_read(k(9), 0), None);
         assert_eq!(f.keys_read(1, 9), &[k(1), k(3), k(3)], "clipped to the reads");
-        assert_eq!(f.skew(), 0, "one client serves reads in op order");
     }
 }
