@@ -464,8 +464,7 @@ fn train_if_due(s: &Shared, st: &mut TrainerState) {
         let t0 = Instant::now();
         let slots = col.with_history(|h| h.slots.clone());
         let set = TrainingSet::build(&slots, p.max_training_rows, completed);
-        let r =
-            HotRangeModel::train(&set, p.gbm_iterations, p.gbm_max_depth, p.gbm_learning_rate);
+        let r = HotRangeModel::train(&set, p.gbm_iterations, p.gbm_max_depth, p.gbm_learning_rate);
         c.training_micros
             .fetch_add(t0.elapsed().as_micros() as u64, Relaxed);
         c.last_training_rows.store(set.len() as u64, Relaxed);

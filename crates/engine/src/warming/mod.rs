@@ -977,7 +977,9 @@ impl Deferred {
         };
         if room == 0 {
             // Nothing of the inputs was cached: nothing to replace, nothing to judge.
-            self.counters.displaced.fetch_add(held.len() as u64, Relaxed);
+            self.counters
+                .displaced
+                .fetch_add(held.len() as u64, Relaxed);
             return;
         }
         let mut keep: Vec<Held> = Vec::with_capacity(held.len());

@@ -130,9 +130,7 @@ impl Clock {
             if !self.is_served(f) {
                 return;
             }
-            let _ = self
-                .frontier
-                .compare_exchange(f, f + 1, Relaxed, Relaxed);
+            let _ = self.frontier.compare_exchange(f, f + 1, Relaxed, Relaxed);
         }
     }
 
@@ -256,8 +254,7 @@ impl BlockFilter for NextReads {
                 .filter_map(|h| self.clock.next_read(&*self.oracle, *h))
                 .min()?;
             let ahead = first.saturating_sub(now);
-            return (ahead < BUILD_LOOKAHEAD * self.oracle.horizon())
-                .then_some(-(ahead as f64));
+            return (ahead < BUILD_LOOKAHEAD * self.oracle.horizon()).then_some(-(ahead as f64));
         }
         let dropped = dropping.keys();
         let w = self
@@ -351,7 +348,11 @@ mod tests {
         let o = oracle();
         // Reads 0..5 and 6..31 served, read 5 ("a") not yet: a client lags behind.
         for n in (0..31).filter(|&n| n != 5) {
-            o.record_read(if n == 30 { b"b".as_slice() } else { b"elsewhere" });
+            o.record_read(if n == 30 {
+                b"b".as_slice()
+            } else {
+                b"elsewhere"
+            });
         }
         assert_eq!(o.clock.frontier.load(Relaxed), 5);
         assert_eq!(o.clock.ahead.load(Relaxed), 31);

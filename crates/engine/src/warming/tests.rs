@@ -384,9 +384,16 @@ fn the_inputs_count_as_dropped_from_the_publication() {
     w.record_read(b"k15", true);
     assert_eq!(w.stats().invalidation_misses, 0, "not published yet");
     jw.install();
-    assert!(cache.contains(5, 0), "still cached: the file is not deleted yet");
+    assert!(
+        cache.contains(5, 0),
+        "still cached: the file is not deleted yet"
+    );
     w.record_read(b"k15", true);
-    assert_eq!(w.stats().invalidation_misses, 1, "a read of the output missed");
+    assert_eq!(
+        w.stats().invalidation_misses,
+        1,
+        "a read of the output missed"
+    );
     assert_eq!(cache.erase_file(5), 1);
     let s = w.stats();
     assert_eq!(s.invalidation_events, 1, "registered once");

@@ -93,6 +93,10 @@ mod tests {
         assert_eq!(f.next_read(k(3), 4), None);
         assert_eq!(f.next_read(k(1), 0), Some(1));
         assert_eq!(f.next_read(k(9), 0), None);
-        assert_eq!(f.keys_read(1, 9), &[k(1), k(3), k(3)], "clipped to the reads");
+        assert_eq!(
+            f.keys_read(1, 9),
+            &[k(1), k(3), k(3)],
+            "clipped to the reads"
+        );
     }
 }
