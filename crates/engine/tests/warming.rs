@@ -152,14 +152,14 @@ fn invalidations_and_warming_through_the_engine() {
     );
 }
 
-/// The oracle knows the reads to come: it removes a large share of the invalidation misses,
-/// about as many as the baseline. It is not a strict bound (it works under a budget and a
-/// window, compactions run in the background, so which blocks are cached when one installs
-/// varies between runs, and its judging at the drop now runs on the purge thread while the
-/// client keeps reading, where it used to stall the client that deleted the file): medians
-/// of three runs, with margins measured here (oracle 110-176 misses against none's 204-320
-/// and incremental's 94-151; once, with the other tests of this file running beside it,
-/// more than 1.5 times incremental's).
+/// The oracle knows the reads to come: it leaves no more invalidation misses than
+/// incremental warm-up, and at most three quarters of `none`'s. Medians of three runs
+/// (compactions run in the background, so which blocks are cached when one installs
+/// varies between runs); measured here: oracle 120-191 misses against incremental
+/// warm-up's 236-272 and none's 296-443. The learned policy is printed, not bounded: in
+/// this small setting (a 256 KiB cache, 32 KiB memtables, one flush budget of a tenth of
+/// the cache filled first come first served) it left 105-173 misses, fewer than the
+/// oracle (docs/leaper.md, Known gaps).
 #[test]
 fn the_oracle_removes_most_invalidation_misses() {
     let median = |w: &dyn Fn() -> CacheWarmingConfig| {
@@ -169,11 +169,13 @@ fn the_oracle_removes_most_invalidation_misses() {
     };
     let none = median(&|| CacheWarmingConfig::None);
     let inc = median(&|| CacheWarmingConfig::IncrementalWarmup);
+    let learned = median(&|| CacheWarmingConfig::Learned(LearnedParams::default()));
     let o = median(&oracle);
     eprintln!(
-        "invalidation misses (median of 3): none {} incremental {} oracle {}; prefetched: incremental {} oracle {} (hit {})",
+        "invalidation misses (median of 3): none {} incremental {} learned {} oracle {}; prefetched: incremental {} oracle {} (hit {})",
         none.warming.invalidation_misses,
         inc.warming.invalidation_misses,
+        learned.warming.invalidation_misses,
         o.warming.invalidation_misses,
         inc.cache.prefetched,
         o.cache.prefetched,
@@ -182,8 +184,8 @@ fn the_oracle_removes_most_invalidation_misses() {
     assert_eq!(o.warming.policy, "oracle");
     assert!(none.warming.invalidation_misses > 0);
     assert!(
-        o.warming.invalidation_misses <= inc.warming.invalidation_misses * 2,
-        "oracle {} far above incremental {}",
+        o.warming.invalidation_misses <= inc.warming.invalidation_misses,
+        "oracle {} above incremental warm-up {}",
         o.warming.invalidation_misses,
         inc.warming.invalidation_misses
     );
