@@ -2,7 +2,7 @@
 //! misses that follow are counted; warming policies prefetch output blocks; prefetching
 //! never pushes the cache past its capacity.
 
-use halflife_engine::warming::{ReadOracle, ReadOracleHandle};
+use halflife_engine::warming::{KeySet, ReadOracle, ReadOracleHandle};
 use halflife_engine::{CacheWarmingConfig, DbStats, GcPolicyConfig, LearnedParams, Options, DB};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -47,22 +47,30 @@ fn ops() -> Vec<(bool, u32)> {
         .collect()
 }
 
-/// The reads of [`ops`], numbered in order: the oracle's future.
-struct Future(HashMap<Vec<u8>, Vec<u64>>);
+/// The reads of [`ops`], numbered in order: the oracle's future (each key's reads, and
+/// the key of each read).
+struct Future(HashMap<u64, Vec<u32>>, Vec<u64>);
 
 impl ReadOracle for Future {
-    fn next_read(&self, key: &[u8], from: u64) -> Option<u64> {
-        let r = self.0.get(key)?;
-        r.get(r.partition_point(|&n| n < from)).copied()
+    fn reads_of(&self, key: u64) -> &[u32] {
+        self.0.get(&key).map_or(&[], Vec::as_slice)
+    }
+
+    fn keys_read(&self, from: u64, to: u64) -> &[u64] {
+        let end = self.1.len() as u64;
+        &self.1[from.min(end) as usize..to.min(end) as usize]
     }
 }
 
 fn oracle() -> CacheWarmingConfig {
-    let mut reads: HashMap<Vec<u8>, Vec<u64>> = HashMap::new();
+    let mut reads: HashMap<u64, Vec<u32>> = HashMap::new();
+    let mut order = Vec::new();
     for (n, (_, i)) in ops().into_iter().filter(|(w, _)| !w).enumerate() {
-        reads.entry(key(i)).or_default().push(n as u64);
+        let h = KeySet::hash(&key(i));
+        reads.entry(h).or_default().push(n as u32);
+        order.push(h);
     }
-    CacheWarmingConfig::Oracle(ReadOracleHandle(Arc::new(Future(reads))))
+    CacheWarmingConfig::Oracle(ReadOracleHandle(Arc::new(Future(reads, order))))
 }
 
 /// Loads 3000 keys, then runs [`ops`] (one client: reads are numbered as the oracle
@@ -144,14 +152,14 @@ fn invalidations_and_warming_through_the_engine() {
     );
 }
 
-/// The oracle knows the reads to come: it removes a large share of the invalidation misses,
-/// about as many as the baseline. It is not a strict bound (it works under a budget and a
-/// window, compactions run in the background, so which blocks are cached when one installs
-/// varies between runs, and its judging at the drop now runs on the purge thread while the
-/// client keeps reading, where it used to stall the client that deleted the file): medians
-/// of three runs, with margins measured here (oracle 110-176 misses against none's 204-320
-/// and incremental's 94-151; once, with the other tests of this file running beside it,
-/// more than 1.5 times incremental's).
+/// The oracle knows the reads to come: it leaves no more invalidation misses than
+/// incremental warm-up, and at most three quarters of `none`'s. Medians of three runs
+/// (compactions run in the background, so which blocks are cached when one installs
+/// varies between runs); measured here: oracle 120-191 misses against incremental
+/// warm-up's 236-272 and none's 296-443. The learned policy is printed, not bounded: in
+/// this small setting (a 256 KiB cache, 32 KiB memtables, one flush budget of a tenth of
+/// the cache filled first come first served) it left 105-173 misses, fewer than the
+/// oracle (docs/leaper.md, Known gaps).
 #[test]
 fn the_oracle_removes_most_invalidation_misses() {
     let median = |w: &dyn Fn() -> CacheWarmingConfig| {
@@ -161,11 +169,13 @@ fn the_oracle_removes_most_invalidation_misses() {
     };
     let none = median(&|| CacheWarmingConfig::None);
     let inc = median(&|| CacheWarmingConfig::IncrementalWarmup);
+    let learned = median(&|| CacheWarmingConfig::Learned(LearnedParams::default()));
     let o = median(&oracle);
     eprintln!(
-        "invalidation misses (median of 3): none {} incremental {} oracle {}; prefetched: incremental {} oracle {} (hit {})",
+        "invalidation misses (median of 3): none {} incremental {} learned {} oracle {}; prefetched: incremental {} oracle {} (hit {})",
         none.warming.invalidation_misses,
         inc.warming.invalidation_misses,
+        learned.warming.invalidation_misses,
         o.warming.invalidation_misses,
         inc.cache.prefetched,
         o.cache.prefetched,
@@ -174,8 +184,8 @@ fn the_oracle_removes_most_invalidation_misses() {
     assert_eq!(o.warming.policy, "oracle");
     assert!(none.warming.invalidation_misses > 0);
     assert!(
-        o.warming.invalidation_misses <= inc.warming.invalidation_misses * 2,
-        "oracle {} far above incremental {}",
+        o.warming.invalidation_misses <= inc.warming.invalidation_misses,
+        "oracle {} above incremental warm-up {}",
         o.warming.invalidation_misses,
         inc.warming.invalidation_misses
     );

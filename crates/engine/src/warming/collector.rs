@@ -68,6 +68,8 @@ pub struct History {
     /// Sampled reads and writes of the completed slots.
     pub sampled_reads: u64,
     pub sampled_writes: u64,
+    /// The newest completed slots in a row without a sampled write.
+    pub quiet: u64,
 }
 
 /// Per-range counters of the current slot.
@@ -193,7 +195,9 @@ impl Collector {
         let counts = self.counters.drain();
         let sum = |c: &[u16]| c.iter().map(|&x| u64::from(x)).sum::<u64>();
         h.sampled_reads += sum(&counts.reads);
-        h.sampled_writes += sum(&counts.writes);
+        let writes = sum(&counts.writes);
+        h.sampled_writes += writes;
+        h.quiet = if writes == 0 { h.quiet + 1 } else { 0 };
         if h.slots.len() == self.capacity {
             h.slots.pop_front();
         }

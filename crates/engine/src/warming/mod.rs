@@ -254,13 +254,6 @@ pub trait CacheWarming: Send + Sync {
     fn wants_cached_keys(&self) -> bool {
         false
     }
-
-    /// True if a compaction's held blocks go into the cache before its output is published
-    /// ([`JobWarming::install`]); false: when its first input file is deleted, the
-    /// policy judging them against what is known at that moment.
-    fn install_before_publish(&self) -> bool {
-        true
-    }
 }
 
 /// Today's behaviour: output blocks enter the cache only when read.
@@ -417,6 +410,9 @@ struct Tracking {
     /// Prefetches waiting for their job's inputs to be deleted, by input file number.
     deferred: Mutex<HashMap<u64, Arc<Deferred>>>,
     files: Mutex<HashMap<u64, FileBlocks>>,
+    /// Input files whose cached blocks were registered as dropped when their compaction
+    /// published its output ([`Tracking::publish`]); their deletion registers nothing more.
+    published: Mutex<std::collections::HashSet<u64>>,
     reads: AtomicU64,
     invalidation_events: AtomicU64,
     invalidated_ranges: AtomicU64,
@@ -429,18 +425,44 @@ impl Tracking {
     /// releases its prefetches, first (the output has replaced the inputs for readers);
     /// then each dropped block is remembered for the invalidation accounting.
     fn on_erase(&self, cache: &BlockCache, file: u64, dropped: &[(u64, Arc<Block>)]) {
+        if self.published.lock().remove(&file) {
+            return;
+        }
         let pending = self
             .claim(file)
-            .map(|d| (self.dropping(cache, dropped, Some(file), &d.inputs), d));
+            .map(|d| (self.dropping(cache, dropped, file, &d.inputs), d));
         self.account(file, dropped);
         // After the accounting: the reads served while the policy judges the held blocks
-        // (the oracle's lookups take milliseconds) are charged like any other.
+        // are charged like any other.
         if let Some((dropping, d)) = pending {
             d.install(cache, &dropping);
         }
     }
 
-    /// Remembers `file`'s dropped blocks for the invalidation count.
+    /// A compaction is about to publish its output: from then on reads of the inputs'
+    /// keys go to the output, so the inputs' cached blocks count as dropped from now on,
+    /// not from when their files are deleted (the purge thread does that later, after
+    /// tens of milliseconds when it has a backlog: misses in between went uncounted, and
+    /// the window was counted from a moment no reader notices). Returns those blocks.
+    fn publish(&self, cache: &BlockCache, inputs: &[u64]) -> Vec<Arc<Block>> {
+        let mut all = Vec::new();
+        for f in inputs {
+            let blocks: Vec<(u64, Arc<Block>)> = {
+                let files = self.files.lock();
+                let Some(map) = files.get(f) else { continue };
+                map.iter()
+                    .filter_map(|(off, _, _)| cache.peek(*f, *off).map(|b| (*off, b)))
+                    .collect()
+            };
+            self.published.lock().insert(*f);
+            all.extend(blocks.iter().map(|(_, b)| b.clone()));
+            self.account(*f, &blocks);
+        }
+        all
+    }
+
+    /// Remembers `file`'s dropped blocks for the invalidation count (unless they were
+    /// registered when the output replacing `file` was published).
     fn account(&self, file: u64, dropped: &[(u64, Arc<Block>)]) {
         let blocks = self.files.lock().remove(&file);
         if dropped.is_empty() {
@@ -477,19 +499,20 @@ impl Tracking {
         Some(d)
     }
 
-    /// What the cache drops as a compaction's output replaces `inputs`: the blocks of
-    /// the first of them to go, `file`, just dropped (if one went already), and the
-    /// inputs' blocks it still holds (they go with the same version, a moment later).
+    /// What the cache drops as a compaction's output replaces `inputs` (when the job was
+    /// not installed before publication): the blocks of the first of them to go, `file`,
+    /// just dropped, and the inputs' blocks it still holds (they go with the same
+    /// version, a moment later).
     fn dropping(
         &self,
         cache: &BlockCache,
         dropped: &[(u64, Arc<Block>)],
-        file: Option<u64>,
+        file: u64,
         inputs: &[u64],
     ) -> Dropping {
         let mut blocks: Vec<Arc<Block>> = dropped.iter().map(|(_, b)| b.clone()).collect();
         let files = self.files.lock();
-        for f in inputs.iter().filter(|f| Some(**f) != file) {
+        for f in inputs.iter().filter(|f| **f != file) {
             for (off, _, _) in files.get(f).into_iter().flatten() {
                 blocks.extend(cache.peek(*f, *off));
             }
@@ -578,6 +601,30 @@ impl KeySet {
     }
 }
 
+/// Hashes a [`KeySet::hash`] for a `HashMap`: it is uniform already, so it is its own
+/// hash (a second hash of every probe would cost the oracle's judging more than its map).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct KeyHashHasher(u64);
+
+impl std::hash::Hasher for KeyHashHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(*b);
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
+}
+
+/// A map keyed by [`KeySet::hash`]es.
+pub type KeyHashMap<V> = HashMap<u64, V, std::hash::BuildHasherDefault<KeyHashHasher>>;
+
 /// The engine's cache-warming machinery: the policy, the invalidation accounting and the
 /// hooks the read, write and job paths call.
 pub struct Warming {
@@ -657,6 +704,7 @@ impl Warming {
             cut: RwLock::new(None),
             deferred: Mutex::new(HashMap::new()),
             files: Mutex::new(HashMap::new()),
+            published: Mutex::default(),
             reads: AtomicU64::new(0),
             invalidation_events: AtomicU64::new(0),
             invalidated_ranges: AtomicU64::new(0),
@@ -768,8 +816,12 @@ impl Warming {
             blocks: &blocks,
             cached_keys: &KeySet::from_hashes(cached_keys),
             older,
-        })?;
-        self.jobs_planned.fetch_add(1, Relaxed);
+        });
+        if filter.is_some() {
+            self.jobs_planned.fetch_add(1, Relaxed);
+        } else if input_files.is_empty() {
+            return None;
+        }
         let budget = self.policy.budget();
         let fraction = match (budget, kind) {
             (Budget::CacheFraction(f), _) => f,
@@ -779,24 +831,27 @@ impl Warming {
             (Budget::ReplaceDropped { .. }, JobKind::Compaction) => 2.0,
         };
         let limit = (self.cache.capacity() as f64 * fraction) as usize;
-        let deferred = (!input_files.is_empty()).then(|| {
-            let d = Arc::new(Deferred {
-                inputs: input_files,
-                budget,
-                filter: filter.clone(),
-                counters: self.counters.clone(),
-                hold: Mutex::new(Hold::new(limit as u64)),
+        let deferred = filter
+            .as_ref()
+            .filter(|_| !input_files.is_empty())
+            .map(|filter| {
+                let d = Arc::new(Deferred {
+                    inputs: input_files.clone(),
+                    budget,
+                    filter: filter.clone(),
+                    counters: self.counters.clone(),
+                    hold: Mutex::new(Hold::new(limit as u64)),
+                });
+                let mut map = self.tracking.deferred.lock();
+                for f in &d.inputs {
+                    map.insert(*f, d.clone());
+                }
+                d
             });
-            let mut map = self.tracking.deferred.lock();
-            for f in &d.inputs {
-                map.insert(*f, d.clone());
-            }
-            d
-        });
         Some(JobWarming {
             cache: self.cache.clone(),
             tracking: self.tracking.clone(),
-            before_publish: self.policy.install_before_publish(),
+            inputs: input_files,
             filter,
             counters: self.counters.clone(),
             deferred,
@@ -890,9 +945,10 @@ impl Warming {
 pub struct JobWarming {
     cache: Arc<BlockCache>,
     tracking: Arc<Tracking>,
-    /// [`CacheWarming::install_before_publish`].
-    before_publish: bool,
-    filter: Arc<dyn BlockFilter>,
+    /// The job's input files (none for a flush).
+    inputs: Vec<u64>,
+    /// `None`: the policy prefetches nothing for this job (its inputs are still counted).
+    filter: Option<Arc<dyn BlockFilter>>,
     counters: Arc<JobCounters>,
     deferred: Option<Arc<Deferred>>,
     /// Bytes the job may still admit.
@@ -913,6 +969,19 @@ impl Deferred {
     /// cache, least valuable first, so that the most valuable are the last to be evicted.
     fn install(&self, cache: &BlockCache, dropping: &Dropping) {
         let held = std::mem::replace(&mut *self.hold.lock(), Hold::new(0)).heap;
+        let room = match self.budget {
+            Budget::ReplaceDropped { factor, .. } => {
+                (dropping.len() as f64 * factor).ceil() as usize
+            }
+            Budget::CacheFraction(_) => usize::MAX,
+        };
+        if room == 0 {
+            // Nothing of the inputs was cached: nothing to replace, nothing to judge.
+            self.counters
+                .displaced
+                .fetch_add(held.len() as u64, Relaxed);
+            return;
+        }
         let mut keep: Vec<Held> = Vec::with_capacity(held.len());
         for std::cmp::Reverse(mut h) in held {
             let c = Candidate {
@@ -933,12 +1002,9 @@ impl Deferred {
             }
         }
         keep.sort_unstable();
-        if let Budget::ReplaceDropped { factor, .. } = self.budget {
-            let room = (dropping.len() as f64 * factor).ceil() as usize;
-            let over = keep.len().saturating_sub(room);
-            self.counters.displaced.fetch_add(over as u64, Relaxed);
-            keep.drain(..over);
-        }
+        let over = keep.len().saturating_sub(room);
+        self.counters.displaced.fetch_add(over as u64, Relaxed);
+        keep.drain(..over);
         self.counters.admitted.fetch_add(keep.len() as u64, Relaxed);
         for h in keep {
             cache.insert_prefetched(h.file, h.offset, h.block);
@@ -1043,30 +1109,34 @@ impl JobWarming {
     /// this before it publishes the new version): the held blocks the policy still wants
     /// enter the cache now, judged against the input blocks the cache holds and is about
     /// to drop. Readers still read the inputs, which are cached, while the policy decides
-    /// (the oracle's lookups of the future take tens of milliseconds on a large job), and
+    /// (the oracle's window of the future, the learned policy's list of dropped keys), and
     /// find the output's blocks cached from their first read of it.
     ///
     /// Without this call the blocks go in when the first input file is deleted, after
     /// the new version is visible: the reads in between miss, and the inserts run on the
     /// thread that drops the last reference to that file, a client's read among them.
+    ///
+    /// From this call on the inputs' cached blocks count as dropped for the invalidation
+    /// count, whatever the policy ([`Tracking::publish`]).
     pub fn install(&self) {
-        let Some(d) = self.deferred.as_ref().filter(|_| self.before_publish) else {
-            return;
-        };
-        let Some(first) = d.inputs.first() else {
-            return;
-        };
         let t = &self.tracking;
-        if let Some(d) = t.claim(*first) {
-            d.install(&self.cache, &t.dropping(&self.cache, &[], None, &d.inputs));
+        let claimed = self
+            .deferred
+            .as_ref()
+            .and_then(|d| t.claim(*d.inputs.first()?));
+        let dropping = Dropping::new(t.publish(&self.cache, &self.inputs));
+        if let Some(d) = claimed {
+            d.install(&self.cache, &dropping);
         }
     }
 
     /// The sink for the table builder of output file `file_number`: each data block the
     /// filter admits goes into the cache as it is written.
     pub fn sink(&self, file_number: u64) -> BlockSink {
+        let Some(filter) = self.filter.clone() else {
+            return Box::new(|_, _| {});
+        };
         let cache = self.cache.clone();
-        let filter = self.filter.clone();
         let counters = self.counters.clone();
         let deferred = self.deferred.clone();
         let budget = self.budget.clone();

@@ -56,8 +56,8 @@ fn compaction_job(
     JobWarming {
         cache: cache.clone(),
         tracking: w.tracking.clone(),
-        before_publish: true,
-        filter,
+        inputs: inputs.to_vec(),
+        filter: Some(filter),
         counters,
         deferred: Some(d),
         budget: Arc::new(AtomicU64::new(u64::MAX)),
@@ -116,8 +116,8 @@ fn sink_inserts_admitted_blocks_as_prefetched_within_capacity() {
     let jw = JobWarming {
         cache: cache.clone(),
         tracking: tracked(&cache).tracking.clone(),
-        before_publish: true,
-        filter: Arc::new(Only(b"m")),
+        inputs: Vec::new(),
+        filter: Some(Arc::new(Only(b"m"))),
         counters: Arc::default(),
         deferred: None,
         budget: Arc::new(AtomicU64::new(u64::MAX)),
@@ -339,15 +339,15 @@ fn install_before_publish_judges_the_cached_inputs_and_runs_once() {
     );
 }
 
-/// A policy that judges at the drop: `install` before publication does nothing; deleting
-/// the first input installs, and the drop is counted before the policy judges (reads made
-/// while it judges are charged).
+/// A compaction whose prefetches were not installed before publication (an engine path
+/// that does not call [`JobWarming::install`]) installs them when its first input goes,
+/// and the drop is counted before the policy judges (reads made meanwhile are charged).
 #[test]
-fn a_policy_judging_at_the_drop_installs_when_the_first_input_goes() {
+fn a_job_not_installed_before_publication_installs_when_the_first_input_goes() {
     let cache = BlockCache::new(1 << 20);
     let w = tracked(&cache);
     cache.insert(5, 0, block(&["k12", "k15"], 10));
-    let mut jw = compaction_job(
+    let jw = compaction_job(
         &w,
         &cache,
         &[5],
@@ -355,12 +355,47 @@ fn a_policy_judging_at_the_drop_installs_when_the_first_input_goes() {
         Arc::new(All),
         1 << 20,
     );
-    jw.before_publish = false;
     let mut sink = jw.sink(9);
     sink(0, &block(&["k12", "k15"], 10));
-    jw.install();
-    assert!(!cache.contains(9, 0), "not before publication");
+    assert!(!cache.contains(9, 0), "held while the job runs");
     assert_eq!(cache.erase_file(5), 1);
     assert!(cache.contains(9, 0), "installed at the drop");
     assert_eq!(w.stats().invalidation_events, 1);
+}
+
+/// A compaction's inputs count as dropped from the moment its output is published (reads
+/// go to the output from then on), whatever the policy, also one that prefetches nothing:
+/// a miss before the purge thread deletes the input is charged, and the deletion
+/// registers nothing again.
+#[test]
+fn the_inputs_count_as_dropped_from_the_publication() {
+    let cache = BlockCache::new(1 << 20);
+    let w = tracked(&cache);
+    cache.insert(5, 0, block(&["k12", "k15"], 10));
+    let jw = JobWarming {
+        cache: cache.clone(),
+        tracking: w.tracking.clone(),
+        inputs: vec![5],
+        filter: None,
+        counters: Arc::default(),
+        deferred: None,
+        budget: Arc::new(AtomicU64::new(0)),
+    };
+    w.record_read(b"k15", true);
+    assert_eq!(w.stats().invalidation_misses, 0, "not published yet");
+    jw.install();
+    assert!(
+        cache.contains(5, 0),
+        "still cached: the file is not deleted yet"
+    );
+    w.record_read(b"k15", true);
+    assert_eq!(
+        w.stats().invalidation_misses,
+        1,
+        "a read of the output missed"
+    );
+    assert_eq!(cache.erase_file(5), 1);
+    let s = w.stats();
+    assert_eq!(s.invalidation_events, 1, "registered once");
+    assert!(w.tracking.published.lock().is_empty());
 }

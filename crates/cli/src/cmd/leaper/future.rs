@@ -2,19 +2,20 @@
 //! (by a 64-bit hash of its bytes) the numbers of the run-phase reads of it, in op order.
 //!
 //! The engine numbers client reads from 0 at its open; the load phase of `halflife leaper`
-//! reads nothing, so run-phase read `n` is the engine's read `n`. With several client
-//! threads, each taking batches of [`BATCH`](crate::harness::ops::BATCH) ops, the engine
-//! serves reads out of op order by up to about a batch per thread: the oracle's view of
-//! "the next 10,000 reads" is off by that much at its edges.
+//! reads nothing, so run-phase read `n` is the engine's read `n` with one client. With
+//! several client threads, each taking batches of
+//! [`BATCH`](crate::harness::ops::BATCH) ops, the engine serves reads out of op order; the
+//! oracle matches each read it serves to the op stream's reads itself.
 
 use crate::harness::ops::{ClientOp, READ, RMW};
 use anyhow::Result;
-use engine::warming::ReadOracle;
-use std::collections::HashMap;
-use xxhash_rust::xxh3::xxh3_64;
+use engine::warming::{KeyHashMap, KeySet, ReadOracle};
 
 pub struct ReadFuture {
-    reads: HashMap<u64, Vec<u32>>,
+    /// Each key's reads (by [`KeySet::hash`]), ascending.
+    reads: KeyHashMap<Vec<u32>>,
+    /// The key of each read, in order.
+    order: Vec<u64>,
     /// The oracle's lookahead at a compaction's install ([`ReadOracle::horizon`]).
     horizon: u64,
 }
@@ -31,29 +32,37 @@ impl ReadFuture {
         ops: impl Iterator<Item = Result<ClientOp>>,
         horizon: u64,
     ) -> Result<Self> {
-        let mut reads: HashMap<u64, Vec<u32>> = HashMap::new();
+        let mut reads: KeyHashMap<Vec<u32>> = KeyHashMap::default();
+        let mut order = Vec::new();
         let mut key = Vec::with_capacity(key_size);
-        let mut n: u32 = 0;
         for op in ops {
             let op = op?;
             if matches!(op.code, READ | RMW) {
                 key.clear();
                 workload::keys::format_key(op.key, key_size, &mut key);
-                reads.entry(xxh3_64(&key)).or_default().push(n);
-                n = n
-                    .checked_add(1)
-                    .ok_or_else(|| anyhow::anyhow!("the read oracle supports up to 2^32 reads"))?;
+                let n = u32::try_from(order.len())
+                    .map_err(|_| anyhow::anyhow!("the read oracle supports up to 2^32 reads"))?;
+                let h = KeySet::hash(&key);
+                reads.entry(h).or_default().push(n);
+                order.push(h);
             }
         }
-        Ok(ReadFuture { reads, horizon })
+        Ok(ReadFuture {
+            reads,
+            order,
+            horizon,
+        })
     }
 }
 
 impl ReadOracle for ReadFuture {
-    fn next_read(&self, key: &[u8], from: u64) -> Option<u64> {
-        let r = self.reads.get(&xxh3_64(key))?;
-        let i = r.partition_point(|&n| u64::from(n) < from);
-        r.get(i).map(|&n| u64::from(n))
+    fn reads_of(&self, key: u64) -> &[u32] {
+        self.reads.get(&key).map_or(&[], Vec::as_slice)
+    }
+
+    fn keys_read(&self, from: u64, to: u64) -> &[u64] {
+        let end = self.order.len() as u64;
+        &self.order[from.min(end) as usize..to.min(end) as usize]
     }
 
     fn horizon(&self) -> u64 {
@@ -77,12 +86,17 @@ mod tests {
             op(READ, 3),
         ];
         let f = ReadFuture::build(24, ops.into_iter()).unwrap();
-        let k = |n| workload::keys::key(n, 24);
-        assert_eq!(f.next_read(&k(3), 0), Some(0));
-        assert_eq!(f.next_read(&k(3), 1), Some(2), "the update is not a read");
-        assert_eq!(f.next_read(&k(3), 3), Some(3));
-        assert_eq!(f.next_read(&k(3), 4), None);
-        assert_eq!(f.next_read(&k(1), 0), Some(1));
-        assert_eq!(f.next_read(&k(9), 0), None);
+        let k = |n| KeySet::hash(&workload::keys::key(n, 24));
+        assert_eq!(f.next_read(k(3), 0), Some(0));
+        assert_eq!(f.next_read(k(3), 1), Some(2), "the update is not a read");
+        assert_eq!(f.next_read(k(3), 3), Some(3));
+        assert_eq!(f.next_read(k(3), 4), None);
+        assert_eq!(f.next_read(k(1), 0), Some(1));
+        assert_eq!(f.next_read(k(9), 0), None);
+        assert_eq!(
+            f.keys_read(1, 9),
+            &[k(1), k(3), k(3)],
+            "clipped to the reads"
+        );
     }
 }
