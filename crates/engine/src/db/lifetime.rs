@@ -301,24 +301,6 @@ impl LifetimeRuntime {
         placement::class_of(remaining, self.unit.load(Ordering::Relaxed))
     }
 
-    /// The placement class of a record GC keeps without a lookup ([`Unsearched`]): the
-    /// key's last write in the write history is taken as the record's write (for a live
-    /// record it is), else the creation of the file it is in.
-    fn place_unlooked(&self, key: &[u8], file: &crate::vlog::BlobFile, now: SeqNo) -> usize {
-        let Some(p) = self.predictor else {
-            return 0;
-        };
-        let written = self
-            .writes
-            .as_ref()
-            .and_then(|h| h.last(key))
-            .or(file.lifetime.map(|l| l.created_seq))
-            .unwrap_or(now);
-        let slot = self.place_copy(p, key, written, &FeatureRecord::new(), now);
-        EngineCounters::add(&self.counters.copied_by_class[slot], 1);
-        slot
-    }
-
     /// The value log as the WAL: the placement class of a value its write logs at `seq`.
     /// The history predictor asks the write history ([`WriteHistory`]): the key's smoothed
     /// interval between writes, for every key the table holds. (A tree lookup per write
@@ -627,83 +609,6 @@ fn live_slot(
     Ok(class.map_or(0, |c| c as usize))
 }
 
-/// A record GC looked up: its key's newest entry as the tree has it now.
-struct Looked<'a> {
-    view: &'a ReadView,
-    key: &'a [u8],
-    ptr: ValuePointer,
-    latest: Option<crate::version::Found>,
-    now: SeqNo,
-}
-
-impl Looked<'_> {
-    /// The output slot of the record, or `None` when it is garbage.
-    fn slot(
-        &self,
-        inner: &Inner,
-        rt: &LifetimeRuntime,
-        t: &crate::lifetime::Thresholds,
-        samples: &mut Vec<TrainingSample>,
-        snapshots: &[SeqNo],
-    ) -> Result<Option<usize>> {
-        if found_points_at(inner, self.view, &self.latest, &self.ptr)? {
-            let found = self.latest.as_ref().expect("points_at implies found");
-            return live_slot(inner, rt, self.key, found, self.now, t, samples).map(Some);
-        }
-        // Still needed by a snapshot reader? Keep it; it dies with the snapshot.
-        if !needed_by_snapshot(inner, self.view, self.key, snapshots, &self.ptr)? {
-            return Ok(None);
-        }
-        EngineCounters::add(&rt.counters.kept_for_snapshots, 1);
-        Ok(Some(match (rt.predictor, rt.mode) {
-            (Some(_), _) | (None, None) => 0,
-            (None, Some(_)) => LifetimeClass::Short as usize,
-        }))
-    }
-}
-
-/// The writes whose superseded records are not known yet: the memtables' and those of the
-/// flushed tables the superseded finder has not searched (`db::superseded`). Every other
-/// write that hid a record made it known dead ([`EarlyGarbage`]), so a GC job need look
-/// up only the records whose keys these may hold. (Garbage found neither way, after a
-/// reopen, in a table compaction took before the finder, or kept for a snapshot then, is
-/// copied as if live: a cost in space, never a lost record.)
-struct Unsearched {
-    mems: Vec<Arc<crate::memtable::Memtable>>,
-    tables: Vec<Arc<crate::version::TableFile>>,
-}
-
-impl Unsearched {
-    fn take(inner: &Inner) -> Unsearched {
-        let st = inner.state.lock();
-        let view = ReadView::from_state(&st);
-        let queued = |n: u64| st.finding_superseded == Some(n) || st.superseding.contains(&n);
-        let tables = view.version.levels[0]
-            .iter()
-            .filter(|f| queued(f.number()))
-            .cloned()
-            .collect();
-        Unsearched {
-            mems: view.mems,
-            tables,
-        }
-    }
-
-    /// Whether `key` may have a write here (Bloom filters only: a false positive costs a
-    /// lookup).
-    fn may_supersede(&self, key: &[u8], now: SeqNo) -> Result<bool> {
-        if self.mems.iter().any(|m| m.get(key, now).is_some()) {
-            return Ok(true);
-        }
-        for f in &self.tables {
-            if f.overlaps(key, key) && f.table()?.may_contain(key) {
-                return Ok(true);
-            }
-        }
-        Ok(false)
-    }
-}
-
 /// A dead stretch of a value file shorter than this is read through rather than skipped.
 /// At full scale, with 32 KiB GC read 12.9 GB of its 18.8 GB of input; below one 4 KiB
 /// record it read 5.5 GB in as much time (docs/lifetime.md, "Garbage known by position").
@@ -743,11 +648,7 @@ pub(crate) fn run_mapped_gc(
                     .live_extents(f.number, FILE_HEADER as u64, f.size, READ_THROUGH_GAP);
             let mut r = f.scan_extents(IoCause::GcRead, extents)?;
             let mut read = 0u64;
-            // Once per file: each take holds the state lock, which flushes hold across
-            // manifest syncs (a write that comes later makes at worst one needless copy).
-            let unsearched = rt.predictor.is_some().then(|| Unsearched::take(inner));
-            // Records with whether each needs a tree lookup.
-            let mut batch: Vec<(ValuePointer, Vec<u8>, Vec<u8>, bool)> = Vec::new();
+            let mut batch: Vec<(ValuePointer, Vec<u8>, Vec<u8>)> = Vec::new();
             let mut eof = false;
             while !eof {
                 // A batch of records whose keys are looked up together, several at a time
@@ -765,41 +666,32 @@ pub(crate) fn run_mapped_gc(
                         by_class[class_idx].1 += ptr.size as u64;
                         continue;
                     }
-                    // Without a write the finder has not searched yet, a record not known
-                    // dead is live: no lookup (at worst a dead one is copied once).
-                    let look = match &unsearched {
-                        Some(u) => u.may_supersede(key, now)?,
-                        None => true,
-                    };
-                    lookups += u64::from(look);
-                    batch.push((ptr, key.to_vec(), value.to_vec(), look));
+                    batch.push((ptr, key.to_vec(), value.to_vec()));
                 }
+                lookups += batch.len() as u64;
                 let view = ReadView::take(inner);
                 let found = crate::io::parallel::map_in_parallel(
                     crate::io::parallel::Pool::Gc,
                     &batch,
-                    |(_, key, _, look)| look.then(|| view.lookup(key, now)).transpose(),
+                    |(_, key, _)| view.lookup(key, now),
                 )?;
-                for ((ptr, key, value, _), latest) in batch.iter().zip(found) {
+                for ((ptr, key, value), latest) in batch.iter().zip(found) {
                     let (ptr, key, value) = (*ptr, &key[..], &value[..]);
-                    let slot = match latest {
-                        None => rt.place_unlooked(key, f, now),
-                        Some(latest) => {
-                            let keep = Looked {
-                                view: &view,
-                                key,
-                                ptr,
-                                latest,
-                                now,
-                            };
-                            match keep.slot(inner, rt, &t, &mut samples, snapshots)? {
-                                Some(slot) => slot,
-                                None => {
-                                    garbage += ptr.size as u64;
-                                    by_class[class_idx].1 += ptr.size as u64;
-                                    continue;
-                                }
-                            }
+                    let for_snapshot = !found_points_at(inner, &view, &latest, &ptr)?;
+                    let slot = if !for_snapshot {
+                        let found = latest.as_ref().expect("points_at implies found");
+                        live_slot(inner, rt, key, found, now, &t, &mut samples)?
+                    } else {
+                        // Still needed by a snapshot reader? Keep it; it dies with the snapshot.
+                        if !needed_by_snapshot(inner, &view, key, snapshots, &ptr)? {
+                            garbage += ptr.size as u64;
+                            by_class[class_idx].1 += ptr.size as u64;
+                            continue;
+                        }
+                        EngineCounters::add(&rt.counters.kept_for_snapshots, 1);
+                        match (rt.predictor, rt.mode) {
+                            (Some(_), _) | (None, None) => 0,
+                            (None, Some(_)) => LifetimeClass::Short as usize,
                         }
                     };
                     if open[slot]

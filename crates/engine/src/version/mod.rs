@@ -101,7 +101,7 @@ impl TableFile {
         }
     }
 
-    pub(crate) fn overlaps(&self, lo: &[u8], hi: &[u8]) -> bool {
+    fn overlaps(&self, lo: &[u8], hi: &[u8]) -> bool {
         self.largest_user_key() >= lo && self.smallest_user_key() <= hi
     }
 }

@@ -84,17 +84,6 @@ impl WriteHistory {
             .filter(|&m| m > 0)
     }
 
-    /// The sequence number of the key's last write, if the table holds the key and that
-    /// write was not a delete (without recording a write).
-    pub fn last(&self, key: &[u8]) -> Option<SeqNo> {
-        let (tag, first) = self.locate(key);
-        (first..first + 2)
-            .map(|i| self.last[i].load(Ordering::Relaxed))
-            .find(|&w| w >> TAG_SHIFT == tag)
-            .filter(|&w| w & DELETED == 0)
-            .map(|w| w & SEQ_MASK)
-    }
-
     /// The key's tag and the first slot of its bucket.
     fn locate(&self, key: &[u8]) -> (u64, usize) {
         let h = xxhash_rust::xxh3::xxh3_64(key);
@@ -147,9 +136,7 @@ mod tests {
         assert_eq!(h.record(b"a", 100, false), Seen::New);
         assert_eq!(h.record(b"b", 150, false), Seen::New);
         assert_eq!(h.mean(b"a"), None);
-        assert_eq!((h.last(b"a"), h.last(b"c")), (Some(100), None));
         assert_eq!(h.record(b"a", 300, false), Seen::Interval(200));
-        assert_eq!(h.last(b"a"), Some(300));
         assert_eq!(h.mean(b"a"), Some(200));
         assert_eq!(h.mean(b"c"), None);
         // (600 + 3 * 200) / 4
