@@ -46,6 +46,13 @@ impl FsWritable {
     }
 }
 
+/// `fdatasync`, counted as a sync of `cause`.
+pub(super) fn sync_data(file: &File, path: &Path, stats: &IoStats, cause: IoCause) -> Result<()> {
+    file.sync_data().map_err(|e| Error::io(path, e))?;
+    stats.record_sync(cause);
+    Ok(())
+}
+
 impl WritableFile for FsWritable {
     fn append(&mut self, data: &[u8]) -> Result<()> {
         self.len += data.len() as u64;
@@ -69,11 +76,7 @@ impl WritableFile for FsWritable {
 
     fn sync(&mut self) -> Result<()> {
         self.write_out()?;
-        self.file
-            .sync_data()
-            .map_err(|e| Error::io(&self.path, e))?;
-        self.stats.record_sync(self.cause);
-        Ok(())
+        sync_data(&self.file, &self.path, &self.stats, self.cause)
     }
 
     fn len(&self) -> u64 {

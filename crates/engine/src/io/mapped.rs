@@ -190,13 +190,11 @@ impl WritableFile for MappedWritable {
         Ok(())
     }
 
+    /// `fdatasync` also writes back the pages dirtied through the mapping (Linux's
+    /// `msync(MS_SYNC)` is the same call).
     fn sync(&mut self) -> Result<()> {
         self.count();
-        self.file
-            .sync_data()
-            .map_err(|e| Error::io(&self.path, e))?;
-        self.stats.record_sync(self.cause);
-        Ok(())
+        super::fs::sync_data(&self.file, &self.path, &self.stats, self.cause)
     }
 
     fn len(&self) -> u64 {
