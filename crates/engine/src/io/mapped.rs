@@ -35,6 +35,9 @@ use std::sync::Arc;
 /// a crash leaves at most two windows of zeros for recovery to read.
 pub(crate) const WINDOW: usize = 4 << 20;
 
+/// Bytes of a window faulted in per `madvise` call (see [`Window::populate`]).
+const POPULATE_STEP: usize = 256 << 10;
+
 /// One mapped window of the file; unmapped when the writer and the thread populating it
 /// are both done with it.
 struct Window {
@@ -57,9 +60,25 @@ impl Window {
     /// Faults every page in, writable (best effort: a kernel before 5.14 lacks
     /// `MADV_POPULATE_WRITE`, and a window cut off by the writer's drop fails with
     /// `EFAULT`, never `SIGBUS`; the copies then fault pages in as they touch them).
+    ///
+    /// In steps of [`POPULATE_STEP`]: each call holds the process's memory-map lock for
+    /// reading while it faults its range in, and a `mmap`/`munmap` elsewhere in the
+    /// process (value-file readers, thread stacks) waits for it, as does every page fault
+    /// queued behind that writer; short steps keep those waits short.
     fn populate(&self) {
-        // SAFETY: the range is the whole live mapping.
-        unsafe { libc::madvise(self.ptr.cast(), WINDOW, libc::MADV_POPULATE_WRITE) };
+        for at in (0..WINDOW).step_by(POPULATE_STEP) {
+            // SAFETY: the range lies inside the live mapping.
+            let r = unsafe {
+                libc::madvise(
+                    self.ptr.add(at).cast(),
+                    POPULATE_STEP,
+                    libc::MADV_POPULATE_WRITE,
+                )
+            };
+            if r != 0 {
+                return;
+            }
+        }
     }
 }
 
