@@ -8,7 +8,7 @@
 //! client threads' time was inside `write`, 3 % of it the copy itself. Copying the record
 //! into a mapping costs no system call; the pages of each window are faulted in ahead,
 //! by a short-lived thread that populates the next window while the current one fills
-//! (one `madvise(MADV_POPULATE_WRITE)`), so that a copy rarely takes a page fault itself.
+//! (`madvise(MADV_POPULATE_WRITE)`), so that a copy rarely takes a page fault itself.
 //!
 //! What is kept: bytes copied into the mapping are in the page cache at once, so an
 //! appended record survives a process crash as it does after `write` (a `flush` has
