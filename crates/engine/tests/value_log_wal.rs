@@ -42,6 +42,18 @@ fn value(i: u64) -> Vec<u8> {
     v
 }
 
+/// Bytes written to `paths`: a WAL a killed process left behind ends in the zeros of its
+/// mapped window, which are not records.
+fn written(paths: &[PathBuf]) -> u64 {
+    paths
+        .iter()
+        .map(|p| {
+            let data = std::fs::read(p).unwrap();
+            data.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1) as u64
+        })
+        .sum()
+}
+
 fn size(paths: &[PathBuf]) -> u64 {
     paths
         .iter()
@@ -94,7 +106,7 @@ fn unflushed_writes_come_back_from_the_value_files() {
     // Nothing was flushed: no table; the WAL holds keys and pointers only.
     assert!(files(dir.path(), "sst").is_empty());
     let (wal, vlog) = (
-        size(&files(dir.path(), "wal")),
+        written(&files(dir.path(), "wal")),
         size(&files(dir.path(), "vlog")),
     );
     assert!(vlog > 200_000, "values went to value files ({vlog} bytes)");

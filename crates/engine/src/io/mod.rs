@@ -5,6 +5,7 @@
 //! small trait.
 
 mod fs;
+mod mapped;
 pub mod parallel;
 mod readonly;
 mod stats;

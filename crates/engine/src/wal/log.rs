@@ -16,6 +16,12 @@
 //! broken fragment sequence means bytes that were written have changed. Only the first may
 //! be discarded, and only at the end of the newest log ([`WalRecoveryMode`] says what happens
 //! to the rest).
+//!
+//! A file may also end in zeros: the WAL is written through a mapping of preallocated
+//! windows (`io::mapped`), which a crash leaves longer than its records. Zeros after the
+//! last record are the end of the log, and a record cut short by them is a torn append as
+//! if the file ended where they start; the cost is that a record whose last bytes were
+//! damaged *to zeros* reads as torn too (RocksDB's reader treats preallocated zeros alike).
 
 use crate::error::{Error, Result};
 use crate::io::WritableFile;
@@ -138,6 +144,9 @@ pub enum ReadOutcome {
 pub struct LogReader {
     path: PathBuf,
     data: Vec<u8>,
+    /// Where the zeros at the end of `data` start (its length if it ends in a non-zero
+    /// byte): nothing written is at or after it.
+    end: usize,
 }
 
 enum Fragment<'a> {
@@ -158,9 +167,11 @@ enum Fragment<'a> {
 
 impl LogReader {
     pub fn new(path: &Path, data: Vec<u8>) -> Self {
+        let end = data.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1);
         LogReader {
             path: path.to_path_buf(),
             data,
+            end,
         }
     }
 
@@ -171,7 +182,8 @@ impl LogReader {
     /// The fragment at `pos`; `classify_cut` decides whether a fragment running past the end
     /// of the file is a torn append (scanning the rest of the file) or just not intact.
     fn fragment(&self, pos: usize, classify_cut: bool) -> Fragment<'_> {
-        if pos >= self.data.len() {
+        if pos >= self.end {
+            // Only zeros from here (or nothing).
             return Fragment::End;
         }
         let block_left = BLOCK_SIZE - pos % BLOCK_SIZE;
@@ -185,8 +197,10 @@ impl LogReader {
                 Fragment::Bad("non-zero bytes in block padding".into())
             };
         }
-        if pos + HEADER_SIZE > self.data.len() {
-            // A header cut by the end of the file: only the tail of an append.
+        if pos + HEADER_SIZE > self.end {
+            // A header cut by the end of the file, or by the zeros after the last byte
+            // written (a complete header ends in its non-zero type byte): only the tail of
+            // an append.
             return Fragment::Truncated;
         }
         let h = &self.data[pos..pos + HEADER_SIZE];
@@ -194,11 +208,8 @@ impl LogReader {
         let len = u16::from_le_bytes(h[4..6].try_into().unwrap()) as usize;
         let kind = h[6];
         if crc == 0 && len == 0 && kind == 0 {
-            return if self.data[pos..].iter().all(|&b| b == 0) {
-                Fragment::End
-            } else {
-                Fragment::Bad("zeroed header before non-zero bytes".into())
-            };
+            // Not at the zeros of the end (checked above): something follows.
+            return Fragment::Bad("zeroed header before non-zero bytes".into());
         }
         if !(FULL..=LAST).contains(&kind) {
             return Fragment::Bad(format!("unknown fragment type {kind}"));
@@ -232,6 +243,26 @@ impl LogReader {
         }
         let payload = &self.data[pos + HEADER_SIZE..end];
         if fragment_crc(kind, payload) != crc {
+            if end > self.end {
+                // The fragment runs into the zeros at the end: an append cut there (the
+                // rest of its window never written), unless a shorter length makes it
+                // intact, which means its length field was damaged. The bytes written
+                // reach `self.end`, so only lengths from there can be the real one.
+                let start = pos + HEADER_SIZE;
+                let mut c =
+                    crc32c::crc32c_append(crc32c::crc32c(&[kind]), &self.data[start..self.end]);
+                for l in self.end - start..len {
+                    if l > self.end - start {
+                        c = crc32c::crc32c_append(c, &[0]);
+                    }
+                    if mask_crc(c) == crc {
+                        return Fragment::Bad(format!(
+                            "length field {len} disagrees with an intact fragment of {l} bytes"
+                        ));
+                    }
+                }
+                return Fragment::Truncated;
+            }
             return Fragment::Bad("checksum mismatch".into());
         }
         Fragment::Ok {
@@ -246,7 +277,9 @@ impl LogReader {
     /// offset is tried, since damage may have hit a length field.
     fn next_intact(&self, pos: usize, starts_record: bool) -> usize {
         let mut p = pos + 1;
-        while p + HEADER_SIZE <= self.data.len() {
+        // A fragment's header ends in its non-zero type byte, so none starts in the zeros
+        // at the end.
+        while p + HEADER_SIZE <= self.end {
             if let Fragment::Ok { kind, .. } = self.fragment(p, false) {
                 if !starts_record || kind == FULL || kind == FIRST {
                     return p;
@@ -385,7 +418,16 @@ mod tests {
     use super::*;
     use crate::io::{FileStorage, IoCause, Storage};
 
+    /// A log of `records` as a closed writer leaves it (cut to its records).
     fn write_log(records: &[Vec<u8>]) -> (tempfile::TempDir, PathBuf, Vec<u8>) {
+        let (dir, path, data, len) = write_log_open(records);
+        assert_eq!(std::fs::read(&path).unwrap(), data[..len as usize]);
+        (dir, path, data[..len as usize].to_vec())
+    }
+
+    /// The file of a WAL writer that synced `records` and is still open, as a crash would
+    /// leave it (the rest of its mapped window zeros), and the records' length.
+    fn write_log_open(records: &[Vec<u8>]) -> (tempfile::TempDir, PathBuf, Vec<u8>, u64) {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("log");
         let fs = FileStorage::new();
@@ -395,7 +437,7 @@ mod tests {
         }
         w.sync().unwrap();
         let data = std::fs::read(&path).unwrap();
-        (dir, path, data)
+        (dir, path, data, w.len())
     }
 
     fn read_mode(
@@ -550,6 +592,61 @@ mod tests {
         assert!(read(&path, data).unwrap_err().is_corruption());
     }
 
+    /// A crash while a record was being copied into the WAL's mapped window leaves its
+    /// first bytes followed by the window's zeros: a torn tail in the newest log (cut
+    /// inside a fragment, inside a header, or between the fragments of a record), an
+    /// error in an older one.
+    #[test]
+    fn a_record_cut_by_the_zeros_of_its_window_is_a_torn_tail() {
+        let recs = records();
+        let (_d, path, data, len) = write_log_open(&recs);
+        let len = len as usize;
+        assert!(data.len() > len, "the open writer's window has a zero tail");
+        let last = recs.last().unwrap().len();
+        for cut in [
+            len - 1,
+            len - 500,
+            len - last + 3,
+            len - last - 2,
+            len - 40_000,
+        ] {
+            let mut crashed = data.clone();
+            crashed[cut..len].fill(0);
+            let (got, o) = read(&path, crashed.clone()).unwrap();
+            assert_eq!(got[..], recs[..got.len()], "cut at {cut}");
+            assert_eq!(got.len(), recs.len() - 1, "cut at {cut}");
+            let ReadOutcome::TornTail { valid_len } = o else {
+                panic!("cut at {cut} read as {o:?}")
+            };
+            let (again, o2) = read(&path, crashed[..valid_len as usize].to_vec()).unwrap();
+            assert_eq!((again, o2), (got, ReadOutcome::Clean));
+            let older = read_mode(
+                &path,
+                crashed,
+                WalRecoveryMode::TolerateCorruptedTailRecords,
+                false,
+            );
+            assert!(older.unwrap_err().is_corruption());
+        }
+    }
+
+    /// A last record that itself ends in zero bytes is complete, not cut by the zeros
+    /// after it; a damaged length field there is still damage, not a torn tail.
+    #[test]
+    fn a_record_ending_in_zeros_before_the_window_zeros_is_intact() {
+        let mut tail = vec![7u8; 10];
+        tail.resize(300, 0);
+        let recs = vec![vec![1u8; 100], tail];
+        let (_d, path, data, len) = write_log_open(&recs);
+        let (got, o) = read(&path, data.clone()).unwrap();
+        assert_eq!((got, o), (recs.clone(), ReadOutcome::Clean));
+        let mut bad = data;
+        let last = len as usize - 300 - HEADER_SIZE;
+        bad[last + 4..last + 6].copy_from_slice(&400u16.to_le_bytes());
+        let err = read(&path, bad).unwrap_err();
+        assert!(err.to_string().contains("length field"), "{err}");
+    }
+
     #[test]
     fn recovery_mode_names_round_trip() {
         for m in WalRecoveryMode::ALL {
@@ -579,6 +676,21 @@ mod tests {
                 let (_d, path, data) = write_log(&recs);
                 let at = (data.len() as f64 * cut) as usize;
                 let (got, _) = read(&path, data[..at].to_vec()).unwrap();
+                prop_assert_eq!(&got[..], &recs[..got.len()]);
+            }
+
+            /// A crash at any point of a mapped WAL's appends (the bytes from there on
+            /// zeros, the window's rest too) reads as a prefix of its records.
+            #[test]
+            fn every_crash_in_a_mapped_window_is_a_clean_prefix(
+                sizes in proptest::collection::vec(0usize..40_000, 1..12),
+                cut in 0.0f64..1.0,
+            ) {
+                let recs: Vec<Vec<u8>> = sizes.iter().enumerate().map(|(i, &n)| vec![i as u8 + 1; n]).collect();
+                let (_d, path, mut data, len) = write_log_open(&recs);
+                let at = (len as f64 * cut) as usize;
+                data[at..len as usize].fill(0);
+                let (got, _) = read(&path, data).unwrap();
                 prop_assert_eq!(&got[..], &recs[..got.len()]);
             }
 
