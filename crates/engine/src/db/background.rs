@@ -107,23 +107,25 @@ fn add_outputs(
     out: JobOutput,
 ) {
     let v = st.versions.current();
+    // Each dropped pointer resolved once: (as the table had it, where the record is now).
+    let dropped: Vec<(ValuePointer, ValuePointer)> = out
+        .dropped
+        .iter()
+        .filter_map(|p| Some((*p, v.resolve(p)?)))
+        .collect();
+    let now: Vec<ValuePointer> = dropped.iter().map(|d| d.1).collect();
     if let Some(rt) = &inner.lifetime {
-        rt.count_job(&v, &out);
+        rt.count_job(&out, &now);
     }
     edit.added
         .extend(out.tables.into_iter().map(|t| (level, t)));
     edit.added_blobs.extend(out.blobs);
     edit.blob_garbage
-        .extend(compaction::garbage_by_file(&v, &out.dropped));
+        .extend(compaction::garbage_where(&now, |r| Some(*r)));
     if inner.lifetime.is_some() && st.running_gc {
         let busy = &st.busy_blobs;
-        let in_gc: Vec<_> = out
-            .dropped
-            .iter()
-            .filter(|p| v.resolve(p).is_some_and(|r| busy.contains(&r.file)))
-            .copied()
-            .collect();
-        st.gc_drops.extend(in_gc);
+        let in_gc = dropped.iter().filter(|(_, r)| busy.contains(&r.file));
+        st.gc_drops.extend(in_gc.map(|d| d.0));
     }
 }
 

@@ -391,13 +391,12 @@ impl LifetimeRuntime {
     }
 
     /// Counts a flush's or compaction's lifetime work as it installs (under the state
-    /// lock, `v` the version it installs into): the garbage it counted (its dropped
-    /// pointers) is known by position and no longer early.
-    pub fn count_job(&self, v: &Version, out: &crate::compaction::JobOutput) {
+    /// lock): the garbage it counted (`counted`, its dropped pointers' records where they
+    /// live now) is known by position and no longer early.
+    pub fn count_job(&self, out: &crate::compaction::JobOutput, counted: &[ValuePointer]) {
         EngineCounters::add(&self.counters.links, out.links);
         EngineCounters::add(&self.counters.lazy_rewrites, out.lazy_rewrites);
-        let counted: Vec<ValuePointer> = out.dropped.iter().filter_map(|p| v.resolve(p)).collect();
-        self.early.counted(&counted);
+        self.early.counted(counted);
     }
 
     /// Whether every record of `b` is known to be garbage: counted by compaction, or found

@@ -77,7 +77,7 @@ pub(crate) fn find_one(inner: &Arc<Inner>) -> Result<bool> {
                     Ok(Some(ValuePointer::decode(&inner.dir, &f.value)?.0))
                 },
             )?;
-            let mut st = inner.state.lock();
+            let st = inner.state.lock();
             let current = st.versions.current();
             if !current.levels[0]
                 .iter()
@@ -94,10 +94,10 @@ pub(crate) fn find_one(inner: &Arc<Inner>) -> Result<bool> {
                 .filter_map(|(_, p)| p)
                 .collect();
             rt.superseded(&current, &hidden);
-            super::background::release_dead_value_files(inner, &mut st)?;
         }
         rt.count_superseded_table(true);
-        Ok(())
+        // Files the table's writes left wholly dead go now, not at the next job.
+        super::background::release_dead_value_files(inner, &mut inner.state.lock())
     })();
     let mut st = inner.state.lock();
     st.finding_superseded = None;
