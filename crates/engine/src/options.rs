@@ -452,6 +452,10 @@ pub struct LifetimeOptions {
     /// a key it forgets is placed as one never seen. The default, 2M slots (32 MiB,
     /// touched only as keys arrive), is for up to about two million keys.
     pub write_history_slots: usize,
+    /// Memory for the newest flushed writes of recently flushed keys, so that the garbage
+    /// their next flush makes is found without a tree lookup (`vlog::recent_pointers`,
+    /// about 52 bytes per key held). A key it forgets is looked up in the tree.
+    pub recent_pointer_bytes: usize,
 }
 
 /// When the lifetime policies collect value files.
@@ -508,6 +512,7 @@ impl Default for LifetimeOptions {
             max_gc_batch_bytes: 1 << 30,
             trigger: GcTrigger::default(),
             write_history_slots: 1 << 21,
+            recent_pointer_bytes: 48 << 20,
         }
     }
 }

@@ -44,6 +44,11 @@ fn small_options(gc: GcPolicyConfig, dynamic_level_bytes: bool) -> Options {
             // A write history far smaller than the keys: evictions and tag collisions
             // misplace values, which must cost bytes only, never a value.
             write_history_slots: 64,
+            // The finder's recent pointers far fewer than the keys (two generations of 16
+            // slots): keys are forgotten and looked up in the tree, and entries are left
+            // stale by tables compacted before they were searched. A wrong entry would mark
+            // a live record dead, and GC would drop a value.
+            recent_pointer_bytes: 32 * halflife_engine::vlog::recent_pointers::SLOT_BYTES,
         },
         lifetime_oracle: Some(Arc::new(EveryKeyAgainSoon)),
         gc,

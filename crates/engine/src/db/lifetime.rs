@@ -30,6 +30,7 @@ use crate::vlog::early_garbage::EarlyGarbage;
 use crate::vlog::file::{value_file_name, FILE_HEADER};
 use crate::vlog::index_map::index_map_file_name;
 use crate::vlog::placement::{self, Predictor};
+use crate::vlog::recent_pointers::RecentPointers;
 use crate::vlog::write_history::{Seen, WriteHistory};
 use crate::vlog::{
     BlobFile, FileLifetime, IndexMap, IndexMapBuilder, ValueFileWriter, ValuePointer,
@@ -112,6 +113,10 @@ pub struct LifetimeStats {
     /// those given up because a compaction took them first (`db::superseded`).
     pub superseded_tables_searched: u64,
     pub superseded_tables_missed: u64,
+    /// Flushed keys whose previous write the finder took from the table of recent
+    /// pointers, and those it looked up in the tree (`vlog::recent_pointers`).
+    pub superseded_from_recent: u64,
+    pub superseded_looked_up: u64,
     pub born_by_class: Vec<u64>,
     pub copied_by_class: Vec<u64>,
 }
@@ -158,6 +163,9 @@ pub(crate) struct LifetimeRuntime {
     pub early: EarlyGarbage,
     /// The write path logs values (the value log as the WAL), so flush places nothing.
     logs_values: bool,
+    /// The newest flushed write of recently flushed keys, kept by the superseded finder so
+    /// that most of its lookups need no device read.
+    pub recent: Mutex<RecentPointers>,
 }
 
 impl LifetimeRuntime {
@@ -214,6 +222,7 @@ impl LifetimeRuntime {
             unit: AtomicU64::new(0),
             early: EarlyGarbage::default(),
             logs_values: opts.logs_values(),
+            recent: Mutex::new(RecentPointers::new(opts.lifetime.recent_pointer_bytes)),
         }))
     }
 
@@ -416,6 +425,7 @@ impl LifetimeRuntime {
     pub fn stats(&self, v: &Version) -> LifetimeStats {
         let t = self.thresholds.current();
         let c = &self.counters;
+        let recent = self.recent.lock().hits_and_misses();
         let calls = EngineCounters::get(&c.model_calls);
         let ts = self.trainer.as_ref().map(|t| t.stats());
         let get = |f: fn(&crate::lifetime::model::TrainerStats) -> &AtomicU64| {
@@ -456,6 +466,8 @@ impl LifetimeRuntime {
             known_garbage_records: self.early.known() as u64,
             superseded_tables_searched: EngineCounters::get(&c.superseded_tables_searched),
             superseded_tables_missed: EngineCounters::get(&c.superseded_tables_missed),
+            superseded_from_recent: recent.0,
+            superseded_looked_up: recent.1,
             born_by_class: c.born_by_class.iter().map(EngineCounters::get).collect(),
             copied_by_class: c.copied_by_class.iter().map(EngineCounters::get).collect(),
         }

@@ -22,13 +22,17 @@
 //! rest of the table is skipped (compaction counts those records instead). A snapshot
 //! older than a key's flushed write still sees the previous one: that record is left.
 
+use super::lifetime::LifetimeRuntime;
 use super::Inner;
-use crate::compaction::oldest_versions;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::io::IoCause;
 use crate::memtable::seek_key;
-use crate::types::ValueKind;
+use crate::sst::InternalIterator;
+use crate::types::{parse_internal_key, SeqNo, ValueKind};
+use crate::version::{TableFile, Version};
+use crate::vlog::recent_pointers::LastWrite;
 use crate::vlog::ValuePointer;
+use std::path::Path;
 use std::sync::Arc;
 
 /// Keys looked up between two checks that the table is still in L0 (one hold of the state
@@ -60,42 +64,19 @@ pub(crate) fn find_one(inner: &Arc<Inner>) -> Result<bool> {
     };
     let result = (|| -> Result<()> {
         let mut it = table.table()?.iter(IoCause::Compaction);
-        let keys = oldest_versions(&mut it, table.path(), "a flushed table")?;
+        let keys = flushed_keys(&inner.dir, &mut it, table.path())?;
+        let mut gone = false;
         for batch in keys.chunks(BATCH) {
-            let found = crate::io::parallel::map_in_parallel(
-                crate::io::parallel::Pool::Lookup,
-                batch,
-                |(key, seq)| {
-                    let seek = seek_key(key, seq.saturating_sub(1));
-                    let before = table.meta.smallest_seq;
-                    let Some(f) = v.get_before(before, key, &seek, IoCause::Lookup)? else {
-                        return Ok(None);
-                    };
-                    if f.kind != ValueKind::Pointer {
-                        return Ok(None);
-                    }
-                    Ok(Some(ValuePointer::decode(&inner.dir, &f.value)?.0))
-                },
-            )?;
-            let st = inner.state.lock();
-            let current = st.versions.current();
-            if !current.levels[0]
-                .iter()
-                .any(|f| f.number() == table.number())
-            {
-                rt.count_superseded_table(false);
-                return Ok(());
+            if !gone {
+                gone = !find_batch(inner, rt, &table, &v, batch)?;
             }
-            let snapshot = inner.smallest_snapshot(&st);
-            let hidden: Vec<ValuePointer> = batch
-                .iter()
-                .zip(found)
-                .filter(|((_, seq), _)| *seq <= snapshot)
-                .filter_map(|(_, p)| p)
-                .collect();
-            rt.superseded(&current, &hidden);
+            // The table's writes are the keys' newest flushed ones, found or not.
+            let mut recent = rt.recent.lock();
+            for k in batch {
+                recent.record(&k.key, k.newest);
+            }
         }
-        rt.count_superseded_table(true);
+        rt.count_superseded_table(!gone);
         // Files the table's writes left wholly dead go now, not at the next job.
         super::background::release_dead_value_files(inner, &mut inner.state.lock())
     })();
@@ -104,4 +85,108 @@ pub(crate) fn find_one(inner: &Arc<Inner>) -> Result<bool> {
     inner.bg_cv.notify_all();
     drop(st);
     result.map(|()| true)
+}
+
+/// A key of a flushed table: its oldest write there (whose previous write it hides) and
+/// its newest (the one its next write will hide).
+struct FlushedKey {
+    key: Vec<u8>,
+    oldest: SeqNo,
+    newest: LastWrite,
+}
+
+/// The keys of a flushed table, in order.
+fn flushed_keys(
+    dir: &Path,
+    input: &mut dyn InternalIterator,
+    path: &Path,
+) -> Result<Vec<FlushedKey>> {
+    let mut keys: Vec<FlushedKey> = Vec::new();
+    input.seek_to_first()?;
+    while input.valid() {
+        let p = parse_internal_key(input.key())
+            .ok_or_else(|| Error::corruption(path, "malformed internal key in a flushed table"))?;
+        match keys.last_mut() {
+            // Versions of a key come newest first.
+            Some(last) if last.key == p.user_key => last.oldest = p.seq,
+            _ => {
+                let pointer = match p.kind {
+                    ValueKind::Pointer => Some(ValuePointer::decode(dir, input.value())?.0),
+                    _ => None,
+                };
+                keys.push(FlushedKey {
+                    key: p.user_key.to_vec(),
+                    oldest: p.seq,
+                    newest: LastWrite {
+                        seq: p.seq,
+                        pointer,
+                    },
+                });
+            }
+        }
+        input.next()?;
+    }
+    Ok(keys)
+}
+
+/// Finds the previous writes of `batch` (from the table of recent pointers, or by tree
+/// lookups) and records the hidden ones as garbage; `false` if the table has left L0, so
+/// that nothing more of it may be recorded.
+fn find_batch(
+    inner: &Arc<Inner>,
+    rt: &LifetimeRuntime,
+    table: &Arc<TableFile>,
+    v: &Version,
+    batch: &[FlushedKey],
+) -> Result<bool> {
+    let known: Vec<Option<LastWrite>> = {
+        let mut recent = rt.recent.lock();
+        batch
+            .iter()
+            .map(|k| recent.before(&k.key, k.oldest))
+            .collect()
+    };
+    let unknown: Vec<&FlushedKey> = batch
+        .iter()
+        .zip(&known)
+        .filter(|(_, w)| w.is_none())
+        .map(|(k, _)| k)
+        .collect();
+    let looked_up =
+        crate::io::parallel::map_in_parallel(crate::io::parallel::Pool::Lookup, &unknown, |k| {
+            let seek = seek_key(&k.key, k.oldest.saturating_sub(1));
+            let before = table.meta.smallest_seq;
+            let Some(f) = v.get_before(before, &k.key, &seek, IoCause::Lookup)? else {
+                return Ok(None);
+            };
+            if f.kind != ValueKind::Pointer {
+                return Ok(None);
+            }
+            Ok(Some(ValuePointer::decode(&inner.dir, &f.value)?.0))
+        })?;
+    let mut looked_up = looked_up.into_iter();
+    let previous: Vec<Option<ValuePointer>> = known
+        .iter()
+        .map(|w| match w {
+            Some(w) => w.pointer,
+            None => looked_up.next().flatten(),
+        })
+        .collect();
+    let st = inner.state.lock();
+    let current = st.versions.current();
+    if !current.levels[0]
+        .iter()
+        .any(|f| f.number() == table.number())
+    {
+        return Ok(false);
+    }
+    let snapshot = inner.smallest_snapshot(&st);
+    let hidden: Vec<ValuePointer> = batch
+        .iter()
+        .zip(previous)
+        .filter(|(k, _)| k.oldest <= snapshot)
+        .filter_map(|(_, p)| p)
+        .collect();
+    rt.superseded(&current, &hidden);
+    Ok(true)
 }

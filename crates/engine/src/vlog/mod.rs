@@ -8,6 +8,7 @@ pub mod gc;
 pub mod index_map;
 pub mod placement;
 pub mod pointer;
+pub mod recent_pointers;
 pub mod write_history;
 
 pub use file::{BlobFile, FileLifetime, ValueFileReader, ValueFileWriter};

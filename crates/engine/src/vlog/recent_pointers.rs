@@ -1,0 +1,238 @@
+//! Where recently flushed keys' values live, so that their next write's garbage is found
+//! without a tree lookup.
+//!
+//! The superseded finder ([`crate::db`]) learns the garbage a flush made by looking up each
+//! flushed key's previous write in the tree: one device read per key once the tree is larger
+//! than memory (3.1M reads in a full-scale run, more than the rest of the run's reads
+//! together, docs/lifetime.md). Under a skewed workload most of those keys were flushed a
+//! few flushes earlier, and the finder itself saw their pointers then. This table keeps
+//! them: per key the sequence number and pointer of its newest flushed write, as the finder
+//! recorded it. When the key is flushed again, that write is the previous one (or an older
+//! one, if a table was skipped in between), and it is hidden from every reader just as a
+//! looked-up one is.
+//!
+//! Exactness matters here, not only in aggregate: a hit marks a record dead, and GC drops
+//! dead records without looking them up. So keys are identified by a 128-bit hash
+//! (XXH3-128): the chance that two of a billion distinct keys collide is below 2^-67, far
+//! below the chance of an undetected device error. An entry can only ever be an older write
+//! of the same key (its sequence number is checked against the new write's), so a stale entry
+//! (a table the finder skipped) names a record that is dead anyway.
+//!
+//! Memory is bounded (`LifetimeOptions::recent_pointer_bytes`, 49 bytes per slot): two
+//! generations of `n` keys each. New entries go to the young generation; a key found in the
+//! old one moves to the young; when the young is full, the old is dropped and the young
+//! becomes old. So a key is kept while it is written again within about `n` to `2n` distinct
+//! keys, which is what a skewed workload's hot keys do. A key forgotten is looked up in the
+//! tree, as before.
+
+use super::ValuePointer;
+use crate::types::SeqNo;
+use std::collections::HashMap;
+use xxhash_rust::xxh3::xxh3_128;
+
+/// A key's newest flushed write, as the finder saw it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LastWrite {
+    pub seq: SeqNo,
+    /// Where its value lives, if it has one in a value file (not a delete or an inline value).
+    pub pointer: Option<ValuePointer>,
+}
+
+/// [`LastWrite`] as stored: 28 bytes instead of 40 (no `Option` tag; a size of
+/// `u32::MAX`, which no record has, means no pointer), so that an entry with its 16-byte key
+/// hash takes 48 bytes of a hash table slot.
+#[derive(Clone, Copy)]
+#[repr(packed(4))]
+struct Packed {
+    seq: SeqNo,
+    file: u64,
+    offset: u64,
+    size: u32,
+}
+
+impl Packed {
+    fn pack(w: LastWrite) -> Packed {
+        let p = w.pointer.unwrap_or(ValuePointer {
+            file: 0,
+            offset: 0,
+            size: u32::MAX,
+        });
+        Packed {
+            seq: w.seq,
+            file: p.file,
+            offset: p.offset,
+            size: p.size,
+        }
+    }
+
+    fn unpack(self) -> LastWrite {
+        LastWrite {
+            seq: self.seq,
+            pointer: (self.size != u32::MAX).then_some(ValuePointer {
+                file: self.file,
+                offset: self.offset,
+                size: self.size,
+            }),
+        }
+    }
+}
+
+/// The hash table's load factor at which it grows (`std`'s is 7/8): a generation is sized
+/// just under it, so that it never grows past the slots it was given.
+const FILL: (usize, usize) = (7, 8);
+
+/// Bytes per slot of a generation (key hash and [`Packed`], and the table's control byte).
+pub const SLOT_BYTES: usize = std::mem::size_of::<([u64; 2], Packed)>() + 1;
+
+/// The newest flushed write of recently flushed keys, bounded in memory.
+pub struct RecentPointers {
+    young: HashMap<[u64; 2], Packed>,
+    old: HashMap<[u64; 2], Packed>,
+    /// Keys per generation.
+    generation: usize,
+    hits: u64,
+    misses: u64,
+}
+
+impl RecentPointers {
+    /// A table of at most about `memory` bytes: two generations of a power-of-two number
+    /// of slots each, filled to [`FILL`]. The slots are allocated as keys arrive.
+    pub fn new(memory: usize) -> RecentPointers {
+        let slots = (memory / 2 / SLOT_BYTES).max(2);
+        // The largest power of two that fits (rounding up could double the memory).
+        let slots = 1usize << (usize::BITS - 1 - slots.leading_zeros());
+        RecentPointers {
+            young: HashMap::new(),
+            old: HashMap::new(),
+            generation: (slots * FILL.0 / FILL.1).max(1),
+            hits: 0,
+            misses: 0,
+        }
+    }
+
+    /// The write before one at `seq` of `key`, if the table holds an older one; the entry
+    /// stays (a caller records the new write with [`Self::record`]).
+    pub fn before(&mut self, key: &[u8], seq: SeqNo) -> Option<LastWrite> {
+        let h = hash(key);
+        let found = self.young.get(&h).or_else(|| self.old.get(&h));
+        match found.map(|p| p.unpack()) {
+            Some(w) if w.seq < seq => {
+                self.hits += 1;
+                Some(w)
+            }
+            _ => {
+                self.misses += 1;
+                None
+            }
+        }
+    }
+
+    /// Records `write` as `key`'s newest flushed write, unless a newer one is held.
+    pub fn record(&mut self, key: &[u8], write: LastWrite) {
+        let h = hash(key);
+        let held = self.young.get(&h).or_else(|| self.old.get(&h));
+        if held.is_some_and(|w| w.unpack().seq >= write.seq) {
+            return;
+        }
+        self.old.remove(&h);
+        if self.young.len() >= self.generation && !self.young.contains_key(&h) {
+            self.old = std::mem::take(&mut self.young);
+        }
+        self.young.insert(h, Packed::pack(write));
+    }
+
+    /// Keys held.
+    pub fn len(&self) -> usize {
+        self.young.len() + self.old.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Lookups answered, and lookups the table could not answer.
+    pub fn hits_and_misses(&self) -> (u64, u64) {
+        (self.hits, self.misses)
+    }
+}
+
+fn hash(key: &[u8]) -> [u64; 2] {
+    let h = xxh3_128(key);
+    [h as u64, (h >> 64) as u64]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn w(seq: SeqNo, offset: u64) -> LastWrite {
+        LastWrite {
+            seq,
+            pointer: Some(ValuePointer {
+                file: 1,
+                offset,
+                size: 10,
+            }),
+        }
+    }
+
+    #[test]
+    fn gives_the_newest_older_write_only() {
+        let mut t = RecentPointers::new(1 << 20);
+        assert_eq!(t.before(b"a", 5), None);
+        t.record(b"a", w(5, 0));
+        t.record(b"a", w(3, 100)); // older than what is held: ignored
+        assert_eq!(t.before(b"a", 9), Some(w(5, 0)));
+        // A write at or before the held one has no previous write in the table.
+        assert_eq!(t.before(b"a", 5), None);
+        assert_eq!(t.before(b"a", 4), None);
+        assert_eq!(t.before(b"b", 9), None);
+        t.record(b"a", w(9, 200));
+        assert_eq!(t.before(b"a", 12), Some(w(9, 200)));
+        assert_eq!(t.hits_and_misses(), (2, 4));
+    }
+
+    #[test]
+    fn bounded_and_keeps_keys_written_again() {
+        // Two generations of 4 slots, 3 keys each.
+        let mut t = RecentPointers::new(8 * SLOT_BYTES);
+        assert_eq!(t.generation, 3);
+        for i in 0..4u64 {
+            t.record(&i.to_be_bytes(), w(i + 1, i));
+        }
+        // Keys 0-2 are the old generation now; key 0 is written again and moves to young.
+        t.record(&0u64.to_be_bytes(), w(10, 0));
+        for i in 5..7u64 {
+            t.record(&i.to_be_bytes(), w(i + 20, i));
+        }
+        // Key 6 turned the young generation over: keys 1 and 2 went with the old one, key
+        // 0 (written again) stayed.
+        assert_eq!(t.len(), 4);
+        assert_eq!(t.before(&0u64.to_be_bytes(), 100), Some(w(10, 0)));
+        assert_eq!(t.before(&1u64.to_be_bytes(), 100), None);
+        assert_eq!(t.before(&6u64.to_be_bytes(), 100), Some(w(26, 6)));
+        for i in 100..200u64 {
+            t.record(&i.to_be_bytes(), w(i, i));
+            assert!(t.len() <= 6, "{} keys held", t.len());
+        }
+    }
+
+    #[test]
+    fn deletes_and_inline_values_have_no_pointer() {
+        let mut t = RecentPointers::new(1 << 20);
+        t.record(
+            b"k",
+            LastWrite {
+                seq: 4,
+                pointer: None,
+            },
+        );
+        assert_eq!(
+            t.before(b"k", 5),
+            Some(LastWrite {
+                seq: 4,
+                pointer: None
+            })
+        );
+    }
+}
