@@ -42,7 +42,7 @@ pub struct LastWrite {
 /// `u32::MAX`, which no record has, means no pointer), so that an entry with its 16-byte key
 /// hash takes 48 bytes of a hash table slot.
 #[derive(Clone, Copy)]
-#[repr(packed(4))]
+#[repr(C, packed(4))]
 struct Packed {
     seq: SeqNo,
     file: u64,
