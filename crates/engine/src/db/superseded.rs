@@ -12,6 +12,9 @@
 //! Where the write path logs values (the value log as the WAL) the flush places nothing,
 //! so nothing in the flush needs the previous write: the flush only queues its table, and
 //! this job looks the table's keys up afterwards, on its own thread, while writers go on.
+//! Most keys need no lookup at all: the job remembers the pointers of the keys it saw in
+//! earlier tables ([`crate::vlog::recent_pointers`]), and only the keys it has forgotten
+//! (or never saw) are looked up in the tree.
 //!
 //! Exactness: early garbage lets GC drop a record without a lookup, so a record must never
 //! be recorded that is live, or that compaction already counted. The lookups run against a
