@@ -125,6 +125,11 @@ pub struct LearnedParams {
     /// A compaction prefetches at most this many times as many blocks as the cache drops
     /// when its output replaces its inputs ([`Budget::ReplaceDropped`]).
     pub replace_factor: f64,
+    /// The policy loads no more blocks in all than incremental warm-up would have loaded
+    /// for the same compactions (it counts the output blocks the baseline admits, and a
+    /// flush or compaction spends what the compactions before left unspent): the flushes'
+    /// blocks, which the baseline never loads, are paid for by loading less elsewhere.
+    pub loads_within_baseline: bool,
     /// Target data blocks per key range when the ranges are cut.
     pub blocks_per_range: usize,
     pub min_ranges: usize,
@@ -150,6 +155,7 @@ impl Default for LearnedParams {
             threshold: 0.25,
             cache_fraction: 0.1,
             replace_factor: 2.0,
+            loads_within_baseline: true,
             blocks_per_range: 2,
             min_ranges: 64,
             max_ranges: 1 << 16,
