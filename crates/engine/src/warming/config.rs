@@ -129,9 +129,9 @@ pub struct LearnedParams {
     /// for the same compactions (it counts the output blocks the baseline admits; a
     /// compaction loads at most that less what the policy loaded beyond the baseline
     /// before, the flushes' blocks mostly, which the baseline never loads). Off by
-    /// default: measured, it cost 8-12 points of removed invalidation misses on
-    /// e-commerce and 7 on synthetic, where the compactions' lowest-ranked blocks it cuts
-    /// are read (docs/leaper.md, "Third pass").
+    /// default: measured, it cost 6-11 points of removed invalidation misses (medians of
+    /// three runs), the compactions' lowest-ranked blocks it cuts being read
+    /// (docs/leaper.md, "Third pass").
     pub loads_within_baseline: bool,
     /// Target data blocks per key range when the ranges are cut.
     pub blocks_per_range: usize,

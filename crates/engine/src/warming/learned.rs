@@ -14,14 +14,14 @@
 
 use super::collector::{self, Collector, Collectors};
 use super::config::LearnedParams;
-use super::incremental::CachedIntervals;
 use super::features::{write_row, TrainingSet, NUM_FEATURES, SLOTS_NEEDED};
+use super::incremental::CachedIntervals;
 use super::model::HotRangeModel;
 use super::older::OlderVersions;
 use super::ranges::KeyRanges;
 use super::{
-    BlockFilter, BlockKeys, Budget, CacheWarming, Candidate, Dropping, JobInputs, JobKind,
-    KeySet, WarmingStats,
+    BlockFilter, BlockKeys, Budget, CacheWarming, Candidate, Dropping, JobInputs, JobKind, KeySet,
+    WarmingStats,
 };
 use parking_lot::{Condvar, Mutex, RwLock};
 use std::collections::VecDeque;
@@ -709,7 +709,10 @@ mod tests {
             .within(ledger.clone(), Some(baseline))
             .holding_all();
         for keys in [&["k0000", "k0001"][..], &["k0002"], &["k0005"], &["k0007"]] {
-            assert!(c.admit(&BlockKeys::from_keys(keys)).is_some(), "held: {keys:?}");
+            assert!(
+                c.admit(&BlockKeys::from_keys(keys)).is_some(),
+                "held: {keys:?}"
+            );
         }
         assert_eq!(c.limit(), Some(1), "two, less the flush's block");
         c.loaded(1);
