@@ -676,14 +676,12 @@ mod tests {
             h.admit(&BlockKeys::from_keys(&["k0001x"])),
             "the baseline's blocks as before"
         );
-        let b = block(&["k0007"]);
+        // (The install judges a held block by its keys' hashes and its priority.)
         let hashes = [KeySet::hash(b"k0007")];
         let c = Candidate {
-            block: &b,
-            first: b"k0007",
-            last: b"k0007",
             hashes: &hashes,
             priority: cold,
+            ..c
         };
         assert_eq!(all.at_install(&c, &Dropping::default()), None);
         let read_meanwhile = Dropping::new(vec![block(&["k0007"])]);
