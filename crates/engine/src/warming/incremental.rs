@@ -4,7 +4,7 @@
 //! read a moment ago, and a hot key range none of whose blocks happened to be cached is
 //! left cold.
 
-use super::{BlockFilter, BlockKeys, CacheWarming, JobInputs};
+use super::{BlockFilter, BlockKeys, CacheWarming, InputBlock, JobInputs};
 use std::sync::Arc;
 
 /// Key intervals `[lo, hi]` of the input blocks that were cached, sorted and merged.
@@ -60,6 +60,17 @@ impl BlockFilter for CachedIntervals {
     }
 }
 
+/// The key intervals of the cached ones among a job's input blocks.
+pub fn cached_intervals(blocks: &[InputBlock]) -> CachedIntervals {
+    CachedIntervals::new(
+        blocks
+            .iter()
+            .filter(|b| b.cached)
+            .map(|b| (b.lo.clone(), b.hi.clone()))
+            .collect(),
+    )
+}
+
 /// The policy.
 #[derive(Debug, Default)]
 pub struct IncrementalWarmup;
@@ -70,20 +81,15 @@ impl CacheWarming for IncrementalWarmup {
     }
 
     fn plan(&self, job: &JobInputs<'_>) -> Option<Arc<dyn BlockFilter>> {
-        let cached: Vec<(Vec<u8>, Vec<u8>)> = job
-            .blocks
-            .iter()
-            .filter(|b| b.cached)
-            .map(|b| (b.lo.clone(), b.hi.clone()))
-            .collect();
-        (!cached.is_empty()).then(|| Arc::new(CachedIntervals::new(cached)) as Arc<dyn BlockFilter>)
+        let cached = cached_intervals(job.blocks);
+        (!cached.is_empty()).then(|| Arc::new(cached) as Arc<dyn BlockFilter>)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::warming::{InputBlock, JobKind, KeySet};
+    use crate::warming::{JobKind, KeySet};
 
     fn iv(lo: &str, hi: &str) -> (Vec<u8>, Vec<u8>) {
         (lo.as_bytes().to_vec(), hi.as_bytes().to_vec())

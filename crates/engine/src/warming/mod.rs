@@ -135,6 +135,16 @@ pub trait BlockFilter: Send + Sync {
     fn at_install(&self, held: &Candidate<'_>, _dropping: &Dropping) -> Option<f64> {
         Some(held.priority)
     }
+
+    /// Most blocks a compaction may load at its install besides its [`Budget`]; `None`:
+    /// no other limit.
+    fn limit(&self) -> Option<u64> {
+        None
+    }
+
+    /// The job loaded `blocks` more (a flush: one at a time, as it writes them; a
+    /// compaction: once, at its install, all of them).
+    fn loaded(&self, _blocks: u64) {}
 }
 
 /// A held output block, as [`BlockFilter::at_install`] sees it.
@@ -975,8 +985,14 @@ impl Deferred {
             }
             Budget::CacheFraction(_) => usize::MAX,
         };
+        let room = self
+            .filter
+            .limit()
+            .map_or(room, |l| room.min(usize::try_from(l).unwrap_or(usize::MAX)));
         if room == 0 {
-            // Nothing of the inputs was cached: nothing to replace, nothing to judge.
+            // Nothing of the inputs was cached (nothing to replace, nothing to judge), or
+            // the policy may load nothing more.
+            self.filter.loaded(0);
             self.counters
                 .displaced
                 .fetch_add(held.len() as u64, Relaxed);
@@ -1006,6 +1022,7 @@ impl Deferred {
         self.counters.displaced.fetch_add(over as u64, Relaxed);
         keep.drain(..over);
         self.counters.admitted.fetch_add(keep.len() as u64, Relaxed);
+        self.filter.loaded(keep.len() as u64);
         for h in keep {
             cache.insert_prefetched(h.file, h.offset, h.block);
         }
@@ -1181,6 +1198,7 @@ impl JobWarming {
             }
             counters.admitted.fetch_add(1, Relaxed);
             counters.flush_admitted.fetch_add(1, Relaxed);
+            filter.loaded(1);
             cache.insert_prefetched(file_number, offset, Arc::clone(block));
         })
     }
