@@ -164,12 +164,14 @@ fn flush_one(inner: &Arc<Inner>) -> Result<bool> {
         compaction::run(&spec, &mut mem.iter())
     };
     // The value files the memtable's writes logged their values to are installed with
-    // its table, charged with the values the flush dropped.
-    let mut logged_files = mem.value_files();
+    // its table, charged with the values the flush dropped; synced here, off the write
+    // path and outside the lock.
+    let logged_files = mem.value_files();
     drop((v, mem));
     let mut st = inner.state.lock();
     st.flushing = false;
     let mut out = out?;
+    let mut logged_files = logged_files?;
     // The rate writes are held to while the next memtable fills (see `throttle`); the
     // install below is not part of it (it waits for the lock like any writer).
     inner.throttle.flushed(bytes, started.elapsed());
