@@ -201,12 +201,17 @@ fn flush_one(inner: &Arc<Inner>) -> Result<bool> {
     }
     st.imm.pop_front();
     inner.publish(&st);
+    EngineCounters::add(&inner.counters.flushes, 1);
+    let released = release_dead_value_files(inner, &mut st);
+    inner.bg_cv.notify_all();
+    drop(st);
+    // Outside the state lock, which every write group takes: unlinking a WAL of tens of
+    // MiB held it for up to 52 ms on a busy disk (docs/bench.md, "Tails"). Every WAL
+    // created from now on has a higher number.
     if inner.opts.use_wal {
         remove_old_wals(inner, next_wal);
     }
-    EngineCounters::add(&inner.counters.flushes, 1);
-    release_dead_value_files(inner, &mut st)?;
-    inner.bg_cv.notify_all();
+    released?;
     Ok(true)
 }
 
