@@ -12,28 +12,44 @@ fn value_log_syncs(db: &DB) -> u64 {
     db.stats().io.cause(IoCause::ValueLog).syncs
 }
 
+fn key(i: u64) -> Vec<u8> {
+    format!("k{i:05}").into_bytes()
+}
+
 fn value(i: u64, round: u64) -> Vec<u8> {
     let mut v = format!("{i}:{round}:").into_bytes();
     v.resize(4096, b'a' + (i % 26) as u8);
     v
 }
 
-#[test]
-fn unsynced_writes_do_not_sync_the_value_files_they_cut() {
-    let dir = tempfile::tempdir().unwrap();
-    let opts = Options {
-        // Never full here: no flush runs until the test asks for one.
-        memtable_size: 64 << 20,
+/// Every key `0..keys` reads back `want(i)`.
+fn check(db: &DB, keys: u64, want: impl Fn(u64) -> Vec<u8>) {
+    for i in 0..keys {
+        assert_eq!(db.get(&key(i)).unwrap(), Some(want(i)), "key {i}");
+    }
+}
+
+/// The value log as the WAL, with value files of about 16 values.
+fn vwal_options(memtable_size: usize) -> Options {
+    Options {
+        memtable_size,
         min_blob_size: 512,
-        // About 16 values per file: 200 puts cut about a dozen files.
         blob_file_size: 64 << 10,
         gc: GcPolicyConfig::titan(),
         value_log_wal: true,
         ..Options::default()
-    };
+    }
+}
+
+#[test]
+fn unsynced_writes_do_not_sync_the_value_files_they_cut() {
+    let dir = tempfile::tempdir().unwrap();
+    // Never full here: no flush runs until the test asks for one; 200 puts cut about a
+    // dozen value files.
+    let opts = vwal_options(64 << 20);
     let db = DB::open(dir.path(), opts.clone()).unwrap();
     for i in 0..200 {
-        db.put(format!("k{i:04}").as_bytes(), &value(i, 0)).unwrap();
+        db.put(&key(i), &value(i, 0)).unwrap();
     }
     assert_eq!(
         value_log_syncs(&db),
@@ -53,54 +69,29 @@ fn unsynced_writes_do_not_sync_the_value_files_they_cut() {
         "flush synced {} value files again",
         after_flush - cut
     );
-    for i in 0..200 {
-        assert_eq!(
-            db.get(format!("k{i:04}").as_bytes()).unwrap(),
-            Some(value(i, 0))
-        );
-    }
+    check(&db, 200, |i| value(i, 0));
     db.close().unwrap();
     // Reopened from the manifest: the installed files hold every value.
     let db = DB::open(dir.path(), opts).unwrap();
-    for i in 0..200 {
-        assert_eq!(
-            db.get(format!("k{i:04}").as_bytes()).unwrap(),
-            Some(value(i, 0))
-        );
-    }
+    check(&db, 200, |i| value(i, 0));
     assert_eq!(db.get(b"k-sync").unwrap(), Some(value(999, 0)));
 }
 
 #[test]
 fn value_files_cut_without_sync_are_installed_by_flush() {
     let dir = tempfile::tempdir().unwrap();
-    let opts = Options {
-        // Flushes run while the writes go on: each installs files cut without a sync.
-        memtable_size: 512 << 10,
-        min_blob_size: 512,
-        blob_file_size: 64 << 10,
-        gc: GcPolicyConfig::titan(),
-        value_log_wal: true,
-        ..Options::default()
-    };
+    // Flushes run while the writes go on: each installs files cut without a sync.
+    let opts = vwal_options(512 << 10);
     let db = DB::open(dir.path(), opts.clone()).unwrap();
     for round in 0..3 {
         for i in 0..300 {
-            db.put(format!("k{i:04}").as_bytes(), &value(i, round))
-                .unwrap();
+            db.put(&key(i), &value(i, round)).unwrap();
         }
     }
     db.wait_idle().unwrap();
     assert!(db.stats().flushes >= 3, "{} flushes", db.stats().flushes);
     db.close().unwrap();
-    let db = DB::open(dir.path(), opts).unwrap();
-    for i in 0..300 {
-        assert_eq!(
-            db.get(format!("k{i:04}").as_bytes()).unwrap(),
-            Some(value(i, 2)),
-            "key {i}"
-        );
-    }
+    check(&DB::open(dir.path(), opts).unwrap(), 300, |i| value(i, 2));
 }
 
 #[test]
@@ -124,13 +115,10 @@ fn gc_write_back_keeps_writes_made_while_it_runs() {
             let mut round = 0;
             while !done.load(Ordering::Relaxed) || round < 6 {
                 round += 1;
-                for i in 0..KEYS {
-                    // Hot keys (every fourth) are rewritten every round, the rest only in
-                    // the first: GC finds both live and dead records in the hot keys' files.
-                    if round == 1 || i % 4 == 0 {
-                        db.put(format!("k{i:05}").as_bytes(), &value(i, round))
-                            .unwrap();
-                    }
+                // Hot keys (every fourth) are rewritten every round, the rest only in the
+                // first: GC finds both live and dead records in the hot keys' files.
+                for i in (0..KEYS).filter(|i| round == 1 || i.is_multiple_of(4)) {
+                    db.put(&key(i), &value(i, round)).unwrap();
                 }
             }
             round
@@ -141,21 +129,8 @@ fn gc_write_back_keeps_writes_made_while_it_runs() {
     });
     db.wait_idle().unwrap();
     assert!(db.stats().gc_jobs > 0, "no GC job ran");
-    let check = |db: &DB| {
-        for i in 0..KEYS {
-            let want = if i % 4 == 0 {
-                value(i, last)
-            } else {
-                value(i, 1)
-            };
-            assert_eq!(
-                db.get(format!("k{i:05}").as_bytes()).unwrap(),
-                Some(want),
-                "key {i}"
-            );
-        }
-    };
-    check(&db);
+    let want = |i: u64| value(i, if i.is_multiple_of(4) { last } else { 1 });
+    check(&db, KEYS, want);
     db.close().unwrap();
-    check(&DB::open(dir.path(), opts).unwrap());
+    check(&DB::open(dir.path(), opts).unwrap(), KEYS, want);
 }

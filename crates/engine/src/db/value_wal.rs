@@ -13,9 +13,10 @@
 //! operating system before the values it points to. Each value file belongs to one
 //! memtable: it is handed to the memtable when cut at `blob_file_size` or when the
 //! memtable is switched, and the memtable's flush syncs it and installs it in the same
-//! manifest edit as its tables ([`SealedValueFile`]). A value file no edit names yet is known only to the WAL records
-//! that point into it; open ([`Replay`]) reads the values back through those pointers,
-//! verifying every record, and installs the files with the replayed tables.
+//! manifest edit as its tables ([`SealedValueFile`]). A value file no edit names yet is
+//! known only to the WAL records that point into it; open ([`Replay`]) reads the values
+//! back through those pointers, verifying every record, and installs the files with the
+//! replayed tables.
 
 use super::Inner;
 use crate::batch::WriteBatch;
@@ -50,8 +51,8 @@ pub(crate) struct ActiveValueFiles {
 /// its records handed to the operating system but perhaps not synced. The sync is left
 /// to the memtable's flush, which needs it before the manifest may name the file: synced
 /// by the write leader, a cut held the whole write queue (and, at a memtable switch, the
-/// state lock) while up to `blob_file_size` of dirty pages went to disk, 100-600 ms
-/// measured on a busy disk (docs/bench.md, "Tails"). Nothing reads the file before it is
+/// state lock) while up to `blob_file_size` of dirty pages went to disk: 35-114 ms at
+/// every memtable switch on a busy disk (docs/bench.md, "Tails"). Nothing reads the file before it is
 /// installed (its memtable holds the values), so only durability depends on the sync,
 /// and a synced write group syncs it first ([`ActiveValueFiles::flush`]).
 pub(crate) struct SealedValueFile(Mutex<Sealed>);
