@@ -164,12 +164,14 @@ fn flush_one(inner: &Arc<Inner>) -> Result<bool> {
         compaction::run(&spec, &mut mem.iter())
     };
     // The value files the memtable's writes logged their values to are installed with
-    // its table, charged with the values the flush dropped.
-    let mut logged_files = mem.value_files();
+    // its table, charged with the values the flush dropped; synced here, off the write
+    // path and outside the lock.
+    let logged_files = mem.value_files();
     drop((v, mem));
     let mut st = inner.state.lock();
     st.flushing = false;
     let mut out = out?;
+    let mut logged_files = logged_files?;
     // The rate writes are held to while the next memtable fills (see `throttle`); the
     // install below is not part of it (it waits for the lock like any writer).
     inner.throttle.flushed(bytes, started.elapsed());
@@ -199,12 +201,17 @@ fn flush_one(inner: &Arc<Inner>) -> Result<bool> {
     }
     st.imm.pop_front();
     inner.publish(&st);
+    EngineCounters::add(&inner.counters.flushes, 1);
+    let released = release_dead_value_files(inner, &mut st);
+    inner.bg_cv.notify_all();
+    drop(st);
+    // Outside the state lock, which every write group takes: unlinking a WAL of tens of
+    // MiB held it for up to 52 ms on a busy disk (docs/bench.md, "Tails"). Every WAL
+    // created from now on has a higher number.
     if inner.opts.use_wal {
         remove_old_wals(inner, next_wal);
     }
-    EngineCounters::add(&inner.counters.flushes, 1);
-    release_dead_value_files(inner, &mut st)?;
-    inner.bg_cv.notify_all();
+    released?;
     Ok(true)
 }
 

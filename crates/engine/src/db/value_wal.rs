@@ -11,11 +11,12 @@
 //! Durability is the WAL's: the leader flushes (for a synced group, syncs) the active value
 //! file before it appends the group's WAL records, so a WAL record never reaches the
 //! operating system before the values it points to. Each value file belongs to one
-//! memtable: it is synced and handed to the memtable when cut at `blob_file_size` or when
-//! the memtable is switched, and the memtable's flush installs it in the same manifest
-//! edit as its tables. A value file no edit names yet is known only to the WAL records
-//! that point into it; open ([`Replay`]) reads the values back through those pointers,
-//! verifying every record, and installs the files with the replayed tables.
+//! memtable: it is handed to the memtable when cut at `blob_file_size` or when the
+//! memtable is switched, and the memtable's flush syncs it and installs it in the same
+//! manifest edit as its tables ([`SealedValueFile`]). A value file no edit names yet is
+//! known only to the WAL records that point into it; open ([`Replay`]) reads the values
+//! back through those pointers, verifying every record, and installs the files with the
+//! replayed tables.
 
 use super::Inner;
 use crate::batch::WriteBatch;
@@ -25,6 +26,7 @@ use crate::memtable::Memtable;
 use crate::types::{SeqNo, ValueKind};
 use crate::vlog::file::{record_size, value_file_name, BlobMeta, FILE_HEADER, RECORD_HEADER};
 use crate::vlog::{BlobFile, FileLifetime, ValueFileWriter, ValuePointer};
+use parking_lot::Mutex;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -39,6 +41,59 @@ const LOGGED: u8 = b'L';
 #[derive(Default)]
 pub(crate) struct ActiveValueFiles {
     by_class: Vec<Option<ActiveFile>>,
+    /// Files cut since the last synced group, perhaps not synced yet: a synced group (or
+    /// `DB::sync_wal`) syncs them too, since its WAL sync makes durable the records that
+    /// point into them.
+    sealed: Vec<Arc<SealedValueFile>>,
+}
+
+/// A value file the write path cut (at its size, or when its memtable was switched), with
+/// its records handed to the operating system but perhaps not synced. The sync is left
+/// to the memtable's flush, which needs it before the manifest may name the file: synced
+/// by the write leader, a cut held the whole write queue (and, at a memtable switch, the
+/// state lock) while up to `blob_file_size` of dirty pages went to disk: 35-114 ms at
+/// every memtable switch on a busy disk (docs/bench.md, "Tails"). Nothing reads the file before it is
+/// installed (its memtable holds the values), so only durability depends on the sync,
+/// and a synced write group syncs it first ([`ActiveValueFiles::flush`]).
+pub(crate) struct SealedValueFile(Mutex<Sealed>);
+
+enum Sealed {
+    Unsynced {
+        writer: ValueFileWriter,
+        lifetime: Option<FileLifetime>,
+    },
+    Synced(BlobMeta),
+}
+
+impl SealedValueFile {
+    fn new(writer: ValueFileWriter, lifetime: Option<FileLifetime>) -> Self {
+        SealedValueFile(Mutex::new(Sealed::Unsynced { writer, lifetime }))
+    }
+
+    /// Syncs the file unless that was done, and returns its metadata for the manifest
+    /// (closing it: nothing is appended after the cut).
+    pub fn sync(&self) -> Result<BlobMeta> {
+        let mut s = self.0.lock();
+        if let Sealed::Unsynced { writer, lifetime } = &mut *s {
+            writer.sync()?;
+            *s = Sealed::Synced(BlobMeta {
+                number: writer.number(),
+                size: writer.len(),
+                entries: writer.entries(),
+                garbage_bytes: 0,
+                garbage_entries: 0,
+                lifetime: *lifetime,
+            });
+        }
+        match &*s {
+            Sealed::Synced(meta) => Ok(meta.clone()),
+            Sealed::Unsynced { .. } => unreachable!("synced above"),
+        }
+    }
+
+    fn is_synced(&self) -> bool {
+        matches!(*self.0.lock(), Sealed::Synced(_))
+    }
 }
 
 struct ActiveFile {
@@ -87,7 +142,8 @@ impl ActiveValueFiles {
                 .as_ref()
                 .is_some_and(|f| f.writer.len() >= inner.opts.blob_file_size)
             {
-                seal(slot, mem)?;
+                self.sealed.retain(|s| !s.is_synced());
+                seal(slot, mem, &mut self.sealed)?;
             }
             if slot.is_none() {
                 let n = inner.new_file_number();
@@ -117,8 +173,15 @@ impl ActiveValueFiles {
     }
 
     /// Makes the appended records as durable as the WAL records that will point into them:
-    /// handed to the operating system, or (`sync`) synced.
+    /// handed to the operating system, or (`sync`) synced, with the files cut since the
+    /// last synced group.
     pub fn flush(&mut self, sync: bool) -> Result<()> {
+        if sync {
+            for s in &self.sealed {
+                s.sync()?;
+            }
+            self.sealed.clear();
+        }
         for f in self.by_class.iter_mut().flatten() {
             if sync && f.unsynced {
                 f.writer.sync()?;
@@ -131,23 +194,31 @@ impl ActiveValueFiles {
         Ok(())
     }
 
-    /// Syncs every file and hands it to `mem` (being switched out), whose flush installs
-    /// them.
+    /// Hands every file to `mem` (being switched out), whose flush syncs and installs them.
     pub fn seal_all(&mut self, mem: &Memtable) -> Result<()> {
+        self.sealed.retain(|s| !s.is_synced());
         for slot in &mut self.by_class {
-            seal(slot, mem)?;
+            seal(slot, mem, &mut self.sealed)?;
         }
         Ok(())
     }
 }
 
-/// Syncs a file and hands it to `mem`. Called when the file reaches its size and when
-/// `mem` is switched out.
-fn seal(slot: &mut Option<ActiveFile>, mem: &Memtable) -> Result<()> {
-    if let Some(f) = slot.take() {
-        let mut meta = f.writer.finish()?;
-        meta.lifetime = f.lifetime;
-        mem.add_value_file(meta);
+/// Cuts a file and hands it to `mem`, unsynced (see [`SealedValueFile`]); its records
+/// reach the operating system now, as after any group. Called when the file reaches its
+/// size and when `mem` is switched out.
+fn seal(
+    slot: &mut Option<ActiveFile>,
+    mem: &Memtable,
+    sealed: &mut Vec<Arc<SealedValueFile>>,
+) -> Result<()> {
+    if let Some(mut f) = slot.take() {
+        f.writer.flush()?;
+        let s = Arc::new(SealedValueFile::new(f.writer, f.lifetime));
+        if f.unsynced {
+            sealed.push(s.clone());
+        }
+        mem.add_value_file(s);
     }
     Ok(())
 }

@@ -53,12 +53,26 @@ const MAX_GROUP_BYTES: usize = 1 << 20;
 /// to the rewritten record.
 pub(crate) type Writeback = (Vec<u8>, ValuePointer, ValuePointer);
 
+/// GC relocations are checked and installed this many at a time, each chunk a write of
+/// its own, so that a user write queued behind one waits for one chunk, not a whole
+/// file's relocations.
+const WRITEBACK_CHUNK: usize = 1024;
+
+/// Relocations checked outside the write queue: for each, whether its key still pointed
+/// at the old record as of `seq`; every write after `seq` is in `mem` or a memtable
+/// newer than it (see [`check_writebacks`]).
+pub(crate) struct CheckedWriteback {
+    entries: Vec<(Writeback, bool)>,
+    seq: SeqNo,
+    mem: Arc<Memtable>,
+}
+
 pub(crate) enum Job {
     Batch(WriteBatch),
     /// Switch the memtable even if it is not full (flush).
     Switch,
     /// Install relocated pointers for keys that still point at the old location.
-    Writeback(Vec<Writeback>),
+    Writeback(CheckedWriteback),
 }
 
 /// Where a queued writer is; changed by other threads, each change signalled on the
@@ -211,8 +225,58 @@ pub(crate) fn force_switch(inner: &Arc<Inner>) -> Result<()> {
 
 /// Writes back relocated pointers; returns which ones were installed (a key rewritten
 /// by the user since GC read it keeps its newer value).
+///
+/// Whether a key still points at the old record takes a point lookup, which may read
+/// table blocks from disk. Made in the WAL stage, where no write may overtake the check,
+/// the lookups of one value file's relocations (thousands) held every user write queued
+/// behind them: 80-640 ms per GC job (docs/bench.md, "Tails"). So the lookups run here,
+/// outside the queue, as of a sequence number; in the WAL stage only the writes made
+/// since are looked for, in the memtables, which hold all of them unless one was flushed
+/// meanwhile (then the chunk is looked up again in full, as before).
 pub(crate) fn write_back(inner: &Arc<Inner>, entries: Vec<Writeback>) -> Result<Vec<bool>> {
-    submit(inner, Writer::new(Job::Writeback(entries), false))
+    let mut flags = Vec::with_capacity(entries.len());
+    let mut rest = entries.into_iter().peekable();
+    while rest.peek().is_some() {
+        let chunk = check_writebacks(inner, rest.by_ref().take(WRITEBACK_CHUNK).collect())?;
+        flags.extend(submit(inner, Writer::new(Job::Writeback(chunk), false))?);
+    }
+    Ok(flags)
+}
+
+/// Looks up, outside the write queue, whether each key still points at its old record.
+fn check_writebacks(inner: &Inner, entries: Vec<Writeback>) -> Result<CheckedWriteback> {
+    // The active memtable before the sequence number: a write after `seq` was published
+    // after it, so into this memtable or a later one (a switch publishes every write
+    // before it first). The lookups use a view taken after `seq`, which holds every
+    // write up to it.
+    let mem = read::ReadView::take(inner).mems[0].clone();
+    let seq = inner.visible_seq.load(Ordering::Acquire);
+    let view = read::ReadView::take(inner);
+    let mut checked = Vec::with_capacity(entries.len());
+    for e in entries {
+        let still = points_at_old(inner, &view.lookup(&e.0, seq)?, &e.1)?;
+        checked.push((e, still));
+    }
+    Ok(CheckedWriteback {
+        entries: checked,
+        seq,
+        mem,
+    })
+}
+
+/// Whether the entry found for a key is a pointer to `old` (as written, not resolved: a
+/// relocation replaces exactly the pointer GC found).
+fn points_at_old(
+    inner: &Inner,
+    found: &Option<crate::version::Found>,
+    old: &ValuePointer,
+) -> Result<bool> {
+    Ok(match found {
+        Some(f) if f.kind == ValueKind::Pointer => {
+            ValuePointer::decode(&inner.dir, &f.value)?.0 == *old
+        }
+        _ => false,
+    })
 }
 
 fn submit(inner: &Arc<Inner>, w: Arc<Writer>) -> Result<Vec<bool>> {
@@ -462,16 +526,33 @@ fn finish(group: &[Arc<Writer>], leader: std::result::Result<Vec<bool>, String>)
     group[0].set(Stage::Done(leader));
 }
 
-fn writeback_batch(inner: &Arc<Inner>, entries: Vec<Writeback>) -> Result<(WriteBatch, Vec<bool>)> {
+/// The batch installing a checked chunk's relocations whose keys were not written since
+/// the check. Called by the WAL stage's leader once no group is inserting: every write so
+/// far is in the memtables or the tree, and none can come in meanwhile.
+fn writeback_batch(
+    inner: &Arc<Inner>,
+    checked: CheckedWriteback,
+) -> Result<(WriteBatch, Vec<bool>)> {
     let mut b = WriteBatch::new();
-    let mut flags = Vec::with_capacity(entries.len());
+    let mut flags = Vec::with_capacity(checked.entries.len());
     let seq = inner.visible_seq.load(Ordering::Acquire);
-    for (key, old, new) in entries {
-        let still = match read::lookup(inner, &key, seq)? {
-            Some(f) if f.kind == ValueKind::Pointer => {
-                ValuePointer::decode(&inner.dir, &f.value)?.0 == old
+    let view = read::ReadView::take(inner);
+    // The memtables from the checked one to the newest (`mems` is newest first), if it
+    // was not flushed since: they hold every write made after the check.
+    let since = view
+        .mems
+        .iter()
+        .position(|m| Arc::ptr_eq(m, &checked.mem))
+        .map(|i| &view.mems[..=i]);
+    for ((key, old, new), checked_still) in checked.entries {
+        let still = match since {
+            Some(mems) => {
+                checked_still
+                    && !mems
+                        .iter()
+                        .any(|m| m.newest_seq(&key).is_some_and(|s| s > checked.seq))
             }
-            _ => false,
+            None => points_at_old(inner, &view.lookup(&key, seq)?, &old)?,
         };
         if still {
             b.add(ValueKind::Pointer, &key, &new.encode());

@@ -9,11 +9,12 @@
 //! dropped by the flush thread, and millions of value-sized cross-thread frees left the
 //! allocator holding up to twice the memtable's size in abandoned pages.
 
+use crate::db::value_wal::SealedValueFile;
 use crate::error::Result;
 use crate::sst::InternalIterator;
 use crate::types::{
     append_internal_key, cmp_internal, make_internal_key, parse_internal_key, SeqNo, ValueKind,
-    KIND_SEEK, TRAILER_LEN,
+    KIND_SEEK, MAX_SEQ, TRAILER_LEN,
 };
 use crate::vlog::file::BlobMeta;
 use crate::vlog::ValuePointer;
@@ -104,9 +105,9 @@ pub struct Memtable {
     /// value of this memtable was logged, by sequence number, so that flush points at it
     /// instead of writing it again.
     logged: Mutex<HashMap<SeqNo, ValuePointer>>,
-    /// The value files holding those values, synced when they were cut or the memtable
-    /// was switched; flush installs them with its tables.
-    value_files: Mutex<Vec<BlobMeta>>,
+    /// The value files holding those values, cut by the write path and perhaps not yet
+    /// synced; flush syncs and installs them with its tables.
+    value_files: Mutex<Vec<Arc<SealedValueFile>>>,
 }
 
 /// The newest version of a key visible at a snapshot.
@@ -139,14 +140,16 @@ impl Memtable {
         self.logged.lock().get(&seq).copied()
     }
 
-    /// Adds a synced value file that holds values of this memtable.
-    pub fn add_value_file(&self, meta: BlobMeta) {
-        self.value_files.lock().push(meta);
+    /// Adds a value file, cut by the write path, that holds values of this memtable.
+    pub(crate) fn add_value_file(&self, file: Arc<SealedValueFile>) {
+        self.value_files.lock().push(file);
     }
 
-    /// The value files holding this memtable's logged values.
-    pub fn value_files(&self) -> Vec<BlobMeta> {
-        self.value_files.lock().clone()
+    /// The value files holding this memtable's logged values, synced (by the caller, the
+    /// flush, unless a synced write did it first).
+    pub(crate) fn value_files(&self) -> Result<Vec<BlobMeta>> {
+        let files = self.value_files.lock().clone();
+        files.iter().map(|f| f.sync()).collect()
     }
 
     pub fn wal_number(&self) -> u64 {
@@ -185,6 +188,14 @@ impl Memtable {
             seq: p.seq,
             value: e.value().to_vec(),
         })
+    }
+
+    /// The sequence number of the newest entry for `user_key`, if it has one.
+    pub fn newest_seq(&self, user_key: &[u8]) -> Option<SeqNo> {
+        let seek = MemKey(Bytes::from(make_internal_key(user_key, MAX_SEQ, KIND_SEEK)));
+        let e = self.map.lower_bound(Bound::Included(&seek))?;
+        let p = parse_internal_key(&e.key().0)?;
+        (p.user_key == user_key).then_some(p.seq)
     }
 
     pub fn iter(self: &Arc<Self>) -> MemtableIter {
