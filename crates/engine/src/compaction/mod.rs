@@ -11,7 +11,7 @@ use crate::io::{IoCause, Storage};
 use crate::lifetime::FeatureRecord;
 use crate::options::Options;
 use crate::sst::{InternalIterator, TableBuilder, TableOptions};
-use crate::types::{parse_internal_key, user_key, SeqNo, ValueKind};
+use crate::types::{parse_internal_key, user_key, ParsedKey, SeqNo, ValueKind};
 use crate::version::{table_file_name, FileMeta, Version};
 use crate::vlog::file::{value_file_name, BlobMeta};
 use crate::vlog::{FileLifetime, ValueFileWriter, ValuePointer};
@@ -323,28 +323,34 @@ fn look_up_below(
     hooks: &dyn LifetimeHooks,
     input: &mut dyn InternalIterator,
 ) -> Result<Vec<Option<Previous>>> {
-    let keys = oldest_versions(input, spec.dir, "job input")?;
-    crate::io::parallel::map_in_parallel(crate::io::parallel::Pool::Lookup, &keys, |(k, seq)| {
-        hooks.previous_below(k, *seq)
-    })
+    let keys = key_versions(input, spec.dir, "job input", |_, _| Ok(()))?;
+    crate::io::parallel::map_in_parallel(
+        crate::io::parallel::Pool::Lookup,
+        &keys,
+        |(k, seq, ())| hooks.previous_below(k, *seq),
+    )
 }
 
 /// Each user key of `input` once, in order, with the sequence number of its oldest version
-/// there (the last entry of its run). `path` and `what` name the input in a corruption
-/// error.
-pub(crate) fn oldest_versions(
+/// there (the last entry of its run) and what `newest` makes of its newest version (the
+/// first entry, with its value). `path` and `what` name the input in a corruption error.
+pub(crate) fn key_versions<T>(
     input: &mut dyn InternalIterator,
     path: &Path,
     what: &str,
-) -> Result<Vec<(Vec<u8>, SeqNo)>> {
-    let mut keys: Vec<(Vec<u8>, SeqNo)> = Vec::new();
+    mut newest: impl FnMut(&ParsedKey<'_>, &[u8]) -> Result<T>,
+) -> Result<Vec<(Vec<u8>, SeqNo, T)>> {
+    let mut keys: Vec<(Vec<u8>, SeqNo, T)> = Vec::new();
     input.seek_to_first()?;
     while input.valid() {
         let p = parse_internal_key(input.key())
             .ok_or_else(|| Error::corruption(path, format!("malformed internal key in {what}")))?;
         match keys.last_mut() {
             Some(last) if last.0 == p.user_key => last.1 = p.seq,
-            _ => keys.push((p.user_key.to_vec(), p.seq)),
+            _ => {
+                let n = newest(&p, input.value())?;
+                keys.push((p.user_key.to_vec(), p.seq, n));
+            }
         }
         input.next()?;
     }

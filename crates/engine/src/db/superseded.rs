@@ -27,11 +27,11 @@
 
 use super::lifetime::LifetimeRuntime;
 use super::Inner;
-use crate::error::{Error, Result};
+use crate::compaction::key_versions;
+use crate::error::Result;
 use crate::io::IoCause;
 use crate::memtable::seek_key;
-use crate::sst::InternalIterator;
-use crate::types::{parse_internal_key, SeqNo, ValueKind};
+use crate::types::{SeqNo, ValueKind};
 use crate::version::{TableFile, Version};
 use crate::vlog::recent_pointers::LastWrite;
 use crate::vlog::ValuePointer;
@@ -66,8 +66,7 @@ pub(crate) fn find_one(inner: &Arc<Inner>) -> Result<bool> {
         (table, v)
     };
     let result = (|| -> Result<()> {
-        let mut it = table.table()?.iter(IoCause::Compaction);
-        let keys = flushed_keys(&inner.dir, &mut it, table.path())?;
+        let keys = flushed_keys(&inner.dir, &table)?;
         let mut gone = false;
         for batch in keys.chunks(BATCH) {
             if !gone {
@@ -99,37 +98,26 @@ struct FlushedKey {
 }
 
 /// The keys of a flushed table, in order.
-fn flushed_keys(
-    dir: &Path,
-    input: &mut dyn InternalIterator,
-    path: &Path,
-) -> Result<Vec<FlushedKey>> {
-    let mut keys: Vec<FlushedKey> = Vec::new();
-    input.seek_to_first()?;
-    while input.valid() {
-        let p = parse_internal_key(input.key())
-            .ok_or_else(|| Error::corruption(path, "malformed internal key in a flushed table"))?;
-        match keys.last_mut() {
-            // Versions of a key come newest first.
-            Some(last) if last.key == p.user_key => last.oldest = p.seq,
-            _ => {
-                let pointer = match p.kind {
-                    ValueKind::Pointer => Some(ValuePointer::decode(dir, input.value())?.0),
-                    _ => None,
-                };
-                keys.push(FlushedKey {
-                    key: p.user_key.to_vec(),
-                    oldest: p.seq,
-                    newest: LastWrite {
-                        seq: p.seq,
-                        pointer,
-                    },
-                });
-            }
-        }
-        input.next()?;
-    }
-    Ok(keys)
+fn flushed_keys(dir: &Path, table: &TableFile) -> Result<Vec<FlushedKey>> {
+    let mut it = table.table()?.iter(IoCause::Compaction);
+    let keys = key_versions(&mut it, table.path(), "a flushed table", |p, value| {
+        let pointer = match p.kind {
+            ValueKind::Pointer => Some(ValuePointer::decode(dir, value)?.0),
+            _ => None,
+        };
+        Ok(LastWrite {
+            seq: p.seq,
+            pointer,
+        })
+    })?;
+    Ok(keys
+        .into_iter()
+        .map(|(key, oldest, newest)| FlushedKey {
+            key,
+            oldest,
+            newest,
+        })
+        .collect())
 }
 
 /// Finds the previous writes of `batch` (from the table of recent pointers, or by tree
