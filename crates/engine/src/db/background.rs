@@ -178,7 +178,12 @@ fn flush_one(inner: &Arc<Inner>) -> Result<bool> {
     let superseded = std::mem::take(&mut out.superseded);
     let mut edit = VersionEdit::default();
     if !logged_files.is_empty() {
-        out.dropped = super::value_wal::charge_dropped(&mut logged_files, out.dropped);
+        let (charged, rest) = super::value_wal::charge_dropped(&mut logged_files, out.dropped);
+        out.dropped = rest;
+        if let Some(rt) = &inner.lifetime {
+            // Known by position too, so that GC need not look them up.
+            rt.early.counted(&charged);
+        }
         edit.added_blobs.extend(logged_files);
     }
     let flushed: Vec<u64> = out.tables.iter().map(|t| t.number).collect();

@@ -68,6 +68,9 @@ pub struct GcJobRecord {
     pub skipped_known: u64,
     #[serde(default)]
     pub lookups: u64,
+    /// Records kept without a lookup: their file's dead records were all known.
+    #[serde(default)]
+    pub unlooked: u64,
 }
 
 /// What `DB::stats` reports for the lifetime policies.
@@ -563,6 +566,95 @@ struct Output {
     map: IndexMapBuilder,
 }
 
+/// A GC job's outputs: the open one per slot, the finished ones, and every path created
+/// (removed if the job fails).
+struct Outputs {
+    open: Vec<Option<Output>>,
+    done: Vec<(usize, crate::vlog::file::BlobMeta, IndexMapBuilder)>,
+    created: Vec<PathBuf>,
+}
+
+impl Outputs {
+    fn new() -> Outputs {
+        Outputs {
+            open: (0..placement::CLASSES).map(|_| None).collect(),
+            done: Vec::new(),
+            created: Vec::new(),
+        }
+    }
+
+    /// Copies the record at `ptr` into the output of `slot`, mapping its old place.
+    fn add(
+        &mut self,
+        inner: &Inner,
+        slot: usize,
+        ptr: &ValuePointer,
+        key: &[u8],
+        value: &[u8],
+    ) -> Result<()> {
+        if self.open[slot]
+            .as_ref()
+            .is_some_and(|o| o.writer.len() >= inner.opts.blob_file_size)
+        {
+            let o = self.open[slot].take().expect("checked above");
+            self.done.push((slot, o.writer.finish()?, o.map));
+        }
+        if self.open[slot].is_none() {
+            let n = inner.new_file_number();
+            let path = value_file_name(&inner.dir, n);
+            self.created.push(path.clone());
+            self.created.push(index_map_file_name(&inner.dir, n));
+            self.open[slot] = Some(Output {
+                writer: ValueFileWriter::new(inner.storage.create(&path, IoCause::GcWrite)?, n)?
+                    .with_compression(inner.opts.value_compression),
+                map: IndexMapBuilder::new(n),
+            });
+        }
+        let o = self.open[slot].as_mut().expect("opened above");
+        let np = o.writer.add(key, value)?;
+        o.map.add(ptr, &np);
+        EngineCounters::add(&inner.counters.gc_relocated_bytes, np.size as u64);
+        Ok(())
+    }
+
+    fn finish(&mut self) -> Result<()> {
+        for (slot, o) in self.open.iter_mut().enumerate() {
+            if let Some(o) = o.take() {
+                self.done.push((slot, o.writer.finish()?, o.map));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The output slot of a record GC keeps without a lookup, in a file whose dead records
+/// are all known ([`crate::vlog::early_garbage::Coverage`]). Its write's sequence number
+/// comes from the table of recent pointers when the key's newest flushed write there is
+/// this record, else from the file's creation: close for a file the write path filled,
+/// later than the write for a GC output's record (placed then as if younger than it is).
+/// It carries no feature record: the history predictor asks the write history for the
+/// key's mean interval.
+fn unlooked_slot(
+    rt: &LifetimeRuntime,
+    v: &Version,
+    recent: &RecentPointers,
+    file: &BlobFile,
+    key: &[u8],
+    ptr: &ValuePointer,
+    now: SeqNo,
+) -> usize {
+    let Some(p) = rt.predictor else {
+        return 0;
+    };
+    let written = match recent.newest(key) {
+        Some(w) if w.pointer.and_then(|q| v.resolve(&q)) == Some(*ptr) => w.seq,
+        _ => file.lifetime.map_or(now, |l| l.created_seq.min(now)),
+    };
+    let slot = rt.place_copy(p, key, written, &FeatureRecord::new(), now);
+    EngineCounters::add(&rt.counters.copied_by_class[slot], 1);
+    slot
+}
+
 /// The output slot of a record GC keeps because it is its key's newest value (`found`):
 /// the placement class under the space-amplification trigger, else the lifetime class the
 /// TTL trigger's policy predicts (a training sample is kept for the model).
@@ -638,14 +730,13 @@ pub(crate) fn run_mapped_gc(
     snapshots: &[SeqNo],
 ) -> Result<()> {
     let started = Instant::now();
-    let (mut skipped_known, mut lookups) = (0u64, 0u64);
+    let (mut skipped_known, mut lookups, mut unlooked) = (0u64, 0u64, 0u64);
     let now = inner.visible_seq.load(Ordering::Acquire);
     let t = rt.thresholds.current();
-    // Finished outputs: (slot, meta, map); open ones by slot. A slot is the lifetime class
-    // under the TTL trigger, the placement class under the space-amplification trigger.
-    let mut done: Vec<(usize, crate::vlog::file::BlobMeta, IndexMapBuilder)> = Vec::new();
-    let mut open: Vec<Option<Output>> = (0..placement::CLASSES).map(|_| None).collect();
-    let mut created = Vec::new();
+    let v = inner.state.lock().versions.current();
+    // A slot is the lifetime class under the TTL trigger, the placement class under the
+    // space-amplification trigger.
+    let mut outputs = Outputs::new();
     let mut samples = Vec::new();
     // (input bytes, garbage bytes) per class of input file.
     let mut by_class = [(0u64, 0u64); 3];
@@ -653,6 +744,9 @@ pub(crate) fn run_mapped_gc(
     let result = (|| -> Result<()> {
         for f in files {
             let class_idx = f.lifetime.map_or(0, |l| l.class as usize);
+            // Every dead record of a covered file is known (but for those of writes not
+            // found yet): the others are kept without a lookup.
+            let covered = rt.early.coverage.covers(f.number);
             // Records known dead are neither read nor looked up.
             let extents =
                 rt.early
@@ -675,6 +769,12 @@ pub(crate) fn run_mapped_gc(
                     if rt.early.contains(&ptr) {
                         garbage += ptr.size as u64;
                         by_class[class_idx].1 += ptr.size as u64;
+                        continue;
+                    }
+                    if covered {
+                        let slot = unlooked_slot(rt, &v, &rt.recent.lock(), f, key, &ptr, now);
+                        outputs.add(inner, slot, &ptr, key, value)?;
+                        unlooked += 1;
                         continue;
                     }
                     batch.push((ptr, key.to_vec(), value.to_vec()));
@@ -705,31 +805,7 @@ pub(crate) fn run_mapped_gc(
                             (None, Some(_)) => LifetimeClass::Short as usize,
                         }
                     };
-                    if open[slot]
-                        .as_ref()
-                        .is_some_and(|o| o.writer.len() >= inner.opts.blob_file_size)
-                    {
-                        let o = open[slot].take().expect("checked above");
-                        done.push((slot, o.writer.finish()?, o.map));
-                    }
-                    if open[slot].is_none() {
-                        let n = inner.new_file_number();
-                        let path = value_file_name(&inner.dir, n);
-                        created.push(path.clone());
-                        created.push(index_map_file_name(&inner.dir, n));
-                        open[slot] = Some(Output {
-                            writer: ValueFileWriter::new(
-                                inner.storage.create(&path, IoCause::GcWrite)?,
-                                n,
-                            )?
-                            .with_compression(inner.opts.value_compression),
-                            map: IndexMapBuilder::new(n),
-                        });
-                    }
-                    let o = open[slot].as_mut().expect("opened above");
-                    let np = o.writer.add(key, value)?;
-                    o.map.add(&ptr, &np);
-                    EngineCounters::add(&inner.counters.gc_relocated_bytes, np.size as u64);
+                    outputs.add(inner, slot, &ptr, key, value)?;
                 }
             }
             // What was not read is known garbage.
@@ -740,12 +816,7 @@ pub(crate) fn run_mapped_gc(
             by_class[class_idx].0 += f.record_bytes();
             by_class[class_idx].1 += skipped;
         }
-        for (slot, o) in open.iter_mut().enumerate() {
-            if let Some(o) = o.take() {
-                done.push((slot, o.writer.finish()?, o.map));
-            }
-        }
-        Ok(())
+        outputs.finish()
     })();
     let sources: Vec<u64> = files.iter().map(|f| f.number).collect();
     let gc_ratio = if total == 0 {
@@ -771,7 +842,7 @@ pub(crate) fn run_mapped_gc(
             ..Default::default()
         };
         let mut maps = Vec::new();
-        for (slot, mut meta, map) in done {
+        for (slot, mut meta, map) in std::mem::take(&mut outputs.done) {
             meta.lifetime = match (rt.predictor, rt.mode) {
                 (_, None) => None,
                 (Some(_), Some(_)) => Some(rt.placed_file(slot, now)),
@@ -789,10 +860,24 @@ pub(crate) fn run_mapped_gc(
             edit.added_maps.push((meta.number, sources.clone()));
             edit.added_blobs.push(meta);
         }
+        let copies: Vec<u64> = edit.added_blobs.iter().map(|b| b.number).collect();
         let mut st = inner.state.lock();
         let drops = std::mem::take(&mut st.gc_drops);
-        edit.blob_garbage = copies_dropped_during_gc(&st.versions.current(), &maps, &drops);
+        let dropped = copies_dropped_during_gc(&st.versions.current(), &maps, &drops);
+        edit.blob_garbage = garbage_where(&dropped, |r| Some(*r));
+        // Records found dead while the job ran, in the files it collected: their copies
+        // are dead (the finder resolves a record through the maps only once installed).
+        let found_meanwhile: Vec<ValuePointer> = sources
+            .iter()
+            .flat_map(|&n| rt.early.records_of(n))
+            .filter_map(|r| maps.iter().find_map(|m| m.lookup(&r)))
+            .collect();
         inner.apply_edit_with_maps(&mut st, edit, maps)?;
+        for r in &found_meanwhile {
+            rt.early.record(r);
+        }
+        rt.early.counted(&dropped);
+        rt.early.coverage.inherit(&sources, &copies);
         drop_unneeded_maps(inner, &mut st)?;
         if rt.mode.is_some() {
             let ratio = |(b, g): (u64, u64)| (b > 0).then(|| g as f64 / b as f64);
@@ -811,12 +896,13 @@ pub(crate) fn run_mapped_gc(
                 input_bytes: total,
                 skipped_known,
                 lookups,
+                unlooked,
             });
         }
         Ok(())
     });
     if result.is_err() {
-        for p in created {
+        for p in std::mem::take(&mut outputs.created) {
             let _ = inner.storage.remove(&p);
         }
     }
@@ -829,11 +915,14 @@ fn copies_dropped_during_gc(
     v: &Version,
     maps: &[Arc<IndexMap>],
     drops: &[ValuePointer],
-) -> Vec<(u64, u64, u64)> {
-    garbage_where(drops, |p| {
-        let r = v.resolve(p)?;
-        maps.iter().find_map(|m| m.lookup(&r))
-    })
+) -> Vec<ValuePointer> {
+    drops
+        .iter()
+        .filter_map(|p| {
+            let r = v.resolve(p)?;
+            maps.iter().find_map(|m| m.lookup(&r))
+        })
+        .collect()
 }
 
 impl Inner {

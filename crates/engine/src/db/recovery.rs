@@ -267,7 +267,7 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
     report.value_tails_cut = cut;
     // The pointers the replayed flushes dropped: into the value files of logged values,
     // or into installed ones.
-    let installed = value_wal::charge_dropped(&mut logged_files, dropped);
+    let (_, installed) = value_wal::charge_dropped(&mut logged_files, dropped);
     edit.blob_garbage
         .extend(compaction::garbage_by_file(&versions.current(), &installed));
     edit.added_blobs.extend(logged_files);
@@ -297,6 +297,14 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
         &mut report,
     )?;
 
+    if let Some(rt) = lifetime
+        .as_ref()
+        .filter(|rt| rt.finds_superseded_after_flush())
+    {
+        // Every file created from now on is written, and its records hidden, under the
+        // finder: its dead records will all be known (`vlog::early_garbage::Coverage`).
+        rt.early.coverage.cover_from(versions.next_file_number());
+    }
     let state = State {
         mem: Arc::new(Memtable::new(if opts.use_wal { wal_number } else { 0 })),
         imm: VecDeque::new(),

@@ -58,8 +58,11 @@ pub(crate) fn find_one(inner: &Arc<Inner>) -> Result<bool> {
         };
         let v = st.versions.current();
         let Some(table) = v.levels[0].iter().find(|f| f.number() == number).cloned() else {
-            // Compacted before its turn: compaction counts what it hid.
+            // Compacted before its turn: compaction counts what it hid, when it reaches
+            // the previous writes; until then, no file existing now has all its garbage
+            // known.
             rt.count_superseded_table(false);
+            rt.early.coverage.lose_below(st.versions.next_file_number());
             return Ok(true);
         };
         st.finding_superseded = Some(number);
@@ -79,6 +82,10 @@ pub(crate) fn find_one(inner: &Arc<Inner>) -> Result<bool> {
             }
         }
         rt.count_superseded_table(!gone);
+        if gone {
+            let st = inner.state.lock();
+            rt.early.coverage.lose_below(st.versions.next_file_number());
+        }
         // Files the table's writes left wholly dead go now, not at the next job.
         super::background::release_dead_value_files(inner, &mut inner.state.lock())
     })();

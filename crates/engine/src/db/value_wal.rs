@@ -224,23 +224,24 @@ fn seal(
 }
 
 /// Charges the logged values a flush dropped (overwritten within the memtable) to the
-/// memtable's value files, which the same edit installs; returns the other dropped
-/// pointers, charged as usual.
+/// memtable's value files, which the same edit installs; returns the pointers charged, and
+/// the other dropped pointers, to be charged as usual.
 pub(crate) fn charge_dropped(
     files: &mut [BlobMeta],
     dropped: Vec<ValuePointer>,
-) -> Vec<ValuePointer> {
-    let mut rest = Vec::with_capacity(dropped.len());
+) -> (Vec<ValuePointer>, Vec<ValuePointer>) {
+    let (mut charged, mut rest) = (Vec::new(), Vec::with_capacity(dropped.len()));
     for p in dropped {
         match files.iter_mut().find(|f| f.number == p.file) {
             Some(f) => {
                 f.garbage_bytes += p.size as u64;
                 f.garbage_entries += 1;
+                charged.push(p);
             }
             None => rest.push(p),
         }
     }
-    rest
+    (charged, rest)
 }
 
 /// The batch with the logged values' pointers as plain pointers: `repair` registers every

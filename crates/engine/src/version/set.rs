@@ -302,6 +302,11 @@ impl VersionSet {
         self.manifest_number
     }
 
+    /// The number the next new file will get.
+    pub fn next_file_number(&self) -> u64 {
+        self.next_file_number
+    }
+
     pub fn new_file_number(&mut self) -> u64 {
         let n = self.next_file_number;
         self.next_file_number += 1;

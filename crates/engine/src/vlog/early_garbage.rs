@@ -13,6 +13,13 @@
 //! being read (docs/lifetime.md, "Garbage known by position"). It is memory only: after a
 //! reopen, garbage is as counted, and GC looks records up again.
 //!
+//! Complete knowledge: where every write is flushed and its finder runs, a file written
+//! since the database opened has all of its dead records known by position, except those
+//! hidden by writes not found yet (in memtables, or in tables the finder has not reached).
+//! GC then keeps a record of such a file without looking it up ([`Coverage`]). Keeping a
+//! dead record is safe (the index map sends no reader to it; it is counted when its
+//! pointer is dropped), so a gap in the knowledge costs space, never data.
+//!
 //! Memory: one map entry (about 16 bytes) per garbage record still on disk, so it is
 //! bounded by the space-amplification target (at 1.5 and 4 KiB values, about 2 MiB per GiB
 //! of live data).
@@ -20,7 +27,8 @@
 use super::ValuePointer;
 use parking_lot::Mutex;
 use std::collections::hash_map::Entry;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Marks a record compaction counted (the high bit of its stored size; record sizes are
 /// far below 2 GiB).
@@ -30,6 +38,54 @@ const COUNTED: u32 = 1 << 31;
 #[derive(Default)]
 pub struct EarlyGarbage {
     files: Mutex<HashMap<u64, FileGarbage>>,
+    /// Which files have every dead record known (as far as written writes were found).
+    pub coverage: Coverage,
+}
+
+/// The value files whose dead records are all known by position, but for those hidden by
+/// writes the finder has not reached yet. Nothing is covered until [`Coverage::cover_from`]
+/// is called (after recovery, where a finder runs after every flush); after a reopen the
+/// knowledge is gone, so only files created since are covered.
+pub struct Coverage {
+    /// Files numbered from here on are covered, unless in `uncovered`.
+    from: AtomicU64,
+    /// Files numbered from `from` on holding records of files that are not covered (GC
+    /// outputs of uncovered inputs).
+    uncovered: Mutex<HashSet<u64>>,
+}
+
+impl Default for Coverage {
+    fn default() -> Self {
+        Coverage {
+            from: AtomicU64::new(u64::MAX),
+            uncovered: Mutex::new(HashSet::new()),
+        }
+    }
+}
+
+impl Coverage {
+    /// Files numbered `next` and above (all created from now on) are covered.
+    pub fn cover_from(&self, next: u64) {
+        self.from.store(next, Ordering::Release);
+    }
+
+    /// Writes were flushed whose hidden records will not be found (their finder gave
+    /// up): no file numbered below `next` (every file that could hold such a record) is
+    /// covered any more.
+    pub fn lose_below(&self, next: u64) {
+        self.from.fetch_max(next, Ordering::AcqRel);
+    }
+
+    pub fn covers(&self, file: u64) -> bool {
+        file >= self.from.load(Ordering::Acquire) && !self.uncovered.lock().contains(&file)
+    }
+
+    /// GC wrote `outputs` from `sources`: they are covered only if every source is.
+    pub fn inherit(&self, sources: &[u64], outputs: &[u64]) {
+        if !sources.iter().all(|&s| self.covers(s)) {
+            self.uncovered.lock().extend(outputs);
+        }
+    }
 }
 
 #[derive(Default)]
@@ -115,6 +171,21 @@ impl EarlyGarbage {
     /// Forgets the files for which `live` is false (collected or dropped).
     pub fn retain(&self, live: impl Fn(u64) -> bool) {
         self.files.lock().retain(|&n, _| live(n));
+        self.coverage.uncovered.lock().retain(|&n| live(n));
+    }
+
+    /// The records of `file` known to be garbage (early or counted), where they live now.
+    pub fn records_of(&self, file: u64) -> Vec<ValuePointer> {
+        self.files.lock().get(&file).map_or_else(Vec::new, |f| {
+            f.records
+                .iter()
+                .map(|(&offset, &s)| ValuePointer {
+                    file,
+                    offset,
+                    size: s & !COUNTED,
+                })
+                .collect()
+        })
     }
 
     /// Records found early and not counted yet (for stats).
@@ -172,6 +243,38 @@ mod tests {
         assert!(!g.contains(&p(2, 0, 70)));
         assert!(g.is_empty());
         assert_eq!(g.known(), 3);
+    }
+
+    #[test]
+    fn coverage_starts_empty_is_inherited_and_only_shrinks() {
+        let g = EarlyGarbage::default();
+        let c = &g.coverage;
+        assert!(!c.covers(1) && !c.covers(u64::MAX - 1));
+        c.cover_from(10);
+        assert!(!c.covers(9) && c.covers(10) && c.covers(11));
+        // GC outputs are covered only if all their inputs are.
+        c.inherit(&[10, 11], &[20]);
+        c.inherit(&[9, 12], &[21]);
+        assert!(c.covers(20) && !c.covers(21) && c.covers(22));
+        // A finder gave up: every file existing then is no longer covered.
+        c.lose_below(15);
+        assert!(!c.covers(12) && c.covers(15) && c.covers(20));
+        c.lose_below(12);
+        assert!(!c.covers(14));
+        // A collected output is forgotten; its number is never reused.
+        g.retain(|n| n != 21);
+        assert!(c.uncovered.lock().is_empty());
+    }
+
+    #[test]
+    fn records_of_a_file_are_where_they_live() {
+        let g = EarlyGarbage::default();
+        g.record(&p(1, 0, 100));
+        g.counted(&[p(1, 100, 50)]);
+        let mut r = g.records_of(1);
+        r.sort_by_key(|p| p.offset);
+        assert_eq!(r, vec![p(1, 0, 100), p(1, 100, 50)]);
+        assert!(g.records_of(2).is_empty());
     }
 
     #[test]

@@ -18,7 +18,7 @@
 //! of the same key (its sequence number is checked against the new write's), so a stale entry
 //! (a table the finder skipped) names a record that is dead anyway.
 //!
-//! Memory is bounded (`LifetimeOptions::recent_pointer_bytes`, 49 bytes per slot): two
+//! Memory is bounded (`LifetimeOptions::recent_pointer_bytes`, 45 bytes per slot): two
 //! generations of `n` keys each. New entries go to the young generation; a key found in the
 //! old one moves to the young; when the young is full, the old is dropped and the young
 //! becomes old. So a key is kept while it is written again within about `n` to `2n` distinct
@@ -40,7 +40,7 @@ pub struct LastWrite {
 
 /// [`LastWrite`] as stored: 28 bytes instead of 40 (no `Option` tag; a size of
 /// `u32::MAX`, which no record has, means no pointer), so that an entry with its 16-byte key
-/// hash takes 48 bytes of a hash table slot.
+/// hash takes 44 bytes of a hash table slot.
 #[derive(Clone, Copy)]
 #[repr(C, packed(4))]
 struct Packed {
@@ -82,12 +82,12 @@ impl Packed {
 const FILL: (usize, usize) = (7, 8);
 
 /// Bytes per slot of a generation (key hash and [`Packed`], and the table's control byte).
-pub const SLOT_BYTES: usize = std::mem::size_of::<([u64; 2], Packed)>() + 1;
+pub const SLOT_BYTES: usize = std::mem::size_of::<(Hash, Packed)>() + 1;
 
 /// The newest flushed write of recently flushed keys, bounded in memory.
 pub struct RecentPointers {
-    young: HashMap<[u64; 2], Packed>,
-    old: HashMap<[u64; 2], Packed>,
+    young: HashMap<Hash, Packed>,
+    old: HashMap<Hash, Packed>,
     /// Keys per generation.
     generation: usize,
     hits: u64,
@@ -127,6 +127,13 @@ impl RecentPointers {
         }
     }
 
+    /// The newest flushed write of `key` the table holds (not counted as a hit or miss).
+    pub fn newest(&self, key: &[u8]) -> Option<LastWrite> {
+        let h = hash(key);
+        let found = self.young.get(&h).or_else(|| self.old.get(&h));
+        found.map(|p| p.unpack())
+    }
+
     /// Records `write` as `key`'s newest flushed write, unless a newer one is held.
     pub fn record(&mut self, key: &[u8], write: LastWrite) {
         let h = hash(key);
@@ -156,9 +163,18 @@ impl RecentPointers {
     }
 }
 
-fn hash(key: &[u8]) -> [u64; 2] {
+/// A key's 128-bit hash, as four words: aligned to 4 bytes like [`Packed`], so that a slot
+/// takes 44 bytes, not 48.
+type Hash = [u32; 4];
+
+fn hash(key: &[u8]) -> Hash {
     let h = xxh3_128(key);
-    [h as u64, (h >> 64) as u64]
+    [
+        h as u32,
+        (h >> 32) as u32,
+        (h >> 64) as u32,
+        (h >> 96) as u32,
+    ]
 }
 
 #[cfg(test)]
@@ -215,6 +231,15 @@ mod tests {
             t.record(&i.to_be_bytes(), w(i, i));
             assert!(t.len() <= 6, "{} keys held", t.len());
         }
+    }
+
+    #[test]
+    fn the_default_memory_holds_what_the_options_say() {
+        assert_eq!(SLOT_BYTES, 45);
+        let t =
+            RecentPointers::new(crate::options::LifetimeOptions::default().recent_pointer_bytes);
+        // Two generations of 2^19 slots (47.2 MB of 48 MiB), 7/8 of them filled.
+        assert_eq!(2 * t.generation, 917_504);
     }
 
     #[test]
