@@ -31,8 +31,13 @@ pub trait LifetimeHooks: Sync {
     fn place(&self, key: &[u8], seq: SeqNo, previous: Option<&Previous>) -> usize;
     /// The lifetime stamped on the value files of placement class `class` the job creates.
     fn file_lifetime(&self, class: usize) -> Option<FileLifetime>;
-    /// The feature record flush stores after a new pointer (marked pending a link).
+    /// The feature record flush stores after a new pointer (marked pending a link if
+    /// [`LifetimeHooks::links_features`]).
     fn fresh_features(&self, value_len: usize) -> FeatureRecord;
+    /// Whether compaction links flushed feature records to the key's previous write
+    /// (sec. 4.3), which takes a tree lookup below the output for each key whose previous
+    /// write is not in the job's input.
+    fn links_features(&self) -> bool;
     /// The key's newest write older than `seq` *below* the job's output level: its
     /// sequence number and, if it is a separated value, its feature record.
     fn previous_below(&self, key: &[u8], seq: SeqNo) -> Result<Option<Previous>>;
@@ -521,7 +526,7 @@ fn process(
             ptr.encode_into(&mut ks.new_value);
             if let Some(h) = spec.lifetime {
                 let mut rec = h.fresh_features(value.len());
-                rec.set_pending_link(true);
+                rec.set_pending_link(h.links_features());
                 rec.encode_into(&mut ks.new_value);
             }
             ks.new_key.clear();

@@ -313,6 +313,21 @@ impl LifetimeRuntime {
         placement::class_of(remaining, self.unit.load(Ordering::Relaxed))
     }
 
+    /// Whether a flushed record's features are linked to its key's previous write by
+    /// compaction (paper 000 sec. 4.3). Their readers are the classifier (TTL trigger),
+    /// TerarkDB's policy (none: it has no classes, but keeps the paper's records), and the
+    /// history predictor. Where the write path logs values, the history predictor asks the
+    /// write history instead, at the write and at GC, so linking would cost a tree lookup
+    /// per flushed key (below a tiered tree's L0 merges, nearly every key) that nothing
+    /// reads; the oracles and no placement read no history at all.
+    pub(crate) fn links_features(&self) -> bool {
+        match self.predictor {
+            None => true,
+            Some(Predictor::History) => !(self.logs_values && self.writes.is_some()),
+            Some(_) => false,
+        }
+    }
+
     /// The value log as the WAL: the placement class of a value its write logs at `seq`.
     /// The history predictor asks the write history ([`WriteHistory`]): the key's smoothed
     /// interval between writes, for every key the table holds. (A tree lookup per write
@@ -512,6 +527,10 @@ impl LifetimeHooks for JobHooks<'_> {
         } else {
             FeatureRecord::new()
         }
+    }
+
+    fn links_features(&self) -> bool {
+        self.rt.links_features()
     }
 
     fn previous_below(&self, key: &[u8], seq: SeqNo) -> Result<Option<Previous>> {
