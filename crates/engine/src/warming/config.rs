@@ -126,12 +126,12 @@ pub struct LearnedParams {
     /// when its output replaces its inputs ([`Budget::ReplaceDropped`]).
     pub replace_factor: f64,
     /// The policy loads no more blocks in all than incremental warm-up would have loaded
-    /// for the same compactions (it counts the output blocks the baseline admits; a
-    /// compaction loads at most that less what the policy loaded beyond the baseline
-    /// before, the flushes' blocks mostly, which the baseline never loads). Off by
-    /// default: measured, it cost 6-11 points of removed invalidation misses (medians of
-    /// three runs), the compactions' lowest-ranked blocks it cuts being read
-    /// (docs/leaper.md, "Third pass").
+    /// for the same compactions: it counts the output blocks the baseline admits; a
+    /// compaction loads at most that plus what earlier jobs left unspent, its freshest
+    /// blocks first, and a flush only what compactions left unspent, except for blocks
+    /// whose keys a compaction dropped from the cache within the invalidation window,
+    /// which it loads on credit (the next compactions repay). On by default since the
+    /// fourth pass (docs/leaper.md): with the rank by recency it costs little removal.
     pub loads_within_baseline: bool,
     /// Target data blocks per key range when the ranges are cut.
     pub blocks_per_range: usize,
@@ -158,7 +158,7 @@ impl Default for LearnedParams {
             threshold: 0.25,
             cache_fraction: 0.1,
             replace_factor: 2.0,
-            loads_within_baseline: false,
+            loads_within_baseline: true,
             blocks_per_range: 2,
             min_ranges: 64,
             max_ranges: 1 << 16,
