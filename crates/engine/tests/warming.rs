@@ -252,11 +252,7 @@ fn a_flush_warms_the_keys_whose_older_versions_were_cached() {
         let (h, c) = (read(hot), read(cold));
         (h, c, db.stats().warming.flush_blocks_admitted)
     };
-    let unbounded = CacheWarmingConfig::Learned(LearnedParams {
-        loads_within_baseline: false,
-        ..LearnedParams::default()
-    });
-    let (hot, cold, admitted) = misses_after_flush(unbounded, false);
+    let (hot, cold, admitted) = misses_after_flush(CacheWarmingConfig::learned(), false);
     assert_eq!(hot, 0, "the hot keys' new blocks were cached by the flush");
     assert!(cold > 0, "the cold keys' blocks were not");
     assert!(admitted > 0);
@@ -265,12 +261,16 @@ fn a_flush_warms_the_keys_whose_older_versions_were_cached() {
         hot > 0 && admitted == 0,
         "without warming the hot keys miss"
     );
-    // Loads held to incremental warm-up's (the default): no compaction saved anything
-    // (the one compaction dropped nothing), so the flush loads nothing...
-    let (hot, _, admitted) = misses_after_flush(CacheWarmingConfig::learned(), false);
+    // Loads held to incremental warm-up's: no compaction saved anything (the one
+    // compaction dropped nothing), so the flush loads nothing...
+    let within = CacheWarmingConfig::Learned(LearnedParams {
+        loads_within_baseline: true,
+        ..LearnedParams::default()
+    });
+    let (hot, _, admitted) = misses_after_flush(within.clone(), false);
     assert!(hot > 0 && admitted == 0, "nothing to spend: {admitted}");
     // ...but for the keys whose cached blocks a compaction just dropped, loaded on credit.
-    let (hot, cold, admitted) = misses_after_flush(CacheWarmingConfig::learned(), true);
+    let (hot, cold, admitted) = misses_after_flush(within, true);
     assert_eq!(
         hot, 0,
         "the dropped keys' new blocks were cached by the flush"

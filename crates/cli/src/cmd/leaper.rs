@@ -65,10 +65,10 @@ pub struct Args {
     /// The learned policy's flush budget and hot-set cap, a share of the cache.
     #[arg(long)]
     pub flush_fraction: Option<f64>,
-    /// The learned policy's loads are not held to what incremental warm-up would load for
-    /// the same compactions (`LearnedParams::loads_within_baseline` off).
+    /// The learned policy's loads stay within what incremental warm-up would load for the
+    /// same compactions (`LearnedParams::loads_within_baseline`).
     #[arg(long)]
-    pub loads_unbounded: bool,
+    pub loads_within_baseline: bool,
     /// The learned policy samples one client read (and write) in this many per thread;
     /// slots keep their length in reads.
     #[arg(long)]
@@ -309,7 +309,7 @@ pub fn run(a: Args) -> Result<()> {
                 Some(CacheWarmingConfig::Learned(mut l)) => {
                     l.replace_factor = a.replace_factor.unwrap_or(l.replace_factor);
                     l.cache_fraction = a.flush_fraction.unwrap_or(l.cache_fraction);
-                    l.loads_within_baseline &= !a.loads_unbounded;
+                    l.loads_within_baseline |= a.loads_within_baseline;
                     if let Some(n) = a.sample_every {
                         l.slot_reads_per_range *= l.sample_every as f64 / n as f64;
                         l.sample_every = n;

@@ -81,9 +81,10 @@ impl RangeScores {
 /// flush's uncached L0 file from the flush's install on. Of those, a key whose cached
 /// block a compaction dropped within the invalidation window ranks first ([`REPAIR`]).
 ///
-/// With the loads held to the baseline's (the default), a compaction loads at most what
-/// incremental warm-up would load of its output plus what earlier jobs left unspent, and
-/// a flush only what is unspent, but for [`REPAIR`] blocks, which it loads on credit.
+/// With the loads held to the baseline's ([`LearnedParams::loads_within_baseline`]), a
+/// compaction loads at most what incremental warm-up would load of its output plus what
+/// earlier jobs left unspent, and a flush only what is unspent, but for [`REPAIR`]
+/// blocks, which it loads on credit.
 ///
 /// Without a model yet it is the baseline, under the learned policy's budget.
 pub struct Hybrid {
@@ -245,11 +246,11 @@ impl BlockFilter for Hybrid {
 
     /// A compaction may load what the baseline would load of its output, plus what the
     /// compactions before it saved against the baseline and no flush spent; a flush only
-    /// those savings (the baseline loads nothing for a flush). So the policy's loads never
-    /// exceed incremental warm-up's, and a compaction is never held below the baseline's
-    /// count: flushes are warmed with what the recency rank saved (docs/leaper.md,
-    /// "Fourth pass"; when flushes borrowed and the next compaction repaid, the blocks
-    /// it cut were read).
+    /// those savings (the baseline loads nothing for a flush), but for its [`REPAIR`]
+    /// blocks, loaded on credit that the next compactions repay (their least recently
+    /// read blocks cut first). Otherwise a compaction is not held below the baseline's
+    /// count: when every flush block borrowed, the blocks the repayments cut were read
+    /// (docs/leaper.md, "Third pass", "Fourth pass").
     fn limit(&self) -> Option<u64> {
         let ledger = self.ledger.as_ref()?.load(Relaxed);
         let baseline = if self.baseline.is_some() {
