@@ -206,7 +206,9 @@ fn the_oracle_removes_most_invalidation_misses() {
 fn a_flush_warms_the_keys_whose_older_versions_were_cached() {
     // Misses of reading `keys` right after a flush of new versions of `hot` and `cold`,
     // once `hot` was read (cached) in the compacted tree; and the blocks the flush cached.
-    let misses_after_flush = |warming: CacheWarmingConfig| {
+    // With `recompact`, a compaction rewrote (and the cache dropped) the hot keys' cached
+    // blocks just before the flush.
+    let misses_after_flush = |warming: CacheWarmingConfig, recompact: bool| {
         let dir = tempfile::tempdir().unwrap();
         let opts = Options {
             memtable_size: 4 << 20,
@@ -226,6 +228,14 @@ fn a_flush_warms_the_keys_whose_older_versions_were_cached() {
         for i in hot.clone() {
             db.get(&key(i)).unwrap();
         }
+        if recompact {
+            for i in (0..3000).step_by(7) {
+                db.put(&key(i), &value).unwrap();
+            }
+            db.flush().unwrap();
+            db.compact_range(None, None).unwrap();
+            db.wait_idle().unwrap();
+        }
         let new = vec![b'n'; 100];
         for i in hot.clone().chain(cold.clone()) {
             db.put(&key(i), &new).unwrap();
@@ -242,13 +252,28 @@ fn a_flush_warms_the_keys_whose_older_versions_were_cached() {
         let (h, c) = (read(hot), read(cold));
         (h, c, db.stats().warming.flush_blocks_admitted)
     };
-    let (hot, cold, admitted) = misses_after_flush(CacheWarmingConfig::learned());
+    let (hot, cold, admitted) = misses_after_flush(CacheWarmingConfig::learned(), false);
     assert_eq!(hot, 0, "the hot keys' new blocks were cached by the flush");
     assert!(cold > 0, "the cold keys' blocks were not");
     assert!(admitted > 0);
-    let (hot, _, admitted) = misses_after_flush(CacheWarmingConfig::None);
+    let (hot, _, admitted) = misses_after_flush(CacheWarmingConfig::None, false);
     assert!(
         hot > 0 && admitted == 0,
         "without warming the hot keys miss"
     );
+    // Loads held to incremental warm-up's: no compaction saved anything (the one
+    // compaction dropped nothing), so the flush loads nothing...
+    let within = CacheWarmingConfig::Learned(LearnedParams {
+        loads_within_baseline: true,
+        ..LearnedParams::default()
+    });
+    let (hot, _, admitted) = misses_after_flush(within.clone(), false);
+    assert!(hot > 0 && admitted == 0, "nothing to spend: {admitted}");
+    // ...but for the keys whose cached blocks a compaction just dropped, loaded on credit.
+    let (hot, cold, admitted) = misses_after_flush(within, true);
+    assert_eq!(
+        hot, 0,
+        "the dropped keys' new blocks were cached by the flush"
+    );
+    assert!(cold > 0 && admitted > 0);
 }

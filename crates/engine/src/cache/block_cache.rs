@@ -101,6 +101,18 @@ impl BlockCache {
             .peek(&(file_number, offset))
     }
 
+    /// Like [`peek`](Self::peek), with how long the block has sat unread: about how many
+    /// lookups the whole cache served since the block was last hit or inserted (its
+    /// shard's lookups since then, times the shard count: lookups spread evenly over the
+    /// shards). What a warming policy ranks a dropped block's keys by.
+    pub fn peek_idle(&self, file_number: u64, offset: u64) -> Option<(Arc<Block>, u64)> {
+        let n = self.shards.len() as u64;
+        self.shard(file_number, offset)
+            .lock()
+            .peek_idle(&(file_number, offset))
+            .map(|(b, idle)| (b, idle * n))
+    }
+
     /// True if the block is cached. Counts neither a hit nor a miss and leaves the LRU
     /// order alone: warming policies use it to see what the cache holds.
     pub fn contains(&self, file_number: u64, offset: u64) -> bool {

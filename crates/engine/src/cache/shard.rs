@@ -17,10 +17,12 @@ pub(super) enum Inserted {
     TooLarge,
 }
 
-/// A cached block and whether a prefetch put it there and no reader has hit it yet.
+/// A cached block, whether a prefetch put it there and no reader has hit it yet, and the
+/// shard's lookup count when it was last hit (or inserted).
 struct Entry {
     block: Arc<Block>,
     unread_prefetch: bool,
+    used_at: u64,
 }
 
 /// What a lookup found.
@@ -36,6 +38,9 @@ pub(super) struct Shard {
     lru: LruCache<CacheKey, Entry>,
     /// The offsets cached for each file, so a file's blocks can be erased without a scan.
     by_file: HashMap<u64, HashSet<u64>>,
+    /// Lookups of this shard so far (hits and misses): the clock of `Entry::used_at`,
+    /// kept per shard so that no lookup writes anything another shard's lookups share.
+    lookups: u64,
 }
 
 impl Shard {
@@ -45,6 +50,7 @@ impl Shard {
             usage: 0,
             lru: LruCache::unbounded(),
             by_file: HashMap::new(),
+            lookups: 0,
         }
     }
 
@@ -58,15 +64,28 @@ impl Shard {
 
     /// Looks a block up and marks it most recently used.
     pub fn get(&mut self, key: &CacheKey) -> Option<Hit> {
-        self.lru.get_mut(key).map(|e| Hit {
-            block: Arc::clone(&e.block),
-            first_hit_of_prefetch: std::mem::take(&mut e.unread_prefetch),
+        self.lookups += 1;
+        let now = self.lookups;
+        self.lru.get_mut(key).map(|e| {
+            e.used_at = now;
+            Hit {
+                block: Arc::clone(&e.block),
+                first_hit_of_prefetch: std::mem::take(&mut e.unread_prefetch),
+            }
         })
     }
 
     /// The cached block, without changing its LRU position.
     pub fn peek(&self, key: &CacheKey) -> Option<Arc<Block>> {
         self.lru.peek(key).map(|e| Arc::clone(&e.block))
+    }
+
+    /// The cached block and the lookups of this shard since it was last hit or inserted
+    /// (how long it has sat unread), without changing its LRU position.
+    pub fn peek_idle(&self, key: &CacheKey) -> Option<(Arc<Block>, u64)> {
+        self.lru
+            .peek(key)
+            .map(|e| (Arc::clone(&e.block), self.lookups - e.used_at))
     }
 
     /// True if the block is cached; does not change its LRU position.
@@ -97,6 +116,7 @@ impl Shard {
             Entry {
                 block,
                 unread_prefetch: prefetched,
+                used_at: self.lookups,
             },
         );
         self.usage += charge;

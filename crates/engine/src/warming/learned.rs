@@ -21,7 +21,7 @@ use super::older::OlderVersions;
 use super::ranges::KeyRanges;
 use super::{
     BlockFilter, BlockKeys, Budget, CacheWarming, Candidate, Dropping, JobInputs, JobKind, KeySet,
-    WarmingStats,
+    WarmingStats, INVALIDATION_WINDOW_READS,
 };
 use parking_lot::{Condvar, Mutex, RwLock};
 use std::collections::VecDeque;
@@ -73,9 +73,18 @@ impl RangeScores {
 /// - a block holding a key of a predicted-hot range is admitted with its probability as
 ///   its priority, and fills what room the budget leaves.
 ///
+/// At a compaction's install the blocks holding a key the cache drops then are ranked by
+/// how recently the dropped block was read (see [`BlockFilter::at_install`] below).
+///
 /// A flush has no input blocks; its baseline signal is a key whose previous version was
 /// in a cached block ([`OlderVersions`]): the key was being read, and its reads go to the
-/// flush's uncached L0 file from the flush's install on.
+/// flush's uncached L0 file from the flush's install on. Of those, a key whose cached
+/// block a compaction dropped within the invalidation window ranks first ([`REPAIR`]).
+///
+/// With the loads held to the baseline's ([`LearnedParams::loads_within_baseline`]), a
+/// compaction loads at most what incremental warm-up would load of its output plus what
+/// earlier jobs left unspent, and a flush only what is unspent, but for [`REPAIR`]
+/// blocks, which it loads on credit.
 ///
 /// Without a model yet it is the baseline, under the learned policy's budget.
 pub struct Hybrid {
@@ -150,6 +159,24 @@ pub const QUIET_SLOTS: u64 = 8;
 /// Added to the priority (a probability, at most 1) of a block the baseline would load.
 const CACHED_BONUS: f64 = 2.0;
 
+/// Added to the priority of a flush's block holding a key whose cached block a
+/// compaction's install dropped within the invalidation window
+/// ([`OlderVersions::dropped_recently`]): its reads would be that compaction's
+/// invalidation misses, so it is warmed even on credit when loads are held to the
+/// baseline's (the next compactions repay it).
+const REPAIR: f64 = CACHED_BONUS + 2.0;
+
+/// The weight of the model's probability beside [`freshness`] in the rank of a block
+/// holding a dropped key: it orders blocks whose dropped blocks were read equally
+/// recently.
+const MODEL_TIE: f64 = 1.0 / 1024.0;
+
+/// In (0, 1], falling with the lookups of the cache since a dropped block was last read;
+/// one half at a window ([`INVALIDATION_WINDOW_READS`]) of them.
+fn freshness(idle: u64) -> f64 {
+    1.0 / (1.0 + idle as f64 / INVALIDATION_WINDOW_READS as f64)
+}
+
 /// Added to the priority of a compaction's block that is neither the baseline's nor hot
 /// when written: held below every other, withdrawn at the install unless the cache drops
 /// one of its keys then.
@@ -163,6 +190,11 @@ impl BlockFilter for Hybrid {
             }
         }
         let (p, hot) = self.score(keys);
+        if let Some(o) = &self.older {
+            if keys.iter().any(|k| o.dropped_recently(k)) {
+                return Some(p + REPAIR);
+            }
+        }
         let cached = (!self.cached.is_empty() && keys.iter().any(|k| self.cached.contains(k)))
             || self
                 .older
@@ -177,31 +209,56 @@ impl BlockFilter for Hybrid {
         }
     }
 
+    /// A compaction's held block is ranked again at the install by what the cache drops
+    /// then: a block holding a key of a dropped block ranks above every other, the more
+    /// recently that block was read the higher ([`freshness`]), the model's probability
+    /// breaking ties. A block of the baseline's whose keys' input blocks were evicted
+    /// while the job ran (nobody read them) falls to the model's rank; a block neither
+    /// the baseline's nor hot is withdrawn unless the cache drops one of its keys.
+    ///
+    /// (The rank by the model's probability alone, measured, cut blocks that were read
+    /// when the loads were held to the baseline's; how recently a dropped block was read
+    /// is what tells the blocks read within the window from the rest, docs/leaper.md,
+    /// "Fourth pass".)
     fn at_install(&self, held: &Candidate<'_>, dropping: &Dropping) -> Option<f64> {
-        if held.priority >= CACHED_BONUS {
-            return Some(held.priority);
+        if dropping.is_empty() {
+            // A flush's block, judged as written (or a compaction that drops nothing,
+            // which installs nothing). One that repairs a compaction's invalidation
+            // ([`REPAIR`]) may borrow against the compactions to come; any other only
+            // loads what the compactions saved.
+            let unfunded = held.priority < REPAIR && self.limit() == Some(0);
+            return (held.priority >= 0.0 && !unfunded).then_some(held.priority);
         }
-        let p = if held.priority < 0.0 {
+        let p = if held.priority >= REPAIR {
+            held.priority - REPAIR
+        } else if held.priority >= CACHED_BONUS {
+            held.priority - CACHED_BONUS
+        } else if held.priority < 0.0 {
             held.priority - UNSEEN
         } else {
             held.priority
         };
-        if dropping.keys().any(held.hashes) {
-            Some(p + CACHED_BONUS)
-        } else {
-            (held.priority >= 0.0).then_some(p)
+        match dropping.idle(held.hashes) {
+            Some(idle) => Some(CACHED_BONUS + freshness(idle) + p * MODEL_TIE),
+            None => (held.priority >= 0.0).then_some(p),
         }
     }
 
-    /// A compaction may load what the baseline would load of its output, less what the
-    /// policy loaded beyond the baseline before (the flushes' blocks since the last
-    /// compaction, mostly). A flush is not limited by it: its blocks (the keys being
-    /// read that it rewrites, which the baseline never loads) are worth more than the
-    /// lowest-ranked blocks of the next compaction, which pays for them.
+    /// A compaction may load what the baseline would load of its output, plus what the
+    /// compactions before it saved against the baseline and no flush spent; a flush only
+    /// those savings (the baseline loads nothing for a flush), but for its [`REPAIR`]
+    /// blocks, loaded on credit that the next compactions repay (their least recently
+    /// read blocks cut first). Otherwise a compaction is not held below the baseline's
+    /// count: when every flush block borrowed, the blocks the repayments cut were read
+    /// (docs/leaper.md, "Third pass", "Fourth pass").
     fn limit(&self) -> Option<u64> {
-        self.baseline.as_ref()?;
         let ledger = self.ledger.as_ref()?.load(Relaxed);
-        Some((ledger + self.baseline_blocks.load(Relaxed) as i64).max(0) as u64)
+        let baseline = if self.baseline.is_some() {
+            self.baseline_blocks.load(Relaxed) as i64
+        } else {
+            0
+        };
+        Some((ledger + baseline).max(0) as u64)
     }
 
     fn loaded(&self, blocks: u64) {
@@ -613,7 +670,9 @@ mod tests {
 
     /// The baseline's blocks (holding a key of a cached input block) rank above every
     /// other, the model's probability orders each group, and a block whose keys were read
-    /// during the job (cached at install) joins the baseline's group then.
+    /// during the job (cached at install) joins the baseline's group then; at a
+    /// compaction's install that group is ranked by how recently the dropped blocks were
+    /// read.
     #[test]
     fn hybrid_ranks_the_baselines_blocks_first_then_by_probability() {
         let set = |keys: &[&str]| KeySet::of(&BlockKeys::from_keys(keys));
@@ -657,13 +716,50 @@ mod tests {
             priority: hot,
         };
         let now = Dropping::new(vec![block(&["k0004", "k0009"])]);
-        assert_eq!(h.at_install(&c, &now), Some(hot + CACHED_BONUS));
+        let fresh = CACHED_BONUS + 1.0;
+        assert_eq!(h.at_install(&c, &now), Some(fresh + hot * MODEL_TIE));
+        // A flush drops nothing: its blocks keep what they were admitted with.
         assert_eq!(h.at_install(&c, &Dropping::default()), Some(hot));
         let c = Candidate {
             priority: cached_low,
             ..c
         };
         assert_eq!(h.at_install(&c, &Dropping::default()), Some(cached_low));
+
+        // At a compaction's install the blocks of dropped keys are ranked by how recently
+        // their dropped block was read, before the model's probability: k0002's range is
+        // the more probable, but its block sat unread for 50,000 lookups.
+        let hash = |k: &str| [KeySet::hash(k.as_bytes())];
+        let (h1, h2) = (hash("k0001x"), hash("k0002"));
+        let read_recently = Candidate { hashes: &h1, ..c };
+        let read_long_ago = Candidate {
+            hashes: &h2,
+            priority: p(&["k0002"]).unwrap(),
+            ..c
+        };
+        assert!(read_long_ago.priority > read_recently.priority);
+        let dropping = Dropping::with_idle(vec![
+            (block(&["k0001x", "k0009"]), 100),
+            (block(&["k0002"]), 50_000),
+            (block(&["k0002", "k0003"]), 70_000),
+        ]);
+        assert_eq!(
+            dropping.idle(&h2),
+            Some(50_000),
+            "the least idle block holding it"
+        );
+        assert_eq!(dropping.idle(&hash("k0004")), None);
+        let recent = h.at_install(&read_recently, &dropping).unwrap();
+        let long_ago = h.at_install(&read_long_ago, &dropping).unwrap();
+        assert!(
+            recent > long_ago && long_ago > CACHED_BONUS,
+            "{recent} {long_ago}"
+        );
+        // A block of the baseline's whose input block was evicted while the job ran
+        // falls to the model's rank, below the hot block.
+        let evicted = Dropping::new(vec![block(&["k0009"])]);
+        let demoted = h.at_install(&read_recently, &evicted).unwrap();
+        assert!((demoted - 0.05).abs() < 1e-6 && demoted < hot, "{demoted}");
 
         // A compaction's filter holds the blocks it would refuse, below every other, and
         // keeps them at install only if the cache drops one of their keys then.
@@ -686,20 +782,22 @@ mod tests {
         assert_eq!(all.at_install(&c, &Dropping::default()), None);
         let read_meanwhile = Dropping::new(vec![block(&["k0007"])]);
         let p = all.at_install(&c, &read_meanwhile).unwrap();
-        assert!((p - (0.35 + CACHED_BONUS)).abs() < 1e-6, "{p}");
+        assert!((p - (fresh + 0.35 * MODEL_TIE)).abs() < 1e-6, "{p}");
     }
 
-    /// Loads stay within the baseline's: a flush's blocks are paid for by the next
-    /// compaction, which loads at most what incremental warm-up would have loaded for it
-    /// less what the policy loaded beyond the baseline before.
+    /// Loads stay within the baseline's: a compaction may load what incremental warm-up
+    /// would load of its output plus what the compactions before it saved; a flush only
+    /// those savings.
     #[test]
-    fn loads_are_paid_for_by_what_the_baseline_would_have_loaded() {
+    fn flushes_load_what_the_compactions_saved() {
         let ledger = Arc::new(AtomicI64::new(0));
         let set = |keys: &[&str]| KeySet::of(&BlockKeys::from_keys(keys));
         let f = Hybrid::new(None, set(&["k0001"])).within(ledger.clone(), None);
-        assert_eq!(f.limit(), None, "a flush borrows");
-        f.loaded(1);
-        assert_eq!(ledger.load(Relaxed), -1);
+        assert_eq!(
+            f.limit(),
+            Some(0),
+            "nothing saved yet: a flush loads nothing"
+        );
         // A compaction whose cached input block covered [k0001, k0003]: incremental
         // warm-up would load the two output blocks that overlap it.
         let baseline = CachedIntervals::new(vec![(b"k0001".to_vec(), b"k0003".to_vec())]);
@@ -712,14 +810,20 @@ mod tests {
                 "held: {keys:?}"
             );
         }
-        assert_eq!(c.limit(), Some(1), "two, less the flush's block");
+        assert_eq!(c.limit(), Some(2), "the baseline's two");
         c.loaded(1);
-        assert_eq!(ledger.load(Relaxed), 0, "paid back");
+        assert_eq!(ledger.load(Relaxed), 1, "one saved");
+        assert_eq!(f.limit(), Some(1), "which a flush may spend");
+        f.loaded(1);
+        assert_eq!(f.limit(), Some(0));
         let c = Hybrid::new(None, KeySet::default())
             .within(ledger.clone(), Some(CachedIntervals::new(vec![])))
             .holding_all();
         assert!(c.admit(&BlockKeys::from_keys(&["k0002"])).is_some());
         assert_eq!(c.limit(), Some(0), "nothing the baseline would load");
+        // Overspent (two flushes at once): no job loads until compactions repay it.
+        ledger.store(-3, Relaxed);
+        assert_eq!(f.limit(), Some(0));
     }
 
     /// A trained model separates ranges read steadily from ranges never read, and ranges

@@ -423,6 +423,11 @@ struct Tracking {
     /// Input files whose cached blocks were registered as dropped when their compaction
     /// published its output ([`Tracking::publish`]); their deletion registers nothing more.
     published: Mutex<std::collections::HashSet<u64>>,
+    /// The keys of the blocks the cache dropped at each compaction's install within the
+    /// invalidation window, with the read count then (kept only for policies that
+    /// [want](CacheWarming::wants_cached_keys) them: a flush's lookup of its keys'
+    /// previous versions, [`older::OlderVersions`]).
+    recent_drops: Mutex<std::collections::VecDeque<(u64, Arc<KeySet>)>>,
     reads: AtomicU64,
     invalidation_events: AtomicU64,
     invalidated_ranges: AtomicU64,
@@ -454,21 +459,49 @@ impl Tracking {
     /// not from when their files are deleted (the purge thread does that later, after
     /// tens of milliseconds when it has a backlog: misses in between went uncounted, and
     /// the window was counted from a moment no reader notices). Returns those blocks.
-    fn publish(&self, cache: &BlockCache, inputs: &[u64]) -> Vec<Arc<Block>> {
+    fn publish(&self, cache: &BlockCache, inputs: &[u64]) -> Vec<(Arc<Block>, u64)> {
         let mut all = Vec::new();
         for f in inputs {
             let blocks: Vec<(u64, Arc<Block>)> = {
                 let files = self.files.lock();
                 let Some(map) = files.get(f) else { continue };
                 map.iter()
-                    .filter_map(|(off, _, _)| cache.peek(*f, *off).map(|b| (*off, b)))
+                    .filter_map(|(off, _, _)| {
+                        let (b, idle) = cache.peek_idle(*f, *off)?;
+                        all.push((b.clone(), idle));
+                        Some((*off, b))
+                    })
                     .collect()
             };
             self.published.lock().insert(*f);
-            all.extend(blocks.iter().map(|(_, b)| b.clone()));
             self.account(*f, &blocks);
         }
         all
+    }
+
+    /// Keeps the keys a compaction's install dropped, for the flushes within the window.
+    fn remember_drops(&self, keys: &KeySet) {
+        let now = self.reads.load(Relaxed);
+        let mut q = self.recent_drops.lock();
+        while q
+            .front()
+            .is_some_and(|(at, _)| now - at >= INVALIDATION_WINDOW_READS)
+        {
+            q.pop_front();
+        }
+        q.push_back((now, Arc::new(keys.clone())));
+    }
+
+    /// The keys compactions' installs dropped within the window, newest first.
+    fn dropped_recently(&self) -> Vec<Arc<KeySet>> {
+        let now = self.reads.load(Relaxed);
+        self.recent_drops
+            .lock()
+            .iter()
+            .rev()
+            .take_while(|(at, _)| now - at < INVALIDATION_WINDOW_READS)
+            .map(|(_, k)| k.clone())
+            .collect()
     }
 
     /// Remembers `file`'s dropped blocks for the invalidation count (unless they were
@@ -511,8 +544,8 @@ impl Tracking {
 
     /// What the cache drops as a compaction's output replaces `inputs` (when the job was
     /// not installed before publication): the blocks of the first of them to go, `file`,
-    /// just dropped, and the inputs' blocks it still holds (they go with the same
-    /// version, a moment later).
+    /// just dropped (how long they sat unread is gone with them: counted as none), and
+    /// the inputs' blocks it still holds (they go with the same version, a moment later).
     fn dropping(
         &self,
         cache: &BlockCache,
@@ -520,30 +553,40 @@ impl Tracking {
         file: u64,
         inputs: &[u64],
     ) -> Dropping {
-        let mut blocks: Vec<Arc<Block>> = dropped.iter().map(|(_, b)| b.clone()).collect();
+        let mut blocks: Vec<(Arc<Block>, u64)> =
+            dropped.iter().map(|(_, b)| (b.clone(), 0)).collect();
         let files = self.files.lock();
         for f in inputs.iter().filter(|f| **f != file) {
             for (off, _, _) in files.get(f).into_iter().flatten() {
-                blocks.extend(cache.peek(*f, *off));
+                blocks.extend(cache.peek_idle(*f, *off));
             }
         }
-        Dropping::new(blocks)
+        Dropping::with_idle(blocks)
     }
 }
 
 /// What the cache is dropping when a compaction's output is installed: the input blocks
-/// it held then (the job's inputs, as readers last saw them). Their keys are listed when
-/// a policy first asks.
+/// it held then (the job's inputs, as readers last saw them), each with how long it had
+/// sat unread ([`BlockCache::peek_idle`]). Their keys are listed when a policy first asks.
 #[derive(Debug, Default)]
 pub struct Dropping {
-    blocks: Vec<Arc<Block>>,
+    blocks: Vec<(Arc<Block>, u64)>,
+    /// Per key hash, the least idle of the blocks holding it; sorted by hash.
+    idle: OnceLock<Vec<(u64, u64)>>,
     keys: OnceLock<KeySet>,
 }
 
 impl Dropping {
+    /// Blocks read just now (idle 0).
     pub fn new(blocks: Vec<Arc<Block>>) -> Dropping {
+        Dropping::with_idle(blocks.into_iter().map(|b| (b, 0)).collect())
+    }
+
+    /// Blocks with the lookups of the cache since each was last read.
+    pub fn with_idle(blocks: Vec<(Arc<Block>, u64)>) -> Dropping {
         Dropping {
             blocks,
+            idle: OnceLock::new(),
             keys: OnceLock::new(),
         }
     }
@@ -557,15 +600,36 @@ impl Dropping {
         self.blocks.is_empty()
     }
 
+    fn by_key(&self) -> &[(u64, u64)] {
+        self.idle.get_or_init(|| {
+            let mut v = Vec::new();
+            for (b, idle) in &self.blocks {
+                v.extend(BlockKeys::of(b).iter().map(|k| (KeySet::hash(k), *idle)));
+            }
+            // Least idle first within a key, then one entry per key.
+            v.sort_unstable();
+            v.dedup_by_key(|x| x.0);
+            v
+        })
+    }
+
     /// The user keys the blocks held.
     pub fn keys(&self) -> &KeySet {
-        self.keys.get_or_init(|| {
-            let mut hashes = Vec::new();
-            for b in &self.blocks {
-                hashes.extend(BlockKeys::of(b).iter().map(KeySet::hash));
-            }
-            KeySet::from_hashes(hashes)
-        })
+        self.keys
+            .get_or_init(|| KeySet::from_hashes(self.by_key().iter().map(|x| x.0).collect()))
+    }
+
+    /// Of the dropped blocks holding one of `hashes` ([`KeySet::hash`]es of user keys),
+    /// how long the most recently read had sat unread; `None` if none holds any.
+    pub fn idle(&self, hashes: &[u64]) -> Option<u64> {
+        let v = self.by_key();
+        hashes
+            .iter()
+            .filter_map(|h| {
+                let i = v.binary_search_by_key(h, |x| x.0).ok()?;
+                Some(v[i].1)
+            })
+            .min()
     }
 }
 
@@ -715,6 +779,7 @@ impl Warming {
             deferred: Mutex::new(HashMap::new()),
             files: Mutex::new(HashMap::new()),
             published: Mutex::default(),
+            recent_drops: Mutex::default(),
             reads: AtomicU64::new(0),
             invalidation_events: AtomicU64::new(0),
             invalidated_ranges: AtomicU64::new(0),
@@ -819,8 +884,13 @@ impl Warming {
                 .collect();
             self.tracking.files.lock().insert(f.number(), map);
         }
-        let older = (want_keys && kind == JobKind::Flush)
-            .then(|| Arc::new(older::OlderVersions::new(version, self.cache.clone())));
+        let older = (want_keys && kind == JobKind::Flush).then(|| {
+            Arc::new(older::OlderVersions::new(
+                version,
+                self.cache.clone(),
+                self.tracking.dropped_recently(),
+            ))
+        });
         let filter = self.policy.plan(&JobInputs {
             kind,
             blocks: &blocks,
@@ -866,6 +936,7 @@ impl Warming {
             counters: self.counters.clone(),
             deferred,
             budget: Arc::new(AtomicU64::new(limit as u64)),
+            remember_drops: want_keys,
         })
     }
 
@@ -963,6 +1034,8 @@ pub struct JobWarming {
     deferred: Option<Arc<Deferred>>,
     /// Bytes the job may still admit.
     budget: Arc<AtomicU64>,
+    /// The install keeps the keys it drops for later flushes ([`Tracking::recent_drops`]).
+    remember_drops: bool,
 }
 
 /// A compaction's admitted blocks, waiting for its inputs to go.
@@ -1141,9 +1214,12 @@ impl JobWarming {
             .deferred
             .as_ref()
             .and_then(|d| t.claim(*d.inputs.first()?));
-        let dropping = Dropping::new(t.publish(&self.cache, &self.inputs));
+        let dropping = Dropping::with_idle(t.publish(&self.cache, &self.inputs));
         if let Some(d) = claimed {
             d.install(&self.cache, &dropping);
+        }
+        if self.remember_drops && !dropping.is_empty() {
+            t.remember_drops(dropping.keys());
         }
     }
 

@@ -9,7 +9,14 @@
 //! follows it. A compaction's policy knows the cached input blocks' keys; for a flush the
 //! same knowledge is a lookup of each written key in the tree as it was when the flush
 //! started ([`OlderVersions::cached`]).
+//!
+//! Among those keys, the ones whose cached block a compaction's install dropped within
+//! the invalidation window ([`OlderVersions::dropped_recently`]) are the compaction's
+//! invalidations still under way: the compaction's output, warmed or not, no longer holds
+//! their newest version, and their next read misses in the flush's file. Only these keys'
+//! misses are invalidation misses.
 
+use super::KeySet;
 use crate::cache::BlockCache;
 use crate::memtable::seek_key;
 use crate::types::{user_key, MAX_SEQ};
@@ -22,15 +29,32 @@ pub struct OlderVersions {
     /// a read searches them.
     runs: Vec<Vec<Arc<TableFile>>>,
     cache: Arc<BlockCache>,
+    /// The keys of the blocks compactions' installs dropped within the window.
+    dropped: Vec<Arc<KeySet>>,
 }
 
 impl OlderVersions {
-    pub fn new(version: &Version, cache: Arc<BlockCache>) -> OlderVersions {
+    pub fn new(
+        version: &Version,
+        cache: Arc<BlockCache>,
+        dropped: Vec<Arc<KeySet>>,
+    ) -> OlderVersions {
         let runs = (0..version.num_levels())
             .flat_map(|l| version.runs(l).iter().cloned())
             .filter(|r| !r.is_empty())
             .collect();
-        OlderVersions { runs, cache }
+        OlderVersions {
+            runs,
+            cache,
+            dropped,
+        }
+    }
+
+    /// True if a compaction's install dropped a cached block holding `key` within the
+    /// invalidation window.
+    pub fn dropped_recently(&self, key: &[u8]) -> bool {
+        let h = KeySet::hash(key);
+        self.dropped.iter().any(|d| d.contains_hash(h))
     }
 
     /// True if the newest version of `key` in the tree is in a cached block. The first run

@@ -61,6 +61,7 @@ fn compaction_job(
         counters,
         deferred: Some(d),
         budget: Arc::new(AtomicU64::new(u64::MAX)),
+        remember_drops: false,
     }
 }
 
@@ -121,6 +122,7 @@ fn sink_inserts_admitted_blocks_as_prefetched_within_capacity() {
         counters: Arc::default(),
         deferred: None,
         budget: Arc::new(AtomicU64::new(u64::MAX)),
+        remember_drops: false,
     };
     let mut sink = jw.sink(9);
     sink(0, &block(&["a", "b"], 1000));
@@ -380,6 +382,7 @@ fn the_inputs_count_as_dropped_from_the_publication() {
         counters: Arc::default(),
         deferred: None,
         budget: Arc::new(AtomicU64::new(0)),
+        remember_drops: false,
     };
     w.record_read(b"k15", true);
     assert_eq!(w.stats().invalidation_misses, 0, "not published yet");

@@ -138,3 +138,43 @@ fn concurrent_use_keeps_the_budget() {
     assert!(s.usage <= s.capacity);
     assert_eq!(s.hits + s.misses, 8000);
 }
+
+/// A block's idle count is the cache's lookups (hits and misses) since it was last hit or
+/// inserted; peeking leaves it alone; with several shards it is scaled to the whole cache.
+#[test]
+fn idle_counts_lookups_since_the_last_hit() {
+    let cache = BlockCache::with_shards(1 << 20, 1);
+    cache.insert(1, 0, block(10));
+    cache.insert(1, 1, block(10));
+    assert_eq!(cache.peek_idle(1, 0).map(|x| x.1), Some(0));
+    assert!(cache.get(1, 0).is_some());
+    assert!(cache.get(1, 7).is_none());
+    assert!(cache.get(1, 0).is_some());
+    assert_eq!(cache.peek_idle(1, 0).map(|x| x.1), Some(0), "just hit");
+    assert_eq!(
+        cache.peek_idle(1, 1).map(|x| x.1),
+        Some(3),
+        "three lookups since insert"
+    );
+    assert!(cache.peek(1, 1).is_some());
+    assert_eq!(
+        cache.peek_idle(1, 1).map(|x| x.1),
+        Some(3),
+        "a peek is no use"
+    );
+    assert!(cache.peek_idle(1, 7).is_none());
+    cache.insert(1, 1, block(10));
+    assert_eq!(cache.peek_idle(1, 1).map(|x| x.1), Some(0), "reinserted");
+
+    // Four shards: three misses in the block's shard stand for about twelve lookups of
+    // the cache; lookups of other shards do not move it.
+    let sharded = BlockCache::with_shards(1 << 20, 4);
+    sharded.insert(1, 0, block(10));
+    let same = (0..).find(|o| std::ptr::eq(sharded.shard(2, *o), sharded.shard(1, 0)));
+    let other = (0..).find(|o| !std::ptr::eq(sharded.shard(2, *o), sharded.shard(1, 0)));
+    for _ in 0..3 {
+        assert!(sharded.get(2, same.unwrap()).is_none());
+        assert!(sharded.get(2, other.unwrap()).is_none());
+    }
+    assert_eq!(sharded.peek_idle(1, 0).map(|x| x.1), Some(12));
+}
