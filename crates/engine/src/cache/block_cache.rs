@@ -6,6 +6,7 @@ use crate::sst::block::Block;
 use crate::sst::BlockSink;
 use parking_lot::Mutex;
 use std::cell::Cell;
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, OnceLock};
 use xxhash_rust::xxh3::xxh3_64;
 
@@ -27,9 +28,47 @@ pub fn thread_misses() -> u64 {
 /// Shards of a cache made by [`BlockCache::new`].
 pub const DEFAULT_SHARDS: usize = 16;
 
+/// Memory charged to a [`BlockCache`]'s capacity ([`BlockCache::charge`]); released when
+/// dropped.
+pub struct CacheCharge {
+    cache: Arc<BlockCache>,
+    bytes: AtomicUsize,
+}
+
+impl CacheCharge {
+    /// Charges `bytes` instead of what was charged so far; a larger charge evicts blocks
+    /// at once, so that blocks and charges together stay within the capacity (as long as
+    /// the charges alone do).
+    pub fn set(&self, bytes: usize) {
+        let old = self.bytes.swap(bytes, Relaxed);
+        self.cache.reserve(old, bytes);
+    }
+
+    /// Bytes charged now.
+    pub fn bytes(&self) -> usize {
+        self.bytes.load(Relaxed)
+    }
+}
+
+impl Drop for CacheCharge {
+    fn drop(&mut self) {
+        self.set(0);
+    }
+}
+
+impl std::fmt::Debug for CacheCharge {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CacheCharge")
+            .field("bytes", &self.bytes())
+            .finish()
+    }
+}
+
 /// A sharded LRU cache of decoded blocks.
 pub struct BlockCache {
     capacity: usize,
+    /// Bytes of `capacity` held by [`CacheCharge`]s, spread evenly over the shards.
+    reserved: AtomicUsize,
     shards: Box<[Mutex<Shard>]>,
     counters: Counters,
     erase_listener: OnceLock<EraseListener>,
@@ -57,6 +96,7 @@ impl BlockCache {
         let per_shard = capacity_bytes / n;
         Arc::new(BlockCache {
             capacity: per_shard * n,
+            reserved: AtomicUsize::new(0),
             shards: (0..n).map(|_| Mutex::new(Shard::new(per_shard))).collect(),
             counters: Counters::default(),
             erase_listener: OnceLock::new(),
@@ -134,10 +174,13 @@ impl BlockCache {
     }
 
     fn insert_as(&self, file_number: u64, offset: u64, block: Arc<Block>, prefetched: bool) {
-        let result =
-            self.shard(file_number, offset)
-                .lock()
-                .insert((file_number, offset), block, prefetched);
+        let reserved = self.reserved_per_shard();
+        let result = self.shard(file_number, offset).lock().insert(
+            (file_number, offset),
+            block,
+            prefetched,
+            reserved,
+        );
         match result {
             Inserted::Yes { evicted } => {
                 Counters::add(&self.counters.inserts, 1);
@@ -170,6 +213,42 @@ impl BlockCache {
         n
     }
 
+    fn reserved_per_shard(&self) -> usize {
+        self.reserved.load(Relaxed).div_ceil(self.shards.len())
+    }
+
+    /// A charge of `bytes` against this cache's capacity, for memory other than its
+    /// blocks (RocksDB's cache reservations, as with `cache_index_and_filter_blocks`):
+    /// while it is held, blocks get that much less room. [`CacheCharge::set`] changes it;
+    /// dropping it gives the room back.
+    pub fn charge(self: &Arc<Self>, bytes: usize) -> CacheCharge {
+        let c = CacheCharge {
+            cache: Arc::clone(self),
+            bytes: AtomicUsize::new(0),
+        };
+        c.set(bytes);
+        c
+    }
+
+    fn reserve(&self, old: usize, new: usize) {
+        if new < old {
+            self.reserved.fetch_sub(old - new, Relaxed);
+            return;
+        }
+        self.reserved.fetch_add(new - old, Relaxed);
+        let room = (self.capacity / self.shards.len()).saturating_sub(self.reserved_per_shard());
+        let mut evicted = 0;
+        for s in self.shards.iter() {
+            evicted += s.lock().evict_to(room);
+        }
+        Counters::add(&self.counters.evictions, evicted as u64);
+    }
+
+    /// Bytes of the capacity held by charges.
+    pub fn reserved(&self) -> usize {
+        self.reserved.load(Relaxed)
+    }
+
     /// Bytes charged by the cached blocks.
     pub fn usage(&self) -> usize {
         self.shards.iter().map(|s| s.lock().usage()).sum()
@@ -199,6 +278,7 @@ impl BlockCache {
             capacity: self.capacity as u64,
             usage: usage as u64,
             entries: entries as u64,
+            reserved: self.reserved() as u64,
             ..CacheStats::from_counters(&self.counters)
         }
     }

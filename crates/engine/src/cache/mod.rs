@@ -11,10 +11,15 @@
 //! blocks are dropped at once ([`BlockCache::erase_file`]) rather than aging out while
 //! occupying space. The number dropped is reported as invalidations: it is what a
 //! compaction costs the cache, which the prefetcher (paper 002) sets out to repair.
+//!
+//! Memory the engine holds outside its blocks (table index and filter blocks, value index
+//! maps, the lifetime policies' tables) is charged to the capacity with a
+//! [`CacheCharge`], as RocksDB charges index and filter blocks and its other reservations
+//! to its block cache: the cache's capacity is then a bound on all of them together.
 
 mod block_cache;
 mod shard;
 mod stats;
 
-pub use block_cache::{thread_misses, BlockCache, EraseListener, DEFAULT_SHARDS};
+pub use block_cache::{thread_misses, BlockCache, CacheCharge, EraseListener, DEFAULT_SHARDS};
 pub use stats::CacheStats;

@@ -94,23 +94,24 @@ impl Shard {
     }
 
     /// Caches a block; `prefetched` marks it as put there by a prefetch rather than a read.
-    pub fn insert(&mut self, key: CacheKey, block: Arc<Block>, prefetched: bool) -> Inserted {
+    /// `reserved` bytes of the shard's capacity are charged to memory other than blocks
+    /// ([`super::CacheCharge`]): blocks get the rest.
+    pub fn insert(
+        &mut self,
+        key: CacheKey,
+        block: Arc<Block>,
+        prefetched: bool,
+        reserved: usize,
+    ) -> Inserted {
         let charge = block.size_in_bytes();
-        if charge > self.capacity {
+        let room = self.capacity.saturating_sub(reserved);
+        if charge > room {
             return Inserted::TooLarge;
         }
         if let Some(old) = self.lru.pop(&key) {
             self.usage -= old.block.size_in_bytes();
         }
-        let mut evicted = 0;
-        while self.usage + charge > self.capacity {
-            let Some((victim, old)) = self.lru.pop_lru() else {
-                break;
-            };
-            self.usage -= old.block.size_in_bytes();
-            self.forget(victim);
-            evicted += 1;
-        }
+        let evicted = self.evict_to(room - charge);
         self.lru.put(
             key,
             Entry {
@@ -122,6 +123,21 @@ impl Shard {
         self.usage += charge;
         self.by_file.entry(key.0).or_default().insert(key.1);
         Inserted::Yes { evicted }
+    }
+
+    /// Evicts least-recently-used blocks until at most `limit` bytes are cached; returns
+    /// how many were evicted.
+    pub fn evict_to(&mut self, limit: usize) -> usize {
+        let mut evicted = 0;
+        while self.usage > limit {
+            let Some((victim, old)) = self.lru.pop_lru() else {
+                break;
+            };
+            self.usage -= old.block.size_in_bytes();
+            self.forget(victim);
+            evicted += 1;
+        }
+        evicted
     }
 
     /// Drops every block of `file_number`; returns the dropped blocks, by offset.

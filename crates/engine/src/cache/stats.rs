@@ -30,6 +30,10 @@ pub struct CacheStats {
     /// Bytes charged by the blocks currently cached.
     pub usage: u64,
     pub entries: u64,
+    /// Bytes of the capacity charged to memory other than blocks (table index and filter
+    /// blocks, the engine's in-memory tables: [`CacheCharge`](super::CacheCharge)).
+    #[serde(default)]
+    pub reserved: u64,
     pub hits: u64,
     pub misses: u64,
     pub inserts: u64,
@@ -37,7 +41,8 @@ pub struct CacheStats {
     pub evictions: u64,
     /// Blocks dropped because their file was deleted ([`erase_file`](super::BlockCache::erase_file)).
     pub invalidated_blocks: u64,
-    /// Inserts refused because the block alone exceeds a shard's capacity.
+    /// Inserts refused because the block alone exceeds a shard's room (its capacity less
+    /// its share of the reserved bytes).
     pub rejected: u64,
     /// Blocks inserted by cache warming (written by a flush or compaction, never read).
     #[serde(default)]

@@ -55,7 +55,12 @@ pub(crate) fn start(inner: &Arc<Inner>) -> Vec<JoinHandle<()>> {
 
 fn worker(inner: &Arc<Inner>, job: fn(&Arc<Inner>) -> Result<bool>) {
     while !inner.shutdown.load(Ordering::SeqCst) {
-        match job(inner) {
+        let done = job(inner);
+        if !matches!(done, Ok(false)) {
+            let v = inner.state.lock().versions.current();
+            inner.charge_memory(&v);
+        }
+        match done {
             Ok(true) => continue,
             Ok(false) => {}
             Err(e) => {

@@ -440,6 +440,14 @@ impl LifetimeRuntime {
         }
     }
 
+    /// Bytes its in-memory tables hold: the write history, the recent pointers and the
+    /// garbage known by position.
+    pub fn memory_bytes(&self) -> usize {
+        self.writes.as_ref().map_or(0, |w| w.memory())
+            + self.recent.lock().memory()
+            + self.early.memory()
+    }
+
     pub fn stats(&self, v: &Version) -> LifetimeStats {
         let t = self.thresholds.current();
         let c = &self.counters;

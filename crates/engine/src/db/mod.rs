@@ -24,7 +24,7 @@ pub use recovery::{RecoveryReport, LOST_DIR};
 pub use snapshot::Snapshot;
 
 use crate::batch::WriteBatch;
-use crate::cache::BlockCache;
+use crate::cache::{BlockCache, CacheCharge};
 use crate::error::{Error, Result};
 use crate::io::Storage;
 use crate::memtable::Memtable;
@@ -80,6 +80,9 @@ pub(crate) struct Inner {
     pub opts: Options,
     pub storage: Arc<dyn Storage>,
     pub cache: Arc<BlockCache>,
+    /// The index maps and the lifetime policies' tables, charged to `cache`
+    /// ([`Inner::charge_memory`]).
+    pub memory_charge: CacheCharge,
     /// Cache warming across flushes and compactions (paper 002).
     pub warming: crate::warming::Warming,
     pub gc: Box<dyn GcPolicy>,
@@ -128,6 +131,7 @@ impl DB {
         }
         let inner = Arc::new(recovery::open(path.as_ref(), opts)?);
         background::settle_pending_gc(&inner)?;
+        inner.charge_memory(&inner.state.lock().versions.current());
         let threads = background::start(&inner);
         Ok(DB {
             inner,
@@ -438,6 +442,16 @@ impl Inner {
     pub fn tree_style(&self, v: &Version) -> crate::version::style::Resolved {
         self.style
             .resolve(v, &self.opts, self.gc.space_amp_target())
+    }
+
+    /// Charges what the engine holds in memory besides memtables and blocks to the block
+    /// cache: the index maps `v` names and the lifetime policies' tables (table index and
+    /// filter blocks charge themselves, [`crate::sst::Table`]). Refreshed after every
+    /// background job, as these change only with flushes, compactions and GC.
+    pub fn charge_memory(&self, v: &Version) {
+        let maps: usize = v.maps.values().map(|m| m.heap_bytes()).sum();
+        let tables = self.lifetime.as_ref().map_or(0, |rt| rt.memory_bytes());
+        self.memory_charge.set(maps + tables);
     }
 
     /// The smallest sequence number a reader may still read at.

@@ -332,6 +332,7 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
         dir: dir.to_path_buf(),
         opts,
         storage,
+        memory_charge: cache.charge(0),
         cache,
         warming,
         gc: policy,

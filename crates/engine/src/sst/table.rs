@@ -2,7 +2,10 @@
 //!
 //! Opening reads the footer, then the index, filter and properties blocks, verifying the
 //! checksum of each; they stay in memory for the life of the table. Data blocks are read on
-//! demand through the optional [`BlockCache`], keyed by `(file_number, block offset)`.
+//! demand through the optional [`BlockCache`], keyed by `(file_number, block offset)`. The
+//! index and filter blocks a table holds are charged to that cache's capacity while the
+//! table is open (RocksDB's `cache_index_and_filter_blocks`, without evicting them): the
+//! cache's budget bounds them with the data blocks.
 
 use super::block::{Block, MalformedBlock};
 use super::filter::BloomFilter;
@@ -10,7 +13,7 @@ use super::format::{block_checksum, BlockHandle, Footer, BLOCK_TRAILER_LEN, FOOT
 use super::properties::TableProperties;
 use super::stats::TableStats;
 use super::table_iter::TableIter;
-use crate::cache::BlockCache;
+use crate::cache::{BlockCache, CacheCharge};
 use crate::error::{Error, Result};
 use crate::io::{IoCause, ReadableFile};
 use crate::types::TRAILER_LEN;
@@ -28,6 +31,8 @@ pub struct Table {
     filter: BloomFilter,
     props: TableProperties,
     stats: Arc<TableStats>,
+    /// The index and filter blocks, charged to `cache` while the table is open.
+    _charge: Option<CacheCharge>,
 }
 
 impl std::fmt::Debug for Table {
@@ -85,6 +90,8 @@ impl Table {
         let mut props = TableProperties::decode(&read(footer.properties)?)
             .map_err(|e| parse_err(footer.properties, "properties", e))?;
         props.file_size = len;
+        let held = index.size_in_bytes() + filter.size_in_bytes();
+        let charge = cache.as_ref().map(|c| c.charge(held));
         Ok(Arc::new(Table {
             file,
             file_number,
@@ -94,6 +101,7 @@ impl Table {
             filter,
             props,
             stats,
+            _charge: charge,
         }))
     }
 

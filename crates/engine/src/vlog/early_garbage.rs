@@ -205,6 +205,16 @@ impl EarlyGarbage {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+
+    /// Bytes its maps hold (their slots: entry and control byte).
+    pub fn memory(&self) -> usize {
+        const SLOT: usize = std::mem::size_of::<(u64, u32)>() + 1;
+        self.files
+            .lock()
+            .values()
+            .map(|f| f.records.capacity() * SLOT + std::mem::size_of::<FileGarbage>())
+            .sum()
+    }
 }
 
 #[cfg(test)]

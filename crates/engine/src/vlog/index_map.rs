@@ -225,6 +225,11 @@ impl IndexMap {
         (self.entries.len() * ENTRY + self.sources.len() * 8) as u64
     }
 
+    /// Bytes this map holds in memory.
+    pub fn heap_bytes(&self) -> usize {
+        self.entries.capacity() * std::mem::size_of::<Entry>() + self.sources.capacity() * 8
+    }
+
     /// Where the record `old` pointed at lives in the target file, if GC moved it here.
     pub fn lookup(&self, old: &ValuePointer) -> Option<ValuePointer> {
         let i = self

@@ -157,6 +157,11 @@ impl RecentPointers {
         self.len() == 0
     }
 
+    /// Bytes its two generations hold (slots allocated, used or not).
+    pub fn memory(&self) -> usize {
+        (self.young.capacity() + self.old.capacity()) * SLOT_BYTES
+    }
+
     /// Lookups answered, and lookups the table could not answer.
     pub fn hits_and_misses(&self) -> (u64, u64) {
         (self.hits, self.misses)

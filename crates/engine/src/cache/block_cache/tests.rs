@@ -178,3 +178,48 @@ fn idle_counts_lookups_since_the_last_hit() {
     }
     assert_eq!(sharded.peek_idle(1, 0).map(|x| x.1), Some(12));
 }
+
+#[test]
+fn a_charge_takes_room_from_blocks_until_dropped() {
+    let one = block(100).size_in_bytes();
+    let cache = BlockCache::with_shards(4 * one, 1);
+    for off in 0..4 {
+        cache.insert(1, off, block(100));
+    }
+    assert_eq!(cache.len(), 4);
+    // Charging two blocks' worth evicts the two least recently used at once.
+    let charge = cache.charge(2 * one);
+    assert_eq!(cache.reserved(), 2 * one);
+    assert_eq!(cache.len(), 2);
+    assert!(cache.get(1, 0).is_none() && cache.get(1, 1).is_none());
+    // Inserts now stay within what is left.
+    for off in 4..8 {
+        cache.insert(1, off, block(100));
+    }
+    assert_eq!(cache.usage(), 2 * one);
+    assert_eq!(cache.stats().reserved, 2 * one as u64);
+    // A charge as large as the capacity leaves no room: blocks are refused.
+    charge.set(4 * one);
+    assert_eq!(cache.len(), 0);
+    cache.insert(1, 9, block(100));
+    assert_eq!((cache.len(), cache.stats().rejected), (0, 1));
+    // Dropped, the room is back.
+    drop(charge);
+    assert_eq!(cache.reserved(), 0);
+    for off in 10..14 {
+        cache.insert(1, off, block(100));
+    }
+    assert_eq!(cache.len(), 4);
+}
+
+#[test]
+fn charges_add_up_and_shrink() {
+    let cache = BlockCache::with_shards(1 << 20, 4);
+    let a = cache.charge(1000);
+    let b = cache.charge(500);
+    assert_eq!(cache.reserved(), 1500);
+    a.set(200);
+    assert_eq!((cache.reserved(), a.bytes()), (700, 200));
+    drop(b);
+    assert_eq!(cache.reserved(), 200);
+}
