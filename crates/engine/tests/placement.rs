@@ -342,7 +342,7 @@ fn gc_keeps_records_of_covered_files_without_lookups() {
     }
     db.flush().unwrap();
     db.wait_idle().unwrap();
-    let expect = |k: u32| value(k, if k % 2 == 0 { 2 } else { 0 });
+    let expect = |k: u32| value(k, if k.is_multiple_of(2) { 2 } else { 0 });
     let (jobs, lookups, unlooked) = gc(&db);
     assert!(jobs > 0, "no GC job");
     assert_eq!(lookups, 0, "records looked up");
