@@ -91,6 +91,8 @@ pub(crate) struct Inner {
     /// Lifetime policies and TerarkDB: thresholds, model, trainer (else `None`).
     pub lifetime: Option<lifetime::LifetimeRuntime>,
     pub state: Mutex<State>,
+    /// Dropped memtables' chunks, for the next memtables.
+    pub memtable_chunks: Arc<crate::memtable::ChunkPool>,
     /// The memtables and version readers use, republished by every change to them.
     pub read_view: parking_lot::RwLock<Arc<read::ReadView>>,
     /// Signalled whenever background work may have become possible or finished.

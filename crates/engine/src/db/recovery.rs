@@ -25,7 +25,7 @@ use crate::cache::BlockCache;
 use crate::compaction::{self, JobSpec};
 use crate::error::{Error, Result};
 use crate::io::{read_all, FileStorage, IoCause, Storage};
-use crate::memtable::Memtable;
+use crate::memtable::{ChunkPool, Memtable};
 use crate::options::Options;
 use crate::options::WalRecoveryMode;
 use crate::stats::EngineCounters;
@@ -305,8 +305,12 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
         // finder: its dead records will all be known (`vlog::early_garbage::Coverage`).
         rt.early.coverage.cover_from(versions.next_file_number());
     }
+    let memtable_chunks = ChunkPool::new(opts.memtable_size);
     let state = State {
-        mem: Arc::new(Memtable::new(if opts.use_wal { wal_number } else { 0 })),
+        mem: Arc::new(Memtable::with_pool(
+            if opts.use_wal { wal_number } else { 0 },
+            memtable_chunks.clone(),
+        )),
         imm: VecDeque::new(),
         versions,
         busy_tables: HashSet::new(),
@@ -329,6 +333,7 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
         opts.warming_accounting,
     );
     Ok(Inner {
+        memtable_chunks,
         dir: dir.to_path_buf(),
         opts,
         storage,

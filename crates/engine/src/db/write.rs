@@ -644,7 +644,13 @@ fn make_room(inner: &Inner, mut force: bool) -> Result<Arc<Memtable>> {
         } else {
             0
         };
-        let old = std::mem::replace(&mut st.mem, Arc::new(Memtable::new(wal_number)));
+        let old = std::mem::replace(
+            &mut st.mem,
+            Arc::new(Memtable::with_pool(
+                wal_number,
+                inner.memtable_chunks.clone(),
+            )),
+        );
         st.imm.push_back(old);
         inner.publish(&st);
         force = false;

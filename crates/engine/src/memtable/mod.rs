@@ -48,6 +48,59 @@ thread_local! {
     };
 }
 
+/// The chunks of dropped memtables, kept for the next ones (at most one memtable's worth).
+///
+/// Why: a fresh chunk is fresh memory, and the allocator returns freed memory to the
+/// system within 10 ms (`halflife` sets mimalloc's purge delay so, to bound RSS). So every
+/// memtable faulted its whole size in again, zeroing a huge page per 2 MiB and, inside a
+/// memory cgroup at its limit, reclaiming page cache to charge it: at full scale a
+/// fifth of the writing client thread's time went to those faults (docs/bench.md,
+/// "Memtable chunks reused"). A chunk kept here stays resident and charged; the memtables
+/// in use plus this pool stay within the two memtables' budget, since the pool fills only
+/// as a flushed memtable is dropped and empties as the next one fills.
+pub struct ChunkPool {
+    chunks: Mutex<Vec<BytesMut>>,
+    max_chunks: usize,
+}
+
+impl ChunkPool {
+    /// A pool holding at most `bytes` of chunks (a memtable's size).
+    pub fn new(bytes: usize) -> Arc<ChunkPool> {
+        Arc::new(ChunkPool {
+            chunks: Mutex::new(Vec::new()),
+            max_chunks: bytes / CHUNK,
+        })
+    }
+
+    fn take(&self) -> Option<BytesMut> {
+        self.chunks.lock().pop()
+    }
+
+    /// Keeps `chunk` if nothing else refers to its memory any more (every key and value
+    /// copied into it was dropped with its memtable) and the pool has room.
+    fn give(&self, mut chunk: BytesMut) {
+        chunk.clear();
+        // Succeeds only for the unique owner of the chunk's allocation; then its whole
+        // capacity is usable again from the start.
+        if !chunk.try_reclaim(CHUNK) || chunk.capacity() != CHUNK {
+            return;
+        }
+        let mut chunks = self.chunks.lock();
+        if chunks.len() < self.max_chunks {
+            chunks.push(chunk);
+        }
+    }
+
+    /// Chunks held.
+    pub fn len(&self) -> usize {
+        self.chunks.lock().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
 /// Large chunks that keys and values are copied into, one current chunk per shard; a
 /// thread always copies into its own shard's chunk, so two inserting threads contend on a
 /// shard's lock only when more threads than shards insert. A chunk is only allocated when
@@ -55,6 +108,11 @@ thread_local! {
 #[derive(Default)]
 struct Arena {
     shards: [Shard; ARENA_SHARDS],
+    /// Where chunks come from and go back to when the memtable is dropped.
+    pool: Option<Arc<ChunkPool>>,
+    /// The filled chunks (their empty tails, which share the chunk's memory with the keys
+    /// and values split off it), to give back to the pool.
+    filled: Mutex<Vec<BytesMut>>,
 }
 
 /// A shard's current chunk, on its own cache line so that shards do not share one.
@@ -70,12 +128,37 @@ impl Arena {
         let mut chunk = self.shards[shard].0.lock();
         let need = key.len() + TRAILER_LEN + value.len();
         if chunk.capacity() - chunk.len() < need {
-            *chunk = BytesMut::with_capacity(need.max(CHUNK));
+            let fresh = match &self.pool {
+                Some(pool) if need <= CHUNK => pool.take(),
+                _ => None,
+            };
+            let fresh = fresh.unwrap_or_else(|| BytesMut::with_capacity(need.max(CHUNK)));
+            let filled = std::mem::replace(&mut *chunk, fresh);
+            if self.pool.is_some() && filled.capacity() > 0 {
+                self.filled.lock().push(filled);
+            }
         }
         append_internal_key(&mut *chunk, key, seq, kind);
         let k = chunk.split().freeze();
         chunk.extend_from_slice(value);
         (k, chunk.split().freeze())
+    }
+}
+
+impl Drop for Arena {
+    /// Runs after the memtable's map (declared before the arena) dropped its keys and
+    /// values, so the chunks nothing else refers to go back to the pool.
+    fn drop(&mut self) {
+        let Some(pool) = &self.pool else { return };
+        for chunk in self.filled.get_mut().drain(..) {
+            pool.give(chunk);
+        }
+        for shard in &mut self.shards {
+            let chunk = std::mem::take(shard.0.get_mut());
+            if chunk.capacity() > 0 {
+                pool.give(chunk);
+            }
+        }
     }
 }
 
@@ -96,6 +179,7 @@ impl PartialOrd for MemKey {
 }
 
 pub struct Memtable {
+    /// Declared before `arena`: dropped first, so the arena can reuse its chunks.
     map: SkipMap<MemKey, Bytes>,
     arena: Arena,
     size: AtomicUsize,
@@ -120,9 +204,20 @@ pub struct Found {
 
 impl Memtable {
     pub fn new(wal_number: u64) -> Self {
+        Self::with_arena(wal_number, Arena::default())
+    }
+
+    /// A memtable whose chunks come from `pool` and go back to it when it is dropped.
+    pub fn with_pool(wal_number: u64, pool: Arc<ChunkPool>) -> Self {
+        let mut arena = Arena::default();
+        arena.pool = Some(pool);
+        Self::with_arena(wal_number, arena)
+    }
+
+    fn with_arena(wal_number: u64, arena: Arena) -> Self {
         Memtable {
             map: SkipMap::new(),
-            arena: Arena::default(),
+            arena,
             size: AtomicUsize::new(0),
             wal_number,
             logged: Mutex::new(HashMap::new()),
@@ -288,6 +383,45 @@ pub fn seek_key(user_key: &[u8], seq: SeqNo) -> Vec<u8> {
 mod tests {
     use super::*;
     use crate::types::MAX_SEQ;
+
+    #[test]
+    fn dropped_memtables_chunks_are_reused_only_when_unreferenced() {
+        let pool = ChunkPool::new(3 * CHUNK);
+        let value = vec![7u8; 100 << 10];
+        let fill = |m: &Memtable, tag: u8| {
+            for i in 0..50u32 {
+                let mut v = value.clone();
+                v[0] = tag;
+                m.add(u64::from(i) + 1, ValueKind::Value, &i.to_be_bytes(), &v);
+            }
+        };
+        // 50 values of 100 KiB fill 5 chunks; the pool keeps 3 of them.
+        let m = Memtable::with_pool(1, pool.clone());
+        fill(&m, 1);
+        assert!(pool.is_empty());
+        drop(m);
+        assert_eq!(pool.len(), 3);
+        // The next memtable takes them, and what it holds is its own data.
+        let m = Memtable::with_pool(2, pool.clone());
+        fill(&m, 2);
+        assert!(pool.is_empty());
+        for i in 0..50u32 {
+            let got = m.get(&i.to_be_bytes(), MAX_SEQ).unwrap().value;
+            assert_eq!((got[0], got.len()), (2, value.len()));
+            assert!(got[1..].iter().all(|&b| b == 7));
+        }
+        drop(m);
+        assert_eq!(pool.len(), 3);
+
+        // A chunk whose bytes are still referenced is not given back.
+        let pool = ChunkPool::new(4 * CHUNK);
+        let mut arena = Arena::default();
+        arena.pool = Some(pool.clone());
+        let (k, v) = arena.copy(b"key", 1, ValueKind::Value, b"value");
+        drop(arena);
+        assert!(pool.is_empty(), "the chunk is still referenced");
+        assert_eq!((&k[..3], &v[..]), (&b"key"[..], &b"value"[..]));
+    }
 
     #[test]
     fn get_respects_snapshots_and_iter_is_ordered() {
