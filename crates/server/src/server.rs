@@ -316,14 +316,24 @@ async fn admit<S>(
 
 async fn connection<S>(
     shared: Arc<Shared>,
-    stream: S,
+    mut stream: S,
     session: Session,
     shutdown: watch::Receiver<bool>,
 ) where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let id = session.id;
-    if let Err(e) = serve_connection(&shared, stream, session, shutdown).await {
+    let served = serve_connection(&shared, &mut stream, session, shutdown).await;
+    // The slot is freed before the socket is closed: a client that saw the close and
+    // connects again is not refused for `maxclients` by its own old connection.
+    shared.clients.lock().remove(&id);
+    let closed = match served {
+        Ok(true) => stream.shutdown().await,
+        Ok(false) => Ok(()),
+        Err(e) => Err(e),
+    };
+    drop(stream);
+    if let Err(e) = closed {
         // A client that goes away mid-reply is normal; anything else is worth a line.
         if e.kind() != std::io::ErrorKind::BrokenPipe
             && e.kind() != std::io::ErrorKind::ConnectionReset
@@ -331,15 +341,16 @@ async fn connection<S>(
             eprintln!("halflife serve: connection {id}: {e}");
         }
     }
-    shared.clients.lock().remove(&id);
 }
 
+/// Serves a connection's commands until it ends; `true` when its write side is to be
+/// closed (the client asked to quit, or sent a request that cannot be parsed).
 async fn serve_connection<S>(
     shared: &Arc<Shared>,
-    mut stream: S,
+    stream: &mut S,
     mut session: Session,
     mut shutdown: watch::Receiver<bool>,
-) -> std::io::Result<()>
+) -> std::io::Result<bool>
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
@@ -373,10 +384,10 @@ where
             output.clear();
             match outcome {
                 Outcome::Continue => {}
-                Outcome::Close => return stream.shutdown().await,
+                Outcome::Close => return Ok(true),
                 Outcome::Shutdown => {
                     shared.trigger_shutdown();
-                    return Ok(());
+                    return Ok(false);
                 }
             }
         }
@@ -384,21 +395,21 @@ where
             // Replies to the commands before the bad one went out above.
             Reply::err(e.to_string()).encode(session.proto, &mut output);
             stream.write_all(&output).await?;
-            return stream.shutdown().await;
+            return Ok(true);
         }
         if full && !input.is_empty() {
             continue; // more complete commands may be buffered
         }
         if *shutdown.borrow() {
-            return Ok(());
+            return Ok(false);
         }
         tokio::select! {
             n = stream.read_buf(&mut input) => {
                 if n? == 0 {
-                    return Ok(());
+                    return Ok(false);
                 }
             }
-            _ = shutdown.changed() => return Ok(()),
+            _ = shutdown.changed() => return Ok(false),
         }
     }
 }
