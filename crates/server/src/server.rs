@@ -332,7 +332,6 @@ async fn connection<S>(
         Ok(false) => Ok(()),
         Err(e) => Err(e),
     };
-    drop(stream);
     if let Err(e) = closed {
         // A client that goes away mid-reply is normal; anything else is worth a line.
         if e.kind() != std::io::ErrorKind::BrokenPipe
