@@ -92,12 +92,9 @@ impl ChunkPool {
     }
 
     /// Chunks held.
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    fn len(&self) -> usize {
         self.chunks.lock().len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 }
 
@@ -398,13 +395,13 @@ mod tests {
         // 50 values of 100 KiB fill 5 chunks; the pool keeps 3 of them.
         let m = Memtable::with_pool(1, pool.clone());
         fill(&m, 1);
-        assert!(pool.is_empty());
+        assert_eq!(pool.len(), 0);
         drop(m);
         assert_eq!(pool.len(), 3);
         // The next memtable takes them, and what it holds is its own data.
         let m = Memtable::with_pool(2, pool.clone());
         fill(&m, 2);
-        assert!(pool.is_empty());
+        assert_eq!(pool.len(), 0);
         for i in 0..50u32 {
             let got = m.get(&i.to_be_bytes(), MAX_SEQ).unwrap().value;
             assert_eq!((got[0], got.len()), (2, value.len()));
@@ -419,7 +416,7 @@ mod tests {
         arena.pool = Some(pool.clone());
         let (k, v) = arena.copy(b"key", 1, ValueKind::Value, b"value");
         drop(arena);
-        assert!(pool.is_empty(), "the chunk is still referenced");
+        assert_eq!(pool.len(), 0, "the chunk is still referenced");
         assert_eq!((&k[..3], &v[..]), (&b"key"[..], &b"value"[..]));
     }
 
