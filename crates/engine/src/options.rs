@@ -376,6 +376,12 @@ pub struct Options {
     pub block_cache_capacity: usize,
     /// Background compaction threads (flush has its own thread).
     pub background_compactions: usize,
+    /// Run compaction, value-file GC and the superseded finder at the lowest CPU priority
+    /// (nice 19, Linux only), as RocksDB's `Env::LowerThreadPoolCPUPriority` does for its
+    /// compaction pool. On a machine with fewer cores than busy threads, a client thread
+    /// woken from a write or read then takes a core from them at once instead of waiting
+    /// for a time slice. The flush keeps normal priority: writers wait for it.
+    pub lower_background_priority: bool,
     /// Default for [`crate::WriteOptions::sync`].
     pub sync_writes: bool,
     /// Write-ahead logging. Off only for experiments that measure the tree alone (VAT).
@@ -541,6 +547,7 @@ impl Default for Options {
             value_compression: Compression::None,
             block_cache_capacity: 64 << 20,
             background_compactions: 1,
+            lower_background_priority: true,
             sync_writes: false,
             use_wal: true,
             wal_recovery_mode: WalRecoveryMode::default(),

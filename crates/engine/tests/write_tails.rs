@@ -1,7 +1,8 @@
 //! What the write path no longer waits for (issue 13, docs/bench.md "Tails"): a value file
 //! cut by the write path (the value log as the WAL) is synced by the flush that installs
 //! it, or by the next synced write, never by the unsynced write that cut it; GC's
-//! relocations written back in chunks install only where the key was not written since.
+//! relocations written back in chunks install only where the key was not written since;
+//! compaction and GC give a client thread the CPU first.
 
 use halflife_engine::io::IoCause;
 use halflife_engine::{GcPolicyConfig, Options, WriteOptions, DB};
@@ -133,4 +134,51 @@ fn gc_write_back_keeps_writes_made_while_it_runs() {
     check(&db, KEYS, want);
     db.close().unwrap();
     check(&DB::open(dir.path(), opts).unwrap(), KEYS, want);
+}
+
+/// Nice values of this process's threads whose name starts with `prefix`.
+#[cfg(target_os = "linux")]
+fn nice_of_threads(prefix: &str) -> Vec<i64> {
+    let mut out = Vec::new();
+    for t in std::fs::read_dir("/proc/self/task").unwrap() {
+        let t = t.unwrap().path();
+        let (Ok(comm), Ok(stat)) = (
+            std::fs::read_to_string(t.join("comm")),
+            std::fs::read_to_string(t.join("stat")),
+        ) else {
+            continue; // the thread ended meanwhile
+        };
+        if !comm.starts_with(prefix) {
+            continue;
+        }
+        // After the name's closing parenthesis: field 3 (state) onwards; nice is field 19.
+        let rest = &stat[stat.rfind(')').unwrap() + 2..];
+        out.push(rest.split(' ').nth(16).unwrap().parse().unwrap());
+    }
+    out
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn compaction_and_gc_run_at_low_priority_and_the_flush_does_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = vwal_options(64 << 20);
+    assert!(opts.lower_background_priority, "on by default");
+    let db = DB::open(dir.path(), opts).unwrap();
+    // Other tests of this binary open databases with the default too: every thread of
+    // these names in the process is at the priority its role asks for.
+    // (Thread names are cut to 15 bytes: "halflife-compact-0" reads "halflife-compac".)
+    for (prefix, want) in [
+        ("halflife-compac", 19),
+        ("halflife-gc", 19),
+        ("halflife-flush", 0),
+    ] {
+        let nice = nice_of_threads(prefix);
+        assert!(!nice.is_empty(), "no {prefix} thread");
+        assert!(
+            nice.iter().all(|&n| n == want),
+            "{prefix}: {nice:?}, want {want}"
+        );
+    }
+    drop(db);
 }

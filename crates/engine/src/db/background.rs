@@ -26,31 +26,49 @@ const IDLE_WAIT: Duration = Duration::from_millis(100);
 
 pub(crate) fn start(inner: &Arc<Inner>) -> Vec<JoinHandle<()>> {
     let mut t = Vec::new();
-    let spawn = |name: &str, f: fn(&Arc<Inner>) -> Result<bool>| {
+    let spawn = |name: &str, low: bool, f: fn(&Arc<Inner>) -> Result<bool>| {
         let inner = inner.clone();
+        let low = low && inner.opts.lower_background_priority;
         std::thread::Builder::new()
             .name(name.to_string())
-            .spawn(move || worker(&inner, f))
+            .spawn(move || {
+                if low {
+                    lower_cpu_priority();
+                }
+                worker(&inner, f)
+            })
             .expect("spawn background thread")
     };
-    t.push(spawn("halflife-flush", flush_one));
+    t.push(spawn("halflife-flush", false, flush_one));
     for i in 0..inner.opts.background_compactions {
-        t.push(spawn(&format!("halflife-compact-{i}"), compact_one));
+        t.push(spawn(&format!("halflife-compact-{i}"), true, compact_one));
     }
     if inner.opts.compaction_style != crate::options::CompactionStyle::Leveled {
-        t.push(spawn("halflife-compact-l0", compact_l0));
+        t.push(spawn("halflife-compact-l0", true, compact_l0));
     }
     if inner.opts.gc.separates_values() {
-        t.push(spawn("halflife-gc", gc_one));
+        t.push(spawn("halflife-gc", true, gc_one));
     }
     if inner
         .lifetime
         .as_ref()
         .is_some_and(|rt| rt.finds_superseded_after_flush())
     {
-        t.push(spawn("halflife-find", super::superseded::find_one));
+        t.push(spawn("halflife-find", true, super::superseded::find_one));
     }
     t
+}
+
+/// Lowers the calling thread to nice 19 ([`crate::Options::lower_background_priority`]).
+/// On Linux a nice value belongs to the thread; elsewhere it would lower the whole
+/// process, so this does nothing there. Failure only leaves the priority as it was.
+fn lower_cpu_priority() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: plain system calls on the calling thread's own id.
+    unsafe {
+        let tid = libc::gettid() as libc::id_t;
+        libc::setpriority(libc::PRIO_PROCESS, tid, 19);
+    }
 }
 
 fn worker(inner: &Arc<Inner>, job: fn(&Arc<Inner>) -> Result<bool>) {
