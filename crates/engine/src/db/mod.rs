@@ -113,6 +113,8 @@ pub(crate) struct Inner {
     /// Delayed writes before a stop: the flush rate and the write leaders' pacing.
     pub throttle: throttle::WriteController,
     pub shutdown: AtomicBool,
+    /// Set with `State::bg_error` (never cleared): the write path's check without the lock.
+    pub bg_failed: AtomicBool,
     /// What the open that made this handle found and did.
     pub recovery: recovery::RecoveryReport,
     _lock: std::fs::File,
@@ -495,6 +497,8 @@ impl Inner {
     pub fn set_bg_error(&self, st: &mut State, e: &Error) {
         if st.bg_error.is_none() {
             st.bg_error = Some(e.to_string());
+            self.bg_failed
+                .store(true, std::sync::atomic::Ordering::SeqCst);
         }
         self.bg_cv.notify_all();
     }

@@ -355,6 +355,7 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
         value_space_amp: AtomicU64::new(0),
         throttle: super::throttle::WriteController::new(),
         shutdown: AtomicBool::new(false),
+        bg_failed: AtomicBool::new(false),
         recovery: report,
         _lock: lock,
     })
