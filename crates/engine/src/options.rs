@@ -380,7 +380,8 @@ pub struct Options {
     /// (nice 19, Linux only), as RocksDB's `Env::LowerThreadPoolCPUPriority` does for its
     /// compaction pool. On a machine with fewer cores than busy threads, a client thread
     /// woken from a write or read then takes a core from them at once instead of waiting
-    /// for a time slice. The flush keeps normal priority: writers wait for it.
+    /// for a time slice. The flush keeps normal priority: writers wait for it. So do GC
+    /// and the superseded finder under a space-amplification target (GC back-pressure).
     pub lower_background_priority: bool,
     /// Default for [`crate::WriteOptions::sync`].
     pub sync_writes: bool,

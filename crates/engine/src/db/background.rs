@@ -46,15 +46,18 @@ pub(crate) fn start(inner: &Arc<Inner>) -> Vec<JoinHandle<()>> {
     if inner.opts.compaction_style != crate::options::CompactionStyle::Leveled {
         t.push(spawn("halflife-compact-l0", true, compact_l0));
     }
+    // Under a space-amplification target, writers wait for GC (back-pressure) as they
+    // wait for the flush, so GC and the finder that feeds it keep normal priority too.
+    let gc_low = inner.gc.space_amp_target().is_none();
     if inner.opts.gc.separates_values() {
-        t.push(spawn("halflife-gc", true, gc_one));
+        t.push(spawn("halflife-gc", gc_low, gc_one));
     }
     if inner
         .lifetime
         .as_ref()
         .is_some_and(|rt| rt.finds_superseded_after_flush())
     {
-        t.push(spawn("halflife-find", true, super::superseded::find_one));
+        t.push(spawn("halflife-find", gc_low, super::superseded::find_one));
     }
     t
 }
