@@ -7,7 +7,7 @@
 //! room left in the active memtable is spread over the time the flush has left (estimated
 //! from the flush rate measured on the last flushes, with a margin): each write group is
 //! delayed by its bytes divided by that rate, so the writer reaches the end of the
-//! memtable as the flush finishes: many delays of a fraction of a millisecond instead of
+//! memtable as the flush finishes: many delays of about a millisecond instead of
 //! one stop, at the throughput the flush allowed anyway. A writer slower than that rate is
 //! never delayed. While L0 is at its slowdown trigger, writes are held to
 //! `delayed_write_rate`, as in RocksDB.
