@@ -122,22 +122,46 @@ fn job_spec<'a>(
     }
 }
 
+/// Each pointer a job dropped with where its record was in `v`, to be brought up to date
+/// by [`add_outputs`] under the main lock. Resolving means index-map lookups, and a large
+/// compaction under the learned policy drops millions of pointers: resolved under the
+/// lock, they held it for 2.5-3.2 s, and writers that needed it waited that long
+/// (docs/bench.md, "What the p99.9 is made of"). So compactions resolve before they take it.
+fn resolve_dropped(
+    v: &Version,
+    dropped: &[ValuePointer],
+) -> Vec<(ValuePointer, Option<ValuePointer>)> {
+    dropped.iter().map(|p| (*p, v.resolve(p))).collect()
+}
+
 /// Adds a job's outputs to `edit`, charging the pointers it dropped to the files that hold
 /// their records now (under the lock, so that a GC installed meanwhile is seen). Drops
-/// into files a GC job is collecting are also kept for that job to settle.
+/// into files a GC job is collecting are also kept for that job to settle. `resolved` is
+/// [`resolve_dropped`] of the job's dropped pointers, in an earlier version of the state.
 fn add_outputs(
     inner: &Inner,
     st: &mut State,
     edit: &mut VersionEdit,
     level: usize,
     out: JobOutput,
+    resolved: Vec<(ValuePointer, Option<ValuePointer>)>,
 ) {
     let v = st.versions.current();
-    // Each dropped pointer resolved once: (as the table had it, where the record is now).
-    let dropped: Vec<(ValuePointer, ValuePointer)> = out
-        .dropped
-        .iter()
-        .filter_map(|p| Some((*p, v.resolve(p)?)))
+    // (as the table had it, where the record is now). A record found in a live file is
+    // there still unless GC collected that file since; then the maps lead on from it. A
+    // record GC did not keep stays gone: value files never come back, and a map is
+    // dropped only once no pointer in the tree can lead through it.
+    let dropped: Vec<(ValuePointer, ValuePointer)> = resolved
+        .into_iter()
+        .filter_map(|(p, r)| {
+            let r = r?;
+            let r = if v.blobs.contains_key(&r.file) {
+                r
+            } else {
+                v.resolve(&r)?
+            };
+            Some((p, r))
+        })
         .collect();
     let now: Vec<ValuePointer> = dropped.iter().map(|d| d.1).collect();
     if let Some(rt) = &inner.lifetime {
@@ -213,7 +237,10 @@ fn flush_one(inner: &Arc<Inner>) -> Result<bool> {
         edit.added_blobs.extend(logged_files);
     }
     let flushed: Vec<u64> = out.tables.iter().map(|t| t.number).collect();
-    add_outputs(inner, &mut st, &mut edit, 0, out);
+    // A flush drops few pointers into older files (its own logged files are charged
+    // above), so they are resolved here.
+    let resolved = resolve_dropped(&st.versions.current(), &out.dropped);
+    add_outputs(inner, &mut st, &mut edit, 0, out, resolved);
     let next_wal = st
         .imm
         .get(1)
@@ -458,9 +485,13 @@ fn run_compaction(
     if let Some(w) = &warm {
         w.install();
     }
+    let resolved = out.as_ref().map(|o| {
+        let now = inner.state.lock().versions.current();
+        resolve_dropped(&now, &o.dropped)
+    });
     let mut st = inner.state.lock();
-    if let Some(o) = out {
-        add_outputs(inner, &mut st, &mut edit, c.output_level, o);
+    if let (Some(o), Some(resolved)) = (out, resolved) {
+        add_outputs(inner, &mut st, &mut edit, c.output_level, o, resolved);
         c.tag_outputs(&mut edit);
     }
     inner.apply_edit(&mut st, edit)?;
