@@ -147,21 +147,14 @@ fn add_outputs(
     resolved: Vec<(ValuePointer, Option<ValuePointer>)>,
 ) {
     let v = st.versions.current();
-    // (as the table had it, where the record is now). A record found in a live file is
-    // there still unless GC collected that file since; then the maps lead on from it. A
-    // record GC did not keep stays gone: value files never come back, and a map is
-    // dropped only once no pointer in the tree can lead through it.
+    // (as the table had it, where the record is now). Resolving again from where the
+    // record was costs one lookup while its file is live, and follows the maps on from
+    // it if GC collected that file since. A record GC did not keep stays gone: value
+    // files never come back, and a map is dropped only once no pointer in the tree can
+    // lead through it.
     let dropped: Vec<(ValuePointer, ValuePointer)> = resolved
         .into_iter()
-        .filter_map(|(p, r)| {
-            let r = r?;
-            let r = if v.blobs.contains_key(&r.file) {
-                r
-            } else {
-                v.resolve(&r)?
-            };
-            Some((p, r))
-        })
+        .filter_map(|(p, r)| Some((p, v.resolve(&r?)?)))
         .collect();
     let now: Vec<ValuePointer> = dropped.iter().map(|d| d.1).collect();
     if let Some(rt) = &inner.lifetime {
