@@ -20,7 +20,6 @@ use crate::sst::{InternalIterator, Table};
 use crate::types::{parse_internal_key, ValueKind};
 use crate::version::set::{file_number_of, VersionSet, CURRENT};
 use crate::version::Version;
-use crate::vlog::file::{torn_append, FILE_HEADER};
 use crate::vlog::{IndexMap, ValueFileReader, ValuePointer};
 use crate::wal::{LogReader, ReadOutcome};
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -356,14 +355,12 @@ fn check_value_file(
         Err(e) => return r.error(e),
     };
     let (mut records, mut bytes, mut live_records, mut live_bytes) = (0u64, 0u64, 0u64, 0u64);
-    let mut end = FILE_HEADER as u64;
     loop {
         match reader.next_record() {
             Ok(None) => break,
             Ok(Some((ptr, key, _))) => {
                 records += 1;
                 bytes += ptr.size as u64;
-                end = ptr.offset + ptr.size as u64;
                 if let Some(want) = refs.as_mut().and_then(|m| m.remove(&ptr.offset)) {
                     if want != (ptr.size, key_hash(key)) {
                         r.problem(
@@ -376,22 +373,8 @@ fn check_value_file(
                 }
             }
             Err(e) => {
-                // A file of unflushed writes (the value log as the WAL) that a crash left
-                // open ends where its last append was cut; open cuts that tail off.
-                let unflushed = v.is_some_and(|v| !v.blobs.contains_key(&number));
-                let torn = || {
-                    let data = read_all(&**storage, p, IoCause::Other).ok()?;
-                    torn_append(data.get(end as usize..)?).then_some(())
-                };
-                if !(unflushed && torn().is_some()) {
-                    r.error(e);
-                    return;
-                }
-                r.notes.push(format!(
-                    "{}: an append cut short at offset {end} (a write cut by a crash, never acknowledged); open cuts it off",
-                    p.display()
-                ));
-                break;
+                r.error(e);
+                return;
             }
         }
     }

@@ -3,9 +3,8 @@
 //!
 //! 1. Value files are scanned record by record. A file whose header is damaged but whose
 //!    records are intact gets its header rewritten (the original is kept in `lost/`); a file
-//!    with no intact record is moved into `lost/`. A file that ends in an append a crash
-//!    cut short (the value log as the WAL) is cut to its intact records, as open cuts it.
-//!    Index maps that load (checksum, target number) are kept, the others moved aside.
+//!    with no intact record is moved into `lost/`. Index maps that load (checksum, target
+//!    number) are kept, the others moved aside.
 //! 2. Every table is read whole. An intact table is an input as it is; a damaged one gives
 //!    the entries before its first damaged block (the rest is lost and reported).
 //! 3. Every WAL is replayed, skipping damaged records.
@@ -37,7 +36,7 @@ use crate::options::{Options, WalRecoveryMode};
 use crate::sst::{InternalIterator, MergingIterator, Table, VecIterator};
 use crate::version::set::{file_number_of, manifest_name, write_current};
 use crate::version::{Version, VersionEdit};
-use crate::vlog::file::{check_header, file_header, torn_append, BlobMeta, FILE_HEADER};
+use crate::vlog::file::{check_header, file_header, BlobMeta, FILE_HEADER};
 use crate::vlog::{IndexMap, ValueFileReader};
 use crate::wal::{LogReader, LogWriter, ReadOutcome};
 use std::collections::HashMap;
@@ -59,8 +58,6 @@ pub struct RepairReport {
     pub value_files: u64,
     /// Value files with damage: (file, intact records kept, the damage).
     pub value_files_damaged: Vec<(PathBuf, u64, String)>,
-    /// Appends a crash cut short, cut off value files: (file, length kept, bytes cut).
-    pub value_tails_cut: Vec<(PathBuf, u64, u64)>,
     pub index_maps: u64,
     /// Entries and tables of the rebuilt tree.
     pub entries: u64,
@@ -134,12 +131,6 @@ pub fn repair(dir: &Path, opts: &Options, progress: Progress<'_>) -> Result<Repa
         tick();
         match scan_value_file(&storage, &p, n)? {
             Scan::Intact(meta, offsets) => {
-                let on_disk = storage.file_size(&p)?;
-                if meta.size < on_disk {
-                    storage.truncate(&p, meta.size)?;
-                    rep.value_tails_cut
-                        .push((p.clone(), meta.size, on_disk - meta.size));
-                }
                 blobs.push(meta);
                 record_offsets.insert(n, offsets);
             }
@@ -381,25 +372,15 @@ fn scan_value_file(storage: &Arc<dyn Storage>, p: &Path, n: u64) -> Result<Scan>
         Err(e) => return Ok(Scan::Damaged(meta, offsets, e.to_string())),
     };
     let mut damage = None;
-    let mut end = FILE_HEADER as u64;
     loop {
         match reader.next_record() {
             Ok(Some((ptr, _, _))) => {
                 offsets.insert(ptr.offset, ptr.size);
                 meta.entries += 1;
-                end = ptr.offset + ptr.size as u64;
             }
             Ok(None) => break,
             Err(e) => {
-                let rest = storage
-                    .open(p)?
-                    .read_at(end, (size - end) as usize, IoCause::Other)?;
-                if header_damage.is_none() && torn_append(&rest) {
-                    // Intact up to an append cut short: the caller cuts it off.
-                    meta.size = end;
-                } else {
-                    damage = Some(e.to_string());
-                }
+                damage = Some(e.to_string());
                 break;
             }
         }

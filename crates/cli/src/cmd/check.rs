@@ -111,12 +111,6 @@ pub fn run_repair(a: DbArgs) -> anyhow::Result<()> {
     for (p, why) in &r.wal_damage {
         println!("damaged WAL {}: skipped {why}", p.display());
     }
-    for (p, kept, cut) in &r.value_tails_cut {
-        println!(
-            "value file {}: an append cut short by a crash, {cut} bytes after offset {kept}, cut off",
-            p.display()
-        );
-    }
     for (p, n, why) in &r.value_files_damaged {
         println!(
             "damaged value file {}: {n} intact records; {why}",

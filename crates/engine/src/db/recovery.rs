@@ -272,7 +272,7 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
         .extend(compaction::garbage_by_file(&versions.current(), &installed));
     edit.added_blobs.extend(logged_files);
     let wal_number = versions.new_file_number();
-    let f = storage.create_log(&wal_file_name(dir, wal_number), IoCause::Wal)?;
+    let f = storage.create(&wal_file_name(dir, wal_number), IoCause::Wal)?;
     let wal = opts.use_wal.then(|| LogWriter::new(f));
     edit.log_number = Some(wal_number);
     versions.last_sequence = last_seq;

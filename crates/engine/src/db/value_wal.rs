@@ -24,7 +24,7 @@ use crate::error::{Error, Result};
 use crate::io::{IoCause, Storage};
 use crate::memtable::Memtable;
 use crate::types::{SeqNo, ValueKind};
-use crate::vlog::file::{torn_append, value_file_name, BlobMeta, FILE_HEADER};
+use crate::vlog::file::{record_size, value_file_name, BlobMeta, FILE_HEADER, RECORD_HEADER};
 use crate::vlog::{BlobFile, FileLifetime, ValueFileWriter, ValuePointer};
 use parking_lot::Mutex;
 use std::collections::{BTreeMap, HashMap};
@@ -149,7 +149,7 @@ impl ActiveValueFiles {
                 let n = inner.new_file_number();
                 let f = inner
                     .storage
-                    .create_log(&value_file_name(&inner.dir, n), IoCause::ValueLog)?;
+                    .create(&value_file_name(&inner.dir, n), IoCause::ValueLog)?;
                 *slot = Some(ActiveFile {
                     writer: ValueFileWriter::new(f, n)?
                         .with_compression(inner.opts.value_compression),
@@ -213,7 +213,7 @@ fn seal(
     sealed: &mut Vec<Arc<SealedValueFile>>,
 ) -> Result<()> {
     if let Some(mut f) = slot.take() {
-        f.writer.finish_appends()?;
+        f.writer.flush()?;
         let s = Arc::new(SealedValueFile::new(f.writer, f.lifetime));
         if f.unsynced {
             sealed.push(s.clone());
@@ -404,14 +404,13 @@ impl<'a> Replay<'a> {
         let mut cut = Vec::new();
         for (number, f) in self.files {
             if f.valid_len < f.len {
-                let rest = self.storage.open(&f.file.path)?.read_at(
+                let tail_len = ((f.len - f.valid_len) as usize).min(RECORD_HEADER);
+                let tail = self.storage.open(&f.file.path)?.read_at(
                     f.valid_len,
-                    (f.len - f.valid_len) as usize,
+                    tail_len,
                     IoCause::Other,
                 )?;
-                // A record cut off here is none a replayed WAL record points to: replay
-                // reported such a pointer as damage before this.
-                if !torn_append(&rest) {
+                if !torn_append(&tail, f.len - f.valid_len) {
                     return Err(Error::corruption(
                         &f.file.path,
                         format!(
@@ -436,5 +435,16 @@ impl<'a> Replay<'a> {
             });
         }
         Ok((metas, cut))
+    }
+}
+
+/// Whether the `rest` bytes after the last intact record, starting with `tail` (up to a
+/// record header of them), are an append cut short: too short for a record header, or a
+/// header whose record runs past the end. Anything else (a whole record with a bad
+/// checksum) is damage, which open must not cut off.
+fn torn_append(tail: &[u8], rest: u64) -> bool {
+    match record_size(tail) {
+        None => true,
+        Some(size) => size as u64 > rest,
     }
 }

@@ -666,7 +666,7 @@ fn make_room(inner: &Inner, mut force: bool) -> Result<Arc<Memtable>> {
         let wal_number = if opts.use_wal {
             let n = st.versions.new_file_number();
             let path = wal_file_name(&inner.dir, n);
-            let f = match inner.storage.create_log(&path, IoCause::Wal) {
+            let f = match inner.storage.create(&path, IoCause::Wal) {
                 Ok(f) => f,
                 Err(e) => break Err(e),
             };

@@ -22,18 +22,6 @@ impl FileStorage {
     pub fn new() -> Self {
         Self::default()
     }
-
-    /// A file written through [`WRITE_BUFFER`].
-    fn buffered(&self, path: &Path, file: File, cause: IoCause) -> Box<dyn WritableFile> {
-        Box::new(FsWritable {
-            path: path.to_path_buf(),
-            file,
-            buf: Vec::with_capacity(WRITE_BUFFER),
-            len: 0,
-            cause,
-            stats: self.stats.clone(),
-        })
-    }
 }
 
 struct FsWritable {
@@ -149,30 +137,26 @@ impl ReadableFile for FsReadable {
 impl Storage for FileStorage {
     fn create(&self, path: &Path, cause: IoCause) -> Result<Box<dyn WritableFile>> {
         let file = OpenOptions::new()
+            .read(cause == IoCause::Wal)
             .write(true)
             .create(true)
             .truncate(true)
             .open(path)
             .map_err(|e| Error::io(path, e))?;
-        Ok(self.buffered(path, file, cause))
-    }
-
-    /// A log is written one write group at a time (a ~1 KiB WAL record, or a few values):
-    /// through a mapping each group costs a copy and, per page, a page fault instead of a
-    /// system call (see `mapped`).
-    fn create_log(&self, path: &Path, cause: IoCause) -> Result<Box<dyn WritableFile>> {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(path)
-            .map_err(|e| Error::io(path, e))?;
-        if MappedWritable::supported(&file) {
+        // The WAL is written in ~1 KiB appends, one per write group: through a mapping
+        // they cost a page fault per page instead of a system call each (see `mapped`).
+        if cause == IoCause::Wal && MappedWritable::supported(&file) {
             let stats = self.stats.clone();
             return Ok(Box::new(MappedWritable::new(path, file, cause, stats)));
         }
-        Ok(self.buffered(path, file, cause))
+        Ok(Box::new(FsWritable {
+            path: path.to_path_buf(),
+            file,
+            buf: Vec::with_capacity(WRITE_BUFFER),
+            len: 0,
+            cause,
+            stats: self.stats.clone(),
+        }))
     }
 
     fn open_append(&self, path: &Path, cause: IoCause) -> Result<Box<dyn WritableFile>> {

@@ -1,5 +1,5 @@
 //! A log file written through a shared memory mapping of preallocated windows (RocksDB's
-//! `allow_mmap_writes`), for the WAL and the value files the write path appends to.
+//! `allow_mmap_writes`), for the WAL.
 //!
 //! Why: a WAL write group is about one put of ~1 KiB on a busy machine (groups rarely
 //! form, docs/bench.md), and a buffered `write` of 1 KiB costs the kernel a page-cache
@@ -138,7 +138,7 @@ impl MappedWritable {
         // SAFETY: system calls on an open descriptor; the mapping is checked before use.
         let ptr = unsafe {
             if libc::fallocate(fd, 0, start as libc::off_t, WINDOW as libc::off_t) != 0 {
-                return Err(self.err("reserving a log window (fallocate)"));
+                return Err(self.err("reserving a WAL window (fallocate)"));
             }
             let p = libc::mmap(
                 std::ptr::null_mut(),
@@ -149,7 +149,7 @@ impl MappedWritable {
                 start as libc::off_t,
             );
             if p == libc::MAP_FAILED {
-                return Err(self.err("mapping a log window (mmap)"));
+                return Err(self.err("mapping a WAL window (mmap)"));
             }
             p.cast()
         };
@@ -157,7 +157,7 @@ impl MappedWritable {
         let ahead = w.clone();
         // Without the thread the copies fault the pages in themselves: slower, not wrong.
         let _ = std::thread::Builder::new()
-            .name("halflife-log-map".into())
+            .name("halflife-wal-map".into())
             .spawn(move || ahead.populate());
         Ok(w)
     }
@@ -214,17 +214,6 @@ impl WritableFile for MappedWritable {
     fn sync(&mut self) -> Result<()> {
         self.count();
         super::fs::sync_data(&self.file, &self.path, &self.stats, self.cause)
-    }
-
-    /// Unmaps the windows and cuts the reserved rest off, so that the file's size is its
-    /// records' (a later `sync`, an `fdatasync`, makes the new size durable too).
-    fn finish_appends(&mut self) -> Result<()> {
-        self.count();
-        self.current = None;
-        self.next = None;
-        self.file
-            .set_len(self.len)
-            .map_err(|e| Error::io(&self.path, e))
     }
 
     fn len(&self) -> u64 {

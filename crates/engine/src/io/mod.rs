@@ -91,12 +91,6 @@ pub trait WritableFile: Send {
     fn flush(&mut self) -> Result<()>;
     /// Makes everything appended so far durable (fdatasync).
     fn sync(&mut self) -> Result<()>;
-    /// Ends the appends: hands buffered bytes to the operating system and gives back
-    /// space reserved past the end (a mapped log's windows), so that the file's size is
-    /// what was appended. Nothing is appended after this; `sync` may follow.
-    fn finish_appends(&mut self) -> Result<()> {
-        self.flush()
-    }
     /// Bytes appended so far (the file's size once flushed).
     fn len(&self) -> u64;
     fn is_empty(&self) -> bool {
@@ -121,13 +115,6 @@ pub trait ReadableFile: Send + Sync {
 pub trait Storage: Send + Sync + 'static {
     /// Creates (truncating) a file for appending; all its writes are charged to `cause`.
     fn create(&self, path: &Path, cause: IoCause) -> Result<Box<dyn WritableFile>>;
-    /// Creates (truncating) a log: a file appended one write group at a time and handed
-    /// to the operating system after each group (the WAL, a value file written by the
-    /// write path). Such a file may reserve space past its end while open; its reader
-    /// must take zeros after the last record as the end. By default a plain file.
-    fn create_log(&self, path: &Path, cause: IoCause) -> Result<Box<dyn WritableFile>> {
-        self.create(path, cause)
-    }
     /// Opens an existing file for appending at its end (used to continue a WAL after a
     /// torn tail was cut off).
     fn open_append(&self, path: &Path, cause: IoCause) -> Result<Box<dyn WritableFile>>;

@@ -164,12 +164,6 @@ impl ValueFileWriter {
         self.entries
     }
 
-    /// Ends the file's appends (see [`WritableFile::finish_appends`]): its size is its
-    /// records' from now on.
-    pub fn finish_appends(&mut self) -> Result<()> {
-        self.file.finish_appends()
-    }
-
     /// Syncs the file; returns its metadata for the manifest.
     pub fn finish(mut self) -> Result<BlobMeta> {
         self.file.sync()?;
@@ -410,21 +404,6 @@ pub(crate) fn record_size(header: &[u8]) -> Option<usize> {
     Some(RECORD_HEADER + klen + vlen)
 }
 
-/// Whether `rest`, the bytes after a value file's last intact record, is an append cut
-/// short by a crash. A file written by buffered appends ends in a partial record: too
-/// short for a record header, or a header whose record runs past the end. A mapped file
-/// (`io::mapped`) has space reserved past its records, so a copy cut short leaves the
-/// record's unwritten rest, and everything after it, as zeros (all of `rest` if no copy
-/// had begun): its record ends in a zero byte and only zeros follow. Anything else (a
-/// whole record with a bad checksum, bytes after a damaged record) is damage.
-pub(crate) fn torn_append(rest: &[u8]) -> bool {
-    match record_size(rest) {
-        None => true,
-        Some(size) if size > rest.len() => true,
-        Some(size) => rest[size - 1] == 0 && rest[size..].iter().all(|&b| b == 0),
-    }
-}
-
 /// The value of a compressed record; the error names the file and the record.
 fn unpack(path: &Path, offset: u64, codec: u8, stored: &[u8]) -> Result<Vec<u8>> {
     decompress(codec, stored.to_vec()).map_err(|e| {
@@ -621,34 +600,6 @@ impl ValueFileReader {
 mod tests {
     use super::*;
     use crate::io::FileStorage;
-
-    /// The header of a record of a 3-byte key and a 5-byte value (20 bytes in all).
-    fn header() -> Vec<u8> {
-        let mut h = vec![0xAB; 4];
-        h.extend_from_slice(&3u32.to_le_bytes());
-        h.extend_from_slice(&5u32.to_le_bytes());
-        h
-    }
-
-    #[test]
-    fn appends_cut_short_are_told_from_damage() {
-        // Buffered appends: a partial header, or a record running past the end.
-        assert!(torn_append(&[0xAB; 7]));
-        assert!(torn_append(&[header(), vec![1; 7]].concat()));
-        // Mapped files: nothing copied, or a record's start, then zeros to the end.
-        assert!(torn_append(&[0; 4096]));
-        assert!(torn_append(&[header(), vec![1; 3], vec![0; 4096]].concat()));
-        // A whole record (its last byte not zero) with a bad checksum is damage, with or
-        // without zeros after it.
-        assert!(!torn_append(&[header(), vec![1; 8]].concat()));
-        assert!(!torn_append(
-            &[header(), vec![1; 8], vec![0; 4096]].concat()
-        ));
-        // So is anything but zeros after a record's end.
-        let mut stray = [header(), vec![1; 3], vec![0; 4096]].concat();
-        stray[3000] = 9;
-        assert!(!torn_append(&stray));
-    }
 
     #[test]
     fn write_read_scan_and_detect_corruption() {

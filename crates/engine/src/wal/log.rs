@@ -431,7 +431,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("log");
         let fs = FileStorage::new();
-        let mut w = LogWriter::new(fs.create_log(&path, IoCause::Wal).unwrap());
+        let mut w = LogWriter::new(fs.create(&path, IoCause::Wal).unwrap());
         for r in records {
             w.add_record(r).unwrap();
         }

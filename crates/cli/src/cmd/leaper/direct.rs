@@ -100,10 +100,6 @@ impl Storage for DirectClientReads {
         self.inner.create(path, cause)
     }
 
-    fn create_log(&self, path: &Path, cause: IoCause) -> Result<Box<dyn WritableFile>> {
-        self.inner.create_log(path, cause)
-    }
-
     fn open_append(&self, path: &Path, cause: IoCause) -> Result<Box<dyn WritableFile>> {
         self.inner.open_append(path, cause)
     }
