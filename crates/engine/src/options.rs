@@ -456,13 +456,17 @@ pub struct LifetimeOptions {
     /// Slots of the in-memory write history the learned policy places new values by when
     /// the value log is the WAL (16 bytes each; a key per slot, the keys written most
     /// recently kept). Sized for the keys that are written more than once in a while:
-    /// a key it forgets is placed as one never seen. The default, 2M slots (32 MiB,
-    /// touched only as keys arrive), is for up to about two million keys.
+    /// a key it forgets is placed as one never seen. 0, the default, sizes it from the
+    /// block cache it is charged to: a fifth of [`Options::block_cache_capacity`], at
+    /// most 2M slots (32 MiB, touched only as keys arrive, for up to about two million
+    /// keys; reached from a 160 MiB cache).
     pub write_history_slots: usize,
     /// Memory for the newest flushed writes of recently flushed keys, so that the garbage
     /// their next flush makes is found without a tree lookup (`vlog::recent_pointers`,
-    /// about 51 bytes per key held; the default holds 917K keys). A key it forgets is
-    /// looked up in the tree.
+    /// about 51 bytes per key held). A key it forgets is looked up in the tree. 0, the
+    /// default, sizes it from the block cache it is charged to: a fifth of
+    /// [`Options::block_cache_capacity`], at most 48 MiB (917K keys; reached from a
+    /// 240 MiB cache).
     pub recent_pointer_bytes: usize,
 }
 
@@ -519,8 +523,8 @@ impl Default for LifetimeOptions {
             value_size_feature: false,
             max_gc_batch_bytes: 1 << 30,
             trigger: GcTrigger::default(),
-            write_history_slots: 1 << 21,
-            recent_pointer_bytes: 48 << 20,
+            write_history_slots: 0,
+            recent_pointer_bytes: 0,
         }
     }
 }
@@ -705,10 +709,11 @@ impl Options {
                 return Err(invalid("lifetime.dataset_capacity", "must be at least 2"));
             }
             self.lifetime.trigger.validate()?;
-            if !(2..=1 << 32).contains(&self.lifetime.write_history_slots) {
+            let slots = self.lifetime.write_history_slots;
+            if slots != 0 && !(2..=1 << 32).contains(&slots) {
                 return Err(invalid(
                     "lifetime.write_history_slots",
-                    "must be between 2 and 2^32",
+                    "must be 0 (sized from the block cache) or between 2 and 2^32",
                 ));
             }
         }
@@ -772,7 +777,7 @@ mod tests {
         let o = Options {
             gc: "lifetime".parse().unwrap(),
             lifetime: LifetimeOptions {
-                write_history_slots: 0,
+                write_history_slots: 1,
                 ..Default::default()
             },
             ..Default::default()

@@ -171,6 +171,36 @@ pub(crate) struct LifetimeRuntime {
     pub recent: Mutex<RecentPointers>,
 }
 
+/// The placement's hint tables (the write history and the recent pointers) are charged to
+/// the block cache ([`super::Inner::charge_memory`]). Sized from it (the options' 0), each
+/// takes at most this fraction of it, so that blocks keep most of a small cache: a charge
+/// beyond the cache stays resident and leaves no block cached (docs/bench.md, "Memory with
+/// budgets cut to a tenth").
+const HINT_TABLE_SHARE: usize = 5;
+/// The sizes from the cache stop here (`LifetimeOptions`' documented defaults).
+const MAX_HISTORY_SLOTS: usize = 1 << 21;
+const MAX_RECENT_POINTER_BYTES: usize = 48 << 20;
+
+/// The write history's slots: as set, or a fifth of the cache (16 bytes a slot) rounded
+/// down to the power of two the table rounds to.
+fn history_slots(opts: &Options) -> usize {
+    match opts.lifetime.write_history_slots {
+        0 => {
+            let slots = opts.block_cache_capacity / HINT_TABLE_SHARE / 16;
+            1 << slots.clamp(2, MAX_HISTORY_SLOTS).ilog2()
+        }
+        n => n,
+    }
+}
+
+/// The recent pointers' memory: as set, or a fifth of the cache.
+fn recent_pointer_bytes(opts: &Options) -> usize {
+    match opts.lifetime.recent_pointer_bytes {
+        0 => (opts.block_cache_capacity / HINT_TABLE_SHARE).min(MAX_RECENT_POINTER_BYTES),
+        n => n,
+    }
+}
+
 impl LifetimeRuntime {
     /// Builds the runtime for policies with index maps; `None` for the others. The model
     /// saved by an earlier run is loaded (sec. 4.6).
@@ -221,11 +251,11 @@ impl LifetimeRuntime {
             predictor,
             oracle: opts.lifetime_oracle.clone(),
             writes: (predictor == Some(Predictor::History) && opts.logs_values())
-                .then(|| WriteHistory::new(opts.lifetime.write_history_slots)),
+                .then(|| WriteHistory::new(history_slots(opts))),
             unit: AtomicU64::new(0),
             early: EarlyGarbage::default(),
             logs_values: opts.logs_values(),
-            recent: Mutex::new(RecentPointers::new(opts.lifetime.recent_pointer_bytes)),
+            recent: Mutex::new(RecentPointers::new(recent_pointer_bytes(opts))),
         }))
     }
 
@@ -980,4 +1010,46 @@ pub(crate) fn drop_unneeded_maps(inner: &Inner, st: &mut State) -> Result<()> {
             ..Default::default()
         },
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::options::LifetimeOptions;
+
+    fn with(cache: usize, write_history_slots: usize, recent_pointer_bytes: usize) -> Options {
+        Options {
+            block_cache_capacity: cache,
+            lifetime: LifetimeOptions {
+                write_history_slots,
+                recent_pointer_bytes,
+                ..LifetimeOptions::default()
+            },
+            ..Options::default()
+        }
+    }
+
+    #[test]
+    fn hint_tables_take_a_fifth_of_the_cache_each_unless_set() {
+        // The benchmarks' 256 MiB cache: both tables at their largest.
+        let o = with(256 << 20, 0, 0);
+        assert_eq!(history_slots(&o), MAX_HISTORY_SLOTS);
+        assert_eq!(recent_pointer_bytes(&o), MAX_RECENT_POINTER_BYTES);
+        // A tenth of it: each within its fifth, the history no less than half of it.
+        let cache = 26 << 20;
+        let o = with(cache, 0, 0);
+        let history = WriteHistory::new(history_slots(&o)).memory();
+        assert!(
+            history <= cache / 5 && history > cache / 10,
+            "{history} bytes"
+        );
+        assert_eq!(recent_pointer_bytes(&o), cache / 5);
+        // Sizes set in the options are kept, even beyond the share.
+        let o = with(4 << 20, 1 << 18, 4 << 20);
+        assert_eq!(history_slots(&o), 1 << 18);
+        assert_eq!(recent_pointer_bytes(&o), 4 << 20);
+        // Without a cache, the smallest tables.
+        assert_eq!(history_slots(&with(0, 0, 0)), 2);
+        assert_eq!(recent_pointer_bytes(&with(0, 0, 0)), 0);
+    }
 }

@@ -241,8 +241,8 @@ mod tests {
     #[test]
     fn the_default_memory_holds_what_the_options_say() {
         assert_eq!(SLOT_BYTES, 45);
-        let t =
-            RecentPointers::new(crate::options::LifetimeOptions::default().recent_pointer_bytes);
+        // The largest size taken from the cache (`LifetimeOptions::recent_pointer_bytes`).
+        let t = RecentPointers::new(48 << 20);
         // Two generations of 2^19 slots (47.2 MB of 48 MiB), 7/8 of them filled.
         assert_eq!(2 * t.generation, 917_504);
     }
