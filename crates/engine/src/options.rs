@@ -457,8 +457,8 @@ pub struct LifetimeOptions {
     /// the value log is the WAL (16 bytes each; a key per slot, the keys written most
     /// recently kept). Sized for the keys that are written more than once in a while:
     /// a key it forgets is placed as one never seen. 0, the default, sizes it from the
-    /// block cache it is charged to: a fifth of [`Options::block_cache_capacity`], at
-    /// most 2M slots (32 MiB, touched only as keys arrive, for up to about two million
+    /// block cache it is charged to: a fifth of [`Options::block_cache_capacity`]
+    /// rounded down to a power of two of slots, at most 2M slots (32 MiB, touched only as keys arrive, for up to about two million
     /// keys; reached from a 160 MiB cache).
     pub write_history_slots: usize,
     /// Memory for the newest flushed writes of recently flushed keys, so that the garbage

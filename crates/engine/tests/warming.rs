@@ -77,7 +77,8 @@ fn oracle() -> CacheWarmingConfig {
 }
 
 /// Loads 3000 keys, then runs [`ops`] (one client: reads are numbered as the oracle
-/// numbers them). Checks the cache's budget every 64 operations.
+/// numbers them), waiting for the background after each write of both. Checks the
+/// cache's budget every 64 operations.
 fn run(warming: CacheWarmingConfig) -> DbStats {
     let dir = tempfile::tempdir().unwrap();
     let db = DB::open(dir.path(), options(warming)).unwrap();
@@ -89,9 +90,10 @@ fn run(warming: CacheWarmingConfig) -> DbStats {
     for (step, (write, i)) in ops().into_iter().enumerate() {
         if write {
             db.put(&key(i), &value).unwrap();
-            // Each flush and the compactions it sets off finish before the next op, so
-            // that every run invalidates the same blocks at the same reads, however the
-            // background threads are scheduled (they run at a lower priority).
+            // Each flush and the compactions it sets off finish before the next op (the
+            // load waits alike), so that every run invalidates the same blocks at the
+            // same reads, however the background threads are scheduled (they run at a
+            // lower priority).
             db.wait_idle().unwrap();
         } else {
             assert!(db.get(&key(i)).unwrap().is_some());
