@@ -3,6 +3,8 @@
 //! values and scan comparison, and the crash tests' kill-and-collect-acknowledgements.
 //! Integration tests are not libraries, so these live in a crate of their own.
 
+pub mod powercut;
+
 use engine::DB;
 use rand::rngs::StdRng;
 use rand::Rng;
