@@ -99,6 +99,16 @@ pub(crate) struct Inner {
     pub bg_cv: Condvar,
     pub writers: write::WriteQueue,
     pub wal: Mutex<Option<LogWriter>>,
+    /// WALs switched out whose last records may not be synced yet, with their numbers. A
+    /// synced write syncs them before its own WAL (as RocksDB syncs every WAL not yet
+    /// synced): otherwise a power cut could keep the synced record of the new WAL and lose
+    /// the unsynced tail of the old one, a gap no recovery can bridge. Pruned once their
+    /// memtables are flushed.
+    pub older_wals: Mutex<Vec<(u64, LogWriter)>>,
+    /// A WAL or value file was created since the directory was last synced: the next
+    /// synced write syncs the directory too, or a power cut could take the new file's
+    /// entry, and the synced records in it, with it.
+    pub dir_unsynced: AtomicBool,
     /// With the value log as the WAL: the value file the write leader appends large values
     /// to ([`value_wal`]).
     pub value_wal: Mutex<value_wal::ActiveValueFiles>,
@@ -261,19 +271,12 @@ impl DB {
         n.max(0) as u64
     }
 
-    /// Makes every write acknowledged so far durable by syncing the current WAL: for callers
-    /// that write with `sync: false` and sync on their own schedule (a server's
-    /// `appendfsync everysec`). A WAL already switched out is durable once its memtable's
-    /// flush finishes.
+    /// Makes every write acknowledged so far durable, as a synced write does (the value
+    /// files of the value log as the WAL, every WAL not yet synced, the directory entries
+    /// of new logs): for callers that write with `sync: false` and sync on their own
+    /// schedule (a server's `appendfsync everysec`).
     pub fn sync_wal(&self) -> Result<()> {
-        if !self.inner.opts.use_wal {
-            return Ok(());
-        }
-        self.inner.value_wal.lock().flush(true)?;
-        match self.inner.wal.lock().as_mut() {
-            Some(w) => w.sync(),
-            None => Err(Error::Closed),
-        }
+        write::sync_logs(&self.inner)
     }
 
     /// Flushes the memtable to a table file and waits for it.

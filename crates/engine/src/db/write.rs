@@ -427,7 +427,7 @@ fn write_group(
     }
     if let Some(mut wal) = wal {
         let w = wal.as_mut().ok_or(Error::Closed).map_err(fail)?;
-        if let Err(e) = if sync { w.sync() } else { w.flush() } {
+        if let Err(e) = if sync { sync_wal(inner, w) } else { w.flush() } {
             return Err(wal_failed(inner, e));
         }
     }
@@ -441,6 +441,38 @@ fn write_group(
         last_seq: seq - 1,
         leader_flags: flags,
     })))
+}
+
+/// Makes every WAL record appended so far durable: the WALs switched out and not yet
+/// synced, the directory entries of logs created since the directory was last synced,
+/// then `wal` (the current WAL). Called with the WAL's lock held, by a synced group's
+/// leader and by [`sync_logs`].
+fn sync_wal(inner: &Inner, wal: &mut LogWriter) -> Result<()> {
+    let older = std::mem::take(&mut *inner.older_wals.lock());
+    for (_, mut w) in older {
+        w.sync()?;
+    }
+    if inner.dir_unsynced.swap(false, Ordering::SeqCst) {
+        if let Err(e) = inner.storage.sync_dir(&inner.dir) {
+            inner.dir_unsynced.store(true, Ordering::SeqCst);
+            return Err(e);
+        }
+    }
+    wal.sync()
+}
+
+/// Makes every write acknowledged so far durable, as a synced write would: the value
+/// files of the value log as the WAL, then every WAL ([`sync_wal`]). Without a WAL there
+/// is nothing to sync (unflushed writes are not durable).
+pub(crate) fn sync_logs(inner: &Inner) -> Result<()> {
+    if !inner.opts.use_wal {
+        return Ok(());
+    }
+    inner.value_wal.lock().flush(true)?;
+    match inner.wal.lock().as_mut() {
+        Some(w) => sync_wal(inner, w),
+        None => Err(Error::Closed),
+    }
 }
 
 /// The WAL may now hold a partial record: refuse further writes until reopen, which cuts
@@ -670,13 +702,24 @@ fn make_room(inner: &Inner, mut force: bool) -> Result<Arc<Memtable>> {
                 Ok(f) => f,
                 Err(e) => break Err(e),
             };
+            inner.dir_unsynced.store(true, Ordering::SeqCst);
             let mut wal = inner.wal.lock();
             if let Some(old) = wal.as_mut() {
                 if let Err(e) = old.flush() {
                     break Err(e);
                 }
             }
-            *wal = Some(LogWriter::new(f));
+            let mut new = LogWriter::new(f);
+            let start = WriteBatch::log_start(inner.last_seq.load(Ordering::Relaxed) + 1);
+            if let Err(e) = new.add_record(start.encoded()) {
+                break Err(e);
+            }
+            // Kept until a synced write syncs it, or its memtable is flushed.
+            if let Some(old) = wal.replace(new) {
+                let mut older = inner.older_wals.lock();
+                older.retain(|(n, _)| *n >= st.versions.log_number);
+                older.push((st.mem.wal_number(), old));
+            }
             n
         } else {
             0

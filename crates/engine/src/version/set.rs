@@ -128,7 +128,6 @@ impl VersionSet {
         // took effect (its files are orphans), so it is ignored. Any other damage fails.
         LogReader::new(path, data).for_each(
             WalRecoveryMode::TolerateCorruptedTailRecords,
-            true,
             |rec| {
                 edits.push(VersionEdit::decode(path, rec)?);
                 Ok(())
@@ -334,6 +333,16 @@ impl VersionSet {
                 &self.dir,
                 format!("version edit adds index map {n} that was not handed over"),
             ));
+        }
+        // Files the edit names (tables, value files, index maps, and the WAL its log number
+        // moves to) must outlive a power cut as directory entries too, before the manifest
+        // refers to them (RocksDB's directory fsync before a manifest write).
+        if !edit.added.is_empty()
+            || !edit.added_blobs.is_empty()
+            || !edit.added_maps.is_empty()
+            || edit.log_number.is_some()
+        {
+            self.storage.sync_dir(&self.dir)?;
         }
         let w = self.manifest.as_mut().ok_or(Error::Closed)?;
         w.add_record(&edit.encode())?;
