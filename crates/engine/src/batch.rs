@@ -92,6 +92,16 @@ impl WriteBatch {
         self.rep[..8].copy_from_slice(&seq.to_le_bytes());
     }
 
+    /// A WAL's first record: no entries, the sequence number the log starts at. Recovery
+    /// uses it to find a gap between two logs (the older one lost records at its end to a
+    /// power cut, cleanly between two records, while the newer one kept some): replaying
+    /// past a gap would mix writes from both sides of it.
+    pub(crate) fn log_start(seq: SeqNo) -> WriteBatch {
+        let mut b = WriteBatch::new();
+        b.set_first_seq(seq);
+        b
+    }
+
     pub fn first_seq(&self) -> SeqNo {
         u64::from_le_bytes(self.rep[..8].try_into().unwrap())
     }

@@ -145,15 +145,29 @@ pub fn check(dir: &Path, opts: &Options, progress: Progress<'_>) -> Result<Check
         if !storage.exists(&wal) {
             r.problem(&wal, "missing: the manifest's log number names this WAL");
         }
-        walk_tree(&v, &mut r, &mut refs);
+        // The writes still in the WALs are newer than the tree: a GC write-back there
+        // replaces a pointer into a file GC has since dropped.
+        let logged = Arc::new(crate::memtable::Memtable::new(0));
+        for p in files
+            .iter()
+            .filter(|p| p.extension().is_some_and(|e| e == "wal"))
+            .filter(|p| file_number_of(p).is_some_and(|n| n >= vs.log_number))
+        {
+            let _ = read_all(&*storage, p, IoCause::Other).and_then(|data| {
+                LogReader::new(p, data).for_each(
+                    WalRecoveryMode::TolerateCorruptedTailRecords,
+                    |rec| {
+                        let batch = crate::batch::WriteBatch::decode(p, rec)?;
+                        crate::db::value_wal::unresolved_logged(p, &batch).insert_into(&logged);
+                        Ok(())
+                    },
+                )
+            });
+        }
+        walk_tree(&v, Some(&logged), &mut r, &mut refs);
     }
 
     // Every file on its own.
-    let wals: Vec<&PathBuf> = files
-        .iter()
-        .filter(|p| p.extension().is_some_and(|e| e == "wal"))
-        .collect();
-    let newest_wal = wals.iter().filter_map(|p| file_number_of(p)).max();
     let mut value_files = BTreeMap::new();
     for p in &files {
         let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
@@ -174,7 +188,7 @@ pub fn check(dir: &Path, opts: &Options, progress: Progress<'_>) -> Result<Check
                     }
                 }
             }
-            "wal" => check_wal(&storage, p, number == newest_wal, &mut r),
+            "wal" => check_wal(&storage, p, &mut r),
             _ if name == crate::db::MODEL_FILE => {
                 if let Err(e) = GbmModel::load(p) {
                     r.error(e);
@@ -213,10 +227,19 @@ fn key_hash(key: &[u8]) -> u64 {
     xxhash_rust::xxh3::xxh3_64(key)
 }
 
-/// Walks every entry of every table in key order: the newest version of each key that is a
-/// pointer must resolve; every pointer that resolves marks its record referenced.
-pub(crate) fn walk_tree(v: &Version, r: &mut CheckReport, refs: &mut Refs) {
+/// Walks every entry of every table (and of `logged`, the WALs' writes) in key order: the
+/// newest version of each key that is a pointer must resolve; every pointer that resolves
+/// marks its record referenced.
+pub(crate) fn walk_tree(
+    v: &Version,
+    logged: Option<&Arc<crate::memtable::Memtable>>,
+    r: &mut CheckReport,
+    refs: &mut Refs,
+) {
     let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
+    if let Some(m) = logged {
+        children.push(Box::new(m.iter()));
+    }
     for f in v.levels.iter().flatten() {
         match f.table() {
             Ok(t) => children.push(Box::new(t.iter(IoCause::Other))),
@@ -306,13 +329,12 @@ fn check_table(storage: &Arc<dyn Storage>, p: &Path, number: u64, r: &mut CheckR
     }
 }
 
-fn check_wal(storage: &Arc<dyn Storage>, p: &Path, newest: bool, r: &mut CheckReport) {
+fn check_wal(storage: &Arc<dyn Storage>, p: &Path, r: &mut CheckReport) {
     r.wals += 1;
     let res = read_all(&**storage, p, IoCause::Other).and_then(|data| {
         let mut batches = 0;
         let o = LogReader::new(p, data).for_each(
             WalRecoveryMode::TolerateCorruptedTailRecords,
-            newest,
             |rec| {
                 crate::batch::WriteBatch::decode(p, rec)?;
                 batches += 1;

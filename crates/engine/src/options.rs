@@ -809,9 +809,12 @@ mod tests {
 pub enum WalRecoveryMode {
     /// Any damage, even an incomplete record at the end, is an error.
     AbsoluteConsistency,
-    /// An incomplete record at the very end of the newest log is discarded (the write was
-    /// never acknowledged as durable); any other damage is an error. The default: it never
-    /// drops an acknowledged synced write without saying so.
+    /// What a power cut leaves is recovered to the point in time where it cut: an
+    /// incomplete record at the end of a log (an append cut short), or a record whose
+    /// separated values never reached their value file, ends the replay there (newer
+    /// logs are moved to `lost/`, reported); any other damage (a checksum mismatch, a bad
+    /// length) is an error. The default: it never drops a synced write, since a synced
+    /// write syncs every older log and value file before it is acknowledged.
     #[default]
     TolerateCorruptedTailRecords,
     /// Replay stops at the first damage of any kind; what follows it (including newer

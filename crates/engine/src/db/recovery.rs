@@ -51,7 +51,9 @@ pub struct RecoveryReport {
     pub wals_replayed: Vec<PathBuf>,
     /// Write batches replayed from them.
     pub batches_replayed: u64,
-    /// An incomplete record at the end of the newest WAL, discarded: (file, offset, bytes).
+    /// Where replay ended a WAL before its end (an append cut short by a crash or power
+    /// cut, or a record whose separated values never reached their value file), and the
+    /// bytes not replayed: (file, offset, bytes).
     pub torn_tail: Option<(PathBuf, u64, u64)>,
     /// Damage that point-in-time or skip mode passed over: (file, damage).
     pub damage: Vec<(PathBuf, Damage)>,
@@ -94,41 +96,68 @@ pub(crate) fn lock_dir(dir: &Path) -> Result<std::fs::File> {
 /// How one WAL is to be replayed, decided by reading it once before anything is written.
 struct WalPlan {
     number: u64,
-    /// The highest-numbered WAL: the only one whose tail may be torn.
-    newest: bool,
     path: PathBuf,
     outcome: ReadOutcome,
+    /// Records to replay (the log's records up to where the plan ends it).
+    records: u64,
+    /// The plan ends the log before a complete record: one whose values never reached
+    /// their value file, or the first of a log that does not continue the one before.
+    ends_early: bool,
 }
 
-/// Reads every WAL to replay under `mode`: an error names the first damage the mode does
-/// not accept. Point-in-time recovery ends the plan at the first damaged log.
+/// Reads every WAL to replay under `mode`, and, with the value log as the WAL, every value
+/// record their pointers lead to (`replay` scans the value files): an error names the
+/// first damage the mode does not accept. The plan ends at the first log that does not
+/// end cleanly (a torn append, a record whose values never reached their value file,
+/// damage point-in-time mode stops at): what follows was never synced, or lies beyond the
+/// point in time, and later logs are not replayed.
 fn plan_wals(
     storage: &dyn Storage,
     wals: Vec<(u64, PathBuf)>,
     mode: WalRecoveryMode,
+    replay: &mut value_wal::Replay<'_>,
     report: &mut RecoveryReport,
 ) -> Result<Vec<WalPlan>> {
     let mut plan = Vec::new();
-    let newest = wals.last().map(|w| w.0);
     let mut stopped = false;
-    for (number, path) in wals {
+    // The sequence number the next record continues at, once a log was read.
+    let mut next_seq: Option<u64> = None;
+    for (i, (number, path)) in wals.into_iter().enumerate() {
         if stopped {
             report.wals_not_replayed.push(path);
             continue;
         }
         let data = read_all(storage, &path, IoCause::Other)?;
-        let newest = Some(number) == newest;
-        let outcome = LogReader::new(&path, data).for_each(mode, newest, |rec| {
-            WriteBatch::decode(&path, rec).map(|_| ())
+        let (mut records, mut ends_early) = (0, false);
+        let outcome = LogReader::new(&path, data).for_each_until(mode, |rec| {
+            let batch = WriteBatch::decode(&path, rec)?;
+            if batch.is_empty() {
+                // A log's start: after a gap (or after older logs that kept nothing, not
+                // even their start), nothing from here on is replayed. The first log's
+                // predecessors are in tables; logs of older versions have no start record
+                // and are not checked.
+                if records == 0 && i > 0 && next_seq != Some(batch.first_seq()) {
+                    ends_early = true;
+                    return Ok(false);
+                }
+            } else if !replay.check(&batch, mode)? {
+                ends_early = true;
+                return Ok(false);
+            }
+            next_seq = Some(batch.first_seq() + batch.len() as u64);
+            records += 1;
+            Ok(true)
         })?;
-        stopped = matches!(outcome, ReadOutcome::Stopped { .. });
+        stopped = !matches!(outcome, ReadOutcome::Clean | ReadOutcome::Skipped { .. });
         plan.push(WalPlan {
             number,
-            newest,
             path,
             outcome,
+            records,
+            ends_early,
         });
     }
+    replay.check_tails()?;
     Ok(plan)
 }
 
@@ -155,10 +184,16 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
         });
     }
     if !has_current {
-        let foreign = storage
-            .list(dir)?
-            .into_iter()
-            .any(|p| p.file_name().is_some_and(|n| n != LOCK));
+        // Files of ours without CURRENT are what an open that created the database left
+        // when it was cut short (no write was acknowledged yet): created anew, they are
+        // swept into `lost/`. Anything else is someone else's directory.
+        let foreign = storage.list(dir)?.into_iter().any(|p| {
+            let ours = p
+                .file_name()
+                .is_some_and(|n| n == LOCK || n == "CURRENT.tmp")
+                || file_number_of(&p).is_some();
+            !ours && !(p.is_dir() && p.file_name().is_some_and(|n| n == LOST_DIR))
+        });
         if foreign {
             return Err(Error::NotADatabase(dir.to_path_buf()));
         }
@@ -178,7 +213,7 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
     // The WAL the manifest's log number names always exists (open creates it, even without
     // a WAL in use, before any edit names it); if it is gone, acknowledged writes may be too.
     let oldest_wal = wal_file_name(dir, versions.log_number);
-    if has_current && !storage.exists(&oldest_wal) {
+    if has_current && versions.log_number != 0 && !storage.exists(&oldest_wal) {
         return Err(Error::corruption(
             &oldest_wal,
             "missing: the manifest's log number names this WAL, whose writes would be lost",
@@ -194,7 +229,17 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
         w.sort();
         w
     };
-    let plan = plan_wals(&*storage, wals, opts.wal_recovery_mode, &mut report)?;
+    // Pointers in WAL records into value files no edit names yet (the value log as the
+    // WAL) are checked now and read back during replay; the files are installed with the
+    // replayed tables.
+    let mut replay = value_wal::Replay::new(dir, &storage);
+    let plan = plan_wals(
+        &*storage,
+        wals,
+        opts.wal_recovery_mode,
+        &mut replay,
+        &mut report,
+    )?;
     let policy = gc::from_options(&opts);
     let lifetime = super::lifetime::LifetimeRuntime::open(dir, &opts)?;
 
@@ -204,19 +249,23 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
     let mut mem = Arc::new(Memtable::new(0));
     let mut edit = VersionEdit::default();
     let mut incomplete_wals = HashSet::new();
-    // Pointers in WAL records into value files no edit names yet (the value log as the
-    // WAL) are read back; the files are installed with the replayed tables.
-    let mut replay = value_wal::Replay::new(dir, &storage);
     let mut dropped = Vec::new();
     for w in &plan {
         let data = read_all(&*storage, &w.path, IoCause::Other)?;
+        let mut records = 0;
         let outcome =
-            LogReader::new(&w.path, data).for_each(opts.wal_recovery_mode, w.newest, |rec| {
+            LogReader::new(&w.path, data).for_each_until(opts.wal_recovery_mode, |rec| {
+                if records == w.records {
+                    return Ok(false);
+                }
+                records += 1;
                 let batch = WriteBatch::decode(&w.path, rec)?;
-                let last = replay.insert(&batch, &mem)?;
-                last_seq = last_seq.max(last);
-                report.batches_replayed += 1;
-                Ok(())
+                if !batch.is_empty() {
+                    let last = replay.insert(&batch, &mem)?;
+                    last_seq = last_seq.max(last);
+                    report.batches_replayed += 1;
+                }
+                Ok(true)
             })?;
         debug_assert_eq!(outcome, w.outcome, "a WAL changed between two reads");
         report.wals_replayed.push(w.path.clone());
@@ -225,6 +274,11 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
             ReadOutcome::TornTail { valid_len } => {
                 let len = storage.file_size(&w.path)?;
                 report.torn_tail = Some((w.path.clone(), *valid_len, len - valid_len));
+                // Complete records after the end (whose values never arrived, or that lie
+                // beyond a gap) are kept aside, not deleted.
+                if w.ends_early {
+                    incomplete_wals.insert(w.number);
+                }
             }
             ReadOutcome::Stopped { at } => {
                 incomplete_wals.insert(w.number);
@@ -273,7 +327,14 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
     edit.added_blobs.extend(logged_files);
     let wal_number = versions.new_file_number();
     let f = storage.create(&wal_file_name(dir, wal_number), IoCause::Wal)?;
-    let wal = opts.use_wal.then(|| LogWriter::new(f));
+    let wal = match opts.use_wal {
+        true => {
+            let mut w = LogWriter::new(f);
+            w.add_record(WriteBatch::log_start(last_seq + 1).encoded())?;
+            Some(w)
+        }
+        false => None,
+    };
     edit.log_number = Some(wal_number);
     versions.last_sequence = last_seq;
     // The new WAL and the replayed tables exist in the directory before an edit names them.
@@ -348,6 +409,8 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
         bg_cv: Condvar::new(),
         writers: Default::default(),
         wal: Mutex::new(wal),
+        older_wals: Mutex::new(Vec::new()),
+        dir_unsynced: AtomicBool::new(false),
         value_wal: Mutex::new(Default::default()),
         last_seq: AtomicU64::new(last_seq),
         visible_seq: AtomicU64::new(last_seq),

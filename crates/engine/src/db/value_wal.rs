@@ -23,8 +23,9 @@ use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
 use crate::io::{IoCause, Storage};
 use crate::memtable::Memtable;
+use crate::options::WalRecoveryMode;
 use crate::types::{SeqNo, ValueKind};
-use crate::vlog::file::{record_size, value_file_name, BlobMeta, FILE_HEADER, RECORD_HEADER};
+use crate::vlog::file::{record_size, value_file_name, BlobMeta, FILE_HEADER};
 use crate::vlog::{BlobFile, FileLifetime, ValueFileWriter, ValuePointer};
 use parking_lot::Mutex;
 use std::collections::{BTreeMap, HashMap};
@@ -150,6 +151,9 @@ impl ActiveValueFiles {
                 let f = inner
                     .storage
                     .create(&value_file_name(&inner.dir, n), IoCause::ValueLog)?;
+                inner
+                    .dir_unsynced
+                    .store(true, std::sync::atomic::Ordering::SeqCst);
                 *slot = Some(ActiveFile {
                     writer: ValueFileWriter::new(f, n)?
                         .with_compression(inner.opts.value_compression),
@@ -260,6 +264,23 @@ pub(crate) fn plain_pointers(file: &Path, batch: &WriteBatch) -> WriteBatch {
     out
 }
 
+/// The entries of a WAL record as `check` reads them: a logged value (a pointer into a
+/// value file no edit names yet, installed by the next open) as an empty value, which
+/// hides the key's older versions without being resolved.
+pub(crate) fn unresolved_logged(file: &Path, batch: &WriteBatch) -> WriteBatch {
+    let mut out = WriteBatch::new();
+    for e in batch.iter() {
+        match ValuePointer::decode(file, e.value) {
+            Ok((_, [LOGGED])) if e.kind == ValueKind::Pointer => {
+                out.add(ValueKind::Value, e.key, b"")
+            }
+            _ => out.add(e.kind, e.key, e.value),
+        }
+    }
+    out.set_first_seq(batch.first_seq());
+    out
+}
+
 /// A value-file tail open cut off: (file, length kept, bytes cut).
 pub(crate) type CutTail = (PathBuf, u64, u64);
 
@@ -278,10 +299,15 @@ struct ReplayedFile {
     /// Intact records by offset (their sizes), from a scan that stopped at the first
     /// record that is not intact.
     records: HashMap<u64, u32>,
-    /// Where the intact records end.
+    /// Where the intact records end (0: not even the file header is intact, or the file
+    /// is missing).
     valid_len: u64,
     /// Why the scan stopped before the end of the file, if it did.
     damage: Option<String>,
+    /// What follows the intact records is what a power cut leaves of appends: a record
+    /// cut short by the end of the file, zeros, or nothing at all (a file whose
+    /// directory entry or header never reached the disk). Anything else is damage.
+    torn: bool,
     /// Bytes and records some replayed pointer uses.
     used_bytes: u64,
     used_entries: u64,
@@ -296,10 +322,56 @@ impl<'a> Replay<'a> {
         }
     }
 
+    /// Checks, before anything is written, that the logged values of a WAL record are
+    /// intact records of their value files. `Ok(false)`: they never reached the disk
+    /// whole (a torn append, a lost file), so the record's write was never synced (a
+    /// synced write syncs its value files first) and the log ends before it; under
+    /// point-in-time recovery a damaged record ends it too. Other damage is an error
+    /// naming the value file and offset.
+    pub fn check(&mut self, batch: &WriteBatch, mode: WalRecoveryMode) -> Result<bool> {
+        for e in batch.iter() {
+            if e.kind != ValueKind::Pointer {
+                continue;
+            }
+            let (ptr, rest) = ValuePointer::decode(self.dir, e.value)?;
+            if rest != [LOGGED] {
+                continue;
+            }
+            let f = self.file(ptr.file)?;
+            if f.records.get(&ptr.offset) == Some(&ptr.size) {
+                continue;
+            }
+            let torn = f.torn && ptr.offset >= f.valid_len;
+            return match mode {
+                WalRecoveryMode::TolerateCorruptedTailRecords if torn => Ok(false),
+                WalRecoveryMode::PointInTimeRecovery => Ok(false),
+                _ => Err(not_intact(f, &ptr)),
+            };
+        }
+        Ok(true)
+    }
+
+    /// Fails on a value file whose bytes after its intact records are damage rather than
+    /// a torn append: open must not cut it off. Called before anything is written.
+    pub fn check_tails(&self) -> Result<()> {
+        for f in self.files.values() {
+            if f.valid_len >= FILE_HEADER as u64 && f.valid_len < f.len && !f.torn {
+                return Err(Error::corruption(
+                    &f.file.path,
+                    format!(
+                        "value record at offset {} is damaged ({})",
+                        f.valid_len,
+                        f.damage.as_deref().unwrap_or("unreadable")
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// Inserts a replayed batch into `mem`: a logged value as the value its pointer points
     /// to, read back and verified, anything else (a GC write-back's pointer too) as it is.
-    /// A pointer to a record that is missing or not intact is an error naming the value
-    /// file and offset. Returns the last sequence number.
+    /// The batch was checked ([`Replay::check`]). Returns the last sequence number.
     pub fn insert(&mut self, batch: &WriteBatch, mem: &Memtable) -> Result<SeqNo> {
         let mut seq = batch.first_seq();
         let mut logged = Vec::new();
@@ -321,25 +393,18 @@ impl<'a> Replay<'a> {
         Ok(seq - 1)
     }
 
-    fn read(&mut self, ptr: &ValuePointer, key: &[u8]) -> Result<Vec<u8>> {
-        if !self.files.contains_key(&ptr.file) {
-            let f = self.scan(ptr.file)?;
-            self.files.insert(ptr.file, f);
+    fn file(&mut self, number: u64) -> Result<&mut ReplayedFile> {
+        if !self.files.contains_key(&number) {
+            let f = self.scan(number)?;
+            self.files.insert(number, f);
         }
-        let f = self.files.get_mut(&ptr.file).expect("scanned above");
+        Ok(self.files.get_mut(&number).expect("scanned above"))
+    }
+
+    fn read(&mut self, ptr: &ValuePointer, key: &[u8]) -> Result<Vec<u8>> {
+        let f = self.file(ptr.file)?;
         if f.records.get(&ptr.offset) != Some(&ptr.size) {
-            let why = match &f.damage {
-                Some(why) if ptr.offset >= f.valid_len => format!(": {why}"),
-                _ => String::new(),
-            };
-            return Err(Error::corruption(
-                &f.file.path,
-                format!(
-                    "a WAL record points to a value record at offset {} ({} bytes) that is not \
-                     intact{why}",
-                    ptr.offset, ptr.size
-                ),
-            ));
+            return Err(not_intact(f, ptr));
         }
         let v = f.file.read(ptr, key, IoCause::Other)?;
         f.used_bytes += ptr.size as u64;
@@ -350,13 +415,12 @@ impl<'a> Replay<'a> {
     /// Scans value file `number` for its intact records.
     fn scan(&self, number: u64) -> Result<ReplayedFile> {
         let path = value_file_name(self.dir, number);
-        if !self.storage.exists(&path) {
-            return Err(Error::corruption(
-                &path,
-                "missing: a WAL record points into this value file",
-            ));
-        }
-        let len = self.storage.file_size(&path)?;
+        let exists = self.storage.exists(&path);
+        let len = if exists {
+            self.storage.file_size(&path)?
+        } else {
+            0
+        };
         let meta = BlobMeta {
             number,
             size: len,
@@ -367,29 +431,45 @@ impl<'a> Replay<'a> {
         };
         let file = BlobFile::new(&meta, self.dir, self.storage.clone());
         let mut records = HashMap::new();
-        let mut valid_len = FILE_HEADER as u64;
+        let mut valid_len = 0;
         let mut damage = None;
-        let mut reader = file.scan(IoCause::Other)?;
-        loop {
-            match reader.next_record() {
-                Ok(Some((p, _, _))) => {
-                    records.insert(p.offset, p.size);
-                    valid_len = p.offset + p.size as u64;
-                }
-                Ok(None) => break,
-                Err(e) => {
-                    damage = Some(e.to_string());
-                    break;
+        match exists.then(|| file.scan(IoCause::Other)).transpose() {
+            Ok(None) => damage = Some("missing".to_string()),
+            Ok(Some(mut reader)) => {
+                valid_len = FILE_HEADER as u64;
+                loop {
+                    match reader.next_record() {
+                        Ok(Some((p, _, _))) => {
+                            records.insert(p.offset, p.size);
+                            valid_len = p.offset + p.size as u64;
+                        }
+                        Ok(None) => break,
+                        Err(e) => {
+                            damage = Some(e.to_string());
+                            break;
+                        }
+                    }
                 }
             }
+            Err(e) => damage = Some(e.to_string()),
         }
-        drop(reader);
+        let torn = if !exists || valid_len == len {
+            true
+        } else {
+            let rest = self.storage.open(&path)?.read_at(
+                valid_len,
+                (len - valid_len) as usize,
+                IoCause::Other,
+            )?;
+            torn_append(&rest, valid_len == 0)
+        };
         Ok(ReplayedFile {
             file,
             len,
             records,
             valid_len,
             damage,
+            torn,
             used_bytes: 0,
             used_entries: 0,
         })
@@ -397,29 +477,18 @@ impl<'a> Replay<'a> {
 
     /// The value files the replayed records point into, for the edit that installs them
     /// with the replayed tables. Their records no replayed pointer uses (a write whose WAL
-    /// record was never written) are garbage; a tail that is not a whole record (a value
-    /// append cut by the crash, which no WAL record can point to) is cut off, and reported.
+    /// record was never written, or lies past the point recovery stopped at) are garbage;
+    /// a tail that is not a whole record (a value append cut by the crash, which no
+    /// replayed WAL record points to) is cut off, and reported. A file with no intact
+    /// header (lost to a power cut, or never written) is not installed.
     pub fn finish(self) -> Result<(Vec<BlobMeta>, Vec<CutTail>)> {
         let mut metas = Vec::new();
         let mut cut = Vec::new();
         for (number, f) in self.files {
+            if f.valid_len < FILE_HEADER as u64 {
+                continue;
+            }
             if f.valid_len < f.len {
-                let tail_len = ((f.len - f.valid_len) as usize).min(RECORD_HEADER);
-                let tail = self.storage.open(&f.file.path)?.read_at(
-                    f.valid_len,
-                    tail_len,
-                    IoCause::Other,
-                )?;
-                if !torn_append(&tail, f.len - f.valid_len) {
-                    return Err(Error::corruption(
-                        &f.file.path,
-                        format!(
-                            "value record at offset {} is damaged ({})",
-                            f.valid_len,
-                            f.damage.as_deref().unwrap_or("unreadable")
-                        ),
-                    ));
-                }
                 self.storage.truncate(&f.file.path, f.valid_len)?;
                 cut.push((f.file.path.clone(), f.valid_len, f.len - f.valid_len));
             }
@@ -438,13 +507,32 @@ impl<'a> Replay<'a> {
     }
 }
 
-/// Whether the `rest` bytes after the last intact record, starting with `tail` (up to a
-/// record header of them), are an append cut short: too short for a record header, or a
-/// header whose record runs past the end. Anything else (a whole record with a bad
-/// checksum) is damage, which open must not cut off.
-fn torn_append(tail: &[u8], rest: u64) -> bool {
-    match record_size(tail) {
-        None => true,
-        Some(size) => size as u64 > rest,
+/// The error for a WAL record whose logged value is not an intact record.
+fn not_intact(f: &ReplayedFile, ptr: &ValuePointer) -> Error {
+    let why = match &f.damage {
+        Some(why) if ptr.offset >= f.valid_len => format!(": {why}"),
+        _ => String::new(),
+    };
+    Error::corruption(
+        &f.file.path,
+        format!(
+            "a WAL record points to a value record at offset {} ({} bytes) that is not \
+             intact{why}",
+            ptr.offset, ptr.size
+        ),
+    )
+}
+
+/// Whether `rest`, the bytes after the last intact record (after nothing, if `header`:
+/// the file header is not intact), is what an append cut short leaves: a record (or the
+/// header) running past the end of the file, or into zeros that reach the end (a file
+/// whose size reached the disk before its data). Anything else, a whole record with a bad
+/// checksum, is damage, which open must not cut off. As in the WAL's reader, a record
+/// whose last bytes were damaged *to zeros* reads as torn too.
+fn torn_append(rest: &[u8], header: bool) -> bool {
+    let written = rest.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1);
+    if header {
+        return written <= FILE_HEADER;
     }
+    written == 0 || record_size(&rest[..written]).is_none_or(|size| size > written)
 }

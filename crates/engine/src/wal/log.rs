@@ -14,8 +14,10 @@
 //! it is: a crash in the middle of an append leaves a record cut short by the end of the
 //! file (its bytes are missing, never wrong), while a checksum mismatch, a bad length or a
 //! broken fragment sequence means bytes that were written have changed. Only the first may
-//! be discarded, and only at the end of the newest log ([`WalRecoveryMode`] says what happens
-//! to the rest).
+//! be discarded ([`WalRecoveryMode`] says what happens to the rest). A torn append may end
+//! a log that is not the newest: the switch to a new log does not sync the old one, so a
+//! power cut can keep the new log's first records and lose the old one's last; a synced
+//! write syncs every older log first, so nothing after such a tear was ever synced.
 //!
 //! A file may also end in zeros: the WAL is written through a mapping of preallocated
 //! windows (`io::mapped`), which a crash leaves longer than its records. Zeros after the
@@ -290,14 +292,23 @@ impl LogReader {
         self.data.len()
     }
 
-    /// Calls `f` on each complete record in order, treating damage as `mode` says for a
-    /// log that is (`newest`) or is not the last one written. Errors name the file and
-    /// offset.
+    /// Calls `f` on each complete record in order, treating damage as `mode` says. Errors
+    /// name the file and offset.
     pub fn for_each(
         &self,
         mode: WalRecoveryMode,
-        newest: bool,
         mut f: impl FnMut(&[u8]) -> Result<()>,
+    ) -> Result<ReadOutcome> {
+        self.for_each_until(mode, |rec| f(rec).map(|()| true))
+    }
+
+    /// [`LogReader::for_each`], where `f` may end the log at a record by returning `false`:
+    /// the outcome is then a torn tail at that record's offset (recovery ends a log where a
+    /// record's separated values never reached the disk).
+    pub fn for_each_until(
+        &self,
+        mode: WalRecoveryMode,
+        mut f: impl FnMut(&[u8]) -> Result<bool>,
     ) -> Result<ReadOutcome> {
         let mut pos = 0usize;
         let mut record: Vec<u8> = Vec::new();
@@ -345,7 +356,11 @@ impl LogReader {
                             Some("a record starts inside another record")
                         }
                         FULL => {
-                            f(payload)?;
+                            if !f(payload)? {
+                                return Ok(ReadOutcome::TornTail {
+                                    valid_len: pos as u64,
+                                });
+                            }
                             None
                         }
                         FIRST => {
@@ -358,7 +373,11 @@ impl LogReader {
                         _ => {
                             record.extend_from_slice(payload);
                             if kind == LAST {
-                                f(&record)?;
+                                if !f(&record)? {
+                                    return Ok(ReadOutcome::TornTail {
+                                        valid_len: record_start.unwrap_or(pos) as u64,
+                                    });
+                                }
                                 record_start = None;
                             }
                             None
@@ -381,7 +400,10 @@ impl LogReader {
             };
             // Damage: the only innocent kind is an append cut by the end of the file.
             match mode {
-                WalRecoveryMode::TolerateCorruptedTailRecords if torn && newest => {
+                // In any log: a synced write syncs every older log first, so what follows
+                // a torn append in an older log was never synced either (recovery stops
+                // there, point in time).
+                WalRecoveryMode::TolerateCorruptedTailRecords if torn => {
                     return Ok(ReadOutcome::TornTail {
                         valid_len: damage.offset,
                     })
@@ -395,20 +417,15 @@ impl LogReader {
                     record_start = None;
                     pos = resume;
                 }
-                _ => return Err(self.damage(&damage, newest)),
+                _ => return Err(self.damage(&damage)),
             }
         }
     }
 
-    fn damage(&self, d: &Damage, newest: bool) -> Error {
-        let whose = if newest {
-            ""
-        } else {
-            " (in a log that is not the newest, where no record may be incomplete)"
-        };
+    fn damage(&self, d: &Damage) -> Error {
         Error::corruption(
             &self.path,
-            format!("log record at offset {}: {}{whose}", d.offset, d.why),
+            format!("log record at offset {}: {}", d.offset, d.why),
         )
     }
 }
@@ -444,10 +461,9 @@ mod tests {
         path: &Path,
         data: Vec<u8>,
         mode: WalRecoveryMode,
-        newest: bool,
     ) -> Result<(Vec<Vec<u8>>, ReadOutcome)> {
         let mut out = Vec::new();
-        let o = LogReader::new(path, data).for_each(mode, newest, |r| {
+        let o = LogReader::new(path, data).for_each(mode, |r| {
             out.push(r.to_vec());
             Ok(())
         })?;
@@ -455,7 +471,7 @@ mod tests {
     }
 
     fn read(path: &Path, data: Vec<u8>) -> Result<(Vec<Vec<u8>>, ReadOutcome)> {
-        read_mode(path, data, WalRecoveryMode::default(), true)
+        read_mode(path, data, WalRecoveryMode::default())
     }
 
     fn records() -> Vec<Vec<u8>> {
@@ -495,17 +511,16 @@ mod tests {
     }
 
     #[test]
-    fn a_torn_tail_is_an_error_in_an_older_log_and_in_absolute_mode() {
+    fn a_torn_tail_is_an_error_only_in_absolute_mode() {
         let recs = records();
         let (_d, path, data) = write_log(&recs);
         let cut = data[..data.len() - 10].to_vec();
-        for (mode, newest) in [
-            (WalRecoveryMode::TolerateCorruptedTailRecords, false),
-            (WalRecoveryMode::AbsoluteConsistency, true),
-        ] {
-            let err = read_mode(&path, cut.clone(), mode, newest).unwrap_err();
-            assert!(err.is_corruption(), "{mode:?}: {err}");
-        }
+        let err = read_mode(&path, cut.clone(), WalRecoveryMode::AbsoluteConsistency).unwrap_err();
+        assert!(err.is_corruption(), "{err}");
+        let (got, o) =
+            read_mode(&path, cut, WalRecoveryMode::TolerateCorruptedTailRecords).unwrap();
+        assert_eq!(got[..], recs[..recs.len() - 1]);
+        assert!(matches!(o, ReadOutcome::TornTail { .. }), "{o:?}");
     }
 
     /// Every flipped byte anywhere in the log, the last record included, is corruption
@@ -552,13 +567,7 @@ mod tests {
         let mut bad = data.clone();
         let at = data.len() / 2;
         bad[at] ^= 0x55;
-        let (got, o) = read_mode(
-            &path,
-            bad.clone(),
-            WalRecoveryMode::PointInTimeRecovery,
-            true,
-        )
-        .unwrap();
+        let (got, o) = read_mode(&path, bad.clone(), WalRecoveryMode::PointInTimeRecovery).unwrap();
         let ReadOutcome::Stopped { at: d } = o else {
             panic!("{o:?}")
         };
@@ -566,8 +575,7 @@ mod tests {
         assert_eq!(got[..], recs[..got.len()], "a prefix of the records");
         assert!(!got.is_empty() && got.len() < recs.len());
 
-        let (all, o) =
-            read_mode(&path, bad, WalRecoveryMode::SkipAnyCorruptedRecords, true).unwrap();
+        let (all, o) = read_mode(&path, bad, WalRecoveryMode::SkipAnyCorruptedRecords).unwrap();
         let ReadOutcome::Skipped { damages } = o else {
             panic!("{o:?}")
         };
@@ -593,9 +601,9 @@ mod tests {
     }
 
     /// A crash while a record was being copied into the WAL's mapped window leaves its
-    /// first bytes followed by the window's zeros: a torn tail in the newest log (cut
-    /// inside a fragment, inside a header, or between the fragments of a record), an
-    /// error in an older one.
+    /// first bytes followed by the window's zeros: a torn tail (cut inside a fragment,
+    /// inside a header, or between the fragments of a record), an error in absolute
+    /// consistency mode.
     #[test]
     fn a_record_cut_by_the_zeros_of_its_window_is_a_torn_tail() {
         let recs = records();
@@ -620,13 +628,8 @@ mod tests {
             };
             let (again, o2) = read(&path, crashed[..valid_len as usize].to_vec()).unwrap();
             assert_eq!((again, o2), (got, ReadOutcome::Clean));
-            let older = read_mode(
-                &path,
-                crashed,
-                WalRecoveryMode::TolerateCorruptedTailRecords,
-                false,
-            );
-            assert!(older.unwrap_err().is_corruption());
+            let strict = read_mode(&path, crashed, WalRecoveryMode::AbsoluteConsistency);
+            assert!(strict.unwrap_err().is_corruption());
         }
     }
 
@@ -708,7 +711,7 @@ mod tests {
                 data[at] ^= 1 << bit;
                 prop_assert!(read(&path, data.clone()).is_err());
                 for mode in [WalRecoveryMode::PointInTimeRecovery, WalRecoveryMode::SkipAnyCorruptedRecords] {
-                    let (got, _) = read_mode(&path, data.clone(), mode, true).unwrap();
+                    let (got, _) = read_mode(&path, data.clone(), mode).unwrap();
                     for g in &got {
                         prop_assert!(recs.contains(g));
                     }
