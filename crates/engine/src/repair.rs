@@ -82,7 +82,10 @@ pub fn repair(dir: &Path, opts: &Options, progress: Progress<'_>) -> Result<Repa
         return Err(Error::NotFound(dir.to_path_buf()));
     }
     let _lock = lock_dir(dir)?;
-    let storage: Arc<dyn Storage> = Arc::new(FileStorage::new());
+    let storage: Arc<dyn Storage> = opts
+        .storage
+        .clone()
+        .unwrap_or_else(|| Arc::new(FileStorage::new()));
     let mut rep = RepairReport::default();
     let files: Vec<PathBuf> = storage
         .list(dir)?
@@ -212,17 +215,14 @@ pub fn repair(dir: &Path, opts: &Options, progress: Progress<'_>) -> Result<Repa
     for (_, p) in of("wal") {
         tick();
         let data = read_all(&*storage, &p, IoCause::Other)?;
-        let outcome = LogReader::new(&p, data).for_each(
-            WalRecoveryMode::SkipAnyCorruptedRecords,
-            true,
-            |rec| {
+        let outcome =
+            LogReader::new(&p, data).for_each(WalRecoveryMode::SkipAnyCorruptedRecords, |rec| {
                 let batch = crate::batch::WriteBatch::decode(&p, rec)?;
                 let last = crate::db::value_wal::plain_pointers(&p, &batch).insert_into(&mem);
                 last_seq = last_seq.max(last);
                 rep.wal_batches += 1;
                 Ok(())
-            },
-        );
+            });
         match outcome {
             Ok(ReadOutcome::Skipped { damages }) => rep.wal_damage.extend(
                 damages
@@ -276,7 +276,7 @@ pub fn repair(dir: &Path, opts: &Options, progress: Progress<'_>) -> Result<Repa
     let tree = values.apply_with_maps(&edit, dir, &storage, &None, &HashMap::new());
     let mut walk = CheckReport::default();
     let mut refs = HashMap::new();
-    walk_tree(&tree, &mut walk, &mut refs);
+    walk_tree(&tree, None, &mut walk, &mut refs);
     // Pointers that lead nowhere, or to a record that is not intact.
     rep.keys_with_lost_values = walk.problems.len() as u64;
     for b in &mut blobs {

@@ -610,6 +610,16 @@ fn run_gc(inner: &Arc<Inner>, files: &[Arc<crate::vlog::BlobFile>]) -> Result<()
     } else {
         write::write_back(inner, writebacks)?
     };
+    // The edit below lets the collected files be deleted. Before that, what it relies on
+    // must outlive a power cut: the written-back pointers (they went through the WAL
+    // unsynced), and the user writes that made the records it did not copy garbage (the
+    // lookups saw writes not yet synced). Without a WAL, only a flushed table keeps them.
+    if inner.opts.use_wal {
+        write::sync_logs(inner)?;
+    } else {
+        write::force_switch(inner)?;
+        wait_flushed(inner)?;
+    }
     let mut edit = VersionEdit {
         deleted_blobs: files.iter().map(|f| f.number).collect(),
         gc_settled: settled,
@@ -756,27 +766,62 @@ pub(crate) fn settle_pending_gc(inner: &Arc<Inner>) -> Result<()> {
     if pending.is_empty() {
         return Ok(());
     }
-    let seq = inner.visible_seq.load(Ordering::Acquire);
+    // Every version of a key counts, not only the newest: a written-back pointer that a
+    // later write superseded is garbage that compaction counts when it drops it. Open has
+    // flushed everything it replayed, so the tables hold every write still there.
+    let v = inner.state.lock().versions.current();
+    let mut tables: Vec<Box<dyn crate::sst::InternalIterator>> = Vec::new();
+    for f in v.levels.iter().flatten() {
+        tables.push(Box::new(f.table()?.iter(IoCause::GcRead)));
+    }
+    let mut tree = crate::sst::MergingIterator::new(tables);
     let mut edit = VersionEdit::default();
     for f in &pending {
-        let (mut bytes, mut entries) = (0, 0);
+        let (mut bytes, mut entries) = (0u64, 0u64);
         let mut r = f.scan(IoCause::GcRead)?;
         while let Some((ptr, key, _)) = r.next_record()? {
-            let referenced = match read::lookup(inner, key, seq)? {
-                Some(found) if found.kind == ValueKind::Pointer => {
-                    ValuePointer::decode(&inner.dir, &found.value)?.0 == ptr
-                }
-                _ => false,
-            };
-            if !referenced {
+            if !written_back(inner, &mut tree, key, &ptr)? {
                 bytes += ptr.size as u64;
                 entries += 1;
             }
         }
-        edit.blob_garbage.push((f.number, bytes, entries));
+        // No version points at these: never written back, or written back and dropped
+        // since by a flush or compaction, which counted them already (a record is pointed
+        // at by its one write-back at most). The file's garbage becomes this count.
+        edit.blob_garbage.push((
+            f.number,
+            bytes.saturating_sub(f.garbage_bytes()),
+            entries.saturating_sub(f.garbage_entries()),
+        ));
         edit.gc_settled.push(f.number);
     }
     let mut st = inner.state.lock();
     inner.apply_edit(&mut st, edit)?;
     release_dead_value_files(inner, &mut st)
+}
+
+/// Whether some version of `key` in `tree` is a pointer to `ptr`.
+fn written_back(
+    inner: &Inner,
+    tree: &mut crate::sst::MergingIterator,
+    key: &[u8],
+    ptr: &ValuePointer,
+) -> Result<bool> {
+    use crate::sst::InternalIterator;
+    use crate::types::{make_internal_key, parse_internal_key, KIND_SEEK, MAX_SEQ};
+    tree.seek(&make_internal_key(key, MAX_SEQ, KIND_SEEK))?;
+    while tree.valid() {
+        let Some(p) = parse_internal_key(tree.key()) else {
+            break;
+        };
+        if p.user_key != key {
+            break;
+        }
+        if p.kind == ValueKind::Pointer && ValuePointer::decode(&inner.dir, tree.value())?.0 == *ptr
+        {
+            return Ok(true);
+        }
+        tree.next()?;
+    }
+    Ok(false)
 }

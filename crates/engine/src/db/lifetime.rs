@@ -918,6 +918,9 @@ pub(crate) fn run_mapped_gc(
             edit.added_blobs.push(meta);
         }
         let copies: Vec<u64> = edit.added_blobs.iter().map(|b| b.number).collect();
+        // The lookups saw writes not yet synced: a record they found overwritten is
+        // dropped with its file, so the overwrite must outlive a power cut first.
+        super::write::sync_logs(inner)?;
         let mut st = inner.state.lock();
         let drops = std::mem::take(&mut st.gc_drops);
         let dropped = copies_dropped_during_gc(&st.versions.current(), &maps, &drops);

@@ -51,11 +51,6 @@ impl ReadView {
     }
 }
 
-/// The newest entry for `key` visible at `seq`, pointer unresolved.
-pub(crate) fn lookup(inner: &Inner, key: &[u8], seq: SeqNo) -> Result<Option<Found>> {
-    ReadView::take(inner).lookup(key, seq)
-}
-
 pub(crate) fn get(inner: &Inner, key: &[u8], snap: Option<&Snapshot>) -> Result<Option<Vec<u8>>> {
     EngineCounters::add(&inner.counters.gets, 1);
     let view = ReadView::take(inner);
