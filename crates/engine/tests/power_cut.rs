@@ -1,0 +1,475 @@
+//! Power-cut tests: the engine runs on [`PowerCutStorage`], which at a random or chosen
+//! moment fails every call and then keeps only what a disk could hold after a power cut
+//! (each file's synced bytes plus a random part of the rest; with `posix`, no directory
+//! change since the directory's last sync). After every cut:
+//!
+//! - open succeeds;
+//! - the state is the one after some prefix of the writes (point in time), never a mix,
+//!   and that prefix holds every write acknowledged before the last synced write (or the
+//!   last `sync_wal`), so no synced write is lost and no deleted key comes back;
+//! - `check` finds nothing wrong.
+//!
+//! Each trial runs several rounds on one directory (write, cut, reopen, verify), so cuts
+//! also land in the replay and sweep of the open after a cut. Small memtables and value
+//! files make cuts land inside flushes, compactions, each GC job kind, manifest writes and
+//! memtable switches; some rounds cut at a chosen call of a chosen kind.
+//!
+//! `HALFLIFE_POWER_CUT_TRIALS` scales the trials per case (default 12), and
+//! `HALFLIFE_POWER_CUT_SEED` runs only the trial of that seed (as a failure names it); the
+//! per-case table is printed (`cargo test --test power_cut -- --nocapture`).
+
+use halflife_engine::check::check;
+use halflife_engine::io::IoCause;
+use halflife_engine::lifetime::{GbmParams, ThresholdParams};
+use halflife_engine::types::SeqNo;
+use halflife_engine::{
+    GcTrigger, LifetimeOptions, LifetimeOracle, Options, WriteBatch, WriteOptions, DB,
+};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use std::collections::BTreeMap;
+use std::ops::Bound;
+use std::sync::Arc;
+use testkit::powercut::{CutConfig, Moment, Op, PowerCutStorage};
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Sync {
+    All,
+    Mixed,
+    /// Unsynced writes with an occasional `sync_wal` (a server's `appendfsync everysec`).
+    None,
+}
+
+/// A policy that knows nothing of the future (the oracle policies need one).
+struct NoFuture;
+
+impl LifetimeOracle for NoFuture {
+    fn next_write(&self, _: &[u8], _: SeqNo) -> Option<SeqNo> {
+        None
+    }
+    fn mean_interval(&self, _: &[u8]) -> Option<SeqNo> {
+        None
+    }
+}
+
+fn options(policy: &str, vwal: bool) -> Options {
+    let (name, trigger) = match policy.strip_suffix("+ttl") {
+        Some(n) => (n, GcTrigger::Ttl),
+        None => (policy, GcTrigger::SpaceAmp { target: 1.1 }),
+    };
+    let gc: halflife_engine::GcPolicyConfig = name.parse().unwrap();
+    Options {
+        memtable_size: 24 << 10,
+        level1_max_bytes: 96 << 10,
+        target_file_size: 24 << 10,
+        l0_compaction_trigger: 2,
+        growth_factor: 4.0,
+        num_levels: 4,
+        min_blob_size: 100,
+        blob_file_size: 24 << 10,
+        value_log_wal: vwal,
+        lifetime_oracle: gc
+            .lifetime_mode()
+            .is_some_and(|m| m.needs_oracle())
+            .then(|| Arc::new(NoFuture) as Arc<dyn LifetimeOracle>),
+        gc,
+        lifetime: LifetimeOptions {
+            thresholds: ThresholdParams {
+                initial_ttl: 150,
+                ..ThresholdParams::default()
+            },
+            dataset_capacity: 32,
+            gbm: GbmParams {
+                iterations: 3,
+                ..GbmParams::default()
+            },
+            trigger,
+            ..LifetimeOptions::default()
+        },
+        block_cache_capacity: 1 << 20,
+        ..Options::default()
+    }
+}
+
+type Model = BTreeMap<Vec<u8>, Vec<u8>>;
+/// One acknowledged (or in-flight) write: its entries, `None` a deletion.
+type Write = Vec<(Vec<u8>, Option<Vec<u8>>)>;
+
+fn apply(model: &mut Model, w: &Write) {
+    for (k, v) in w {
+        match v {
+            Some(v) => model.insert(k.clone(), v.clone()),
+            None => model.remove(k),
+        };
+    }
+}
+
+/// The write number a value was written by (every value starts with it).
+fn write_number(v: &[u8]) -> u64 {
+    let end = v.iter().position(|&b| b == b':').unwrap();
+    std::str::from_utf8(&v[..end]).unwrap().parse().unwrap()
+}
+
+fn value(rng: &mut StdRng, n: u64) -> Vec<u8> {
+    let len = if rng.random_bool(0.3) {
+        20 + rng.random_range(0..60)
+    } else {
+        120 + rng.random_range(0..2500)
+    };
+    let mut v = format!("{n}:").into_bytes();
+    v.resize(len, b'a' + (n % 26) as u8);
+    v
+}
+
+/// Everything the database holds, by a full scan; each key also read with `get`.
+fn contents(db: &DB) -> Model {
+    let got: Model = db
+        .scan(Bound::Unbounded, Bound::Unbounded)
+        .unwrap()
+        .map(|r| r.unwrap())
+        .collect();
+    for (k, v) in got.iter().step_by(7) {
+        assert_eq!(
+            db.get(k).unwrap().as_ref(),
+            Some(v),
+            "get and scan disagree"
+        );
+    }
+    got
+}
+
+/// The smallest prefix length `p` in `lo..=writes.len()` such that `base` + `writes[..p]`
+/// equals `got`, if any.
+fn matching_prefix(base: &Model, writes: &[Write], lo: usize, got: &Model) -> Option<usize> {
+    let mut state = base.clone();
+    for w in &writes[..lo] {
+        apply(&mut state, w);
+    }
+    let mut differ: std::collections::HashSet<Vec<u8>> = state
+        .keys()
+        .chain(got.keys())
+        .filter(|k| state.get(*k) != got.get(*k))
+        .cloned()
+        .collect();
+    let mut p = lo;
+    loop {
+        if differ.is_empty() {
+            return Some(p);
+        }
+        if p == writes.len() {
+            return None;
+        }
+        apply(&mut state, &writes[p]);
+        for (k, _) in &writes[p] {
+            if state.get(k) == got.get(k) {
+                differ.remove(k);
+            } else {
+                differ.insert(k.clone());
+            }
+        }
+        p += 1;
+    }
+}
+
+/// The first keys where `got` differs from the state after `writes[..p]`: the write
+/// number each holds (`-` absent), got / expected; `next` is the next write's number.
+fn differences(base: &Model, writes: &[Write], p: usize, got: &Model, next: u64) -> String {
+    let mut state = base.clone();
+    for w in &writes[..p] {
+        apply(&mut state, w);
+    }
+    let first = next - writes.len() as u64;
+    let n = |v: Option<&Vec<u8>>| {
+        v.map_or("-".into(), |v| {
+            format!("{}", write_number(v) as i64 - first as i64)
+        })
+    };
+    state
+        .keys()
+        .chain(got.keys())
+        .filter(|k| state.get(*k) != got.get(*k))
+        .take(4)
+        .map(|k| {
+            format!(
+                "{} {}/{}",
+                String::from_utf8_lossy(k),
+                n(got.get(k)),
+                n(state.get(k))
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+#[derive(Default, Debug)]
+struct Tally {
+    cuts: u64,
+    acked: u64,
+    synced: u64,
+    /// Writes a cut took that had to survive (acknowledged before a synced write).
+    lost: u64,
+    open_fails: u64,
+    check_fails: u64,
+    /// Cuts during an open (replay, sweep).
+    in_open: u64,
+    failures: Vec<String>,
+}
+
+fn scratch() -> tempfile::TempDir {
+    // tmpfs when there is one: the cut is simulated, so its fsyncs need not be real.
+    match std::path::Path::new("/dev/shm").is_dir() {
+        true => tempfile::tempdir_in("/dev/shm").unwrap(),
+        false => tempfile::tempdir().unwrap(),
+    }
+}
+
+/// A chosen moment: inside a flush, a compaction, a GC job of each kind, a manifest
+/// write, a memtable switch (a new WAL), a value-log append.
+fn chosen_moment(rng: &mut StdRng) -> Moment {
+    let (op, cause) = match rng.random_range(0..10) {
+        0 => (Op::Sync, IoCause::Flush),
+        1 => (Op::Append, IoCause::Flush),
+        2 => (Op::Sync, IoCause::Compaction),
+        3 => (Op::Create, IoCause::Compaction),
+        4 => (Op::Sync, IoCause::GcWrite),
+        5 => (Op::Append, IoCause::GcWrite),
+        6 => (Op::Sync, IoCause::IndexMap),
+        7 => (Op::Sync, IoCause::Manifest),
+        8 => (Op::Create, IoCause::Wal),
+        _ => (Op::Sync, IoCause::ValueLog),
+    };
+    Moment::At {
+        op,
+        cause: Some(cause),
+        nth: rng.random_range(1..4),
+    }
+}
+
+/// One trial: rounds of writes on one directory, each ended by a cut and checked.
+fn trial(policy: &str, vwal: bool, sync: Sync, posix: bool, seed: u64, t: &mut Tally) {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let work = scratch();
+    let dir = work.path().join("db");
+    let mut model = Model::new();
+    let mut next = 1u64;
+    let keys = 150 + rng.random_range(0..250u32);
+    let mut ops_estimate = 1500u64;
+    for round in 0..4 {
+        let moment = match rng.random_range(0..10) {
+            // In the open that replays the last cut's logs.
+            0 if round > 0 => Moment::AfterOps(rng.random_range(1..40)),
+            1..=3 => chosen_moment(&mut rng),
+            _ => Moment::AfterOps(rng.random_range(1..=ops_estimate)),
+        };
+        let storage = PowerCutStorage::new(
+            rng.random(),
+            moment,
+            CutConfig {
+                lose_dir_entries: posix,
+                keep_unsynced: std::env::var("HALFLIFE_POWER_CUT_KILL").is_ok(),
+            },
+            &work.path().join(format!("shadow{round}")),
+        );
+        let opts = Options {
+            storage: Some(storage.clone()),
+            ..options(policy, vwal)
+        };
+        let mut writes: Vec<Write> = Vec::new();
+        // Writes (prefix length) that must survive: up to the last synced one.
+        let mut durable = 0usize;
+        match DB::open(&dir, opts) {
+            Err(e) => {
+                assert!(storage.is_cut(), "{policy}: open failed without a cut: {e}");
+                t.in_open += 1;
+            }
+            Ok(db) => {
+                let n = rng.random_range(100..900);
+                for _ in 0..n {
+                    let synced = match sync {
+                        Sync::All => true,
+                        Sync::Mixed => rng.random_bool(0.6),
+                        Sync::None => false,
+                    };
+                    let mut w: Write = Vec::new();
+                    let entries = if rng.random_bool(0.1) { 4 } else { 1 };
+                    for _ in 0..entries {
+                        let k = format!("k{:05}", rng.random_range(0..keys)).into_bytes();
+                        let v = (!rng.random_bool(0.1)).then(|| value(&mut rng, next));
+                        w.push((k, v));
+                    }
+                    next += 1;
+                    let mut b = WriteBatch::new();
+                    for (k, v) in &w {
+                        match v {
+                            Some(v) => b.put(k, v),
+                            None => b.delete(k),
+                        }
+                    }
+                    let r = db.write(b, &WriteOptions { sync: synced });
+                    writes.push(w);
+                    if r.is_err() {
+                        // In flight: may or may not have survived.
+                        break;
+                    }
+                    t.acked += 1;
+                    if synced {
+                        t.synced += 1;
+                        durable = writes.len();
+                    }
+                    if sync == Sync::None && rng.random_bool(0.02) {
+                        if db.sync_wal().is_err() {
+                            break;
+                        }
+                        durable = writes.len();
+                    }
+                }
+                if !storage.is_cut() {
+                    ops_estimate = storage.ops().max(10);
+                }
+                storage.cut();
+                drop(db);
+            }
+        }
+        storage.apply();
+        t.cuts += 1;
+        // Reopen on plain files, as after the machine came back.
+        let db = match DB::open(&dir, options(policy, vwal)) {
+            Ok(db) => db,
+            Err(e) => {
+                t.open_fails += 1;
+                t.failures
+                    .push(format!("seed {seed} round {round} ({moment:?}): open: {e}"));
+                return;
+            }
+        };
+        let got = contents(&db);
+        // The newest write whose value is there: the prefix reaches at least that far.
+        let seen = got
+            .values()
+            .map(|v| write_number(v))
+            .filter(|&n| n + writes.len() as u64 >= next)
+            .map(|n| (n + writes.len() as u64 + 1 - next) as usize)
+            .max()
+            .unwrap_or(0);
+        match matching_prefix(&model, &writes, seen.max(durable), &got) {
+            Some(p) => {
+                for w in &writes[..p] {
+                    apply(&mut model, w);
+                }
+            }
+            None => {
+                let what = match matching_prefix(&model, &writes, 0, &got) {
+                    Some(p) => {
+                        t.lost += (durable - p) as u64;
+                        format!("the point in time {p} is before the last synced write {durable}")
+                    }
+                    None => {
+                        t.lost += 1;
+                        format!(
+                            "no point in time (a mix, or a write that never was; {} writes, \
+                             {durable} synced, newest seen {seen}): {}",
+                            writes.len(),
+                            differences(&model, &writes, seen.max(durable), &got, next)
+                        )
+                    }
+                };
+                t.failures
+                    .push(format!("seed {seed} round {round} ({moment:?}): {what}"));
+                return;
+            }
+        }
+        db.close().unwrap();
+        let report = check(&dir, &options(policy, vwal), &mut |_, _| {}).unwrap();
+        if !report.is_ok() {
+            t.check_fails += 1;
+            t.failures.push(format!(
+                "seed {seed} round {round} ({moment:?}): check: {:?}",
+                report.problems[0]
+            ));
+            return;
+        }
+    }
+}
+
+fn trials() -> u64 {
+    std::env::var("HALFLIFE_POWER_CUT_TRIALS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(12)
+}
+
+fn run(cases: &[(&str, bool, Sync, bool)]) {
+    let mut failed = Vec::new();
+    println!("| policy | value log as WAL | writes | POSIX dir | cuts (in open) | acked (synced) | lost | open fails | check fails |");
+    for &(policy, vwal, sync, posix) in cases {
+        let mut t = Tally::default();
+        let only: Option<u64> = std::env::var("HALFLIFE_POWER_CUT_SEED")
+            .ok()
+            .and_then(|s| s.parse().ok());
+        for s in 0..trials() {
+            let seed = s * 7919 + policy.len() as u64 * 31 + vwal as u64 * 5 + posix as u64;
+            if only.is_none_or(|o| o == seed) {
+                trial(policy, vwal, sync, posix, seed, &mut t);
+            }
+        }
+        println!(
+            "| {policy} | {vwal} | {sync:?} | {posix} | {} ({}) | {} ({}) | {} | {} | {} |",
+            t.cuts, t.in_open, t.acked, t.synced, t.lost, t.open_fails, t.check_fails
+        );
+        for f in &t.failures {
+            println!("    {policy} {vwal} {sync:?} {posix}: {f}");
+        }
+        if !t.failures.is_empty() {
+            failed.push(format!("{policy} vwal={vwal} {sync:?} posix={posix}"));
+        }
+    }
+    assert!(failed.is_empty(), "power cuts broke: {failed:?}");
+}
+
+const POLICIES: [&str; 8] = [
+    "inline",
+    "blobdb",
+    "titan",
+    "terark",
+    "lifetime",
+    "lifetime-nomodel",
+    "lifetime+ttl",
+    "oracle",
+];
+
+#[test]
+fn synced_writes_survive_every_cut() {
+    let cases: Vec<_> = POLICIES
+        .iter()
+        .flat_map(|p| [(*p, true, Sync::All, false), (*p, false, Sync::All, false)])
+        .collect();
+    run(&cases);
+}
+
+#[test]
+fn unsynced_writes_recover_to_a_point_in_time() {
+    let cases: Vec<_> = POLICIES
+        .iter()
+        .flat_map(|p| {
+            [
+                (*p, true, Sync::Mixed, false),
+                (*p, true, Sync::None, false),
+            ]
+        })
+        .chain([
+            ("titan", false, Sync::Mixed, false),
+            ("lifetime", false, Sync::None, false),
+        ])
+        .collect();
+    run(&cases);
+}
+
+#[test]
+fn directory_entries_not_synced_are_lost_too() {
+    let cases: Vec<_> = POLICIES
+        .iter()
+        .map(|p| (*p, true, Sync::Mixed, true))
+        .chain([("titan", false, Sync::All, true)])
+        .collect();
+    run(&cases);
+}
