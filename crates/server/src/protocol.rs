@@ -142,7 +142,7 @@ impl Decoder {
                     return Ok(None);
                 };
                 if first != b'*' {
-                    match self.inline(buf)? {
+                    match self.inline(buf, limits)? {
                         None => return Ok(None),
                         Some(words) if words.is_empty() => continue,
                         Some(words) => return Ok(Some(words)),
@@ -260,18 +260,30 @@ impl Decoder {
     }
 
     /// An inline command: one line of words separated by blanks (`\r\n` or `\n` ends it).
-    /// `Some(empty)` for a blank line.
-    fn inline(&mut self, buf: &mut BytesMut) -> Result<Option<Vec<Bytes>>, ProtocolError> {
-        let Some(end) = self.line_end(buf, MAX_INLINE, ProtocolError::InlineTooLong)? else {
+    /// `Some(empty)` for a blank line. The line is bounded by [`MAX_INLINE`] (and the
+    /// request limit), its words by the argument limit, counted before they are collected.
+    fn inline(
+        &mut self,
+        buf: &mut BytesMut,
+        limits: &Limits,
+    ) -> Result<Option<Vec<Bytes>>, ProtocolError> {
+        let max = MAX_INLINE.min(limits.max_request);
+        let Some(end) = self.line_end(buf, max, ProtocolError::InlineTooLong)? else {
             return Ok(None);
         };
         let line = buf.split_to(end + 1).freeze();
-        Ok(Some(
+        let words = || {
             line.split(|c| c.is_ascii_whitespace())
                 .filter(|w| !w.is_empty())
-                .map(|w| line.slice_ref(w))
-                .collect(),
-        ))
+        };
+        if words().count() > limits.max_args {
+            return Err(if limits.unauthenticated {
+                ProtocolError::UnauthenticatedMultibulkLength
+            } else {
+                ProtocolError::InvalidMultibulkLength
+            });
+        }
+        Ok(Some(words().map(|w| line.slice_ref(w)).collect()))
     }
 }
 
@@ -497,6 +509,16 @@ mod tests {
         assert_eq!(
             all(&[b'a'; MAX_INLINE + 1]),
             Err(ProtocolError::InlineTooLong)
+        );
+        // Inline commands are held to the argument limit too (found by cargo-fuzz).
+        let unauth = Limits::new(512 << 20, true);
+        assert_eq!(
+            all_with(b"a b c d e f g h i j k\r\n", &unauth),
+            Err(UnauthenticatedMultibulkLength)
+        );
+        assert_eq!(
+            all_with(b"a b c d e f g h i j\r\n", &unauth).unwrap().len(),
+            1
         );
         // Deep nesting is an error at the second byte of nesting, not a recursion.
         let deep = b"*1\r\n".repeat(300_000);
