@@ -179,6 +179,12 @@ fn malformed_and_oversized_requests_close_only_their_connection() {
     let invalid_mb = "-ERR Protocol error: invalid multibulk length";
     let invalid_bulk = "-ERR Protocol error: invalid bulk length";
     refused(&srv, srv.authed(), b"*2147483647\r\n", invalid_mb);
+    refused(
+        &srv,
+        srv.connect(),
+        b"*2147483647\r\n",
+        "-ERR Protocol error: unauthenticated multibulk length",
+    );
     refused(&srv, srv.authed(), b"*99999999999999999999\r\n", invalid_mb);
     refused(&srv, srv.authed(), b"*abc\r\n", invalid_mb);
     refused(&srv, srv.authed(), b"*1\r\n$-5\r\n", invalid_bulk);
