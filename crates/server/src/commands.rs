@@ -24,6 +24,13 @@ pub enum Outcome {
 /// Open `SCAN` cursors a connection keeps; older ones are forgotten.
 const MAX_CURSORS: usize = 256;
 
+/// Most keys one `SCAN` call examines: a larger `COUNT` is clamped to it (`COUNT` is a hint
+/// in Redis too), so that one call's work and reply stay bounded however much a client asks.
+pub const MAX_SCAN_COUNT: usize = 1000;
+
+/// Most characters of a client's bytes echoed into an error (Redis: 128).
+const MAX_ECHO: usize = 128;
+
 /// Per-connection state.
 pub struct Session {
     pub id: u64,
@@ -35,6 +42,10 @@ pub struct Session {
     /// not, so the position stays here).
     cursors: BTreeMap<u64, Vec<u8>>,
     next_cursor: u64,
+    /// Reply bytes the connection may still buffer (set before each batch): commands whose
+    /// reply grows with the data (`MGET`, `KEYS`) stop with an error rather than build a
+    /// reply the connection would be closed for.
+    pub output_budget: usize,
 }
 
 impl Session {
@@ -46,6 +57,7 @@ impl Session {
             authed: false,
             cursors: BTreeMap::new(),
             next_cursor: 0,
+            output_budget: usize::MAX,
         }
     }
 }
@@ -95,7 +107,9 @@ fn eq(a: &[u8], b: &str) -> bool {
 
 /// Runs one command.
 pub fn execute(sh: &Shared, s: &mut Session, args: &[Bytes]) -> (Reply, Outcome) {
-    let name = text(&args[0]).to_ascii_lowercase();
+    // No command's name is longer than 32 bytes, so a longer one (a client's megabytes)
+    // is not copied whole: cut, it still matches nothing.
+    let name = text(&args[0][..args[0].len().min(32)]).to_ascii_lowercase();
     if sh.settings.requirepass().is_some()
         && !s.authed
         && !matches!(name.as_str(), "auth" | "hello" | "quit")
@@ -126,7 +140,7 @@ pub fn execute(sh: &Shared, s: &mut Session, args: &[Bytes]) -> (Reply, Outcome)
         "getdel" => exact(&name, a, 1).and_then(|_| getdel(sh, &a[0])),
         "del" | "unlink" => at_least(&name, a, 1).and_then(|_| del(sh, a)),
         "exists" => at_least(&name, a, 1).and_then(|_| exists(sh, a)),
-        "mget" => at_least(&name, a, 1).and_then(|_| mget(sh, a)),
+        "mget" => at_least(&name, a, 1).and_then(|_| mget(sh, s, a)),
         "mset" => mset(sh, a),
         "incr" => exact(&name, a, 1).and_then(|_| incr_by(sh, &a[0], 1)),
         "decr" => exact(&name, a, 1).and_then(|_| incr_by(sh, &a[0], -1)),
@@ -147,7 +161,7 @@ pub fn execute(sh: &Shared, s: &mut Session, args: &[Bytes]) -> (Reply, Outcome)
         "pexpire" => exact(&name, a, 2).and_then(|_| expire(sh, &a[0], Some(&a[1]), 1)),
         "persist" => exact(&name, a, 1).and_then(|_| expire(sh, &a[0], None, 1)),
         "scan" => scan(sh, s, a),
-        "keys" => exact(&name, a, 1).and_then(|_| keys(sh, &a[0])),
+        "keys" => exact(&name, a, 1).and_then(|_| keys(sh, s, &a[0])),
         "dbsize" => exact(&name, a, 0).and_then(|_| dbsize(sh)),
         "flushdb" | "flushall" => flushdb(sh, a),
         "info" => Ok(Reply::Text(crate::info::render(sh, a))),
@@ -159,15 +173,34 @@ pub fn execute(sh: &Shared, s: &mut Session, args: &[Bytes]) -> (Reply, Outcome)
     (r.unwrap_or_else(|e| e), Outcome::Continue)
 }
 
+/// Redis's reply to an unknown command. The name and the arguments are the client's bytes:
+/// they are cut to [`MAX_ECHO`] characters (the arguments together, as Redis) and carry no
+/// CR or LF (an error is one line; [`crate::protocol::one_line`] makes sure of it for every
+/// error, and [`echo`] does here already so that the cut counts what is shown).
 fn unknown(cmd: &[u8], a: &[Bytes]) -> Reply {
     let mut shown = String::new();
-    for arg in a.iter().take(8) {
-        shown.push_str(&format!("'{}' ", text(arg)));
+    for arg in a {
+        let room = MAX_ECHO.saturating_sub(shown.chars().count());
+        if room == 0 {
+            break;
+        }
+        shown.push_str(&format!("'{}' ", echo(arg, room)));
     }
     Reply::err(format!(
         "unknown command '{}', with args beginning with: {shown}",
-        text(cmd)
+        echo(cmd, MAX_ECHO)
     ))
+}
+
+/// At most `max` characters of `b` for an error line, CR and LF as spaces.
+fn echo(b: &[u8], max: usize) -> String {
+    // Only the shown prefix is converted: a name of megabytes is not copied whole.
+    let head = &b[..b.len().min(max * 4)];
+    String::from_utf8_lossy(head)
+        .chars()
+        .take(max)
+        .map(|c| if c == '\r' || c == '\n' { ' ' } else { c })
+        .collect()
 }
 
 fn exact(cmd: &str, a: &[Bytes], n: usize) -> Result<(), Reply> {
@@ -251,7 +284,7 @@ fn hello(sh: &Shared, s: &mut Session, a: &[Bytes]) -> CmdResult {
 fn check_password(sh: &Shared, s: &mut Session, user: &[u8], pass: &[u8]) -> Result<(), Reply> {
     match sh.settings.requirepass() {
         None => Err(Reply::err("AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?")),
-        Some(p) if eq(user, "default") && pass == p.as_bytes() => {
+        Some(p) if eq(user, "default") && password_matches(pass, p.as_bytes()) => {
             s.authed = true;
             Ok(())
         }
@@ -259,6 +292,34 @@ fn check_password(sh: &Shared, s: &mut Session, user: &[u8], pass: &[u8]) -> Res
             "WRONGPASS invalid username-password pair or user is disabled.".into(),
         )),
     }
+}
+
+/// Whether `given` is the password, in time that does not depend on where they differ.
+///
+/// A plain `==` stops at the first differing byte, so how long a wrong `AUTH` takes tells a
+/// client how many of its first bytes were right, and the password can be found a byte at
+/// a time. Both sides are hashed to 128-bit digests (xxh3 with a per-process random seed,
+/// so a client cannot choose inputs that collide) and the digests are compared with an
+/// XOR-accumulate over all 16 bytes, with no early exit; lengths never meet a comparison.
+/// The exact `==` after it only runs when the digests match, that is for the right password
+/// (or a 2^-128 collision), so its early exit reveals nothing about a wrong one.
+fn password_matches(given: &[u8], password: &[u8]) -> bool {
+    use std::sync::OnceLock;
+    static SEED: OnceLock<u64> = OnceLock::new();
+    let seed = *SEED.get_or_init(|| {
+        use std::hash::{BuildHasher, Hasher};
+        // RandomState is seeded from the OS's randomness once per process.
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u64(record::now_ms());
+        h.finish()
+    });
+    let digest = |b: &[u8]| xxhash_rust::xxh3::xxh3_128_with_seed(b, seed).to_le_bytes();
+    let (a, b) = (digest(given), digest(password));
+    let diff = a
+        .iter()
+        .zip(b.iter())
+        .fold(0u8, |acc, (x, y)| acc | (x ^ y));
+    std::hint::black_box(diff) == 0 && given == password
 }
 
 fn auth(sh: &Shared, s: &mut Session, a: &[Bytes]) -> CmdResult {
@@ -423,14 +484,29 @@ fn exists(sh: &Shared, keys: &[Bytes]) -> CmdResult {
     Ok(Reply::Int(n))
 }
 
-fn mget(sh: &Shared, keys: &[Bytes]) -> CmdResult {
+fn mget(sh: &Shared, s: &Session, keys: &[Bytes]) -> CmdResult {
     let mut out = Vec::with_capacity(keys.len());
+    let mut size = 0usize;
     for k in keys {
         let v = sh.store.read(k, true)?;
         sh.stats.count_lookup(v.is_some());
+        size = size.saturating_add(REPLY_OVERHEAD + v.as_ref().map_or(0, |l| l.value.len()));
+        if size > s.output_budget {
+            return Err(over_output_limit("MGET", sh));
+        }
         out.push(v.map_or(Reply::Nil, |l| Reply::bulk(l.value)));
     }
     Ok(Reply::Array(out))
+}
+
+/// Bytes a bulk string's framing adds to it in a reply, at most (`$<len>\r\n...\r\n`).
+const REPLY_OVERHEAD: usize = 16;
+
+fn over_output_limit(cmd: &str, sh: &Shared) -> Reply {
+    Reply::err(format!(
+        "{cmd} reply would exceed the connection's output limit of {} bytes (halflife-client-output-limit)",
+        sh.settings.max_output_bytes()
+    ))
 }
 
 fn mset(sh: &Shared, a: &[Bytes]) -> CmdResult {
@@ -546,7 +622,8 @@ fn scan(sh: &Shared, s: &mut Session, a: &[Bytes]) -> CmdResult {
             count = usize::try_from(int(&a[i + 1])?)
                 .ok()
                 .filter(|&c| c > 0)
-                .ok_or_else(syntax)?;
+                .ok_or_else(syntax)?
+                .min(MAX_SCAN_COUNT);
         } else if eq(&a[i], "type") {
             if !eq(&a[i + 1], "string") {
                 return Ok(Reply::Array(vec![
@@ -567,22 +644,22 @@ fn scan(sh: &Shared, s: &mut Session, a: &[Bytes]) -> CmdResult {
                 .ok_or_else(|| Reply::err("invalid cursor"))?,
         ),
     };
-    let (page, done) = sh.store.scan(after.as_deref(), count)?;
-    let next = match (done, page.last()) {
-        (false, Some((last, _))) => {
+    let (page, resume) = sh.store.scan_keys(after.as_deref(), count)?;
+    let next = match resume {
+        Some(last) => {
             s.next_cursor += 1;
-            s.cursors.insert(s.next_cursor, last.clone());
+            s.cursors.insert(s.next_cursor, last);
             while s.cursors.len() > MAX_CURSORS {
                 s.cursors.pop_first();
             }
             s.next_cursor
         }
-        _ => 0,
+        None => 0,
     };
     let keys = page
         .into_iter()
-        .filter(|(k, _)| pat.as_ref().is_none_or(|p| pattern::matches(p, k)))
-        .map(|(k, _)| Reply::bulk(k))
+        .filter(|k| pat.as_ref().is_none_or(|p| pattern::matches(p, k)))
+        .map(Reply::bulk)
         .collect();
     Ok(Reply::Array(vec![
         Reply::bulk(next.to_string()),
@@ -590,20 +667,34 @@ fn scan(sh: &Shared, s: &mut Session, a: &[Bytes]) -> CmdResult {
     ]))
 }
 
-fn keys(sh: &Shared, pat: &[u8]) -> CmdResult {
-    let (all, _) = sh.store.scan(None, usize::MAX)?;
-    Ok(Reply::Array(
-        all.into_iter()
-            .filter(|(k, _)| pattern::matches(pat, k))
-            .map(|(k, _)| Reply::bulk(k))
-            .collect(),
-    ))
+/// The matching keys, from a walk of the whole key space that keeps only keys (values are
+/// dropped as the walk passes them, see [`crate::store::Store::live_keys`]); a reply that
+/// would pass the connection's output limit is an error instead (use `SCAN`).
+fn keys(sh: &Shared, s: &Session, pat: &[u8]) -> CmdResult {
+    let mut out = Vec::new();
+    let mut size = 0usize;
+    for k in sh.store.live_keys()? {
+        let k = k?;
+        if pattern::matches(pat, &k) {
+            size = size.saturating_add(REPLY_OVERHEAD + k.len());
+            if size > s.output_budget {
+                return Err(over_output_limit("KEYS", sh));
+            }
+            out.push(Reply::bulk(k));
+        }
+    }
+    Ok(Reply::Array(out))
 }
 
-/// Exact count of live keys, by a scan (the engine keeps no key count).
+/// Exact count of live keys, by a walk of the key space (the engine keeps no key count)
+/// that holds one entry at a time.
 fn dbsize(sh: &Shared) -> CmdResult {
-    let (all, _) = sh.store.scan(None, usize::MAX)?;
-    Ok(Reply::Int(all.len() as i64))
+    let mut n = 0i64;
+    for k in sh.store.live_keys()? {
+        k?;
+        n += 1;
+    }
+    Ok(Reply::Int(n))
 }
 
 /// Deletes every key, expired ones included, in batches. Not atomic with respect to
@@ -683,6 +774,11 @@ fn config_params(sh: &Shared) -> Vec<(&'static str, String, bool)> {
             st.max_request_bytes().to_string(),
             true,
         ),
+        (
+            "halflife-client-output-limit",
+            st.max_output_bytes().to_string(),
+            true,
+        ),
         ("halflife-gc-policy", o.gc.to_string(), false),
         ("halflife-memtable-size", o.memtable_size.to_string(), false),
         (
@@ -759,16 +855,18 @@ fn config(sh: &Shared, a: &[Bytes]) -> CmdResult {
                         settings.set_requirepass(Some(value.clone()))
                     }));
                 }
-                "maxclients" | "proto-max-bulk-len" => {
+                "maxclients" | "proto-max-bulk-len" | "halflife-client-output-limit" => {
                     let n: usize = value
                         .parse()
                         .ok()
                         .filter(|&n| n > 0)
                         .ok_or_else(|| bad("argument must be a positive integer".into()))?;
-                    if name == "maxclients" {
-                        apply.push(Box::new(move || settings.set_maxclients(n)));
-                    } else {
-                        apply.push(Box::new(move || settings.set_max_request_bytes(n)));
+                    match name.as_str() {
+                        "maxclients" => apply.push(Box::new(move || settings.set_maxclients(n))),
+                        "proto-max-bulk-len" => {
+                            apply.push(Box::new(move || settings.set_max_request_bytes(n)))
+                        }
+                        _ => apply.push(Box::new(move || settings.set_max_output_bytes(n))),
                     }
                 }
                 _ => unreachable!("every changeable parameter is handled"),

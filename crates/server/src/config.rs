@@ -110,7 +110,13 @@ pub struct Settings {
     requirepass: RwLock<Option<String>>,
     maxclients: AtomicUsize,
     max_request_bytes: AtomicUsize,
+    max_output_bytes: AtomicUsize,
 }
+
+/// Default of `halflife-client-output-limit`: replies a connection may leave unread before
+/// it is closed. Above the largest value the engine stores (256 MiB), so that one `GET`
+/// never trips it; a client that reads its replies never comes near it.
+pub const DEFAULT_MAX_OUTPUT: usize = 512 << 20;
 
 impl Settings {
     pub fn new(c: &Config) -> Settings {
@@ -119,6 +125,7 @@ impl Settings {
             requirepass: RwLock::new(c.requirepass.clone().filter(|p| !p.is_empty())),
             maxclients: AtomicUsize::new(c.maxclients),
             max_request_bytes: AtomicUsize::new(c.max_request_bytes),
+            max_output_bytes: AtomicUsize::new(DEFAULT_MAX_OUTPUT),
         }
     }
 
@@ -152,6 +159,14 @@ impl Settings {
 
     pub fn set_max_request_bytes(&self, n: usize) {
         self.max_request_bytes.store(n, Ordering::Relaxed)
+    }
+
+    pub fn max_output_bytes(&self) -> usize {
+        self.max_output_bytes.load(Ordering::Relaxed)
+    }
+
+    pub fn set_max_output_bytes(&self, n: usize) {
+        self.max_output_bytes.store(n, Ordering::Relaxed)
     }
 }
 

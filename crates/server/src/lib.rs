@@ -9,7 +9,9 @@ mod commands;
 mod config;
 mod info;
 mod pattern;
-mod protocol;
+#[cfg(test)]
+mod proptests;
+pub mod protocol;
 pub mod record;
 mod server;
 mod store;

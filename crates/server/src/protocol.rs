@@ -1,82 +1,326 @@
-//! The wire: requests decoded with `redis-protocol`'s RESP2 decoder (clients send commands
-//! as arrays of bulk strings in both protocol versions) or as inline commands (a line of
-//! words, what `telnet` sends), and replies encoded as RESP2 or RESP3 frames depending on
-//! what the connection negotiated with `HELLO`.
+//! The wire: requests decoded by [`Decoder`] (an array of bulk strings, or an inline
+//! command: a line of words, what `telnet` sends), and replies encoded with `redis-protocol`
+//! as RESP2 or RESP3 frames depending on what the connection negotiated with `HELLO`.
+//!
+//! Why the request decoder is our own: it is what anyone who can connect reaches before
+//! `AUTH`, and a general RESP decoder is the wrong tool there. `redis-protocol`'s recurses
+//! into nested arrays without a depth limit (300,000 `*1\r\n` overflow a worker's stack),
+//! and it decodes a buffer from its start on every call, so a large array arriving in many
+//! reads costs time quadratic in its size. A request is only ever a flat array of bulk
+//! strings, so this one:
+//! - checks every header's number against [`Limits`] before it allocates anything, and
+//!   grows its buffers only as the bytes arrive, never to a length the client declared;
+//! - keeps its place between reads (how many arguments are still expected, the ones read,
+//!   the pending bulk's length), so each byte is examined once;
+//! - never recurses: an element that is not a bulk string is a protocol error, as in Redis,
+//!   so nesting cannot happen.
+//!
+//! Every error closes the connection after its reply, with Redis's text.
 
-use bytes::{Bytes, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 use redis_protocol::bytes_utils::Str;
-use redis_protocol::resp2::types::{BytesFrame as Frame2, Resp2Frame};
+use redis_protocol::resp2::types::BytesFrame as Frame2;
 use redis_protocol::resp3::types::{BytesFrame as Frame3, FrameMap, VerbatimStringFormat};
 
 /// Why a connection's input cannot be read as commands; the connection is closed after the
-/// error is sent, as Redis does.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+/// error is sent, as Redis does. The texts are Redis's (`networking.c`) where it has one.
+#[derive(Clone, Debug, thiserror::Error, PartialEq, Eq)]
 pub enum ProtocolError {
-    #[error("Protocol error: {0}")]
-    Malformed(String),
+    #[error("Protocol error: invalid multibulk length")]
+    InvalidMultibulkLength,
+    #[error("Protocol error: unauthenticated multibulk length")]
+    UnauthenticatedMultibulkLength,
+    #[error("Protocol error: invalid bulk length")]
+    InvalidBulkLength,
+    #[error("Protocol error: unauthenticated bulk length")]
+    UnauthenticatedBulkLength,
+    #[error("Protocol error: expected '$', got '{}'", char::from(*.0).escape_default())]
+    ExpectedBulk(u8),
+    #[error("Protocol error: too big mbulk count string")]
+    MultibulkHeaderTooLong,
+    #[error("Protocol error: too big bulk count string")]
+    BulkHeaderTooLong,
+    #[error("Protocol error: bulk string not followed by CRLF")]
+    MissingCrlf,
+    #[error("Protocol error: too big inline request")]
+    InlineTooLong,
     #[error("Protocol error: request of more than {limit} bytes (proto-max-bulk-len)")]
     TooLarge { limit: usize },
 }
 
 /// Longest inline command line (Redis: 64 KiB).
-const MAX_INLINE: usize = 64 << 10;
+pub const MAX_INLINE: usize = 64 << 10;
+/// Longest `*<n>\r\n` or `$<n>\r\n` line: a sign and 19 digits fit with room to spare, and a
+/// client cannot make the server buffer a header of unbounded length.
+const MAX_HEADER: usize = 32;
+/// Most arguments in one request (Redis: 1024*1024).
+pub const MAX_ARGS: usize = 1024 * 1024;
+/// Before `AUTH`, when a password is set (Redis's limits for unauthenticated clients).
+pub const UNAUTH_MAX_ARGS: usize = 10;
+pub const UNAUTH_MAX_BULK: usize = 16 << 10;
+/// Arguments reserved up front for an array, however many it declares (Redis does the
+/// same): more room is made only as arguments arrive.
+const ARGS_RESERVED: usize = 1024;
 
-/// Takes the next complete command off the front of `buf`: `Ok(None)` if more bytes are
-/// needed. A request that cannot complete within `max_request` bytes is an error.
-pub fn next_command(
-    buf: &mut BytesMut,
-    max_request: usize,
-) -> Result<Option<Vec<Bytes>>, ProtocolError> {
-    loop {
-        let Some(&first) = buf.first() else {
+/// What one request may hold, checked against each header before anything is allocated.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Arguments in an array.
+    pub max_args: usize,
+    /// Length of one bulk string.
+    pub max_bulk: usize,
+    /// The whole request, headers and bulks, so that many bulks under `max_bulk` cannot add
+    /// up to more.
+    pub max_request: usize,
+    /// The connection has not authenticated while a password is set: the errors say so.
+    pub unauthenticated: bool,
+}
+
+impl Limits {
+    /// The limits of a connection: `max_request` (`proto-max-bulk-len`) bounds one bulk
+    /// and one request; an unauthenticated connection gets Redis's tighter ones.
+    pub fn new(max_request: usize, unauthenticated: bool) -> Limits {
+        if unauthenticated {
+            Limits {
+                max_args: UNAUTH_MAX_ARGS,
+                max_bulk: UNAUTH_MAX_BULK.min(max_request),
+                max_request: max_request.min(UNAUTH_MAX_ARGS * (UNAUTH_MAX_BULK + 2 * MAX_HEADER)),
+                unauthenticated,
+            }
+        } else {
+            Limits {
+                max_args: MAX_ARGS,
+                max_bulk: max_request,
+                max_request,
+                unauthenticated,
+            }
+        }
+    }
+}
+
+/// A connection's request decoder: where it is within the request being read.
+///
+/// The bytes of the connection are in a `BytesMut` the caller owns and appends to; the
+/// decoder takes what it has parsed off its front, so the buffer holds only the unparsed
+/// part of one request plus whatever the last read brought after it.
+#[derive(Debug, Default)]
+pub struct Decoder {
+    /// Arguments of the current array still to come; 0 between requests.
+    remaining: usize,
+    /// The arguments read so far.
+    args: Vec<Bytes>,
+    /// The length of the bulk whose header was read and whose bytes are awaited.
+    bulk: Option<usize>,
+    /// Bytes of the current request parsed so far, against [`Limits::max_request`].
+    consumed: usize,
+    /// How far the search for the end of a line at the front of the buffer has got, so that
+    /// a line arriving byte by byte is not searched from its start each time.
+    scanned: usize,
+}
+
+impl Decoder {
+    pub fn new() -> Decoder {
+        Decoder::default()
+    }
+
+    /// Whether a request has been started and not finished.
+    pub fn in_request(&self) -> bool {
+        self.remaining > 0
+    }
+
+    /// Takes the next complete command off the front of `buf`: `Ok(None)` if more bytes
+    /// are needed (the decoder remembers where it stopped). After an error the connection
+    /// must be closed: the decoder's state is not meaningful any more.
+    pub fn next(
+        &mut self,
+        buf: &mut BytesMut,
+        limits: &Limits,
+    ) -> Result<Option<Vec<Bytes>>, ProtocolError> {
+        loop {
+            if self.remaining == 0 {
+                let Some(&first) = buf.first() else {
+                    return Ok(None);
+                };
+                if first != b'*' {
+                    match self.inline(buf, limits)? {
+                        None => return Ok(None),
+                        Some(words) if words.is_empty() => continue,
+                        Some(words) => return Ok(Some(words)),
+                    }
+                }
+                let Some(line) = self.header(buf, ProtocolError::MultibulkHeaderTooLong)? else {
+                    return Ok(None);
+                };
+                let n = number(&line[1..]).ok_or(ProtocolError::InvalidMultibulkLength)?;
+                if n <= 0 {
+                    continue; // `*0` and `*-1` are empty requests, skipped as in Redis
+                }
+                if n as u64 > limits.max_args as u64 {
+                    return Err(if limits.unauthenticated {
+                        ProtocolError::UnauthenticatedMultibulkLength
+                    } else {
+                        ProtocolError::InvalidMultibulkLength
+                    });
+                }
+                self.remaining = n as usize;
+                self.args = Vec::with_capacity(self.remaining.min(ARGS_RESERVED));
+                self.consumed = line.len();
+                continue;
+            }
+            match self.bulk {
+                None => {
+                    let Some(&first) = buf.first() else {
+                        return Ok(None);
+                    };
+                    if first != b'$' {
+                        return Err(ProtocolError::ExpectedBulk(first));
+                    }
+                    let Some(line) = self.header(buf, ProtocolError::BulkHeaderTooLong)? else {
+                        return Ok(None);
+                    };
+                    let len = number(&line[1..])
+                        .and_then(|n| u64::try_from(n).ok())
+                        .ok_or(ProtocolError::InvalidBulkLength)?;
+                    if len > limits.max_bulk as u64 {
+                        return Err(if limits.unauthenticated {
+                            ProtocolError::UnauthenticatedBulkLength
+                        } else {
+                            ProtocolError::InvalidBulkLength
+                        });
+                    }
+                    let len = len as usize; // <= max_bulk, a usize
+                    self.consumed = self.consumed.saturating_add(line.len());
+                    if self.consumed.saturating_add(len + 2) > limits.max_request {
+                        return Err(ProtocolError::TooLarge {
+                            limit: limits.max_request,
+                        });
+                    }
+                    self.bulk = Some(len);
+                }
+                Some(len) => {
+                    if buf.len() < len + 2 {
+                        return Ok(None);
+                    }
+                    if &buf[len..len + 2] != b"\r\n" {
+                        return Err(ProtocolError::MissingCrlf);
+                    }
+                    let arg = buf.split_to(len).freeze();
+                    buf.advance(2);
+                    self.consumed += len + 2;
+                    self.args.push(arg);
+                    self.bulk = None;
+                    self.remaining -= 1;
+                    if self.remaining == 0 {
+                        self.consumed = 0;
+                        return Ok(Some(std::mem::take(&mut self.args)));
+                    }
+                }
+            }
+        }
+    }
+
+    /// The index of the `\n` ending the line at the front of `buf`, if it has arrived;
+    /// `Err(too_long)` if `max` bytes came without one.
+    fn line_end<E>(&mut self, buf: &[u8], max: usize, too_long: E) -> Result<Option<usize>, E> {
+        let lim = buf.len().min(max);
+        let window = &buf[self.scanned.min(lim)..lim];
+        match window.iter().position(|&c| c == b'\n') {
+            Some(i) => {
+                let end = self.scanned.min(lim) + i;
+                self.scanned = 0;
+                Ok(Some(end))
+            }
+            None if buf.len() >= max => Err(too_long),
+            None => {
+                self.scanned = buf.len();
+                Ok(None)
+            }
+        }
+    }
+
+    /// A `*<n>\r\n` or `$<n>\r\n` line off the front of `buf`, without its `\r\n`.
+    fn header(
+        &mut self,
+        buf: &mut BytesMut,
+        too_long: ProtocolError,
+    ) -> Result<Option<BytesMut>, ProtocolError> {
+        let invalid = match too_long {
+            ProtocolError::MultibulkHeaderTooLong => ProtocolError::InvalidMultibulkLength,
+            _ => ProtocolError::InvalidBulkLength,
+        };
+        let Some(end) = self.line_end(buf, MAX_HEADER, too_long)? else {
             return Ok(None);
         };
-        if first == b'*' {
-            return match redis_protocol::resp2::decode::decode_bytes_mut(buf) {
-                Ok(Some((_, amt, _))) if amt > max_request => {
-                    Err(ProtocolError::TooLarge { limit: max_request })
-                }
-                Ok(Some((frame, _, _))) => match frame {
-                    Frame2::Array(items) if items.is_empty() => continue,
-                    Frame2::Array(items) => items
-                        .into_iter()
-                        .map(|f| match f {
-                            Frame2::BulkString(b) | Frame2::SimpleString(b) => Ok(b),
-                            other => Err(ProtocolError::Malformed(format!(
-                                "expected bulk strings in a command, got {:?}",
-                                other.kind()
-                            ))),
-                        })
-                        .collect::<Result<Vec<_>, _>>()
-                        .map(Some),
-                    _ => Err(ProtocolError::Malformed(
-                        "expected an array of bulk strings".into(),
-                    )),
-                },
-                Ok(None) if buf.len() > max_request => {
-                    Err(ProtocolError::TooLarge { limit: max_request })
-                }
-                Ok(None) => Ok(None),
-                Err(e) => Err(ProtocolError::Malformed(e.details().to_string())),
-            };
+        let mut line = buf.split_to(end + 1);
+        if !line.ends_with(b"\r\n") {
+            return Err(invalid);
         }
-        // Inline command: one line of whitespace-separated words.
-        let Some(end) = buf.iter().position(|&c| c == b'\n') else {
-            if buf.len() > MAX_INLINE {
-                return Err(ProtocolError::Malformed("too big inline request".into()));
-            }
+        line.truncate(end - 1);
+        Ok(Some(line))
+    }
+
+    /// An inline command: one line of words separated by blanks (`\r\n` or `\n` ends it).
+    /// `Some(empty)` for a blank line. The line is bounded by [`MAX_INLINE`] (and the
+    /// request limit), its words by the argument limit, counted before they are collected.
+    fn inline(
+        &mut self,
+        buf: &mut BytesMut,
+        limits: &Limits,
+    ) -> Result<Option<Vec<Bytes>>, ProtocolError> {
+        let max = MAX_INLINE.min(limits.max_request);
+        let Some(end) = self.line_end(buf, max, ProtocolError::InlineTooLong)? else {
             return Ok(None);
         };
         let line = buf.split_to(end + 1).freeze();
-        let words: Vec<Bytes> = line
-            .split(|c| c.is_ascii_whitespace())
-            .filter(|w| !w.is_empty())
-            .map(|w| line.slice_ref(w))
-            .collect();
-        if !words.is_empty() {
-            return Ok(Some(words));
+        let words = || {
+            line.split(|c| c.is_ascii_whitespace())
+                .filter(|w| !w.is_empty())
+        };
+        if words().count() > limits.max_args {
+            return Err(if limits.unauthenticated {
+                ProtocolError::UnauthenticatedMultibulkLength
+            } else {
+                ProtocolError::InvalidMultibulkLength
+            });
         }
+        Ok(Some(words().map(|w| line.slice_ref(w)).collect()))
     }
+}
+
+/// A header's number as Redis's `string2ll` reads it: an optional `-`, then `0` or digits
+/// without a leading zero, in range of an `i64`; nothing else (no `+`, no blanks).
+fn number(s: &[u8]) -> Option<i64> {
+    let (neg, digits) = match s.split_first() {
+        Some((b'-', rest)) => (true, rest),
+        _ => (false, s),
+    };
+    match digits {
+        [] => return None,
+        [b'0'] if !neg => return Some(0),
+        [b'0', ..] => return None,
+        _ => {}
+    }
+    let mut n: i64 = 0;
+    for &c in digits {
+        if !c.is_ascii_digit() {
+            return None;
+        }
+        let d = (c - b'0') as i64;
+        n = n.checked_mul(10)?;
+        n = if neg {
+            n.checked_sub(d)?
+        } else {
+            n.checked_add(d)?
+        };
+    }
+    Some(n)
+}
+
+/// `msg` with CR and LF replaced by spaces, as Redis does with every error it formats: an
+/// error is one line, and client bytes echoed into it must not end it early (what follows
+/// would be read as another reply).
+pub fn one_line(msg: &str) -> String {
+    msg.replace(['\r', '\n'], " ")
 }
 
 /// A reply, independent of the protocol version it will be encoded in.
@@ -124,7 +368,7 @@ impl Reply {
     fn into_resp2(self) -> Frame2 {
         match self {
             Reply::Simple(s) => Frame2::SimpleString(Bytes::from_static(s.as_bytes())),
-            Reply::Error(e) => Frame2::Error(Str::from(e)),
+            Reply::Error(e) => Frame2::Error(Str::from(one_line(&e))),
             Reply::Int(i) => Frame2::Integer(i),
             Reply::Bulk(b) => Frame2::BulkString(b),
             Reply::Text(t) => Frame2::BulkString(Bytes::from(t)),
@@ -148,7 +392,7 @@ impl Reply {
                 attributes: None,
             },
             Reply::Error(e) => Frame3::SimpleError {
-                data: Str::from(e),
+                data: Str::from(one_line(&e)),
                 attributes: None,
             },
             Reply::Int(i) => Frame3::Number {
@@ -187,20 +431,33 @@ impl Reply {
 mod tests {
     use super::*;
 
-    fn all(input: &[u8]) -> Result<Vec<Vec<Bytes>>, ProtocolError> {
+    const BIG: Limits = Limits {
+        max_args: MAX_ARGS,
+        max_bulk: 1 << 20,
+        max_request: 1 << 20,
+        unauthenticated: false,
+    };
+
+    fn all_with(input: &[u8], limits: &Limits) -> Result<Vec<Vec<Bytes>>, ProtocolError> {
         let mut buf = BytesMut::from(input);
+        let mut d = Decoder::new();
         let mut out = Vec::new();
-        while let Some(c) = next_command(&mut buf, 1 << 20)? {
+        while let Some(c) = d.next(&mut buf, limits)? {
             out.push(c);
         }
         Ok(out)
     }
 
+    fn all(input: &[u8]) -> Result<Vec<Vec<Bytes>>, ProtocolError> {
+        all_with(input, &BIG)
+    }
+
     #[test]
     fn decodes_pipelined_arrays_and_inline_commands() {
-        let cmds =
-            all(b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n*0\r\nPING\r\n\r\n  set  a b\r\n*1\r\n$4\r\nPI")
-                .unwrap();
+        let cmds = all(
+            b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n*0\r\n*-1\r\nPING\r\n\r\n  set  a b\nx\r\n*1\r\n$4\r\nPI",
+        )
+        .unwrap();
         let words: Vec<Vec<&[u8]>> = cmds
             .iter()
             .map(|c| c.iter().map(|b| &b[..]).collect())
@@ -210,29 +467,138 @@ mod tests {
             vec![
                 vec![&b"GET"[..], b"k"],
                 vec![b"PING"],
-                vec![b"set", b"a", b"b"]
+                vec![b"set", b"a", b"b"],
+                vec![b"x"],
             ]
         );
     }
 
     #[test]
-    fn rejects_garbage_and_oversized_requests() {
-        assert!(matches!(
-            all(b"*1\r\n:5\r\n"),
-            Err(ProtocolError::Malformed(_))
-        ));
-        assert!(matches!(all(b"*x\r\n"), Err(ProtocolError::Malformed(_))));
-        let mut buf = BytesMut::from(&b"*2\r\n$3\r\nSET\r\n$100\r\n0123456789"[..]);
+    fn rejects_what_is_not_a_flat_array_of_bulks() {
+        use ProtocolError::*;
+        let cases: &[(&[u8], ProtocolError)] = &[
+            (b"*1\r\n:5\r\n", ExpectedBulk(b':')),
+            (b"*1\r\n*1\r\n$1\r\nx\r\n", ExpectedBulk(b'*')),
+            (b"*x\r\n", InvalidMultibulkLength),
+            (b"*1x\r\n", InvalidMultibulkLength),
+            (b"*+1\r\n", InvalidMultibulkLength),
+            (b"*01\r\n", InvalidMultibulkLength),
+            (b"*\r\n", InvalidMultibulkLength),
+            (b"*1\n", InvalidMultibulkLength),
+            (b"*99999999999999999999\r\n", InvalidMultibulkLength),
+            (b"*2147483647\r\n", InvalidMultibulkLength),
+            (b"*1\r\n$-1\r\n", InvalidBulkLength),
+            (b"*1\r\n$-0\r\n", InvalidBulkLength),
+            (b"*1\r\n$abc\r\n", InvalidBulkLength),
+            (b"*1\r\n$3\r\nabcd\r\n", MissingCrlf),
+            (b"*1\r\n$536870912\r\n", InvalidBulkLength),
+            (&[b'*'; 40], MultibulkHeaderTooLong),
+            (
+                b"*1\r\n$1111111111111111111111111111111111",
+                BulkHeaderTooLong,
+            ),
+        ];
+        for (input, want) in cases {
+            assert_eq!(
+                all(input).as_ref(),
+                Err(want),
+                "{}",
+                String::from_utf8_lossy(input)
+            );
+        }
         assert_eq!(
-            next_command(&mut buf, 16),
-            Err(ProtocolError::TooLarge { limit: 16 })
+            all(&[b'a'; MAX_INLINE + 1]),
+            Err(ProtocolError::InlineTooLong)
         );
-        // Complete but too large.
-        let mut buf = BytesMut::from(&b"*2\r\n$3\r\nSET\r\n$10\r\n0123456789\r\n"[..]);
+        // Inline commands are held to the argument limit too (found by cargo-fuzz).
+        let unauth = Limits::new(512 << 20, true);
         assert_eq!(
-            next_command(&mut buf, 16),
-            Err(ProtocolError::TooLarge { limit: 16 })
+            all_with(b"a b c d e f g h i j k\r\n", &unauth),
+            Err(UnauthenticatedMultibulkLength)
         );
+        assert_eq!(
+            all_with(b"a b c d e f g h i j\r\n", &unauth).unwrap().len(),
+            1
+        );
+        // Deep nesting is an error at the second byte of nesting, not a recursion.
+        let deep = b"*1\r\n".repeat(300_000);
+        assert_eq!(all(&deep), Err(ExpectedBulk(b'*')));
+    }
+
+    #[test]
+    fn limits_are_checked_from_the_headers() {
+        let small = Limits {
+            max_args: 3,
+            max_bulk: 8,
+            max_request: 20,
+            unauthenticated: false,
+        };
+        assert_eq!(
+            all_with(b"*4\r\n", &small),
+            Err(ProtocolError::InvalidMultibulkLength)
+        );
+        assert_eq!(
+            all_with(b"*1\r\n$9\r\n", &small),
+            Err(ProtocolError::InvalidBulkLength)
+        );
+        // Two bulks within max_bulk whose sum is over max_request.
+        assert_eq!(
+            all_with(b"*2\r\n$8\r\n12345678\r\n$8\r\n", &small),
+            Err(ProtocolError::TooLarge { limit: 20 })
+        );
+        let unauth = Limits::new(512 << 20, true);
+        assert_eq!(
+            all_with(b"*11\r\n", &unauth),
+            Err(ProtocolError::UnauthenticatedMultibulkLength)
+        );
+        assert_eq!(
+            all_with(b"*2\r\n$4\r\nAUTH\r\n$16385\r\n", &unauth),
+            Err(ProtocolError::UnauthenticatedBulkLength)
+        );
+        assert_eq!(
+            all_with(b"*2\r\n$4\r\nAUTH\r\n$16384\r\n", &unauth),
+            Ok(vec![])
+        );
+    }
+
+    #[test]
+    fn a_declared_length_reserves_nothing() {
+        // A huge array and a huge bulk are accepted as headers but allocate only for what
+        // has arrived.
+        let limits = Limits::new(512 << 20, false);
+        let mut d = Decoder::new();
+        let mut buf = BytesMut::from(&b"*1048576\r\n$536870800\r\nabc"[..]);
+        assert_eq!(d.next(&mut buf, &limits), Ok(None));
+        assert!(d.args.capacity() <= ARGS_RESERVED);
+        assert!(buf.capacity() < 1024);
+        assert!(d.in_request());
+    }
+
+    #[test]
+    fn resumes_where_it_stopped() {
+        let input = b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$5\r\nhello\r\nPING\r\n";
+        let mut d = Decoder::new();
+        let mut buf = BytesMut::new();
+        let mut got = Vec::new();
+        for &b in input.iter() {
+            buf.extend_from_slice(&[b]);
+            while let Some(c) = d.next(&mut buf, &BIG).unwrap() {
+                got.push(c);
+            }
+        }
+        assert_eq!(got, all(input).unwrap());
+        assert_eq!(got.len(), 2);
+        assert!(buf.is_empty());
+    }
+
+    #[test]
+    fn error_lines_cannot_carry_line_breaks() {
+        let mut b = BytesMut::new();
+        Reply::err("unknown command 'a\r\n+OK'").encode(2, &mut b);
+        assert_eq!(&b[..], b"-ERR unknown command 'a  +OK'\r\n");
+        let mut b = BytesMut::new();
+        Reply::Error("ERR x\ny".into()).encode(3, &mut b);
+        assert_eq!(&b[..], b"-ERR x y\r\n");
     }
 
     #[test]

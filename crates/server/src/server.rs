@@ -81,6 +81,23 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
+    /// A server's shared state without listeners, for tests of the command layer.
+    #[cfg(test)]
+    pub fn for_test(db: DB, config: &Config) -> Shared {
+        let (tx, _) = watch::channel(false);
+        Shared {
+            store: Store::new(db),
+            settings: Arc::new(Settings::new(config)),
+            stats: Stats::default(),
+            clients: Mutex::new(BTreeMap::new()),
+            started: Instant::now(),
+            tcp_port: 0,
+            next_id: AtomicU64::new(1),
+            shutdown: Arc::new(tx),
+            active_expire_keys_per_sec: 0,
+        }
+    }
+
     pub fn set_client_name(&self, s: &mut Session, name: Option<String>) {
         s.name = name.clone();
         if let Some(c) = self.clients.lock().get_mut(&s.id) {
@@ -316,19 +333,21 @@ async fn admit<S>(
 
 async fn connection<S>(
     shared: Arc<Shared>,
-    mut stream: S,
+    stream: S,
     session: Session,
     shutdown: watch::Receiver<bool>,
 ) where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let id = session.id;
-    let served = serve_connection(&shared, &mut stream, session, shutdown).await;
+    // Halves, so that the connection can read requests while replies wait to be written.
+    let (mut rd, mut wr) = tokio::io::split(stream);
+    let served = serve_connection(&shared, &mut rd, &mut wr, session, shutdown).await;
     // The slot is freed before the socket is closed: a client that saw the close and
     // connects again is not refused for `maxclients` by its own old connection.
     shared.clients.lock().remove(&id);
     let closed = match served {
-        Ok(true) => stream.shutdown().await,
+        Ok(true) => wr.shutdown().await,
         Ok(false) => Ok(()),
         Err(e) => Err(e),
     };
@@ -342,24 +361,45 @@ async fn connection<S>(
     }
 }
 
+/// Bytes read from a connection at a time at most.
+const READ_CHUNK: usize = 16 << 10;
+
 /// Serves a connection's commands until it ends; `true` when its write side is to be
 /// closed (the client asked to quit, or sent a request that cannot be parsed).
-async fn serve_connection<S>(
+///
+/// Memory per connection is bounded: the input holds at most the unparsed part of one
+/// request (the [`protocol::Decoder`] takes complete ones off it, within
+/// [`protocol::Limits`]) plus one read, since reading stops while a full batch of complete
+/// commands waits; the output holds the replies the client has not read yet, and a
+/// connection whose unread replies pass `halflife-client-output-limit` is closed, as Redis
+/// does at its `client-output-buffer-limit` (a client that sends without reading would
+/// otherwise grow it without end).
+async fn serve_connection<R, W>(
     shared: &Arc<Shared>,
-    stream: &mut S,
+    rd: &mut R,
+    wr: &mut W,
     mut session: Session,
     mut shutdown: watch::Receiver<bool>,
 ) -> std::io::Result<bool>
 where
-    S: AsyncRead + AsyncWrite + Unpin,
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
 {
-    let mut input = BytesMut::with_capacity(16 << 10);
-    let mut output = BytesMut::with_capacity(16 << 10);
+    let mut input = BytesMut::with_capacity(READ_CHUNK);
+    let mut output = BytesMut::new();
+    let mut decoder = protocol::Decoder::new();
     loop {
+        let settings = &shared.settings;
+        let unauthenticated = !session.authed && settings.requirepass().is_some();
+        let limits = protocol::Limits::new(settings.max_request_bytes(), unauthenticated);
+        // Before authentication, one command at a time: an `AUTH` changes the limits the
+        // next request is read with, as in Redis, which reads a request after running the
+        // one before it.
+        let most = if unauthenticated { 1 } else { MAX_BATCH };
         let mut batch: Vec<Vec<Bytes>> = Vec::new();
         let mut bad = None;
-        while batch.len() < MAX_BATCH {
-            match protocol::next_command(&mut input, shared.settings.max_request_bytes()) {
+        while batch.len() < most {
+            match decoder.next(&mut input, &limits) {
                 Ok(Some(cmd)) => batch.push(cmd),
                 Ok(None) => break,
                 Err(e) => {
@@ -368,8 +408,10 @@ where
                 }
             }
         }
-        let full = batch.len() == MAX_BATCH;
+        let full = batch.len() == most;
         if !batch.is_empty() {
+            let max_output = settings.max_output_bytes();
+            session.output_budget = max_output.saturating_sub(output.len());
             let sh = shared.clone();
             let (s, replies, outcome) =
                 tokio::task::spawn_blocking(move || run_batch(&sh, session, batch))
@@ -379,37 +421,86 @@ where
             for r in replies {
                 r.encode(session.proto, &mut output);
             }
-            stream.write_all(&output).await?;
-            output.clear();
             match outcome {
                 Outcome::Continue => {}
-                Outcome::Close => return Ok(true),
+                Outcome::Close => {
+                    flush(wr, &mut output, &mut shutdown).await?;
+                    return Ok(true);
+                }
                 Outcome::Shutdown => {
                     shared.trigger_shutdown();
                     return Ok(false);
                 }
             }
+            if output.len() > max_output {
+                // What the socket takes at once does not count against the client.
+                tokio::select! {
+                    biased;
+                    r = wr.write_buf(&mut output) => { r?; }
+                    _ = std::future::ready(()) => {}
+                }
+            }
+            if output.len() > max_output {
+                eprintln!(
+                    "halflife serve: closing connection {}: {} bytes of replies unread, over halflife-client-output-limit {max_output}",
+                    session.id,
+                    output.len()
+                );
+                return Ok(false);
+            }
         }
         if let Some(e) = bad {
-            // Replies to the commands before the bad one went out above.
+            // Replies to the commands before the bad one are in `output` already.
             Reply::err(e.to_string()).encode(session.proto, &mut output);
-            stream.write_all(&output).await?;
+            flush(wr, &mut output, &mut shutdown).await?;
             return Ok(true);
-        }
-        if full && !input.is_empty() {
-            continue; // more complete commands may be buffered
         }
         if *shutdown.borrow() {
             return Ok(false);
         }
+        if full {
+            // More complete commands may be buffered: write what the socket takes now,
+            // without waiting, and run them.
+            if !output.is_empty() {
+                tokio::select! {
+                    biased;
+                    r = wr.write_buf(&mut output) => { r?; }
+                    _ = std::future::ready(()) => {}
+                }
+            }
+            continue;
+        }
+        input.reserve(READ_CHUNK);
         tokio::select! {
-            n = stream.read_buf(&mut input) => {
+            n = rd.read_buf(&mut input) => {
                 if n? == 0 {
+                    // The client is done sending; it may still read the last replies.
+                    flush(wr, &mut output, &mut shutdown).await?;
                     return Ok(false);
+                }
+            }
+            r = wr.write_buf(&mut output), if !output.is_empty() => {
+                if r? == 0 {
+                    return Err(std::io::ErrorKind::WriteZero.into());
                 }
             }
             _ = shutdown.changed() => return Ok(false),
         }
+    }
+}
+
+/// Writes all of `output`, unless the server shuts down first.
+async fn flush<W: AsyncWrite + Unpin>(
+    wr: &mut W,
+    output: &mut BytesMut,
+    shutdown: &mut watch::Receiver<bool>,
+) -> std::io::Result<()> {
+    if *shutdown.borrow() {
+        return Ok(());
+    }
+    tokio::select! {
+        r = wr.write_all_buf(output) => r,
+        _ = shutdown.changed() => Ok(()),
     }
 }
 
@@ -423,7 +514,19 @@ fn run_batch(
     let mut outcome = Outcome::Continue;
     // The batch's last command, as CLIENT LIST shows it (one registry update per batch).
     if let (Some(c), Some(cmd)) = (sh.clients.lock().get_mut(&s.id), batch.last()) {
-        c.last_command = String::from_utf8_lossy(&cmd[0]).to_ascii_lowercase();
+        // The client's bytes: cut short, and nothing that would break CLIENT LIST's lines.
+        let name = &cmd[0][..cmd[0].len().min(64)];
+        c.last_command = String::from_utf8_lossy(name)
+            .chars()
+            .map(|ch| {
+                if ch.is_control() || ch == ' ' {
+                    '?'
+                } else {
+                    ch
+                }
+            })
+            .collect::<String>()
+            .to_ascii_lowercase();
     }
     let mut i = 0;
     while i < batch.len() {

@@ -26,8 +26,9 @@ pub enum StoreError {
 
 pub type Result<T> = std::result::Result<T, StoreError>;
 
-/// A page of a scan: live entries in key order, and whether the scan reached the end.
-pub type Page = (Vec<(Vec<u8>, Live)>, bool);
+/// A page of `SCAN`: the live keys among those examined, in key order, and the last key
+/// examined if the scan did not reach the end (where the next page starts).
+pub type Page = (Vec<Vec<u8>>, Option<Vec<u8>>);
 
 /// A value that has not expired.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -162,33 +163,53 @@ impl Store {
         Ok(self.db.write(batch, &WriteOptions { sync })?)
     }
 
-    /// Up to `limit` live entries with keys after `after` (from the start if `None`), and
-    /// whether the scan reached the end. Expired entries are skipped (not counted).
-    pub fn scan(&self, after: Option<&[u8]>, limit: usize) -> Result<Page> {
+    /// The keys of live entries, in key order, one at a time.
+    ///
+    /// Whether an entry is live is in its value's header (the expiry), and the engine's only
+    /// iteration, [`DB::scan`], yields whole values: a value kept in a value file is read
+    /// for it. The walk holds one value at a time and drops it at once, so memory stays at
+    /// one value, whatever the key space; the reads remain. Iterating keys without reading
+    /// separated values needs an engine API that yields, per entry, the key and either the
+    /// inline value or a handle able to read the first bytes of a separated one (or an
+    /// expiry the engine itself keeps); see `docs/serve.md`.
+    pub fn live_keys(&self) -> Result<impl Iterator<Item = Result<Vec<u8>>> + '_> {
+        let now = record::now_ms();
+        Ok(self
+            .db
+            .scan(Bound::Unbounded, Bound::Unbounded)?
+            .filter_map(move |kv| match kv {
+                Err(e) => Some(Err(e.into())),
+                Ok((k, raw)) => match Record::decode(&raw) {
+                    Err(e) => Some(Err(e.into())),
+                    Ok(r) if r.is_expired(now) => None,
+                    Ok(_) => Some(Ok(k)),
+                },
+            }))
+    }
+
+    /// One page of `SCAN`: examines up to `examine` entries with keys after `after` (from
+    /// the start if `None`), expired ones included (so a page costs at most `examine`
+    /// entries even where everything has expired, and may hold fewer keys, as in Redis).
+    pub fn scan_keys(&self, after: Option<&[u8]>, examine: usize) -> Result<Page> {
         let lower = match after {
             Some(k) => Bound::Excluded(k),
             None => Bound::Unbounded,
         };
         let now = record::now_ms();
         let mut out = Vec::new();
-        for kv in self.db.scan(lower, Bound::Unbounded)? {
+        let mut last: Option<Vec<u8>> = None;
+        for (seen, kv) in self.db.scan(lower, Bound::Unbounded)?.enumerate() {
             let (k, raw) = kv?;
-            let rec = Record::decode(&raw)?;
-            if rec.is_expired(now) {
-                continue;
+            if seen == examine {
+                // There is more: the next page starts after the last key examined.
+                return Ok((out, last));
             }
-            if out.len() == limit {
-                return Ok((out, false));
+            if !Record::decode(&raw)?.is_expired(now) {
+                out.push(k.clone());
             }
-            out.push((
-                k,
-                Live {
-                    value: rec.value.to_vec(),
-                    expire_at_ms: rec.expire_at_ms,
-                },
-            ));
+            last = Some(k);
         }
-        Ok((out, true))
+        Ok((out, None))
     }
 }
 
@@ -212,9 +233,10 @@ mod tests {
         assert_eq!(s.read(b"old", true).unwrap(), None);
         assert!(s.db().get(b"old").unwrap().is_none(), "purged");
         assert_eq!(s.read(b"new", false).unwrap().unwrap().value, b"w");
-        let (page, done) = s.scan(None, 10).unwrap();
-        assert!(done);
-        assert_eq!(page.len(), 1);
+        let (page, resume) = s.scan_keys(None, 10).unwrap();
+        assert_eq!(resume, None);
+        assert_eq!(page, vec![b"new".to_vec()]);
+        assert_eq!(s.live_keys().unwrap().count(), 1);
     }
 
     #[test]
@@ -255,12 +277,12 @@ mod tests {
             b.put(&[b'k', i], &record::encode(&[i], None));
         }
         s.write(b, false).unwrap();
-        let (p1, done) = s.scan(None, 3).unwrap();
-        assert!(!done);
-        let (p2, done) = s.scan(Some(&p1[2].0), 3).unwrap();
-        assert!(done);
+        let (p1, resume) = s.scan_keys(None, 3).unwrap();
+        assert_eq!(resume.as_deref(), Some(&[b'k', 2][..]));
+        let (p2, resume) = s.scan_keys(resume.as_deref(), 3).unwrap();
+        assert_eq!(resume, None);
         assert_eq!(p1.len() + p2.len(), 5);
-        assert_eq!(p2[0].0, vec![b'k', 3]);
+        assert_eq!(p2[0], vec![b'k', 3]);
     }
 
     #[test]
