@@ -1,9 +1,15 @@
 //! halflife's embedded key-value store: an LSM-tree with key-value separation whose
 //! background decisions are measured, not configured by guesswork.
 //!
-//! The data path, top-down: [`db`] (put -> [`wal`] -> [`memtable`] -> flush -> [`sst`] ->
-//! [`compaction`]; get -> memtable -> levels -> [`vlog`]). Every file operation goes through
-//! [`io::Storage`] with a cause, so amplification is counted, not estimated.
+//! The data path, top-down: [`db`]. A put's group-commit leader first appends each value
+//! of at least `min_blob_size` to a value file ([`vlog`]; the value log as the WAL,
+//! `Options::value_log_wal`, on by default), then the WAL record carrying a pointer in the
+//! value's place ([`wal`]), then inserts into the [`memtable`]; flush writes an [`sst`]
+//! table with those pointers, and [`compaction`] merges tables. With the option off (or
+//! policy `inline`) the WAL record carries the value and flush moves large values into
+//! value files. A get looks in the memtables, then the levels, and follows a pointer into
+//! [`vlog`]. Every file operation goes through [`io::Storage`] with a cause, so
+//! amplification is counted, not estimated.
 
 pub mod batch;
 pub mod cache;
