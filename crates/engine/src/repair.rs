@@ -250,7 +250,10 @@ pub fn repair(dir: &Path, opts: &Options, progress: Progress<'_>) -> Result<Repa
         cause: IoCause::Compaction,
         output_level: bottom,
         smallest_snapshot: u64::MAX,
-        drop_tombstones: true,
+        // Kept: a repair cut short after CURRENT switched leaves the old tables beside the
+        // new run for the next repair to merge again, where a dropped tombstone would let
+        // an older value of the key come back. Compaction drops them later.
+        drop_tombstones: false,
         separate_values: false,
         split_outputs: true,
         relocate: None,
