@@ -101,7 +101,21 @@ fn build(reopen: bool) -> Fixture {
         model.insert(key(k), v.clone());
         history.entry(key(k)).or_default().push(v);
     };
-    for n in 0..60_000u32 {
+    // At least 60,000 writes, then more until the manifest spans more than one 32 KiB
+    // block: how many edits the writes make depends on how the background grouped its
+    // work, so the state is waited for, not assumed.
+    let mut n = 0u32;
+    loop {
+        if n >= 60_000 && n % 2000 == 0 {
+            db.wait_idle().unwrap();
+            db.flush().unwrap();
+            db.wait_idle().unwrap();
+            let manifest = files(dir.path(), "MANIFEST-").pop().unwrap();
+            if std::fs::metadata(manifest).unwrap().len() > 40 << 10 {
+                break;
+            }
+        }
+        n += 1;
         let k = if rng.random_bool(0.7) {
             rng.random_range(0..200)
         } else {
@@ -114,9 +128,6 @@ fn build(reopen: bool) -> Fixture {
             put(&db, k, n, &mut rng, &mut model);
         }
     }
-    db.wait_idle().unwrap();
-    db.flush().unwrap();
-    db.wait_idle().unwrap();
     // The last writes stay in the WAL only: about 80 KiB, so three blocks.
     for n in 0..320u32 {
         put(&db, 3000 + n, n, &mut rng, &mut model);
