@@ -188,11 +188,11 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
         // when it was cut short (no write was acknowledged yet): created anew, they are
         // swept into `lost/`. Anything else is someone else's directory.
         let foreign = storage.list(dir)?.into_iter().any(|p| {
-            let ours = p
-                .file_name()
-                .is_some_and(|n| n == LOCK || n == "CURRENT.tmp")
-                || file_number_of(&p).is_some();
-            !ours && !(p.is_dir() && p.file_name().is_some_and(|n| n == LOST_DIR))
+            let name = p.file_name();
+            let ours = name.is_some_and(|n| n == LOCK || n == "CURRENT.tmp")
+                || file_number_of(&p).is_some()
+                || (p.is_dir() && name.is_some_and(|n| n == LOST_DIR));
+            !ours
         });
         if foreign {
             return Err(Error::NotADatabase(dir.to_path_buf()));
