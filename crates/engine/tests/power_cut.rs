@@ -461,7 +461,7 @@ fn run(cases: &[(&str, bool, Sync, bool)]) {
     assert!(failed.is_empty(), "power cuts broke: {failed:?}");
 }
 
-const POLICIES: [&str; 8] = [
+const POLICIES: [&str; 9] = [
     "inline",
     "blobdb",
     "titan",
@@ -470,6 +470,7 @@ const POLICIES: [&str; 8] = [
     "lifetime-nomodel",
     "lifetime+ttl",
     "oracle",
+    "rate-oracle",
 ];
 
 #[test]
