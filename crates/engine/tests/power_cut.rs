@@ -461,37 +461,25 @@ fn run(cases: &[(&str, bool, Sync, bool)]) {
     assert!(failed.is_empty(), "power cuts broke: {failed:?}");
 }
 
-const POLICIES: [&str; 9] = [
-    "inline",
-    "blobdb",
-    "titan",
-    "terark",
-    "lifetime",
-    "lifetime-nomodel",
-    "lifetime+ttl",
-    "oracle",
-    "rate-oracle",
-];
+/// Every GC policy, and the lifetime policy under paper 000's TTL trigger.
+fn policies() -> impl Iterator<Item = &'static str> {
+    halflife_engine::GcPolicyConfig::NAMES
+        .into_iter()
+        .chain(["lifetime+ttl"])
+}
 
 #[test]
 fn power_cut_keeps_every_synced_write() {
-    let cases: Vec<_> = POLICIES
-        .iter()
-        .flat_map(|p| [(*p, true, Sync::All, false), (*p, false, Sync::All, false)])
+    let cases: Vec<_> = policies()
+        .flat_map(|p| [(p, true, Sync::All, false), (p, false, Sync::All, false)])
         .collect();
     run(&cases);
 }
 
 #[test]
 fn power_cut_leaves_unsynced_writes_at_a_point_in_time() {
-    let cases: Vec<_> = POLICIES
-        .iter()
-        .flat_map(|p| {
-            [
-                (*p, true, Sync::Mixed, false),
-                (*p, true, Sync::None, false),
-            ]
-        })
+    let cases: Vec<_> = policies()
+        .flat_map(|p| [(p, true, Sync::Mixed, false), (p, true, Sync::None, false)])
         .chain([
             ("titan", false, Sync::Mixed, false),
             ("lifetime", false, Sync::None, false),
@@ -502,9 +490,8 @@ fn power_cut_leaves_unsynced_writes_at_a_point_in_time() {
 
 #[test]
 fn power_cut_loses_directory_entries_not_synced() {
-    let cases: Vec<_> = POLICIES
-        .iter()
-        .map(|p| (*p, true, Sync::Mixed, true))
+    let cases: Vec<_> = policies()
+        .map(|p| (p, true, Sync::Mixed, true))
         .chain([("titan", false, Sync::All, true)])
         .collect();
     run(&cases);
