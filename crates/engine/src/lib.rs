@@ -11,6 +11,7 @@
 //! [`vlog`]. Every file operation goes through [`io::Storage`] with a cause, so
 //! amplification is counted, not estimated.
 
+pub mod backup;
 pub mod batch;
 pub mod cache;
 pub mod check;
