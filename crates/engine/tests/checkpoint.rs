@@ -60,7 +60,10 @@ fn value(i: u64) -> Option<Vec<u8>> {
         return None;
     }
     let mut v = format!("{i}:").into_bytes();
-    v.resize(if i.is_multiple_of(7) { 40 } else { 600 }, b'a' + (i % 26) as u8);
+    v.resize(
+        if i.is_multiple_of(7) { 40 } else { 600 },
+        b'a' + (i % 26) as u8,
+    );
     Some(v)
 }
 
