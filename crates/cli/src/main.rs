@@ -68,6 +68,10 @@ enum Command {
     Repair(cmd::check::DbArgs),
     /// Serve a database over the Redis protocol (RESP2/RESP3, TCP and Unix socket).
     Serve(cmd::serve::Args),
+    /// Make a consistent, openable copy of a database in a new directory (hard links).
+    Checkpoint(cmd::backup::CheckpointArgs),
+    /// Incremental backups: create, list, restore, verify.
+    Backup(cmd::backup::BackupArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -82,6 +86,8 @@ fn main() -> anyhow::Result<()> {
         Command::Check(a) => cmd::check::run_check(a),
         Command::Repair(a) => cmd::check::run_repair(a),
         Command::Serve(a) => cmd::serve::run(a),
+        Command::Checkpoint(a) => cmd::backup::run_checkpoint(a),
+        Command::Backup(a) => cmd::backup::run_backup(a),
     }
 }
 

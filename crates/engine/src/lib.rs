@@ -11,9 +11,11 @@
 //! [`vlog`]. Every file operation goes through [`io::Storage`] with a cause, so
 //! amplification is counted, not estimated.
 
+pub mod backup;
 pub mod batch;
 pub mod cache;
 pub mod check;
+pub mod checkpoint;
 pub mod compaction;
 pub mod db;
 pub mod error;

@@ -1,5 +1,6 @@
 //! One module per subcommand.
 
+pub mod backup;
 pub mod bench;
 pub mod check;
 pub mod compare;

@@ -308,6 +308,18 @@ impl DB {
         stats(&self.inner)
     }
 
+    /// Makes a consistent, openable copy of the database in the new directory `dir`, hard
+    /// links where the file system allows: every write acknowledged before the call is in
+    /// it ([`crate::checkpoint`]).
+    pub fn checkpoint(&self, dir: impl AsRef<Path>) -> Result<crate::checkpoint::CheckpointInfo> {
+        crate::checkpoint::create(self, dir.as_ref())
+    }
+
+    /// For checkpoints and backups, which pin the live files under the state lock.
+    pub(crate) fn inner(&self) -> &Arc<Inner> {
+        &self.inner
+    }
+
     /// The current version (for tools and tests).
     pub fn version(&self) -> Arc<Version> {
         self.inner.state.lock().versions.current()

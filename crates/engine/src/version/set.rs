@@ -251,29 +251,12 @@ impl VersionSet {
         let number = self.new_file_number();
         let path = self.dir.join(manifest_name(number));
         let mut w = LogWriter::new(self.storage.create(&path, IoCause::Manifest)?);
-        let mut snap = VersionEdit {
-            log_number: Some(self.log_number),
-            next_file_number: Some(self.next_file_number),
-            last_sequence: Some(self.last_sequence),
-            ..Default::default()
-        };
-        for (level, files) in self.current.levels.iter().enumerate() {
-            for f in files {
-                snap.added.push((level, f.meta.clone()));
-                if f.run != 0 {
-                    snap.table_runs.push((f.number(), f.run));
-                }
-            }
-        }
-        for b in self.current.blobs.values() {
-            snap.added_blobs.push(b.meta());
-            if b.is_pending() {
-                snap.gc_pending.push(b.number);
-            }
-        }
-        for m in self.current.maps.values() {
-            snap.added_maps.push((m.target(), m.sources().to_vec()));
-        }
+        let snap = snapshot_edit(
+            &self.current,
+            self.log_number,
+            self.next_file_number,
+            self.last_sequence,
+        );
         w.add_record(&snap.encode())?;
         w.sync()?;
         self.set_current(&manifest_name(number))?;
@@ -371,6 +354,42 @@ impl VersionSet {
         }
         Ok(())
     }
+}
+
+/// One edit describing the whole of `v` with the given counters: what every manifest
+/// starts with. Shared with checkpoints and backups (`crate::checkpoint`), whose manifests
+/// must be the ones open replays. Value files' garbage counts are read from `v`'s files,
+/// which later edits update in place: call it under the state lock.
+pub(crate) fn snapshot_edit(
+    v: &Version,
+    log_number: u64,
+    next_file_number: u64,
+    last_sequence: u64,
+) -> VersionEdit {
+    let mut snap = VersionEdit {
+        log_number: Some(log_number),
+        next_file_number: Some(next_file_number),
+        last_sequence: Some(last_sequence),
+        ..Default::default()
+    };
+    for (level, files) in v.levels.iter().enumerate() {
+        for f in files {
+            snap.added.push((level, f.meta.clone()));
+            if f.run != 0 {
+                snap.table_runs.push((f.number(), f.run));
+            }
+        }
+    }
+    for b in v.blobs.values() {
+        snap.added_blobs.push(b.meta());
+        if b.is_pending() {
+            snap.gc_pending.push(b.number);
+        }
+    }
+    for m in v.maps.values() {
+        snap.added_maps.push((m.target(), m.sources().to_vec()));
+    }
+    snap
 }
 
 /// The number in a file name of the engine's (`000012.sst`, `000012.vlog`, `000012.vmap`,

@@ -1,0 +1,229 @@
+//! `halflife checkpoint --dir DB --to DIR`: a consistent, openable copy of a database made
+//! of hard links (`DB::checkpoint`). `halflife backup create|list|restore|verify`:
+//! incremental backups into a backup directory (`engine::backup`). See docs/backup.md.
+//!
+//! Both open the database, which takes its lock: the database of a running
+//! `halflife serve` cannot be checkpointed or backed up from here while the server runs
+//! (that needs an admin command of the server's).
+
+use anyhow::{bail, Context};
+use engine::backup::BackupEngine;
+use engine::{GcPolicyConfig, Options, DB};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// The database to open.
+#[derive(clap::Args)]
+pub struct DbArgs {
+    /// The database directory (opened, so not one a running server holds).
+    #[arg(long)]
+    pub dir: PathBuf,
+    /// The value placement and GC policy the database is used with (as `halflife serve
+    /// --policy`): opening runs its background work until the command ends.
+    #[arg(short, long, default_value = "lifetime")]
+    pub policy: String,
+    /// Levels of the tree, as the database is opened with.
+    #[arg(long, default_value_t = Options::default().num_levels)]
+    pub num_levels: usize,
+}
+
+#[derive(clap::Args)]
+pub struct CheckpointArgs {
+    #[command(flatten)]
+    pub db: DbArgs,
+    /// The checkpoint's directory: must not exist. On the database's file system the
+    /// files are hard links; elsewhere they are copied.
+    #[arg(long)]
+    pub to: PathBuf,
+}
+
+#[derive(clap::Args)]
+pub struct BackupArgs {
+    #[command(subcommand)]
+    pub command: BackupCommand,
+}
+
+#[derive(clap::Subcommand)]
+pub enum BackupCommand {
+    /// Back up a database, copying only the files no earlier backup holds.
+    Create {
+        #[command(flatten)]
+        db: DbArgs,
+        #[arg(long)]
+        backup_dir: PathBuf,
+    },
+    /// List the backups in a backup directory.
+    List {
+        #[arg(long)]
+        backup_dir: PathBuf,
+    },
+    /// Copy a backup into a directory that does not exist or is empty.
+    Restore {
+        #[arg(long)]
+        backup_dir: PathBuf,
+        /// The backup [default: the newest].
+        #[arg(long)]
+        id: Option<u64>,
+        #[arg(long)]
+        to: PathBuf,
+    },
+    /// Recompute the size and crc32c of every file of a backup (of every backup if no id).
+    Verify {
+        #[arg(long)]
+        backup_dir: PathBuf,
+        #[arg(long)]
+        id: Option<u64>,
+    },
+}
+
+fn open(a: &DbArgs) -> anyhow::Result<DB> {
+    let gc: GcPolicyConfig = a
+        .policy
+        .parse()
+        .map_err(crate::harness::flags::user_facing)?;
+    let opts = Options {
+        gc,
+        num_levels: a.num_levels,
+        create_if_missing: false,
+        ..Options::default()
+    };
+    DB::open(&a.dir, opts).map_err(|e| {
+        let hint = match &e {
+            engine::Error::Locked(_) => {
+                "; if `halflife serve` runs on it, stop it first (a running server's database cannot be checkpointed from the command line)"
+            }
+            _ => "",
+        };
+        anyhow::anyhow!("opening {}: {e}{hint}", a.dir.display())
+    })
+}
+
+pub fn run_checkpoint(a: CheckpointArgs) -> anyhow::Result<()> {
+    let db = open(&a.db)?;
+    let started = Instant::now();
+    let info = db.checkpoint(&a.to).with_context(|| {
+        format!(
+            "checkpoint of {} into {}",
+            a.db.dir.display(),
+            a.to.display()
+        )
+    })?;
+    let secs = started.elapsed().as_secs_f64();
+    println!(
+        "checkpoint {} in {secs:.3} s: {} data files ({} hard links, {} copied), {} bytes, every write up to sequence {}",
+        info.dir.display(),
+        info.data_files,
+        info.linked,
+        info.data_files - info.linked,
+        info.bytes,
+        info.sequence
+    );
+    db.close().context("closing the database")
+}
+
+pub fn run_backup(a: BackupArgs) -> anyhow::Result<()> {
+    match a.command {
+        BackupCommand::Create { db, backup_dir } => create(&db, &backup_dir),
+        BackupCommand::List { backup_dir } => list(&backup_dir),
+        BackupCommand::Restore { backup_dir, id, to } => {
+            let be = engine_at(&backup_dir)?;
+            let started = Instant::now();
+            let m = be
+                .restore(id, &to)
+                .with_context(|| format!("restoring into {}", to.display()))?;
+            println!(
+                "restored backup {} ({} files, {} bytes, every write up to sequence {}) into {} in {:.3} s; checksums verified",
+                m.id,
+                m.files.len(),
+                m.bytes(),
+                m.sequence,
+                to.display(),
+                started.elapsed().as_secs_f64()
+            );
+            Ok(())
+        }
+        BackupCommand::Verify { backup_dir, id } => verify(&backup_dir, id),
+    }
+}
+
+fn engine_at(dir: &Path) -> anyhow::Result<BackupEngine> {
+    BackupEngine::open(dir).with_context(|| format!("opening backup directory {}", dir.display()))
+}
+
+fn create(db: &DbArgs, backup_dir: &Path) -> anyhow::Result<()> {
+    let be = engine_at(backup_dir)?;
+    let handle = open(db)?;
+    let started = Instant::now();
+    let r = be.create(&handle).with_context(|| {
+        format!(
+            "backing up {} into {}",
+            db.dir.display(),
+            backup_dir.display()
+        )
+    })?;
+    println!(
+        "backup {} of {} in {:.3} s: {} files, {} bytes; {} data files copied, {} already backed up; {} bytes written",
+        r.meta.id,
+        db.dir.display(),
+        started.elapsed().as_secs_f64(),
+        r.meta.files.len(),
+        r.meta.bytes(),
+        r.copied,
+        r.reused,
+        r.bytes_written
+    );
+    handle.close().context("closing the database")
+}
+
+fn list(backup_dir: &Path) -> anyhow::Result<()> {
+    let be = engine_at(backup_dir)?;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    println!(
+        "{:>6} {:>12} {:>10} {:>20} {:>7} {:>14}  source",
+        "id", "unix time", "age (s)", "sequence", "files", "bytes"
+    );
+    for m in be.list()? {
+        println!(
+            "{:>6} {:>12} {:>10} {:>20} {:>7} {:>14}  {}",
+            m.id,
+            m.timestamp,
+            now.saturating_sub(m.timestamp),
+            m.sequence,
+            m.files.len(),
+            m.bytes(),
+            m.source
+        );
+    }
+    Ok(())
+}
+
+fn verify(backup_dir: &Path, id: Option<u64>) -> anyhow::Result<()> {
+    let be = engine_at(backup_dir)?;
+    let ids: Vec<u64> = match id {
+        Some(id) => vec![id],
+        None => be.list()?.iter().map(|m| m.id).collect(),
+    };
+    let mut bad = 0;
+    for id in ids {
+        match be.verify(id) {
+            Ok(m) => println!(
+                "backup {id}: OK ({} files, {} bytes)",
+                m.files.len(),
+                m.bytes()
+            ),
+            Err(e) => {
+                bad += 1;
+                println!("backup {id}: PROBLEM: {e}");
+            }
+        }
+    }
+    if bad > 0 {
+        bail!(
+            "{bad} backup(s) in {} failed verification",
+            backup_dir.display()
+        );
+    }
+    Ok(())
+}
