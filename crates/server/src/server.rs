@@ -165,7 +165,7 @@ impl Server {
         let (tx, rx) = watch::channel(false);
         Ok(Server {
             shared: Arc::new(Shared {
-                store: Store::new(db),
+                store: Store::open(db)?,
                 settings: Arc::new(Settings::new(config)),
                 stats: Stats::default(),
                 clients: Mutex::new(BTreeMap::new()),
@@ -327,6 +327,7 @@ async fn connection<S>(
     // The slot is freed before the socket is closed: a client that saw the close and
     // connects again is not refused for `maxclients` by its own old connection.
     shared.clients.lock().remove(&id);
+    shared.store.unwatch(id);
     let closed = match served {
         Ok(true) => stream.shutdown().await,
         Ok(false) => Ok(()),
@@ -433,7 +434,7 @@ fn run_batch(
             .count();
         if run > 1 {
             sh.stats.commands.fetch_add(run as u64, Relaxed);
-            replies.extend(commands::set_many(sh, &batch[i..i + run]));
+            replies.extend(commands::set_many(sh, &s, &batch[i..i + run]));
             i += run;
             continue;
         }
