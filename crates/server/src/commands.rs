@@ -394,11 +394,11 @@ fn client(sh: &Shared, s: &mut Session, a: &[Bytes]) -> CmdResult {
 fn config_params(sh: &Shared) -> Vec<(&'static str, String, bool)> {
     let o = sh.store.db().options();
     let st = &sh.settings;
-    vec![
+    let compat = st.compat().into_iter().map(|(k, v)| (k, v, true));
+    let mut params = vec![
         ("appendfsync", st.appendfsync().name().to_string(), true),
         ("appendonly", "yes".into(), false),
-        ("save", String::new(), false),
-        ("databases", "1".into(), false),
+        ("databases", record::DATABASES.to_string(), false),
         ("requirepass", st.requirepass().unwrap_or_default(), true),
         ("maxclients", st.maxclients().to_string(), true),
         (
@@ -421,7 +421,9 @@ fn config_params(sh: &Shared) -> Vec<(&'static str, String, bool)> {
         ),
         ("halflife-growth-factor", o.growth_factor.to_string(), false),
         ("halflife-cache-warming", o.cache_warming.to_string(), false),
-    ]
+    ];
+    params.extend(compat);
+    params
 }
 
 fn config(sh: &Shared, a: &[Bytes]) -> CmdResult {
@@ -494,7 +496,10 @@ fn config(sh: &Shared, a: &[Bytes]) -> CmdResult {
                         apply.push(Box::new(move || settings.set_max_request_bytes(n)));
                     }
                 }
-                _ => unreachable!("every changeable parameter is handled"),
+                _ => {
+                    let settings = settings.clone();
+                    apply.push(Box::new(move || settings.set_compat(&name, value.clone())));
+                }
             }
         }
         apply.iter().for_each(|f| f());

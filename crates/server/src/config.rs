@@ -2,6 +2,7 @@
 //! change while the server runs ([`Settings`]).
 
 use parking_lot::RwLock;
+use std::collections::BTreeMap;
 use std::fmt;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -104,8 +105,51 @@ impl Default for Config {
     }
 }
 
+/// Redis parameters that `CONFIG SET` accepts and `CONFIG GET` reports but that change
+/// nothing here, with Redis 7.0's defaults: encoding thresholds (the layout has no
+/// encodings), memory and eviction knobs (the engine bounds its own memory), latency
+/// tracking and the like. Test suites and client setups set them; refusing would stop
+/// them before they test anything.
+pub const COMPAT_PARAMS: &[(&str, &str)] = &[
+    ("active-expire-effort", "1"),
+    ("busy-reply-threshold", "5000"),
+    ("client-query-buffer-limit", "1073741824"),
+    ("hash-max-listpack-entries", "128"),
+    ("hash-max-listpack-value", "64"),
+    ("hash-max-ziplist-entries", "128"),
+    ("hash-max-ziplist-value", "64"),
+    ("hz", "10"),
+    ("latency-tracking", "yes"),
+    ("latency-tracking-info-percentiles", "50 99 99.9"),
+    ("lazyfree-lazy-user-del", "no"),
+    ("lazyfree-lazy-user-flush", "no"),
+    ("list-compress-depth", "0"),
+    ("list-max-listpack-size", "-2"),
+    ("list-max-ziplist-size", "-2"),
+    ("loglevel", "notice"),
+    ("lua-time-limit", "5000"),
+    ("maxmemory", "0"),
+    ("maxmemory-policy", "noeviction"),
+    ("maxmemory-samples", "5"),
+    ("notify-keyspace-events", ""),
+    ("save", ""),
+    ("set-max-intset-entries", "512"),
+    ("set-max-listpack-entries", "128"),
+    ("slowlog-log-slower-than", "10000"),
+    ("slowlog-max-len", "128"),
+    ("stream-node-max-entries", "100"),
+    ("tcp-keepalive", "300"),
+    ("timeout", "0"),
+    ("zset-max-listpack-entries", "128"),
+    ("zset-max-listpack-value", "64"),
+    ("zset-max-ziplist-entries", "128"),
+    ("zset-max-ziplist-value", "64"),
+];
+
 /// The settings `CONFIG SET` can change at run time.
 pub struct Settings {
+    /// Values of [`COMPAT_PARAMS`].
+    compat: RwLock<BTreeMap<&'static str, String>>,
     appendfsync: AtomicU8,
     requirepass: RwLock<Option<String>>,
     maxclients: AtomicUsize,
@@ -115,10 +159,32 @@ pub struct Settings {
 impl Settings {
     pub fn new(c: &Config) -> Settings {
         Settings {
+            compat: RwLock::new(
+                COMPAT_PARAMS
+                    .iter()
+                    .map(|(k, v)| (*k, v.to_string()))
+                    .collect(),
+            ),
             appendfsync: AtomicU8::new(c.appendfsync.to_u8()),
             requirepass: RwLock::new(c.requirepass.clone().filter(|p| !p.is_empty())),
             maxclients: AtomicUsize::new(c.maxclients),
             max_request_bytes: AtomicUsize::new(c.max_request_bytes),
+        }
+    }
+
+    /// The [`COMPAT_PARAMS`] and their values.
+    pub fn compat(&self) -> Vec<(&'static str, String)> {
+        self.compat
+            .read()
+            .iter()
+            .map(|(k, v)| (*k, v.clone()))
+            .collect()
+    }
+
+    /// Sets a [`COMPAT_PARAMS`] parameter (others are ignored).
+    pub fn set_compat(&self, name: &str, value: String) {
+        if let Some((k, _)) = COMPAT_PARAMS.iter().find(|(k, _)| *k == name) {
+            self.compat.write().insert(k, value);
         }
     }
 
