@@ -181,11 +181,29 @@ impl Settings {
             .collect()
     }
 
-    /// Sets a [`COMPAT_PARAMS`] parameter (others are ignored).
+    /// Sets a [`COMPAT_PARAMS`] parameter (others are ignored), and its alias: Redis 7.0
+    /// reads `*-ziplist-*` as the `*-listpack-*` parameter of the same name.
     pub fn set_compat(&self, name: &str, value: String) {
-        if let Some((k, _)) = COMPAT_PARAMS.iter().find(|(k, _)| *k == name) {
-            self.compat.write().insert(k, value);
+        let alias = if name.contains("ziplist") {
+            name.replace("ziplist", "listpack")
+        } else {
+            name.replace("listpack", "ziplist")
+        };
+        let mut c = self.compat.write();
+        for n in [name, alias.as_str()] {
+            if let Some((k, _)) = COMPAT_PARAMS.iter().find(|(k, _)| *k == n) {
+                c.insert(k, value.clone());
+            }
         }
+    }
+
+    /// A numeric [`COMPAT_PARAMS`] value (0 if unset or not a number).
+    pub fn compat_num(&self, name: &str) -> i64 {
+        self.compat
+            .read()
+            .get(name)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
     }
 
     pub fn appendfsync(&self) -> AppendFsync {

@@ -75,6 +75,8 @@ pub(crate) struct Shared {
     pub clients: Mutex<BTreeMap<u64, ClientEntry>>,
     pub started: Instant,
     pub tcp_port: u16,
+    /// Random, per start (INFO's `run_id`).
+    pub run_id: u128,
     next_id: AtomicU64,
     shutdown: Arc<watch::Sender<bool>>,
     active_expire_keys_per_sec: usize,
@@ -171,6 +173,7 @@ impl Server {
                 clients: Mutex::new(BTreeMap::new()),
                 started: Instant::now(),
                 tcp_port,
+                run_id: rand::random(),
                 next_id: AtomicU64::new(1),
                 shutdown: Arc::new(tx),
                 active_expire_keys_per_sec: config.active_expire_keys_per_sec,

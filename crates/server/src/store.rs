@@ -80,7 +80,6 @@ pub struct Batch {
     touched: Vec<Vec<u8>>,
 }
 
-#[allow(dead_code)]
 impl Batch {
     pub fn new() -> Batch {
         Batch::default()
@@ -98,7 +97,8 @@ impl Batch {
         self.touched.push(k);
     }
 
-    /// A sub-key write; the owner is marked changed by [`Batch::touch`].
+    /// A sub-key write (every command that writes one writes its key's metadata too,
+    /// which tells the key's watchers).
     pub fn put(&mut self, k: &[u8], v: &[u8]) {
         self.wb.put(k, v);
     }
@@ -107,17 +107,8 @@ impl Batch {
         self.wb.delete(k);
     }
 
-    /// Marks `key` changed for its watchers (done by `put_meta`/`del_meta` already).
-    pub fn touch(&mut self, db: u8, key: &[u8]) {
-        self.touched.push(record::meta_key(db, key));
-    }
-
     pub fn is_empty(&self) -> bool {
         self.wb.is_empty()
-    }
-
-    pub fn len(&self) -> usize {
-        self.wb.len()
     }
 }
 

@@ -338,10 +338,24 @@ pub fn randomkey(cx: &mut Ctx, _a: &[Bytes]) -> CmdResult {
     Ok(page.into_iter().next().map_or(Reply::Nil, |(k, _)| bulk(k)))
 }
 
-/// Redis 7.0's encoding names, by type and size (the layout here has no encodings; these
-/// are what Redis would use for a collection of that size, for clients that look).
-pub fn encoding(m: &Meta) -> &'static str {
-    match m.kind {
+/// The encoding Redis 7.0 would use for this value under the current
+/// `*-max-listpack-*`/`set-max-intset-entries` settings. The layout here has one encoding
+/// per type; this answers clients and tests that look. Small collections are read to
+/// check their member sizes (at most the threshold's number of members).
+pub fn encoding(cx: &Ctx, key: &[u8], m: &Meta) -> Result<&'static str, Reply> {
+    let st = &cx.sh.settings;
+    let small = |entries: &str, value: &str, tag: u8, check_values: bool| -> Result<bool, Reply> {
+        let max = st.compat_num(entries);
+        if m.size as i64 > max {
+            return Ok(false);
+        }
+        let limit = st.compat_num(value) as usize;
+        Ok(cx
+            .members(key, m, tag)?
+            .iter()
+            .all(|(k, v)| k.len() <= limit && (!check_values || v.len() <= limit)))
+    };
+    Ok(match m.kind {
         Kind::String => {
             if m.value.len() <= 20 && super::parse_int(&m.value).is_some() {
                 "int"
@@ -351,13 +365,72 @@ pub fn encoding(m: &Meta) -> &'static str {
                 "raw"
             }
         }
-        Kind::Hash if m.size <= 128 => "listpack",
+        Kind::Hash
+            if small(
+                "hash-max-listpack-entries",
+                "hash-max-listpack-value",
+                0,
+                true,
+            )? =>
+        {
+            "listpack"
+        }
         Kind::Hash => "hashtable",
         Kind::List => "quicklist",
-        Kind::Set => "hashtable",
-        Kind::ZSet if m.size <= 128 => "listpack",
+        Kind::Set => {
+            let ints = m.size as i64 <= st.compat_num("set-max-intset-entries")
+                && cx
+                    .members(key, m, 0)?
+                    .iter()
+                    .all(|(k, _)| super::parse_int(k).is_some());
+            if ints {
+                "intset"
+            } else {
+                "hashtable"
+            }
+        }
+        Kind::ZSet
+            if small(
+                "zset-max-listpack-entries",
+                "zset-max-listpack-value",
+                0,
+                false,
+            )? =>
+        {
+            "listpack"
+        }
         Kind::ZSet => "skiplist",
+    })
+}
+
+/// `MEMORY USAGE key [SAMPLES n]`: an estimate (key, header and value bytes; for a
+/// collection, its member count times the size of its first members), not the
+/// allocator's figure. `MEMORY` subcommands other than `USAGE` are not supported.
+pub fn memory(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
+    if !eq(&a[0], "usage") || a.len() < 2 {
+        return Err(Reply::err(format!(
+            "unknown subcommand '{}'. Try MEMORY HELP.",
+            super::text(&a[0])
+        )));
     }
+    let key = &a[1];
+    let Some(m) = cx.meta(key)? else {
+        return Ok(Reply::Nil);
+    };
+    let base = key.len() as u64 + 2 * record::STRING_HEADER as u64;
+    if m.kind == Kind::String {
+        return Ok(Reply::Int((base + m.value.len() as u64) as i64));
+    }
+    let (mut n, mut bytes) = (0u64, 0u64);
+    cx.sh
+        .store
+        .sub_range(&cx.sub_prefix(key, &m, 0), None, |k, v| {
+            n += 1;
+            bytes += (k.len() + v.len() + 16) as u64;
+            n < 5
+        })?;
+    let per = bytes.checked_div(n).unwrap_or(0);
+    Ok(Reply::Int((base + per * m.size) as i64))
 }
 
 pub fn object(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
@@ -395,7 +468,7 @@ pub fn object(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
         return Ok(Reply::Nil);
     };
     match sub.as_str() {
-        "encoding" => Ok(Reply::bulk(encoding(&m))),
+        "encoding" => Ok(Reply::bulk(encoding(cx, key, &m)?)),
         "refcount" => Ok(Reply::Int(1)),
         // No access times are kept.
         "idletime" => Ok(Reply::Int(0)),

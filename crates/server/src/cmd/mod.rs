@@ -58,7 +58,6 @@ pub struct Ctx<'a> {
     pub s: &'a mut Session,
 }
 
-#[allow(dead_code)] // the collection groups use these (next commits)
 impl Ctx<'_> {
     pub fn db(&self) -> u8 {
         self.s.ext.db
@@ -148,7 +147,6 @@ impl Ctx<'_> {
 }
 
 /// Refuses a reply of more than [`MAX_REPLY_ITEMS`] elements.
-#[allow(dead_code)]
 pub fn check_reply_size(n: u64) -> Result<(), Reply> {
     if n > MAX_REPLY_ITEMS {
         return Err(Reply::err(format!(
@@ -169,6 +167,125 @@ pub struct SessionExt {
     pub multi_failed: bool,
     /// `WATCH`ed keys and whether each existed (unexpired) when watched.
     pub watched: Vec<(u8, Vec<u8>, bool)>,
+    /// `HSCAN`/`SSCAN`/`ZSCAN` cursors: number -> (key, last member returned).
+    pub coll_cursors: std::collections::BTreeMap<u64, (Vec<u8>, Vec<u8>)>,
+    pub next_coll_cursor: u64,
+}
+
+/// Open collection-scan cursors a connection keeps; older ones are forgotten.
+const MAX_COLL_CURSORS: usize = 256;
+
+/// `HSCAN`/`SSCAN`/`ZSCAN key cursor [MATCH p] [COUNT n]`: pages of a collection's
+/// sub-keys with `tag` in member order; `item` turns (member, value) into reply elements.
+/// The cursor (a number on the wire) names the last member returned, kept by the
+/// connection, as `SCAN`'s does.
+pub fn coll_scan(
+    cx: &mut Ctx,
+    a: &[Bytes],
+    kind: Kind,
+    item: impl Fn(&[u8], &[u8], &mut Vec<Reply>),
+) -> CmdResult {
+    let key = &a[0];
+    let cursor: u64 = std::str::from_utf8(&a[1])
+        .ok()
+        .and_then(|c| c.parse().ok())
+        .ok_or_else(|| Reply::err("invalid cursor"))?;
+    let (mut pat, mut count, mut i) = (None, 10usize, 2);
+    while i < a.len() {
+        if i + 1 >= a.len() {
+            return Err(syntax());
+        }
+        if eq(&a[i], "match") {
+            pat = Some(a[i + 1].clone());
+        } else if eq(&a[i], "count") {
+            count = usize::try_from(int(&a[i + 1])?)
+                .ok()
+                .filter(|&c| c > 0)
+                .ok_or_else(syntax)?
+                .min(MAX_REPLY_ITEMS as usize);
+        } else {
+            return Err(syntax());
+        }
+        i += 2;
+    }
+    let after = match cursor {
+        0 => None,
+        c => match cx.s.ext.coll_cursors.remove(&c) {
+            Some((k, last)) if k == key[..] => Some(last),
+            _ => return Err(Reply::err("invalid cursor")),
+        },
+    };
+    let empty = || Reply::Array(vec![Reply::bulk("0"), Reply::Array(Vec::new())]);
+    let Some(m) = cx.typed(key, kind)? else {
+        return Ok(empty());
+    };
+    let prefix = cx.sub_prefix(key, &m, 0);
+    let mut page: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+    let mut more = false;
+    cx.sh.store.sub_range(&prefix, after.as_deref(), |k, v| {
+        if after.as_deref() == Some(k) {
+            return true;
+        }
+        if page.len() == count {
+            more = true;
+            return false;
+        }
+        page.push((k.to_vec(), v.to_vec()));
+        true
+    })?;
+    let next = match (more, page.last()) {
+        (true, Some((last, _))) => {
+            let ext = &mut cx.s.ext;
+            ext.next_coll_cursor += 1;
+            ext.coll_cursors
+                .insert(ext.next_coll_cursor, (key.to_vec(), last.clone()));
+            while ext.coll_cursors.len() > MAX_COLL_CURSORS {
+                ext.coll_cursors.pop_first();
+            }
+            ext.next_coll_cursor
+        }
+        _ => 0,
+    };
+    let mut items = Vec::new();
+    for (k, v) in &page {
+        if pat.as_ref().is_none_or(|p| crate::pattern::matches(p, k)) {
+            item(k, v, &mut items);
+        }
+    }
+    Ok(Reply::Array(vec![
+        Reply::bulk(next.to_string()),
+        Reply::Array(items),
+    ]))
+}
+
+/// A random-count argument (`HRANDFIELD`, `SRANDMEMBER`, `SPOP`, `ZRANDMEMBER`): its
+/// value, refused beyond [`MAX_REPLY_ITEMS`] either way.
+pub fn rand_count(b: &[u8]) -> Result<i64, Reply> {
+    let n = int(b)?;
+    if n.unsigned_abs() > MAX_REPLY_ITEMS {
+        return Err(Reply::err("value is out of range"));
+    }
+    Ok(n)
+}
+
+/// `count` picks from `n` items: distinct ones (all of them if `count >= n`) for a
+/// positive count, repeats allowed for a negative one.
+pub fn pick(n: usize, count: i64) -> Vec<usize> {
+    use rand::seq::index::sample;
+    use rand::Rng;
+    let mut rng = rand::rng();
+    if n == 0 {
+        return Vec::new();
+    }
+    if count < 0 {
+        (0..count.unsigned_abs())
+            .map(|_| rng.random_range(0..n))
+            .collect()
+    } else if count as usize >= n {
+        (0..n).collect()
+    } else {
+        sample(&mut rng, n, count as usize).into_vec()
+    }
 }
 
 pub fn wrongtype() -> Reply {

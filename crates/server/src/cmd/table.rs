@@ -75,6 +75,7 @@ pub static COMMANDS: &[Spec] = &[
     c!("copy", -3, "write denyoom", 1, 2, 1, "generic", Some(keyspace::copy)),
     c!("move", 3, "write fast", 1, 1, 1, "generic", Some(keyspace::move_)),
     c!("randomkey", 1, "readonly", 0, 0, 0, "generic", Some(keyspace::randomkey)),
+    c!("memory", -2, "readonly", 0, 0, 0, "server", Some(keyspace::memory)),
     c!("object", -2, "readonly", 2, 2, 1, "generic", Some(keyspace::object)),
     // strings
     c!("get", 2, "readonly fast", 1, 1, 1, "string", Some(string::get)),
