@@ -174,6 +174,9 @@ fn hincrby(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
 
 fn hincrbyfloat(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     let by = float(&a[2])?;
+    if !by.is_finite() {
+        return Err(Reply::err("value is NaN or Infinity"));
+    }
     let v = update_field(cx, &a[0], &a[1], |old| {
         let cur = match old {
             Some(o) => {

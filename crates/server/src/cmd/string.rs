@@ -333,7 +333,6 @@ pub fn strlen(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
 
 /// Redis's clamping of a `start`/`end` pair over a string or list of `len`: negative
 /// counts from the end; `None` for an empty range.
-#[allow(dead_code)]
 pub fn clamp_range(start: i64, end: i64, len: i64) -> Option<(usize, usize)> {
     let start = if start < 0 {
         (len + start).max(0)
