@@ -497,6 +497,9 @@ fn config(sh: &Shared, a: &[Bytes]) -> CmdResult {
                     }
                 }
                 _ => {
+                    if !crate::config::compat_value_ok(&name, &value) {
+                        return Err(bad("argument couldn't be parsed into an integer".into()));
+                    }
                     let settings = settings.clone();
                     apply.push(Box::new(move || settings.set_compat(&name, value.clone())));
                 }

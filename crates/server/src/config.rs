@@ -146,6 +146,24 @@ pub const COMPAT_PARAMS: &[(&str, &str)] = &[
     ("zset-max-ziplist-value", "64"),
 ];
 
+/// Whether `value` fits the [`COMPAT_PARAMS`] parameter `name`: a number (memory units
+/// allowed) where Redis's default is one, anything otherwise.
+pub fn compat_value_ok(name: &str, value: &str) -> bool {
+    let numeric = COMPAT_PARAMS
+        .iter()
+        .find(|(k, _)| *k == name)
+        .is_some_and(|(_, d)| d.parse::<i64>().is_ok());
+    if !numeric {
+        return true;
+    }
+    let v = value.to_ascii_lowercase();
+    let digits = ["kb", "mb", "gb", "k", "m", "g", "b"]
+        .iter()
+        .find_map(|u| v.strip_suffix(u))
+        .unwrap_or(&v);
+    digits.parse::<i64>().is_ok()
+}
+
 /// The settings `CONFIG SET` can change at run time.
 pub struct Settings {
     /// Values of [`COMPAT_PARAMS`].

@@ -444,6 +444,7 @@ impl Store {
             Some(d) => vec![vec![record::META, d], vec![record::SUB, d]],
             None => vec![vec![record::META], vec![record::SUB]],
         };
+        self.touch_existing(db)?;
         for prefix in ranges {
             let end = record::prefix_end(&prefix);
             let upper = end.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
@@ -462,7 +463,26 @@ impl Store {
                 self.db.write(b, &WriteOptions { sync })?;
             }
         }
-        self.touch_all();
+        Ok(())
+    }
+
+    /// Marks the watchers of the watched keys that exist in `db` (every database if
+    /// `None`): what a flush of it changes. Watched keys that do not exist are untouched.
+    fn touch_existing(&self, db: Option<u8>) -> Result<()> {
+        if self.watched.load(Ordering::Relaxed) == 0 {
+            return Ok(());
+        }
+        let keys: Vec<Vec<u8>> = self.watches.lock().by_key.keys().cloned().collect();
+        let mut hit = Vec::new();
+        for mk in keys {
+            let Some((d, key)) = record::split_meta_key(&mk) else {
+                continue;
+            };
+            if db.is_none_or(|x| x == d) && self.read(d, key, false)?.is_some() {
+                hit.push(mk);
+            }
+        }
+        self.touch(&hit);
         Ok(())
     }
 
@@ -511,18 +531,6 @@ impl Store {
             if let Some(set) = w.by_key.get(k) {
                 w.dirty.extend(set.iter().copied());
             }
-        }
-    }
-
-    /// Marks every watcher dirty (`FLUSHDB`, `FLUSHALL`).
-    pub fn touch_all(&self) {
-        if self.watched.load(Ordering::Relaxed) == 0 {
-            return;
-        }
-        let mut w = self.watches.lock();
-        let w = &mut *w;
-        for set in w.by_key.values() {
-            w.dirty.extend(set.iter().copied());
         }
     }
 }
@@ -674,6 +682,13 @@ mod tests {
         s.unwatch(1);
         assert!(!s.is_dirty(1));
         s.flush(Some(3), false).unwrap();
-        assert!(s.is_dirty(2));
+        assert!(
+            !s.is_dirty(2),
+            "b does not exist: the flush does not change it"
+        );
+        put(&s, 3, b"c", &Meta::string(vec![], None));
+        s.watch(3, 3, b"c");
+        s.flush(Some(3), false).unwrap();
+        assert!(s.is_dirty(3));
     }
 }

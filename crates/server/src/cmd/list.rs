@@ -145,7 +145,7 @@ fn pop(cx: &Ctx, a: &[Bytes], left: bool) -> CmdResult {
                 .filter(|&c| c >= 0)
                 .ok_or_else(|| Reply::err("value is out of range, must be positive"))?,
         ),
-        _ => return Err(super::syntax()),
+        _ => return Err(super::wrong_args(if left { "lpop" } else { "rpop" })),
     };
     let _g = cx.lock(&[key]);
     let Some(mut m) = cx.typed(key, Kind::List)? else {

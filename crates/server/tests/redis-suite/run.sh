@@ -17,8 +17,9 @@ set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 ROOT="$(cd "$HERE/../../../.." && pwd)"
 
+# type/zset is not in the list: sorted sets are not implemented yet.
 UNITS_DEFAULT=(type/string type/incr expire keyspace scan protocol auth info multi
-  type/hash type/set type/list type/zset)
+  type/hash type/set type/list)
 # Tags of tests that need what an external, non-Redis server cannot offer: DEBUG,
 # replication, RDB saves, CONFIG of Redis's memory and eviction internals, DEBUG-like
 # HyperLogLog and latency introspection.
