@@ -149,7 +149,12 @@ fn pop(cx: &Ctx, a: &[Bytes], left: bool) -> CmdResult {
     };
     let _g = cx.lock(&[key]);
     let Some(mut m) = cx.typed(key, Kind::List)? else {
-        return Ok(Reply::Nil);
+        // With a count the reply is an array, and a missing key's is the null array.
+        return Ok(if count.is_some() {
+            Reply::NilArray
+        } else {
+            Reply::Nil
+        });
     };
     let mut b = Batch::new();
     let items = pop_n(cx, &mut b, key, &mut m, count.unwrap_or(1) as u64, left)?;

@@ -76,7 +76,8 @@ pub fn exec(cx: &mut Ctx, _a: &[Bytes]) -> CmdResult {
         ));
     }
     if changed? {
-        return Ok(Reply::Nil);
+        // Redis answers an aborted transaction with the null array.
+        return Ok(Reply::NilArray);
     }
     let mut out = Vec::with_capacity(queued.len());
     for c in &queued {
