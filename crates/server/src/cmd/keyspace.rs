@@ -327,12 +327,25 @@ pub fn move_(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     Ok(Reply::Int(1))
 }
 
-/// A key found by scanning from a random position (not uniform: a key after a long gap
-/// in key order is picked more often; Redis's pick is uniform over its hash table).
+/// Databases `RANDOMKEY` reads whole, in entries (metadata records).
+const SMALL_DB: usize = 128;
+
+/// A random key. A database of at most [`SMALL_DB`] entries is read whole and the key
+/// picked uniformly; in a larger one, the first live key after a random position (not
+/// uniform: a key after a long gap in key order is picked more often; Redis's pick is
+/// uniform over its hash table).
 ///
 /// The scan goes on past expired keys (pages of [`MAX_SCAN_COUNT`] entries examined),
 /// then wraps to the start once, so that it answers nil only when no live key is left.
 pub fn randomkey(cx: &mut Ctx, _a: &[Bytes]) -> CmdResult {
+    let (page, resume) = cx.sh.store.scan(cx.db(), None, SMALL_DB)?;
+    if resume.is_none() {
+        // The whole database: a uniform pick (with two keys, each must come up).
+        return Ok(match page.len() {
+            0 => Reply::Nil,
+            n => bulk(page[rand::rng().random_range(0..n)].0.clone()),
+        });
+    }
     let start: [u8; 8] = rand::rng().random();
     let mut after = Some(start.to_vec());
     let mut wrapped = false;
