@@ -7,7 +7,7 @@
 # needs a deb-src entry; .ci/run adds one) into $REDIS_SUITE_DIR (default
 # /tmp/halflife-redis-suite), or from $REDIS_SRC if that names an unpacked source tree. It
 # is never part of this repository. The server is target/debug/halflife (built here) or
-# $HALFLIFE_BIN, started on a free port over a fresh directory.
+# $HALFLIFE_BIN, started for each unit on a free port over a fresh directory.
 #
 # Tests listed in skip.txt (next to this script, with the reason for each group) and
 # tests with the tags in SKIP_TAGS are not run; external-mode runs skip `external:skip`
@@ -17,12 +17,9 @@ set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 ROOT="$(cd "$HERE/../../../.." && pwd)"
 
-# Not in the list: type/zset (sorted sets are not implemented yet), and protocol: its
-# malformed-request tests hang until the suite's timeout because the request decoder
-# (protocol.rs, being rewritten on the branch server-harden) waits for more bytes where
-# Redis answers with an error; run it by name once that decoder lands.
+# Not in the list: type/zset (sorted sets are not implemented yet).
 UNITS_DEFAULT=(type/string type/incr expire keyspace scan auth info multi
-  type/hash type/set type/list)
+  type/hash type/set type/list protocol)
 # Tags of tests that need what an external, non-Redis server cannot offer: DEBUG,
 # replication, RDB saves, CONFIG of Redis's memory and eviction internals, DEBUG-like
 # HyperLogLog and latency introspection.
@@ -54,21 +51,36 @@ if [ -z "${HALFLIFE_BIN:-}" ]; then
 fi
 DATA="$(mktemp -d)"
 OUT="$(mktemp -d)"
-"$BIN" serve --dir "$DATA/db" --port 0 >"$OUT/server.out" 2>"$OUT/server.err" &
-PID=$!
+PID=""
+stop_server() {
+  if [ -n "$PID" ]; then
+    kill "$PID" 2>/dev/null || true
+    wait "$PID" 2>/dev/null || true
+    PID=""
+  fi
+}
 cleanup() {
-  kill "$PID" 2>/dev/null || true
-  wait "$PID" 2>/dev/null || true
+  stop_server
   rm -rf "$DATA"
   [ -n "${KEEP_LOGS:-}" ] && echo "logs in $OUT" || rm -rf "$OUT"
 }
 trap cleanup EXIT
-for _ in $(seq 1 100); do
-  grep -q 'ready' "$OUT/server.out" 2>/dev/null && break
-  sleep 0.1
-done
-PORT="$(sed -n 's/.*tcp 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$OUT/server.out" | head -1)"
-[ -n "$PORT" ] || { echo "server did not start:"; cat "$OUT/server.err"; exit 2; }
+# A fresh server (and database) per unit, as Redis's own runs start one per test file: in
+# external mode a unit's CONFIG SETs would otherwise stay for the next one (type/list
+# sets proto-max-bulk-len to 10 GB, and protocol's "Out of range multibulk payload
+# length" then waits for 2 GB instead of getting an error).
+start_server() {
+  local name="$1"
+  rm -rf "$DATA/db"
+  "$BIN" serve --dir "$DATA/db" --port 0 >"$OUT/$name.server.out" 2>"$OUT/$name.server.err" &
+  PID=$!
+  for _ in $(seq 1 100); do
+    grep -q 'ready' "$OUT/$name.server.out" 2>/dev/null && break
+    sleep 0.1
+  done
+  PORT="$(sed -n 's/.*tcp 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$OUT/$name.server.out" | head -1)"
+  [ -n "$PORT" ] || { echo "server did not start:"; cat "$OUT/$name.server.err"; exit 2; }
+}
 
 TAGS=()
 for t in "${SKIP_TAGS[@]}"; do TAGS+=(--tags "$t"); done
@@ -76,10 +88,13 @@ for t in "${SKIP_TAGS[@]}"; do TAGS+=(--tags "$t"); done
 status=0
 printf '%-14s %6s %6s %6s\n' unit passed failed skipped
 for unit in "${UNITS[@]}"; do
-  log="$OUT/$(echo "$unit" | tr / _).log"
+  name="$(echo "$unit" | tr / _)"
+  log="$OUT/$name.log"
+  start_server "$name"
   (cd "$SRC" && timeout 1800 ./runtest --host 127.0.0.1 --port "$PORT" --single "unit/$unit" \
     --durable --clients 1 --timeout 600 --skipfile "$HERE/skip.txt" "${TAGS[@]}") \
     2>&1 | sed 's/\x1b\[[0-9;]*m//g' >"$log" || true
+  stop_server
   ok=$(grep -ac '^\[ok\]' "$log" || true)
   err=$(grep -acE '^\[(err|exception|TIMEOUT)\]' "$log" || true)
   skip=$(grep -ac '^\[skip\]' "$log" || true)
