@@ -5,10 +5,10 @@ use crate::config::AppendFsync;
 use crate::pattern;
 use crate::protocol::Reply;
 use crate::record;
+use crate::record::{Kind, Meta};
 use crate::server::Shared;
-use crate::store::{Live, StoreError};
+use crate::store::{Batch, StoreError};
 use bytes::Bytes;
-use engine::WriteBatch;
 use std::collections::BTreeMap;
 
 /// What the connection does after a command's reply is sent.
@@ -31,6 +31,21 @@ pub const MAX_SCAN_COUNT: usize = 1000;
 /// Most characters of a client's bytes echoed into an error (Redis: 128).
 const MAX_ECHO: usize = 128;
 
+/// Bytes of a command's name looked at (longer than every command's name).
+const MAX_NAME: usize = 32;
+
+/// Bytes a bulk string's framing adds to it in a reply, at most (`$<len>\r\n...\r\n`).
+pub const REPLY_OVERHEAD: usize = 16;
+
+/// The error of a command whose reply grows with the data (`MGET`, `KEYS`) when the reply
+/// would pass what the connection may still buffer ([`Session::output_budget`]).
+pub fn over_output_limit(cmd: &str, sh: &Shared) -> Reply {
+    Reply::err(format!(
+        "{cmd} reply would exceed the connection's output limit of {} bytes (halflife-client-output-limit)",
+        sh.settings.max_output_bytes()
+    ))
+}
+
 /// Per-connection state.
 pub struct Session {
     pub id: u64,
@@ -46,6 +61,8 @@ pub struct Session {
     /// reply grows with the data (`MGET`, `KEYS`) stop with an error rather than build a
     /// reply the connection would be closed for.
     pub output_budget: usize,
+    /// Database, transaction and watch state of the data-type commands.
+    pub ext: crate::cmd::SessionExt,
 }
 
 impl Session {
@@ -58,6 +75,7 @@ impl Session {
             cursors: BTreeMap::new(),
             next_cursor: 0,
             output_budget: usize::MAX,
+            ext: Default::default(),
         }
     }
 }
@@ -105,11 +123,16 @@ fn eq(a: &[u8], b: &str) -> bool {
     a.eq_ignore_ascii_case(b.as_bytes())
 }
 
+/// A command's name, lowercased, to look it up. No command's name is longer than
+/// [`MAX_NAME`] bytes, so a longer one (a client's megabytes) is not copied whole: cut, it
+/// still matches nothing (and [`unknown`] echoes the client's bytes, not this).
+fn command_name(b: &[u8]) -> String {
+    text(&b[..b.len().min(MAX_NAME)]).to_ascii_lowercase()
+}
+
 /// Runs one command.
 pub fn execute(sh: &Shared, s: &mut Session, args: &[Bytes]) -> (Reply, Outcome) {
-    // No command's name is longer than 32 bytes, so a longer one (a client's megabytes)
-    // is not copied whole: cut, it still matches nothing.
-    let name = text(&args[0][..args[0].len().min(32)]).to_ascii_lowercase();
+    let name = command_name(&args[0]);
     if sh.settings.requirepass().is_some()
         && !s.authed
         && !matches!(name.as_str(), "auth" | "hello" | "quit")
@@ -119,55 +142,38 @@ pub fn execute(sh: &Shared, s: &mut Session, args: &[Bytes]) -> (Reply, Outcome)
             Outcome::Continue,
         );
     }
+    if let Some(r) = crate::cmd::multi::queue(s, &name, args) {
+        return (r, Outcome::Continue);
+    }
+    // EXEC takes the exec lock exclusively itself; every other command holds it shared.
+    let _g = (name != "exec").then(|| sh.store.command_lock());
+    run_named(sh, s, &name, args)
+}
+
+/// Runs one command without the exec lock (`EXEC` runs its queued commands this way).
+pub fn run(sh: &Shared, s: &mut Session, args: &[Bytes]) -> (Reply, Outcome) {
+    let name = command_name(&args[0]);
+    run_named(sh, s, &name, args)
+}
+
+fn run_named(sh: &Shared, s: &mut Session, name: &str, args: &[Bytes]) -> (Reply, Outcome) {
+    if let Some(r) = crate::cmd::dispatch(sh, s, name, args) {
+        return (r.unwrap_or_else(|e| e), Outcome::Continue);
+    }
     let a = &args[1..];
-    let r = match name.as_str() {
+    let r = match name {
         "ping" => ping(a),
-        "echo" => exact(&name, a, 1).map(|_| Reply::Bulk(a[0].clone())),
+        "echo" => exact(name, a, 1).map(|_| Reply::Bulk(a[0].clone())),
         "quit" => return (Reply::ok(), Outcome::Close),
         "shutdown" => return (Reply::ok(), Outcome::Shutdown),
         "hello" => hello(sh, s, a),
         "auth" => auth(sh, s, a),
-        "select" => exact(&name, a, 1).and_then(|_| match int(&a[0])? {
-            0 => Ok(Reply::ok()),
-            _ => Err(Reply::err("DB index is out of range")),
-        }),
-        "get" => exact(&name, a, 1).and_then(|_| get(sh, &a[0])),
-        "set" => set(sh, a),
-        "setnx" => exact(&name, a, 2).and_then(|_| {
-            let r = set(sh, &[a[0].clone(), a[1].clone(), Bytes::from_static(b"NX")])?;
-            Ok(Reply::Int((r == Reply::ok()) as i64))
-        }),
-        "getdel" => exact(&name, a, 1).and_then(|_| getdel(sh, &a[0])),
-        "del" | "unlink" => at_least(&name, a, 1).and_then(|_| del(sh, a)),
-        "exists" => at_least(&name, a, 1).and_then(|_| exists(sh, a)),
-        "mget" => at_least(&name, a, 1).and_then(|_| mget(sh, s, a)),
-        "mset" => mset(sh, a),
-        "incr" => exact(&name, a, 1).and_then(|_| incr_by(sh, &a[0], 1)),
-        "decr" => exact(&name, a, 1).and_then(|_| incr_by(sh, &a[0], -1)),
-        "incrby" => exact(&name, a, 2).and_then(|_| incr_by(sh, &a[0], int(&a[1])?)),
-        "decrby" => exact(&name, a, 2).and_then(|_| {
-            let by = int(&a[1])?.checked_neg().ok_or_else(not_integer)?;
-            incr_by(sh, &a[0], by)
-        }),
-        "append" => exact(&name, a, 2).and_then(|_| append(sh, &a[0], &a[1])),
-        "strlen" => exact(&name, a, 1).and_then(|_| {
-            Ok(Reply::Int(
-                sh.store.read(&a[0], true)?.map_or(0, |l| l.value.len()) as i64,
-            ))
-        }),
-        "ttl" => exact(&name, a, 1).and_then(|_| ttl(sh, &a[0], 1000)),
-        "pttl" => exact(&name, a, 1).and_then(|_| ttl(sh, &a[0], 1)),
-        "expire" => exact(&name, a, 2).and_then(|_| expire(sh, &a[0], Some(&a[1]), 1000)),
-        "pexpire" => exact(&name, a, 2).and_then(|_| expire(sh, &a[0], Some(&a[1]), 1)),
-        "persist" => exact(&name, a, 1).and_then(|_| expire(sh, &a[0], None, 1)),
         "scan" => scan(sh, s, a),
-        "keys" => exact(&name, a, 1).and_then(|_| keys(sh, s, &a[0])),
-        "dbsize" => exact(&name, a, 0).and_then(|_| dbsize(sh)),
-        "flushdb" | "flushall" => flushdb(sh, a),
+        "keys" => exact(name, a, 1).and_then(|_| keys(sh, s, &a[0])),
+        "dbsize" => exact(name, a, 0).and_then(|_| dbsize(sh, s)),
         "info" => Ok(Reply::Text(crate::info::render(sh, a))),
         "config" => config(sh, a),
         "client" => client(sh, s, a),
-        "command" => Ok(Reply::Array(Vec::new())),
         _ => Err(unknown(&args[0], a)),
     };
     (r.unwrap_or_else(|e| e), Outcome::Continue)
@@ -177,7 +183,7 @@ pub fn execute(sh: &Shared, s: &mut Session, args: &[Bytes]) -> (Reply, Outcome)
 /// they are cut to [`MAX_ECHO`] characters (the arguments together, as Redis) and carry no
 /// CR or LF (an error is one line; [`crate::protocol::one_line`] makes sure of it for every
 /// error, and [`echo`] does here already so that the cut counts what is shown).
-fn unknown(cmd: &[u8], a: &[Bytes]) -> Reply {
+pub fn unknown(cmd: &[u8], a: &[Bytes]) -> Reply {
     let mut shown = String::new();
     for arg in a {
         let room = MAX_ECHO.saturating_sub(shown.chars().count());
@@ -211,20 +217,8 @@ fn exact(cmd: &str, a: &[Bytes], n: usize) -> Result<(), Reply> {
     }
 }
 
-fn at_least(cmd: &str, a: &[Bytes], n: usize) -> Result<(), Reply> {
-    if a.len() >= n {
-        Ok(())
-    } else {
-        Err(wrong_args(cmd))
-    }
-}
-
 fn sync(sh: &Shared) -> bool {
     sh.settings.appendfsync() == AppendFsync::Always
-}
-
-fn put(batch: &mut WriteBatch, key: &[u8], value: &[u8], expire_at_ms: Option<u64>) {
-    batch.put(key, &record::encode(value, expire_at_ms));
 }
 
 fn ping(a: &[Bytes]) -> CmdResult {
@@ -331,95 +325,6 @@ fn auth(sh: &Shared, s: &mut Session, a: &[Bytes]) -> CmdResult {
     Ok(Reply::ok())
 }
 
-fn get(sh: &Shared, key: &[u8]) -> CmdResult {
-    let v = sh.store.read(key, true)?;
-    sh.stats.count_lookup(v.is_some());
-    Ok(v.map_or(Reply::Nil, |l| Reply::bulk(l.value)))
-}
-
-/// `SET key value [NX|XX] [GET] [EX s|PX ms|EXAT s|PXAT ms|KEEPTTL]`
-fn set(sh: &Shared, a: &[Bytes]) -> CmdResult {
-    if a.len() < 2 {
-        return Err(wrong_args("set"));
-    }
-    let (key, value) = (&a[0], &a[1]);
-    let (mut nx, mut xx, mut get_old, mut keepttl) = (false, false, false, false);
-    let mut expire: Option<u64> = None;
-    let now = record::now_ms();
-    let mut i = 2;
-    while i < a.len() {
-        let opt = &a[i];
-        let timed = ["ex", "px", "exat", "pxat"].iter().find(|o| eq(opt, o));
-        if let Some(unit) = timed {
-            if expire.is_some() || keepttl || i + 1 >= a.len() {
-                return Err(syntax());
-            }
-            let n = int(&a[i + 1])?;
-            if n <= 0 {
-                return Err(Reply::err("invalid expire time in 'set' command"));
-            }
-            let n = n as u64;
-            let at = match *unit {
-                "ex" => n.checked_mul(1000).and_then(|ms| now.checked_add(ms)),
-                "px" => now.checked_add(n),
-                "exat" => n.checked_mul(1000),
-                _ => Some(n),
-            };
-            expire = Some(at.ok_or_else(|| Reply::err("invalid expire time in 'set' command"))?);
-            i += 2;
-            continue;
-        }
-        if eq(opt, "nx") && !xx {
-            nx = true;
-        } else if eq(opt, "xx") && !nx {
-            xx = true;
-        } else if eq(opt, "get") {
-            get_old = true;
-        } else if eq(opt, "keepttl") && expire.is_none() {
-            keepttl = true;
-        } else {
-            return Err(syntax());
-        }
-        i += 1;
-    }
-    let reads = nx || xx || get_old || keepttl;
-    let _g = if reads {
-        sh.store.lock(&[key])
-    } else {
-        sh.store.lock_shared(&[key])
-    };
-    let old = if reads {
-        sh.store.read(key, false)?
-    } else {
-        None
-    };
-    if (nx && old.is_some()) || (xx && old.is_none()) {
-        return Ok(if get_old {
-            old.map_or(Reply::Nil, |l| Reply::bulk(l.value))
-        } else {
-            Reply::Nil
-        });
-    }
-    let expire = if keepttl {
-        old.as_ref().and_then(|l| l.expire_at_ms)
-    } else {
-        expire
-    };
-    let mut b = WriteBatch::new();
-    if expire.is_some_and(|t| t <= now) {
-        // EXAT/PXAT in the past: the key is gone at once, as in Redis.
-        b.delete(key);
-    } else {
-        put(&mut b, key, value, expire);
-    }
-    sh.store.write(b, sync(sh))?;
-    Ok(if get_old {
-        old.map_or(Reply::Nil, |l| Reply::bulk(l.value))
-    } else {
-        Reply::ok()
-    })
-}
-
 /// Whether `cmd` is a `SET key value` without options that the engine will accept, so that
 /// it can join [`set_many`]; anything else (options, limits, authentication) goes through
 /// [`execute`] and gets its own reply.
@@ -428,176 +333,27 @@ pub fn is_plain_set(sh: &Shared, s: &Session, cmd: &[Bytes]) -> bool {
     cmd.len() == 3
         && eq(&cmd[0], "set")
         && (s.authed || sh.settings.requirepass().is_none())
-        && !cmd[1].is_empty()
-        && cmd[1].len() <= o.max_key_size
-        && cmd[2].len() + record::MAX_HEADER <= o.max_value_size
+        && s.ext.multi.is_none()
+        && cmd[1].len() + record::META_KEY_OVERHEAD <= o.max_key_size
+        && cmd[2].len() + record::STRING_HEADER <= o.max_value_size
 }
 
 /// Consecutive plain SETs of one connection (a pipeline) as one atomic engine write: one
 /// WAL record and, under `appendfsync always`, one sync for all of them instead of one
 /// group-commit round each. Replies as if they had run one by one.
-pub fn set_many(sh: &Shared, cmds: &[Vec<Bytes>]) -> Vec<Reply> {
+pub fn set_many(sh: &Shared, s: &Session, cmds: &[Vec<Bytes>]) -> Vec<Reply> {
     let keys: Vec<&Bytes> = cmds.iter().map(|c| &c[1]).collect();
-    let _g = sh.store.lock_shared(&keys);
-    let mut b = WriteBatch::new();
+    let _x = sh.store.command_lock();
+    let _g = sh.store.lock_shared(s.ext.db, &keys);
+    let mut b = Batch::new();
     for c in cmds {
-        put(&mut b, &c[1], &c[2], None);
+        b.put_meta(s.ext.db, &c[1], &Meta::string(c[2].to_vec(), None));
     }
     let reply = match sh.store.write(b, sync(sh)) {
         Ok(()) => Reply::ok(),
         Err(e) => e.into(),
     };
     vec![reply; cmds.len()]
-}
-
-fn getdel(sh: &Shared, key: &[u8]) -> CmdResult {
-    let _g = sh.store.lock(&[key]);
-    let Some(old) = sh.store.read(key, false)? else {
-        return Ok(Reply::Nil);
-    };
-    let mut b = WriteBatch::new();
-    b.delete(key);
-    sh.store.write(b, sync(sh))?;
-    Ok(Reply::bulk(old.value))
-}
-
-fn del(sh: &Shared, keys: &[Bytes]) -> CmdResult {
-    let _g = sh.store.lock(keys);
-    let mut b = WriteBatch::new();
-    let mut n = 0;
-    let mut seen = std::collections::HashSet::new();
-    for k in keys {
-        if seen.insert(k) && sh.store.read(k, false)?.is_some() {
-            b.delete(k);
-            n += 1;
-        }
-    }
-    sh.store.write(b, sync(sh))?;
-    Ok(Reply::Int(n))
-}
-
-fn exists(sh: &Shared, keys: &[Bytes]) -> CmdResult {
-    let mut n = 0;
-    for k in keys {
-        n += sh.store.read(k, true)?.is_some() as i64;
-    }
-    Ok(Reply::Int(n))
-}
-
-fn mget(sh: &Shared, s: &Session, keys: &[Bytes]) -> CmdResult {
-    let mut out = Vec::with_capacity(keys.len());
-    let mut size = 0usize;
-    for k in keys {
-        let v = sh.store.read(k, true)?;
-        sh.stats.count_lookup(v.is_some());
-        size = size.saturating_add(REPLY_OVERHEAD + v.as_ref().map_or(0, |l| l.value.len()));
-        if size > s.output_budget {
-            return Err(over_output_limit("MGET", sh));
-        }
-        out.push(v.map_or(Reply::Nil, |l| Reply::bulk(l.value)));
-    }
-    Ok(Reply::Array(out))
-}
-
-/// Bytes a bulk string's framing adds to it in a reply, at most (`$<len>\r\n...\r\n`).
-const REPLY_OVERHEAD: usize = 16;
-
-fn over_output_limit(cmd: &str, sh: &Shared) -> Reply {
-    Reply::err(format!(
-        "{cmd} reply would exceed the connection's output limit of {} bytes (halflife-client-output-limit)",
-        sh.settings.max_output_bytes()
-    ))
-}
-
-fn mset(sh: &Shared, a: &[Bytes]) -> CmdResult {
-    if a.is_empty() || !a.len().is_multiple_of(2) {
-        return Err(wrong_args("mset"));
-    }
-    let keys: Vec<&Bytes> = a.iter().step_by(2).collect();
-    let _g = sh.store.lock_shared(&keys);
-    let mut b = WriteBatch::new();
-    for kv in a.chunks(2) {
-        put(&mut b, &kv[0], &kv[1], None);
-    }
-    sh.store.write(b, sync(sh))?;
-    Ok(Reply::ok())
-}
-
-fn incr_by(sh: &Shared, key: &[u8], by: i64) -> CmdResult {
-    let _g = sh.store.lock(&[key]);
-    let old = sh.store.read(key, false)?;
-    let (cur, expire) = match &old {
-        Some(l) => (int(&l.value)?, l.expire_at_ms),
-        None => (0, None),
-    };
-    let new = cur
-        .checked_add(by)
-        .ok_or_else(|| Reply::err("increment or decrement would overflow"))?;
-    let mut b = WriteBatch::new();
-    put(&mut b, key, new.to_string().as_bytes(), expire);
-    sh.store.write(b, sync(sh))?;
-    Ok(Reply::Int(new))
-}
-
-fn append(sh: &Shared, key: &[u8], tail: &[u8]) -> CmdResult {
-    let _g = sh.store.lock(&[key]);
-    let Live {
-        mut value,
-        expire_at_ms,
-    } = sh.store.read(key, false)?.unwrap_or(Live {
-        value: Vec::new(),
-        expire_at_ms: None,
-    });
-    value.extend_from_slice(tail);
-    let mut b = WriteBatch::new();
-    put(&mut b, key, &value, expire_at_ms);
-    sh.store.write(b, sync(sh))?;
-    Ok(Reply::Int(value.len() as i64))
-}
-
-/// TTL (`unit` 1000) or PTTL (1): -2 for a missing key, -1 for one without expiry.
-fn ttl(sh: &Shared, key: &[u8], unit: u64) -> CmdResult {
-    Ok(Reply::Int(match sh.store.read(key, true)? {
-        None => -2,
-        Some(Live {
-            expire_at_ms: None, ..
-        }) => -1,
-        Some(Live {
-            expire_at_ms: Some(t),
-            ..
-        }) => {
-            let left = t.saturating_sub(record::now_ms());
-            ((left + unit / 2) / unit) as i64
-        }
-    }))
-}
-
-/// EXPIRE/PEXPIRE (`n` in `unit` ms) or PERSIST (`n` = None): 1 if the key's expiry
-/// changed, else 0.
-fn expire(sh: &Shared, key: &[u8], n: Option<&[u8]>, unit: u64) -> CmdResult {
-    let _g = sh.store.lock(&[key]);
-    let Some(old) = sh.store.read(key, false)? else {
-        return Ok(Reply::Int(0));
-    };
-    let mut b = WriteBatch::new();
-    match n {
-        None if old.expire_at_ms.is_none() => return Ok(Reply::Int(0)),
-        None => put(&mut b, key, &old.value, None),
-        Some(n) => {
-            let n = int(n)?;
-            if n <= 0 {
-                b.delete(key);
-            } else {
-                let at = (n as u64)
-                    .checked_mul(unit)
-                    .and_then(|ms| record::now_ms().checked_add(ms))
-                    .ok_or_else(|| Reply::err("invalid expire time in 'expire' command"))?;
-                put(&mut b, key, &old.value, Some(at));
-            }
-        }
-    }
-    sh.store.write(b, sync(sh))?;
-    Ok(Reply::Int(1))
 }
 
 /// `SCAN cursor [MATCH pattern] [COUNT n] [TYPE string]`: cursor 0 starts; a returned 0
@@ -611,7 +367,7 @@ fn scan(sh: &Shared, s: &mut Session, a: &[Bytes]) -> CmdResult {
         .ok()
         .and_then(|c| c.parse().ok())
         .ok_or_else(|| Reply::err("invalid cursor"))?;
-    let (mut pat, mut count, mut i) = (None, 10usize, 1);
+    let (mut pat, mut count, mut kind, mut i) = (None, 10usize, None, 1);
     while i < a.len() {
         if i + 1 >= a.len() {
             return Err(syntax());
@@ -625,12 +381,8 @@ fn scan(sh: &Shared, s: &mut Session, a: &[Bytes]) -> CmdResult {
                 .ok_or_else(syntax)?
                 .min(MAX_SCAN_COUNT);
         } else if eq(&a[i], "type") {
-            if !eq(&a[i + 1], "string") {
-                return Ok(Reply::Array(vec![
-                    Reply::bulk("0"),
-                    Reply::Array(Vec::new()),
-                ]));
-            }
+            // An unknown type matches no key, as in Redis.
+            kind = Some(Kind::from_name(&a[i + 1]));
         } else {
             return Err(syntax());
         }
@@ -644,7 +396,7 @@ fn scan(sh: &Shared, s: &mut Session, a: &[Bytes]) -> CmdResult {
                 .ok_or_else(|| Reply::err("invalid cursor"))?,
         ),
     };
-    let (page, resume) = sh.store.scan_keys(after.as_deref(), count)?;
+    let (page, resume) = sh.store.scan(s.ext.db, after.as_deref(), count)?;
     let next = match resume {
         Some(last) => {
             s.next_cursor += 1;
@@ -658,8 +410,9 @@ fn scan(sh: &Shared, s: &mut Session, a: &[Bytes]) -> CmdResult {
     };
     let keys = page
         .into_iter()
-        .filter(|k| pat.as_ref().is_none_or(|p| pattern::matches(p, k)))
-        .map(Reply::bulk)
+        .filter(|(k, _)| pat.as_ref().is_none_or(|p| pattern::matches(p, k)))
+        .filter(|(_, h)| kind.is_none_or(|t| t == Some(h.kind)))
+        .map(|(k, _)| Reply::bulk(k))
         .collect();
     Ok(Reply::Array(vec![
         Reply::bulk(next.to_string()),
@@ -667,14 +420,14 @@ fn scan(sh: &Shared, s: &mut Session, a: &[Bytes]) -> CmdResult {
     ]))
 }
 
-/// The matching keys, from a walk of the whole key space that keeps only keys (values are
-/// dropped as the walk passes them, see [`crate::store::Store::live_keys`]); a reply that
+/// The matching keys of the selected database, from a walk of its metadata records that
+/// keeps only keys (see [`crate::store::Store::live_keys`] for what it reads); a reply that
 /// would pass the connection's output limit is an error instead (use `SCAN`).
 fn keys(sh: &Shared, s: &Session, pat: &[u8]) -> CmdResult {
     let mut out = Vec::new();
     let mut size = 0usize;
-    for k in sh.store.live_keys()? {
-        let k = k?;
+    for kv in sh.store.live_keys(s.ext.db)? {
+        let (k, _) = kv?;
         if pattern::matches(pat, &k) {
             size = size.saturating_add(REPLY_OVERHEAD + k.len());
             if size > s.output_budget {
@@ -686,40 +439,15 @@ fn keys(sh: &Shared, s: &Session, pat: &[u8]) -> CmdResult {
     Ok(Reply::Array(out))
 }
 
-/// Exact count of live keys, by a walk of the key space (the engine keeps no key count)
-/// that holds one entry at a time.
-fn dbsize(sh: &Shared) -> CmdResult {
+/// Exact count of the selected database's live keys, by a walk of its metadata records
+/// (the engine keeps no key count) that holds one entry at a time.
+fn dbsize(sh: &Shared, s: &Session) -> CmdResult {
     let mut n = 0i64;
-    for k in sh.store.live_keys()? {
-        k?;
+    for kv in sh.store.live_keys(s.ext.db)? {
+        kv?;
         n += 1;
     }
     Ok(Reply::Int(n))
-}
-
-/// Deletes every key, expired ones included, in batches. Not atomic with respect to
-/// concurrent writers: a key written during the flush may survive it.
-fn flushdb(sh: &Shared, a: &[Bytes]) -> CmdResult {
-    match a {
-        [] => {}
-        [m] if eq(m, "sync") || eq(m, "async") => {}
-        _ => return Err(syntax()),
-    }
-    let db = sh.store.db();
-    loop {
-        let mut b = WriteBatch::new();
-        for kv in db
-            .scan(std::ops::Bound::Unbounded, std::ops::Bound::Unbounded)?
-            .take(1000)
-        {
-            b.delete(&kv?.0);
-        }
-        if b.is_empty() {
-            break;
-        }
-        sh.store.write(b, sync(sh))?;
-    }
-    Ok(Reply::ok())
 }
 
 fn client_name(n: &[u8]) -> Result<String, Reply> {
@@ -762,11 +490,11 @@ fn client(sh: &Shared, s: &mut Session, a: &[Bytes]) -> CmdResult {
 fn config_params(sh: &Shared) -> Vec<(&'static str, String, bool)> {
     let o = sh.store.db().options();
     let st = &sh.settings;
-    vec![
+    let compat = st.compat().into_iter().map(|(k, v)| (k, v, true));
+    let mut params = vec![
         ("appendfsync", st.appendfsync().name().to_string(), true),
         ("appendonly", "yes".into(), false),
-        ("save", String::new(), false),
-        ("databases", "1".into(), false),
+        ("databases", record::DATABASES.to_string(), false),
         ("requirepass", st.requirepass().unwrap_or_default(), true),
         ("maxclients", st.maxclients().to_string(), true),
         (
@@ -794,7 +522,9 @@ fn config_params(sh: &Shared) -> Vec<(&'static str, String, bool)> {
         ),
         ("halflife-growth-factor", o.growth_factor.to_string(), false),
         ("halflife-cache-warming", o.cache_warming.to_string(), false),
-    ]
+    ];
+    params.extend(compat);
+    params
 }
 
 fn config(sh: &Shared, a: &[Bytes]) -> CmdResult {
@@ -869,7 +599,13 @@ fn config(sh: &Shared, a: &[Bytes]) -> CmdResult {
                         _ => apply.push(Box::new(move || settings.set_max_output_bytes(n))),
                     }
                 }
-                _ => unreachable!("every changeable parameter is handled"),
+                _ => {
+                    if !crate::config::compat_value_ok(&name, &value) {
+                        return Err(bad("argument couldn't be parsed into an integer".into()));
+                    }
+                    let settings = settings.clone();
+                    apply.push(Box::new(move || settings.set_compat(&name, value.clone())));
+                }
             }
         }
         apply.iter().for_each(|f| f());

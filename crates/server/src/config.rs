@@ -2,6 +2,7 @@
 //! change while the server runs ([`Settings`]).
 
 use parking_lot::RwLock;
+use std::collections::BTreeMap;
 use std::fmt;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -104,8 +105,69 @@ impl Default for Config {
     }
 }
 
+/// Redis parameters that `CONFIG SET` accepts and `CONFIG GET` reports but that change
+/// nothing here, with Redis 7.0's defaults: encoding thresholds (the layout has no
+/// encodings), memory and eviction knobs (the engine bounds its own memory), latency
+/// tracking and the like. Test suites and client setups set them; refusing would stop
+/// them before they test anything.
+pub const COMPAT_PARAMS: &[(&str, &str)] = &[
+    ("active-expire-effort", "1"),
+    ("busy-reply-threshold", "5000"),
+    ("client-query-buffer-limit", "1073741824"),
+    ("hash-max-listpack-entries", "128"),
+    ("hash-max-listpack-value", "64"),
+    ("hash-max-ziplist-entries", "128"),
+    ("hash-max-ziplist-value", "64"),
+    ("hz", "10"),
+    ("latency-tracking", "yes"),
+    ("latency-tracking-info-percentiles", "50 99 99.9"),
+    ("lazyfree-lazy-user-del", "no"),
+    ("lazyfree-lazy-user-flush", "no"),
+    ("list-compress-depth", "0"),
+    ("list-max-listpack-size", "-2"),
+    ("list-max-ziplist-size", "-2"),
+    ("loglevel", "notice"),
+    ("lua-time-limit", "5000"),
+    ("maxmemory", "0"),
+    ("maxmemory-policy", "noeviction"),
+    ("maxmemory-samples", "5"),
+    ("notify-keyspace-events", ""),
+    ("save", ""),
+    ("set-max-intset-entries", "512"),
+    ("set-max-listpack-entries", "128"),
+    ("slowlog-log-slower-than", "10000"),
+    ("slowlog-max-len", "128"),
+    ("stream-node-max-entries", "100"),
+    ("tcp-keepalive", "300"),
+    ("timeout", "0"),
+    ("zset-max-listpack-entries", "128"),
+    ("zset-max-listpack-value", "64"),
+    ("zset-max-ziplist-entries", "128"),
+    ("zset-max-ziplist-value", "64"),
+];
+
+/// Whether `value` fits the [`COMPAT_PARAMS`] parameter `name`: a number (memory units
+/// allowed) where Redis's default is one, anything otherwise.
+pub fn compat_value_ok(name: &str, value: &str) -> bool {
+    let numeric = COMPAT_PARAMS
+        .iter()
+        .find(|(k, _)| *k == name)
+        .is_some_and(|(_, d)| d.parse::<i64>().is_ok());
+    if !numeric {
+        return true;
+    }
+    let v = value.to_ascii_lowercase();
+    let digits = ["kb", "mb", "gb", "k", "m", "g", "b"]
+        .iter()
+        .find_map(|u| v.strip_suffix(u))
+        .unwrap_or(&v);
+    digits.parse::<i64>().is_ok()
+}
+
 /// The settings `CONFIG SET` can change at run time.
 pub struct Settings {
+    /// Values of [`COMPAT_PARAMS`].
+    compat: RwLock<BTreeMap<&'static str, String>>,
     appendfsync: AtomicU8,
     requirepass: RwLock<Option<String>>,
     maxclients: AtomicUsize,
@@ -121,12 +183,52 @@ pub const DEFAULT_MAX_OUTPUT: usize = 512 << 20;
 impl Settings {
     pub fn new(c: &Config) -> Settings {
         Settings {
+            compat: RwLock::new(
+                COMPAT_PARAMS
+                    .iter()
+                    .map(|(k, v)| (*k, v.to_string()))
+                    .collect(),
+            ),
             appendfsync: AtomicU8::new(c.appendfsync.to_u8()),
             requirepass: RwLock::new(c.requirepass.clone().filter(|p| !p.is_empty())),
             maxclients: AtomicUsize::new(c.maxclients),
             max_request_bytes: AtomicUsize::new(c.max_request_bytes),
             max_output_bytes: AtomicUsize::new(DEFAULT_MAX_OUTPUT),
         }
+    }
+
+    /// The [`COMPAT_PARAMS`] and their values.
+    pub fn compat(&self) -> Vec<(&'static str, String)> {
+        self.compat
+            .read()
+            .iter()
+            .map(|(k, v)| (*k, v.clone()))
+            .collect()
+    }
+
+    /// Sets a [`COMPAT_PARAMS`] parameter (others are ignored), and its alias: Redis 7.0
+    /// reads `*-ziplist-*` as the `*-listpack-*` parameter of the same name.
+    pub fn set_compat(&self, name: &str, value: String) {
+        let alias = if name.contains("ziplist") {
+            name.replace("ziplist", "listpack")
+        } else {
+            name.replace("listpack", "ziplist")
+        };
+        let mut c = self.compat.write();
+        for n in [name, alias.as_str()] {
+            if let Some((k, _)) = COMPAT_PARAMS.iter().find(|(k, _)| *k == n) {
+                c.insert(k, value.clone());
+            }
+        }
+    }
+
+    /// A numeric [`COMPAT_PARAMS`] value (0 if unset or not a number).
+    pub fn compat_num(&self, name: &str) -> i64 {
+        self.compat
+            .read()
+            .get(name)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
     }
 
     pub fn appendfsync(&self) -> AppendFsync {

@@ -1,6 +1,11 @@
-//! `INFO`: Redis's sections (server, clients, stats, memory, persistence, keyspace) and a
-//! `halflife` section with what only this engine knows: write amplification by cause,
-//! space amplification, GC work and the lifetime model's state.
+//! `INFO`: Redis's sections with the fields clients and test suites read (server,
+//! clients, memory, persistence, stats, replication, cpu, modules, errorstats, cluster,
+//! keyspace) and a `halflife` section with what only this engine knows: write
+//! amplification by cause, space amplification, GC work and the lifetime model's state.
+//!
+//! `# Keyspace` counts keys and keys with an expiry per database by scanning the
+//! metadata records (Redis keeps counters), so it costs a pass over the key space;
+//! `INFO` without arguments includes it, as Redis's default does.
 
 use crate::server::Shared;
 use bytes::Bytes;
@@ -8,14 +13,82 @@ use engine::io::IoCause;
 use std::fmt::Write;
 use std::sync::atomic::Ordering::Relaxed;
 
-const SECTIONS: [&str; 6] = [
+/// The Redis version whose command set and replies the server follows; clients gate
+/// features on it.
+pub const REDIS_VERSION: &str = "7.0.15";
+
+const SECTIONS: [&str; 12] = [
     "server",
     "clients",
-    "stats",
     "memory",
     "persistence",
+    "stats",
+    "replication",
+    "cpu",
+    "modules",
+    "errorstats",
+    "cluster",
+    "keyspace",
     "halflife",
 ];
+
+/// Keys and keys with an expiry of every non-empty database, by a walk of the metadata
+/// records that holds one at a time ([`crate::store::Store::live_keys`]). A database whose
+/// walk fails is left out.
+fn keyspace(sh: &Shared) -> Vec<(u8, u64, u64)> {
+    let mut out = Vec::new();
+    for db in 0..crate::record::DATABASES {
+        let Ok(walk) = sh.store.live_keys(db) else {
+            continue;
+        };
+        let (mut keys, mut expires) = (0u64, 0u64);
+        let mut failed = false;
+        for kv in walk {
+            match kv {
+                Ok((_, h)) => {
+                    keys += 1;
+                    expires += h.expire_at_ms.is_some() as u64;
+                }
+                Err(_) => {
+                    failed = true;
+                    break;
+                }
+            }
+        }
+        if keys > 0 && !failed {
+            out.push((db, keys, expires));
+        }
+    }
+    out
+}
+
+fn human(b: u64) -> String {
+    match b {
+        b if b >= 1 << 30 => format!("{:.2}G", b as f64 / (1u64 << 30) as f64),
+        b if b >= 1 << 20 => format!("{:.2}M", b as f64 / (1u64 << 20) as f64),
+        b if b >= 1 << 10 => format!("{:.2}K", b as f64 / 1024.0),
+        b => format!("{b}B"),
+    }
+}
+
+/// The process's resident set size, from /proc (Linux).
+fn rss_bytes() -> Option<u64> {
+    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
+    let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
+    Some(pages * 4096)
+}
+
+/// User and system CPU seconds of the process, from /proc (Linux; zeros elsewhere).
+fn cpu_seconds() -> (f64, f64) {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return (0.0, 0.0);
+    };
+    // Fields after the command name (which may contain spaces) in parentheses.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0) / 100.0;
+    (ticks(11), ticks(12))
+}
 
 /// The INFO text for the requested sections (all of them by default, as `INFO all`).
 pub fn render(sh: &Shared, args: &[Bytes]) -> String {
@@ -27,6 +100,7 @@ pub fn render(sh: &Shared, args: &[Bytes]) -> String {
         || wanted
             .iter()
             .any(|w| matches!(w.as_str(), "all" | "default" | "everything"));
+
     let stats = sh.store.db().stats();
     let mut out = String::new();
     for section in SECTIONS {
@@ -45,16 +119,22 @@ pub fn render(sh: &Shared, args: &[Bytes]) -> String {
         match section {
             "server" => {
                 // Clients gate features on the Redis version; this is the command set's level.
-                kv("redis_version", "7.2.0".into());
+                kv("redis_version", REDIS_VERSION.into());
+                kv("redis_git_sha1", "00000000".into());
+                kv("redis_git_dirty", "0".into());
                 kv("halflife_version", env!("CARGO_PKG_VERSION").into());
                 kv("redis_mode", "standalone".into());
                 kv("os", std::env::consts::OS.into());
+                kv("arch_bits", (usize::BITS).to_string());
+                kv("multiplexing_api", "tokio".into());
                 kv("process_id", std::process::id().to_string());
+                kv("run_id", format!("{:040x}", sh.run_id));
                 kv("tcp_port", sh.tcp_port.to_string());
-                kv(
-                    "uptime_in_seconds",
-                    sh.started.elapsed().as_secs().to_string(),
-                );
+                let up = sh.started.elapsed().as_secs();
+                kv("uptime_in_seconds", up.to_string());
+                kv("uptime_in_days", (up / 86400).to_string());
+                kv("hz", "10".into());
+                kv("config_file", String::new());
                 kv(
                     "executable",
                     std::env::current_exe()
@@ -66,6 +146,8 @@ pub fn render(sh: &Shared, args: &[Bytes]) -> String {
             "clients" => {
                 kv("connected_clients", sh.clients.lock().len().to_string());
                 kv("maxclients", sh.settings.maxclients().to_string());
+                kv("blocked_clients", "0".into());
+                kv("tracking_clients", "0".into());
             }
             "stats" => {
                 let s = &sh.stats;
@@ -81,11 +163,25 @@ pub fn render(sh: &Shared, args: &[Bytes]) -> String {
                 kv("keyspace_hits", s.hits.load(Relaxed).to_string());
                 kv("keyspace_misses", s.misses.load(Relaxed).to_string());
                 kv("expired_keys", s.expired.load(Relaxed).to_string());
+                kv("evicted_keys", "0".into());
+                kv("pubsub_channels", "0".into());
+                kv("pubsub_patterns", "0".into());
                 kv("engine_puts", stats.puts.to_string());
                 kv("engine_deletes", stats.deletes.to_string());
                 kv("engine_gets", stats.gets.to_string());
             }
             "memory" => {
+                // What the engine holds in memory: memtables and the block cache's contents.
+                let used = stats.memtable_bytes + stats.cache.usage;
+                kv("used_memory", used.to_string());
+                kv("used_memory_human", human(used));
+                kv("used_memory_rss", rss_bytes().unwrap_or(used).to_string());
+                kv("used_memory_peak", used.to_string());
+                kv("used_memory_dataset", used.to_string());
+                kv("maxmemory", "0".into());
+                kv("maxmemory_policy", "noeviction".into());
+                // Not jemalloc: Redis's tests then treat MEMORY USAGE as approximate.
+                kv("mem_allocator", "libc".into());
                 kv("used_memory_memtables", stats.memtable_bytes.to_string());
                 kv(
                     "block_cache_capacity",
@@ -96,12 +192,39 @@ pub fn render(sh: &Shared, args: &[Bytes]) -> String {
                 kv("block_cache_misses", stats.cache.misses.to_string());
             }
             "persistence" => {
+                kv("loading", "0".into());
+                kv("async_loading", "0".into());
+                kv("rdb_changes_since_last_save", "0".into());
+                kv("rdb_bgsave_in_progress", "0".into());
                 kv("aof_enabled", "1".into());
+                kv("aof_rewrite_in_progress", "0".into());
+                kv("aof_rewrite_scheduled", "0".into());
                 kv("appendfsync", sh.settings.appendfsync().name().into());
                 kv("wal_bytes", stats.wal_bytes.to_string());
                 kv("write_stall_micros", stats.stall_micros.to_string());
                 kv("flushes", stats.flushes.to_string());
                 kv("compactions", stats.compactions.to_string());
+            }
+            "replication" => {
+                kv("role", "master".into());
+                kv("connected_slaves", "0".into());
+                kv("master_failover_state", "no-failover".into());
+                kv("master_repl_offset", "0".into());
+            }
+            "cpu" => {
+                let (user, sys) = cpu_seconds();
+                kv("used_cpu_sys", format!("{sys:.6}"));
+                kv("used_cpu_user", format!("{user:.6}"));
+            }
+            "modules" | "errorstats" => {}
+            "cluster" => kv("cluster_enabled", "0".into()),
+            "keyspace" => {
+                for (db, keys, expires) in keyspace(sh) {
+                    kv(
+                        &format!("db{db}"),
+                        format!("keys={keys},expires={expires},avg_ttl=0"),
+                    );
+                }
             }
             "halflife" => {
                 kv("gc_policy", stats.policy.clone());

@@ -63,10 +63,12 @@ fn resp(args: &[Vec<u8>]) -> Vec<u8> {
 
 /// A command as an inline line, if its words can be written that way.
 fn inline(args: &[Vec<u8>]) -> Option<Vec<u8>> {
-    let ok = args
-        .iter()
-        .all(|a| !a.is_empty() && !a.iter().any(|c| c.is_ascii_whitespace()))
-        && args[0][0] != b'*';
+    let ok = args.iter().all(|a| {
+        !a.is_empty()
+            && !a
+                .iter()
+                .any(|&c| c.is_ascii_whitespace() || matches!(c, 0x0b | b'"' | b'\''))
+    }) && args[0][0] != b'*';
     ok.then(|| {
         let mut line = args.join(&b' ');
         line.extend_from_slice(b"\r\n");

@@ -1,6 +1,7 @@
 //! The wire: requests decoded by [`Decoder`] (an array of bulk strings, or an inline
-//! command: a line of words, what `telnet` sends), and replies encoded with `redis-protocol`
-//! as RESP2 or RESP3 frames depending on what the connection negotiated with `HELLO`.
+//! command: a line of words, what `telnet` sends), and replies encoded as RESP2 (here) or
+//! RESP3 frames (with `redis-protocol`) depending on what the connection negotiated with
+//! `HELLO`.
 //!
 //! Why the request decoder is our own: it is what anyone who can connect reaches before
 //! `AUTH`, and a general RESP decoder is the wrong tool there. `redis-protocol`'s recurses
@@ -19,7 +20,6 @@
 
 use bytes::{Buf, Bytes, BytesMut};
 use redis_protocol::bytes_utils::Str;
-use redis_protocol::resp2::types::BytesFrame as Frame2;
 use redis_protocol::resp3::types::{BytesFrame as Frame3, FrameMap, VerbatimStringFormat};
 
 /// Why a connection's input cannot be read as commands; the connection is closed after the
@@ -44,6 +44,8 @@ pub enum ProtocolError {
     MissingCrlf,
     #[error("Protocol error: too big inline request")]
     InlineTooLong,
+    #[error("Protocol error: unbalanced quotes in request")]
+    UnbalancedQuotes,
     #[error("Protocol error: request of more than {limit} bytes (proto-max-bulk-len)")]
     TooLarge { limit: usize },
 }
@@ -259,9 +261,10 @@ impl Decoder {
         Ok(Some(line))
     }
 
-    /// An inline command: one line of words separated by blanks (`\r\n` or `\n` ends it).
-    /// `Some(empty)` for a blank line. The line is bounded by [`MAX_INLINE`] (and the
-    /// request limit), its words by the argument limit, counted before they are collected.
+    /// An inline command: one line of words separated by blanks (`\r\n` or `\n` ends it),
+    /// quoted as Redis's `sdssplitargs` reads them ([`split_inline`]). `Some(empty)` for a
+    /// blank line. The line is bounded by [`MAX_INLINE`] (and the request limit), its words
+    /// by the argument limit, counted as they are split.
     fn inline(
         &mut self,
         buf: &mut BytesMut,
@@ -272,18 +275,106 @@ impl Decoder {
             return Ok(None);
         };
         let line = buf.split_to(end + 1).freeze();
-        let words = || {
-            line.split(|c| c.is_ascii_whitespace())
-                .filter(|w| !w.is_empty())
+        let too_many = if limits.unauthenticated {
+            ProtocolError::UnauthenticatedMultibulkLength
+        } else {
+            ProtocolError::InvalidMultibulkLength
         };
-        if words().count() > limits.max_args {
-            return Err(if limits.unauthenticated {
-                ProtocolError::UnauthenticatedMultibulkLength
-            } else {
-                ProtocolError::InvalidMultibulkLength
-            });
+        split_inline(&line, limits.max_args, too_many).map(Some)
+    }
+}
+
+/// The words of an inline line as Redis's `sdssplitargs` splits them: blanks separate
+/// words; `"..."` may hold `\xHH`, `\n`, `\r`, `\t`, `\b`, `\a` and `\<c>` escapes and
+/// `'...'` the escape `\'`; a quote may open mid-word, a closing one must be followed by a
+/// blank or the end of the line, and an unclosed one is an error. More than `max_args`
+/// words is `too_many`, found before more are collected. Unquoted words are slices of
+/// `line`; quoted ones are copies.
+fn split_inline(
+    line: &Bytes,
+    max_args: usize,
+    too_many: ProtocolError,
+) -> Result<Vec<Bytes>, ProtocolError> {
+    let blank = |c: u8| c.is_ascii_whitespace() || c == 0x0b;
+    let hex = |c: u8| (c as char).to_digit(16);
+    let mut words = Vec::new();
+    let mut i = 0;
+    loop {
+        while i < line.len() && blank(line[i]) {
+            i += 1;
         }
-        Ok(Some(words().map(|w| line.slice_ref(w)).collect()))
+        if i == line.len() {
+            return Ok(words);
+        }
+        if words.len() == max_args {
+            return Err(too_many);
+        }
+        let start = i;
+        // `None` while the word is a plain slice of the line.
+        let mut word: Option<Vec<u8>> = None;
+        loop {
+            match line.get(i).copied() {
+                None => break,
+                Some(c) if blank(c) => break,
+                Some(q @ (b'"' | b'\'')) => {
+                    let w = word.get_or_insert_with(|| line[start..i].to_vec());
+                    i += 1;
+                    loop {
+                        let c = *line.get(i).ok_or(ProtocolError::UnbalancedQuotes)?;
+                        let next = line.get(i + 1).copied();
+                        if c == q {
+                            if next.is_some_and(|n| !blank(n)) {
+                                return Err(ProtocolError::UnbalancedQuotes);
+                            }
+                            i += 1;
+                            break;
+                        }
+                        if c == b'\\' && q == b'"' {
+                            match (next, line.get(i + 2), line.get(i + 3)) {
+                                (Some(b'x'), Some(&h), Some(&l))
+                                    if hex(h).is_some() && hex(l).is_some() =>
+                                {
+                                    w.push((hex(h).unwrap_or(0) * 16 + hex(l).unwrap_or(0)) as u8);
+                                    i += 4;
+                                    continue;
+                                }
+                                (Some(e), _, _) => {
+                                    w.push(match e {
+                                        b'n' => b'\n',
+                                        b'r' => b'\r',
+                                        b't' => b'\t',
+                                        b'b' => 0x08,
+                                        b'a' => 0x07,
+                                        e => e,
+                                    });
+                                    i += 2;
+                                    continue;
+                                }
+                                (None, _, _) => {}
+                            }
+                        } else if c == b'\\' && next == Some(b'\'') {
+                            w.push(b'\'');
+                            i += 2;
+                            continue;
+                        }
+                        w.push(c);
+                        i += 1;
+                    }
+                    // A closing quote ends the word.
+                    break;
+                }
+                Some(c) => {
+                    if let Some(w) = word.as_mut() {
+                        w.push(c);
+                    }
+                    i += 1;
+                }
+            }
+        }
+        words.push(match word {
+            Some(w) => Bytes::from(w),
+            None => line.slice(start..i),
+        });
     }
 }
 
@@ -333,6 +424,9 @@ pub enum Reply {
     Bulk(Bytes),
     /// Absent value: RESP2's null bulk string, RESP3's null.
     Nil,
+    /// Absent array (`LPOP key count` of a missing key, `EXEC` aborted by `WATCH`): RESP2's
+    /// null array `*-1`, RESP3's null.
+    NilArray,
     Array(Vec<Reply>),
     /// RESP3 map; a flat array of keys and values in RESP2.
     Map(Vec<(Reply, Reply)>),
@@ -355,33 +449,46 @@ impl Reply {
 
     /// Appends the encoding of `self` in protocol `proto` (2 or 3) to `out`.
     pub fn encode(self, proto: u8, out: &mut BytesMut) {
-        // Encoding a well-formed frame into a growable buffer cannot fail.
         if proto >= 3 {
+            // Encoding a well-formed frame into a growable buffer cannot fail.
             redis_protocol::resp3::encode::complete::extend_encode(out, &self.into_resp3(), false)
                 .expect("RESP3 frame encodes");
         } else {
-            redis_protocol::resp2::encode::extend_encode(out, &self.into_resp2(), false)
-                .expect("RESP2 frame encodes");
+            self.encode_resp2(out);
         }
     }
 
-    fn into_resp2(self) -> Frame2 {
+    /// RESP2, written here: `redis-protocol`'s RESP2 frames have no null array (`*-1`).
+    fn encode_resp2(self, out: &mut BytesMut) {
+        fn line(out: &mut BytesMut, kind: u8, text: &[u8]) {
+            out.extend_from_slice(&[kind]);
+            out.extend_from_slice(text);
+            out.extend_from_slice(b"\r\n");
+        }
+        fn bulk(out: &mut BytesMut, b: &[u8]) {
+            line(out, b'$', b.len().to_string().as_bytes());
+            out.extend_from_slice(b);
+            out.extend_from_slice(b"\r\n");
+        }
         match self {
-            Reply::Simple(s) => Frame2::SimpleString(Bytes::from_static(s.as_bytes())),
-            Reply::Error(e) => Frame2::Error(Str::from(one_line(&e))),
-            Reply::Int(i) => Frame2::Integer(i),
-            Reply::Bulk(b) => Frame2::BulkString(b),
-            Reply::Text(t) => Frame2::BulkString(Bytes::from(t)),
-            Reply::Nil => Frame2::Null,
+            Reply::Simple(s) => line(out, b'+', s.as_bytes()),
+            Reply::Error(e) => line(out, b'-', one_line(&e).as_bytes()),
+            Reply::Int(i) => line(out, b':', i.to_string().as_bytes()),
+            Reply::Bulk(b) => bulk(out, &b),
+            Reply::Text(t) => bulk(out, t.as_bytes()),
+            Reply::Nil => out.extend_from_slice(b"$-1\r\n"),
+            Reply::NilArray => out.extend_from_slice(b"*-1\r\n"),
             Reply::Array(items) => {
-                Frame2::Array(items.into_iter().map(Reply::into_resp2).collect())
+                line(out, b'*', items.len().to_string().as_bytes());
+                items.into_iter().for_each(|r| r.encode_resp2(out));
             }
-            Reply::Map(pairs) => Frame2::Array(
-                pairs
-                    .into_iter()
-                    .flat_map(|(k, v)| [k.into_resp2(), v.into_resp2()])
-                    .collect(),
-            ),
+            Reply::Map(pairs) => {
+                line(out, b'*', (pairs.len() * 2).to_string().as_bytes());
+                for (k, v) in pairs {
+                    k.encode_resp2(out);
+                    v.encode_resp2(out);
+                }
+            }
         }
     }
 
@@ -408,7 +515,7 @@ impl Reply {
                 format: VerbatimStringFormat::Text,
                 attributes: None,
             },
-            Reply::Nil => Frame3::Null,
+            Reply::Nil | Reply::NilArray => Frame3::Null,
             Reply::Array(items) => Frame3::Array {
                 data: items.into_iter().map(Reply::into_resp3).collect(),
                 attributes: None,
@@ -471,6 +578,37 @@ mod tests {
                 vec![b"x"],
             ]
         );
+    }
+
+    #[test]
+    fn inline_words_are_quoted_as_redis_splits_them() {
+        let one = |line: &[u8]| -> Result<Vec<Vec<u8>>, ProtocolError> {
+            let mut c = all(line)?;
+            assert_eq!(c.len(), 1);
+            Ok(c.remove(0).into_iter().map(|b| b.to_vec()).collect())
+        };
+        assert_eq!(
+            one(b"set \"a b\" 'c\\'d' \"\\x41\\n\\\"\" \"\"\r\n").unwrap(),
+            vec![
+                b"set".to_vec(),
+                b"a b".to_vec(),
+                b"c'd".to_vec(),
+                b"A\n\"".to_vec(),
+                b"".to_vec()
+            ]
+        );
+        assert_eq!(
+            one(b"get k\"x y\"\n").unwrap(),
+            vec![b"get".to_vec(), b"kx y".to_vec()]
+        );
+        for bad in [
+            &b"set \"\"\"k\"\"\" v\r\n"[..],
+            b"get \"k\r\n",
+            b"get 'k\n",
+            b"get \"k\"x\r\n",
+        ] {
+            assert_eq!(all(bad), Err(ProtocolError::UnbalancedQuotes), "{bad:?}");
+        }
     }
 
     #[test]
@@ -610,6 +748,23 @@ mod tests {
         };
         assert_eq!(&enc(Reply::Nil, 2)[..], b"$-1\r\n");
         assert_eq!(&enc(Reply::Nil, 3)[..], b"_\r\n");
+        assert_eq!(&enc(Reply::NilArray, 2)[..], b"*-1\r\n");
+        assert_eq!(&enc(Reply::NilArray, 3)[..], b"_\r\n");
+        let nested = Reply::Array(vec![
+            Reply::Simple("OK"),
+            Reply::Int(-7),
+            Reply::NilArray,
+            Reply::Text("t".into()),
+            Reply::bulk(""),
+        ]);
+        assert_eq!(
+            &enc(nested, 2)[..],
+            b"*5\r\n+OK\r\n:-7\r\n*-1\r\n$1\r\nt\r\n$0\r\n\r\n"
+        );
+        assert_eq!(
+            &enc(Reply::Error("ERR a\r\nb".into()), 2)[..],
+            b"-ERR a  b\r\n"
+        );
         let map = Reply::Map(vec![(Reply::bulk("a"), Reply::Int(1))]);
         assert_eq!(&enc(map.clone(), 2)[..], b"*2\r\n$1\r\na\r\n:1\r\n");
         assert_eq!(&enc(map, 3)[..], b"%1\r\n$1\r\na\r\n:1\r\n");

@@ -75,6 +75,8 @@ pub(crate) struct Shared {
     pub clients: Mutex<BTreeMap<u64, ClientEntry>>,
     pub started: Instant,
     pub tcp_port: u16,
+    /// Random, per start (INFO's `run_id`).
+    pub run_id: u128,
     next_id: AtomicU64,
     shutdown: Arc<watch::Sender<bool>>,
     active_expire_keys_per_sec: usize,
@@ -86,7 +88,7 @@ impl Shared {
     pub fn for_test(db: DB, config: &Config) -> Shared {
         let (tx, _) = watch::channel(false);
         Shared {
-            store: Store::new(db),
+            store: Store::open(db).expect("a new database opens"),
             settings: Arc::new(Settings::new(config)),
             stats: Stats::default(),
             clients: Mutex::new(BTreeMap::new()),
@@ -95,6 +97,7 @@ impl Shared {
             next_id: AtomicU64::new(1),
             shutdown: Arc::new(tx),
             active_expire_keys_per_sec: 0,
+            run_id: 0,
         }
     }
 
@@ -182,12 +185,13 @@ impl Server {
         let (tx, rx) = watch::channel(false);
         Ok(Server {
             shared: Arc::new(Shared {
-                store: Store::new(db),
+                store: Store::open(db)?,
                 settings: Arc::new(Settings::new(config)),
                 stats: Stats::default(),
                 clients: Mutex::new(BTreeMap::new()),
                 started: Instant::now(),
                 tcp_port,
+                run_id: rand::random(),
                 next_id: AtomicU64::new(1),
                 shutdown: Arc::new(tx),
                 active_expire_keys_per_sec: config.active_expire_keys_per_sec,
@@ -346,6 +350,7 @@ async fn connection<S>(
     // The slot is freed before the socket is closed: a client that saw the close and
     // connects again is not refused for `maxclients` by its own old connection.
     shared.clients.lock().remove(&id);
+    shared.store.unwatch(id);
     let closed = match served {
         Ok(true) => wr.shutdown().await,
         Ok(false) => Ok(()),
@@ -536,7 +541,7 @@ fn run_batch(
             .count();
         if run > 1 {
             sh.stats.commands.fetch_add(run as u64, Relaxed);
-            replies.extend(commands::set_many(sh, &batch[i..i + run]));
+            replies.extend(commands::set_many(sh, &s, &batch[i..i + run]));
             i += run;
             continue;
         }

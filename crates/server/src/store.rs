@@ -1,6 +1,9 @@
-//! The key-value layer between commands and the engine: expiry-aware reads, and per-key
-//! locks that make read-modify-write commands (`INCR`, `APPEND`, `SET NX`, ...) atomic with
-//! respect to every other write, as they are in single-threaded Redis.
+//! The typed key-value layer between commands and the engine ([`crate::record`] has the
+//! layout): expiry-aware reads of metadata records, collection sub-key scans, per-key
+//! locks that make read-modify-write commands (`INCR`, `HSET`, `LPUSH`, ...) atomic with
+//! respect to every other write as they are in single-threaded Redis, the lock `EXEC`
+//! takes to run a transaction alone, the `WATCH` registry, and the background sweep that
+//! deletes expired keys and the sub-keys of deleted collections.
 //!
 //! Blind writes (a plain `SET`, `MSET`) take their keys' locks shared: they may run
 //! together, since the engine orders them by sequence number and the last one wins, as it
@@ -8,13 +11,18 @@
 //! it exclusively. Holding an exclusive lock across a WAL sync would serialize every
 //! pipeline that shares a stripe with another.
 
-use crate::record::{self, Record, RecordError};
+use crate::record::{self, legacy, Head, Kind, Meta, RecordError};
 use engine::{WriteBatch, WriteOptions, DB};
-use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+use parking_lot::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::collections::{HashMap, HashSet};
 use std::ops::Bound;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 /// Lock stripes: writes to keys in different stripes run (and group-commit) in parallel.
 const STRIPES: usize = 1024;
+
+/// Entries one migration batch rewrites.
+const MIGRATION_BATCH: usize = 1000;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -26,20 +34,37 @@ pub enum StoreError {
 
 pub type Result<T> = std::result::Result<T, StoreError>;
 
-/// A page of `SCAN`: the live keys among those examined, in key order, and the last key
-/// examined if the scan did not reach the end (where the next page starts).
-pub type Page = (Vec<Vec<u8>>, Option<Vec<u8>>);
+/// A page of `SCAN`: the live keys (user keys) among the metadata records examined, with
+/// their type and expiry, in key order; and the last user key examined if the scan did not
+/// reach the end (where the next page starts).
+pub type Page = (Vec<(Vec<u8>, Head)>, Option<Vec<u8>>);
 
-/// A value that has not expired.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Live {
-    pub value: Vec<u8>,
-    pub expire_at_ms: Option<u64>,
+/// Who watches which key (`WATCH`), and which watchers saw a watched key change.
+#[derive(Default)]
+struct Watches {
+    by_key: HashMap<Vec<u8>, HashSet<u64>>,
+    by_client: HashMap<u64, Vec<Vec<u8>>>,
+    dirty: HashSet<u64>,
+}
+
+/// What one migration batch has done so far.
+#[derive(Default)]
+struct Moved {
+    moved: HashSet<Vec<u8>>,
+    written: HashSet<Vec<u8>>,
 }
 
 pub struct Store {
     db: DB,
     stripes: Box<[RwLock<()>]>,
+    /// Every command holds this shared; `EXEC` holds it exclusively, so a transaction's
+    /// commands run with no other client's command in between.
+    exec: RwLock<()>,
+    /// The last collection version handed out.
+    last_version: AtomicU64,
+    watches: Mutex<Watches>,
+    /// Keys in `watches` (a write checks the registry only when some key is watched).
+    watched: AtomicUsize,
 }
 
 /// Held while keys are written (shared) or read and rewritten (exclusive).
@@ -48,12 +73,60 @@ pub enum KeyLocks<'a> {
     Exclusive(#[allow(dead_code)] Vec<RwLockWriteGuard<'a, ()>>),
 }
 
+/// A command's writes, applied atomically by [`Store::write`]; remembers which user keys
+/// it changes so that their watchers see it.
+#[derive(Default)]
+pub struct Batch {
+    wb: WriteBatch,
+    touched: Vec<Vec<u8>>,
+}
+
+impl Batch {
+    pub fn new() -> Batch {
+        Batch::default()
+    }
+
+    pub fn put_meta(&mut self, db: u8, key: &[u8], m: &Meta) {
+        let k = record::meta_key(db, key);
+        self.wb.put(&k, &m.encode());
+        self.touched.push(k);
+    }
+
+    pub fn del_meta(&mut self, db: u8, key: &[u8]) {
+        let k = record::meta_key(db, key);
+        self.wb.delete(&k);
+        self.touched.push(k);
+    }
+
+    /// A sub-key write (every command that writes one writes its key's metadata too,
+    /// which tells the key's watchers).
+    pub fn put(&mut self, k: &[u8], v: &[u8]) {
+        self.wb.put(k, v);
+    }
+
+    pub fn delete(&mut self, k: &[u8]) {
+        self.wb.delete(k);
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.wb.is_empty()
+    }
+}
+
 impl Store {
-    pub fn new(db: DB) -> Store {
-        Store {
+    /// Serves `db`, first rewriting records of the string-only layout into the typed one
+    /// ([`record`]) if the database has not been converted yet.
+    pub fn open(db: DB) -> Result<Store> {
+        let s = Store {
             db,
             stripes: (0..STRIPES).map(|_| RwLock::new(())).collect(),
-        }
+            exec: RwLock::new(()),
+            last_version: AtomicU64::new(0),
+            watches: Mutex::new(Watches::default()),
+            watched: AtomicUsize::new(0),
+        };
+        s.migrate()?;
+        Ok(s)
     }
 
     pub fn db(&self) -> &DB {
@@ -64,21 +137,105 @@ impl Store {
         self.db
     }
 
-    fn stripe(key: &[u8]) -> usize {
-        (xxhash_rust::xxh3::xxh3_64(key) % STRIPES as u64) as usize
+    /// Converts legacy records (value tag 0 or 1 under the raw user key) into metadata
+    /// records of database 0, in batches that each delete the old keys and write the new
+    /// ones atomically, so that a crash mid-way resumes where it stopped: what is left to
+    /// convert is exactly the entries that still decode as legacy records (metadata values
+    /// start with [`record::FORMAT`], sub-keys do not exist before the conversion ends).
+    /// Expired records are dropped. Finally writes the format marker.
+    fn migrate(&self) -> Result<()> {
+        if self.db.get(record::MARKER_KEY)?.as_deref() == Some(record::MARKER_VALUE) {
+            return Ok(());
+        }
+        let now = record::now_ms();
+        let mut after: Option<Vec<u8>> = None;
+        loop {
+            let lower = match &after {
+                Some(k) => Bound::Excluded(k.as_slice()),
+                None => Bound::Unbounded,
+            };
+            let page: Vec<(Vec<u8>, Vec<u8>)> = self
+                .db
+                .scan(lower, Bound::Unbounded)?
+                .take(MIGRATION_BATCH)
+                .collect::<std::result::Result<_, _>>()?;
+            let Some(last) = page.last().map(|(k, _)| k.clone()) else {
+                break;
+            };
+            let mut b = WriteBatch::new();
+            // Keys this batch moved away, and keys it wrote.
+            let mut done = Moved::default();
+            for (k, raw) in page {
+                if done.moved.contains(&k) || done.written.contains(&k) {
+                    continue;
+                }
+                self.migrate_one(&mut b, &mut done, k, raw, now)?;
+            }
+            self.db.write(b, &WriteOptions { sync: true })?;
+            after = Some(last);
+        }
+        self.db.put_opt(
+            record::MARKER_KEY,
+            record::MARKER_VALUE,
+            &WriteOptions { sync: true },
+        )?;
+        Ok(())
+    }
+
+    /// Moves one legacy record to its metadata key. If that key holds another legacy
+    /// record (a user key that starts with `M\0`), that one moves first, and so on.
+    fn migrate_one(
+        &self,
+        b: &mut WriteBatch,
+        done: &mut Moved,
+        key: Vec<u8>,
+        raw: Vec<u8>,
+        now: u64,
+    ) -> Result<()> {
+        let Some((value, exp)) = legacy::decode(&raw) else {
+            return Ok(());
+        };
+        let target = record::meta_key(0, &key);
+        if !done.moved.contains(&target) && !done.written.contains(&target) {
+            if let Some(next) = self.db.get(&target)? {
+                if legacy::decode(&next).is_some() {
+                    self.migrate_one(b, done, target.clone(), next, now)?;
+                }
+            }
+        }
+        b.delete(&key);
+        done.moved.insert(key);
+        if exp.is_none_or(|t| t > now) {
+            b.put(&target, &Meta::string(value.to_vec(), exp).encode());
+            done.written.insert(target);
+        }
+        Ok(())
+    }
+
+    fn stripe(db: u8, key: &[u8]) -> usize {
+        ((xxhash_rust::xxh3::xxh3_64(key) ^ db as u64) % STRIPES as u64) as usize
     }
 
     /// The stripes of `keys`, sorted: locks are taken in this order so that two multi-key
     /// writers cannot deadlock.
-    fn stripes_of<K: AsRef<[u8]>>(keys: &[K]) -> Vec<usize> {
-        let mut idx: Vec<usize> = keys.iter().map(|k| Self::stripe(k.as_ref())).collect();
+    fn stripes_of<K: AsRef<[u8]>>(keys: &[(u8, K)]) -> Vec<usize> {
+        let mut idx: Vec<usize> = keys
+            .iter()
+            .map(|(db, k)| Self::stripe(*db, k.as_ref()))
+            .collect();
         idx.sort_unstable();
         idx.dedup();
         idx
     }
 
-    /// Locks `keys` for a read-modify-write.
-    pub fn lock<'a, K: AsRef<[u8]>>(&'a self, keys: &[K]) -> KeyLocks<'a> {
+    /// Locks `keys` of `db` for a read-modify-write.
+    pub fn lock<'a, K: AsRef<[u8]>>(&'a self, db: u8, keys: &[K]) -> KeyLocks<'a> {
+        let pairs: Vec<(u8, &[u8])> = keys.iter().map(|k| (db, k.as_ref())).collect();
+        self.lock_pairs(&pairs)
+    }
+
+    /// Locks keys of several databases (`MOVE`, `COPY ... DB`) for a read-modify-write.
+    pub fn lock_pairs<'a>(&'a self, keys: &[(u8, &[u8])]) -> KeyLocks<'a> {
         KeyLocks::Exclusive(
             Self::stripes_of(keys)
                 .into_iter()
@@ -88,52 +245,85 @@ impl Store {
     }
 
     /// Locks `keys` for a blind write.
-    pub fn lock_shared<'a, K: AsRef<[u8]>>(&'a self, keys: &[K]) -> KeyLocks<'a> {
+    pub fn lock_shared<'a, K: AsRef<[u8]>>(&'a self, db: u8, keys: &[K]) -> KeyLocks<'a> {
+        let pairs: Vec<(u8, &[u8])> = keys.iter().map(|k| (db, k.as_ref())).collect();
         KeyLocks::Shared(
-            Self::stripes_of(keys)
+            Self::stripes_of(&pairs)
                 .into_iter()
                 .map(|i| self.stripes[i].read())
                 .collect(),
         )
     }
 
-    /// The live value of `key`. An expired value reads as absent; it is deleted when
-    /// `purge` is set (the caller must then not hold the key's lock).
-    pub fn read(&self, key: &[u8], purge: bool) -> Result<Option<Live>> {
-        let Some(raw) = self.db.get(key)? else {
+    /// Held by every command but `EXEC`.
+    pub fn command_lock(&self) -> RwLockReadGuard<'_, ()> {
+        self.exec.read()
+    }
+
+    /// Held by `EXEC` while its queued commands run.
+    pub fn exec_lock(&self) -> RwLockWriteGuard<'_, ()> {
+        self.exec.write()
+    }
+
+    /// A version no collection has had: at least the clock in microseconds (so versions
+    /// keep growing across restarts) and above every version handed out since the start.
+    pub fn new_version(&self) -> u64 {
+        let floor = record::now_us();
+        let mut cur = self.last_version.load(Ordering::Relaxed);
+        loop {
+            let next = floor.max(cur + 1);
+            match self.last_version.compare_exchange_weak(
+                cur,
+                next,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return next,
+                Err(seen) => cur = seen,
+            }
+        }
+    }
+
+    /// The live metadata of `key` in `db`. An expired key reads as absent; it is deleted
+    /// when `purge` is set (the caller must then not hold the key's lock).
+    pub fn read(&self, db: u8, key: &[u8], purge: bool) -> Result<Option<Meta>> {
+        let mk = record::meta_key(db, key);
+        let Some(raw) = self.db.get(&mk)? else {
             return Ok(None);
         };
-        let rec = Record::decode(&raw)?;
-        let now = record::now_ms();
-        if rec.is_expired(now) {
+        let m = Meta::decode(&raw)?;
+        if m.is_expired(record::now_ms()) {
             if purge {
-                self.purge_expired(key)?;
+                self.purge_expired(&mk)?;
             }
             return Ok(None);
         }
-        Ok(Some(Live {
-            value: rec.value.to_vec(),
-            expire_at_ms: rec.expire_at_ms,
-        }))
+        Ok(Some(m))
     }
 
-    /// Deletes `key` if it is (still) expired: a write in between may have revived it.
-    /// Returns whether it deleted.
-    fn purge_expired(&self, key: &[u8]) -> Result<bool> {
-        let _g = self.lock(&[key]);
-        if let Some(raw) = self.db.get(key)? {
-            if Record::decode(&raw)?.is_expired(record::now_ms()) {
-                self.db.delete_opt(key, &WriteOptions { sync: false })?;
+    /// Deletes the metadata key `mk` if it is (still) expired: a write in between may have
+    /// revived it. Returns whether it deleted. A collection's sub-keys are left to the sweep.
+    fn purge_expired(&self, mk: &[u8]) -> Result<bool> {
+        let Some((db, key)) = record::split_meta_key(mk) else {
+            return Ok(false);
+        };
+        let _g = self.lock(db, &[key]);
+        if let Some(raw) = self.db.get(mk)? {
+            if Head::decode(&raw)?.is_expired(record::now_ms()) {
+                self.db.delete_opt(mk, &WriteOptions { sync: false })?;
                 return Ok(true);
             }
         }
         Ok(false)
     }
 
-    /// One step of the active expiry sweep: examines up to `limit` keys after `after` and
-    /// deletes the expired ones, so that their space goes to GC even if nobody reads them
-    /// again. Returns where to continue (`None`: the end was reached, start over) and how
-    /// many keys it deleted. Values that cannot be decoded are skipped (reads report them).
+    /// One step of the background sweep: examines up to `limit` engine entries after
+    /// `after`, deletes expired metadata records, and deletes sub-keys whose collection is
+    /// gone or has another version (deleted, overwritten or expired collections: versions
+    /// are never reused, so a stale sub-key can never become live again and is deleted
+    /// without a lock). Returns where to continue (`None`: the end was reached, start over)
+    /// and how many expired keys it deleted. Records that cannot be decoded are skipped
+    /// (reads report them).
     pub fn sweep_expired(
         &self,
         after: Option<&[u8]>,
@@ -145,71 +335,246 @@ impl Store {
         };
         let now = record::now_ms();
         let (mut seen, mut purged) = (0, 0);
+        let mut stale = WriteBatch::new();
+        // The last collection looked up, and whether its sub-keys are live.
+        let mut owner: Option<(u8, Vec<u8>, u64, bool)> = None;
+        let mut next = None;
         for kv in self.db.scan(lower, Bound::Unbounded)? {
             let (k, raw) = kv?;
-            if Record::decode(&raw).is_ok_and(|r| r.is_expired(now)) && self.purge_expired(&k)? {
-                purged += 1;
+            if record::split_meta_key(&k).is_some() {
+                if Head::decode(&raw).is_ok_and(|h| h.is_expired(now)) && self.purge_expired(&k)? {
+                    purged += 1;
+                }
+            } else if let Some((db, key, version)) = record::split_sub_key(&k) {
+                let live = match &owner {
+                    Some((d, o, v, live)) if *d == db && o == key && *v == version => *live,
+                    _ => {
+                        let live = self
+                            .db
+                            .get(&record::meta_key(db, key))?
+                            .and_then(|raw| Meta::decode(&raw).ok())
+                            .is_some_and(|m| m.kind != Kind::String && m.version == version);
+                        owner = Some((db, key.to_vec(), version, live));
+                        live
+                    }
+                };
+                if !live {
+                    stale.delete(&k);
+                }
             }
             seen += 1;
             if seen == limit {
-                return Ok((Some(k), purged));
+                next = Some(k);
+                break;
             }
         }
-        Ok((None, purged))
+        if !stale.is_empty() {
+            self.db.write(stale, &WriteOptions { sync: false })?;
+        }
+        Ok((next, purged))
     }
 
-    /// Applies `batch` (built with [`record::encode`]d values).
-    pub fn write(&self, batch: WriteBatch, sync: bool) -> Result<()> {
-        Ok(self.db.write(batch, &WriteOptions { sync })?)
+    /// Applies `batch` atomically and tells the watchers of the keys it changed.
+    pub fn write(&self, batch: Batch, sync: bool) -> Result<()> {
+        if batch.wb.is_empty() {
+            return Ok(());
+        }
+        self.db.write(batch.wb, &WriteOptions { sync })?;
+        self.touch(&batch.touched);
+        Ok(())
     }
 
-    /// The keys of live entries, in key order, one at a time.
+    /// The user keys of `db`'s metadata records from `lower` on, each with its type and
+    /// expiry, expired ones included, one at a time.
     ///
-    /// Whether an entry is live is in its value's header (the expiry), and the engine's only
-    /// iteration, [`DB::scan`], yields whole values: a value kept in a value file is read
-    /// for it. The walk holds one value at a time and drops it at once, so memory stays at
-    /// one value, whatever the key space; the reads remain. Iterating keys without reading
-    /// separated values needs an engine API that yields, per entry, the key and either the
-    /// inline value or a handle able to read the first bytes of a separated one (or an
-    /// expiry the engine itself keeps); see `docs/serve.md`.
-    pub fn live_keys(&self) -> Result<impl Iterator<Item = Result<Vec<u8>>> + '_> {
-        let now = record::now_ms();
+    /// What this reads: the engine's only iteration, [`DB::scan`], yields each entry's whole
+    /// value, so a string's metadata record is read with its value in it (a large value
+    /// kept in a value file is read from there); a collection's record is its small header
+    /// (26 or 34 bytes) and none of its members (sub-keys live in another range). Only the
+    /// header is decoded ([`Head`]): the value is not copied, and it is dropped as the walk
+    /// passes it, so memory stays at one entry whatever the key space; the reads of string
+    /// values remain. Skipping them needs an engine API that yields keys with the inline
+    /// value or a handle on a separated one; see `docs/serve.md`.
+    fn heads(
+        &self,
+        db: u8,
+        after: Option<&[u8]>,
+    ) -> Result<impl Iterator<Item = Result<(Vec<u8>, Head)>> + '_> {
+        let lower = match after {
+            Some(k) => Bound::Excluded(record::meta_key(db, k)),
+            None => Bound::Included(record::meta_prefix(db)),
+        };
+        let upper = match record::prefix_end(&record::meta_prefix(db)) {
+            Some(end) => Bound::Excluded(end),
+            None => Bound::Unbounded,
+        };
+        let range = (lower, upper);
         Ok(self
             .db
-            .scan(Bound::Unbounded, Bound::Unbounded)?
-            .filter_map(move |kv| match kv {
-                Err(e) => Some(Err(e.into())),
-                Ok((k, raw)) => match Record::decode(&raw) {
-                    Err(e) => Some(Err(e.into())),
-                    Ok(r) if r.is_expired(now) => None,
-                    Ok(_) => Some(Ok(k)),
-                },
+            .scan(
+                range.0.as_ref().map(Vec::as_slice),
+                range.1.as_ref().map(Vec::as_slice),
+            )?
+            .map(|kv| {
+                let (mut k, raw) = kv?;
+                let head = Head::decode(&raw)?;
+                // The user key: the metadata key without its 2-byte prefix.
+                k.drain(..record::META_KEY_OVERHEAD);
+                Ok((k, head))
             }))
     }
 
-    /// One page of `SCAN`: examines up to `examine` entries with keys after `after` (from
-    /// the start if `None`), expired ones included (so a page costs at most `examine`
-    /// entries even where everything has expired, and may hold fewer keys, as in Redis).
-    pub fn scan_keys(&self, after: Option<&[u8]>, examine: usize) -> Result<Page> {
-        let lower = match after {
-            Some(k) => Bound::Excluded(k),
-            None => Bound::Unbounded,
-        };
+    /// The live keys of `db` with their type and expiry, in key order, one at a time
+    /// (`KEYS`, `DBSIZE`, `INFO`'s keyspace): see [`Store::heads`] for what is read.
+    pub fn live_keys(&self, db: u8) -> Result<impl Iterator<Item = Result<(Vec<u8>, Head)>> + '_> {
+        let now = record::now_ms();
+        Ok(self.heads(db, None)?.filter(move |kv| match kv {
+            Ok((_, h)) => !h.is_expired(now),
+            Err(_) => true,
+        }))
+    }
+
+    /// One page of `SCAN` in `db`: examines up to `limit` metadata records with user keys
+    /// after `after` (from the start if `None`), expired ones included, so that a page
+    /// costs at most `limit` entries even where every key has expired; it may then hold
+    /// fewer keys than `limit`, or none, with the scan not done, as in Redis.
+    pub fn scan(&self, db: u8, after: Option<&[u8]>, limit: usize) -> Result<Page> {
         let now = record::now_ms();
         let mut out = Vec::new();
         let mut last: Option<Vec<u8>> = None;
-        for (seen, kv) in self.db.scan(lower, Bound::Unbounded)?.enumerate() {
-            let (k, raw) = kv?;
-            if seen == examine {
+        for (seen, kv) in self.heads(db, after)?.enumerate() {
+            let (k, head) = kv?;
+            if seen == limit {
                 // There is more: the next page starts after the last key examined.
                 return Ok((out, last));
             }
-            if !Record::decode(&raw)?.is_expired(now) {
-                out.push(k.clone());
+            if !head.is_expired(now) {
+                out.push((k.clone(), head));
             }
             last = Some(k);
         }
         Ok((out, None))
+    }
+
+    /// The entries (sub-key without `prefix`, value) whose keys start with `prefix`, from
+    /// `from` (a suffix, inclusive) on, while `keep` says so.
+    pub fn sub_range(
+        &self,
+        prefix: &[u8],
+        from: Option<&[u8]>,
+        mut keep: impl FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result<()> {
+        let start = match from {
+            Some(f) => [prefix, f].concat(),
+            None => prefix.to_vec(),
+        };
+        let end = record::prefix_end(prefix);
+        let upper = end.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
+        for kv in self.db.scan(Bound::Included(start.as_slice()), upper)? {
+            let (k, v) = kv?;
+            if !keep(&k[prefix.len()..], &v) {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// Deletes every key of `db` (every database if `None`), expired ones and sub-keys
+    /// included, in batches. Not atomic with respect to concurrent writers: a key written
+    /// during the flush may survive it.
+    pub fn flush(&self, db: Option<u8>, sync: bool) -> Result<()> {
+        let ranges: Vec<Vec<u8>> = match db {
+            Some(d) => vec![vec![record::META, d], vec![record::SUB, d]],
+            None => vec![vec![record::META], vec![record::SUB]],
+        };
+        self.touch_existing(db)?;
+        for prefix in ranges {
+            let end = record::prefix_end(&prefix);
+            let upper = end.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
+            loop {
+                let mut b = WriteBatch::new();
+                for kv in self
+                    .db
+                    .scan(Bound::Included(prefix.as_slice()), upper)?
+                    .take(1000)
+                {
+                    b.delete(&kv?.0);
+                }
+                if b.is_empty() {
+                    break;
+                }
+                self.db.write(b, &WriteOptions { sync })?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Marks the watchers of the watched keys that exist in `db` (every database if
+    /// `None`): what a flush of it changes. Watched keys that do not exist are untouched.
+    fn touch_existing(&self, db: Option<u8>) -> Result<()> {
+        if self.watched.load(Ordering::Relaxed) == 0 {
+            return Ok(());
+        }
+        let keys: Vec<Vec<u8>> = self.watches.lock().by_key.keys().cloned().collect();
+        let mut hit = Vec::new();
+        for mk in keys {
+            let Some((d, key)) = record::split_meta_key(&mk) else {
+                continue;
+            };
+            if db.is_none_or(|x| x == d) && self.read(d, key, false)?.is_some() {
+                hit.push(mk);
+            }
+        }
+        self.touch(&hit);
+        Ok(())
+    }
+
+    /// `WATCH`: `client` is told (by [`Store::is_dirty`]) of changes to `key` in `db`.
+    pub fn watch(&self, client: u64, db: u8, key: &[u8]) {
+        let mut w = self.watches.lock();
+        let mk = record::meta_key(db, key);
+        let set = w.by_key.entry(mk.clone()).or_default();
+        if set.is_empty() {
+            self.watched.fetch_add(1, Ordering::Relaxed);
+        }
+        if set.insert(client) {
+            w.by_client.entry(client).or_default().push(mk);
+        }
+    }
+
+    /// Forgets every watch of `client` and whether its keys changed (`UNWATCH`, `EXEC`,
+    /// `DISCARD`, and the connection's end).
+    pub fn unwatch(&self, client: u64) {
+        let mut w = self.watches.lock();
+        for mk in w.by_client.remove(&client).unwrap_or_default() {
+            if let Some(set) = w.by_key.get_mut(&mk) {
+                set.remove(&client);
+                if set.is_empty() {
+                    w.by_key.remove(&mk);
+                    self.watched.fetch_sub(1, Ordering::Relaxed);
+                }
+            }
+        }
+        w.dirty.remove(&client);
+    }
+
+    /// Whether a key `client` watches changed since it was watched.
+    pub fn is_dirty(&self, client: u64) -> bool {
+        self.watches.lock().dirty.contains(&client)
+    }
+
+    /// Marks the watchers of the metadata keys `keys` dirty.
+    fn touch(&self, keys: &[Vec<u8>]) {
+        if self.watched.load(Ordering::Relaxed) == 0 {
+            return;
+        }
+        let mut w = self.watches.lock();
+        let w = &mut *w;
+        for k in keys {
+            if let Some(set) = w.by_key.get(k) {
+                w.dirty.extend(set.iter().copied());
+            }
+        }
     }
 }
 
@@ -220,75 +585,176 @@ mod tests {
     fn store() -> (tempfile::TempDir, Store) {
         let t = tempfile::tempdir().unwrap();
         let db = DB::open(t.path(), engine::Options::default()).unwrap();
-        (t, Store::new(db))
+        (t, Store::open(db).unwrap())
+    }
+
+    fn put(s: &Store, db: u8, key: &[u8], m: &Meta) {
+        let mut b = Batch::new();
+        b.put_meta(db, key, m);
+        s.write(b, false).unwrap();
     }
 
     #[test]
     fn expired_values_read_as_absent_and_are_purged() {
         let (_t, s) = store();
-        let mut b = WriteBatch::new();
-        b.put(b"old", &record::encode(b"v", Some(1)));
-        b.put(b"new", &record::encode(b"w", Some(u64::MAX)));
-        s.write(b, false).unwrap();
-        assert_eq!(s.read(b"old", true).unwrap(), None);
-        assert!(s.db().get(b"old").unwrap().is_none(), "purged");
-        assert_eq!(s.read(b"new", false).unwrap().unwrap().value, b"w");
-        let (page, resume) = s.scan_keys(None, 10).unwrap();
+        put(&s, 0, b"old", &Meta::string(b"v".to_vec(), Some(1)));
+        put(&s, 0, b"new", &Meta::string(b"w".to_vec(), Some(u64::MAX)));
+        assert_eq!(s.read(0, b"old", true).unwrap(), None);
+        assert!(s.db().get(&record::meta_key(0, b"old")).unwrap().is_none());
+        assert_eq!(s.read(0, b"new", false).unwrap().unwrap().value, b"w");
+        assert_eq!(
+            s.read(1, b"new", false).unwrap(),
+            None,
+            "databases are apart"
+        );
+        let (page, resume) = s.scan(0, None, 10).unwrap();
         assert_eq!(resume, None);
-        assert_eq!(page, vec![b"new".to_vec()]);
-        assert_eq!(s.live_keys().unwrap().count(), 1);
+        assert_eq!(page.len(), 1);
+        let live: Vec<_> = s.live_keys(0).unwrap().map(|k| k.unwrap().0).collect();
+        assert_eq!(live, vec![b"new".to_vec()]);
     }
 
     #[test]
-    fn the_sweep_deletes_expired_keys_nobody_reads() {
+    fn the_sweep_deletes_expired_keys_and_stale_sub_keys() {
         let (_t, s) = store();
-        let mut b = WriteBatch::new();
         for i in 0..10u8 {
             let expiry = if i % 2 == 0 { Some(1) } else { None };
-            b.put(&[b'k', i], &record::encode(b"v", expiry));
+            put(&s, 0, &[b'k', i], &Meta::string(b"v".to_vec(), expiry));
         }
+        // A live hash with one field, and two fields of an older version of it.
+        let mut h = Meta::collection(Kind::Hash, 5);
+        h.size = 1;
+        let mut b = Batch::new();
+        b.put_meta(0, b"h", &h);
+        b.put(&record::sub_key(0, b"h", 5, 0, b"f"), b"1");
+        b.put(&record::sub_key(0, b"h", 4, 0, b"f"), b"0");
+        b.put(&record::sub_key(0, b"h", 4, 0, b"g"), b"0");
         s.write(b, false).unwrap();
-        // Pages of 3 keys: 4 steps to the end.
-        let (mut at, mut purged, mut steps) = (None, 0, 0);
+        // Pages of 3 entries: 16 entries (10 + 1 meta + 3 sub + marker + h... ) to the end.
+        let (mut at, mut purged) = (None, 0);
         loop {
             let (next, n) = s.sweep_expired(at.as_deref(), 3).unwrap();
             purged += n;
-            steps += 1;
             match next {
                 Some(k) => at = Some(k),
                 None => break,
             }
         }
-        assert_eq!((purged, steps), (5, 4));
-        let left: Vec<_> = s
-            .db()
-            .scan(Bound::Unbounded, Bound::Unbounded)
-            .unwrap()
-            .map(|kv| kv.unwrap().0[1])
+        assert_eq!(purged, 5);
+        let (page, _) = s.scan(0, None, 100).unwrap();
+        let left: Vec<_> = page.iter().map(|(k, _)| k.clone()).collect();
+        let mut want: Vec<Vec<u8>> = (0..10u8)
+            .filter(|i| i % 2 == 1)
+            .map(|i| vec![b'k', i])
             .collect();
-        assert_eq!(left, vec![1, 3, 5, 7, 9]);
+        want.insert(0, b"h".to_vec());
+        assert_eq!(left, want);
+        let mut subs = Vec::new();
+        s.sub_range(&[record::SUB], None, |k, _| {
+            subs.push(k.to_vec());
+            true
+        })
+        .unwrap();
+        assert_eq!(subs.len(), 1, "only the live field is left");
     }
 
     #[test]
     fn scan_pages_resume_after_the_last_key() {
         let (_t, s) = store();
-        let mut b = WriteBatch::new();
         for i in 0..5u8 {
-            b.put(&[b'k', i], &record::encode(&[i], None));
+            put(&s, 0, &[b'k', i], &Meta::string(vec![i], None));
         }
-        s.write(b, false).unwrap();
-        let (p1, resume) = s.scan_keys(None, 3).unwrap();
+        put(&s, 1, b"other", &Meta::string(vec![], None));
+        let (p1, resume) = s.scan(0, None, 3).unwrap();
         assert_eq!(resume.as_deref(), Some(&[b'k', 2][..]));
-        let (p2, resume) = s.scan_keys(resume.as_deref(), 3).unwrap();
+        let (p2, resume) = s.scan(0, resume.as_deref(), 3).unwrap();
         assert_eq!(resume, None);
         assert_eq!(p1.len() + p2.len(), 5);
-        assert_eq!(p2[0], vec![b'k', 3]);
+        assert_eq!(p2[0].0, vec![b'k', 3]);
+    }
+
+    #[test]
+    fn a_scan_page_examines_at_most_its_limit_expired_keys_included() {
+        let (_t, s) = store();
+        for i in 0..10u8 {
+            put(&s, 0, &[b'e', i], &Meta::string(vec![i], Some(1)));
+        }
+        put(&s, 0, b"live", &Meta::string(vec![], None));
+        // Ten expired keys first: a page of 4 holds none of them and is not the end.
+        let (p1, resume) = s.scan(0, None, 4).unwrap();
+        assert!(p1.is_empty());
+        assert_eq!(resume.as_deref(), Some(&[b'e', 3][..]));
+        let (p2, resume) = s.scan(0, resume.as_deref(), 4).unwrap();
+        assert!(p2.is_empty() && resume.is_some());
+        let (p3, resume) = s.scan(0, resume.as_deref(), 4).unwrap();
+        assert_eq!(resume, None);
+        assert_eq!(p3.len(), 1);
+        assert_eq!(p3[0].0, b"live".to_vec());
+        assert_eq!(p3[0].1.kind, Kind::String);
+        assert_eq!(s.live_keys(0).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn legacy_records_are_migrated_once() {
+        let t = tempfile::tempdir().unwrap();
+        {
+            let db = DB::open(t.path(), engine::Options::default()).unwrap();
+            db.put(b"plain", &legacy::encode(b"v", None)).unwrap();
+            db.put(b"ttl", &legacy::encode(b"w", Some(u64::MAX)))
+                .unwrap();
+            db.put(b"gone", &legacy::encode(b"x", Some(1))).unwrap();
+            // A user key that looks like the metadata key of `a`, and `a` itself.
+            db.put(b"M\x00a", &legacy::encode(b"tricky", None)).unwrap();
+            db.put(b"a", &legacy::encode(b"A", None)).unwrap();
+            db.put(b"F", &legacy::encode(b"f", None)).unwrap();
+            db.close().unwrap();
+        }
+        let db = DB::open(t.path(), engine::Options::default()).unwrap();
+        let s = Store::open(db).unwrap();
+        let get = |k: &[u8]| s.read(0, k, false).unwrap().map(|m| m.value);
+        assert_eq!(get(b"plain"), Some(b"v".to_vec()));
+        assert_eq!(
+            s.read(0, b"ttl", false).unwrap().unwrap().expire_at_ms,
+            Some(u64::MAX)
+        );
+        assert_eq!(get(b"gone"), None);
+        assert_eq!(get(b"M\x00a"), Some(b"tricky".to_vec()));
+        assert_eq!(get(b"a"), Some(b"A".to_vec()));
+        assert_eq!(get(b"F"), Some(b"f".to_vec()));
+        let (page, _) = s.scan(0, None, 100).unwrap();
+        assert_eq!(page.len(), 5);
+        // Reopening does not migrate again (the marker is there).
+        let db = s.into_db();
+        assert_eq!(
+            db.get(record::MARKER_KEY).unwrap().as_deref(),
+            Some(record::MARKER_VALUE)
+        );
     }
 
     #[test]
     fn foreign_values_are_an_error_not_garbage() {
         let (_t, s) = store();
-        s.db().put(b"k", b"raw").unwrap();
-        assert!(matches!(s.read(b"k", false), Err(StoreError::Record(_))));
+        s.db().put(&record::meta_key(0, b"k"), b"raw").unwrap();
+        assert!(matches!(s.read(0, b"k", false), Err(StoreError::Record(_))));
+    }
+
+    #[test]
+    fn watchers_see_writes_to_their_keys_only() {
+        let (_t, s) = store();
+        s.watch(1, 0, b"a");
+        s.watch(2, 0, b"b");
+        put(&s, 0, b"a", &Meta::string(vec![], None));
+        assert!(s.is_dirty(1) && !s.is_dirty(2));
+        s.unwatch(1);
+        assert!(!s.is_dirty(1));
+        s.flush(Some(3), false).unwrap();
+        assert!(
+            !s.is_dirty(2),
+            "b does not exist: the flush does not change it"
+        );
+        put(&s, 3, b"c", &Meta::string(vec![], None));
+        s.watch(3, 3, b"c");
+        s.flush(Some(3), false).unwrap();
+        assert!(s.is_dirty(3));
     }
 }

@@ -179,10 +179,11 @@ fn strings_counters_expiry_and_scans() {
     assert_eq!(c.cmd(&["FLUSHDB"]), simple("OK"));
     assert_eq!(c.cmd(&["DBSIZE"]), F::Integer(0));
     // A pipeline of SETs runs as one engine write, yet each command keeps its own reply:
-    // the empty key (rejected by the engine) and the NX SET are answered on their own.
+    // a key over the engine's 64 KiB limit and the NX SET are answered on their own.
+    let huge = vec![b'k'; 70 << 10];
     c.send(&[b"SET", b"p1", b"1"]);
     c.send(&[b"SET", b"p2", b"2"]);
-    c.send(&[b"SET", b"", b"x"]);
+    c.send(&[b"SET", &huge, b"x"]);
     c.send(&[b"SET", b"p3", b"3"]);
     c.send(&[b"SET", b"p1", b"9", b"NX"]);
     c.send(&[b"SET", b"p4", b"4"]);

@@ -16,8 +16,9 @@ def test_ping_echo_select(r):
     assert r.ping() is True
     assert r.echo("hi") == b"hi"
     assert r.execute_command("SELECT", 0) in (True, b"OK")
+    assert r.execute_command("SELECT", 15) in (True, b"OK")
     with pytest.raises(redis.ResponseError, match="DB index is out of range"):
-        r.execute_command("SELECT", 1)
+        r.execute_command("SELECT", 16)
 
 
 def test_set_get_options(r):

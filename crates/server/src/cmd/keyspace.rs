@@ -1,0 +1,512 @@
+//! Generic commands: any key's type, existence, expiry, name and database.
+//!
+//! Expiry lives in the metadata record, so changing it is one record rewrite whatever the
+//! type. `DEL` of a collection deletes the metadata record only (its sub-keys become
+//! garbage, see [`crate::record`]); `RENAME`, `COPY` and `MOVE` of a collection copy its
+//! sub-keys (O(n)), because sub-keys are prefixed by the key's name.
+
+use super::{bulk, eq, int, now_ms, syntax, CmdResult, Ctx, MAX_REPLY_ITEMS};
+use crate::commands::MAX_SCAN_COUNT;
+use crate::protocol::Reply;
+use crate::record::{self, Kind, Meta, DATABASES};
+use crate::store::Batch;
+use bytes::Bytes;
+use rand::Rng;
+
+fn db_index(b: &[u8]) -> Result<u8, Reply> {
+    let n =
+        super::parse_int(b).ok_or_else(|| Reply::err("value is not an integer or out of range"))?;
+    u8::try_from(n)
+        .ok()
+        .filter(|&d| d < DATABASES)
+        .ok_or_else(|| Reply::err("DB index is out of range"))
+}
+
+pub fn select(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
+    cx.s.ext.db = db_index(&a[0])?;
+    Ok(Reply::ok())
+}
+
+fn flush_mode(a: &[Bytes]) -> Result<(), Reply> {
+    match a {
+        [] => Ok(()),
+        [m] if eq(m, "sync") || eq(m, "async") => Ok(()),
+        _ => Err(syntax()),
+    }
+}
+
+pub fn flushdb(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
+    flush_mode(a)?;
+    cx.sh.store.flush(Some(cx.db()), cx.sync())?;
+    Ok(Reply::ok())
+}
+
+pub fn flushall(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
+    flush_mode(a)?;
+    cx.sh.store.flush(None, cx.sync())?;
+    Ok(Reply::ok())
+}
+
+pub fn del(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
+    let _g = cx.lock(a);
+    let mut b = Batch::new();
+    let mut n = 0;
+    let mut seen = std::collections::HashSet::new();
+    for k in a {
+        if seen.insert(k) && cx.meta(k)?.is_some() {
+            b.del_meta(cx.db(), k);
+            n += 1;
+        }
+    }
+    cx.write(b)?;
+    Ok(Reply::Int(n))
+}
+
+/// `EXISTS` and `TOUCH`: how many of the keys exist (repeats count again).
+pub fn exists(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
+    let mut n = 0;
+    for k in a {
+        n += cx.sh.store.read(cx.db(), k, true)?.is_some() as i64;
+    }
+    Ok(Reply::Int(n))
+}
+
+pub fn type_(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
+    Ok(Reply::Simple(
+        cx.sh
+            .store
+            .read(cx.db(), &a[0], true)?
+            .map_or("none", |m| m.kind.name()),
+    ))
+}
+
+/// TTL-like replies: -2 for a missing key, -1 for one without expiry, else `f(expiry)`.
+fn ttl_with(cx: &Ctx, key: &[u8], f: impl Fn(u64) -> i64) -> CmdResult {
+    Ok(Reply::Int(match cx.sh.store.read(cx.db(), key, true)? {
+        None => -2,
+        Some(Meta {
+            expire_at_ms: None, ..
+        }) => -1,
+        Some(Meta {
+            expire_at_ms: Some(t),
+            ..
+        }) => f(t),
+    }))
+}
+
+pub fn ttl(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
+    ttl_with(cx, &a[0], |t| ((t as i64 - now_ms()).max(0) + 500) / 1000)
+}
+
+pub fn pttl(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
+    ttl_with(cx, &a[0], |t| (t as i64 - now_ms()).max(0))
+}
+
+pub fn expiretime(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
+    ttl_with(cx, &a[0], |t| t as i64 / 1000)
+}
+
+pub fn pexpiretime(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
+    ttl_with(cx, &a[0], |t| t as i64)
+}
+
+/// EXPIRE, PEXPIRE, EXPIREAT, PEXPIREAT with `[NX|XX|GT|LT]`: 1 if the expiry was set
+/// (or the key deleted because the time is past), 0 if the key is missing or a condition
+/// failed.
+fn expire_generic(cx: &Ctx, a: &[Bytes], unit: i64, relative: bool, cmd: &str) -> CmdResult {
+    let key = &a[0];
+    let n = int(&a[1])?;
+    let (mut nx, mut xx, mut gt, mut lt) = (false, false, false, false);
+    for opt in &a[2..] {
+        if eq(opt, "nx") {
+            nx = true;
+        } else if eq(opt, "xx") {
+            xx = true;
+        } else if eq(opt, "gt") {
+            gt = true;
+        } else if eq(opt, "lt") {
+            lt = true;
+        } else {
+            return Err(Reply::err(format!(
+                "Unsupported option {}",
+                super::text(opt)
+            )));
+        }
+    }
+    if nx && (xx || gt || lt) {
+        return Err(Reply::err(
+            "NX and XX, GT or LT options at the same time are not compatible",
+        ));
+    }
+    if gt && lt {
+        return Err(Reply::err(
+            "GT and LT options at the same time are not compatible",
+        ));
+    }
+    let bad = || Reply::err(format!("invalid expire time in '{cmd}' command"));
+    let mut at = n.checked_mul(unit).ok_or_else(bad)?;
+    if relative {
+        at = at.checked_add(now_ms()).ok_or_else(bad)?;
+    }
+    let _g = cx.lock(&[key]);
+    let Some(mut m) = cx.meta(key)? else {
+        return Ok(Reply::Int(0));
+    };
+    let cur = m.expire_at_ms;
+    let ok = if nx {
+        cur.is_none()
+    } else if xx {
+        cur.is_some()
+    } else {
+        true
+    } && (!gt || cur.is_some_and(|c| at > c as i64))
+        && (!lt || cur.is_none_or(|c| at < c as i64));
+    if !ok {
+        return Ok(Reply::Int(0));
+    }
+    let mut b = Batch::new();
+    if at <= now_ms() {
+        b.del_meta(cx.db(), key);
+    } else {
+        m.expire_at_ms = Some(at as u64);
+        b.put_meta(cx.db(), key, &m);
+    }
+    cx.write(b)?;
+    Ok(Reply::Int(1))
+}
+
+pub fn expire(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
+    expire_generic(cx, a, 1000, true, "expire")
+}
+
+pub fn pexpire(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
+    expire_generic(cx, a, 1, true, "pexpire")
+}
+
+pub fn expireat(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
+    expire_generic(cx, a, 1000, false, "expireat")
+}
+
+pub fn pexpireat(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
+    expire_generic(cx, a, 1, false, "pexpireat")
+}
+
+pub fn persist(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
+    let key = &a[0];
+    let _g = cx.lock(&[key]);
+    match cx.meta(key)? {
+        Some(mut m) if m.expire_at_ms.is_some() => {
+            m.expire_at_ms = None;
+            let mut b = Batch::new();
+            b.put_meta(cx.db(), key, &m);
+            cx.write(b)?;
+            Ok(Reply::Int(1))
+        }
+        _ => Ok(Reply::Int(0)),
+    }
+}
+
+/// Writes a copy of `m` (the value of `src` in `src_db`) as `dst` in `dst_db` into `b`:
+/// a string is one record; a collection gets a new version and a copy of every sub-key.
+fn copy_value(
+    cx: &Ctx,
+    b: &mut Batch,
+    src_db: u8,
+    src: &[u8],
+    m: &Meta,
+    dst_db: u8,
+    dst: &[u8],
+) -> Result<(), Reply> {
+    if m.kind == Kind::String {
+        b.put_meta(dst_db, dst, m);
+        return Ok(());
+    }
+    if m.size > MAX_REPLY_ITEMS {
+        return Err(Reply::err(format!(
+            "collection of {} members is too large to copy or rename (at most {MAX_REPLY_ITEMS})",
+            m.size
+        )));
+    }
+    let mut new = m.clone();
+    new.version = cx.sh.store.new_version();
+    // The prefix of every sub-key of this version, whatever its tag.
+    let mut from = record::sub_prefix(src_db, src, m.version, 0);
+    from.pop();
+    let mut to = record::sub_prefix(dst_db, dst, new.version, 0);
+    to.pop();
+    cx.sh.store.sub_range(&from, None, |rest, v| {
+        b.put(&[&to[..], rest].concat(), v);
+        true
+    })?;
+    b.put_meta(dst_db, dst, &new);
+    Ok(())
+}
+
+fn rename_generic(cx: &Ctx, a: &[Bytes], nx: bool) -> CmdResult {
+    let (src, dst) = (&a[0], &a[1]);
+    let _g = cx.lock(&[src, dst]);
+    let Some(m) = cx.meta(src)? else {
+        return Err(Reply::err("no such key"));
+    };
+    if src == dst {
+        return Ok(if nx { Reply::Int(0) } else { Reply::ok() });
+    }
+    if nx && cx.meta(dst)?.is_some() {
+        return Ok(Reply::Int(0));
+    }
+    let mut b = Batch::new();
+    copy_value(cx, &mut b, cx.db(), src, &m, cx.db(), dst)?;
+    b.del_meta(cx.db(), src);
+    cx.write(b)?;
+    Ok(if nx { Reply::Int(1) } else { Reply::ok() })
+}
+
+pub fn rename(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
+    rename_generic(cx, a, false)
+}
+
+pub fn renamenx(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
+    rename_generic(cx, a, true)
+}
+
+/// `COPY source destination [DB destination-db] [REPLACE]`
+pub fn copy(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
+    let (src, dst) = (&a[0], &a[1]);
+    let (mut dst_db, mut replace) = (cx.db(), false);
+    let mut i = 2;
+    while i < a.len() {
+        if eq(&a[i], "replace") {
+            replace = true;
+        } else if eq(&a[i], "db") && i + 1 < a.len() {
+            dst_db = db_index(&a[i + 1])?;
+            i += 1;
+        } else {
+            return Err(syntax());
+        }
+        i += 1;
+    }
+    if dst_db == cx.db() && src == dst {
+        return Err(Reply::err("source and destination objects are the same"));
+    }
+    let _g = cx
+        .sh
+        .store
+        .lock_pairs(&[(cx.db(), &src[..]), (dst_db, &dst[..])]);
+    let Some(m) = cx.meta(src)? else {
+        return Ok(Reply::Int(0));
+    };
+    if cx.sh.store.read(dst_db, dst, false)?.is_some() && !replace {
+        return Ok(Reply::Int(0));
+    }
+    let mut b = Batch::new();
+    copy_value(cx, &mut b, cx.db(), src, &m, dst_db, dst)?;
+    cx.write(b)?;
+    Ok(Reply::Int(1))
+}
+
+pub fn move_(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
+    let key = &a[0];
+    let dst_db = db_index(&a[1])?;
+    if dst_db == cx.db() {
+        return Err(Reply::err("source and destination objects are the same"));
+    }
+    let _g = cx
+        .sh
+        .store
+        .lock_pairs(&[(cx.db(), &key[..]), (dst_db, &key[..])]);
+    let Some(m) = cx.meta(key)? else {
+        return Ok(Reply::Int(0));
+    };
+    if cx.sh.store.read(dst_db, key, false)?.is_some() {
+        return Ok(Reply::Int(0));
+    }
+    let mut b = Batch::new();
+    copy_value(cx, &mut b, cx.db(), key, &m, dst_db, key)?;
+    b.del_meta(cx.db(), key);
+    cx.write(b)?;
+    Ok(Reply::Int(1))
+}
+
+/// Databases `RANDOMKEY` reads whole, in entries (metadata records).
+const SMALL_DB: usize = 128;
+
+/// A random key. A database of at most [`SMALL_DB`] entries is read whole and the key
+/// picked uniformly; in a larger one, the first live key after a random position (not
+/// uniform: a key after a long gap in key order is picked more often; Redis's pick is
+/// uniform over its hash table).
+///
+/// The scan goes on past expired keys (pages of [`MAX_SCAN_COUNT`] entries examined),
+/// then wraps to the start once, so that it answers nil only when no live key is left.
+pub fn randomkey(cx: &mut Ctx, _a: &[Bytes]) -> CmdResult {
+    let (page, resume) = cx.sh.store.scan(cx.db(), None, SMALL_DB)?;
+    if resume.is_none() {
+        // The whole database: a uniform pick (with two keys, each must come up).
+        return Ok(match page.len() {
+            0 => Reply::Nil,
+            n => bulk(page[rand::rng().random_range(0..n)].0.clone()),
+        });
+    }
+    let start: [u8; 8] = rand::rng().random();
+    let mut after = Some(start.to_vec());
+    let mut wrapped = false;
+    loop {
+        let (page, resume) = cx
+            .sh
+            .store
+            .scan(cx.db(), after.as_deref(), MAX_SCAN_COUNT)?;
+        if let Some((k, _)) = page.into_iter().next() {
+            return Ok(bulk(k));
+        }
+        after = match resume {
+            Some(k) => Some(k),
+            None if !wrapped => {
+                wrapped = true;
+                None
+            }
+            None => return Ok(Reply::Nil),
+        };
+    }
+}
+
+/// The encoding Redis 7.0 would use for this value under the current
+/// `*-max-listpack-*`/`set-max-intset-entries` settings. The layout here has one encoding
+/// per type; this answers clients and tests that look. Small collections are read to
+/// check their member sizes (at most the threshold's number of members).
+pub fn encoding(cx: &Ctx, key: &[u8], m: &Meta) -> Result<&'static str, Reply> {
+    let st = &cx.sh.settings;
+    let small = |entries: &str, value: &str, tag: u8, check_values: bool| -> Result<bool, Reply> {
+        let max = st.compat_num(entries);
+        if m.size as i64 > max {
+            return Ok(false);
+        }
+        let limit = st.compat_num(value) as usize;
+        Ok(cx
+            .members(key, m, tag)?
+            .iter()
+            .all(|(k, v)| k.len() <= limit && (!check_values || v.len() <= limit)))
+    };
+    Ok(match m.kind {
+        Kind::String => {
+            if m.value.len() <= 20 && super::parse_int(&m.value).is_some() {
+                "int"
+            } else if m.value.len() <= 44 {
+                "embstr"
+            } else {
+                "raw"
+            }
+        }
+        Kind::Hash
+            if small(
+                "hash-max-listpack-entries",
+                "hash-max-listpack-value",
+                0,
+                true,
+            )? =>
+        {
+            "listpack"
+        }
+        Kind::Hash => "hashtable",
+        Kind::List => "quicklist",
+        Kind::Set => {
+            let ints = m.size as i64 <= st.compat_num("set-max-intset-entries")
+                && cx
+                    .members(key, m, 0)?
+                    .iter()
+                    .all(|(k, _)| super::parse_int(k).is_some());
+            if ints {
+                "intset"
+            } else {
+                "hashtable"
+            }
+        }
+        Kind::ZSet
+            if small(
+                "zset-max-listpack-entries",
+                "zset-max-listpack-value",
+                0,
+                false,
+            )? =>
+        {
+            "listpack"
+        }
+        Kind::ZSet => "skiplist",
+    })
+}
+
+/// `MEMORY USAGE key [SAMPLES n]`: an estimate (key, header and value bytes; for a
+/// collection, its member count times the size of its first members), not the
+/// allocator's figure. `MEMORY` subcommands other than `USAGE` are not supported.
+pub fn memory(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
+    if !eq(&a[0], "usage") || a.len() < 2 {
+        return Err(Reply::err(format!(
+            "unknown subcommand '{}'. Try MEMORY HELP.",
+            super::text(&a[0])
+        )));
+    }
+    let key = &a[1];
+    let Some(m) = cx.meta(key)? else {
+        return Ok(Reply::Nil);
+    };
+    let base = key.len() as u64 + 2 * record::STRING_HEADER as u64;
+    if m.kind == Kind::String {
+        return Ok(Reply::Int((base + m.value.len() as u64) as i64));
+    }
+    let (mut n, mut bytes) = (0u64, 0u64);
+    cx.sh
+        .store
+        .sub_range(&cx.sub_prefix(key, &m, 0), None, |k, v| {
+            n += 1;
+            bytes += (k.len() + v.len() + 16) as u64;
+            n < 5
+        })?;
+    let per = bytes.checked_div(n).unwrap_or(0);
+    Ok(Reply::Int((base + per * m.size) as i64))
+}
+
+pub fn object(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
+    let sub = super::text(&a[0]).to_ascii_lowercase();
+    if sub == "help" {
+        return Ok(Reply::Array(
+            [
+                "OBJECT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+                "ENCODING <key>",
+                "    Return the kind of internal representation used in order to store the value",
+                "    associated with a <key>.",
+                "FREQ <key>",
+                "    Return the access frequency index of the <key>. The returned integer is",
+                "    proportional to the logarithm of the recent access frequency of the key.",
+                "IDLETIME <key>",
+                "    Return the idle time of the <key>, that is the approximated number of",
+                "    seconds elapsed since the last access to the key.",
+                "REFCOUNT <key>",
+                "    Return the number of references of the value associated with the specified",
+                "    <key>.",
+                "HELP",
+                "    Print this help.",
+            ]
+            .into_iter()
+            .map(Reply::bulk)
+            .collect(),
+        ));
+    }
+    let [_, key] = a else {
+        return Err(Reply::err(format!(
+            "unknown subcommand or wrong number of arguments for '{sub}'. Try OBJECT HELP."
+        )));
+    };
+    let Some(m) = cx.meta(key)? else {
+        return Ok(Reply::Nil);
+    };
+    match sub.as_str() {
+        "encoding" => Ok(Reply::bulk(encoding(cx, key, &m)?)),
+        "refcount" => Ok(Reply::Int(1)),
+        // No access times are kept.
+        "idletime" => Ok(Reply::Int(0)),
+        "freq" => Err(Reply::err(
+            "An LFU maxmemory policy is not selected, access frequency not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust.",
+        )),
+        _ => Err(Reply::err(format!(
+            "unknown subcommand '{sub}'. Try OBJECT HELP."
+        ))),
+    }
+}

@@ -1,0 +1,422 @@
+//! Redis's data-type commands over the typed layout of [`crate::record`], one file per
+//! group, and the command table that both dispatches them and answers `COMMAND`.
+//!
+//! Every write command builds one [`Batch`] and applies it with one engine write, so a
+//! command's changes (a metadata record and its sub-keys, or several keys) are atomic.
+//! Read-modify-write commands hold their keys' stripe locks ([`crate::store::Store::lock`])
+//! from the first read to the write.
+
+/// One [`table::Spec`] (see there for the fields).
+macro_rules! c {
+    ($name:literal, $arity:expr, $flags:literal, $first:expr, $last:expr, $step:expr, $group:literal, $h:expr) => {
+        $crate::cmd::table::Spec {
+            name: $name,
+            arity: $arity,
+            flags: $flags,
+            first: $first,
+            last: $last,
+            step: $step,
+            group: $group,
+            handler: $h,
+        }
+    };
+}
+
+pub mod hash;
+pub mod introspect;
+pub mod keyspace;
+pub mod list;
+pub mod multi;
+pub mod set;
+pub mod string;
+pub mod table;
+pub mod zset;
+
+use crate::commands::Session;
+use crate::config::AppendFsync;
+use crate::protocol::Reply;
+use crate::record::{self, Kind, Meta};
+use crate::server::Shared;
+use crate::store::{Batch, KeyLocks};
+use bytes::Bytes;
+
+pub type CmdResult = Result<Reply, Reply>;
+
+/// A collection's (member, value) pairs in member order.
+pub type Members = Vec<(Vec<u8>, Vec<u8>)>;
+
+/// Most elements a reply built from a collection may have: a `SMEMBERS` or `LRANGE` of a
+/// larger range is refused before anything is read, so a request cannot make the server
+/// buffer an unbounded reply.
+pub const MAX_REPLY_ITEMS: u64 = 1 << 22;
+/// Largest string a command may build (Redis's `proto-max-bulk-len` default, 512 MiB).
+pub const MAX_STRING: u64 = 512 << 20;
+
+/// What a command runs with: the shared server state and the client's session.
+pub struct Ctx<'a> {
+    pub sh: &'a Shared,
+    pub s: &'a mut Session,
+}
+
+impl Ctx<'_> {
+    pub fn db(&self) -> u8 {
+        self.s.ext.db
+    }
+
+    pub fn sync(&self) -> bool {
+        self.sh.settings.appendfsync() == AppendFsync::Always
+    }
+
+    /// The live metadata of `key` (expired keys are absent; not purged, so it may be
+    /// called under the key's lock).
+    pub fn meta(&self, key: &[u8]) -> Result<Option<Meta>, Reply> {
+        Ok(self.sh.store.read(self.db(), key, false)?)
+    }
+
+    /// Like [`Ctx::meta`], and an error unless the key is absent or of `kind`.
+    pub fn typed(&self, key: &[u8], kind: Kind) -> Result<Option<Meta>, Reply> {
+        match self.meta(key)? {
+            Some(m) if m.kind != kind => Err(wrongtype()),
+            m => Ok(m),
+        }
+    }
+
+    pub fn lock<K: AsRef<[u8]>>(&self, keys: &[K]) -> KeyLocks<'_> {
+        self.sh.store.lock(self.db(), keys)
+    }
+
+    pub fn write(&self, b: Batch) -> Result<(), Reply> {
+        Ok(self.sh.store.write(b, self.sync())?)
+    }
+
+    /// A new, empty collection of `kind`.
+    pub fn new_collection(&self, kind: Kind) -> Meta {
+        Meta::collection(kind, self.sh.store.new_version())
+    }
+
+    /// The collection `key` of `kind`, or a new empty one if it does not exist.
+    pub fn collection(&self, key: &[u8], kind: Kind) -> Result<Meta, Reply> {
+        Ok(match self.typed(key, kind)? {
+            Some(m) => m,
+            None => self.new_collection(kind),
+        })
+    }
+
+    pub fn sub_prefix(&self, key: &[u8], m: &Meta, tag: u8) -> Vec<u8> {
+        record::sub_prefix(self.db(), key, m.version, tag)
+    }
+
+    pub fn sub_key(&self, key: &[u8], m: &Meta, tag: u8, member: &[u8]) -> Vec<u8> {
+        record::sub_key(self.db(), key, m.version, tag, member)
+    }
+
+    /// The value of one sub-key.
+    pub fn sub_get(
+        &self,
+        key: &[u8],
+        m: &Meta,
+        tag: u8,
+        member: &[u8],
+    ) -> Result<Option<Vec<u8>>, Reply> {
+        Ok(self.sh.store.db().get(&self.sub_key(key, m, tag, member))?)
+    }
+
+    /// Every (member, value) of a collection with `tag`, refused when it has more than
+    /// [`MAX_REPLY_ITEMS`] members.
+    pub fn members(&self, key: &[u8], m: &Meta, tag: u8) -> Result<Members, Reply> {
+        check_reply_size(m.size)?;
+        let mut out = Vec::with_capacity(m.size as usize);
+        self.sh
+            .store
+            .sub_range(&self.sub_prefix(key, m, tag), None, |k, v| {
+                out.push((k.to_vec(), v.to_vec()));
+                true
+            })?;
+        Ok(out)
+    }
+
+    /// Saves `m` for `key`, or deletes the key when the collection became empty (Redis
+    /// never keeps an empty collection).
+    pub fn put_collection(&self, b: &mut Batch, key: &[u8], m: &Meta) {
+        if m.size == 0 {
+            b.del_meta(self.db(), key);
+        } else {
+            b.put_meta(self.db(), key, m);
+        }
+    }
+}
+
+/// Refuses a reply of more than [`MAX_REPLY_ITEMS`] elements.
+pub fn check_reply_size(n: u64) -> Result<(), Reply> {
+    if n > MAX_REPLY_ITEMS {
+        return Err(Reply::err(format!(
+            "reply of {n} elements refused: more than {MAX_REPLY_ITEMS} (read the collection with a SCAN-type command)"
+        )));
+    }
+    Ok(())
+}
+
+/// Per-connection state of this module's commands (kept in [`Session`]).
+#[derive(Default)]
+pub struct SessionExt {
+    /// `SELECT`ed database.
+    pub db: u8,
+    /// Commands queued since `MULTI` (`None`: not in a transaction).
+    pub multi: Option<Vec<Vec<Bytes>>>,
+    /// A command queued after `MULTI` was refused: `EXEC` fails with `EXECABORT`.
+    pub multi_failed: bool,
+    /// `WATCH`ed keys and whether each existed (unexpired) when watched.
+    pub watched: Vec<(u8, Vec<u8>, bool)>,
+    /// `HSCAN`/`SSCAN`/`ZSCAN` cursors: number -> (key, last member returned).
+    pub coll_cursors: std::collections::BTreeMap<u64, (Vec<u8>, Vec<u8>)>,
+    pub next_coll_cursor: u64,
+}
+
+/// Open collection-scan cursors a connection keeps; older ones are forgotten.
+const MAX_COLL_CURSORS: usize = 256;
+
+/// `HSCAN`/`SSCAN`/`ZSCAN key cursor [MATCH p] [COUNT n]`: pages of a collection's
+/// sub-keys with `tag` in member order; `item` turns (member, value) into reply elements.
+/// The cursor (a number on the wire) names the last member returned, kept by the
+/// connection, as `SCAN`'s does.
+pub fn coll_scan(
+    cx: &mut Ctx,
+    a: &[Bytes],
+    kind: Kind,
+    item: impl Fn(&[u8], &[u8], &mut Vec<Reply>),
+) -> CmdResult {
+    let key = &a[0];
+    let cursor: u64 = std::str::from_utf8(&a[1])
+        .ok()
+        .and_then(|c| c.parse().ok())
+        .ok_or_else(|| Reply::err("invalid cursor"))?;
+    let (mut pat, mut count, mut i) = (None, 10usize, 2);
+    while i < a.len() {
+        if i + 1 >= a.len() {
+            return Err(syntax());
+        }
+        if eq(&a[i], "match") {
+            pat = Some(a[i + 1].clone());
+        } else if eq(&a[i], "count") {
+            count = usize::try_from(int(&a[i + 1])?)
+                .ok()
+                .filter(|&c| c > 0)
+                .ok_or_else(syntax)?
+                .min(MAX_REPLY_ITEMS as usize);
+        } else {
+            return Err(syntax());
+        }
+        i += 2;
+    }
+    let after = match cursor {
+        0 => None,
+        c => match cx.s.ext.coll_cursors.remove(&c) {
+            Some((k, last)) if k == key[..] => Some(last),
+            _ => return Err(Reply::err("invalid cursor")),
+        },
+    };
+    let empty = || Reply::Array(vec![Reply::bulk("0"), Reply::Array(Vec::new())]);
+    let Some(m) = cx.typed(key, kind)? else {
+        return Ok(empty());
+    };
+    let prefix = cx.sub_prefix(key, &m, 0);
+    let mut page: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+    let mut more = false;
+    cx.sh.store.sub_range(&prefix, after.as_deref(), |k, v| {
+        if after.as_deref() == Some(k) {
+            return true;
+        }
+        if page.len() == count {
+            more = true;
+            return false;
+        }
+        page.push((k.to_vec(), v.to_vec()));
+        true
+    })?;
+    let next = match (more, page.last()) {
+        (true, Some((last, _))) => {
+            let ext = &mut cx.s.ext;
+            ext.next_coll_cursor += 1;
+            ext.coll_cursors
+                .insert(ext.next_coll_cursor, (key.to_vec(), last.clone()));
+            while ext.coll_cursors.len() > MAX_COLL_CURSORS {
+                ext.coll_cursors.pop_first();
+            }
+            ext.next_coll_cursor
+        }
+        _ => 0,
+    };
+    let mut items = Vec::new();
+    for (k, v) in &page {
+        if pat.as_ref().is_none_or(|p| crate::pattern::matches(p, k)) {
+            item(k, v, &mut items);
+        }
+    }
+    Ok(Reply::Array(vec![
+        Reply::bulk(next.to_string()),
+        Reply::Array(items),
+    ]))
+}
+
+/// A random-count argument (`HRANDFIELD`, `SRANDMEMBER`, `SPOP`, `ZRANDMEMBER`): its
+/// value, refused beyond [`MAX_REPLY_ITEMS`] either way.
+pub fn rand_count(b: &[u8]) -> Result<i64, Reply> {
+    let n = int(b)?;
+    if n.unsigned_abs() > MAX_REPLY_ITEMS {
+        return Err(Reply::err("value is out of range"));
+    }
+    Ok(n)
+}
+
+/// `count` picks from `n` items: distinct ones (all of them if `count >= n`) for a
+/// positive count, repeats allowed for a negative one.
+pub fn pick(n: usize, count: i64) -> Vec<usize> {
+    use rand::seq::index::sample;
+    use rand::Rng;
+    let mut rng = rand::rng();
+    if n == 0 {
+        return Vec::new();
+    }
+    if count < 0 {
+        (0..count.unsigned_abs())
+            .map(|_| rng.random_range(0..n))
+            .collect()
+    } else if count as usize >= n {
+        (0..n).collect()
+    } else {
+        sample(&mut rng, n, count as usize).into_vec()
+    }
+}
+
+pub fn wrongtype() -> Reply {
+    Reply::Error("WRONGTYPE Operation against a key holding the wrong kind of value".into())
+}
+
+pub fn syntax() -> Reply {
+    Reply::err("syntax error")
+}
+
+pub fn not_integer() -> Reply {
+    Reply::err("value is not an integer or out of range")
+}
+
+pub fn not_float() -> Reply {
+    Reply::err("value is not a valid float")
+}
+
+pub fn wrong_args(cmd: &str) -> Reply {
+    Reply::err(format!("wrong number of arguments for '{cmd}' command"))
+}
+
+pub fn eq(a: &[u8], b: &str) -> bool {
+    a.eq_ignore_ascii_case(b.as_bytes())
+}
+
+/// A 64-bit integer in Redis's canonical form only: no sign `+`, no leading zeros, no
+/// `-0`, no spaces.
+pub fn int(b: &[u8]) -> Result<i64, Reply> {
+    parse_int(b).ok_or_else(not_integer)
+}
+
+pub fn parse_int(b: &[u8]) -> Option<i64> {
+    std::str::from_utf8(b)
+        .ok()
+        .filter(|s| !(s.starts_with('+') || (s.len() > 1 && s.starts_with('0')) || *s == "-0"))
+        .filter(|s| !s.starts_with("-0") || s.len() == 1)
+        .and_then(|s| s.parse().ok())
+}
+
+/// A float as Redis's `strtold` reads it: `inf`, `-inf`, decimals and exponents; no NaN,
+/// no spaces.
+pub fn parse_float(b: &[u8]) -> Option<f64> {
+    let s = std::str::from_utf8(b).ok()?;
+    if s.is_empty()
+        || s.starts_with(|c: char| c.is_ascii_whitespace())
+        || s.ends_with(|c: char| c.is_ascii_whitespace())
+    {
+        return None;
+    }
+    let v: f64 = match s.to_ascii_lowercase().as_str() {
+        "inf" | "+inf" | "infinity" | "+infinity" => f64::INFINITY,
+        "-inf" | "-infinity" => f64::NEG_INFINITY,
+        l if l.contains("nan") || l.contains("inf") => return None,
+        _ => s.parse().ok()?,
+    };
+    (!v.is_nan()).then_some(v)
+}
+
+pub fn float(b: &[u8]) -> Result<f64, Reply> {
+    parse_float(b).ok_or_else(not_float)
+}
+
+/// A score as Redis 7.0 prints one (`%.17g`; `inf`, `-inf`).
+#[allow(dead_code)]
+pub fn fmt_float(v: f64) -> String {
+    if v.is_infinite() {
+        return if v > 0.0 { "inf".into() } else { "-inf".into() };
+    }
+    if v == 0.0 {
+        return if v.is_sign_negative() {
+            "-0".into()
+        } else {
+            "0".into()
+        };
+    }
+    // 17 significant digits, then %g's choice between fixed and exponent notation.
+    let sci = format!("{v:.16e}");
+    let (mant, exp) = sci.split_once('e').expect("exponent");
+    let exp: i32 = exp.parse().expect("exponent digits");
+    if !(-4..17).contains(&exp) {
+        let mant = trim_zeros(mant);
+        let sign = if exp < 0 { '-' } else { '+' };
+        return format!("{mant}e{sign}{:02}", exp.abs());
+    }
+    let decimals = (16 - exp).max(0) as usize;
+    trim_zeros(&format!("{v:.decimals$}")).to_string()
+}
+
+#[allow(dead_code)]
+fn trim_zeros(s: &str) -> &str {
+    if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.')
+    } else {
+        s
+    }
+}
+
+/// A float as `INCRBYFLOAT` prints it (Redis's human-friendly `%.17Lf` trimmed): fixed
+/// notation, shortest digits that read back the same.
+pub fn fmt_incr_float(v: f64) -> String {
+    let s = format!("{v}");
+    if s == "-0" {
+        "0".into()
+    } else {
+        s
+    }
+}
+
+pub fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// Runs `name` if it is one of this module's commands (`None`: not one, the caller's
+/// dispatch goes on).
+pub fn dispatch(sh: &Shared, s: &mut Session, name: &str, args: &[Bytes]) -> Option<CmdResult> {
+    let spec = table::find(name)?;
+    let handler = spec.handler?;
+    if !spec.arity_ok(args.len()) {
+        return Some(Err(wrong_args(spec.name)));
+    }
+    let mut cx = Ctx { sh, s };
+    Some(handler(&mut cx, &args[1..]))
+}
+
+/// A string value's reply.
+pub fn bulk(v: Vec<u8>) -> Reply {
+    Reply::Bulk(Bytes::from(v))
+}
+
+/// Milliseconds since the epoch, as Redis's `mstime`, as a signed number.
+pub fn now_ms() -> i64 {
+    record::now_ms() as i64
+}

@@ -1,0 +1,114 @@
+//! Transactions: `MULTI` queues a connection's commands, `EXEC` runs them with no other
+//! client's command in between (it holds the store's exec lock exclusively; every other
+//! command holds it shared), and `WATCH` makes `EXEC` fail if a watched key was written
+//! by anyone, deleted, flushed, or expired since it was watched.
+
+use super::{table, wrong_args, CmdResult, Ctx};
+use crate::commands::{self, Session};
+use crate::protocol::Reply;
+use crate::server::Shared;
+use bytes::Bytes;
+
+/// Queues the command while a transaction is open: `QUEUED`, or the error that will make
+/// `EXEC` fail. `None`: not in a transaction, or a command that runs at once.
+pub fn queue(s: &mut Session, name: &str, args: &[Bytes]) -> Option<Reply> {
+    let queued = s.ext.multi.as_mut()?;
+    if matches!(
+        name,
+        "exec" | "discard" | "multi" | "watch" | "quit" | "reset"
+    ) {
+        return None;
+    }
+    let Some(spec) = table::find(name) else {
+        s.ext.multi_failed = true;
+        return Some(commands::unknown(&args[0], &args[1..]));
+    };
+    if !spec.arity_ok(args.len()) {
+        s.ext.multi_failed = true;
+        return Some(wrong_args(spec.name));
+    }
+    queued.push(args.to_vec());
+    Some(Reply::Simple("QUEUED"))
+}
+
+pub fn multi(cx: &mut Ctx, _a: &[Bytes]) -> CmdResult {
+    if cx.s.ext.multi.is_some() {
+        return Err(Reply::err("MULTI calls can not be nested"));
+    }
+    cx.s.ext.multi = Some(Vec::new());
+    cx.s.ext.multi_failed = false;
+    Ok(Reply::ok())
+}
+
+fn forget_watches(sh: &Shared, s: &mut Session) {
+    if !s.ext.watched.is_empty() {
+        sh.store.unwatch(s.id);
+        s.ext.watched.clear();
+    }
+}
+
+/// Whether a watched key changed: written (the store's registry says so), or expired
+/// since it was watched.
+fn watched_changed(cx: &Ctx) -> Result<bool, Reply> {
+    if cx.sh.store.is_dirty(cx.s.id) {
+        return Ok(true);
+    }
+    for (db, key, existed) in &cx.s.ext.watched {
+        if *existed && cx.sh.store.read(*db, key, false)?.is_none() {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+/// Runs the queued commands under the exec lock. The caller holds no command lock.
+pub fn exec(cx: &mut Ctx, _a: &[Bytes]) -> CmdResult {
+    let Some(queued) = cx.s.ext.multi.take() else {
+        return Err(Reply::err("EXEC without MULTI"));
+    };
+    let failed = std::mem::take(&mut cx.s.ext.multi_failed);
+    let _x = cx.sh.store.exec_lock();
+    let changed = watched_changed(cx);
+    forget_watches(cx.sh, cx.s);
+    if failed {
+        return Err(Reply::Error(
+            "EXECABORT Transaction discarded because of previous errors.".into(),
+        ));
+    }
+    if changed? {
+        // Redis answers an aborted transaction with the null array.
+        return Ok(Reply::NilArray);
+    }
+    let mut out = Vec::with_capacity(queued.len());
+    for c in &queued {
+        out.push(commands::run(cx.sh, cx.s, c).0);
+    }
+    Ok(Reply::Array(out))
+}
+
+pub fn discard(cx: &mut Ctx, _a: &[Bytes]) -> CmdResult {
+    if cx.s.ext.multi.take().is_none() {
+        return Err(Reply::err("DISCARD without MULTI"));
+    }
+    cx.s.ext.multi_failed = false;
+    forget_watches(cx.sh, cx.s);
+    Ok(Reply::ok())
+}
+
+pub fn watch(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
+    if cx.s.ext.multi.is_some() {
+        return Err(Reply::err("WATCH inside MULTI is not allowed"));
+    }
+    for k in a {
+        let db = cx.db();
+        cx.sh.store.watch(cx.s.id, db, k);
+        let exists = cx.meta(k)?.is_some();
+        cx.s.ext.watched.push((db, k.to_vec(), exists));
+    }
+    Ok(Reply::ok())
+}
+
+pub fn unwatch(cx: &mut Ctx, _a: &[Bytes]) -> CmdResult {
+    forget_watches(cx.sh, cx.s);
+    Ok(Reply::ok())
+}

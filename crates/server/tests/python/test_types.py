@@ -1,0 +1,220 @@
+"""Redis data types and generic commands through redis-py: one test per command group."""
+
+import pytest
+import redis
+
+WRONGTYPE = "WRONGTYPE Operation against a key holding the wrong kind of value"
+
+
+def test_string_group(r):
+    r.set("s", "hello world")
+    assert r.getrange("s", 0, 4) == b"hello"
+    assert r.getrange("s", -5, -1) == b"world"
+    assert r.setrange("s", 6, "redis") == 11
+    assert r.get("s") == b"hello redis"
+    assert r.setrange("pad", 3, "x") == 4
+    assert r.get("pad") == b"\x00\x00\x00x"
+    assert r.getset("s", "new") == b"hello redis"
+    assert r.msetnx({"m1": "1", "m2": "2"}) is True
+    assert r.msetnx({"m2": "x", "m3": "3"}) is False
+    assert r.get("m3") is None
+    r.execute_command("SETEX", "ex", 100, "v")
+    assert 99 <= r.ttl("ex") <= 100
+    r.psetex("pex", 100000, "v")
+    assert r.pttl("pex") > 99000
+    assert r.getex("ex", persist=True) == b"v"
+    assert r.ttl("ex") == -1
+    assert r.getex("ex", ex=50) == b"v"
+    assert 49 <= r.ttl("ex") <= 50
+    assert r.incrbyfloat("f", 10.5) == 10.5
+    assert r.incrbyfloat("f", 0.1) == pytest.approx(10.6)
+    assert r.get("f") == b"10.6"
+    assert r.setbit("bits", 7, 1) == 0
+    assert r.getbit("bits", 7) == 1
+    assert r.get("bits") == b"\x01"
+    assert r.bitcount("bits") == 1
+    assert r.bitpos("bits", 1) == 7
+    with pytest.raises(redis.ResponseError, match="bit offset"):
+        r.setbit("bits", 2**32, 1)
+    with pytest.raises(redis.ResponseError, match="maximum allowed size"):
+        r.setrange("big", 512 * 1024 * 1024, "x")
+    r.mset({"a": "ohmytext", "b": "mynewtext"})
+    assert r.lcs("a", "b") == b"mytext"
+    assert r.lcs("a", "b", len=True) == 6
+    r.rpush("list", "x")
+    with pytest.raises(redis.ResponseError, match=WRONGTYPE):
+        r.get("list")
+    with pytest.raises(redis.ResponseError, match=WRONGTYPE):
+        r.incr("list")
+    # SET overwrites any type.
+    assert r.set("list", "now a string") is True
+    assert r.type("list") == b"string"
+
+
+def test_generic_group(r):
+    r.set("k", "v")
+    r.hset("h", mapping={"f": "1", "g": "2"})
+    assert r.type("k") == b"string"
+    assert r.type("h") == b"hash"
+    assert r.type("nothing") == b"none"
+    assert r.expire("k", 100, nx=True) is True
+    assert r.expire("k", 200, nx=True) is False
+    assert r.expire("k", 50, gt=True) is False
+    assert r.expire("k", 50, lt=True) is True
+    assert 49 <= r.ttl("k") <= 50
+    assert r.expiretime("k") > 0
+    assert r.rename("h", "h2") is True
+    assert r.hgetall("h2") == {b"f": b"1", b"g": b"2"}
+    assert r.exists("h") == 0
+    assert r.renamenx("k", "h2") is False
+    assert r.copy("h2", "h3") is True
+    assert r.hgetall("h3") == {b"f": b"1", b"g": b"2"}
+    assert r.copy("h2", "h3") is False
+    assert r.copy("k", "k", destination_db=5) is True
+    with pytest.raises(redis.ResponseError, match="no such key"):
+        r.rename("missing", "x")
+    assert r.object("encoding", "k") == b"embstr"
+    assert r.randomkey() in {b"k", b"h2", b"h3"}
+    assert r.delete("h2") == 1
+    assert r.hgetall("h2") == {}
+    cursor, keys = r.scan(0, _type="hash", count=100)
+    assert keys == [b"h3"]
+
+
+def test_databases_are_apart(server):
+    a = server.client(db=0)
+    b = server.client(db=9)
+    a.set("k", "zero")
+    assert b.get("k") is None
+    b.set("k", "nine")
+    assert a.get("k") == b"zero"
+    assert b.dbsize() == 1
+    assert a.move("k", 3) is True
+    assert server.client(db=3).get("k") == b"zero"
+    b.flushdb()
+    assert b.dbsize() == 0
+    assert server.client(db=3).get("k") == b"zero"
+
+
+def test_hash_group(r):
+    assert r.hset("h", mapping={"a": "1", "b": "2"}) == 2
+    assert r.hset("h", "a", "3") == 0
+    assert r.hget("h", "a") == b"3"
+    assert r.hmget("h", "a", "zz", "b") == [b"3", None, b"2"]
+    assert r.hlen("h") == 2
+    assert r.hexists("h", "b") and not r.hexists("h", "c")
+    assert r.hsetnx("h", "a", "x") == 0
+    assert r.hstrlen("h", "a") == 1
+    assert r.hincrby("h", "n", 5) == 5
+    assert r.hincrbyfloat("h", "n", 0.5) == 5.5
+    assert sorted(r.hkeys("h")) == [b"a", b"b", b"n"]
+    assert r.hrandfield("h") in {b"a", b"b", b"n"}
+    assert len(r.hrandfield("h", -10)) == 10
+    seen = {}
+    for k, v in r.hscan_iter("h", count=1):
+        seen[k] = v
+    assert seen == r.hgetall("h")
+    assert r.hdel("h", "a", "b", "n", "zz") == 3
+    assert r.exists("h") == 0, "an emptied hash is deleted"
+    r.set("s", "v")
+    with pytest.raises(redis.ResponseError, match=WRONGTYPE):
+        r.hset("s", "f", "v")
+
+
+def test_set_group(r):
+    assert r.sadd("s", "a", "b", "c", "a") == 3
+    assert r.scard("s") == 3
+    assert r.sismember("s", "a") and not r.sismember("s", "z")
+    assert r.smismember("s", "a", "z") == [1, 0]
+    r.sadd("t", "b", "c", "d")
+    assert r.sinter("s", "t") == {b"b", b"c"}
+    assert r.sunion("s", "t") == {b"a", b"b", b"c", b"d"}
+    assert r.sdiff("s", "t") == {b"a"}
+    assert r.sinterstore("st", "s", "t") == 2
+    assert r.smembers("st") == {b"b", b"c"}
+    assert r.sintercard(2, ["s", "t"], limit=1) == 1
+    assert r.smove("s", "t", "a") is True
+    assert r.smembers("t") == {b"a", b"b", b"c", b"d"}
+    assert r.srandmember("t") in {b"a", b"b", b"c", b"d"}
+    assert len(r.srandmember("t", 10)) == 4
+    popped = r.spop("t", 2)
+    assert len(popped) == 2 and r.scard("t") == 2
+    assert set(r.sscan_iter("t", count=1)) == r.smembers("t")
+    assert r.srem("t", *r.smembers("t")) == 2
+    assert r.exists("t") == 0
+
+
+def test_list_group(r):
+    assert r.rpush("l", "a", "b", "c") == 3
+    assert r.lpush("l", "z") == 4
+    assert r.lrange("l", 0, -1) == [b"z", b"a", b"b", b"c"]
+    assert r.lindex("l", -1) == b"c"
+    assert r.llen("l") == 4
+    assert r.lset("l", 1, "A") is True
+    assert r.linsert("l", "before", "b", "x") == 5
+    assert r.lrange("l", 0, -1) == [b"z", b"A", b"x", b"b", b"c"]
+    assert r.lpos("l", "b") == 3
+    assert r.lrem("l", 0, "x") == 1
+    assert r.ltrim("l", 1, -1) is True
+    assert r.lrange("l", 0, -1) == [b"A", b"b", b"c"]
+    assert r.lpop("l") == b"A"
+    assert r.rpop("l", 5) == [b"c", b"b"]
+    assert r.exists("l") == 0
+    r.rpush("src", "1", "2")
+    assert r.lmove("src", "dst", "LEFT", "RIGHT") == b"1"
+    assert r.rpoplpush("src", "dst") == b"2"
+    assert r.lrange("dst", 0, -1) == [b"2", b"1"]
+    with pytest.raises(redis.ResponseError, match="no such key"):
+        r.lset("nolist", 0, "v")
+    assert r.lpushx("nolist", "v") == 0
+
+
+def test_multi_exec_and_watch(server):
+    r = server.client()
+    other = server.client()
+    p = r.pipeline(transaction=True)
+    p.set("a", 1).incr("a").rpush("l", "x")
+    assert p.execute() == [True, 2, 1]
+    # A watched key written by another client aborts EXEC.
+    with r.pipeline(transaction=True) as p:
+        p.watch("a")
+        other.set("a", 100)
+        p.multi()
+        p.incr("a")
+        with pytest.raises(redis.WatchError):
+            p.execute()
+    assert r.get("a") == b"100"
+    # Unrelated writes do not.
+    with r.pipeline(transaction=True) as p:
+        p.watch("a")
+        other.set("b", 1)
+        p.multi()
+        p.incr("a")
+        assert p.execute() == [101]
+    # A command refused while queueing fails the whole transaction.
+    r.execute_command("MULTI")
+    r.execute_command("SET", "c", "1")
+    with pytest.raises(redis.ResponseError):
+        r.execute_command("GET")
+    with pytest.raises(redis.exceptions.ExecAbortError, match="previous errors"):
+        r.execute_command("EXEC")
+    assert r.get("c") is None
+
+
+def test_info_and_command_table(r):
+    r.set("k", "v", ex=100)
+    info = r.info()
+    for field in ["redis_version", "arch_bits", "cluster_enabled", "role", "connected_clients",
+                  "used_memory", "mem_allocator"]:
+        assert field in info, field
+    assert info["redis_version"] == "7.0.15"
+    assert info["cluster_enabled"] == 0
+    assert info["db0"] == {"keys": 1, "expires": 1, "avg_ttl": 0}
+    assert r.command_count() > 100
+    cmds = r.command()  # redis-py parses COMMAND's entries by name
+    assert cmds["get"]["arity"] == 2
+    assert (cmds["mset"]["first_key_pos"], cmds["mset"]["last_key_pos"],
+            cmds["mset"]["step_count"]) == (1, -1, 2)
+    assert r.command_getkeys("MSET", "a", "1", "b", "2") == ["a", "b"]
+    assert r.config_set("hash-max-ziplist-entries", 16) is True
+    assert r.config_get("hash-max-listpack-entries") == {"hash-max-listpack-entries": "16"}

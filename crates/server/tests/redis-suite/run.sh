@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# Runs Redis 7.0.15's own TCL test units against `halflife serve`.
+#
+#   crates/server/tests/redis-suite/run.sh [unit ...]     (default: every unit in UNITS)
+#
+# Redis's source comes from Debian bookworm's source package (`apt-get source redis`,
+# needs a deb-src entry; .ci/run adds one) into $REDIS_SUITE_DIR (default
+# /tmp/halflife-redis-suite), or from $REDIS_SRC if that names an unpacked source tree. It
+# is never part of this repository. The server is target/debug/halflife (built here) or
+# $HALFLIFE_BIN, started for each unit on a free port over a fresh directory.
+#
+# Tests listed in skip.txt (next to this script, with the reason for each group) and
+# tests with the tags in SKIP_TAGS are not run; external-mode runs skip `external:skip`
+# tests by themselves. Prints passed/failed/skipped per unit and exits non-zero if any
+# test that was run failed.
+set -euo pipefail
+HERE="$(cd "$(dirname "$0")" && pwd)"
+ROOT="$(cd "$HERE/../../../.." && pwd)"
+
+# Not in the list: type/zset (sorted sets are not implemented yet).
+UNITS_DEFAULT=(type/string type/incr expire keyspace scan auth info multi
+  type/hash type/set type/list protocol)
+# Tags of tests that need what an external, non-Redis server cannot offer: DEBUG,
+# replication, RDB saves, CONFIG of Redis's memory and eviction internals, DEBUG-like
+# HyperLogLog and latency introspection.
+SKIP_TAGS=(-needs:debug -needs:repl -needs:save -needs:config-maxmemory -needs:pfdebug
+  -needs:latency -needs:reset -needs:local-process)
+
+if [ $# -gt 0 ]; then UNITS=("$@"); else UNITS=("${UNITS_DEFAULT[@]}"); fi
+
+# Redis's source.
+if [ -n "${REDIS_SRC:-}" ]; then
+  SRC="$REDIS_SRC"
+else
+  WORK="${REDIS_SUITE_DIR:-/tmp/halflife-redis-suite}"
+  mkdir -p "$WORK"
+  SRC="$(ls -d "$WORK"/redis-7.* 2>/dev/null | head -1 || true)"
+  if [ -z "$SRC" ]; then
+    (cd "$WORK" && apt-get source --download-only redis >/dev/null \
+      && tar xzf redis_*.orig.tar.gz)
+    SRC="$(ls -d "$WORK"/redis-7.* | head -1)"
+  fi
+fi
+[ -f "$SRC/tests/test_helper.tcl" ] || { echo "no Redis test suite in $SRC" >&2; exit 2; }
+command -v tclsh >/dev/null || { echo "tclsh is needed (apt-get install tcl)" >&2; exit 2; }
+
+# The server.
+BIN="${HALFLIFE_BIN:-$ROOT/target/debug/halflife}"
+if [ -z "${HALFLIFE_BIN:-}" ]; then
+  (cd "$ROOT" && cargo build -q -p halflife-cli)
+fi
+DATA="$(mktemp -d)"
+OUT="$(mktemp -d)"
+PID=""
+stop_server() {
+  if [ -n "$PID" ]; then
+    kill "$PID" 2>/dev/null || true
+    wait "$PID" 2>/dev/null || true
+    PID=""
+  fi
+}
+cleanup() {
+  stop_server
+  rm -rf "$DATA"
+  [ -n "${KEEP_LOGS:-}" ] && echo "logs in $OUT" || rm -rf "$OUT"
+}
+trap cleanup EXIT
+# A fresh server (and database) per unit, as Redis's own runs start one per test file: in
+# external mode a unit's CONFIG SETs would otherwise stay for the next one (type/list
+# sets proto-max-bulk-len to 10 GB, and protocol's "Out of range multibulk payload
+# length" then waits for 2 GB instead of getting an error).
+start_server() {
+  local name="$1"
+  rm -rf "$DATA/db"
+  "$BIN" serve --dir "$DATA/db" --port 0 >"$OUT/$name.server.out" 2>"$OUT/$name.server.err" &
+  PID=$!
+  for _ in $(seq 1 100); do
+    grep -q 'ready' "$OUT/$name.server.out" 2>/dev/null && break
+    sleep 0.1
+  done
+  PORT="$(sed -n 's/.*tcp 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$OUT/$name.server.out" | head -1)"
+  [ -n "$PORT" ] || { echo "server did not start:"; cat "$OUT/$name.server.err"; exit 2; }
+}
+
+TAGS=()
+for t in "${SKIP_TAGS[@]}"; do TAGS+=(--tags "$t"); done
+
+status=0
+printf '%-14s %6s %6s %6s\n' unit passed failed skipped
+for unit in "${UNITS[@]}"; do
+  name="$(echo "$unit" | tr / _)"
+  log="$OUT/$name.log"
+  start_server "$name"
+  (cd "$SRC" && timeout 1800 ./runtest --host 127.0.0.1 --port "$PORT" --single "unit/$unit" \
+    --durable --clients 1 --timeout 600 --skipfile "$HERE/skip.txt" "${TAGS[@]}") \
+    2>&1 | sed 's/\x1b\[[0-9;]*m//g' >"$log" || true
+  stop_server
+  ok=$(grep -ac '^\[ok\]' "$log" || true)
+  err=$(grep -acE '^\[(err|exception|TIMEOUT)\]' "$log" || true)
+  skip=$(grep -ac '^\[skip\]' "$log" || true)
+  # A unit that dies before its summary (an exception outside a test, a timeout) fails.
+  if ! grep -aq 'All tests passed\|following tests failed' "$log"; then err=$((err + 1)); fi
+  printf '%-14s %6s %6s %6s\n' "$unit" "$ok" "$err" "$skip"
+  if [ "$err" -gt 0 ]; then
+    status=1
+    grep -aE '^\[(err|exception|TIMEOUT)\]' "$log" | sed 's/^/    /' || true
+    grep -a -A3 -E '^\[(err|exception)\]|Expected|Killing' "$log" | head -40 | sed 's/^/    | /' || true
+  fi
+done
+exit $status
