@@ -14,6 +14,7 @@
 pub mod batch;
 pub mod cache;
 pub mod check;
+pub mod checksum;
 pub mod compaction;
 pub mod db;
 pub mod error;

@@ -159,7 +159,7 @@ impl GbmModel {
         v.extend_from_slice(MAGIC);
         v.extend_from_slice(&(json.len() as u64).to_le_bytes());
         v.extend_from_slice(json.as_bytes());
-        v.extend_from_slice(&crc32c::crc32c(json.as_bytes()).to_le_bytes());
+        v.extend_from_slice(&crate::checksum::crc(json.as_bytes()).to_le_bytes());
         Ok(v)
     }
 
@@ -175,7 +175,7 @@ impl GbmModel {
         }
         let json = &data[16..data.len() - 4];
         let crc = u32::from_le_bytes(data[data.len() - 4..].try_into().unwrap());
-        if crc32c::crc32c(json) != crc {
+        if crate::checksum::crc(json) != crc {
             return Err(bad("checksum mismatch"));
         }
         let json = std::str::from_utf8(json).map_err(|_| bad("not UTF-8"))?;

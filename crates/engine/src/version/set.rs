@@ -394,7 +394,7 @@ pub fn file_number_of(path: &Path) -> Option<u64> {
 }
 
 fn current_crc(name: &str) -> u32 {
-    crate::wal::log::mask_crc(crc32c::crc32c(name.as_bytes()))
+    crate::checksum::masked(name.as_bytes())
 }
 
 /// Parses CURRENT (format in the module docs); `path` names it in errors.

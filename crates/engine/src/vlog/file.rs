@@ -22,13 +22,13 @@
 //! once its creator (flush, compaction or GC) synced it and the manifest recorded it.
 
 use super::ValuePointer;
+use crate::checksum;
 use crate::error::{Error, Result};
 use crate::io::{IoCause, ReadableFile, Storage, WritableFile};
 use crate::lifetime::LifetimeClass;
 use crate::options::Compression;
 use crate::sst::compression::{compress, decompress, BLOCK_TYPE_UNCOMPRESSED};
 use crate::types::SeqNo;
-use crate::wal::log::{mask_crc, unmask_crc};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, OnceLock};
@@ -75,7 +75,7 @@ pub fn check_header(path: &Path, data: &[u8], number: u64) -> Result<()> {
 }
 
 fn record_crc(body: &[u8]) -> u32 {
-    mask_crc(crc32c::crc32c(body))
+    checksum::masked(body)
 }
 
 /// Writes one value file.
@@ -387,7 +387,7 @@ fn parse_stored<'a>(path: &Path, offset: u64, rec: &'a [u8]) -> Result<(&'a [u8]
     if RECORD_HEADER + klen + vlen != rec.len() {
         return Err(bad("length fields disagree with the record size"));
     }
-    if unmask_crc(crc) != crc32c::crc32c(&rec[4..]) {
+    if checksum::unmask(crc) != checksum::crc(&rec[4..]) {
         return Err(bad("checksum mismatch"));
     }
     Ok((

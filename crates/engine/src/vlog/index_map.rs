@@ -20,9 +20,9 @@
 //! newest source, the map is dropped ([`IndexMap::newest_source`]).
 
 use super::ValuePointer;
+use crate::checksum;
 use crate::error::{Error, Result};
 use crate::io::{IoCause, Storage};
-use crate::wal::log::{mask_crc, unmask_crc};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
@@ -104,7 +104,7 @@ impl IndexMapBuilder {
             b.extend_from_slice(&e.offset.to_le_bytes());
             b.extend_from_slice(&e.size.to_le_bytes());
         }
-        let crc = mask_crc(crc32c::crc32c(&b));
+        let crc = checksum::masked(&b);
         b.extend_from_slice(&crc.to_le_bytes());
         let path = index_map_file_name(dir, self.target);
         let mut f = storage.create(&path, IoCause::IndexMap)?;
@@ -153,7 +153,7 @@ impl IndexMap {
         }
         let body = &data[..data.len() - 4];
         let crc = u32::from_le_bytes(data[data.len() - 4..].try_into().unwrap());
-        if unmask_crc(crc) != crc32c::crc32c(body) {
+        if checksum::unmask(crc) != checksum::crc(body) {
             return Err(bad("checksum mismatch"));
         }
         let u64_at = |o: usize| u64::from_le_bytes(body[o..o + 8].try_into().unwrap());
