@@ -106,7 +106,7 @@ fn build(reopen: bool) -> Fixture {
     // work, so the state is waited for, not assumed.
     let mut n = 0u32;
     loop {
-        if n >= 60_000 && n % 2000 == 0 {
+        if n >= 60_000 && n.is_multiple_of(2000) {
             db.wait_idle().unwrap();
             db.flush().unwrap();
             db.wait_idle().unwrap();
@@ -121,7 +121,7 @@ fn build(reopen: bool) -> Fixture {
         } else {
             rng.random_range(200..3000)
         };
-        if n % 50 == 0 {
+        if n.is_multiple_of(50) {
             db.delete(&key(k)).unwrap();
             model.remove(&key(k));
         } else {
