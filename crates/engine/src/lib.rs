@@ -18,6 +18,7 @@ pub mod checksum;
 pub mod compaction;
 pub mod db;
 pub mod error;
+pub mod filename;
 pub mod io;
 pub mod lifetime;
 pub mod memtable;

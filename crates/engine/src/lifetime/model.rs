@@ -11,6 +11,8 @@
 //! fsynced, so a crash leaves either the old model or the new one. It is written with
 //! `std::fs` rather than the metered storage layer: it is a few hundred KB per training,
 //! not data the user wrote.
+//!
+//! The grammar of every file in a database directory is in `docs/format.md`.
 
 use super::features::{FeatureRecord, MODEL_INPUT_LEN};
 use super::labels::{Dataset, PushOutcome, TrainingSample, DEFAULT_DATASET_CAPACITY};

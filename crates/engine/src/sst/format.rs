@@ -34,6 +34,8 @@
 //!
 //! The footer carries its own checksum because its handles are trusted to size reads: a
 //! flipped bit there must be reported as corruption, not turned into a huge allocation.
+//!
+//! The grammar of every file in a database directory is in `docs/format.md`.
 
 use super::coding::{get_fixed32, get_fixed64, get_varint64, put_varint64};
 use crate::checksum;

@@ -20,6 +20,8 @@
 //! A pointer addresses a whole record, so a read verifies the checksum and that the record
 //! belongs to the key that pointed at it. Records are only appended; a file is immutable
 //! once its creator (flush, compaction or GC) synced it and the manifest recorded it.
+//!
+//! The grammar of every file in a database directory is in `docs/format.md`.
 
 use super::ValuePointer;
 use crate::checksum;
@@ -41,10 +43,6 @@ const CODEC_SHIFT: u32 = 30;
 const LEN_MASK: u32 = (1 << CODEC_SHIFT) - 1;
 /// Stored values must fit the value field's length bits.
 pub const MAX_STORED_VALUE: usize = LEN_MASK as usize;
-
-pub fn value_file_name(dir: &Path, number: u64) -> PathBuf {
-    dir.join(format!("{number:06}.vlog"))
-}
 
 /// The header of value file `number`.
 pub fn file_header(number: u64) -> [u8; FILE_HEADER] {
@@ -231,7 +229,7 @@ impl BlobFile {
     pub fn new(meta: &BlobMeta, dir: &Path, storage: Arc<dyn Storage>) -> Self {
         BlobFile {
             number: meta.number,
-            path: value_file_name(dir, meta.number),
+            path: crate::filename::value_file_name(dir, meta.number),
             size: meta.size,
             entries: meta.entries,
             lifetime: meta.lifetime,
@@ -599,6 +597,7 @@ impl ValueFileReader {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::filename::value_file_name;
     use crate::io::FileStorage;
 
     #[test]

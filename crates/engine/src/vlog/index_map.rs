@@ -18,10 +18,13 @@
 //! moves from older files to newer ones, so a pointer to file `p` can use a map only if
 //! `p <= max(sources)`: once every table's oldest referenced value file is above a map's
 //! newest source, the map is dropped ([`IndexMap::newest_source`]).
+//!
+//! The grammar of every file in a database directory is in `docs/format.md`.
 
 use super::ValuePointer;
 use crate::checksum;
 use crate::error::{Error, Result};
+use crate::filename::index_map_file_name;
 use crate::io::{IoCause, Storage};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
@@ -30,10 +33,6 @@ use std::sync::Arc;
 pub const MAGIC: &[u8; 8] = b"HLVMAP01";
 const HEADER: usize = 8 + 8 + 8 + 4;
 const ENTRY: usize = 28;
-
-pub fn index_map_file_name(dir: &Path, target: u64) -> PathBuf {
-    dir.join(format!("{target:06}.vmap"))
-}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Entry {

@@ -24,6 +24,8 @@
 //! last record are the end of the log, and a record cut short by them is a torn append as
 //! if the file ended where they start; the cost is that a record whose last bytes were
 //! damaged *to zeros* reads as torn too (RocksDB's reader treats preallocated zeros alike).
+//!
+//! The grammar of every file in a database directory is in `docs/format.md`.
 
 use crate::checksum;
 use crate::error::{Error, Result};
