@@ -27,10 +27,10 @@
 //!
 //! The grammar of every file in a database directory is in `docs/format.md`.
 
+use super::WalRecoveryMode;
 use crate::checksum;
 use crate::error::{Error, Result};
 use crate::io::WritableFile;
-use crate::options::WalRecoveryMode;
 use std::path::{Path, PathBuf};
 
 pub const BLOCK_SIZE: usize = 32 * 1024;
