@@ -7,6 +7,8 @@
 //! ```
 //!
 //! Entry i gets sequence number `first_seq + i`.
+//!
+//! The grammar of every file in a database directory is in `docs/format.md`.
 
 use crate::error::{Error, Result};
 use crate::types::{SeqNo, ValueKind};

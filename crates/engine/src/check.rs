@@ -13,12 +13,16 @@
 //! `sst_dump --command=verify` together).
 
 use crate::error::{Error, Result};
+use crate::filename::{
+    self, file_number_of, index_map_file_name, manifest_name, value_file_name, wal_file_name,
+    FileKind, CURRENT,
+};
 use crate::io::{read_all, FileStorage, IoCause, ReadOnlyStorage, Storage};
 use crate::lifetime::GbmModel;
 use crate::options::{Options, WalRecoveryMode};
 use crate::sst::{InternalIterator, Table};
 use crate::types::{parse_internal_key, ValueKind};
-use crate::version::set::{file_number_of, VersionSet, CURRENT};
+use crate::version::set::VersionSet;
 use crate::version::Version;
 use crate::vlog::{IndexMap, ValueFileReader, ValuePointer};
 use crate::wal::{LogReader, ReadOutcome};
@@ -132,16 +136,16 @@ pub fn check(dir: &Path, opts: &Options, progress: Progress<'_>) -> Result<Check
     let mut live: HashSet<PathBuf> = HashSet::new();
     if let Some(vs) = &version {
         let v = vs.current();
-        let manifest = dir.join(crate::version::set::manifest_name(vs.manifest_number()));
+        let manifest = dir.join(manifest_name(vs.manifest_number()));
         tick(&manifest, &mut r);
         live.insert(manifest);
         // (Replay already verified that every named file exists with its recorded size.)
         live.extend(v.levels.iter().flatten().map(|f| f.path().to_path_buf()));
         live.extend(v.blobs.values().map(|b| b.path.clone()));
         for m in v.maps.values() {
-            live.insert(crate::vlog::index_map::index_map_file_name(dir, m.target()));
+            live.insert(index_map_file_name(dir, m.target()));
         }
-        let wal = crate::db::wal_file_name(dir, vs.log_number);
+        let wal = wal_file_name(dir, vs.log_number);
         if !storage.exists(&wal) {
             r.problem(&wal, "missing: the manifest's log number names this WAL");
         }
@@ -150,8 +154,7 @@ pub fn check(dir: &Path, opts: &Options, progress: Progress<'_>) -> Result<Check
         let logged = Arc::new(crate::memtable::Memtable::new(0));
         for p in files
             .iter()
-            .filter(|p| p.extension().is_some_and(|e| e == "wal"))
-            .filter(|p| file_number_of(p).is_some_and(|n| n >= vs.log_number))
+            .filter(|p| filename::number_of(p, FileKind::Wal).is_some_and(|n| n >= vs.log_number))
         {
             let _ = read_all(&*storage, p, IoCause::Other).and_then(|data| {
                 LogReader::new(p, data).for_each(
@@ -170,17 +173,17 @@ pub fn check(dir: &Path, opts: &Options, progress: Progress<'_>) -> Result<Check
     // Every file on its own.
     let mut value_files = BTreeMap::new();
     for p in &files {
-        let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
-        let ext = p.extension().and_then(|e| e.to_str()).unwrap_or("");
+        // By extension, so that a misnamed `notes.sst` is examined, not passed over.
+        let kind = filename::claimed_kind(p).or_else(|| filename::parse(p).map(|(k, _)| k));
         let number = file_number_of(p);
-        match ext {
-            "sst" => check_table(&storage, p, number.unwrap_or(0), &mut r),
-            "vlog" => {
+        match kind {
+            Some(FileKind::Table) => check_table(&storage, p, number.unwrap_or(0), &mut r),
+            Some(FileKind::ValueFile) => {
                 if let Some(n) = number {
                     value_files.insert(n, p.clone());
                 }
             }
-            "vmap" => {
+            Some(FileKind::IndexMap) => {
                 r.index_maps += 1;
                 if let Some(n) = number {
                     if let Err(e) = IndexMap::load(dir, &storage, n) {
@@ -188,18 +191,21 @@ pub fn check(dir: &Path, opts: &Options, progress: Progress<'_>) -> Result<Check
                     }
                 }
             }
-            "wal" => check_wal(&storage, p, &mut r),
-            _ if name == crate::db::MODEL_FILE => {
+            Some(FileKind::Wal) => check_wal(&storage, p, &mut r),
+            Some(FileKind::LifetimeModel) => {
                 if let Err(e) = GbmModel::load(p) {
                     r.error(e);
                 }
             }
             _ => {}
         }
-        if ext != "vlog" {
+        if kind != Some(FileKind::ValueFile) {
             tick(p, &mut r);
         }
-        let engine_file = matches!(ext, "sst" | "vlog" | "vmap");
+        let engine_file = matches!(
+            kind,
+            Some(FileKind::Table | FileKind::ValueFile | FileKind::IndexMap)
+        );
         if engine_file && version.is_some() && !live.contains(p) {
             r.notes.push(format!(
                 "{} is not referenced by the manifest (an abandoned job output, which the next open sweeps, or the values of unflushed writes when the value log is the WAL, which it installs)",
@@ -274,7 +280,7 @@ pub(crate) fn walk_tree(
                     // An older version GC did not keep is garbage by design.
                     None if !newest => {}
                     None => r.problem(
-                        &crate::vlog::file::value_file_name(Path::new(""), ptr.file),
+                        &value_file_name(Path::new(""), ptr.file),
                         format!(
                             "the newest value of key {:?} points at offset {} of a value file that neither exists nor is mapped",
                             String::from_utf8_lossy(p.user_key),

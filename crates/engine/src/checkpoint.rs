@@ -32,10 +32,11 @@
 //! [`pin`] and [`write_private`] are also what backups are made of ([`crate::backup`]).
 
 use crate::batch::WriteBatch;
-use crate::db::{wal_file_name, Inner, DB, MODEL_FILE};
+use crate::db::{Inner, DB, MODEL_FILE};
 use crate::error::{Error, Result};
+use crate::filename::{index_map_file_name, manifest_name, wal_file_name, CURRENT};
 use crate::io::{FileStorage, IoCause, Storage};
-use crate::version::set::{manifest_name, snapshot_edit, write_current};
+use crate::version::set::{snapshot_edit, write_current};
 use crate::version::{Version, VersionEdit};
 use crate::wal::LogWriter;
 use std::io::ErrorKind;
@@ -142,7 +143,7 @@ pub(crate) fn pin(db: &DB) -> Result<Pinned> {
         files.push(live(&b.path, b.size));
     }
     for m in v.maps.values() {
-        let path = crate::vlog::index_map::index_map_file_name(&src, m.target());
+        let path = index_map_file_name(&src, m.target());
         let size = inner.storage.file_size(&path)?;
         files.push(live(&path, size));
     }
@@ -195,7 +196,7 @@ pub(crate) fn write_private(p: &Pinned, dir: &Path) -> Result<Vec<String>> {
         names.push(MODEL_FILE.to_string());
     }
     write_current(&storage, dir, &names[1])?;
-    names.push(crate::version::set::CURRENT.to_string());
+    names.push(CURRENT.to_string());
     storage.sync_dir(dir)?;
     Ok(names)
 }

@@ -4,7 +4,11 @@
 use crate::error::{Error, Result};
 use crate::io::Storage;
 use crate::lifetime::{GbmParams, ThresholdParams};
+/// Owned by the layers that use them (a table or value file names its codec, a log reader
+/// takes the recovery mode), re-exported here as part of the options.
+pub use crate::sst::compression::Compression;
 use crate::types::SeqNo;
+pub use crate::wal::WalRecoveryMode;
 use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
@@ -249,72 +253,6 @@ impl FromStr for CompactionStyle {
                 name: "compaction_style",
                 detail: format!("unknown style {other:?}; expected leveled, tiered or auto"),
             }),
-        }
-    }
-}
-
-/// How table data blocks are compressed (RocksDB's `CompressionType`, for the codecs it
-/// shares with halflife). The codec is named in each block's trailer, so tables written
-/// with different settings, or levels with different codecs, are read alike.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Compression {
-    #[default]
-    None,
-    /// LZ4 (block format): fast, modest ratio; RocksDB's usual choice for upper levels.
-    Lz4,
-    /// Zstandard at `level` (1..=22; 3 is libzstd's default, which RocksDB uses too): slower,
-    /// better ratio; RocksDB's usual choice for the bottommost level.
-    Zstd { level: i32 },
-}
-
-impl Compression {
-    pub const NAMES: [&'static str; 3] = ["none", "lz4", "zstd"];
-    /// Zstandard's level when none is given (libzstd's and RocksDB's default).
-    pub const ZSTD_DEFAULT_LEVEL: i32 = 3;
-}
-
-impl fmt::Display for Compression {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Compression::None => f.write_str("none"),
-            Compression::Lz4 => f.write_str("lz4"),
-            Compression::Zstd { level } if *level == Self::ZSTD_DEFAULT_LEVEL => {
-                f.write_str("zstd")
-            }
-            Compression::Zstd { level } => write!(f, "zstd:{level}"),
-        }
-    }
-}
-
-impl FromStr for Compression {
-    type Err = Error;
-    /// `none`, `lz4`, `zstd` or `zstd:LEVEL`.
-    fn from_str(s: &str) -> Result<Self> {
-        let bad = |detail: String| Error::InvalidOptions {
-            name: "compression",
-            detail,
-        };
-        match s.split_once(':') {
-            None => match s {
-                "none" | "no" => Ok(Compression::None),
-                "lz4" => Ok(Compression::Lz4),
-                "zstd" => Ok(Compression::Zstd {
-                    level: Self::ZSTD_DEFAULT_LEVEL,
-                }),
-                other => Err(bad(format!(
-                    "unknown compression {other:?}; expected none, lz4, zstd or zstd:LEVEL"
-                ))),
-            },
-            Some(("zstd", level)) => {
-                let level = level
-                    .parse::<i32>()
-                    .ok()
-                    .filter(|l| (1..=22).contains(l))
-                    .ok_or_else(|| bad(format!("zstd level {level:?}: expected 1 to 22")))?;
-                Ok(Compression::Zstd { level })
-            }
-            Some(_) => Err(bad(format!("{s:?}: only zstd takes a level (zstd:LEVEL)"))),
         }
     }
 }
@@ -792,67 +730,5 @@ mod tests {
         for n in GcPolicyConfig::NAMES {
             assert_eq!(n.parse::<GcPolicyConfig>().unwrap().name(), n);
         }
-    }
-}
-
-/// How damage found while replaying the WAL is treated (RocksDB's `WALRecoveryMode`).
-///
-/// Only one kind of damage is innocent: a record cut short by the end of the file, which
-/// is what a crash in the middle of an append leaves (the bytes of a `write` that never
-/// completed are missing, never wrong). Everything else (a checksum mismatch, a length that
-/// runs past its block, a fragment sequence that makes no sense, non-zero bytes after zero
-/// padding) means bytes that were once written correctly have changed.
-#[derive(
-    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize,
-)]
-#[serde(rename_all = "kebab-case")]
-pub enum WalRecoveryMode {
-    /// Any damage, even an incomplete record at the end, is an error.
-    AbsoluteConsistency,
-    /// What a power cut leaves is recovered to the point in time where it cut: an
-    /// incomplete record at the end of a log (an append cut short), or a record whose
-    /// separated values never reached their value file, ends the replay there (newer
-    /// logs are moved to `lost/`, reported); any other damage (a checksum mismatch, a bad
-    /// length) is an error. The default: it never drops a synced write, since a synced
-    /// write syncs every older log and value file before it is acknowledged.
-    #[default]
-    TolerateCorruptedTailRecords,
-    /// Replay stops at the first damage of any kind; what follows it (including newer
-    /// logs) is not applied. The state is the one of some moment before the damage. The
-    /// logs that were cut are kept aside, and the recovery report says where it stopped.
-    PointInTimeRecovery,
-    /// Damaged records are skipped and replay goes on with the next intact record. The
-    /// result may never have existed (a batch in the middle is missing); for salvage only.
-    SkipAnyCorruptedRecords,
-}
-
-impl WalRecoveryMode {
-    pub const ALL: [WalRecoveryMode; 4] = [
-        WalRecoveryMode::AbsoluteConsistency,
-        WalRecoveryMode::TolerateCorruptedTailRecords,
-        WalRecoveryMode::PointInTimeRecovery,
-        WalRecoveryMode::SkipAnyCorruptedRecords,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            WalRecoveryMode::AbsoluteConsistency => "absolute-consistency",
-            WalRecoveryMode::TolerateCorruptedTailRecords => "tolerate-corrupted-tail-records",
-            WalRecoveryMode::PointInTimeRecovery => "point-in-time",
-            WalRecoveryMode::SkipAnyCorruptedRecords => "skip-any-corrupted-records",
-        }
-    }
-}
-
-impl std::str::FromStr for WalRecoveryMode {
-    type Err = String;
-    fn from_str(s: &str) -> std::result::Result<Self, String> {
-        WalRecoveryMode::ALL
-            .into_iter()
-            .find(|m| m.name() == s)
-            .ok_or_else(|| {
-                let names: Vec<_> = WalRecoveryMode::ALL.iter().map(|m| m.name()).collect();
-                format!("unknown recovery mode {s:?} (one of {})", names.join(", "))
-            })
     }
 }

@@ -29,12 +29,15 @@ use crate::check::{walk_tree, CheckReport};
 use crate::compaction::{self, JobSpec};
 use crate::db::recovery::{lock_dir, move_to_lost};
 use crate::error::{Error, Result};
+use crate::filename::{
+    self, file_number_of, manifest_name, value_file_orig_name, wal_file_name, FileKind,
+};
 use crate::io::{read_all, FileStorage, IoCause, Storage};
 use crate::lifetime::GbmModel;
 use crate::memtable::Memtable;
 use crate::options::{Options, WalRecoveryMode};
 use crate::sst::{InternalIterator, MergingIterator, Table, VecIterator};
-use crate::version::set::{file_number_of, manifest_name, write_current};
+use crate::version::set::write_current;
 use crate::version::{Version, VersionEdit};
 use crate::vlog::file::{check_header, file_header, BlobMeta, FILE_HEADER};
 use crate::vlog::{IndexMap, ValueFileReader};
@@ -104,11 +107,10 @@ pub fn repair(dir: &Path, opts: &Options, progress: Progress<'_>) -> Result<Repa
         .max()
         .unwrap_or(1);
     let next = AtomicU64::new(highest + 1);
-    let of = |ext: &str| -> Vec<(u64, PathBuf)> {
+    let of = |kind: FileKind| -> Vec<(u64, PathBuf)> {
         let mut v: Vec<_> = files
             .iter()
-            .filter(|p| p.extension().is_some_and(|e| e == ext))
-            .filter_map(|p| file_number_of(p).map(|n| (n, p.clone())))
+            .filter_map(|p| filename::number_of(p, kind).map(|n| (n, p.clone())))
             .collect();
         v.sort();
         v
@@ -122,7 +124,7 @@ pub fn repair(dir: &Path, opts: &Options, progress: Progress<'_>) -> Result<Repa
     // A CURRENT replacement a killed run never finished: out of the way of this run's.
     if let Some(tmp) = files
         .iter()
-        .find(|p| p.file_name().is_some_and(|n| n == "CURRENT.tmp"))
+        .find(|p| matches!(filename::parse(p), Some((FileKind::CurrentTmp, _))))
     {
         lose(tmp, &mut rep)?;
     }
@@ -130,7 +132,7 @@ pub fn repair(dir: &Path, opts: &Options, progress: Progress<'_>) -> Result<Repa
     // 1. Value files and index maps.
     let mut blobs = Vec::new();
     let mut record_offsets: HashMap<u64, HashMap<u64, u32>> = HashMap::new();
-    for (n, p) in of("vlog") {
+    for (n, p) in of(FileKind::ValueFile) {
         tick();
         match scan_value_file(&storage, &p, n)? {
             Scan::Intact(meta, offsets) => {
@@ -146,7 +148,7 @@ pub fn repair(dir: &Path, opts: &Options, progress: Progress<'_>) -> Result<Repa
                 }
                 if why.starts_with("header") {
                     // Keep the original, then give the working copy a correct header.
-                    let copy = dir.join(format!("{n:06}.vlog.orig"));
+                    let copy = value_file_orig_name(dir, n);
                     std::fs::copy(&p, &copy).map_err(|e| Error::io(&copy, e))?;
                     lose(&copy, &mut rep)?;
                     rewrite_header(&p, n)?;
@@ -158,7 +160,7 @@ pub fn repair(dir: &Path, opts: &Options, progress: Progress<'_>) -> Result<Repa
         rep.value_files += 1;
     }
     let mut maps = HashMap::new();
-    for (n, p) in of("vmap") {
+    for (n, p) in of(FileKind::IndexMap) {
         tick();
         match IndexMap::load(dir, &storage, n) {
             // Kept even if its target was collected since: a pointer may resolve through
@@ -189,7 +191,7 @@ pub fn repair(dir: &Path, opts: &Options, progress: Progress<'_>) -> Result<Repa
     let mut inputs: Vec<Box<dyn InternalIterator>> = Vec::new();
     let mut superseded = Vec::new();
     let mut last_seq = 0u64;
-    for (n, p) in of("sst") {
+    for (n, p) in of(FileKind::Table) {
         tick();
         match read_table(&storage, &p, n) {
             Ok((t, seq)) => {
@@ -212,7 +214,7 @@ pub fn repair(dir: &Path, opts: &Options, progress: Progress<'_>) -> Result<Repa
         }
     }
     let mem = Arc::new(Memtable::new(0));
-    for (_, p) in of("wal") {
+    for (_, p) in of(FileKind::Wal) {
         tick();
         let data = read_all(&*storage, &p, IoCause::Other)?;
         let outcome =
@@ -300,7 +302,7 @@ pub fn repair(dir: &Path, opts: &Options, progress: Progress<'_>) -> Result<Repa
     drop((tree, values));
     if let Some(p) = files
         .iter()
-        .find(|p| p.file_name().is_some_and(|n| n == crate::db::MODEL_FILE))
+        .find(|p| matches!(filename::parse(p), Some((FileKind::LifetimeModel, _))))
     {
         if GbmModel::load(p).is_err() {
             lose(p, &mut rep)?;
@@ -317,7 +319,7 @@ pub fn repair(dir: &Path, opts: &Options, progress: Progress<'_>) -> Result<Repa
     edit.next_file_number = Some(next.load(Ordering::Relaxed));
     edit.last_sequence = Some(last_seq);
     // Open requires the WAL the log number names: an empty one.
-    let wal = crate::db::wal_file_name(dir, log_number);
+    let wal = wal_file_name(dir, log_number);
     storage.create(&wal, IoCause::Wal)?.sync()?;
     storage.sync_dir(dir)?;
     let manifest = dir.join(manifest_name(manifest_number));
@@ -332,7 +334,7 @@ pub fn repair(dir: &Path, opts: &Options, progress: Progress<'_>) -> Result<Repa
     for p in files.iter().filter(|p| {
         p.file_name()
             .and_then(|n| n.to_str())
-            .is_some_and(|n| n.starts_with("MANIFEST-"))
+            .is_some_and(filename::is_manifest_like)
     }) {
         lose(p, &mut rep)?;
     }

@@ -7,13 +7,14 @@
 //! the files of a level never share a user key.
 
 use crate::error::{Error, Result};
+use crate::filename::{table_file_name, value_file_name};
 use crate::io::{IoCause, Storage};
 use crate::lifetime::FeatureRecord;
 use crate::options::Options;
 use crate::sst::{InternalIterator, TableBuilder, TableOptions};
 use crate::types::{parse_internal_key, user_key, ParsedKey, SeqNo, ValueKind};
-use crate::version::{table_file_name, FileMeta, Version};
-use crate::vlog::file::{value_file_name, BlobMeta};
+use crate::version::{FileMeta, Version};
+use crate::vlog::file::BlobMeta;
 use crate::vlog::{FileLifetime, ValueFileWriter, ValuePointer};
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -6,6 +6,7 @@ use super::iter::LevelIter;
 use super::{read, write, Inner, State};
 use crate::compaction::{self, JobOutput, JobSpec, LifetimeHooks};
 use crate::error::{Error, Result};
+use crate::filename::{self, value_file_name, FileKind};
 use crate::io::IoCause;
 use crate::sst::{InternalIterator, MergingIterator};
 use crate::stats::EngineCounters;
@@ -13,7 +14,6 @@ use crate::types::ValueKind;
 use crate::version::picker::{self, Compaction};
 use crate::version::style::Resolved;
 use crate::version::{Version, VersionEdit};
-use crate::vlog::file::value_file_name;
 use crate::vlog::{ValueFileWriter, ValuePointer};
 use crate::warming::JobKind;
 use std::collections::HashSet;
@@ -268,14 +268,8 @@ fn flush_one(inner: &Arc<Inner>) -> Result<bool> {
 
 pub(crate) fn remove_old_wals(inner: &Inner, below: u64) {
     for p in inner.storage.list(&inner.dir).unwrap_or_default() {
-        if p.extension().is_some_and(|e| e == "wal") {
-            let n = p
-                .file_stem()
-                .and_then(|s| s.to_str())
-                .and_then(|s| s.parse::<u64>().ok());
-            if n.is_some_and(|n| n < below) {
-                let _ = inner.storage.remove(&p);
-            }
+        if filename::number_of(&p, FileKind::Wal).is_some_and(|n| n < below) {
+            let _ = inner.storage.remove(&p);
         }
     }
 }

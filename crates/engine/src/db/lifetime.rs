@@ -16,6 +16,7 @@ use super::read::{found_points_at, needed_by_snapshot, ReadView};
 use super::{Inner, State};
 use crate::compaction::{garbage_where, LifetimeHooks, Previous};
 use crate::error::Result;
+use crate::filename::{index_map_file_name, value_file_name, LIFETIME_MODEL};
 use crate::io::IoCause;
 use crate::lifetime::{
     compaction_sample_probability, gc_sample_probability, FeatureRecord, LifetimeClass,
@@ -27,8 +28,7 @@ use crate::stats::EngineCounters;
 use crate::types::{SeqNo, ValueKind};
 use crate::version::{Version, VersionEdit};
 use crate::vlog::early_garbage::EarlyGarbage;
-use crate::vlog::file::{value_file_name, FILE_HEADER};
-use crate::vlog::index_map::index_map_file_name;
+use crate::vlog::file::FILE_HEADER;
 use crate::vlog::placement::{self, Predictor};
 use crate::vlog::recent_pointers::RecentPointers;
 use crate::vlog::write_history::{Seen, WriteHistory};
@@ -41,9 +41,6 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
-
-/// Name of the saved model in the database directory.
-pub const MODEL_FILE: &str = "LIFETIME-MODEL";
 
 /// The thresholds and GC outcome after one GC job, for the plots of paper 000 Fig. 8-9.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -220,7 +217,7 @@ impl LifetimeRuntime {
         // places by the key's history, which needs no training.
         let learned = mode == Some(LifetimeMode::Learned) && predictor.is_none();
         let thresholds = Arc::new(LifetimeThresholds::new(opts.lifetime.thresholds.clone())?);
-        let model_path = dir.join(MODEL_FILE);
+        let model_path = dir.join(LIFETIME_MODEL);
         let model = Arc::new(if learned {
             ModelHandle::open(&model_path)?
         } else {
@@ -503,7 +500,7 @@ impl LifetimeRuntime {
             samples_received: get(|s| &s.samples_received),
             samples_dropped: get(|s| &s.samples_dropped),
             dataset_capacity: self.dataset_capacity,
-            model_bytes: std::fs::metadata(self.dir.join(MODEL_FILE)).map_or(0, |m| m.len()),
+            model_bytes: std::fs::metadata(self.dir.join(LIFETIME_MODEL)).map_or(0, |m| m.len()),
             feature_importance: self
                 .model
                 .current()

@@ -18,9 +18,11 @@ mod throttle;
 pub(crate) mod value_wal;
 mod write;
 
+/// Kept at these paths for the CLI and the tests (the names live in [`crate::filename`]).
+pub use crate::filename::{LIFETIME_MODEL as MODEL_FILE, LOST_DIR};
 pub use iter::DbIter;
-pub use lifetime::{GcJobRecord, LifetimeStats, MODEL_FILE};
-pub use recovery::{RecoveryReport, LOST_DIR};
+pub use lifetime::{GcJobRecord, LifetimeStats};
+pub use recovery::RecoveryReport;
 pub use snapshot::Snapshot;
 
 use crate::batch::WriteBatch;
@@ -41,10 +43,6 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-
-pub fn wal_file_name(dir: &Path, number: u64) -> PathBuf {
-    dir.join(format!("{number:06}.wal"))
-}
 
 /// State guarded by the main mutex.
 pub(crate) struct State {
@@ -378,7 +376,7 @@ fn stats(inner: &Inner) -> DbStats {
         .list(&inner.dir)
         .unwrap_or_default()
         .iter()
-        .filter(|p| p.extension().is_some_and(|e| e == "wal"))
+        .filter(|p| crate::filename::number_of(p, crate::filename::FileKind::Wal).is_some())
         .filter_map(|p| inner.storage.file_size(p).ok())
         .sum();
     let tree_bytes = v.tree_bytes();

@@ -19,17 +19,17 @@
 //!
 //! What happened is kept in a [`RecoveryReport`] ([`super::DB::recovery_report`]).
 
-use super::{value_wal, wal_file_name, Inner, State};
+use super::{value_wal, Inner, State};
 use crate::batch::WriteBatch;
 use crate::cache::BlockCache;
 use crate::compaction::{self, JobSpec};
 use crate::error::{Error, Result};
+use crate::filename::{self, file_number_of, wal_file_name, FileKind, CURRENT, LOCK, LOST_DIR};
 use crate::io::{read_all, FileStorage, IoCause, Storage};
 use crate::memtable::{ChunkPool, Memtable};
 use crate::options::Options;
 use crate::options::WalRecoveryMode;
 use crate::stats::EngineCounters;
-use crate::version::set::{file_number_of, CURRENT};
 use crate::version::{VersionEdit, VersionSet};
 use crate::vlog::gc;
 use crate::wal::{Damage, LogReader, LogWriter, ReadOutcome};
@@ -38,9 +38,6 @@ use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
-
-/// Where files recovery or repair cannot account for are moved instead of being deleted.
-pub const LOST_DIR: &str = "lost";
 
 /// What an open found and did.
 #[derive(Clone, Debug, Default)]
@@ -66,15 +63,6 @@ pub struct RecoveryReport {
     pub value_tails_cut: Vec<(PathBuf, u64, u64)>,
     /// Files no edit accounts for, moved into `lost/` (where they now are).
     pub moved_to_lost: Vec<PathBuf>,
-}
-
-const LOCK: &str = "LOCK";
-
-fn file_number(p: &Path, ext: &str) -> Option<u64> {
-    if p.extension()? != ext {
-        return None;
-    }
-    file_number_of(p)
 }
 
 /// Takes the database's lock file (held until the returned file is dropped).
@@ -188,11 +176,12 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
         // when it was cut short (no write was acknowledged yet): created anew, they are
         // swept into `lost/`. Anything else is someone else's directory.
         let foreign = storage.list(dir)?.into_iter().any(|p| {
-            let name = p.file_name();
-            let ours = name.is_some_and(|n| n == LOCK || n == "CURRENT.tmp")
-                || file_number_of(&p).is_some()
-                || (p.is_dir() && name.is_some_and(|n| n == LOST_DIR));
-            !ours
+            let ours = matches!(
+                filename::parse(&p),
+                Some((FileKind::Lock | FileKind::CurrentTmp, _))
+            ) || file_number_of(&p).is_some();
+            let lost = p.is_dir() && p.file_name().is_some_and(|n| n == LOST_DIR);
+            !(ours || lost)
         });
         if foreign {
             return Err(Error::NotADatabase(dir.to_path_buf()));
@@ -223,7 +212,7 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
         let mut w: Vec<_> = storage
             .list(dir)?
             .into_iter()
-            .filter_map(|p| file_number(&p, "wal").map(|n| (n, p)))
+            .filter_map(|p| filename::number_of(&p, FileKind::Wal).map(|n| (n, p)))
             .filter(|(n, _)| *n >= versions.log_number)
             .collect();
         w.sort();
@@ -342,7 +331,7 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
     versions.log_and_apply(edit)?;
     // 4: the state is durable; sweep what it proves obsolete.
     for path in &report.wals_not_replayed {
-        if let Some(n) = file_number(path, "wal") {
+        if let Some(n) = filename::number_of(path, FileKind::Wal) {
             incomplete_wals.insert(n);
         }
     }
@@ -498,32 +487,25 @@ fn sweep(
             (false, true) => Some(Fate::Delete),
             (false, false) => Some(Fate::Lose),
         };
-        let fate = if let Some(n) = file_number(&p, "sst") {
-            unreferenced(live_tables.contains(&n), n)
-        } else if let Some(n) = file_number(&p, "vlog") {
-            unreferenced(v.blobs.contains_key(&n), n)
-        } else if let Some(n) = file_number(&p, "vmap") {
-            unreferenced(v.maps.contains_key(&n), n)
-        } else if let Some(n) = file_number(&p, "wal") {
-            match (n == s.wal, s.incomplete_wals.contains(&n)) {
+        let fate = match filename::parse(&p) {
+            Some((FileKind::Table, n)) => unreferenced(live_tables.contains(&n), n),
+            Some((FileKind::ValueFile, n)) => unreferenced(v.blobs.contains_key(&n), n),
+            Some((FileKind::IndexMap, n)) => unreferenced(v.maps.contains_key(&n), n),
+            Some((FileKind::Wal, n)) => match (n == s.wal, s.incomplete_wals.contains(&n)) {
                 (true, _) => None,
                 (false, true) => Some(Fate::Lose),
                 // Below the new log number: replayed and in tables, or older than the
                 // manifest's log number.
                 (false, false) if n < vs.log_number => Some(Fate::Delete),
                 (false, false) => Some(Fate::Lose),
-            }
-        } else if name.starts_with("MANIFEST-") {
-            match file_number_of(&p) {
-                Some(n) if n == current_manifest => None,
-                Some(n) if n <= s.replayed_manifest => Some(Fate::Delete),
-                _ => Some(Fate::Lose),
-            }
-        } else if name == "CURRENT.tmp" {
+            },
+            Some((FileKind::Manifest, n)) if n == current_manifest => None,
+            Some((FileKind::Manifest, n)) if n <= s.replayed_manifest => Some(Fate::Delete),
             // CURRENT itself was read; this is a replacement that never happened.
-            Some(Fate::Delete)
-        } else {
-            None
+            Some((FileKind::CurrentTmp, _)) => Some(Fate::Delete),
+            // A manifest not replayed, or whose name is damaged: kept aside.
+            _ if filename::is_manifest_like(name) => Some(Fate::Lose),
+            _ => None,
         };
         match fate {
             None => {}

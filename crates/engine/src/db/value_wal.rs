@@ -21,11 +21,12 @@
 use super::Inner;
 use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
+use crate::filename::value_file_name;
 use crate::io::{IoCause, Storage};
 use crate::memtable::Memtable;
 use crate::options::WalRecoveryMode;
 use crate::types::{SeqNo, ValueKind};
-use crate::vlog::file::{record_size, value_file_name, BlobMeta, FILE_HEADER};
+use crate::vlog::file::{record_size, BlobMeta, FILE_HEADER};
 use crate::vlog::{BlobFile, FileLifetime, ValueFileWriter, ValuePointer};
 use parking_lot::Mutex;
 use std::collections::{BTreeMap, HashMap};

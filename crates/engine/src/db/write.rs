@@ -32,9 +32,10 @@
 //! the current values, first waits until no group is inserting, so that a memtable handed
 //! to flush is complete and a relocation never hides a newer write still being inserted.
 
-use super::{read, wal_file_name, Inner};
+use super::{read, Inner};
 use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
+use crate::filename::wal_file_name;
 use crate::io::IoCause;
 use crate::memtable::Memtable;
 use crate::stats::EngineCounters;

@@ -11,6 +11,8 @@
 //! fsynced, so a crash leaves either the old model or the new one. It is written with
 //! `std::fs` rather than the metered storage layer: it is a few hundred KB per training,
 //! not data the user wrote.
+//!
+//! The grammar of every file in a database directory is in `docs/format.md`.
 
 use super::features::{FeatureRecord, MODEL_INPUT_LEN};
 use super::labels::{Dataset, PushOutcome, TrainingSample, DEFAULT_DATASET_CAPACITY};
@@ -159,7 +161,7 @@ impl GbmModel {
         v.extend_from_slice(MAGIC);
         v.extend_from_slice(&(json.len() as u64).to_le_bytes());
         v.extend_from_slice(json.as_bytes());
-        v.extend_from_slice(&crc32c::crc32c(json.as_bytes()).to_le_bytes());
+        v.extend_from_slice(&crate::checksum::crc(json.as_bytes()).to_le_bytes());
         Ok(v)
     }
 
@@ -175,7 +177,7 @@ impl GbmModel {
         }
         let json = &data[16..data.len() - 4];
         let crc = u32::from_le_bytes(data[data.len() - 4..].try_into().unwrap());
-        if crc32c::crc32c(json) != crc {
+        if crate::checksum::crc(json) != crc {
             return Err(bad("checksum mismatch"));
         }
         let json = std::str::from_utf8(json).map_err(|_| bad("not UTF-8"))?;

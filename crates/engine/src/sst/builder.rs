@@ -3,12 +3,12 @@
 
 use super::block::{Block, BlockBuilder};
 use super::compression;
+use super::compression::Compression;
 use super::filter::BloomFilterBuilder;
 use super::format::{block_checksum, BlockHandle, Footer, BLOCK_TYPE_UNCOMPRESSED};
 use super::properties::TableProperties;
 use crate::error::{Error, Result};
 use crate::io::WritableFile;
-use crate::options::Compression;
 use crate::types::{
     cmp_internal, make_internal_key, parse_internal_key, ValueKind, KIND_SEEK, MAX_SEQ, TRAILER_LEN,
 };

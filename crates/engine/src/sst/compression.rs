@@ -12,8 +12,74 @@
 //! does, a block is stored uncompressed when compression does not save at least 1/8 of it:
 //! decompressing costs on every cache miss, and a small gain does not pay for it.
 
-use crate::options::Compression;
+use crate::error::Error;
 use integer_encoding::VarInt;
+
+/// How table data blocks are compressed (RocksDB's `CompressionType`, for the codecs it
+/// shares with halflife). The codec is named in each block's trailer, so tables written
+/// with different settings, or levels with different codecs, are read alike.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Compression {
+    #[default]
+    None,
+    /// LZ4 (block format): fast, modest ratio; RocksDB's usual choice for upper levels.
+    Lz4,
+    /// Zstandard at `level` (1..=22; 3 is libzstd's default, which RocksDB uses too): slower,
+    /// better ratio; RocksDB's usual choice for the bottommost level.
+    Zstd { level: i32 },
+}
+
+impl Compression {
+    pub const NAMES: [&'static str; 3] = ["none", "lz4", "zstd"];
+    /// Zstandard's level when none is given (libzstd's and RocksDB's default).
+    pub const ZSTD_DEFAULT_LEVEL: i32 = 3;
+}
+
+impl std::fmt::Display for Compression {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Compression::None => f.write_str("none"),
+            Compression::Lz4 => f.write_str("lz4"),
+            Compression::Zstd { level } if *level == Self::ZSTD_DEFAULT_LEVEL => {
+                f.write_str("zstd")
+            }
+            Compression::Zstd { level } => write!(f, "zstd:{level}"),
+        }
+    }
+}
+
+impl std::str::FromStr for Compression {
+    type Err = Error;
+    /// `none`, `lz4`, `zstd` or `zstd:LEVEL`.
+    fn from_str(s: &str) -> crate::error::Result<Self> {
+        let bad = |detail: String| Error::InvalidOptions {
+            name: "compression",
+            detail,
+        };
+        match s.split_once(':') {
+            None => match s {
+                "none" | "no" => Ok(Compression::None),
+                "lz4" => Ok(Compression::Lz4),
+                "zstd" => Ok(Compression::Zstd {
+                    level: Self::ZSTD_DEFAULT_LEVEL,
+                }),
+                other => Err(bad(format!(
+                    "unknown compression {other:?}; expected none, lz4, zstd or zstd:LEVEL"
+                ))),
+            },
+            Some(("zstd", level)) => {
+                let level = level
+                    .parse::<i32>()
+                    .ok()
+                    .filter(|l| (1..=22).contains(l))
+                    .ok_or_else(|| bad(format!("zstd level {level:?}: expected 1 to 22")))?;
+                Ok(Compression::Zstd { level })
+            }
+            Some(_) => Err(bad(format!("{s:?}: only zstd takes a level (zstd:LEVEL)"))),
+        }
+    }
+}
 
 /// Block type byte: contents stored as is.
 pub const BLOCK_TYPE_UNCOMPRESSED: u8 = 0;

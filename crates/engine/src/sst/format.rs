@@ -34,8 +34,11 @@
 //!
 //! The footer carries its own checksum because its handles are trusted to size reads: a
 //! flipped bit there must be reported as corruption, not turned into a huge allocation.
+//!
+//! The grammar of every file in a database directory is in `docs/format.md`.
 
 use super::coding::{get_fixed32, get_fixed64, get_varint64, put_varint64};
+use crate::checksum;
 
 /// Identifies a halflife table file ("hlfsst01" read as little-endian bytes).
 pub const TABLE_MAGIC: u64 = u64::from_le_bytes(*b"hlfsst01");
@@ -51,21 +54,9 @@ pub const FOOTER_LEN: usize = 64;
 
 pub use super::compression::BLOCK_TYPE_UNCOMPRESSED;
 
-const CRC_MASK_DELTA: u32 = 0xa282_ead8;
-
-/// Masks a CRC so that checksums of data containing checksums do not degenerate.
-pub fn mask_crc(crc: u32) -> u32 {
-    crc.rotate_right(15).wrapping_add(CRC_MASK_DELTA)
-}
-
-pub fn unmask_crc(masked: u32) -> u32 {
-    masked.wrapping_sub(CRC_MASK_DELTA).rotate_left(15)
-}
-
 /// The masked crc32c of a block's contents followed by its type byte.
 pub fn block_checksum(contents: &[u8], block_type: u8) -> u32 {
-    let crc = crc32c::crc32c(contents);
-    mask_crc(crc32c::crc32c_append(crc, &[block_type]))
+    checksum::mask(checksum::extend(checksum::crc(contents), &[block_type]))
 }
 
 /// Where a block lives in the file: `size` counts the contents, not the trailer.
@@ -149,7 +140,7 @@ impl Footer {
             out[i * 8..i * 8 + 8].copy_from_slice(&v.to_le_bytes());
         }
         out[48..52].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
-        let crc = mask_crc(crc32c::crc32c(&out[..52]));
+        let crc = checksum::masked(&out[..52]);
         out[52..56].copy_from_slice(&crc.to_le_bytes());
         out[56..64].copy_from_slice(&TABLE_MAGIC.to_le_bytes());
         out
@@ -164,7 +155,7 @@ impl Footer {
             return Err(FooterError::BadMagic(magic));
         }
         let stored = get_fixed32(src, 52).unwrap_or(0);
-        if unmask_crc(stored) != crc32c::crc32c(&src[..52]) {
+        if checksum::unmask(stored) != checksum::crc(&src[..52]) {
             return Err(FooterError::BadChecksum);
         }
         let version = get_fixed32(src, 48).unwrap_or(0);
@@ -182,14 +173,6 @@ impl Footer {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn crc_mask_round_trips() {
-        for crc in [0u32, 1, 0xdead_beef, u32::MAX] {
-            assert_eq!(unmask_crc(mask_crc(crc)), crc);
-            assert_ne!(mask_crc(crc), crc);
-        }
-    }
 
     #[test]
     fn handle_round_trips_and_rejects_trailing_bytes() {

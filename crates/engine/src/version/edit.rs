@@ -18,6 +18,8 @@
 //!  14 sorted run of a table added by this edit (tiered levels): number v | run v
 //! bytes := varint length | raw
 //! ```
+//!
+//! The grammar of every file in a database directory is in `docs/format.md`.
 
 use crate::error::{Error, Result};
 use crate::lifetime::LifetimeClass;

@@ -25,10 +25,6 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{Arc, OnceLock};
 
-pub fn table_file_name(dir: &Path, number: u64) -> PathBuf {
-    dir.join(format!("{number:06}.sst"))
-}
-
 /// A table file as versions hold it; deleted from disk when obsolete and unreferenced.
 pub struct TableFile {
     pub meta: FileMeta,
@@ -53,7 +49,7 @@ impl TableFile {
         cache: Option<Arc<BlockCache>>,
     ) -> Self {
         TableFile {
-            path: table_file_name(dir, meta.number),
+            path: crate::filename::table_file_name(dir, meta.number),
             run: 0,
             meta,
             table: OnceLock::new(),

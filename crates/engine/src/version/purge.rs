@@ -157,7 +157,7 @@ mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
     fn file(dir: &std::path::Path, number: u64) -> PathBuf {
-        let path = dir.join(format!("{number:06}.sst"));
+        let path = crate::filename::table_file_name(dir, number);
         std::fs::write(&path, b"x").unwrap();
         path
     }

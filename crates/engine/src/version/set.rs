@@ -15,27 +15,23 @@
 //! `CURRENT` := `MANIFEST-<number>\n` `crc32c:<8 hex digits>\n`, the checksum (masked
 //! crc32c) of the first line without its newline. A file of the first line alone, as older
 //! versions wrote it, is still read.
+//!
+//! The grammar of every file in a database directory is in `docs/format.md`.
 
 use super::purge::{PurgeThread, Purger};
 use super::{Version, VersionEdit};
 use crate::cache::BlockCache;
 use crate::error::{Error, Result};
+use crate::filename::{self, file_number_of, manifest_name, FileKind, CURRENT, CURRENT_TMP};
 use crate::io::{read_all, IoCause, Storage};
-use crate::options::WalRecoveryMode;
 use crate::vlog::IndexMap;
-use crate::wal::{LogReader, LogWriter};
+use crate::wal::{LogReader, LogWriter, WalRecoveryMode};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-pub const CURRENT: &str = "CURRENT";
-
 /// Rotate the manifest once it grows past this size.
 const MANIFEST_ROTATE_BYTES: u64 = 64 << 20;
-
-pub fn manifest_name(number: u64) -> String {
-    format!("MANIFEST-{number:06}")
-}
 
 pub struct VersionSet {
     dir: PathBuf,
@@ -115,7 +111,7 @@ impl VersionSet {
                 ));
             }
             vs.replay(&path)?;
-            vs.manifest_number = name["MANIFEST-".len()..].parse().unwrap_or(0);
+            vs.manifest_number = filename::parse_name(&name).map_or(0, |(_, n)| n);
         }
         vs.recovered_next_file_number = vs.next_file_number;
         Ok(vs)
@@ -392,28 +388,8 @@ pub(crate) fn snapshot_edit(
     snap
 }
 
-/// The number in a file name of the engine's (`000012.sst`, `000012.vlog`, `000012.vmap`,
-/// `000012.wal`, `MANIFEST-000012`).
-pub fn file_number_of(path: &Path) -> Option<u64> {
-    let name = path.file_name()?.to_str()?;
-    let stem = match name.strip_prefix("MANIFEST-") {
-        Some(n) => n,
-        None => {
-            let (stem, ext) = name.split_once('.')?;
-            if !["sst", "vlog", "vmap", "wal"].contains(&ext) {
-                return None;
-            }
-            stem
-        }
-    };
-    if stem.is_empty() || !stem.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    stem.parse().ok()
-}
-
 fn current_crc(name: &str) -> u32 {
-    crate::wal::log::mask_crc(crc32c::crc32c(name.as_bytes()))
+    crate::checksum::masked(name.as_bytes())
 }
 
 /// Parses CURRENT (format in the module docs); `path` names it in errors.
@@ -425,10 +401,7 @@ pub fn parse_current(path: &Path, data: &[u8]) -> Result<String> {
         return Err(bad("is not one or two lines"));
     }
     let name = lines[0];
-    let digits = name
-        .strip_prefix("MANIFEST-")
-        .ok_or_else(|| bad("does not name a manifest"))?;
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+    if !matches!(filename::parse_name(name), Some((FileKind::Manifest, _))) {
         return Err(bad("does not name a manifest"));
     }
     if let Some(sum) = lines.get(1) {
@@ -444,7 +417,7 @@ pub fn parse_current(path: &Path, data: &[u8]) -> Result<String> {
 
 /// Points CURRENT at manifest `name` atomically: temporary file, sync, rename, sync dir.
 pub(crate) fn write_current(storage: &dyn Storage, dir: &Path, name: &str) -> Result<()> {
-    let tmp = dir.join("CURRENT.tmp");
+    let tmp = dir.join(CURRENT_TMP);
     let mut f = storage.create(&tmp, IoCause::Manifest)?;
     f.append(format!("{name}\ncrc32c:{:08x}\n", current_crc(name)).as_bytes())?;
     f.sync()?;
@@ -477,15 +450,5 @@ mod tests {
                 }
             }
         }
-    }
-
-    #[test]
-    fn file_numbers_come_from_engine_file_names_only() {
-        assert_eq!(file_number_of(Path::new("d/000012.sst")), Some(12));
-        assert_eq!(file_number_of(Path::new("MANIFEST-000007")), Some(7));
-        assert_eq!(file_number_of(Path::new("000012.vlog")), Some(12));
-        assert_eq!(file_number_of(Path::new("lifetime.model")), None);
-        assert_eq!(file_number_of(Path::new("12x.sst")), None);
-        assert_eq!(file_number_of(Path::new("CURRENT")), None);
     }
 }

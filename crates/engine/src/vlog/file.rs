@@ -20,15 +20,16 @@
 //! A pointer addresses a whole record, so a read verifies the checksum and that the record
 //! belongs to the key that pointed at it. Records are only appended; a file is immutable
 //! once its creator (flush, compaction or GC) synced it and the manifest recorded it.
+//!
+//! The grammar of every file in a database directory is in `docs/format.md`.
 
 use super::ValuePointer;
+use crate::checksum;
 use crate::error::{Error, Result};
 use crate::io::{IoCause, ReadableFile, Storage, WritableFile};
 use crate::lifetime::LifetimeClass;
-use crate::options::Compression;
-use crate::sst::compression::{compress, decompress, BLOCK_TYPE_UNCOMPRESSED};
+use crate::sst::compression::{compress, decompress, Compression, BLOCK_TYPE_UNCOMPRESSED};
 use crate::types::SeqNo;
-use crate::wal::log::{mask_crc, unmask_crc};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, OnceLock};
@@ -41,10 +42,6 @@ const CODEC_SHIFT: u32 = 30;
 const LEN_MASK: u32 = (1 << CODEC_SHIFT) - 1;
 /// Stored values must fit the value field's length bits.
 pub const MAX_STORED_VALUE: usize = LEN_MASK as usize;
-
-pub fn value_file_name(dir: &Path, number: u64) -> PathBuf {
-    dir.join(format!("{number:06}.vlog"))
-}
 
 /// The header of value file `number`.
 pub fn file_header(number: u64) -> [u8; FILE_HEADER] {
@@ -75,7 +72,7 @@ pub fn check_header(path: &Path, data: &[u8], number: u64) -> Result<()> {
 }
 
 fn record_crc(body: &[u8]) -> u32 {
-    mask_crc(crc32c::crc32c(body))
+    checksum::masked(body)
 }
 
 /// Writes one value file.
@@ -231,7 +228,7 @@ impl BlobFile {
     pub fn new(meta: &BlobMeta, dir: &Path, storage: Arc<dyn Storage>) -> Self {
         BlobFile {
             number: meta.number,
-            path: value_file_name(dir, meta.number),
+            path: crate::filename::value_file_name(dir, meta.number),
             size: meta.size,
             entries: meta.entries,
             lifetime: meta.lifetime,
@@ -387,7 +384,7 @@ fn parse_stored<'a>(path: &Path, offset: u64, rec: &'a [u8]) -> Result<(&'a [u8]
     if RECORD_HEADER + klen + vlen != rec.len() {
         return Err(bad("length fields disagree with the record size"));
     }
-    if unmask_crc(crc) != crc32c::crc32c(&rec[4..]) {
+    if checksum::unmask(crc) != checksum::crc(&rec[4..]) {
         return Err(bad("checksum mismatch"));
     }
     Ok((
@@ -599,6 +596,7 @@ impl ValueFileReader {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::filename::value_file_name;
     use crate::io::FileStorage;
 
     #[test]

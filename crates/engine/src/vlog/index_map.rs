@@ -18,11 +18,14 @@
 //! moves from older files to newer ones, so a pointer to file `p` can use a map only if
 //! `p <= max(sources)`: once every table's oldest referenced value file is above a map's
 //! newest source, the map is dropped ([`IndexMap::newest_source`]).
+//!
+//! The grammar of every file in a database directory is in `docs/format.md`.
 
 use super::ValuePointer;
+use crate::checksum;
 use crate::error::{Error, Result};
+use crate::filename::index_map_file_name;
 use crate::io::{IoCause, Storage};
-use crate::wal::log::{mask_crc, unmask_crc};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
@@ -30,10 +33,6 @@ use std::sync::Arc;
 pub const MAGIC: &[u8; 8] = b"HLVMAP01";
 const HEADER: usize = 8 + 8 + 8 + 4;
 const ENTRY: usize = 28;
-
-pub fn index_map_file_name(dir: &Path, target: u64) -> PathBuf {
-    dir.join(format!("{target:06}.vmap"))
-}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Entry {
@@ -104,7 +103,7 @@ impl IndexMapBuilder {
             b.extend_from_slice(&e.offset.to_le_bytes());
             b.extend_from_slice(&e.size.to_le_bytes());
         }
-        let crc = mask_crc(crc32c::crc32c(&b));
+        let crc = checksum::masked(&b);
         b.extend_from_slice(&crc.to_le_bytes());
         let path = index_map_file_name(dir, self.target);
         let mut f = storage.create(&path, IoCause::IndexMap)?;
@@ -153,7 +152,7 @@ impl IndexMap {
         }
         let body = &data[..data.len() - 4];
         let crc = u32::from_le_bytes(data[data.len() - 4..].try_into().unwrap());
-        if unmask_crc(crc) != crc32c::crc32c(body) {
+        if checksum::unmask(crc) != checksum::crc(body) {
             return Err(bad("checksum mismatch"));
         }
         let u64_at = |o: usize| u64::from_le_bytes(body[o..o + 8].try_into().unwrap());

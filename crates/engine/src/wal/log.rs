@@ -24,10 +24,13 @@
 //! last record are the end of the log, and a record cut short by them is a torn append as
 //! if the file ended where they start; the cost is that a record whose last bytes were
 //! damaged *to zeros* reads as torn too (RocksDB's reader treats preallocated zeros alike).
+//!
+//! The grammar of every file in a database directory is in `docs/format.md`.
 
+use super::WalRecoveryMode;
+use crate::checksum;
 use crate::error::{Error, Result};
 use crate::io::WritableFile;
-use crate::options::WalRecoveryMode;
 use std::path::{Path, PathBuf};
 
 pub const BLOCK_SIZE: usize = 32 * 1024;
@@ -38,19 +41,8 @@ const FIRST: u8 = 2;
 const MIDDLE: u8 = 3;
 const LAST: u8 = 4;
 
-const MASK_DELTA: u32 = 0xa282_ead8;
-
-/// Masks a CRC so that a CRC of data containing CRCs is not degenerate (as LevelDB does).
-pub fn mask_crc(crc: u32) -> u32 {
-    crc.rotate_right(15).wrapping_add(MASK_DELTA)
-}
-
-pub fn unmask_crc(masked: u32) -> u32 {
-    masked.wrapping_sub(MASK_DELTA).rotate_left(15)
-}
-
 fn fragment_crc(kind: u8, payload: &[u8]) -> u32 {
-    mask_crc(crc32c::crc32c_append(crc32c::crc32c(&[kind]), payload))
+    checksum::mask(checksum::extend(checksum::crc(&[kind]), payload))
 }
 
 /// Appends records to a file.
@@ -251,13 +243,12 @@ impl LogReader {
                 // intact, which means its length field was damaged. The bytes written
                 // reach `self.end`, so only lengths from there can be the real one.
                 let start = pos + HEADER_SIZE;
-                let mut c =
-                    crc32c::crc32c_append(crc32c::crc32c(&[kind]), &self.data[start..self.end]);
+                let mut c = checksum::extend(checksum::crc(&[kind]), &self.data[start..self.end]);
                 for l in self.end - start..len {
                     if l > self.end - start {
-                        c = crc32c::crc32c_append(c, &[0]);
+                        c = checksum::extend(c, &[0]);
                     }
-                    if mask_crc(c) == crc {
+                    if checksum::mask(c) == crc {
                         return Fragment::Bad(format!(
                             "length field {len} disagrees with an intact fragment of {l} bytes"
                         ));

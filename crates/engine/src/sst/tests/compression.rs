@@ -4,7 +4,7 @@
 use super::*;
 use crate::error::Error;
 use crate::io::IoCause;
-use crate::options::Compression;
+use crate::sst::compression::Compression;
 use crate::sst::compression::{BLOCK_TYPE_LZ4, BLOCK_TYPE_UNCOMPRESSED, BLOCK_TYPE_ZSTD};
 use crate::sst::format::{block_checksum, BLOCK_TRAILER_LEN};
 use std::sync::Arc;
