@@ -32,7 +32,6 @@ use std::path::{Path, PathBuf};
 const SHARED: &str = "shared";
 const PRIVATE: &str = "private";
 const META: &str = "meta";
-const LOCK: &str = "LOCK";
 /// The version of the meta files' format.
 const FORMAT: u32 = 1;
 const CHUNK: usize = 1 << 20;
@@ -95,18 +94,8 @@ impl BackupEngine {
             let d = dir.join(sub);
             std::fs::create_dir_all(&d).map_err(|e| Error::io(&d, e))?;
         }
-        let lock_path = dir.join(LOCK);
-        let lock = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&lock_path)
-            .map_err(|e| Error::io(&lock_path, e))?;
-        match lock.try_lock() {
-            Ok(()) => {}
-            Err(std::fs::TryLockError::WouldBlock) => return Err(Error::Locked(dir)),
-            Err(std::fs::TryLockError::Error(e)) => return Err(Error::io(&lock_path, e)),
-        }
+        // The same lock file as a database's: one writer at a time.
+        let lock = crate::db::recovery::lock_dir(&dir)?;
         Ok(BackupEngine { dir, _lock: lock })
     }
 
