@@ -14,10 +14,11 @@
 //! files make cuts land inside flushes, compactions, each GC job kind, manifest writes and
 //! memtable switches; some rounds cut at a chosen call of a chosen kind.
 //!
-//! `HALFLIFE_POWER_CUT_TRIALS` scales the trials per case (default 12), and
-//! `HALFLIFE_POWER_CUT_SEED` runs only the trial of that seed (as a failure names it) and
-//! `HALFLIFE_POWER_CUT_POLICY` only the cases of that policy; the
-//! per-case table is printed (`cargo test --test power_cut -- --nocapture`).
+//! `HALFLIFE_POWER_CUT_TRIALS` scales the trials per case (default 12),
+//! `HALFLIFE_POWER_CUT_SEED` runs only the trial of that seed (as a failure names it),
+//! `HALFLIFE_POWER_CUT_POLICY` only the cases of that policy, and `HALFLIFE_POWER_CUT_KILL`
+//! keeps every unsynced byte (a process kill instead of a power cut, to tell the two
+//! apart); the per-case table is printed (`cargo test --test power_cut -- --show-output`).
 
 use halflife_engine::check::check;
 use halflife_engine::io::IoCause;
