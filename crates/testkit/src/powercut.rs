@@ -70,17 +70,6 @@ pub struct CutConfig {
     pub keep_unsynced: bool,
 }
 
-/// What a cut did, for the test's report.
-#[derive(Clone, Debug, Default)]
-pub struct CutSummary {
-    /// Mutating calls made before the cut.
-    pub ops: u64,
-    /// Files that lost bytes: (file, bytes kept, bytes the kernel had).
-    pub files_cut: Vec<(PathBuf, u64, u64)>,
-    /// Directory changes undone.
-    pub entries_undone: usize,
-}
-
 #[derive(Clone, Copy)]
 struct FileState {
     cause: Option<IoCause>,
@@ -109,7 +98,6 @@ struct Plan {
     /// (file, bytes to keep, bytes the kernel had, zeros instead of a cut).
     files: Vec<(PathBuf, u64, u64, bool)>,
     undo: Vec<DirOp>,
-    ops: u64,
 }
 
 struct State {
@@ -221,11 +209,7 @@ impl State {
         } else {
             Vec::new()
         };
-        self.plan = Some(Plan {
-            files,
-            undo,
-            ops: self.ops,
-        });
+        self.plan = Some(Plan { files, undo });
     }
 }
 
@@ -269,14 +253,10 @@ impl PowerCutStorage {
     /// Rewrites the files into what the disk holds after the cut. Call once the database
     /// (and every file handle it had) is dropped: a writer dropped after the cut may
     /// still write out its buffer, which this undoes.
-    pub fn apply(&self) -> CutSummary {
+    pub fn apply(&self) {
         let mut st = self.state.lock();
         st.cut();
         let plan = st.plan.as_ref().expect("cut above");
-        let mut summary = CutSummary {
-            ops: plan.ops,
-            ..Default::default()
-        };
         for (path, keep, had, zeros) in &plan.files {
             let Ok(f) = std::fs::OpenOptions::new().write(true).open(path) else {
                 continue;
@@ -289,12 +269,8 @@ impl PowerCutStorage {
             } else {
                 f.set_len(*keep).unwrap();
             }
-            if keep < had {
-                summary.files_cut.push((path.clone(), *keep, *had));
-            }
         }
         for op in plan.undo.iter().rev() {
-            summary.entries_undone += 1;
             match op {
                 DirOp::Created(p) => {
                     let _ = std::fs::remove_file(p);
@@ -307,7 +283,6 @@ impl PowerCutStorage {
                 }
             }
         }
-        summary
     }
 
     fn track_create(&self, st: &mut State, path: &Path, cause: Option<IoCause>, existed: bool) {
