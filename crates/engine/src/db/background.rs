@@ -267,6 +267,9 @@ fn flush_one(inner: &Arc<Inner>) -> Result<bool> {
 }
 
 pub(crate) fn remove_old_wals(inner: &Inner, below: u64) {
+    // Their writers first, so that no synced write syncs a removed file (a storage may
+    // refuse that); a sync in progress holds the lock until it is done.
+    inner.older_wals.lock().retain(|(n, _)| *n >= below);
     for p in inner.storage.list(&inner.dir).unwrap_or_default() {
         if filename::number_of(&p, FileKind::Wal).is_some_and(|n| n < below) {
             let _ = inner.storage.remove(&p);

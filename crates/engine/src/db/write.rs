@@ -449,9 +449,14 @@ fn write_group(
 /// then `wal` (the current WAL). Called with the WAL's lock held, by a synced group's
 /// leader and by [`sync_logs`].
 fn sync_wal(inner: &Inner, wal: &mut LogWriter) -> Result<()> {
-    let older = std::mem::take(&mut *inner.older_wals.lock());
-    for (_, mut w) in older {
-        w.sync()?;
+    {
+        // Held while syncing: `background::remove_old_wals` waits for it before it
+        // removes a flushed WAL's file.
+        let mut older = inner.older_wals.lock();
+        for (_, w) in older.iter_mut() {
+            w.sync()?;
+        }
+        older.clear();
     }
     if inner.dir_unsynced.swap(false, Ordering::SeqCst) {
         if let Err(e) = inner.storage.sync_dir(&inner.dir) {
