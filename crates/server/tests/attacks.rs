@@ -5,51 +5,18 @@
 //! No test waits for time to pass: each reads until the server answers or closes, with a
 //! long socket timeout only as a guard against a hang.
 
-use halflife_server::{AppendFsync, Config, Server};
+mod common;
+use common::Running;
+use halflife_server::{AppendFsync, Config};
 use std::io::{ErrorKind, Read, Write};
-use std::net::{SocketAddr, TcpStream};
-use std::path::Path;
+use std::net::TcpStream;
 use std::time::Duration;
 
 /// Guards a read or a write against a server that hangs; never reached when it works.
 const GUARD: Duration = Duration::from_secs(60);
 const PASSWORD: &str = "sesame";
 
-struct Running {
-    addr: SocketAddr,
-    handle: halflife_server::ShutdownHandle,
-    thread: Option<std::thread::JoinHandle<anyhow::Result<()>>>,
-}
-
 impl Running {
-    fn start(dir: &Path, config: Config) -> Running {
-        let db = engine::DB::open(dir, engine::Options::default()).unwrap();
-        let (tx, rx) = std::sync::mpsc::channel();
-        let thread = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()?;
-            rt.block_on(async {
-                let s = Server::bind(&config, db).await?;
-                tx.send((s.local_addr().unwrap(), s.shutdown_handle()))
-                    .unwrap();
-                s.run().await
-            })
-        });
-        let (addr, handle) = rx.recv_timeout(GUARD).expect("server bound");
-        Running {
-            addr,
-            handle,
-            thread: Some(thread),
-        }
-    }
-
-    fn stop(mut self) {
-        self.handle.shutdown();
-        self.thread.take().unwrap().join().unwrap().unwrap();
-    }
-
     fn connect(&self) -> TcpStream {
         let s = TcpStream::connect(self.addr).unwrap();
         s.set_read_timeout(Some(GUARD)).unwrap();

@@ -2,52 +2,15 @@
 //! commands by hand, decoding replies with `redis-protocol`) against a server on an
 //! ephemeral port.
 
+mod common;
 use bytes::BytesMut;
-use halflife_server::{AppendFsync, Config, Server};
+use common::Running;
+use halflife_server::{AppendFsync, Config};
 use redis_protocol::resp2::decode::decode_bytes_mut;
 use redis_protocol::resp2::types::BytesFrame as F;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::path::Path;
 use std::time::Duration;
-
-struct Running {
-    addr: SocketAddr,
-    handle: halflife_server::ShutdownHandle,
-    thread: Option<std::thread::JoinHandle<anyhow::Result<()>>>,
-}
-
-impl Running {
-    fn start(dir: &Path, config: Config) -> Running {
-        let db = engine::DB::open(dir, engine::Options::default()).unwrap();
-        let (tx, rx) = std::sync::mpsc::channel();
-        let thread = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()?;
-            rt.block_on(async {
-                let s = Server::bind(&config, db).await?;
-                tx.send((s.local_addr().unwrap(), s.shutdown_handle()))
-                    .unwrap();
-                s.run().await
-            })
-        });
-        let (addr, handle) = rx
-            .recv_timeout(Duration::from_secs(30))
-            .expect("server bound");
-        Running {
-            addr,
-            handle,
-            thread: Some(thread),
-        }
-    }
-
-    fn stop(mut self) {
-        self.handle.shutdown();
-        self.thread.take().unwrap().join().unwrap().unwrap();
-    }
-}
 
 fn config() -> Config {
     Config {
@@ -345,7 +308,7 @@ fn data_survives_shutdown_and_reopen() {
     // SHUTDOWN closes the connection without a reply and stops the server.
     c.send(&[b"SHUTDOWN"]);
     assert_eq!(c.read(), None);
-    srv.thread.unwrap().join().unwrap().unwrap();
+    srv.join();
     let srv = Running::start(t.path(), config());
     let mut c = Client::connect(srv.addr);
     assert_eq!(c.cmd(&["GET", "durable"]), bulk("yes"));
