@@ -363,31 +363,15 @@ fn scan(sh: &Shared, s: &mut Session, a: &[Bytes]) -> CmdResult {
     if a.is_empty() {
         return Err(wrong_args("scan"));
     }
-    let cursor: u64 = std::str::from_utf8(&a[0])
-        .ok()
-        .and_then(|c| c.parse().ok())
-        .ok_or_else(|| Reply::err("invalid cursor"))?;
-    let (mut pat, mut count, mut kind, mut i) = (None, 10usize, None, 1);
-    while i < a.len() {
-        if i + 1 >= a.len() {
-            return Err(syntax());
-        }
-        if eq(&a[i], "match") {
-            pat = Some(a[i + 1].clone());
-        } else if eq(&a[i], "count") {
-            count = usize::try_from(int(&a[i + 1])?)
-                .ok()
-                .filter(|&c| c > 0)
-                .ok_or_else(syntax)?
-                .min(MAX_SCAN_COUNT);
-        } else if eq(&a[i], "type") {
+    let mut kind = None;
+    let crate::cmd::ScanArgs { cursor, pat, count } =
+        crate::cmd::scan_args(&a[0], &a[1..], MAX_SCAN_COUNT, |o, v| {
             // An unknown type matches no key, as in Redis.
-            kind = Some(Kind::from_name(&a[i + 1]));
-        } else {
-            return Err(syntax());
-        }
-        i += 2;
-    }
+            Ok(eq(o, "type") && {
+                kind = Some(Kind::from_name(v));
+                true
+            })
+        })?;
     let after = match cursor {
         0 => None,
         c => Some(

@@ -175,6 +175,49 @@ pub struct SessionExt {
 /// Open collection-scan cursors a connection keeps; older ones are forgotten.
 const MAX_COLL_CURSORS: usize = 256;
 
+/// The cursor and options of a `SCAN`-family request.
+pub struct ScanArgs {
+    pub cursor: u64,
+    pub pat: Option<Bytes>,
+    pub count: usize,
+}
+
+/// Parses `cursor` and the option pairs `opts`: `MATCH`, `COUNT` (positive, clamped to
+/// `max_count`), and whatever `other` takes (it returns whether it knew the option, e.g.
+/// `SCAN`'s `TYPE`); anything else is a syntax error.
+pub fn scan_args(
+    cursor: &[u8],
+    opts: &[Bytes],
+    max_count: usize,
+    mut other: impl FnMut(&Bytes, &Bytes) -> Result<bool, Reply>,
+) -> Result<ScanArgs, Reply> {
+    let cursor: u64 = std::str::from_utf8(cursor)
+        .ok()
+        .and_then(|c| c.parse().ok())
+        .ok_or_else(|| Reply::err("invalid cursor"))?;
+    let (mut pat, mut count, mut i) = (None, 10usize, 0);
+    // Pair by pair, as Redis: an option without its value is found when it is reached.
+    while i < opts.len() {
+        if i + 1 >= opts.len() {
+            return Err(syntax());
+        }
+        let (o, v) = (&opts[i], &opts[i + 1]);
+        if eq(o, "match") {
+            pat = Some(v.clone());
+        } else if eq(o, "count") {
+            count = usize::try_from(int(v)?)
+                .ok()
+                .filter(|&c| c > 0)
+                .ok_or_else(syntax)?
+                .min(max_count);
+        } else if !other(o, v)? {
+            return Err(syntax());
+        }
+        i += 2;
+    }
+    Ok(ScanArgs { cursor, pat, count })
+}
+
 /// `HSCAN`/`SSCAN`/`ZSCAN key cursor [MATCH p] [COUNT n]`: pages of a collection's
 /// sub-keys with `tag` in member order; `item` turns (member, value) into reply elements.
 /// The cursor (a number on the wire) names the last member returned, kept by the
@@ -186,28 +229,8 @@ pub fn coll_scan(
     item: impl Fn(&[u8], &[u8], &mut Vec<Reply>),
 ) -> CmdResult {
     let key = &a[0];
-    let cursor: u64 = std::str::from_utf8(&a[1])
-        .ok()
-        .and_then(|c| c.parse().ok())
-        .ok_or_else(|| Reply::err("invalid cursor"))?;
-    let (mut pat, mut count, mut i) = (None, 10usize, 2);
-    while i < a.len() {
-        if i + 1 >= a.len() {
-            return Err(syntax());
-        }
-        if eq(&a[i], "match") {
-            pat = Some(a[i + 1].clone());
-        } else if eq(&a[i], "count") {
-            count = usize::try_from(int(&a[i + 1])?)
-                .ok()
-                .filter(|&c| c > 0)
-                .ok_or_else(syntax)?
-                .min(MAX_REPLY_ITEMS as usize);
-        } else {
-            return Err(syntax());
-        }
-        i += 2;
-    }
+    let ScanArgs { cursor, pat, count } =
+        scan_args(&a[1], &a[2..], MAX_REPLY_ITEMS as usize, |_, _| Ok(false))?;
     let after = match cursor {
         0 => None,
         c => match cx.s.ext.coll_cursors.remove(&c) {

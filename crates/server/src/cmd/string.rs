@@ -52,6 +52,20 @@ fn expire_at(n: &[u8], unit: i64, relative: bool, cmd: &str) -> Result<u64, Repl
     Ok(at as u64)
 }
 
+/// An expiry option of `SET` and `GETEX`: its unit in milliseconds and whether it is
+/// relative to now (`EX`, `PX`) or a time (`EXAT`, `PXAT`).
+fn timed_option(opt: &[u8]) -> Option<(i64, bool)> {
+    [
+        ("ex", 1000, true),
+        ("px", 1, true),
+        ("exat", 1000, false),
+        ("pxat", 1, false),
+    ]
+    .into_iter()
+    .find(|(o, _, _)| eq(opt, o))
+    .map(|(_, unit, relative)| (unit, relative))
+}
+
 /// `SET key value [NX|XX] [GET] [EX s|PX ms|EXAT s|PXAT ms|KEEPTTL]`
 pub fn set(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     let (key, value) = (&a[0], &a[1]);
@@ -60,15 +74,7 @@ pub fn set(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     let mut i = 2;
     while i < a.len() {
         let opt = &a[i];
-        let timed = [
-            ("ex", 1000, true),
-            ("px", 1, true),
-            ("exat", 1000, false),
-            ("pxat", 1, false),
-        ]
-        .into_iter()
-        .find(|(o, _, _)| eq(opt, o));
-        if let Some((_, unit, relative)) = timed {
+        if let Some((unit, relative)) = timed_option(opt) {
             if expire.is_some() || keepttl || i + 1 >= a.len() {
                 return Err(syntax());
             }
@@ -171,15 +177,7 @@ pub fn getex(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     let mut change: Option<Option<u64>> = None;
     let mut i = 1;
     while i < a.len() {
-        let timed = [
-            ("ex", 1000, true),
-            ("px", 1, true),
-            ("exat", 1000, false),
-            ("pxat", 1, false),
-        ]
-        .into_iter()
-        .find(|(o, _, _)| eq(&a[i], o));
-        if let Some((_, unit, relative)) = timed {
+        if let Some((unit, relative)) = timed_option(&a[i]) {
             if change.is_some() || i + 1 >= a.len() {
                 return Err(syntax());
             }
