@@ -79,19 +79,23 @@ fn model_is_trained_used_saved_and_loaded() {
     }
     assert!(dir.path().join(halflife_engine::db::MODEL_FILE).exists());
     let db = DB::open(dir.path(), opts(LifetimeMode::Learned, 2000)).unwrap();
+    // The saved model is loaded at open, splits and gains included, before any training.
+    let l = db.stats().lifetime.unwrap();
+    assert_eq!(l.trainings, 0);
+    assert!(l.feature_importance.len() > 1, "{:?}", l.feature_importance);
     for (k, &n) in latest.iter().enumerate() {
         let want = (n > 0).then(|| value(k as u32, n));
         assert_eq!(db.get(format!("k{k:05}").as_bytes()).unwrap(), want);
     }
-    // The loaded model is in force before any new training: the first GC asks it.
+    // GC after the reopen asks a model. Which one (the loaded one or one retrained on the
+    // new samples, whose trees may have no split on this uniform workload) depends on when
+    // the trainer's dataset fills, so only the call is asserted here.
     for n in 0..6000u32 {
         let k = n % 100;
         db.put(format!("k{k:05}").as_bytes(), &value(k, n)).unwrap();
     }
     db.wait_idle().unwrap();
-    let l = db.stats().lifetime.unwrap();
-    assert!(l.model_calls > 0);
-    assert!(l.feature_importance.len() > 1, "{:?}", l.feature_importance);
+    assert!(db.stats().lifetime.unwrap().model_calls > 0);
 }
 
 /// Follows the index maps from `p` and counts the hops to a live file.
