@@ -10,18 +10,18 @@
 //!   different contents, and must not share those files. Deciding it takes a read of every
 //!   live file; only new ones are written.
 //! - `private/<id>/`: the files made for one backup: manifest, `CURRENT`, the WAL the
-//!   manifest names, the lifetime model ([`crate::checkpoint::write_private`]).
+//!   manifest names, the lifetime model ([`crate::db::checkpoint::write_private`]).
 //! - `meta/<id>`: the backup's description (JSON, [`BackupMeta`]): every file with its
 //!   size and crc32c, the sequence number every write up to which it holds, and when it was
 //!   made. A backup exists once its meta file does: it is written last, atomically
 //!   (temporary file, sync, rename, directory sync), so a backup cut short leaves only
 //!   files no meta names, which the next backup with that id replaces.
 //!
-//! A backup is a checkpoint ([`crate::checkpoint::pin`]: flush, then the live files pinned)
+//! A backup is a checkpoint ([`crate::db::checkpoint::pin`]: flush, then the live files pinned)
 //! copied file by file instead of linked. `LOCK` keeps two processes from working on one
 //! backup directory at once.
 
-use crate::checkpoint::{parent_of, pin, refuse_existing, write_private};
+use crate::db::checkpoint::{parent_of, pin, refuse_existing, write_private};
 use crate::error::{Error, Result};
 use crate::io::{FileStorage, Storage};
 use crate::DB;

@@ -146,17 +146,6 @@ impl WriteBatch {
 
     /// Entries in order. The batch was built or validated by the engine, so decoding cannot
     /// fail.
-    /// Adds every entry to `mem` at consecutive sequence numbers from [`Self::first_seq`];
-    /// returns the last one used (replay of a WAL record).
-    pub fn insert_into(&self, mem: &crate::memtable::Memtable) -> SeqNo {
-        let mut seq = self.first_seq();
-        for e in self.iter() {
-            mem.add(seq, e.kind, e.key, e.value);
-            seq += 1;
-        }
-        seq - 1
-    }
-
     pub fn iter(&self) -> impl Iterator<Item = BatchEntry<'_>> {
         self.iter_checked(Path::new("<batch>"))
             .map(|e| e.expect("validated batch"))

@@ -161,7 +161,7 @@ pub fn check(dir: &Path, opts: &Options, progress: Progress<'_>) -> Result<Check
                     WalRecoveryMode::TolerateCorruptedTailRecords,
                     |rec| {
                         let batch = crate::batch::WriteBatch::decode(p, rec)?;
-                        crate::db::value_wal::unresolved_logged(p, &batch).insert_into(&logged);
+                        logged.insert_batch(&crate::vlog::value_wal::unresolved_logged(p, &batch));
                         Ok(())
                     },
                 )

@@ -15,10 +15,10 @@ pub mod backup;
 pub mod batch;
 pub mod cache;
 pub mod check;
-pub mod checkpoint;
 pub mod checksum;
 pub mod compaction;
 pub mod db;
+pub use db::checkpoint;
 pub mod error;
 pub mod filename;
 pub mod io;
@@ -37,13 +37,13 @@ pub mod warming;
 pub use batch::WriteBatch;
 pub use db::{DbIter, Snapshot, DB};
 pub use error::{Error, Result};
+pub use options::AutoShapeConfig;
 pub use options::{CompactionStyle, Compression};
 pub use options::{
     GcPolicyConfig, GcTrigger, LifetimeMode, LifetimeOptions, LifetimeOracle, Options,
     WalRecoveryMode, WriteOptions,
 };
 pub use stats::DbStats;
-pub use version::shape::AutoShape;
 pub use warming::{CacheWarmingConfig, LearnedParams};
 
 /// The README's example, compiled and run as a doctest so that it cannot drift from the API.

@@ -220,7 +220,7 @@ pub fn repair(dir: &Path, opts: &Options, progress: Progress<'_>) -> Result<Repa
         let outcome =
             LogReader::new(&p, data).for_each(WalRecoveryMode::SkipAnyCorruptedRecords, |rec| {
                 let batch = crate::batch::WriteBatch::decode(&p, rec)?;
-                let last = crate::db::value_wal::plain_pointers(&p, &batch).insert_into(&mem);
+                let last = mem.insert_batch(&crate::vlog::value_wal::plain_pointers(&p, &batch));
                 last_seq = last_seq.max(last);
                 rep.wal_batches += 1;
                 Ok(())

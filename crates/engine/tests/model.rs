@@ -620,7 +620,7 @@ fn model_switching_between_tiered_and_leveled() {
 fn growth_factor_auto_shapes_the_tree_from_measured_compactions() {
     let dir = tempfile::tempdir().unwrap();
     let opts = Options {
-        auto_shape: Some(halflife_engine::AutoShape::new(2 << 20)),
+        auto_shape: Some(halflife_engine::AutoShapeConfig::new(2 << 20)),
         ..small_options(GcPolicyConfig::Inline, true)
     };
     let db = DB::open(dir.path(), opts).unwrap();

@@ -207,7 +207,7 @@ fn apply_shape(s: &ShapeArgs, info: &WorkloadInfo, opts: &mut Options) -> Result
             Some(mb) => mb << 20,
             None => info.record_count * (info.key_size + info.value_size),
         };
-        let mut shape = engine::AutoShape::new(expected);
+        let mut shape = engine::AutoShapeConfig::new(expected);
         if let Some(r) = s.vat_r {
             shape = shape.with_r(r);
         }

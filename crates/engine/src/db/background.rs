@@ -221,7 +221,8 @@ fn flush_one(inner: &Arc<Inner>) -> Result<bool> {
     let superseded = std::mem::take(&mut out.superseded);
     let mut edit = VersionEdit::default();
     if !logged_files.is_empty() {
-        let (charged, rest) = super::value_wal::charge_dropped(&mut logged_files, out.dropped);
+        let (charged, rest) =
+            crate::vlog::value_wal::charge_dropped(&mut logged_files, out.dropped);
         out.dropped = rest;
         if let Some(rt) = &inner.lifetime {
             // Known by position too, so that GC need not look them up.
@@ -306,7 +307,14 @@ pub(crate) fn release_dead_value_files(inner: &Inner, st: &mut State) -> Result<
 fn compact_one(inner: &Arc<Inner>) -> Result<bool> {
     compact(inner, |v, style, busy| {
         let forced_gc = inner.gc.forced_compactions(v);
-        picker::pick(v, &inner.opts, style, busy, &forced_gc)
+        picker::pick(
+            v,
+            &inner.opts,
+            inner.chosen_growth_factor(),
+            style,
+            busy,
+            &forced_gc,
+        )
     })
 }
 
@@ -383,7 +391,7 @@ fn execute(
     let filter = inner.gc.relocation_filter(&v);
     drop(st);
     // Outside the state lock: re-deriving the shape evaluates the model a few hundred times.
-    if let Some(shape) = &inner.opts.auto_shape {
+    if let Some(shape) = &inner.shape {
         shape.observe(a_bytes, &inner.opts);
     }
     let r = run_compaction(inner, &c, snap, &v, filter.as_deref());
@@ -680,6 +688,7 @@ fn wait_idle_jobs(inner: &Inner) -> Result<()> {
             && picker::pick(
                 &v,
                 &inner.opts,
+                inner.chosen_growth_factor(),
                 inner.tree_style(&v),
                 &st.busy_tables,
                 &forced_gc,

@@ -8,6 +8,7 @@
 //! replays the manifest and the WALs and removes files no version refers to ([`recovery`]).
 
 mod background;
+pub mod checkpoint;
 mod iter;
 mod lifetime;
 mod read;
@@ -15,13 +16,12 @@ pub(crate) mod recovery;
 mod snapshot;
 mod superseded;
 mod throttle;
-pub(crate) mod value_wal;
 mod write;
 
 /// Kept at these paths for the CLI and the tests (the names live in [`crate::filename`]).
 pub use crate::filename::{LIFETIME_MODEL as MODEL_FILE, LOST_DIR};
+pub use crate::stats::{GcJobRecord, LifetimeStats};
 pub use iter::DbIter;
-pub use lifetime::{GcJobRecord, LifetimeStats};
 pub use recovery::RecoveryReport;
 pub use snapshot::Snapshot;
 
@@ -35,6 +35,7 @@ use crate::stats::{DbStats, EngineCounters, LevelStats, ValueFileStats};
 use crate::types::SeqNo;
 use crate::version::{Version, VersionSet};
 use crate::vlog::gc::GcPolicy;
+use crate::vlog::value_wal;
 use crate::wal::LogWriter;
 use parking_lot::{Condvar, Mutex};
 use std::collections::{BTreeMap, HashSet, VecDeque};
@@ -86,6 +87,8 @@ pub(crate) struct Inner {
     pub gc: Box<dyn GcPolicy>,
     /// Under `CompactionStyle::Auto`: the tree's current style and why.
     pub style: crate::version::style::TreeStyle,
+    /// Under `growth_factor = auto`: the growth factor chosen so far and its reasoning.
+    pub shape: Option<crate::version::shape::AutoShape>,
     /// Lifetime policies and TerarkDB: thresholds, model, trainer (else `None`).
     pub lifetime: Option<lifetime::LifetimeRuntime>,
     pub state: Mutex<State>,
@@ -136,11 +139,8 @@ pub struct DB {
 
 impl DB {
     /// Opens (or creates) the database in `path`.
-    pub fn open(path: impl AsRef<Path>, mut opts: Options) -> Result<DB> {
+    pub fn open(path: impl AsRef<Path>, opts: Options) -> Result<DB> {
         opts.validate()?;
-        if let Some(s) = &opts.auto_shape {
-            opts.auto_shape = Some(s.fresh(&opts));
-        }
         let inner = Arc::new(recovery::open(path.as_ref(), opts)?);
         background::settle_pending_gc(&inner)?;
         inner.charge_memory(&inner.state.lock().versions.current());
@@ -308,9 +308,9 @@ impl DB {
 
     /// Makes a consistent, openable copy of the database in the new directory `dir`, hard
     /// links where the file system allows: every write acknowledged before the call is in
-    /// it ([`crate::checkpoint`]).
-    pub fn checkpoint(&self, dir: impl AsRef<Path>) -> Result<crate::checkpoint::CheckpointInfo> {
-        crate::checkpoint::create(self, dir.as_ref())
+    /// it ([`checkpoint`]).
+    pub fn checkpoint(&self, dir: impl AsRef<Path>) -> Result<checkpoint::CheckpointInfo> {
+        checkpoint::create(self, dir.as_ref())
     }
 
     /// For checkpoints and backups, which pin the live files under the state lock.
@@ -449,13 +449,18 @@ fn stats(inner: &Inner) -> DbStats {
         cache: inner.cache.stats(),
         lifetime: inner.lifetime.as_ref().map(|rt| rt.stats(&v)),
         warming: inner.warming.stats(),
-        shape: inner.opts.auto_shape.as_ref().and_then(|s| s.choice()),
+        shape: inner.shape.as_ref().and_then(|s| s.choice()),
         tree_style: inner.style.choice(),
     }
 }
 
 impl Inner {
     /// The compaction style a pick uses now (re-derived under `CompactionStyle::Auto`).
+    /// The growth factor `growth_factor = auto` chose, if it is on and has chosen.
+    pub fn chosen_growth_factor(&self) -> Option<f64> {
+        self.shape.as_ref().and_then(|s| s.growth_factor())
+    }
+
     pub fn tree_style(&self, v: &Version) -> crate::version::style::Resolved {
         self.style
             .resolve(v, &self.opts, self.gc.space_amp_target())
@@ -501,6 +506,26 @@ impl Inner {
         let r = st.versions.log_and_apply_with_maps(edit, maps);
         self.publish(st);
         r
+    }
+
+    /// What the value log's write path needs of the engine ([`value_wal`]).
+    pub fn value_log_context<'a>(
+        &'a self,
+        new_file_number: &'a dyn Fn() -> u64,
+    ) -> value_wal::LogContext<'a> {
+        value_wal::LogContext {
+            dir: &self.dir,
+            storage: &self.storage,
+            min_blob_size: self.opts.min_blob_size,
+            blob_file_size: self.opts.blob_file_size,
+            compression: self.opts.value_compression,
+            placement: self
+                .lifetime
+                .as_ref()
+                .map(|rt| rt as &dyn value_wal::WritePlacement),
+            new_file_number,
+            dir_unsynced: &self.dir_unsynced,
+        }
     }
 
     pub fn new_file_number(&self) -> u64 {

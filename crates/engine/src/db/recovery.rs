@@ -19,7 +19,7 @@
 //!
 //! What happened is kept in a [`RecoveryReport`] ([`super::DB::recovery_report`]).
 
-use super::{value_wal, Inner, State};
+use super::{Inner, State};
 use crate::batch::WriteBatch;
 use crate::cache::BlockCache;
 use crate::compaction::{self, JobSpec};
@@ -31,7 +31,7 @@ use crate::options::Options;
 use crate::options::WalRecoveryMode;
 use crate::stats::EngineCounters;
 use crate::version::{VersionEdit, VersionSet};
-use crate::vlog::gc;
+use crate::vlog::{gc, value_wal};
 use crate::wal::{Damage, LogReader, LogWriter, ReadOutcome};
 use parking_lot::{Condvar, Mutex};
 use std::collections::{BTreeMap, HashSet, VecDeque};
@@ -250,7 +250,7 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
                 records += 1;
                 let batch = WriteBatch::decode(&w.path, rec)?;
                 if !batch.is_empty() {
-                    let last = replay.insert(&batch, &mem)?;
+                    let last = replay.insert(&batch, &*mem)?;
                     last_seq = last_seq.max(last);
                     report.batches_replayed += 1;
                 }
@@ -382,6 +382,7 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
         opts.block_size,
         opts.warming_accounting,
     );
+    let shape = (opts.auto_shape.as_ref()).map(|c| crate::version::shape::AutoShape::new(c, &opts));
     Ok(Inner {
         memtable_chunks,
         dir: dir.to_path_buf(),
@@ -392,6 +393,7 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
         warming,
         gc: policy,
         style: Default::default(),
+        shape,
         lifetime,
         read_view: parking_lot::RwLock::new(Arc::new(super::read::ReadView::from_state(&state))),
         state: Mutex::new(state),

@@ -392,6 +392,8 @@ fn write_group(
     // first, and are flushed (synced) before any WAL record points at them.
     let mut logged: Vec<Option<WriteBatch>> = Vec::new();
     let mut values = inner.opts.logs_values().then(|| inner.value_wal.lock());
+    let new_file_number = || inner.new_file_number();
+    let cx = inner.value_log_context(&new_file_number);
     for m in group {
         let mut job = m.job.lock();
         let Some(Job::Batch(b)) = job.as_mut() else {
@@ -400,7 +402,7 @@ fn write_group(
         b.set_first_seq(seq);
         seq += b.len() as u64;
         if let Some(active) = values.as_mut() {
-            match active.log_batch(inner, &mem, b) {
+            match active.log_batch(&cx, &*mem, b) {
                 Ok(l) => logged.push(l),
                 Err(e) => return Err(wal_failed(inner, e)),
             }
@@ -696,7 +698,7 @@ fn make_room(inner: &Inner, mut force: bool) -> Result<Arc<Memtable>> {
         if opts.logs_values() {
             // The active value file belongs to the memtable switched out: its flush
             // installs it. If it cannot be synced, its values are not durable: stop.
-            if let Err(e) = inner.value_wal.lock().seal_all(&st.mem) {
+            if let Err(e) = inner.value_wal.lock().seal_all(&*st.mem) {
                 inner.set_bg_error(&mut st, &e);
                 break Err(e);
             }

@@ -9,7 +9,7 @@
 //! dropped by the flush thread, and millions of value-sized cross-thread frees left the
 //! allocator holding up to twice the memtable's size in abandoned pages.
 
-use crate::db::value_wal::SealedValueFile;
+use crate::batch::WriteBatch;
 use crate::error::Result;
 use crate::sst::InternalIterator;
 use crate::types::{
@@ -17,6 +17,7 @@ use crate::types::{
     KIND_SEEK, MAX_SEQ, TRAILER_LEN,
 };
 use crate::vlog::file::BlobMeta;
+use crate::vlog::value_wal::{LoggedMemtable, SealedValueFile};
 use crate::vlog::ValuePointer;
 use bytes::{Bytes, BytesMut};
 use crossbeam_skiplist::SkipMap;
@@ -232,6 +233,17 @@ impl Memtable {
         self.logged.lock().get(&seq).copied()
     }
 
+    /// Adds every entry of `batch` at consecutive sequence numbers from its first one;
+    /// returns the last one used (replay of a WAL record).
+    pub fn insert_batch(&self, batch: &WriteBatch) -> SeqNo {
+        let mut seq = batch.first_seq();
+        for e in batch.iter() {
+            self.add(seq, e.kind, e.key, e.value);
+            seq += 1;
+        }
+        seq - 1
+    }
+
     /// Adds a value file, cut by the write path, that holds values of this memtable.
     pub(crate) fn add_value_file(&self, file: Arc<SealedValueFile>) {
         self.value_files.lock().push(file);
@@ -374,6 +386,20 @@ impl InternalIterator for MemtableIter {
 /// The seek key positioning at the newest version of `user_key` visible at `seq`.
 pub fn seek_key(user_key: &[u8], seq: SeqNo) -> Vec<u8> {
     make_internal_key(user_key, seq, KIND_SEEK)
+}
+
+impl LoggedMemtable for Memtable {
+    fn add(&self, seq: SeqNo, kind: ValueKind, key: &[u8], value: &[u8]) {
+        Memtable::add(self, seq, kind, key, value)
+    }
+
+    fn log_values(&self, logged: Vec<(SeqNo, ValuePointer)>) {
+        Memtable::log_values(self, logged)
+    }
+
+    fn add_value_file(&self, file: Arc<SealedValueFile>) {
+        Memtable::add_value_file(self, file)
+    }
 }
 
 #[cfg(test)]

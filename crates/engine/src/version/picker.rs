@@ -129,11 +129,12 @@ pub struct Targets {
 /// divide by the growth factor upward until a level's target falls to
 /// `level1_max_bytes`; that level is the base. Levels above the base should be empty: a
 /// tree that shrank has them drained downward.
-pub fn targets(v: &Version, opts: &Options) -> Targets {
+/// `chosen` is the growth factor `growth_factor = auto` chose, if any.
+pub fn targets(v: &Version, opts: &Options, chosen: Option<f64>) -> Targets {
     let n = v.num_levels();
     let last = n - 1;
-    let f = growth_factor(opts);
-    let level1 = level1_max_bytes(opts);
+    let f = growth_factor(opts, chosen);
+    let level1 = level1_max_bytes(opts, chosen);
     let mut bytes = vec![0.0; n];
     if !opts.dynamic_level_bytes {
         for (l, b) in bytes.iter_mut().enumerate().skip(1) {
@@ -155,19 +156,16 @@ pub fn targets(v: &Version, opts: &Options) -> Targets {
 
 /// The growth factor in force: the configured one, or the engine's own choice under
 /// `growth_factor = auto` once it has made one.
-pub fn growth_factor(opts: &Options) -> f64 {
-    opts.auto_shape
-        .as_ref()
-        .and_then(|s| s.growth_factor())
-        .unwrap_or(opts.growth_factor)
+pub fn growth_factor(opts: &Options, chosen: Option<f64>) -> f64 {
+    chosen.unwrap_or(opts.growth_factor)
 }
 
 /// The largest target of the level L0 compacts into: `level1_max_bytes`, or under
 /// `growth_factor = auto` once a choice is made, `f` times what L0 holds at its trigger
 /// (`l0_compaction_trigger` memtables), so that every level below the memtable is `f`
 /// times the one above it, as the model's shape has them.
-pub fn level1_max_bytes(opts: &Options) -> f64 {
-    match opts.auto_shape.as_ref().and_then(|s| s.growth_factor()) {
+pub fn level1_max_bytes(opts: &Options, chosen: Option<f64>) -> f64 {
+    match chosen {
         Some(f) => f * (opts.l0_compaction_trigger * opts.memtable_size) as f64,
         None => opts.level1_max_bytes as f64,
     }
@@ -335,6 +333,7 @@ pub fn pick_l0(v: &Version, style: Resolved, busy: &HashSet<u64>) -> Option<Comp
 pub fn pick(
     v: &Version,
     opts: &Options,
+    chosen: Option<f64>,
     style: Resolved,
     busy: &HashSet<u64>,
     forced_gc: &HashSet<u64>,
@@ -351,7 +350,7 @@ pub fn pick(
             }
         }
     }
-    let t = targets(v, opts);
+    let t = targets(v, opts, chosen);
     let mut order: Vec<(usize, f64)> = scores(v, opts, &t).into_iter().enumerate().collect();
     order.sort_by(|a, b| b.1.total_cmp(&a.1));
     for (level, score) in order {
@@ -551,18 +550,18 @@ mod target_tests {
             ..Options::default()
         };
         // An empty tree: L0 goes straight to the last level.
-        let t = targets(&Version::empty(7), &opts);
+        let t = targets(&Version::empty(7), &opts, None);
         assert_eq!(t.base, 6);
         // 2.7 GB in L6: L5 gets 270 MB > 256 MB, so L4 (27 MB) is the base.
         let v = version_with(6, 2_700 << 20);
-        let t = targets(&v, &opts);
+        let t = targets(&v, &opts, None);
         assert_eq!(t.base, 4);
         assert!((t.bytes[5] - (270 << 20) as f64).abs() < 1.0);
         assert!((t.bytes[4] - (27 << 20) as f64).abs() < 1.0);
         assert_eq!(output_level(&v, &t, 0), 4);
         // Data stranded above the base is drained down first.
         let v = version_with(2, 1 << 20);
-        let t = targets(&v, &opts);
+        let t = targets(&v, &opts, None);
         assert_eq!(t.base, 6);
         assert_eq!(scores(&v, &opts, &t)[2], f64::INFINITY);
         // Static targets: L1 is the base, level n holds level1_max_bytes * f^(n-1).
@@ -570,7 +569,7 @@ mod target_tests {
             dynamic_level_bytes: false,
             ..opts
         };
-        let t = targets(&v, &st);
+        let t = targets(&v, &st, None);
         assert_eq!(t.base, 1);
         assert_eq!(t.bytes[3], (256u64 << 20) as f64 * 100.0);
     }

@@ -353,7 +353,7 @@ impl VersionSet {
 }
 
 /// One edit describing the whole of `v` with the given counters: what every manifest
-/// starts with. Shared with checkpoints and backups (`crate::checkpoint`), whose manifests
+/// starts with. Shared with checkpoints and backups (`crate::db::checkpoint`), whose manifests
 /// must be the ones open replays. Value files' garbage counts are read from `v`'s files,
 /// which later edits update in place: call it under the state lock.
 pub(crate) fn snapshot_edit(

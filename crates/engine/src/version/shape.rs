@@ -20,36 +20,24 @@
 //! `ln(data / L0) / ln f` below L0, as the model intends. The value-log designs share the optimum of their in-place counterparts (the log
 //! only adds a constant), so the same choice serves key-value separation.
 
-use crate::error::{Error, Result};
-use crate::options::{CompactionStyle, Options};
+use crate::options::{AutoShapeConfig, Options};
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 use std::fmt;
-use std::sync::Arc;
 
-/// `a` assumed before any compaction measured it: the mean this engine measured under
-/// leveled compaction over uniform keys in `halflife vat validate`, 0.68 to 0.72 for growth
-/// factors 3 to 10 (docs/vat.md).
-pub const DEFAULT_A: f64 = 0.7;
-/// `r` assumed when none is configured: on the development machine fio's random writes of
-/// 64 MiB (the default table size) at queue depth 30 ran as fast as sequential ones
-/// (docs/vat.md, `halflife vat measure-r`), as the paper assumes for large tables.
-pub const DEFAULT_R: f64 = 1.0;
+pub use crate::options::shape::{DEFAULT_A, DEFAULT_R};
+
 /// Bounds on the chosen growth factor: below 2 levels multiply for nothing; above 64 a
 /// single merge rewrites an unreasonable share of the tree.
 pub const MIN_GROWTH: f64 = 2.0;
 pub const MAX_GROWTH: f64 = 64.0;
 
-/// What `growth_factor = auto` needs to know, plus the choice it made so far.
-#[derive(Clone)]
+/// The choice `growth_factor = auto` made so far in an open database, and the merge
+/// amplifications it was made from (each database has its own: two databases never share
+/// measurements).
 pub struct AutoShape {
-    /// Live data the database is expected to hold, `S_l`.
-    pub expected_data_bytes: u64,
-    /// Achieved device throughput `r` in (0, 1].
-    pub r: f64,
-    /// `a` before the first compaction, in [0, 1].
-    pub initial_a: f64,
-    state: Arc<Mutex<State>>,
+    config: AutoShapeConfig,
+    state: Mutex<State>,
 }
 
 #[derive(Default)]
@@ -83,62 +71,18 @@ pub struct ShapeChoice {
 impl fmt::Debug for AutoShape {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("AutoShape")
-            .field("expected_data_bytes", &self.expected_data_bytes)
-            .field("r", &self.r)
-            .field("initial_a", &self.initial_a)
+            .field("config", &self.config)
             .field("choice", &self.choice().map(|c| c.growth_factor))
             .finish()
     }
 }
 
 impl AutoShape {
-    pub fn new(expected_data_bytes: u64) -> Self {
-        AutoShape {
-            expected_data_bytes,
-            r: DEFAULT_R,
-            initial_a: DEFAULT_A,
-            state: Arc::default(),
-        }
-    }
-
-    pub fn with_r(mut self, r: f64) -> Self {
-        self.r = r;
-        self
-    }
-
-    pub(crate) fn validate(&self, opts: &Options) -> Result<()> {
-        let bad = |detail: String| Error::InvalidOptions {
-            name: "growth_factor=auto",
-            detail,
-        };
-        if opts.compaction_style == CompactionStyle::Tiered {
-            return Err(bad(
-                "tiering's model cost only falls with f (one level is optimal), so auto \
-                 applies to leveled compaction only"
-                    .into(),
-            ));
-        }
-        if self.expected_data_bytes <= opts.memtable_size as u64 {
-            return Err(bad(format!(
-                "expected data size {} must exceed the memtable size {}",
-                self.expected_data_bytes, opts.memtable_size
-            )));
-        }
-        if !(self.r > 0.0 && self.r <= 1.0) {
-            return Err(bad(format!("r = {} is not in (0, 1]", self.r)));
-        }
-        if !(0.0..=1.0).contains(&self.initial_a) {
-            return Err(bad(format!("a = {} is not in [0, 1]", self.initial_a)));
-        }
-        Ok(())
-    }
-
-    /// The same settings with no history, chosen for `opts` with the initial `a` (a
-    /// database opens with its own copy, so two databases never share measurements).
-    pub(crate) fn fresh(&self, opts: &Options) -> AutoShape {
+    /// No history yet: the first choice is made for `opts` with the initial `a`.
+    pub(crate) fn new(config: &AutoShapeConfig, opts: &Options) -> AutoShape {
         let s = AutoShape {
-            state: Arc::default(),
-            ..self.clone()
+            config: config.clone(),
+            state: Mutex::default(),
         };
         s.rechoose(opts);
         s
@@ -168,11 +112,11 @@ impl AutoShape {
         let (a, n) = {
             let st = self.state.lock();
             match st.count {
-                0 => (self.initial_a, 0),
+                0 => (self.config.initial_a, 0),
                 n => (st.sum_a / n as f64, n),
             }
         };
-        let Some(mut next) = choose(self.expected_data_bytes, self.r, a, opts) else {
+        let Some(mut next) = choose(self.config.expected_data_bytes, self.config.r, a, opts) else {
             return;
         };
         next.compactions = n;
@@ -243,7 +187,7 @@ mod tests {
     #[test]
     fn choice_follows_the_model_and_the_measured_a() {
         let o = opts();
-        let shape = AutoShape::new(64 << 30).fresh(&o);
+        let shape = AutoShape::new(&AutoShapeConfig::new(64 << 30), &o);
         // C = 1024 with the default a: the model's integer optimum for SST-VAT.
         let first = shape.choice().unwrap();
         let rec = vat::recommend(
@@ -274,30 +218,14 @@ mod tests {
         assert_eq!(cheap.changes, 1);
         assert_eq!(shape.growth_factor(), Some(cheap.growth_factor));
         // Level targets follow the choice.
-        let with = Options {
-            auto_shape: Some(shape.clone()),
-            ..o.clone()
-        };
+        let f = shape.growth_factor();
         assert_eq!(
-            crate::version::picker::growth_factor(&with),
+            crate::version::picker::growth_factor(&o, f),
             cheap.growth_factor
         );
         assert_eq!(
-            crate::version::picker::level1_max_bytes(&with),
+            crate::version::picker::level1_max_bytes(&o, f),
             cheap.growth_factor * (4 * (64 << 20)) as f64
         );
-    }
-
-    #[test]
-    fn bad_settings_are_named() {
-        let o = opts();
-        assert!(AutoShape::new(1 << 20).validate(&o).is_err());
-        assert!(AutoShape::new(1 << 40).with_r(0.0).validate(&o).is_err());
-        let tiered = Options {
-            compaction_style: CompactionStyle::Tiered,
-            ..o.clone()
-        };
-        assert!(AutoShape::new(1 << 40).validate(&tiered).is_err());
-        AutoShape::new(1 << 40).validate(&o).unwrap();
     }
 }

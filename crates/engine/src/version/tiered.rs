@@ -19,10 +19,7 @@ use super::picker::{assemble, build, Compaction, OutputRun};
 use super::Version;
 use std::collections::HashSet;
 
-/// Runs a level holds when it is full: the growth factor, rounded, at least 2.
-pub fn run_trigger(growth_factor: f64) -> usize {
-    (growth_factor.round() as usize).max(2)
-}
+pub use crate::options::run_trigger;
 
 /// Runs per level (L0: files).
 pub fn run_counts(v: &Version) -> Vec<usize> {

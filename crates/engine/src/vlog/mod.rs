@@ -9,6 +9,7 @@ pub mod index_map;
 pub mod placement;
 pub mod pointer;
 pub mod recent_pointers;
+pub mod value_wal;
 pub mod write_history;
 
 pub use file::{BlobFile, FileLifetime, ValueFileReader, ValueFileWriter};

@@ -13,7 +13,7 @@ use super::collector::SlotCounts;
 use std::collections::VecDeque;
 
 /// Recent slots each feature row looks at.
-pub const SLOTS_NEEDED: usize = 6;
+pub const SLOTS_NEEDED: usize = crate::options::warming::FEATURE_WINDOW_SLOTS;
 
 /// Columns of a feature row.
 pub const NUM_FEATURES: usize = 2 * SLOTS_NEEDED + 3;

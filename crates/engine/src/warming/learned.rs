@@ -13,7 +13,6 @@
 //! sampled collection only.
 
 use super::collector::{self, Collector, Collectors};
-use super::config::LearnedParams;
 use super::features::{write_row, TrainingSet, NUM_FEATURES, SLOTS_NEEDED};
 use super::incremental::CachedIntervals;
 use super::model::HotRangeModel;
@@ -23,6 +22,7 @@ use super::{
     BlockFilter, BlockKeys, Budget, CacheWarming, Candidate, Dropping, JobInputs, JobKind, KeySet,
     WarmingStats, INVALIDATION_WINDOW_READS,
 };
+use crate::options::warming::LearnedParams;
 use parking_lot::{Condvar, Mutex, RwLock};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering::Relaxed};
@@ -528,7 +528,7 @@ impl CacheWarming for Learned {
     }
 
     fn budget(&self) -> Budget {
-        self.shared.params.budget()
+        budget(&self.shared.params)
     }
 
     fn wants_cached_keys(&self) -> bool {
@@ -628,6 +628,14 @@ fn train_if_due(s: &Shared, st: &mut TrainerState) {
                 c.training_failures.fetch_add(1, Relaxed);
             }
         }
+    }
+}
+
+/// The prefetch budget of a job under `params`.
+pub fn budget(params: &LearnedParams) -> Budget {
+    Budget::ReplaceDropped {
+        factor: params.replace_factor,
+        flush_fraction: params.cache_fraction,
     }
 }
 

@@ -45,7 +45,6 @@
 //! the [`JobWarming`] whose [`sink`](JobWarming::sink) the job gives each table builder.
 
 pub mod collector;
-pub mod config;
 pub mod features;
 pub mod incremental;
 pub mod learned;
@@ -54,7 +53,7 @@ pub mod older;
 pub mod oracle;
 pub mod ranges;
 
-pub use config::{CacheWarmingConfig, LearnedParams, ReadOracleHandle};
+pub use crate::options::warming::{CacheWarmingConfig, LearnedParams, ReadOracleHandle};
 pub use oracle::ReadOracle;
 
 use crate::cache::BlockCache;
@@ -760,7 +759,7 @@ impl Warming {
             // Under the learned policy's budget: the bound on what its knowledge can win.
             CacheWarmingConfig::Oracle(o) => Box::new(oracle::OracleWarming::new(
                 o.0.clone(),
-                LearnedParams::default().budget(),
+                learned::budget(&LearnedParams::default()),
             )),
         };
         let mut w = Self::with_policy(policy, cache);

@@ -33,38 +33,11 @@ use super::{
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, OnceLock};
 
-/// Knows when each key will be read. Keys are named by their [`KeySet::hash`].
-pub trait ReadOracle: Send + Sync {
-    /// The numbers of the client reads of the key whose hash is `key`, ascending (counted
-    /// from 0 at the engine's open; at most 2^32 reads).
-    fn reads_of(&self, key: u64) -> &[u32];
+pub use crate::options::warming::ReadOracle;
 
-    /// The keys (hashes) of reads `from..to`, in read order, clipped to the reads known.
-    fn keys_read(&self, from: u64, to: u64) -> &[u64];
-
-    /// How far ahead, in reads, a compaction's install looks: the invalidation window, by
-    /// default, so that the oracle bounds what the invalidation-miss count can charge. A
-    /// benchmark whose misses after a compaction last longer than the window (a cache
-    /// holding all the data, refilled over a second or more) widens it, or the bound
-    /// would stop where the count does and not where the misses do.
-    fn horizon(&self) -> u64 {
-        INVALIDATION_WINDOW_READS
-    }
-
-    /// The first read of `key` numbered `from` or later.
-    fn next_read(&self, key: u64, from: u64) -> Option<u64> {
-        let r = self.reads_of(key);
-        r.get(r.partition_point(|&n| u64::from(n) < from))
-            .map(|&n| u64::from(n))
-    }
-
-    /// How many reads of `key` have numbers in `[from, to)`.
-    fn reads_in(&self, key: u64, from: u64, to: u64) -> u64 {
-        let r = self.reads_of(key);
-        let a = r.partition_point(|&n| u64::from(n) < from);
-        let b = r.partition_point(|&n| u64::from(n) < to);
-        b.saturating_sub(a) as u64
-    }
+/// How far ahead, in reads, a compaction's install looks (see [`ReadOracle::horizon`]).
+fn horizon(oracle: &dyn ReadOracle) -> u64 {
+    oracle.horizon().unwrap_or(INVALIDATION_WINDOW_READS)
 }
 
 /// How far ahead, in horizons, the oracle looks while the job is still writing: the job's
@@ -199,7 +172,7 @@ impl Window {
     /// The reads not yet served from the frontier to a horizon past the furthest served.
     fn new(oracle: &dyn ReadOracle, clock: &Clock) -> Window {
         let from = clock.frontier.load(Relaxed);
-        let to = clock.ahead.load(Relaxed).max(from) + oracle.horizon();
+        let to = clock.ahead.load(Relaxed).max(from) + horizon(oracle);
         let keys = oracle.keys_read(from, to);
         let mut first = KeyHashMap::with_capacity_and_hasher(keys.len(), Default::default());
         for (i, k) in keys.iter().enumerate() {
@@ -230,7 +203,7 @@ impl BlockFilter for NextReads {
     /// judged at once, [`BlockFilter::at_install`]).
     fn admit(&self, keys: &BlockKeys) -> Option<f64> {
         let now = self.clock.frontier.load(Relaxed);
-        let end = now + BUILD_LOOKAHEAD * self.oracle.horizon();
+        let end = now + BUILD_LOOKAHEAD * horizon(&*self.oracle);
         let n: u64 = keys
             .iter()
             .map(|k| self.oracle.reads_in(KeySet::hash(k), now, end))
@@ -254,7 +227,7 @@ impl BlockFilter for NextReads {
                 .filter_map(|h| self.clock.next_read(&*self.oracle, *h))
                 .min()?;
             let ahead = first.saturating_sub(now);
-            return (ahead < BUILD_LOOKAHEAD * self.oracle.horizon()).then_some(-(ahead as f64));
+            return (ahead < BUILD_LOOKAHEAD * horizon(&*self.oracle)).then_some(-(ahead as f64));
         }
         let dropped = dropping.keys();
         let w = self
@@ -312,12 +285,8 @@ mod tests {
             &self.order[(from as usize).min(end)..(to as usize).min(end)]
         }
 
-        fn horizon(&self) -> u64 {
-            if self.horizon == 0 {
-                INVALIDATION_WINDOW_READS
-            } else {
-                self.horizon
-            }
+        fn horizon(&self) -> Option<u64> {
+            (self.horizon != 0).then_some(self.horizon)
         }
     }
 

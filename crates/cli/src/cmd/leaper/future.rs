@@ -65,8 +65,8 @@ impl ReadOracle for ReadFuture {
         &self.order[from.min(end) as usize..to.min(end) as usize]
     }
 
-    fn horizon(&self) -> u64 {
-        self.horizon
+    fn horizon(&self) -> Option<u64> {
+        Some(self.horizon)
     }
 }
 

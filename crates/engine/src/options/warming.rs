@@ -1,13 +1,14 @@
-//! The `cache_warming` option: which policy, and the learned policy's knobs.
+//! The `cache_warming` option: which policy, the learned policy's knobs, and the
+//! interface a benchmark implements to hand the oracle policy its future reads. The
+//! policies themselves are in [`crate::warming`]; this module imports nothing from them,
+//! so that `Options` stays a leaf.
 
-use super::oracle::ReadOracle;
-use super::Budget;
 use crate::error::{Error, Result};
 use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
 
-/// Which [`CacheWarming`](super::CacheWarming) policy an engine runs.
+/// Which [`CacheWarming`](crate::warming::CacheWarming) policy an engine runs.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub enum CacheWarmingConfig {
     /// Output blocks of flushes and compactions enter the cache only when read.
@@ -22,6 +23,46 @@ pub enum CacheWarmingConfig {
     /// window, known from its future (benchmarks only; not parsed from a name).
     Oracle(ReadOracleHandle),
 }
+
+/// Knows when each key will be read. Keys are named by their
+/// [`KeySet::hash`](crate::warming::KeySet::hash).
+pub trait ReadOracle: Send + Sync {
+    /// The numbers of the client reads of the key whose hash is `key`, ascending (counted
+    /// from 0 at the engine's open; at most 2^32 reads).
+    fn reads_of(&self, key: u64) -> &[u32];
+
+    /// The keys (hashes) of reads `from..to`, in read order, clipped to the reads known.
+    fn keys_read(&self, from: u64, to: u64) -> &[u64];
+
+    /// How far ahead, in reads, a compaction's install looks; `None` (the default) is the
+    /// invalidation window ([`crate::warming::INVALIDATION_WINDOW_READS`]), so that the
+    /// oracle bounds what the invalidation-miss count can charge. A benchmark whose misses
+    /// after a compaction last longer than the window (a cache holding all the data,
+    /// refilled over a second or more) widens it, or the bound would stop where the count
+    /// does and not where the misses do.
+    fn horizon(&self) -> Option<u64> {
+        None
+    }
+
+    /// The first read of `key` numbered `from` or later.
+    fn next_read(&self, key: u64, from: u64) -> Option<u64> {
+        let r = self.reads_of(key);
+        r.get(r.partition_point(|&n| u64::from(n) < from))
+            .map(|&n| u64::from(n))
+    }
+
+    /// How many reads of `key` have numbers in `[from, to)`.
+    fn reads_in(&self, key: u64, from: u64, to: u64) -> u64 {
+        let r = self.reads_of(key);
+        let a = r.partition_point(|&n| u64::from(n) < from);
+        let b = r.partition_point(|&n| u64::from(n) < to);
+        b.saturating_sub(a) as u64
+    }
+}
+
+/// Recent slots each feature row of the learned policy looks at (its features are the
+/// read and write counts of the last this many slots), which bounds the history settings.
+pub const FEATURE_WINDOW_SLOTS: usize = 6;
 
 /// The future reads the `oracle` policy is given.
 #[derive(Clone)]
@@ -123,7 +164,7 @@ pub struct LearnedParams {
     /// at most this fraction of the cache.
     pub cache_fraction: f64,
     /// A compaction prefetches at most this many times as many blocks as the cache drops
-    /// when its output replaces its inputs ([`Budget::ReplaceDropped`]).
+    /// when its output replaces its inputs ([`Budget::ReplaceDropped`](crate::warming::Budget)).
     pub replace_factor: f64,
     /// The policy loads no more blocks in all than incremental warm-up would have loaded
     /// for the same compactions: it counts the output blocks the baseline admits; a
@@ -172,14 +213,6 @@ impl Default for LearnedParams {
 }
 
 impl LearnedParams {
-    /// The prefetch budget of a job.
-    pub fn budget(&self) -> Budget {
-        Budget::ReplaceDropped {
-            factor: self.replace_factor,
-            flush_fraction: self.cache_fraction,
-        }
-    }
-
     fn validate(&self) -> Result<()> {
         let bad = |d: &str| {
             Err(Error::InvalidOptions {
@@ -194,10 +227,10 @@ impl LearnedParams {
         {
             return bad("slot_reads and sample_every must be at least 1");
         }
-        if self.history_slots < super::features::SLOTS_NEEDED + 1 {
+        if self.history_slots < FEATURE_WINDOW_SLOTS + 1 {
             return bad("history_slots must exceed the feature window");
         }
-        if self.min_train_slots < super::features::SLOTS_NEEDED + 1
+        if self.min_train_slots < FEATURE_WINDOW_SLOTS + 1
             || self.min_train_slots > self.history_slots
         {
             return bad("min_train_slots must lie between the feature window and history_slots");

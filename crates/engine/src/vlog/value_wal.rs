@@ -17,21 +17,63 @@
 //! known only to the WAL records that point into it; open ([`Replay`]) reads the values
 //! back through those pointers, verifying every record, and installs the files with the
 //! replayed tables.
+//!
+//! The module knows the engine only through [`LogContext`] (where files go, their numbers,
+//! the placement of values by predicted death) and [`LoggedMemtable`] (the memtable a
+//! write group or a replayed record goes to), so it can be read, and changed, on its own.
 
-use super::Inner;
+use super::file::{record_size, BlobMeta, FILE_HEADER};
+use super::{BlobFile, FileLifetime, ValueFileWriter, ValuePointer};
 use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
 use crate::filename::value_file_name;
 use crate::io::{IoCause, Storage};
-use crate::memtable::Memtable;
-use crate::options::WalRecoveryMode;
+use crate::options::{Compression, WalRecoveryMode};
 use crate::types::{SeqNo, ValueKind};
-use crate::vlog::file::{record_size, BlobMeta, FILE_HEADER};
-use crate::vlog::{BlobFile, FileLifetime, ValueFileWriter, ValuePointer};
 use parking_lot::Mutex;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+
+/// What the write path needs of the engine to log a group's values.
+pub(crate) struct LogContext<'a> {
+    pub dir: &'a Path,
+    pub storage: &'a Arc<dyn Storage>,
+    /// Values at least this long are logged (`Options::min_blob_size`).
+    pub min_blob_size: usize,
+    /// A file is cut once it reaches this size (`Options::blob_file_size`).
+    pub blob_file_size: u64,
+    pub compression: Compression,
+    /// Where a value goes by its predicted death (the lifetime policies); `None`: class 0.
+    pub placement: Option<&'a dyn WritePlacement>,
+    /// Allocates the number of a new file.
+    pub new_file_number: &'a dyn Fn() -> u64,
+    /// Set when a file is created: the next synced write syncs the directory.
+    pub dir_unsynced: &'a AtomicBool,
+}
+
+/// Placement of logged values by predicted death (see [`super::placement`]).
+pub(crate) trait WritePlacement {
+    /// Learns the keys a batch deletes (their write histories end).
+    fn deleted(&self, batch: &WriteBatch);
+    /// The class of the value written to `key` at `seq`.
+    fn place_logged(&self, key: &[u8], seq: SeqNo) -> usize;
+    /// The horizon a new file of `class` records, opened at `seq`.
+    fn file_lifetime(&self, class: usize, seq: SeqNo) -> Option<FileLifetime>;
+}
+
+/// The memtable a write group or a replayed WAL record goes to, as the value log sees it.
+pub(crate) trait LoggedMemtable {
+    /// Adds one entry.
+    fn add(&self, seq: SeqNo, kind: ValueKind, key: &[u8], value: &[u8]);
+    /// Records where the values written at these sequence numbers were logged, so that
+    /// flush writes their pointers instead of the values.
+    fn log_values(&self, logged: Vec<(SeqNo, ValuePointer)>);
+    /// Takes a value file the writer cut, holding values of this memtable; its flush syncs
+    /// and installs it.
+    fn add_value_file(&self, file: Arc<SealedValueFile>);
+}
 
 /// Follows the pointer of a logged value in a WAL record, telling it from the bare pointer
 /// of a GC write-back (which may point into a file collected since).
@@ -116,12 +158,12 @@ impl ActiveValueFiles {
     /// group's) learns where each value went.
     pub fn log_batch(
         &mut self,
-        inner: &Inner,
-        mem: &Memtable,
+        cx: &LogContext<'_>,
+        mem: &dyn LoggedMemtable,
         batch: &WriteBatch,
     ) -> Result<Option<WriteBatch>> {
-        let large = |kind, len| kind == ValueKind::Value && len >= inner.opts.min_blob_size;
-        let rt = inner.lifetime.as_ref();
+        let large = |kind, len| kind == ValueKind::Value && len >= cx.min_blob_size;
+        let rt = cx.placement;
         if let Some(rt) = rt {
             rt.deleted(batch);
         }
@@ -142,22 +184,19 @@ impl ActiveValueFiles {
             let slot = &mut self.by_class[class];
             if slot
                 .as_ref()
-                .is_some_and(|f| f.writer.len() >= inner.opts.blob_file_size)
+                .is_some_and(|f| f.writer.len() >= cx.blob_file_size)
             {
                 self.sealed.retain(|s| !s.is_synced());
                 seal(slot, mem, &mut self.sealed)?;
             }
             if slot.is_none() {
-                let n = inner.new_file_number();
-                let f = inner
+                let n = (cx.new_file_number)();
+                let f = cx
                     .storage
-                    .create(&value_file_name(&inner.dir, n), IoCause::ValueLog)?;
-                inner
-                    .dir_unsynced
-                    .store(true, std::sync::atomic::Ordering::SeqCst);
+                    .create(&value_file_name(cx.dir, n), IoCause::ValueLog)?;
+                cx.dir_unsynced.store(true, Ordering::SeqCst);
                 *slot = Some(ActiveFile {
-                    writer: ValueFileWriter::new(f, n)?
-                        .with_compression(inner.opts.value_compression),
+                    writer: ValueFileWriter::new(f, n)?.with_compression(cx.compression),
                     lifetime: rt.and_then(|rt| rt.file_lifetime(class, seq)),
                     unflushed: true,
                     unsynced: true,
@@ -200,7 +239,7 @@ impl ActiveValueFiles {
     }
 
     /// Hands every file to `mem` (being switched out), whose flush syncs and installs them.
-    pub fn seal_all(&mut self, mem: &Memtable) -> Result<()> {
+    pub fn seal_all(&mut self, mem: &dyn LoggedMemtable) -> Result<()> {
         self.sealed.retain(|s| !s.is_synced());
         for slot in &mut self.by_class {
             seal(slot, mem, &mut self.sealed)?;
@@ -214,7 +253,7 @@ impl ActiveValueFiles {
 /// size and when `mem` is switched out.
 fn seal(
     slot: &mut Option<ActiveFile>,
-    mem: &Memtable,
+    mem: &dyn LoggedMemtable,
     sealed: &mut Vec<Arc<SealedValueFile>>,
 ) -> Result<()> {
     if let Some(mut f) = slot.take() {
@@ -373,7 +412,7 @@ impl<'a> Replay<'a> {
     /// Inserts a replayed batch into `mem`: a logged value as the value its pointer points
     /// to, read back and verified, anything else (a GC write-back's pointer too) as it is.
     /// The batch was checked ([`Replay::check`]). Returns the last sequence number.
-    pub fn insert(&mut self, batch: &WriteBatch, mem: &Memtable) -> Result<SeqNo> {
+    pub fn insert(&mut self, batch: &WriteBatch, mem: &dyn LoggedMemtable) -> Result<SeqNo> {
         let mut seq = batch.first_seq();
         let mut logged = Vec::new();
         for e in batch.iter() {

@@ -13,6 +13,12 @@ use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
 
+pub mod shape;
+pub mod warming;
+
+pub use shape::AutoShapeConfig;
+pub use warming::CacheWarmingConfig;
+
 /// Which value-file garbage-collection policy runs (see [`crate::vlog::gc`]).
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(tag = "policy", rename_all = "snake_case")]
@@ -353,7 +359,7 @@ pub struct Options {
     pub storage: Option<Arc<dyn Storage>>,
     /// Which output blocks of flushes and compactions are put into the block cache as they
     /// are written (paper 002, [`crate::warming`]).
-    pub cache_warming: crate::warming::CacheWarmingConfig,
+    pub cache_warming: CacheWarmingConfig,
     /// With `cache_warming` `None`, still count the block-cache misses that compactions'
     /// invalidations cause (the baseline of the warming comparison). Off by default: the
     /// accounting keeps key ranges per data block of every compaction input, memory that
@@ -365,7 +371,7 @@ pub struct Options {
     /// `growth_factor = auto`: the engine picks the growth factor from the VAT model with its
     /// measured merge amplification (see [`crate::version::shape`]); `growth_factor` is then
     /// only the value used before the first choice is made.
-    pub auto_shape: Option<crate::version::shape::AutoShape>,
+    pub auto_shape: Option<AutoShapeConfig>,
 }
 
 /// Knows when each key will be written next (for the `oracle` policy).
@@ -503,7 +509,7 @@ impl Default for Options {
             lifetime: LifetimeOptions::default(),
             lifetime_oracle: None,
             storage: None,
-            cache_warming: crate::warming::CacheWarmingConfig::None,
+            cache_warming: CacheWarmingConfig::None,
             warming_accounting: false,
             compaction_style: CompactionStyle::Auto,
             auto_shape: None,
@@ -624,15 +630,14 @@ impl Options {
             return Err(invalid("max_value_size", "must fit in 32 bits"));
         }
         if self.compaction_style == CompactionStyle::Tiered
-            && crate::version::tiered::run_trigger(self.growth_factor)
-                >= self.l0_stop_writes_trigger
+            && run_trigger(self.growth_factor) >= self.l0_stop_writes_trigger
         {
             return Err(invalid(
                 "growth_factor",
                 format!(
                     "tiered compaction merges L0 at {} runs, which must stay below \
                      l0_stop_writes_trigger ({})",
-                    crate::version::tiered::run_trigger(self.growth_factor),
+                    run_trigger(self.growth_factor),
                     self.l0_stop_writes_trigger
                 ),
             ));
@@ -675,6 +680,12 @@ impl Options {
 pub struct WriteOptions {
     /// fsync the WAL before the write is acknowledged.
     pub sync: bool,
+}
+
+/// Runs a tiered level holds when it is full: the growth factor, rounded, at least 2
+/// (used by the compaction picker, [`crate::version::tiered`], and by validation).
+pub fn run_trigger(growth_factor: f64) -> usize {
+    (growth_factor.round() as usize).max(2)
 }
 
 #[cfg(test)]
