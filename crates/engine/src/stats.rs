@@ -65,7 +65,14 @@ pub struct ValueFileStats {
 /// Everything `DB::stats` reports.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct DbStats {
+    /// The GC policy configured (`GcPolicyConfig::name`: `lifetime`, `lifetime-nomodel`,
+    /// `oracle`, `rate-oracle`, `titan`, ...).
     pub policy: String,
+    /// What decides where a value goes, by mechanism: `write-history` (each key's recent
+    /// write intervals, the default), `gbm-classifier` (paper 000's model, under the TTL
+    /// trigger), `single-class` (`lifetime-nomodel`: one class, victim selection alone), `next-write-oracle`,
+    /// `mean-interval-oracle`, or `none` (policies that do not place values).
+    pub placement: String,
     pub io: IoStatsSnapshot,
     /// Key and value bytes the user handed to put (and key bytes of deletes).
     pub user_bytes_written: u64,

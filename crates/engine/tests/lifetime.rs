@@ -228,3 +228,40 @@ fn pointers_written_under_another_policy_are_linked_and_collected() {
         assert_eq!(db.get(format!("k{k:05}").as_bytes()).unwrap(), Some(want));
     }
 }
+
+/// `stats()` names the configured policy and, by mechanism, what places values, so that
+/// the default (placement by write history, no model) is not mistaken for the classifier.
+#[test]
+fn stats_name_the_policy_and_its_placement() {
+    let cases = [
+        (
+            "lifetime",
+            GcTrigger::default(),
+            "lifetime",
+            "write-history",
+        ),
+        ("lifetime", GcTrigger::Ttl, "lifetime", "gbm-classifier"),
+        (
+            "lifetime-nomodel",
+            GcTrigger::default(),
+            "lifetime-nomodel",
+            "single-class",
+        ),
+        ("titan", GcTrigger::default(), "titan", "none"),
+        ("terark", GcTrigger::default(), "terark", "none"),
+    ];
+    for (gc, trigger, policy, placement) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let mut o = opts(LifetimeMode::Learned, 2000);
+        o.gc = gc.parse().unwrap();
+        o.lifetime.trigger = trigger;
+        let db = DB::open(dir.path(), o).unwrap();
+        let s = db.stats();
+        assert_eq!(
+            (s.policy.as_str(), s.placement.as_str()),
+            (policy, placement),
+            "{gc} {trigger:?}"
+        );
+        db.close().unwrap();
+    }
+}

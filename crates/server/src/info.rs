@@ -228,6 +228,7 @@ pub fn render(sh: &Shared, args: &[Bytes]) -> String {
             }
             "halflife" => {
                 kv("gc_policy", stats.policy.clone());
+                kv("gc_placement", stats.placement.clone());
                 kv("user_bytes_written", stats.user_bytes_written.to_string());
                 kv(
                     "write_amplification",

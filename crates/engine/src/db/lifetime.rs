@@ -133,6 +133,23 @@ impl crate::vlog::value_wal::WritePlacement for LifetimeRuntime {
 }
 
 impl LifetimeRuntime {
+    /// What places values, by mechanism ([`crate::stats::DbStats::placement`]).
+    pub fn placement_name(&self) -> &'static str {
+        match (self.predictor, self.mode) {
+            (Some(Predictor::History), _) => "write-history",
+            (Some(Predictor::None), _) | (None, Some(LifetimeMode::NoModel)) => "single-class",
+            (Some(Predictor::Oracle), _) | (None, Some(LifetimeMode::Oracle)) => {
+                "next-write-oracle"
+            }
+            (Some(Predictor::RateOracle), _) | (None, Some(LifetimeMode::RateOracle)) => {
+                "mean-interval-oracle"
+            }
+            (None, Some(LifetimeMode::Learned)) => "gbm-classifier",
+            // TerarkDB: index maps, no placement.
+            (None, None) => "none",
+        }
+    }
+
     /// Builds the runtime for policies with index maps; `None` for the others. The model
     /// saved by an earlier run is loaded (sec. 4.6).
     pub fn open(dir: &Path, opts: &Options) -> Result<Option<LifetimeRuntime>> {

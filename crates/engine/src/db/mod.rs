@@ -384,7 +384,12 @@ fn stats(inner: &Inner) -> DbStats {
     let index_map_bytes: u64 = v.maps.values().map(|m| m.memory_bytes()).sum();
     let disk_bytes = tree_bytes + value_file_bytes + wal_bytes + index_map_bytes;
     DbStats {
-        policy: inner.gc.name().to_string(),
+        policy: inner.opts.gc.name().to_string(),
+        placement: inner
+            .lifetime
+            .as_ref()
+            .map_or("none", |rt| rt.placement_name())
+            .to_string(),
         write_amplification: if user == 0 {
             0.0
         } else {

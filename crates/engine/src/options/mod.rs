@@ -48,7 +48,9 @@ pub enum GcPolicyConfig {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum LifetimeMode {
-    /// By the online-trained model (DumpKV).
+    /// Learned from the workload: under the space-amplification trigger (the default) by
+    /// each key's own write history (no model is trained); under the TTL trigger by
+    /// paper 000's online-trained GBM classifier (DumpKV). `DbStats::placement` names which.
     Learned,
     /// Every valid value to the long class (the paper's ablation, sec. 5.6).
     NoModel,
