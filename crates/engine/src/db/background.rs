@@ -14,6 +14,7 @@ use crate::types::ValueKind;
 use crate::version::picker::{self, Compaction};
 use crate::version::style::Resolved;
 use crate::version::{Version, VersionEdit};
+use crate::vlog::gc_job::{self, GcHost, GcJob, WriteBack};
 use crate::vlog::{ValueFileWriter, ValuePointer};
 use crate::warming::JobKind;
 use std::collections::HashSet;
@@ -528,7 +529,7 @@ fn gc_one(inner: &Arc<Inner>) -> Result<bool> {
     let (files, snapshots) = files;
     let r = match &inner.lifetime {
         Some(rt) => super::lifetime::run_mapped_gc(inner, rt, &files, &snapshots),
-        None => run_gc(inner, &files),
+        None => WriteBack.run(&EngineGcHost(inner), &files),
     };
     // Let go of the collected files before reporting the job done, so that a waiter sees
     // them gone from disk.
@@ -546,97 +547,56 @@ fn gc_one(inner: &Arc<Inner>) -> Result<bool> {
     Ok(true)
 }
 
-/// Titan's GC. It needs no snapshot check: compaction keeps every version a snapshot can
-/// see and so counts no garbage in a file created after the oldest snapshot (files older
-/// than a snapshot are pinned by it), so no such file reaches the garbage ratio.
-fn run_gc(inner: &Arc<Inner>, files: &[Arc<crate::vlog::BlobFile>]) -> Result<()> {
-    let mut writer: Option<ValueFileWriter> = None;
-    let mut outputs = Vec::new();
-    let mut writebacks = Vec::new();
-    let mut created = Vec::new();
-    let result = (|| -> Result<()> {
-        for f in files {
-            let mut r = f.scan(IoCause::GcRead)?;
-            while let Some((ptr, key, value)) = r.next_record()? {
-                let seq = inner.visible_seq.load(Ordering::Acquire);
-                let view = read::ReadView::take(inner);
-                if !read::points_at(inner, &view, key, seq, &ptr)? {
-                    continue;
-                }
-                if writer
-                    .as_ref()
-                    .is_some_and(|w| w.len() >= inner.opts.blob_file_size)
-                {
-                    outputs.push(writer.take().unwrap().finish()?);
-                }
-                if writer.is_none() {
-                    let n = inner.new_file_number();
-                    let path = value_file_name(&inner.dir, n);
-                    created.push(path.clone());
-                    writer = Some(
-                        ValueFileWriter::new(inner.storage.create(&path, IoCause::GcWrite)?, n)?
-                            .with_compression(inner.opts.value_compression),
-                    );
-                }
-                let np = writer.as_mut().unwrap().add(key, value)?;
-                EngineCounters::add(&inner.counters.gc_relocated_bytes, np.size as u64);
-                writebacks.push((key.to_vec(), ptr, np));
-            }
-        }
-        if let Some(w) = writer.take() {
-            outputs.push(w.finish()?);
-        }
-        Ok(())
-    })();
-    if let Err(e) = result {
-        drop(writer);
-        for p in created {
-            let _ = inner.storage.remove(&p);
-        }
-        return Err(e);
+/// The engine as a write-back GC job sees it ([`GcHost`]).
+struct EngineGcHost<'a>(&'a Arc<Inner>);
+
+impl GcHost for EngineGcHost<'_> {
+    fn is_live(&self, key: &[u8], ptr: &ValuePointer) -> Result<bool> {
+        let inner = self.0;
+        let seq = inner.visible_seq.load(Ordering::Acquire);
+        let view = read::ReadView::take(inner);
+        read::points_at(inner, &view, key, seq, ptr)
     }
-    // New files first, so that pointers written back into them can be read at once.
-    if !outputs.is_empty() {
-        let mut st = inner.state.lock();
-        inner.apply_edit(
-            &mut st,
-            VersionEdit {
-                gc_pending: outputs.iter().map(|b| b.number).collect(),
-                added_blobs: outputs,
-                ..Default::default()
-            },
-        )?;
+
+    fn create_value_file(&self) -> Result<(std::path::PathBuf, ValueFileWriter)> {
+        let inner = self.0;
+        let n = inner.new_file_number();
+        let path = value_file_name(&inner.dir, n);
+        let w = ValueFileWriter::new(inner.storage.create(&path, IoCause::GcWrite)?, n)?
+            .with_compression(inner.opts.value_compression);
+        Ok((path, w))
     }
-    let news: Vec<ValuePointer> = writebacks.iter().map(|w| w.2).collect();
-    let mut settled: Vec<u64> = news.iter().map(|p| p.file).collect();
-    settled.dedup();
-    let flags = if writebacks.is_empty() {
-        Vec::new()
-    } else {
-        write::write_back(inner, writebacks)?
-    };
-    // The edit below lets the collected files be deleted. Before that, what it relies on
-    // must outlive a power cut: the written-back pointers (they went through the WAL
-    // unsynced), and the user writes that made the records it did not copy garbage (the
-    // lookups saw writes not yet synced). Without a WAL, only a flushed table keeps them.
-    if inner.opts.use_wal {
-        write::sync_logs(inner)?;
-    } else {
-        write::force_switch(inner)?;
-        wait_flushed(inner)?;
+
+    fn remove_file(&self, path: &std::path::Path) {
+        let _ = self.0.storage.remove(path);
     }
-    let mut edit = VersionEdit {
-        deleted_blobs: files.iter().map(|f| f.number).collect(),
-        gc_settled: settled,
-        ..Default::default()
-    };
-    // Relocated records whose key moved on meanwhile are garbage from birth.
-    for (np, ok) in news.iter().zip(&flags) {
-        if !ok {
-            edit.blob_garbage.push((np.file, np.size as u64, 1));
+
+    fn apply(&self, edit: VersionEdit) -> Result<()> {
+        self.0.apply_edit(&mut self.0.state.lock(), edit)
+    }
+
+    fn write_back(&self, entries: Vec<gc_job::Writeback>) -> Result<Vec<bool>> {
+        write::write_back(self.0, entries)
+    }
+
+    fn make_durable(&self) -> Result<()> {
+        // The pointers went through the WAL unsynced, and the lookups saw writes not yet
+        // synced. Without a WAL, only a flushed table keeps them.
+        if self.0.opts.use_wal {
+            write::sync_logs(self.0)
+        } else {
+            write::force_switch(self.0)?;
+            wait_flushed(self.0)
         }
     }
-    inner.apply_edit(&mut inner.state.lock(), edit)
+
+    fn relocated(&self, bytes: u64) {
+        EngineCounters::add(&self.0.counters.gc_relocated_bytes, bytes);
+    }
+
+    fn blob_file_size(&self) -> u64 {
+        self.0.opts.blob_file_size
+    }
 }
 
 fn wait_until(inner: &Inner, done: impl Fn(&State) -> bool) -> Result<()> {

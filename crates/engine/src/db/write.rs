@@ -50,9 +50,7 @@ use std::time::{Duration, Instant};
 
 const MAX_GROUP_BYTES: usize = 1 << 20;
 
-/// A value-file GC relocation to write back: key, the pointer GC found valid, the pointer
-/// to the rewritten record.
-pub(crate) type Writeback = (Vec<u8>, ValuePointer, ValuePointer);
+pub(crate) use crate::vlog::gc_job::Writeback;
 
 /// GC relocations are checked and installed this many at a time, each chunk a write of
 /// its own, so that a user write queued behind one waits for one chunk, not a whole

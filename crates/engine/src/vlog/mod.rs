@@ -5,6 +5,7 @@
 pub mod early_garbage;
 pub mod file;
 pub mod gc;
+pub(crate) mod gc_job;
 pub mod index_map;
 pub mod placement;
 pub mod pointer;
