@@ -42,6 +42,10 @@ pub enum Error {
     /// The write group this write belonged to failed (the leader got the full error).
     #[error("write failed: {0}")]
     WriteFailed(String),
+    /// `DB::updates_since` cannot give every write from the sequence number asked: the
+    /// WALs (or the logged values) that held them are no longer retained.
+    #[error("updates since sequence number {seq} are no longer retained: {detail}")]
+    UpdatesGone { seq: u64, detail: String },
     /// A background job failed; writes are refused until reopen.
     #[error("background error, database is read-only until reopened: {0}")]
     Background(String),

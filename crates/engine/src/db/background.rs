@@ -274,7 +274,8 @@ pub(crate) fn remove_old_wals(inner: &Inner, below: u64) {
     inner.older_wals.lock().retain(|(n, _)| *n >= below);
     for p in inner.storage.list(&inner.dir).unwrap_or_default() {
         if filename::number_of(&p, FileKind::Wal).is_some_and(|n| n < below) {
-            let _ = inner.storage.remove(&p);
+            // A WAL left behind is archived or deleted by the next open's sweep.
+            let _ = super::wal_archive::retire(&*inner.storage, &inner.dir, &p, &inner.opts);
         }
     }
 }

@@ -16,6 +16,8 @@ pub(crate) mod recovery;
 mod snapshot;
 mod superseded;
 mod throttle;
+pub mod updates;
+mod wal_archive;
 mod write;
 
 /// Kept at these paths for the CLI and the tests (the names live in [`crate::filename`]).
@@ -306,6 +308,23 @@ impl DB {
         stats(&self.inner)
     }
 
+    /// The write batches committed from sequence number `seq` on (the batch holding `seq`
+    /// first), with their first sequence numbers, up to the last write visible now: the
+    /// change stream a replica follows after copying a checkpoint ([`updates`]). Holds the
+    /// live WALs, and the archived ones while `Options::wal_ttl_seconds` or
+    /// `wal_size_limit` keep them; a stream that cannot give every write from `seq` fails
+    /// with [`Error::UpdatesGone`].
+    pub fn updates_since(&self, seq: SeqNo) -> Result<updates::Updates> {
+        updates::since(&self.inner, seq)
+    }
+
+    /// The sequence number of the last write visible to readers.
+    pub fn latest_sequence_number(&self) -> SeqNo {
+        self.inner
+            .visible_seq
+            .load(std::sync::atomic::Ordering::Acquire)
+    }
+
     /// Makes a consistent, openable copy of the database in the new directory `dir`, hard
     /// links where the file system allows: every write acknowledged before the call is in
     /// it ([`checkpoint`]).
@@ -383,6 +402,7 @@ fn stats(inner: &Inner) -> DbStats {
     let value_file_bytes = v.blob_bytes();
     let index_map_bytes: u64 = v.maps.values().map(|m| m.memory_bytes()).sum();
     let disk_bytes = tree_bytes + value_file_bytes + wal_bytes + index_map_bytes;
+    let (wal_archive_files, wal_archive_bytes) = wal_archive::usage(&*inner.storage, &inner.dir);
     DbStats {
         policy: inner.opts.gc.name().to_string(),
         placement: inner
@@ -409,6 +429,8 @@ fn stats(inner: &Inner) -> DbStats {
         value_file_bytes,
         index_map_bytes,
         wal_bytes,
+        wal_archive_files,
+        wal_archive_bytes,
         memtable_bytes: mem_bytes as u64,
         stall_micros: EngineCounters::get(&c.stall_micros),
         stall_count: EngineCounters::get(&c.stall_count),

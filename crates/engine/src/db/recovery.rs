@@ -180,7 +180,9 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
                 filename::parse(&p),
                 Some((FileKind::Lock | FileKind::CurrentTmp, _))
             ) || file_number_of(&p).is_some();
-            let lost = p.is_dir() && p.file_name().is_some_and(|n| n == LOST_DIR);
+            let lost = p.is_dir()
+                && p.file_name()
+                    .is_some_and(|n| n == LOST_DIR || n == filename::WAL_ARCHIVE_DIR);
             !(ours || lost)
         });
         if foreign {
@@ -343,6 +345,7 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
             wal: wal_number,
             incomplete_wals: &incomplete_wals,
             replayed_manifest: old_manifest,
+            opts: &opts,
         },
         &mut report,
     )?;
@@ -466,6 +469,8 @@ struct Sweep<'a> {
     incomplete_wals: &'a HashSet<u64>,
     /// The manifest that was read completely (0 if the database is new).
     replayed_manifest: u64,
+    /// Whether obsolete WALs are archived ([`super::wal_archive`]) instead of deleted.
+    opts: &'a Options,
 }
 
 /// Deletes what the recovered manifest proves obsolete and moves what it cannot account
@@ -498,7 +503,7 @@ fn sweep(
                 (false, true) => Some(Fate::Lose),
                 // Below the new log number: replayed and in tables, or older than the
                 // manifest's log number.
-                (false, false) if n < vs.log_number => Some(Fate::Delete),
+                (false, false) if n < vs.log_number => Some(Fate::Retire),
                 (false, false) => Some(Fate::Lose),
             },
             Some((FileKind::Manifest, n)) if n == current_manifest => None,
@@ -515,6 +520,12 @@ fn sweep(
                 storage.remove(&p)?;
                 report.deleted.push(p);
             }
+            Some(Fate::Retire) => {
+                super::wal_archive::retire(&**storage, dir, &p, s.opts)?;
+                if !s.opts.archives_wals() {
+                    report.deleted.push(p);
+                }
+            }
             Some(Fate::Lose) => report
                 .moved_to_lost
                 .push(move_to_lost(dir, storage, &p, "open")?),
@@ -525,6 +536,8 @@ fn sweep(
 
 enum Fate {
     Delete,
+    /// An obsolete WAL: archived or deleted ([`super::wal_archive::retire`]).
+    Retire,
     Lose,
 }
 

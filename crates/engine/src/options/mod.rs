@@ -336,6 +336,14 @@ pub struct Options {
     /// What WAL damage found at open does ([`WalRecoveryMode`]); the manifest is always
     /// read strictly.
     pub wal_recovery_mode: WalRecoveryMode,
+    /// Obsolete WALs (their memtables flushed) are kept in `DIR/archive/` for
+    /// [`crate::DB::updates_since`] while younger than this many seconds (RocksDB's
+    /// `WAL_ttl_seconds`). With this and `wal_size_limit` both 0 (the default) they are
+    /// deleted at once and the change stream holds only the live WALs.
+    pub wal_ttl_seconds: u64,
+    /// Archived WALs are dropped, oldest first, while they hold more than this many bytes
+    /// (RocksDB's `WAL_size_limit_MB`); 0: no bound by size.
+    pub wal_size_limit: u64,
     pub max_key_size: usize,
     pub max_value_size: usize,
     /// Values at least this large go to value files (unless the policy is `inline`).
@@ -502,6 +510,8 @@ impl Default for Options {
             sync_writes: false,
             use_wal: true,
             wal_recovery_mode: WalRecoveryMode::default(),
+            wal_ttl_seconds: 0,
+            wal_size_limit: 0,
             max_key_size: 64 << 10,
             max_value_size: 256 << 20,
             min_blob_size: 512,
@@ -537,6 +547,8 @@ impl fmt::Debug for Options {
             .field("cache_warming", &self.cache_warming)
             .field("warming_accounting", &self.warming_accounting)
             .field("use_wal", &self.use_wal)
+            .field("wal_ttl_seconds", &self.wal_ttl_seconds)
+            .field("wal_size_limit", &self.wal_size_limit)
             .field("sync_writes", &self.sync_writes)
             .field("compaction_style", &self.compaction_style)
             .field("auto_shape", &self.auto_shape)
@@ -567,6 +579,11 @@ impl Options {
     }
 
     /// Checks every option; the error names the first bad one.
+    /// Whether obsolete WALs go to the archive instead of being deleted.
+    pub fn archives_wals(&self) -> bool {
+        self.wal_ttl_seconds > 0 || self.wal_size_limit > 0
+    }
+
     pub fn validate(&self) -> Result<()> {
         self.cache_warming.validate()?;
         if self.memtable_size < 4096 {
@@ -642,6 +659,12 @@ impl Options {
                     run_trigger(self.growth_factor),
                     self.l0_stop_writes_trigger
                 ),
+            ));
+        }
+        if self.archives_wals() && !self.use_wal {
+            return Err(invalid(
+                "wal_ttl_seconds",
+                "keeping WALs for updates_since needs use_wal",
             ));
         }
         if let Some(s) = &self.auto_shape {

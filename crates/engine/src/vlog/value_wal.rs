@@ -288,6 +288,15 @@ pub(crate) fn charge_dropped(
     (charged, rest)
 }
 
+/// The pointer of a logged value, if a WAL record's entry is one (and not a value, a
+/// tombstone, or the bare pointer of a GC write-back).
+pub(crate) fn logged_pointer(file: &Path, kind: ValueKind, value: &[u8]) -> Option<ValuePointer> {
+    match ValuePointer::decode(file, value) {
+        Ok((ptr, [LOGGED])) if kind == ValueKind::Pointer => Some(ptr),
+        _ => None,
+    }
+}
+
 /// The batch with the logged values' pointers as plain pointers: `repair` registers every
 /// value file it finds, so the pointers resolve as any other.
 pub(crate) fn plain_pointers(file: &Path, batch: &WriteBatch) -> WriteBatch {
