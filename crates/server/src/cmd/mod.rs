@@ -372,40 +372,7 @@ pub fn float(b: &[u8]) -> Result<f64, Reply> {
     parse_float(b).ok_or_else(not_float)
 }
 
-/// A score as Redis 7.0 prints one (`%.17g`; `inf`, `-inf`).
-#[allow(dead_code)]
-pub fn fmt_float(v: f64) -> String {
-    if v.is_infinite() {
-        return if v > 0.0 { "inf".into() } else { "-inf".into() };
-    }
-    if v == 0.0 {
-        return if v.is_sign_negative() {
-            "-0".into()
-        } else {
-            "0".into()
-        };
-    }
-    // 17 significant digits, then %g's choice between fixed and exponent notation.
-    let sci = format!("{v:.16e}");
-    let (mant, exp) = sci.split_once('e').expect("exponent");
-    let exp: i32 = exp.parse().expect("exponent digits");
-    if !(-4..17).contains(&exp) {
-        let mant = trim_zeros(mant);
-        let sign = if exp < 0 { '-' } else { '+' };
-        return format!("{mant}e{sign}{:02}", exp.abs());
-    }
-    let decimals = (16 - exp).max(0) as usize;
-    trim_zeros(&format!("{v:.decimals$}")).to_string()
-}
-
-#[allow(dead_code)]
-fn trim_zeros(s: &str) -> &str {
-    if s.contains('.') {
-        s.trim_end_matches('0').trim_end_matches('.')
-    } else {
-        s
-    }
-}
+pub use crate::protocol::fmt_double as fmt_float;
 
 /// A float as `INCRBYFLOAT` prints it (Redis's human-friendly `%.17Lf` trimmed): fixed
 /// notation, shortest digits that read back the same.
