@@ -1237,3 +1237,238 @@ fn zscan(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
         out.push(Reply::bulk(super::fmt_float(score_from_bytes(v))));
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::commands::{execute, Session};
+    use crate::config::Config;
+    use crate::protocol::Reply;
+    use crate::server::Shared;
+    use bytes::Bytes;
+    use proptest::prelude::*;
+    use proptest::test_runner::{Config as PtConfig, TestRunner};
+
+    fn shared() -> (tempfile::TempDir, Shared) {
+        let t = tempfile::tempdir().unwrap();
+        let db = engine::DB::open(t.path(), engine::Options::default()).unwrap();
+        (t, Shared::for_test(db, &Config::default()))
+    }
+
+    fn run(sh: &Shared, s: &mut Session, args: &[&str]) -> Reply {
+        let args: Vec<Bytes> = args.iter().map(|a| Bytes::from(a.to_string())).collect();
+        execute(sh, s, &args).0
+    }
+
+    fn words(r: Reply) -> Vec<String> {
+        let Reply::Array(items) = r else {
+            panic!("not an array: {r:?}")
+        };
+        items
+            .into_iter()
+            .map(|i| match i {
+                Reply::Bulk(b) => String::from_utf8(b.to_vec()).unwrap(),
+                Reply::Double(d) => crate::protocol::fmt_double(d),
+                other => panic!("not a word: {other:?}"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn scores_order_negative_before_positive_and_infinities_at_the_ends() {
+        let (_t, sh) = shared();
+        let mut s = Session::new(1);
+        let r = run(
+            &sh,
+            &mut s,
+            &[
+                "ZADD", "z", "1.5", "p", "-2", "n", "+inf", "top", "-inf", "bottom", "0", "zero",
+                "-0.5", "h", "1e300", "big", "-1e-300", "tiny",
+            ],
+        );
+        assert_eq!(r, Reply::Int(8));
+        assert_eq!(
+            words(run(&sh, &mut s, &["ZRANGE", "z", "0", "-1"])),
+            ["bottom", "n", "h", "tiny", "zero", "p", "big", "top"]
+        );
+        // The index and the member sub-keys agree: a range by score reads the index.
+        assert_eq!(
+            words(run(
+                &sh,
+                &mut s,
+                &["ZRANGEBYSCORE", "z", "(-2", "0", "WITHSCORES"]
+            )),
+            ["h", "-0.5", "tiny", "-1e-300", "zero", "0"]
+        );
+        assert_eq!(
+            words(run(
+                &sh,
+                &mut s,
+                &["ZREVRANGEBYSCORE", "z", "+inf", "(1e300", "WITHSCORES"]
+            )),
+            ["top", "inf"]
+        );
+        assert_eq!(
+            run(&sh, &mut s, &["ZSCORE", "z", "bottom"]),
+            Reply::Double(f64::NEG_INFINITY)
+        );
+        assert_eq!(run(&sh, &mut s, &["ZRANK", "z", "zero"]), Reply::Int(4));
+        assert_eq!(run(&sh, &mut s, &["ZREVRANK", "z", "zero"]), Reply::Int(3));
+        // Moving a member across zero rewrites its index entry: no stale entry is left.
+        assert_eq!(run(&sh, &mut s, &["ZADD", "z", "-3", "p"]), Reply::Int(0));
+        assert_eq!(
+            words(run(&sh, &mut s, &["ZRANGE", "z", "0", "2"])),
+            ["bottom", "p", "n"]
+        );
+        assert_eq!(
+            run(&sh, &mut s, &["ZCOUNT", "z", "-inf", "+inf"]),
+            Reply::Int(8)
+        );
+        assert_eq!(run(&sh, &mut s, &["ZCARD", "z"]), Reply::Int(8));
+    }
+
+    #[test]
+    fn nan_is_refused_everywhere_a_score_is_read() {
+        let (_t, sh) = shared();
+        let mut s = Session::new(1);
+        let err = |r: Reply, what: &str| match r {
+            Reply::Error(e) => assert!(e.contains(what), "{e}"),
+            other => panic!("not an error: {other:?}"),
+        };
+        err(
+            run(&sh, &mut s, &["ZADD", "z", "nan", "a"]),
+            "not a valid float",
+        );
+        err(
+            run(&sh, &mut s, &["ZRANGEBYSCORE", "z", "0", "nan"]),
+            "min or max is not a float",
+        );
+        assert_eq!(run(&sh, &mut s, &["ZADD", "z", "inf", "a"]), Reply::Int(1));
+        // inf + -inf is NaN: refused, and the member keeps its score.
+        err(run(&sh, &mut s, &["ZINCRBY", "z", "-inf", "a"]), "NaN");
+        assert_eq!(
+            run(&sh, &mut s, &["ZSCORE", "z", "a"]),
+            Reply::Double(f64::INFINITY)
+        );
+        err(
+            run(
+                &sh,
+                &mut s,
+                &["ZUNIONSTORE", "d", "1", "z", "WEIGHTS", "nan"],
+            ),
+            "weight value is not a float",
+        );
+    }
+
+    #[test]
+    fn numkeys_beyond_the_arguments_is_refused_before_reading() {
+        let (_t, sh) = shared();
+        let mut s = Session::new(1);
+        for cmd in [
+            &["ZUNION", "4294967296", "a"][..],
+            &["ZINTERSTORE", "d", "3", "a", "b"],
+            &["ZMPOP", "2", "a", "MIN"],
+        ] {
+            assert_eq!(run(&sh, &mut s, cmd), Reply::err("syntax error"), "{cmd:?}");
+        }
+        assert!(matches!(
+            run(&sh, &mut s, &["ZRANDMEMBER", "z", "-9223372036854775807"]),
+            Reply::Error(e) if e.contains("out of range")
+        ));
+    }
+
+    /// ZADD / ZREM / ZRANGEBYSCORE / ZRANGE against a model (member -> score, read in
+    /// (score, member) order).
+    #[test]
+    fn zadd_zrem_and_ranges_match_a_model() {
+        let (_t, sh) = shared();
+        let member = prop::sample::select(vec!["a", "b", "c", "d", "e", "f"]);
+        let score = prop_oneof![
+            (-3i32..4).prop_map(|x| x as f64 * 0.5),
+            Just(f64::INFINITY),
+            Just(f64::NEG_INFINITY),
+        ];
+        let op = prop_oneof![
+            (member.clone(), score.clone()).prop_map(|(m, s)| (true, m, s)),
+            member.prop_map(|m| (false, m, 0.0)),
+        ];
+        let query = (score.clone(), score, any::<bool>(), any::<bool>());
+        let mut runner = TestRunner::new(PtConfig {
+            cases: 64,
+            failure_persistence: None,
+            ..PtConfig::default()
+        });
+        let case = std::sync::atomic::AtomicU32::new(0);
+        runner
+            .run(
+                &(
+                    prop::collection::vec(op, 1..24),
+                    prop::collection::vec(query, 1..6),
+                ),
+                |(ops, queries)| {
+                    let key = format!(
+                        "z{}",
+                        case.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+                    );
+                    let mut s = Session::new(1);
+                    let mut model: std::collections::BTreeMap<&str, f64> = Default::default();
+                    for (add, m, sc) in ops {
+                        let sc_text = crate::protocol::fmt_double(sc);
+                        if add {
+                            let r = run(&sh, &mut s, &["ZADD", &key, &sc_text, m]);
+                            prop_assert_eq!(r, Reply::Int(model.insert(m, sc).is_none() as i64));
+                        } else {
+                            let r = run(&sh, &mut s, &["ZREM", &key, m]);
+                            prop_assert_eq!(r, Reply::Int(model.remove(m).is_some() as i64));
+                        }
+                    }
+                    let mut sorted: Vec<(&str, f64)> =
+                        model.iter().map(|(m, s)| (*m, *s)).collect();
+                    sorted.sort_by(|x, y| x.1.total_cmp(&y.1).then(x.0.cmp(y.0)));
+                    let all: Vec<String> = sorted.iter().map(|(m, _)| m.to_string()).collect();
+                    prop_assert_eq!(words(run(&sh, &mut s, &["ZRANGE", &key, "0", "-1"])), all);
+                    for (lo, hi, loex, hiex) in queries {
+                        let end = |v: f64, ex: bool| {
+                            format!(
+                                "{}{}",
+                                if ex { "(" } else { "" },
+                                crate::protocol::fmt_double(v)
+                            )
+                        };
+                        let (l, h) = (end(lo, loex), end(hi, hiex));
+                        let want: Vec<String> = sorted
+                            .iter()
+                            .filter(|(_, s)| if loex { *s > lo } else { *s >= lo })
+                            .filter(|(_, s)| if hiex { *s < hi } else { *s <= hi })
+                            .map(|(m, _)| m.to_string())
+                            .collect();
+                        prop_assert_eq!(
+                            words(run(&sh, &mut s, &["ZRANGEBYSCORE", &key, &l, &h])),
+                            want.clone()
+                        );
+                        let mut rev = want.clone();
+                        rev.reverse();
+                        prop_assert_eq!(
+                            words(run(&sh, &mut s, &["ZREVRANGEBYSCORE", &key, &h, &l])),
+                            rev.clone()
+                        );
+                        // A window of the reversed range: LIMIT 1 2.
+                        let window: Vec<String> = rev.iter().skip(1).take(2).cloned().collect();
+                        prop_assert_eq!(
+                            words(run(
+                                &sh,
+                                &mut s,
+                                &["ZREVRANGEBYSCORE", &key, &h, &l, "LIMIT", "1", "2"]
+                            )),
+                            window
+                        );
+                        prop_assert_eq!(
+                            run(&sh, &mut s, &["ZCOUNT", &key, &l, &h]),
+                            Reply::Int(want.len() as i64)
+                        );
+                    }
+                    Ok(())
+                },
+            )
+            .unwrap();
+    }
+}
