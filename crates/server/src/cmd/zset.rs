@@ -11,8 +11,8 @@
 
 use super::string::clamp_range;
 use super::{
-    bulk, check_reply_size, coll_scan, eq, float, int, parse_int, pick, rand_count, syntax,
-    wrongtype, CmdResult, Ctx, MAX_REPLY_ITEMS,
+    bulk, check_reply_size, coll_scan, eq, float, int, numkeys, parse_int, pick, rand_count,
+    syntax, wrongtype, CmdResult, Ctx, MAX_REPLY_ITEMS,
 };
 use crate::protocol::Reply;
 use crate::record::{score_bytes, score_from_bytes, Kind, Meta};
@@ -871,58 +871,6 @@ fn zpopmax(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     zpop(cx, a, true)
 }
 
-/// `numkeys key [key ...]` at the start of `a`: the keys, checked against the arguments
-/// there are before anything is allocated.
-/// A `numkeys` that is not a number is `zero`'s error too when `strict` is false (as
-/// `ZMPOP`'s, "numkeys should be greater than 0"), Redis's integer error otherwise.
-pub fn numkeys<'a>(
-    a: &'a [Bytes],
-    zero: &str,
-    strict: bool,
-) -> Result<(&'a [Bytes], &'a [Bytes]), Reply> {
-    let n = match parse_int(&a[0]) {
-        Some(n) => n,
-        None if strict => return Err(super::not_integer()),
-        None => return Err(Reply::err(zero)),
-    };
-    if n <= 0 {
-        return Err(Reply::err(zero));
-    }
-    if n as u64 > (a.len() - 1) as u64 {
-        return Err(syntax());
-    }
-    let n = n as usize;
-    Ok((&a[1..1 + n], &a[1 + n..]))
-}
-
-/// `[COUNT n]` after `ZMPOP`/`LMPOP`'s direction: at least 1.
-pub fn mpop_count(rest: &[Bytes]) -> Result<u64, Reply> {
-    match rest {
-        [] => Ok(1),
-        [c, n] if eq(c, "count") => parse_int(n)
-            .filter(|&n| n > 0)
-            .map(|n| n as u64)
-            .ok_or_else(|| Reply::err("count should be greater than 0")),
-        _ => Err(syntax()),
-    }
-}
-
-/// Parses `numkeys key [key ...] MIN|MAX [COUNT count]`.
-pub fn zmpop_args(a: &[Bytes]) -> Result<(&[Bytes], bool, u64), Reply> {
-    let (keys, rest) = numkeys(a, "numkeys should be greater than 0", false)?;
-    let Some((dir, rest)) = rest.split_first() else {
-        return Err(syntax());
-    };
-    let max = if eq(dir, "min") {
-        false
-    } else if eq(dir, "max") {
-        true
-    } else {
-        return Err(syntax());
-    };
-    Ok((keys, max, mpop_count(rest)?))
-}
-
 /// The reply of `ZMPOP`/`BZMPOP`: `[key, [[member, score], ...]]`.
 pub fn mpop_reply(key: &[u8], items: Vec<Scored>) -> Reply {
     Reply::Array(vec![
@@ -949,7 +897,7 @@ pub fn mpop(cx: &Ctx, keys: &[Bytes], max: bool, count: u64) -> Result<Option<Re
 
 /// `ZMPOP numkeys key [key ...] MIN|MAX [COUNT count]`
 fn zmpop(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
-    let (keys, max, count) = zmpop_args(a)?;
+    let (keys, max, count) = super::mpop_args(a, "min", "max")?;
     Ok(mpop(cx, keys, max, count)?.unwrap_or(Reply::NilArray))
 }
 
