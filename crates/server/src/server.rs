@@ -536,11 +536,11 @@ where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
+    let timeout_reply = b.timeout_reply();
     let Blocked {
         waiter,
         mut reply,
         deadline,
-        timeout_reply,
     } = b;
     let until = async move {
         match deadline {

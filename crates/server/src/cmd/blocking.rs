@@ -123,6 +123,8 @@ pub struct Waiter {
     /// The keys it waits on (distinct, in the command's order).
     keys: Vec<Bytes>,
     op: Op,
+    /// The reply when it times out (or `CLIENT UNBLOCK ... TIMEOUT` unblocks it).
+    timeout_reply: Reply,
     /// Where its reply goes: `Some` while it waits; taken by whoever answers it (a serve,
     /// the timeout, the client's disconnection).
     slot: Mutex<Option<oneshot::Sender<Reply>>>,
@@ -134,8 +136,13 @@ pub struct Blocked {
     pub reply: oneshot::Receiver<Reply>,
     /// `None`: no timeout.
     pub deadline: Option<Instant>,
+}
+
+impl Blocked {
     /// The reply when the timeout passes first.
-    pub timeout_reply: Reply,
+    pub fn timeout_reply(&self) -> Reply {
+        self.waiter.timeout_reply.clone()
+    }
 }
 
 /// Who waits on which key, and which keys were written since they were last served.
@@ -202,6 +209,34 @@ impl Registry {
             return false;
         }
         self.remove(w);
+        true
+    }
+
+    /// `CLIENT UNBLOCK`: answers the blocked `client` with its timeout's reply, or with an
+    /// `UNBLOCKED` error; `false` if it is not blocked. Looks through every waiter (there
+    /// are at most `maxclients`).
+    pub fn unblock(&self, client: u64, error: bool) -> bool {
+        let found = self
+            .inner
+            .lock()
+            .by_key
+            .values()
+            .flat_map(|q| q.iter())
+            .find(|w| w.client == client)
+            .cloned();
+        let Some(w) = found else {
+            return false;
+        };
+        let Some(tx) = w.slot.lock().take() else {
+            return false;
+        };
+        self.remove(&w);
+        let reply = if error {
+            Reply::Error("UNBLOCKED client unblocked via CLIENT UNBLOCK".into())
+        } else {
+            w.timeout_reply.clone()
+        };
+        let _ = tx.send(reply);
         true
     }
 
@@ -339,6 +374,7 @@ fn block_on(
         proto: cx.s.proto,
         keys: distinct,
         op,
+        timeout_reply,
         slot: Mutex::new(Some(tx)),
     });
     {
@@ -355,7 +391,6 @@ fn block_on(
         waiter: w,
         reply: rx,
         deadline: timeout.map(|t| Instant::now() + t),
-        timeout_reply,
     });
     // Not sent: the connection answers with what the wait gives.
     Ok(Reply::Nil)
