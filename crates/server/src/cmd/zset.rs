@@ -239,25 +239,30 @@ impl LexRange {
     }
 }
 
-/// What a range command selects: positions, scores, or members (lex).
+/// A range of scores or of members (lex): what an ordered scan walks.
 #[derive(Clone, Debug)]
-pub enum Range {
-    Rank(i64, i64),
+pub enum Bounds {
     Score(ScoreRange),
     Lex(LexRange),
 }
 
-/// Walks the members in `r` (a score or lex range) in forward order while `f` says so.
+/// What a range command selects: positions, or the members within bounds.
+#[derive(Clone, Debug)]
+pub enum Range {
+    Rank(i64, i64),
+    By(Bounds),
+}
+
+/// Walks the members within `r` in forward order while `f` says so.
 fn walk_range(
     cx: &Ctx,
     key: &[u8],
     m: &Meta,
-    r: &Range,
+    r: &Bounds,
     mut f: impl FnMut(&[u8], f64) -> bool,
 ) -> Result<(), Reply> {
     match r {
-        Range::Rank(..) => unreachable!("ranks are positions, not a walk"),
-        Range::Score(sr) => {
+        Bounds::Score(sr) => {
             if sr.is_empty() {
                 return Ok(());
             }
@@ -268,7 +273,7 @@ fn walk_range(
                 sr.below_max(s) && f(member, s)
             })
         }
-        Range::Lex(lr) => {
+        Bounds::Lex(lr) => {
             let from = match &lr.min {
                 Lex::NegInf => None,
                 Lex::PosInf => return Ok(()),
@@ -328,18 +333,21 @@ pub fn select(
     rev: bool,
     limit: Limit,
 ) -> Result<Vec<Scored>, Reply> {
-    if let Range::Rank(start, stop) = *r {
-        let Some((s, e)) = clamp_range(start, stop, m.size as i64) else {
-            return Ok(Vec::new());
-        };
-        let (s, e) = (s as u64, e as u64);
-        let from = if rev { m.size - 1 - e } else { s };
-        let mut out = by_position(cx, key, m, from, e - s + 1)?;
-        if rev {
-            out.reverse();
+    let r = match *r {
+        Range::By(ref b) => b,
+        Range::Rank(start, stop) => {
+            let Some((s, e)) = clamp_range(start, stop, m.size as i64) else {
+                return Ok(Vec::new());
+            };
+            let (s, e) = (s as u64, e as u64);
+            let from = if rev { m.size - 1 - e } else { s };
+            let mut out = by_position(cx, key, m, from, e - s + 1)?;
+            if rev {
+                out.reverse();
+            }
+            return Ok(out);
         }
-        return Ok(out);
-    }
+    };
     if limit.offset < 0 || limit.count == 0 {
         return Ok(Vec::new());
     }
@@ -564,7 +572,7 @@ fn zcard(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     ))
 }
 
-fn count_range(cx: &Ctx, key: &[u8], r: Range) -> CmdResult {
+fn count_range(cx: &Ctx, key: &[u8], r: Bounds) -> CmdResult {
     let Some(m) = cx.typed(key, Kind::ZSet)? else {
         return Ok(Reply::Int(0));
     };
@@ -577,11 +585,11 @@ fn count_range(cx: &Ctx, key: &[u8], r: Range) -> CmdResult {
 }
 
 fn zcount(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
-    count_range(cx, &a[0], Range::Score(ScoreRange::parse(&a[1], &a[2])?))
+    count_range(cx, &a[0], Bounds::Score(ScoreRange::parse(&a[1], &a[2])?))
 }
 
 fn zlexcount(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
-    count_range(cx, &a[0], Range::Lex(LexRange::parse(&a[1], &a[2])?))
+    count_range(cx, &a[0], Bounds::Lex(LexRange::parse(&a[1], &a[2])?))
 }
 
 /// Which kind of range a `ZRANGE`-family command reads, if fixed by the command.
@@ -654,8 +662,8 @@ fn range_args(
     };
     let range = match by {
         By::Rank => Range::Rank(int(lo)?, int(hi)?),
-        By::Score => Range::Score(ScoreRange::parse(lo, hi)?),
-        By::Lex => Range::Lex(LexRange::parse(lo, hi)?),
+        By::Score => Range::By(Bounds::Score(ScoreRange::parse(lo, hi)?)),
+        By::Lex => Range::By(Bounds::Lex(LexRange::parse(lo, hi)?)),
     };
     Ok(RangeArgs {
         range,
@@ -808,11 +816,19 @@ fn zremrangebyrank(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
 }
 
 fn zremrangebyscore(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
-    remove_range(cx, &a[0], Range::Score(ScoreRange::parse(&a[1], &a[2])?))
+    remove_range(
+        cx,
+        &a[0],
+        Range::By(Bounds::Score(ScoreRange::parse(&a[1], &a[2])?)),
+    )
 }
 
 fn zremrangebylex(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
-    remove_range(cx, &a[0], Range::Lex(LexRange::parse(&a[1], &a[2])?))
+    remove_range(
+        cx,
+        &a[0],
+        Range::By(Bounds::Lex(LexRange::parse(&a[1], &a[2])?)),
+    )
 }
 
 /// Pops up to `count` members from the low (`max` false) or high end of `key`, which
