@@ -390,7 +390,8 @@ fn block_on(
     cx.s.ext.blocked = Some(Blocked {
         waiter: w,
         reply: rx,
-        deadline: timeout.map(|t| Instant::now() + t),
+        // A deadline past what the clock can hold (centuries away) is no deadline.
+        deadline: timeout.and_then(|t| Instant::now().checked_add(t)),
     });
     // Not sent: the connection answers with what the wait gives.
     Ok(Reply::Nil)

@@ -1291,6 +1291,57 @@ mod tests {
     }
 
     #[test]
+    fn generic_commands_see_sorted_sets() {
+        let (_t, sh) = shared();
+        let mut s = Session::new(1);
+        run(&sh, &mut s, &["ZADD", "z", "1", "a", "2", "b"]);
+        assert_eq!(run(&sh, &mut s, &["TYPE", "z"]), Reply::Simple("zset"));
+        assert_eq!(
+            run(&sh, &mut s, &["OBJECT", "ENCODING", "z"]),
+            Reply::bulk("listpack")
+        );
+        run(
+            &sh,
+            &mut s,
+            &["CONFIG", "SET", "zset-max-listpack-entries", "1"],
+        );
+        assert_eq!(
+            run(&sh, &mut s, &["OBJECT", "ENCODING", "z"]),
+            Reply::bulk("skiplist")
+        );
+        // A copy has both sub-keys of every member: ranges by score and lookups agree.
+        assert_eq!(run(&sh, &mut s, &["COPY", "z", "c"]), Reply::Int(1));
+        assert_eq!(
+            words(run(&sh, &mut s, &["ZRANGEBYSCORE", "c", "2", "2"])),
+            ["b"]
+        );
+        assert_eq!(run(&sh, &mut s, &["ZSCORE", "c", "a"]), Reply::Double(1.0));
+        // DEL is O(1) and a new set under the name has none of the old members.
+        assert_eq!(run(&sh, &mut s, &["DEL", "z"]), Reply::Int(1));
+        assert_eq!(run(&sh, &mut s, &["ZADD", "z", "5", "x"]), Reply::Int(1));
+        assert_eq!(words(run(&sh, &mut s, &["ZRANGE", "z", "0", "-1"])), ["x"]);
+        assert_eq!(
+            run(&sh, &mut s, &["ZCOUNT", "z", "-inf", "+inf"]),
+            Reply::Int(1)
+        );
+        // Expiry in the past deletes; ZADD keeps a live key's expiry.
+        assert_eq!(run(&sh, &mut s, &["EXPIRE", "c", "100"]), Reply::Int(1));
+        run(&sh, &mut s, &["ZADD", "c", "3", "d"]);
+        assert!(matches!(run(&sh, &mut s, &["TTL", "c"]), Reply::Int(t) if t > 0));
+        assert_eq!(run(&sh, &mut s, &["PEXPIREAT", "c", "1"]), Reply::Int(1));
+        assert_eq!(run(&sh, &mut s, &["ZCARD", "c"]), Reply::Int(0));
+        assert!(matches!(
+            run(&sh, &mut s, &["ZADD", "z", "1", "a", "2"]),
+            Reply::Error(e) if e == "ERR syntax error"
+        ));
+        run(&sh, &mut s, &["SET", "str", "v"]);
+        assert!(matches!(
+            run(&sh, &mut s, &["ZRANGE", "str", "0", "-1"]),
+            Reply::Error(e) if e.starts_with("WRONGTYPE")
+        ));
+    }
+
+    #[test]
     fn nan_is_refused_everywhere_a_score_is_read() {
         let (_t, sh) = shared();
         let mut s = Session::new(1);
