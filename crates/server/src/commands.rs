@@ -460,7 +460,23 @@ fn client(sh: &Shared, s: &mut Session, a: &[Bytes]) -> CmdResult {
         ("info", []) => Ok(Reply::Text(sh.client_line(s.id))),
         // Client libraries announce themselves; accepted and not kept.
         ("setinfo", [_, _]) => Ok(Reply::ok()),
-        ("setname" | "getname" | "id" | "list" | "info" | "setinfo", _) => {
+        ("unblock", [id, how @ ..]) if how.len() <= 1 => {
+            let id = int(id)?;
+            let error = match how.first() {
+                None => false,
+                Some(h) if eq(h, "timeout") => false,
+                Some(h) if eq(h, "error") => true,
+                Some(_) => {
+                    return Err(Reply::err(
+                        "CLIENT UNBLOCK reason should be TIMEOUT or ERROR",
+                    ))
+                }
+            };
+            Ok(Reply::Int(
+                u64::try_from(id).is_ok_and(|id| sh.blocked.unblock(id, error)) as i64,
+            ))
+        }
+        ("setname" | "getname" | "id" | "list" | "info" | "setinfo" | "unblock", _) => {
             Err(wrong_args(&format!("client|{sub}")))
         }
         _ => Err(Reply::err(format!(

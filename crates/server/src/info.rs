@@ -146,7 +146,7 @@ pub fn render(sh: &Shared, args: &[Bytes]) -> String {
             "clients" => {
                 kv("connected_clients", sh.clients.lock().len().to_string());
                 kv("maxclients", sh.settings.maxclients().to_string());
-                kv("blocked_clients", "0".into());
+                kv("blocked_clients", sh.blocked.blocked_clients().to_string());
                 kv("tracking_clients", "0".into());
             }
             "stats" => {

@@ -239,6 +239,13 @@ fn commands_from_hostile_input_get_well_formed_replies() {
         "NOSUCH\r\n+OK",
         "x\ny",
         "SELECT",
+        "ZADD",
+        "ZRANGE",
+        "ZRANGEBYLEX",
+        "ZUNIONSTORE",
+        "ZMPOP",
+        "ZRANDMEMBER",
+        "LMPOP",
     ]);
     let arg = prop_oneof![
         word(),

@@ -432,6 +432,8 @@ pub enum Reply {
     Map(Vec<(Reply, Reply)>),
     /// Text for humans (INFO, CLIENT LIST): RESP3 verbatim string, RESP2 bulk string.
     Text(String),
+    /// A score: RESP3 double, RESP2 bulk string in Redis's `%.17g` ([`fmt_double`]).
+    Double(f64),
 }
 
 impl Reply {
@@ -476,6 +478,7 @@ impl Reply {
             Reply::Int(i) => line(out, b':', i.to_string().as_bytes()),
             Reply::Bulk(b) => bulk(out, &b),
             Reply::Text(t) => bulk(out, t.as_bytes()),
+            Reply::Double(d) => bulk(out, fmt_double(d).as_bytes()),
             Reply::Nil => out.extend_from_slice(b"$-1\r\n"),
             Reply::NilArray => out.extend_from_slice(b"*-1\r\n"),
             Reply::Array(items) => {
@@ -515,6 +518,10 @@ impl Reply {
                 format: VerbatimStringFormat::Text,
                 attributes: None,
             },
+            Reply::Double(data) => Frame3::Double {
+                data,
+                attributes: None,
+            },
             Reply::Nil | Reply::NilArray => Frame3::Null,
             Reply::Array(items) => Frame3::Array {
                 data: items.into_iter().map(Reply::into_resp3).collect(),
@@ -531,6 +538,39 @@ impl Reply {
                 }
             }
         }
+    }
+}
+
+/// A double as Redis 7.0 prints one in RESP2 (a sorted set's score) (`%.17g`; `inf`, `-inf`).
+pub fn fmt_double(v: f64) -> String {
+    if v.is_infinite() {
+        return if v > 0.0 { "inf".into() } else { "-inf".into() };
+    }
+    if v == 0.0 {
+        return if v.is_sign_negative() {
+            "-0".into()
+        } else {
+            "0".into()
+        };
+    }
+    // 17 significant digits, then %g's choice between fixed and exponent notation.
+    let sci = format!("{v:.16e}");
+    let (mant, exp) = sci.split_once('e').expect("exponent");
+    let exp: i32 = exp.parse().expect("exponent digits");
+    if !(-4..17).contains(&exp) {
+        let mant = trim_zeros(mant);
+        let sign = if exp < 0 { '-' } else { '+' };
+        return format!("{mant}e{sign}{:02}", exp.abs());
+    }
+    let decimals = (16 - exp).max(0) as usize;
+    trim_zeros(&format!("{v:.decimals$}")).to_string()
+}
+
+fn trim_zeros(s: &str) -> &str {
+    if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.')
+    } else {
+        s
     }
 }
 

@@ -6,6 +6,7 @@
 //! milliseconds), and writes all the replies back in one write. `SHUTDOWN`, SIGTERM and
 //! SIGINT stop the listeners, close the connections, sync the WAL and close the engine.
 
+use crate::cmd::blocking::{self, Blocked, Registry};
 use crate::commands::{self, Outcome, Session};
 use crate::config::{AppendFsync, Config, Settings};
 use crate::protocol::{self, Reply};
@@ -70,6 +71,8 @@ pub(crate) struct ClientEntry {
 /// What every connection shares.
 pub(crate) struct Shared {
     pub store: Store,
+    /// Clients blocked in `BLPOP` and the like, by key.
+    pub blocked: Registry,
     pub settings: Arc<Settings>,
     pub stats: Stats,
     pub clients: Mutex<BTreeMap<u64, ClientEntry>>,
@@ -89,6 +92,7 @@ impl Shared {
         let (tx, _) = watch::channel(false);
         Shared {
             store: Store::open(db).expect("a new database opens"),
+            blocked: Registry::default(),
             settings: Arc::new(Settings::new(config)),
             stats: Stats::default(),
             clients: Mutex::new(BTreeMap::new()),
@@ -186,6 +190,7 @@ impl Server {
         Ok(Server {
             shared: Arc::new(Shared {
                 store: Store::open(db)?,
+                blocked: Registry::default(),
                 settings: Arc::new(Settings::new(config)),
                 stats: Stats::default(),
                 clients: Mutex::new(BTreeMap::new()),
@@ -393,6 +398,11 @@ where
     let mut input = BytesMut::with_capacity(READ_CHUNK);
     let mut output = BytesMut::new();
     let mut decoder = protocol::Decoder::new();
+    // Commands after a blocking one in the same batch: they run once it is answered.
+    let mut carry: Vec<Vec<Bytes>> = Vec::new();
+    // A request that cannot be parsed: answered (and the connection closed) once the
+    // commands before it have run.
+    let mut bad = None;
     loop {
         let settings = &shared.settings;
         let unauthenticated = !session.authed && settings.requirepass().is_some();
@@ -401,9 +411,8 @@ where
         // next request is read with, as in Redis, which reads a request after running the
         // one before it.
         let most = if unauthenticated { 1 } else { MAX_BATCH };
-        let mut batch: Vec<Vec<Bytes>> = Vec::new();
-        let mut bad = None;
-        while batch.len() < most {
+        let mut batch: Vec<Vec<Bytes>> = std::mem::take(&mut carry);
+        while batch.len() < most && bad.is_none() {
             match decoder.next(&mut input, &limits) {
                 Ok(Some(cmd)) => batch.push(cmd),
                 Ok(None) => break,
@@ -418,11 +427,12 @@ where
             let max_output = settings.max_output_bytes();
             session.output_budget = max_output.saturating_sub(output.len());
             let sh = shared.clone();
-            let (s, replies, outcome) =
+            let (s, replies, outcome, rest) =
                 tokio::task::spawn_blocking(move || run_batch(&sh, session, batch))
                     .await
                     .map_err(std::io::Error::other)?;
             session = s;
+            carry = rest;
             for r in replies {
                 r.encode(session.proto, &mut output);
             }
@@ -453,8 +463,20 @@ where
                 );
                 return Ok(false);
             }
+            if let Some(b) = session.ext.blocked.take() {
+                let waited =
+                    wait_blocked(shared, b, rd, wr, &mut input, &mut output, &mut shutdown).await?;
+                match waited {
+                    Some(r) => r.encode(session.proto, &mut output),
+                    None => return Ok(false),
+                }
+                continue;
+            }
         }
-        if let Some(e) = bad {
+        if !carry.is_empty() {
+            continue;
+        }
+        if let Some(e) = bad.take() {
             // Replies to the commands before the bad one are in `output` already.
             Reply::err(e.to_string()).encode(session.proto, &mut output);
             flush(wr, &mut output, &mut shutdown).await?;
@@ -494,6 +516,79 @@ where
     }
 }
 
+/// Most bytes read ahead from a blocked client (its next commands) while it waits.
+const MAX_READ_AHEAD: usize = 4 * READ_CHUNK;
+
+/// Waits for the answer of a blocked command ([`blocking`]): the reply a push gave it,
+/// or its timeout's. Meanwhile writes the replies before it and reads ahead what the
+/// client sends next (up to [`MAX_READ_AHEAD`]). `None`: the connection ends (the client
+/// closed it or the server shuts down); the client is unblocked then.
+async fn wait_blocked<R, W>(
+    sh: &Shared,
+    b: Blocked,
+    rd: &mut R,
+    wr: &mut W,
+    input: &mut BytesMut,
+    output: &mut BytesMut,
+    shutdown: &mut watch::Receiver<bool>,
+) -> std::io::Result<Option<Reply>>
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let timeout_reply = b.timeout_reply();
+    let Blocked {
+        waiter,
+        mut reply,
+        deadline,
+    } = b;
+    let until = async move {
+        match deadline {
+            Some(d) => tokio::time::sleep_until(d).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::pin!(until);
+    let mut eof = false;
+    // Every way out but an answer unblocks the client first.
+    let leave = |r: std::io::Result<Option<Reply>>| {
+        sh.blocked.cancel(&waiter);
+        r
+    };
+    loop {
+        input.reserve(READ_CHUNK);
+        tokio::select! {
+            r = &mut reply => {
+                // The sender is only dropped unanswered by a cancel, which is ours.
+                return Ok(Some(r.unwrap_or(timeout_reply)));
+            }
+            _ = &mut until => {
+                if sh.blocked.cancel(&waiter) {
+                    return Ok(Some(timeout_reply));
+                }
+                // Answered just before the timeout: the reply is in the channel.
+                return Ok(Some((&mut reply).await.unwrap_or(timeout_reply)));
+            }
+            _ = shutdown.changed() => return leave(Ok(None)),
+            n = rd.read_buf(input), if !eof && input.len() < MAX_READ_AHEAD => match n {
+                Ok(0) => {
+                    eof = true;
+                    if sh.blocked.cancel(&waiter) {
+                        return Ok(None);
+                    }
+                }
+                Ok(_) => {}
+                Err(e) => return leave(Err(e)),
+            },
+            r = wr.write_buf(output), if !output.is_empty() => match r {
+                Ok(0) => return leave(Err(std::io::ErrorKind::WriteZero.into())),
+                Ok(_) => {}
+                Err(e) => return leave(Err(e)),
+            },
+        }
+    }
+}
+
 /// Writes all of `output`, unless the server shuts down first.
 async fn flush<W: AsyncWrite + Unpin>(
     wr: &mut W,
@@ -510,11 +605,14 @@ async fn flush<W: AsyncWrite + Unpin>(
 }
 
 /// Runs a connection's commands in order; stops after one that closes the connection.
+///
+/// A blocking command that blocks ends the batch too: the commands after it are
+/// returned, to run once it is answered.
 fn run_batch(
     sh: &Shared,
     mut s: Session,
-    batch: Vec<Vec<Bytes>>,
-) -> (Session, Vec<Reply>, Outcome) {
+    mut batch: Vec<Vec<Bytes>>,
+) -> (Session, Vec<Reply>, Outcome, Vec<Vec<Bytes>>) {
     let mut replies = Vec::with_capacity(batch.len());
     let mut outcome = Outcome::Continue;
     // The batch's last command, as CLIENT LIST shows it (one registry update per batch).
@@ -548,6 +646,12 @@ fn run_batch(
         sh.stats.commands.fetch_add(1, Relaxed);
         let (reply, o) = commands::execute(sh, &mut s, &batch[i]);
         i += 1;
+        // Clients blocked on keys this command wrote are answered before the next one.
+        blocking::serve_ready(sh);
+        if s.ext.blocked.is_some() {
+            let rest = batch.split_off(i);
+            return (s, replies, outcome, rest);
+        }
         if o != Outcome::Shutdown {
             replies.push(reply);
         }
@@ -556,7 +660,7 @@ fn run_batch(
             break;
         }
     }
-    (s, replies, outcome)
+    (s, replies, outcome, Vec::new())
 }
 
 /// `appendfsync everysec`: syncs the WAL once a second while that is the setting.

@@ -111,6 +111,11 @@ impl Batch {
     pub fn is_empty(&self) -> bool {
         self.wb.is_empty()
     }
+
+    /// The metadata keys this batch writes or deletes.
+    pub fn touched(&self) -> &[Vec<u8>] {
+        &self.touched
+    }
 }
 
 impl Store {

@@ -319,3 +319,103 @@ fn data_survives_shutdown_and_reopen() {
     assert!((990..=1000).contains(&ttl), "{ttl}");
     srv.stop();
 }
+
+/// Waits until the server reports `n` blocked clients (a guard deadline only: the state,
+/// not the time, is what is asserted).
+fn wait_blocked(c: &mut Client, n: usize) {
+    let want = format!("blocked_clients:{n}\r");
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let F::BulkString(info) = c.cmd(&["INFO", "clients"]) else {
+            panic!("INFO is a bulk string")
+        };
+        if String::from_utf8_lossy(&info).contains(&want) {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never {n} blocked clients"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn blocking_pops_wake_in_fifo_order_and_time_out() {
+    let t = tempfile::tempdir().unwrap();
+    let srv = Running::start(t.path(), config());
+    let mut c = Client::connect(srv.addr);
+    // Two clients block on the same key; the first to block is served first.
+    let mut first = Client::connect(srv.addr);
+    let mut second = Client::connect(srv.addr);
+    first.send(&[b"BLPOP", b"other", b"q", b"0"]);
+    wait_blocked(&mut c, 1);
+    second.send(&[b"BRPOP", b"q", b"0"]);
+    wait_blocked(&mut c, 2);
+    // One push of three elements: the first waiter pops the head after the whole push,
+    // the second the tail; one element is left.
+    assert_eq!(c.cmd(&["LPUSH", "q", "a", "b", "c"]), F::Integer(3));
+    assert_eq!(first.read(), Some(F::Array(vec![bulk("q"), bulk("c")])));
+    assert_eq!(second.read(), Some(F::Array(vec![bulk("q"), bulk("a")])));
+    assert_eq!(
+        c.cmd(&["LRANGE", "q", "0", "-1"]),
+        F::Array(vec![bulk("b")])
+    );
+    wait_blocked(&mut c, 0);
+    // A timeout answers the null array; a pipelined command after it runs after it.
+    first.send(&[b"BLPOP", b"none", b"0.01"]);
+    first.send(&[b"PING"]);
+    assert_eq!(first.read(), Some(F::Null));
+    assert_eq!(first.read(), Some(simple("PONG")));
+    // Inside MULTI a blocking pop does not block.
+    assert_eq!(c.cmd(&["MULTI"]), simple("OK"));
+    assert_eq!(c.cmd(&["BLPOP", "none", "0"]), simple("QUEUED"));
+    assert_eq!(c.cmd(&["EXEC"]), F::Array(vec![F::Null]));
+    // A push and a delete in one transaction wake nobody.
+    second.send(&[b"BLMOVE", b"src", b"dst", b"LEFT", b"RIGHT", b"0"]);
+    wait_blocked(&mut c, 1);
+    assert_eq!(c.cmd(&["MULTI"]), simple("OK"));
+    c.cmd(&["RPUSH", "src", "x"]);
+    c.cmd(&["DEL", "src"]);
+    assert_eq!(
+        c.cmd(&["EXEC"]),
+        F::Array(vec![F::Integer(1), F::Integer(1)])
+    );
+    assert_eq!(c.cmd(&["RPUSH", "src", "y"]), F::Integer(1));
+    assert_eq!(second.read(), Some(bulk("y")));
+    assert_eq!(
+        c.cmd(&["LRANGE", "dst", "0", "-1"]),
+        F::Array(vec![bulk("y")])
+    );
+    // A sorted-set pop and CLIENT UNBLOCK.
+    first.send(&[b"BZPOPMIN", b"z", b"0"]);
+    wait_blocked(&mut c, 1);
+    c.cmd(&["ZADD", "z", "2", "b", "1", "a"]);
+    assert_eq!(
+        first.read(),
+        Some(F::Array(vec![bulk("z"), bulk("a"), bulk("1")]))
+    );
+    let F::Integer(id) = second.cmd(&["CLIENT", "ID"]) else {
+        panic!("an id")
+    };
+    // The longest timeout Redis takes: the client waits like any other.
+    second.send(&[b"BLPOP", b"none", b"9000000000000000"]);
+    wait_blocked(&mut c, 1);
+    let id = id.to_string();
+    assert_eq!(c.cmd(&["CLIENT", "UNBLOCK", &id, "ERROR"]), F::Integer(1));
+    assert!(is_err(&second.read().unwrap(), "UNBLOCKED"));
+    assert_eq!(c.cmd(&["CLIENT", "UNBLOCK", &id]), F::Integer(0));
+    // A client that leaves while blocked is forgotten: a later push stays in the list.
+    drop(second);
+    first.send(&[b"BLPOP", b"gone", b"0"]);
+    wait_blocked(&mut c, 1);
+    drop(first);
+    wait_blocked(&mut c, 0);
+    assert_eq!(c.cmd(&["RPUSH", "gone", "v"]), F::Integer(1));
+    assert_eq!(c.cmd(&["LLEN", "gone"]), F::Integer(1));
+    assert!(is_err(
+        &c.cmd(&["BLPOP", "gone", "-1"]),
+        "ERR timeout is negative"
+    ));
+    srv.stop();
+}

@@ -434,7 +434,7 @@ pub fn encoding(cx: &Ctx, key: &[u8], m: &Meta) -> Result<&'static str, Reply> {
 }
 
 /// `MEMORY USAGE key [SAMPLES n]`: an estimate (key, header and value bytes; for a
-/// collection, its member count times the size of its first members), not the
+/// collection, its member count times the size of its first members' sub-keys), not the
 /// allocator's figure. `MEMORY` subcommands other than `USAGE` are not supported.
 pub fn memory(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     if !eq(&a[0], "usage") || a.len() < 2 {
@@ -457,6 +457,10 @@ pub fn memory(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
         .sub_range(&cx.sub_prefix(key, &m, 0), None, |k, v| {
             n += 1;
             bytes += (k.len() + v.len() + 16) as u64;
+            // A sorted set's member has a second sub-key: its (score, member) index entry.
+            if m.kind == Kind::ZSet {
+                bytes += (k.len() + 8 + 16) as u64;
+            }
             n < 5
         })?;
     let per = bytes.checked_div(n).unwrap_or(0);

@@ -1,8 +1,8 @@
 //! Lists: element `i` is the sub-key `tag 0 | head + i` (a big-endian u64), so both ends
 //! grow in O(1) (`head` starts at 2^63) and a range is one ordered scan. Commands that
 //! insert or remove in the middle (`LINSERT`, `LREM`) rewrite the list under a new
-//! version, O(n) (the old version's sub-keys become garbage for the sweep). Blocking
-//! variants (`BLPOP`, `BLMOVE`, ...) are not implemented.
+//! version, O(n) (the old version's sub-keys become garbage for the sweep). The blocking
+//! variants (`BLPOP`, `BLMOVE`, ...) are in [`super::blocking`].
 
 use super::string::clamp_range;
 use super::{bulk, check_reply_size, eq, int, CmdResult, Ctx};
@@ -29,6 +29,7 @@ pub static COMMANDS: &[super::table::Spec] = &[
     c!("lpos", -3, "readonly", 1, 1, 1, "list", Some(lpos)),
     c!("lmove", 5, "write denyoom", 1, 2, 1, "list", Some(lmove)),
     c!("rpoplpush", 3, "write denyoom", 1, 2, 1, "list", Some(rpoplpush)),
+    c!("lmpop", -4, "write", 0, 0, 0, "list", Some(lmpop)),
 ];
 
 fn at(cx: &Ctx, key: &[u8], m: &Meta, pos: u64) -> Vec<u8> {
@@ -136,6 +137,19 @@ fn pop_n(
     Ok(items)
 }
 
+/// Pops up to `n` elements from one end of `key` (locking it); `None` if it does not
+/// exist.
+pub fn pop_from(cx: &Ctx, key: &[u8], left: bool, n: u64) -> Result<Option<Vec<Vec<u8>>>, Reply> {
+    let _g = cx.lock(&[key]);
+    let Some(mut m) = cx.typed(key, Kind::List)? else {
+        return Ok(None);
+    };
+    let mut b = Batch::new();
+    let items = pop_n(cx, &mut b, key, &mut m, n, left)?;
+    cx.write(b)?;
+    Ok(Some(items))
+}
+
 fn pop(cx: &Ctx, a: &[Bytes], left: bool) -> CmdResult {
     let key = &a[0];
     let count = match a.len() {
@@ -147,8 +161,7 @@ fn pop(cx: &Ctx, a: &[Bytes], left: bool) -> CmdResult {
         ),
         _ => return Err(super::wrong_args(if left { "lpop" } else { "rpop" })),
     };
-    let _g = cx.lock(&[key]);
-    let Some(mut m) = cx.typed(key, Kind::List)? else {
+    let Some(items) = pop_from(cx, key, left, count.unwrap_or(1) as u64)? else {
         // With a count the reply is an array, and a missing key's is the null array.
         return Ok(if count.is_some() {
             Reply::NilArray
@@ -156,9 +169,6 @@ fn pop(cx: &Ctx, a: &[Bytes], left: bool) -> CmdResult {
             Reply::Nil
         });
     };
-    let mut b = Batch::new();
-    let items = pop_n(cx, &mut b, key, &mut m, count.unwrap_or(1) as u64, left)?;
-    cx.write(b)?;
     Ok(match count {
         None => items.into_iter().next().map_or(Reply::Nil, bulk),
         Some(_) => Reply::Array(items.into_iter().map(bulk).collect()),
@@ -383,7 +393,31 @@ fn lpos(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     })
 }
 
-fn side(b: &[u8]) -> Result<bool, Reply> {
+/// `[key, [element ...]]`: the reply of `LMPOP`/`BLMPOP`.
+pub fn mpop_reply(key: &[u8], items: Vec<Vec<u8>>) -> Reply {
+    Reply::Array(vec![
+        bulk(key.to_vec()),
+        Reply::Array(items.into_iter().map(bulk).collect()),
+    ])
+}
+
+/// Pops up to `count` elements from the first of `keys` that exists (`None`: none does).
+pub fn mpop(cx: &Ctx, keys: &[Bytes], left: bool, count: u64) -> Result<Option<Reply>, Reply> {
+    for k in keys {
+        if let Some(items) = pop_from(cx, k, left, count)? {
+            return Ok(Some(mpop_reply(k, items)));
+        }
+    }
+    Ok(None)
+}
+
+/// `LMPOP numkeys key [key ...] LEFT|RIGHT [COUNT count]`
+fn lmpop(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
+    let (keys, right, count) = super::mpop_args(a, "left", "right")?;
+    Ok(mpop(cx, keys, !right, count)?.unwrap_or(Reply::NilArray))
+}
+
+pub fn side(b: &[u8]) -> Result<bool, Reply> {
     if eq(b, "left") {
         Ok(true)
     } else if eq(b, "right") {
@@ -393,8 +427,9 @@ fn side(b: &[u8]) -> Result<bool, Reply> {
     }
 }
 
-/// Pops from one end of `src` and pushes onto one end of `dst`, atomically.
-fn move_one(cx: &Ctx, src: &[u8], dst: &[u8], from_left: bool, to_left: bool) -> CmdResult {
+/// Pops from one end of `src` and pushes onto one end of `dst`, atomically: the element,
+/// or nil if `src` does not exist.
+pub fn move_one(cx: &Ctx, src: &[u8], dst: &[u8], from_left: bool, to_left: bool) -> CmdResult {
     let _g = cx.lock(&[src, dst]);
     let Some(mut sm) = cx.typed(src, Kind::List)? else {
         return Ok(Reply::Nil);

@@ -22,6 +22,7 @@ macro_rules! c {
     };
 }
 
+pub mod blocking;
 pub mod hash;
 pub mod introspect;
 pub mod keyspace;
@@ -85,8 +86,15 @@ impl Ctx<'_> {
         self.sh.store.lock(self.db(), keys)
     }
 
+    /// Applies `b`; the keys it changed that clients are blocked on become ready for
+    /// [`blocking::serve_ready`].
     pub fn write(&self, b: Batch) -> Result<(), Reply> {
-        Ok(self.sh.store.write(b, self.sync())?)
+        let touched = self.sh.blocked.any().then(|| b.touched().to_vec());
+        self.sh.store.write(b, self.sync())?;
+        if let Some(t) = touched {
+            self.sh.blocked.signal(&t);
+        }
+        Ok(())
     }
 
     /// A new, empty collection of `kind`.
@@ -170,6 +178,12 @@ pub struct SessionExt {
     /// `HSCAN`/`SSCAN`/`ZSCAN` cursors: number -> (key, last member returned).
     pub coll_cursors: std::collections::BTreeMap<u64, (Vec<u8>, Vec<u8>)>,
     pub next_coll_cursor: u64,
+    /// `EXEC` is running this connection's queued commands (blocking commands do not
+    /// block then).
+    pub in_exec: bool,
+    /// Set by a blocking command that found nothing: the connection waits on it before
+    /// it runs anything else.
+    pub blocked: Option<blocking::Blocked>,
 }
 
 /// Open collection-scan cursors a connection keeps; older ones are forgotten.
@@ -311,6 +325,64 @@ pub fn pick(n: usize, count: i64) -> Vec<usize> {
     }
 }
 
+/// `numkeys key [key ...]` at the start of `a`: the keys, checked against the arguments
+/// there are before anything is allocated.
+///
+/// A `numkeys` that is not a number is `zero`'s error too when `strict` is false (as
+/// `ZMPOP`'s, "numkeys should be greater than 0"), Redis's integer error otherwise.
+pub fn numkeys<'a>(
+    a: &'a [Bytes],
+    zero: &str,
+    strict: bool,
+) -> Result<(&'a [Bytes], &'a [Bytes]), Reply> {
+    let n = match parse_int(&a[0]) {
+        Some(n) => n,
+        None if strict => return Err(not_integer()),
+        None => return Err(Reply::err(zero)),
+    };
+    if n <= 0 {
+        return Err(Reply::err(zero));
+    }
+    if n as u64 > (a.len() - 1) as u64 {
+        return Err(syntax());
+    }
+    let n = n as usize;
+    Ok((&a[1..1 + n], &a[1 + n..]))
+}
+
+/// `[COUNT n]` after `ZMPOP`/`LMPOP`'s direction: at least 1.
+pub fn mpop_count(rest: &[Bytes]) -> Result<u64, Reply> {
+    match rest {
+        [] => Ok(1),
+        [c, n] if eq(c, "count") => parse_int(n)
+            .filter(|&n| n > 0)
+            .map(|n| n as u64)
+            .ok_or_else(|| Reply::err("count should be greater than 0")),
+        _ => Err(syntax()),
+    }
+}
+
+/// Parses `numkeys key [key ...] <first>|<second> [COUNT count]` (`ZMPOP`'s `MIN|MAX`,
+/// `LMPOP`'s `LEFT|RIGHT`): the keys, whether the direction is `second`, and the count.
+pub fn mpop_args<'a>(
+    a: &'a [Bytes],
+    first: &str,
+    second: &str,
+) -> Result<(&'a [Bytes], bool, u64), Reply> {
+    let (keys, rest) = numkeys(a, "numkeys should be greater than 0", false)?;
+    let Some((dir, rest)) = rest.split_first() else {
+        return Err(syntax());
+    };
+    let second = if eq(dir, first) {
+        false
+    } else if eq(dir, second) {
+        true
+    } else {
+        return Err(syntax());
+    };
+    Ok((keys, second, mpop_count(rest)?))
+}
+
 pub fn wrongtype() -> Reply {
     Reply::Error("WRONGTYPE Operation against a key holding the wrong kind of value".into())
 }
@@ -372,40 +444,7 @@ pub fn float(b: &[u8]) -> Result<f64, Reply> {
     parse_float(b).ok_or_else(not_float)
 }
 
-/// A score as Redis 7.0 prints one (`%.17g`; `inf`, `-inf`).
-#[allow(dead_code)]
-pub fn fmt_float(v: f64) -> String {
-    if v.is_infinite() {
-        return if v > 0.0 { "inf".into() } else { "-inf".into() };
-    }
-    if v == 0.0 {
-        return if v.is_sign_negative() {
-            "-0".into()
-        } else {
-            "0".into()
-        };
-    }
-    // 17 significant digits, then %g's choice between fixed and exponent notation.
-    let sci = format!("{v:.16e}");
-    let (mant, exp) = sci.split_once('e').expect("exponent");
-    let exp: i32 = exp.parse().expect("exponent digits");
-    if !(-4..17).contains(&exp) {
-        let mant = trim_zeros(mant);
-        let sign = if exp < 0 { '-' } else { '+' };
-        return format!("{mant}e{sign}{:02}", exp.abs());
-    }
-    let decimals = (16 - exp).max(0) as usize;
-    trim_zeros(&format!("{v:.decimals$}")).to_string()
-}
-
-#[allow(dead_code)]
-fn trim_zeros(s: &str) -> &str {
-    if s.contains('.') {
-        s.trim_end_matches('0').trim_end_matches('.')
-    } else {
-        s
-    }
-}
+pub use crate::protocol::fmt_double as fmt_float;
 
 /// A float as `INCRBYFLOAT` prints it (Redis's human-friendly `%.17Lf` trimmed): fixed
 /// notation, shortest digits that read back the same.

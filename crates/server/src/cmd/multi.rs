@@ -80,9 +80,11 @@ pub fn exec(cx: &mut Ctx, _a: &[Bytes]) -> CmdResult {
         return Ok(Reply::NilArray);
     }
     let mut out = Vec::with_capacity(queued.len());
+    cx.s.ext.in_exec = true;
     for c in &queued {
         out.push(commands::run(cx.sh, cx.s, c).0);
     }
+    cx.s.ext.in_exec = false;
     Ok(Reply::Array(out))
 }
 

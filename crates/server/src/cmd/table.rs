@@ -3,7 +3,7 @@
 //! `COMMAND DOCS`, and the handler of the commands this module runs. Commands whose
 //! handler is `None` are run by [`crate::commands`] and listed here for `COMMAND`.
 
-use super::{hash, introspect, keyspace, list, multi, set, string, zset, CmdResult, Ctx};
+use super::{blocking, hash, introspect, keyspace, list, multi, set, string, zset, CmdResult, Ctx};
 use bytes::Bytes;
 use std::collections::HashMap;
 use std::sync::OnceLock;
@@ -129,4 +129,5 @@ pub fn all() -> impl Iterator<Item = &'static Spec> {
         .chain(set::COMMANDS)
         .chain(list::COMMANDS)
         .chain(zset::COMMANDS)
+        .chain(blocking::COMMANDS)
 }

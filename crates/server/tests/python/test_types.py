@@ -169,6 +169,54 @@ def test_list_group(r):
     assert r.lpushx("nolist", "v") == 0
 
 
+def test_sorted_set_group(r):
+    assert r.zadd("z", {"a": 1, "b": 2, "c": 3, "neg": -5, "top": float("inf")}) == 5
+    assert r.zrange("z", 0, -1) == [b"neg", b"a", b"b", b"c", b"top"]
+    assert r.zrange("z", 0, 1, withscores=True) == [(b"neg", -5.0), (b"a", 1.0)]
+    assert r.zrangebyscore("z", "(1", 3) == [b"b", b"c"]
+    assert r.zrevrangebyscore("z", "+inf", 2, start=1, num=2) == [b"c", b"b"]
+    assert r.zadd("z", {"a": 10}, xx=True, ch=True) == 1
+    assert r.zadd("z", {"a": 5}, gt=True) == 0
+    assert r.zscore("z", "a") == 10.0
+    assert r.zincrby("z", 0.5, "b") == 2.5
+    assert r.zrank("z", "a") == 3 and r.zrevrank("z", "a") == 1
+    assert r.zcount("z", "-inf", 3) == 3
+    assert r.zmscore("z", ["a", "nope"]) == [10.0, None]
+    assert r.zrem("z", "neg", "nope") == 1
+    assert r.zpopmin("z") == [(b"b", 2.5)]
+    assert r.zpopmax("z", 2) == [(b"top", float("inf")), (b"a", 10.0)]
+    assert r.zcard("z") == 1
+    r.zadd("x", {"p": 1, "q": 2})
+    r.zadd("y", {"q": 3, "r": 4})
+    assert r.zunionstore("u", ["x", "y"]) == 3
+    assert r.zrange("u", 0, -1, withscores=True) == [(b"p", 1.0), (b"r", 4.0), (b"q", 5.0)]
+    assert r.zinter(["x", "y"], withscores=True, aggregate="MAX") == [(b"q", 3.0)]
+    assert r.zdiff(["x", "y"]) == [b"p"]
+    r.zadd("lex", {"a": 0, "b": 0, "c": 0})
+    assert r.zrangebylex("lex", "(a", "+") == [b"b", b"c"]
+    assert r.zremrangebylex("lex", "-", "[b") == 2
+    assert dict(r.zscan_iter("u")) == {b"p": 1.0, b"q": 5.0, b"r": 4.0}
+    assert r.type("u") == b"zset"
+    with pytest.raises(redis.ResponseError, match="not a valid float"):
+        r.zadd("z", {"a": "nan"})
+    with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
+        r.lpush("u", "x")
+
+
+def test_blocking_pops(server):
+    r = server.client()
+    waiter = server.client()
+    # Nothing to pop and a short timeout: None, after the timeout.
+    assert waiter.blpop(["empty"], timeout=0.05) is None
+    r.rpush("q", "job")
+    assert waiter.brpop(["empty", "q"], timeout=1) == (b"q", b"job")
+    r.zadd("z", {"m": 1})
+    assert waiter.bzpopmin("z", timeout=1) == (b"z", b"m", 1.0)
+    assert r.lmpop(2, "empty", "q2", direction="LEFT") is None
+    r.rpush("q2", "a", "b")
+    assert r.lmpop(1, "q2", direction="RIGHT", count=5) == [b"q2", [b"b", b"a"]]
+
+
 def test_multi_exec_and_watch(server):
     r = server.client()
     other = server.client()

@@ -17,9 +17,8 @@ set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 ROOT="$(cd "$HERE/../../../.." && pwd)"
 
-# Not in the list: type/zset (sorted sets are not implemented yet).
 UNITS_DEFAULT=(type/string type/incr expire keyspace scan auth info multi
-  type/hash type/set type/list protocol)
+  type/hash type/set type/list type/zset protocol)
 # Tags of tests that need what an external, non-Redis server cannot offer: DEBUG,
 # replication, RDB saves, CONFIG of Redis's memory and eviction internals, DEBUG-like
 # HyperLogLog and latency introspection.

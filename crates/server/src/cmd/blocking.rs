@@ -1,0 +1,484 @@
+//! Blocking pops: `BLPOP`, `BRPOP`, `BLMOVE`, `BRPOPLPUSH`, `BLMPOP`, `BZPOPMIN`,
+//! `BZPOPMAX`, `BZMPOP`.
+//!
+//! A command that finds nothing to pop registers a [`Waiter`] on each of its keys in the
+//! [`Registry`] and hands the connection a [`Blocked`]: the connection task then waits
+//! (asynchronously: no blocking-pool thread is held while a client is blocked) for its
+//! reply, its timeout, the client's disconnection or the server's shutdown.
+//!
+//! Serving is Redis's: every write of a key with waiters marks it ready
+//! ([`Registry::signal`], from [`super::Ctx::write`]); after each command (after a whole
+//! `EXEC`, so that `LPUSH k x` + `DEL k` in a transaction wakes nobody) the thread that ran
+//! it serves the ready keys ([`serve_ready`]): each key's waiters in the order they
+//! blocked (FIFO, as in Redis), each running its pop on that key until the key has
+//! nothing left. A pop that pushes (`BLMOVE`) makes its destination ready in turn.
+//!
+//! Races: a waiter registers *before* its command's first attempt and holds its own slot
+//! during the attempt, so a push between the attempt and the registration cannot be
+//! missed, and a key served while the attempt runs waits for it; a timeout and a serve
+//! decide under the same slot which one answers the client.
+
+use super::{list, zset, CmdResult, Ctx};
+use crate::commands::Session;
+use crate::protocol::Reply;
+use crate::record::{self, Kind};
+use crate::server::Shared;
+use bytes::Bytes;
+use parking_lot::Mutex;
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::oneshot;
+use tokio::time::Instant;
+
+#[rustfmt::skip]
+pub static COMMANDS: &[super::table::Spec] = &[
+    c!("blpop", -3, "write noscript blocking", 1, -2, 1, "list", Some(blpop)),
+    c!("brpop", -3, "write noscript blocking", 1, -2, 1, "list", Some(brpop)),
+    c!("brpoplpush", 4, "write denyoom noscript blocking", 1, 2, 1, "list", Some(brpoplpush)),
+    c!("blmove", 6, "write denyoom noscript blocking", 1, 2, 1, "list", Some(blmove)),
+    c!("blmpop", -5, "write blocking", 0, 0, 0, "list", Some(blmpop)),
+    c!("bzpopmin", -3, "write noscript blocking fast", 1, -2, 1, "sorted-set", Some(bzpopmin)),
+    c!("bzpopmax", -3, "write noscript blocking fast", 1, -2, 1, "sorted-set", Some(bzpopmax)),
+    c!("bzmpop", -5, "write blocking", 0, 0, 0, "sorted-set", Some(bzmpop)),
+];
+
+/// What a blocked client runs on a key that became ready.
+#[derive(Clone, Debug)]
+enum Op {
+    /// `BLPOP`/`BRPOP` (`count` `None`: reply `[key, element]`) and `BLMPOP` (reply
+    /// `[key, [element ...]]`).
+    ListPop { left: bool, count: Option<u64> },
+    /// `BLMOVE`/`BRPOPLPUSH`: reply the element moved.
+    ListMove {
+        dst: Bytes,
+        from_left: bool,
+        to_left: bool,
+    },
+    /// `BZPOPMIN`/`BZPOPMAX` (`count` `None`: reply `[key, member, score]`) and `BZMPOP`
+    /// (reply `[key, [[member, score] ...]]`).
+    ZPop { max: bool, count: Option<u64> },
+}
+
+impl Op {
+    fn kind(&self) -> Kind {
+        match self {
+            Op::ListPop { .. } | Op::ListMove { .. } => Kind::List,
+            Op::ZPop { .. } => Kind::ZSet,
+        }
+    }
+
+    /// Runs the pop on `key`: the reply, or `None` if the key has nothing to pop.
+    fn run(&self, cx: &Ctx, key: &Bytes) -> Result<Option<Reply>, Reply> {
+        match self {
+            Op::ListPop { left, count } => {
+                let Some(items) = list::pop_from(cx, key, *left, count.unwrap_or(1))? else {
+                    return Ok(None);
+                };
+                Ok(Some(match count {
+                    Some(_) => list::mpop_reply(key, items),
+                    None => Reply::Array(
+                        std::iter::once(key.to_vec())
+                            .chain(items)
+                            .map(super::bulk)
+                            .collect(),
+                    ),
+                }))
+            }
+            Op::ListMove {
+                dst,
+                from_left,
+                to_left,
+            } => match list::move_one(cx, key, dst, *from_left, *to_left)? {
+                Reply::Nil => Ok(None),
+                r => Ok(Some(r)),
+            },
+            Op::ZPop { max, count } => {
+                let _g = cx.lock(&[key]);
+                let Some(items) = zset::pop(cx, key, *max, count.unwrap_or(1))? else {
+                    return Ok(None);
+                };
+                Ok(Some(match count {
+                    Some(_) => zset::mpop_reply(key, items),
+                    None => {
+                        let (member, score) = items.into_iter().next().expect("a non-empty set");
+                        Reply::Array(vec![
+                            super::bulk(key.to_vec()),
+                            super::bulk(member),
+                            Reply::Double(score),
+                        ])
+                    }
+                }))
+            }
+        }
+    }
+}
+
+/// A blocked client's registration.
+pub struct Waiter {
+    client: u64,
+    db: u8,
+    proto: u8,
+    /// The keys it waits on (distinct, in the command's order).
+    keys: Vec<Bytes>,
+    op: Op,
+    /// The reply when it times out (or `CLIENT UNBLOCK ... TIMEOUT` unblocks it).
+    timeout_reply: Reply,
+    /// Where its reply goes: `Some` while it waits; taken by whoever answers it (a serve,
+    /// the timeout, the client's disconnection).
+    slot: Mutex<Option<oneshot::Sender<Reply>>>,
+}
+
+/// What the connection of a blocked client waits for (in [`super::SessionExt`]).
+pub struct Blocked {
+    pub waiter: Arc<Waiter>,
+    pub reply: oneshot::Receiver<Reply>,
+    /// `None`: no timeout.
+    pub deadline: Option<Instant>,
+}
+
+impl Blocked {
+    /// The reply when the timeout passes first.
+    pub fn timeout_reply(&self) -> Reply {
+        self.waiter.timeout_reply.clone()
+    }
+}
+
+/// Who waits on which key, and which keys were written since they were last served.
+#[derive(Default)]
+pub struct Registry {
+    inner: Mutex<Inner>,
+    /// Registered waiters (`INFO`'s `blocked_clients`; writes skip the registry when 0).
+    waiting: AtomicUsize,
+    /// Whether [`Inner::ready`] may be non-empty.
+    has_ready: AtomicBool,
+}
+
+#[derive(Default)]
+struct Inner {
+    /// Metadata key -> its waiters, oldest first.
+    by_key: HashMap<Vec<u8>, VecDeque<Arc<Waiter>>>,
+    ready: Vec<Vec<u8>>,
+    ready_set: HashSet<Vec<u8>>,
+}
+
+impl Registry {
+    /// Clients blocked now.
+    pub fn blocked_clients(&self) -> usize {
+        self.waiting.load(Ordering::Relaxed)
+    }
+
+    /// Whether any client is blocked (a write then reports the keys it changed).
+    pub fn any(&self) -> bool {
+        self.blocked_clients() > 0
+    }
+
+    fn register(&self, w: &Arc<Waiter>) {
+        let mut inner = self.inner.lock();
+        for k in &w.keys {
+            inner
+                .by_key
+                .entry(record::meta_key(w.db, k))
+                .or_default()
+                .push_back(w.clone());
+        }
+        self.waiting.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Takes `w` out of every queue (the caller has just taken its slot).
+    fn remove(&self, w: &Arc<Waiter>) {
+        let mut inner = self.inner.lock();
+        for k in &w.keys {
+            let mk = record::meta_key(w.db, k);
+            if let Some(q) = inner.by_key.get_mut(&mk) {
+                q.retain(|x| !Arc::ptr_eq(x, w));
+                if q.is_empty() {
+                    inner.by_key.remove(&mk);
+                }
+            }
+        }
+        self.waiting.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// Unblocks `w` without a reply (timeout, disconnection, shutdown): `false` if it was
+    /// answered first, in which case its reply is in its channel.
+    pub fn cancel(&self, w: &Arc<Waiter>) -> bool {
+        let mut slot = w.slot.lock();
+        if slot.take().is_none() {
+            return false;
+        }
+        self.remove(w);
+        true
+    }
+
+    /// `CLIENT UNBLOCK`: answers the blocked `client` with its timeout's reply, or with an
+    /// `UNBLOCKED` error; `false` if it is not blocked. Looks through every waiter (there
+    /// are at most `maxclients`).
+    pub fn unblock(&self, client: u64, error: bool) -> bool {
+        let found = self
+            .inner
+            .lock()
+            .by_key
+            .values()
+            .flat_map(|q| q.iter())
+            .find(|w| w.client == client)
+            .cloned();
+        let Some(w) = found else {
+            return false;
+        };
+        let Some(tx) = w.slot.lock().take() else {
+            return false;
+        };
+        self.remove(&w);
+        let reply = if error {
+            Reply::Error("UNBLOCKED client unblocked via CLIENT UNBLOCK".into())
+        } else {
+            w.timeout_reply.clone()
+        };
+        let _ = tx.send(reply);
+        true
+    }
+
+    /// Marks the metadata keys `touched` that have waiters as ready.
+    pub fn signal(&self, touched: &[Vec<u8>]) {
+        let mut inner = self.inner.lock();
+        let inner = &mut *inner;
+        for k in touched {
+            if inner.by_key.contains_key(k) && inner.ready_set.insert(k.clone()) {
+                inner.ready.push(k.clone());
+                self.has_ready.store(true, Ordering::Release);
+            }
+        }
+    }
+
+    fn take_ready(&self) -> Vec<Vec<u8>> {
+        let mut inner = self.inner.lock();
+        self.has_ready.store(false, Ordering::Release);
+        inner.ready_set.clear();
+        std::mem::take(&mut inner.ready)
+    }
+
+    fn queue(&self, mk: &[u8]) -> Vec<Arc<Waiter>> {
+        self.inner
+            .lock()
+            .by_key
+            .get(mk)
+            .map(|q| q.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+}
+
+/// Serves the clients blocked on keys written since the last call (see the module's
+/// documentation). Called after every command, outside `EXEC`'s exclusive lock.
+pub fn serve_ready(sh: &Shared) {
+    if !sh.blocked.has_ready.load(Ordering::Acquire) {
+        return;
+    }
+    let _x = sh.store.command_lock();
+    loop {
+        let keys = sh.blocked.take_ready();
+        if keys.is_empty() {
+            return;
+        }
+        for mk in keys {
+            serve_key(sh, &mk);
+        }
+    }
+}
+
+/// Serves the waiters of one metadata key in order while the key has something to pop.
+fn serve_key(sh: &Shared, mk: &[u8]) {
+    let Some((db, key)) = record::split_meta_key(mk) else {
+        return;
+    };
+    let key = Bytes::copy_from_slice(key);
+    for w in sh.blocked.queue(mk) {
+        let mut slot = w.slot.lock();
+        if slot.is_none() {
+            continue;
+        }
+        let mut s = Session::new(w.client);
+        s.ext.db = db;
+        s.proto = w.proto;
+        let cx = Ctx { sh, s: &mut s };
+        // A key of another type (or none) serves nobody, as in Redis: they stay blocked.
+        match cx.meta(&key) {
+            Ok(Some(m)) if m.kind == w.op.kind() => {}
+            _ => return,
+        }
+        let reply = match w.op.run(&cx, &key) {
+            Ok(Some(r)) => r,
+            Ok(None) => return,
+            Err(e) => e,
+        };
+        let tx = slot.take().expect("checked above");
+        sh.blocked.remove(&w);
+        // The client may be gone: then its reply is dropped, as Redis's would be.
+        let _ = tx.send(reply);
+    }
+}
+
+/// A timeout in seconds (`0`: none), as Redis's `getTimeoutFromObjectOrReply` reads it.
+fn timeout(b: &[u8]) -> Result<Option<Duration>, Reply> {
+    let secs = super::parse_float(b)
+        .filter(|v| v.is_finite())
+        .ok_or_else(|| Reply::err("timeout is not a float or out of range"))?;
+    let ms = (secs * 1000.0).ceil();
+    if ms < 0.0 {
+        return Err(Reply::err("timeout is negative"));
+    }
+    // Beyond what Redis's millisecond clock holds (i64 ms since the epoch).
+    if ms > (i64::MAX as f64) - super::now_ms() as f64 {
+        return Err(Reply::err("timeout is out of range"));
+    }
+    Ok((ms > 0.0).then(|| Duration::from_millis(ms as u64)))
+}
+
+/// Runs `op` on the first of `keys` that exists (an error if one of another type comes
+/// first, as in Redis).
+fn attempt(cx: &Ctx, keys: &[Bytes], op: &Op) -> Result<Option<Reply>, Reply> {
+    for k in keys {
+        if cx.typed(k, op.kind())?.is_some() {
+            if let Some(r) = op.run(cx, k)? {
+                return Ok(Some(r));
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// The blocking command's common part: pop now if there is something, else (outside a
+/// transaction) register and leave the connection a [`Blocked`].
+fn block_on(
+    cx: &mut Ctx,
+    keys: &[Bytes],
+    op: Op,
+    timeout: Option<Duration>,
+    timeout_reply: Reply,
+) -> CmdResult {
+    if cx.s.ext.in_exec {
+        // Inside MULTI a blocking command does not block: as if it timed out at once.
+        return Ok(attempt(cx, keys, &op)?.unwrap_or(timeout_reply));
+    }
+    let mut distinct: Vec<Bytes> = Vec::with_capacity(keys.len());
+    for k in keys {
+        if !distinct.contains(k) {
+            distinct.push(k.clone());
+        }
+    }
+    let (tx, rx) = oneshot::channel();
+    let w = Arc::new(Waiter {
+        client: cx.s.id,
+        db: cx.db(),
+        proto: cx.s.proto,
+        keys: distinct,
+        op,
+        timeout_reply,
+        slot: Mutex::new(Some(tx)),
+    });
+    {
+        let mut slot = w.slot.lock();
+        cx.sh.blocked.register(&w);
+        let now = attempt(cx, keys, &w.op);
+        if !matches!(now, Ok(None)) {
+            slot.take();
+            cx.sh.blocked.remove(&w);
+            return now.map(|r| r.expect("matched above"));
+        }
+    }
+    cx.s.ext.blocked = Some(Blocked {
+        waiter: w,
+        reply: rx,
+        // A deadline past what the clock can hold (centuries away) is no deadline.
+        deadline: timeout.and_then(|t| Instant::now().checked_add(t)),
+    });
+    // Not sent: the connection answers with what the wait gives.
+    Ok(Reply::Nil)
+}
+
+/// `BLPOP`/`BRPOP key [key ...] timeout`
+fn bpop(cx: &mut Ctx, a: &[Bytes], left: bool) -> CmdResult {
+    let (keys, t) = a.split_at(a.len() - 1);
+    let t = timeout(&t[0])?;
+    block_on(
+        cx,
+        keys,
+        Op::ListPop { left, count: None },
+        t,
+        Reply::NilArray,
+    )
+}
+
+fn blpop(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
+    bpop(cx, a, true)
+}
+
+fn brpop(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
+    bpop(cx, a, false)
+}
+
+fn bmove(
+    cx: &mut Ctx,
+    src: &Bytes,
+    dst: &Bytes,
+    from_left: bool,
+    to_left: bool,
+    t: &[u8],
+) -> CmdResult {
+    let t = timeout(t)?;
+    let op = Op::ListMove {
+        dst: dst.clone(),
+        from_left,
+        to_left,
+    };
+    block_on(cx, std::slice::from_ref(src), op, t, Reply::Nil)
+}
+
+/// `BLMOVE source destination LEFT|RIGHT LEFT|RIGHT timeout`
+fn blmove(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
+    let (from, to) = (list::side(&a[2])?, list::side(&a[3])?);
+    bmove(cx, &a[0], &a[1], from, to, &a[4])
+}
+
+/// `BRPOPLPUSH source destination timeout`
+fn brpoplpush(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
+    bmove(cx, &a[0], &a[1], false, true, &a[2])
+}
+
+/// `BLMPOP timeout numkeys key [key ...] LEFT|RIGHT [COUNT count]`
+fn blmpop(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
+    let t = timeout(&a[0])?;
+    let (keys, right, count) = super::mpop_args(&a[1..], "left", "right")?;
+    let op = Op::ListPop {
+        left: !right,
+        count: Some(count),
+    };
+    block_on(cx, keys, op, t, Reply::NilArray)
+}
+
+/// `BZPOPMIN`/`BZPOPMAX key [key ...] timeout`
+fn bzpop(cx: &mut Ctx, a: &[Bytes], max: bool) -> CmdResult {
+    let (keys, t) = a.split_at(a.len() - 1);
+    let t = timeout(&t[0])?;
+    block_on(cx, keys, Op::ZPop { max, count: None }, t, Reply::NilArray)
+}
+
+fn bzpopmin(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
+    bzpop(cx, a, false)
+}
+
+fn bzpopmax(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
+    bzpop(cx, a, true)
+}
+
+/// `BZMPOP timeout numkeys key [key ...] MIN|MAX [COUNT count]`
+fn bzmpop(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
+    let t = timeout(&a[0])?;
+    let (keys, max, count) = super::mpop_args(&a[1..], "min", "max")?;
+    let op = Op::ZPop {
+        max,
+        count: Some(count),
+    };
+    block_on(cx, keys, op, t, Reply::NilArray)
+}
