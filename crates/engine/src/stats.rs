@@ -14,6 +14,8 @@ pub(crate) struct EngineCounters {
     pub puts: AtomicU64,
     pub deletes: AtomicU64,
     pub gets: AtomicU64,
+    /// Seeks scans made past the versions of a key instead of stepping over them.
+    pub scan_reseeks: AtomicU64,
     pub stall_micros: AtomicU64,
     pub stall_count: AtomicU64,
     /// Time user writes waited for value-file GC (back-pressure under a
@@ -79,6 +81,9 @@ pub struct DbStats {
     pub puts: u64,
     pub deletes: u64,
     pub gets: u64,
+    /// Seeks scans made past more than 8 versions of one key instead of stepping over
+    /// them (RocksDB's `NUMBER_OF_RESEEKS_IN_ITERATION`).
+    pub scan_reseeks: u64,
     /// Bytes written to files (all causes) / user bytes.
     pub write_amplification: f64,
     /// Exact live user bytes, as last measured by `DB::measure_live_bytes`.

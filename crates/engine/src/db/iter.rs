@@ -115,23 +115,60 @@ pub(crate) fn children(view: &ReadView, cause: IoCause) -> Result<Vec<Box<dyn In
 /// A visible entry: user key, kind, raw value (a pointer is not resolved).
 type RawEntry = (Vec<u8>, ValueKind, Vec<u8>);
 
+/// Versions of one user key stepped over one by one before the walk seeks past them
+/// instead (RocksDB's `max_sequential_skip_in_iterations`, 8): a key rewritten many times
+/// within a memtable (a counter, a hot key) would otherwise cost a scan one step per
+/// version, and the server's expiry sweep scans all the time.
+const MAX_SEQUENTIAL_SKIP: usize = 8;
+
 /// Walks the newest visible version of each user key.
 struct Visible {
     merged: MergingIterator,
     seq: SeqNo,
     last_key: Option<Vec<u8>>,
+    /// Versions of the same user key skipped in a row, and that key.
+    skipped: usize,
+    skipping: Vec<u8>,
+    /// Seeks made instead of stepping ([`MAX_SEQUENTIAL_SKIP`]).
+    reseeks: u64,
 }
 
 impl Visible {
+    fn new(merged: MergingIterator, seq: SeqNo, last_key: Option<Vec<u8>>) -> Visible {
+        Visible {
+            merged,
+            seq,
+            last_key,
+            skipped: 0,
+            skipping: Vec::new(),
+            reseeks: 0,
+        }
+    }
+
     /// Next live entry as (user key, kind, raw value), tombstones skipped.
     fn next_entry(&mut self) -> Result<Option<RawEntry>> {
         while self.merged.valid() {
             let ikey = self.merged.key();
             let p = parse_internal_key(ikey)
                 .ok_or_else(|| Error::corruption("<scan>", "malformed internal key"))?;
-            let skip = p.seq > self.seq || self.last_key.as_deref() == Some(p.user_key);
-            if skip {
-                self.merged.next()?;
+            let newer = p.seq > self.seq;
+            if newer || self.last_key.as_deref() == Some(p.user_key) {
+                if self.skipping != p.user_key {
+                    self.skipping.clear();
+                    self.skipping.extend_from_slice(p.user_key);
+                    self.skipped = 0;
+                }
+                self.skipped += 1;
+                if self.skipped > MAX_SEQUENTIAL_SKIP {
+                    // Versions sort newest first: past the snapshot's newer ones lies the
+                    // version it sees; past sequence number 0, the next user key.
+                    let target = seek_key(p.user_key, if newer { self.seq } else { 0 });
+                    self.skipped = 0;
+                    self.reseeks += 1;
+                    self.merged.seek(&target)?;
+                } else {
+                    self.merged.next()?;
+                }
                 continue;
             }
             self.last_key = Some(p.user_key.to_vec());
@@ -176,11 +213,7 @@ impl DbIter {
         }
         Ok(DbIter {
             inner: inner.clone(),
-            visible: Visible {
-                merged,
-                seq,
-                last_key,
-            },
+            visible: Visible::new(merged, seq, last_key),
             version: view.version.clone(),
             pinned: snap.map(|s| Arc::new(s.blobs().clone())),
             upper: match upper {
@@ -220,6 +253,12 @@ impl DbIter {
     }
 }
 
+impl Drop for DbIter {
+    fn drop(&mut self) {
+        crate::stats::EngineCounters::add(&self.inner.counters.scan_reseeks, self.visible.reseeks);
+    }
+}
+
 impl Iterator for DbIter {
     type Item = Result<(Vec<u8>, Vec<u8>)>;
 
@@ -244,11 +283,11 @@ impl Iterator for DbIter {
 /// Sum of key and value lengths of the newest visible versions, without reading values.
 pub(crate) fn live_bytes(inner: &Arc<Inner>) -> Result<u64> {
     let view = ReadView::take(inner);
-    let mut v = Visible {
-        merged: MergingIterator::new(children(&view, IoCause::Other)?),
-        seq: inner.visible_seq.load(Ordering::Acquire),
-        last_key: None,
-    };
+    let mut v = Visible::new(
+        MergingIterator::new(children(&view, IoCause::Other)?),
+        inner.visible_seq.load(Ordering::Acquire),
+        None,
+    );
     v.merged.seek_to_first()?;
     let mut total = 0u64;
     while let Some((key, kind, value)) = v.next_entry()? {

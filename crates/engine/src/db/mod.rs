@@ -420,6 +420,7 @@ fn stats(inner: &Inner) -> DbStats {
         puts: EngineCounters::get(&c.puts),
         deletes: EngineCounters::get(&c.deletes),
         gets: EngineCounters::get(&c.gets),
+        scan_reseeks: EngineCounters::get(&c.scan_reseeks),
         live_user_bytes: live,
         space_amplification: live
             .filter(|&l| l > 0)
