@@ -27,6 +27,10 @@ pub fn queue(s: &mut Session, name: &str, args: &[Bytes]) -> Option<Reply> {
         s.ext.multi_failed = true;
         return Some(wrong_args(spec.name));
     }
+    if spec.flags.split(' ').any(|f| f == "no_multi") {
+        s.ext.multi_failed = true;
+        return Some(Reply::err("Command not allowed inside a transaction"));
+    }
     queued.push(args.to_vec());
     Some(Reply::Simple("QUEUED"))
 }
