@@ -219,6 +219,10 @@ fn a_full_sync_copies_a_live_primary_and_the_stream_follows() {
     });
     stop.store(true, SeqCst);
     writer.join().unwrap();
+    p.cmd(&["MULTI"]);
+    p.cmd(&["SADD", "txset", "a", "b"]);
+    p.cmd(&["DEL", "h"]);
+    p.cmd(&["EXEC"]);
     p.cmd(&["SET", "last", "one"]);
     caught_up(&mut p, &mut r);
     let (pdump, rdump) = (dump(&mut p), dump(&mut r));
@@ -317,6 +321,15 @@ fn replicas_are_read_only_acknowledge_for_wait_and_can_be_promoted() {
     assert_eq!(p.cmd(&["SET", "k", "v"]), simple("OK"));
     assert_eq!(p.cmd(&["WAIT", "1", "60000"]), F::Integer(1));
     assert_eq!(r.cmd(&["GET", "k"]), bulk("v"));
+    // A transaction arrives whole.
+    assert_eq!(p.cmd(&["MULTI"]), simple("OK"));
+    p.cmd(&["SET", "t1", "1"]);
+    p.cmd(&["HSET", "t2", "f", "v"]);
+    p.cmd(&["INCR", "t1"]);
+    assert!(matches!(p.cmd(&["EXEC"]), F::Array(a) if a.len() == 3));
+    assert_eq!(p.cmd(&["WAIT", "1", "60000"]), F::Integer(1));
+    assert_eq!(r.cmd(&["GET", "t1"]), bulk("2"));
+    assert_eq!(r.cmd(&["HGET", "t2", "f"]), bulk("v"));
     assert_eq!(r.cmd(&["GET", "mine"]), F::Null, "replaced by the copy");
     // Only one replica: asking for two times out with one.
     assert_eq!(p.cmd(&["WAIT", "2", "50"]), F::Integer(1));

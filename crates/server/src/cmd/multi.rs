@@ -84,8 +84,17 @@ pub fn exec(cx: &mut Ctx, _a: &[Bytes]) -> CmdResult {
         return Ok(Reply::NilArray);
     }
     let mut out = Vec::with_capacity(queued.len());
+    // A replica applies what the stream holds between these in one engine batch; the exec
+    // lock keeps every other write out of it.
+    let wrap = queued.len() > 1;
+    if wrap {
+        cx.sh.store.log_command(&[b"MULTI"]);
+    }
     for c in &queued {
         out.push(commands::run(cx.sh, cx.s, c).0);
+    }
+    if wrap {
+        cx.sh.store.log_command(&[b"EXEC"]);
     }
     Ok(Reply::Array(out))
 }

@@ -26,7 +26,7 @@ use tokio::net::TcpStream;
 /// A link silent this long is considered dead (the primary acknowledges nothing while a
 /// checkpoint is taken, so this is generous).
 const IDLE: Duration = Duration::from_secs(120);
-/// Stream entries applied in one engine batch at most.
+/// Stream entries applied in one engine batch at most (outside a transaction).
 const GROUP: usize = 1024;
 
 /// What the stream may hold: `HLBATCH` with a batch as large as a request may make, and
@@ -269,22 +269,36 @@ async fn apply_stream(
     let mut partial = 0usize;
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // Entries decoded and not applied yet, their bytes, and whether they end inside a
+    // `MULTI` ... `EXEC` (a transaction is applied in one engine batch, so no reader of
+    // the replica sees part of it, unless it passes `cap`).
+    let (mut pending, mut bytes, mut in_multi) = (Vec::new(), 0usize, false);
+    let cap = limits.max_request;
     loop {
-        let mut entries = Vec::new();
-        while entries.len() < GROUP {
+        let mut full = false;
+        loop {
+            if (!in_multi && pending.len() >= GROUP) || bytes > cap {
+                full = true;
+                break;
+            }
             let before = c.buf.len();
             let r = decoder.next(&mut c.buf, &limits);
             partial += before - c.buf.len();
-            match r.map_err(|e| format!("replication stream: {e}"))? {
-                Some(cmd) => {
-                    entries.push((cmd, partial));
-                    partial = 0;
-                }
-                None => break,
+            let Some(cmd) = r.map_err(|e| format!("replication stream: {e}"))? else {
+                break;
+            };
+            if cmd[0].eq_ignore_ascii_case(b"multi") {
+                in_multi = true;
+            } else if cmd[0].eq_ignore_ascii_case(b"exec") {
+                in_multi = false;
             }
+            bytes += partial;
+            pending.push((cmd, partial));
+            partial = 0;
         }
-        let more = entries.len() == GROUP;
-        if !entries.is_empty() {
+        if !pending.is_empty() && (!in_multi || bytes > cap) {
+            let entries = std::mem::take(&mut pending);
+            bytes = 0;
             let (s, id) = (sh.clone(), replid.clone());
             let (next, ack) =
                 tokio::task::spawn_blocking(move || apply(&s, gen, &id, offset, entries))
@@ -296,7 +310,7 @@ async fn apply_stream(
                 send_ack(c, offset).await?;
             }
         }
-        if more {
+        if full {
             continue;
         }
         tokio::select! {
@@ -341,7 +355,10 @@ fn apply(
             && cmd[1].eq_ignore_ascii_case(b"getack")
         {
             ack = true;
-        } else if !name.eq_ignore_ascii_case(b"ping") {
+        } else if !["ping", "multi", "exec"]
+            .iter()
+            .any(|n| name.eq_ignore_ascii_case(n.as_bytes()))
+        {
             return Err(format!(
                 "unexpected command '{}' in the replication stream",
                 String::from_utf8_lossy(&name[..name.len().min(64)])

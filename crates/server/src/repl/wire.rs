@@ -23,6 +23,8 @@
 //!   the engine batch the command produced, as it was applied on the primary, so that a
 //!   replica applies exactly the same records (see `docs/replication.md` for why
 //!   batches rather than commands); [`encode_ops`] and [`decode_ops`] are its body.
+//!   `MULTI` and `EXEC` bracket a transaction's batches, `REPLCONF GETACK *` asks for an
+//!   acknowledgement.
 //!
 //! This file uses nothing of the server but `bytes`, `crc32c` and `thiserror`, so that its
 //! fuzz target (`fuzz/fuzz_targets/repl_wire.rs`) builds it alone.
