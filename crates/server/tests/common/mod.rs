@@ -54,8 +54,14 @@ impl Running {
 
     /// Shuts the server down and waits for it; its result must be `Ok`.
     pub fn stop(self) {
+        self.stop_result().unwrap();
+    }
+
+    /// Shuts the server down and waits for it, returning its result (an engine whose
+    /// storage lost power fails to close).
+    pub fn stop_result(mut self) -> anyhow::Result<()> {
         self.handle.shutdown();
-        self.join();
+        self.thread.take().unwrap().join().unwrap()
     }
 
     /// Waits for a server that stops by itself (`SHUTDOWN`); its result must be `Ok`.
