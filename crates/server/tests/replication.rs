@@ -372,7 +372,7 @@ fn replicas_are_read_only_acknowledge_for_wait_and_can_be_promoted() {
         field(&mut p, "replication", "connected_slaves") == "0"
     });
     assert!(is_err(
-        &r.cmd(&["REPLICAOF", "127.0.0.1", "0"]),
+        &r.cmd(&["REPLICAOF", "127.0.0.1", "65536"]),
         "ERR Invalid master port"
     ));
     replica.stop();
@@ -565,6 +565,13 @@ fn a_hostile_primary_gets_its_link_dropped_with_a_clear_error() {
     r.cmd(&["REPLICAOF", "127.0.0.1", &fake.port().to_string()]);
     wait_until("the file name is refused", || {
         field(&mut r, "replication", "master_sync_last_error").contains("bad file name")
+    });
+
+    // A replication id that is not one.
+    let fake = fake_primary(b"+FULLRESYNC \r\x1b[2J 0\r\n".to_vec());
+    r.cmd(&["REPLICAOF", "127.0.0.1", &fake.port().to_string()]);
+    wait_until("the replication id is refused", || {
+        field(&mut r, "replication", "master_sync_last_error").contains("bad replication id")
     });
 
     // The replica's own data is untouched, and it serves on.

@@ -100,7 +100,7 @@ impl Log {
             return;
         };
         b.buf.extend(bytes);
-        self.offset += bytes.len() as u64;
+        self.offset = self.offset.saturating_add(bytes.len() as u64);
         let over = b.buf.len().saturating_sub(self.capacity);
         if over > 0 {
             b.buf.drain(..over);

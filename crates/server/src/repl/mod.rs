@@ -170,10 +170,17 @@ impl Replication {
         });
     }
 
+    /// Records why the link failed, for INFO: one line, cut to 256 characters (it may
+    /// quote what the primary sent).
     pub fn link_failed(&self, gen: u64, why: String) {
+        let line = why
+            .chars()
+            .take(256)
+            .map(|c| if c.is_control() { ' ' } else { c })
+            .collect();
         self.update_link(gen, |l| {
             l.state = LinkState::Connect;
-            l.last_error = why;
+            l.last_error = line;
         });
     }
 
@@ -306,7 +313,6 @@ pub fn replicaof(sh: &Shared, a: &[Bytes]) -> CmdResult {
     let port = int(&a[1])
         .ok()
         .and_then(|p| u16::try_from(p).ok())
-        .filter(|&p| p > 0)
         .ok_or_else(|| Reply::err("Invalid master port"))?;
     let host = text(&a[0]);
     if sh.repl.primary() == Some((host.clone(), port)) {

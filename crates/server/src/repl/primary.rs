@@ -79,7 +79,9 @@ where
     let _peer = PeerGuard(sh, who.id);
     // PSYNC's offset is the first byte wanted, 1-based as Redis's: the stream after
     // `offset - 1` bytes.
-    let wanted = offset.and_then(|o| u64::try_from(o - 1).ok());
+    let wanted = offset
+        .and_then(|o| o.checked_sub(1))
+        .and_then(|o| u64::try_from(o).ok());
     let cont = wanted.is_some_and(|w| sh.store.log().can_continue(&replid, w));
     let from = if let (true, Some(w)) = (cont, wanted) {
         sh.repl.stats.partial_ok.fetch_add(1, Relaxed);

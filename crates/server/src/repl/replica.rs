@@ -155,7 +155,7 @@ async fn session(sh: &Arc<Shared>, host: &str, port: u16, gen: u64) -> Result<()
     .map_err(|e| format!("reading the stored position: {e}"))?
     .and_then(|v| super::decode_position(&v));
     let (ask_id, ask_off) = match &stored {
-        Some((id, off)) => (id.clone(), (off + 1).to_string()),
+        Some((id, off)) => (id.clone(), off.saturating_add(1).to_string()),
         None => ("?".to_string(), "-1".to_string()),
     };
     c.send(&[b"PSYNC", ask_id.as_bytes(), ask_off.as_bytes()])
@@ -166,12 +166,18 @@ async fn session(sh: &Arc<Shared>, host: &str, port: u16, gen: u64) -> Result<()
         (Some("+FULLRESYNC"), Some(id), Some(off)) => {
             let off: u64 = off
                 .parse()
-                .map_err(|_| format!("bad offset in {reply:?}"))?;
+                .ok()
+                .filter(|&o| o <= i64::MAX as u64)
+                .ok_or_else(|| format!("bad offset in {reply:?}"))?;
+            check_replid(id)?;
             sh.repl.set_link_state(gen, LinkState::Sync);
             receive(sh, &mut c, id, off, gen).await?;
             (id.to_string(), off)
         }
         (Some("+CONTINUE"), id, _) => {
+            if let Some(id) = id {
+                check_replid(id)?;
+            }
             let (old_id, off) = stored.ok_or("+CONTINUE to a replica that asked for none")?;
             (id.map_or(old_id, str::to_string), off)
         }
@@ -181,6 +187,17 @@ async fn session(sh: &Arc<Shared>, host: &str, port: u16, gen: u64) -> Result<()
     sh.repl.set_link_state(gen, LinkState::Connected);
     eprintln!("halflife serve: replication: streaming from {host}:{port} at offset {offset}");
     apply_stream(sh, &mut c, replid, offset, gen).await
+}
+
+/// A replication id is 40 hex digits, as Redis's (it goes into INFO and the stored
+/// position).
+fn check_replid(id: &str) -> Result<(), String> {
+    if id.len() == 40 && id.bytes().all(|b| b.is_ascii_hexdigit()) {
+        Ok(())
+    } else {
+        let shown: String = id.chars().take(64).collect();
+        Err(format!("bad replication id from the primary: {shown:?}"))
+    }
 }
 
 /// Receives the files of a full sync into a fresh directory and installs them.
@@ -364,7 +381,7 @@ fn apply(
                 String::from_utf8_lossy(&name[..name.len().min(64)])
             ));
         }
-        offset += *len as u64;
+        offset = offset.saturating_add(*len as u64);
     }
     wb.put(record::REPL_KEY, &super::encode_position(replid, offset));
     let sync = sh.settings.appendfsync() == crate::AppendFsync::Always;
