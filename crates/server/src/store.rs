@@ -228,12 +228,14 @@ impl Store {
                 return Ok(());
             }
         }
+        // Encoded before the lock is taken, so that writers wait for one another's engine
+        // writes only.
+        let entry = stream_entry(&wb);
         let mut log = self.log.write();
         if !log.active() {
             db.write(wb, &WriteOptions { sync })?;
             return Ok(());
         }
-        let entry = stream_entry(&wb);
         db.write(wb, &WriteOptions { sync: false })?;
         log.append(&entry);
         drop(log);
