@@ -742,6 +742,35 @@ mod tests {
     }
 
     #[test]
+    fn writes_are_logged_once_a_full_sync_started_and_the_checkpoint_matches_the_offset() {
+        let (_t, s) = store();
+        let elsewhere = tempfile::tempdir().unwrap();
+        let cp_dir = elsewhere.path().join("cp");
+        put(&s, 0, b"before", &Meta::string(b"1".to_vec(), None));
+        assert_eq!(s.log().offset(), 0, "no replica yet: nothing logged");
+        let (_, at) = s.checkpoint_at_offset(&cp_dir).unwrap();
+        assert_eq!(at, 0);
+        put(&s, 0, b"after", &Meta::string(b"2".to_vec(), None));
+        let logged = s.log().read(0, usize::MAX).unwrap();
+        assert_eq!(logged.len() as u64, s.log().offset());
+        // One entry: HLBATCH with the batch's one record.
+        let mut buf = bytes::BytesMut::from(&logged[..]);
+        let cmd = crate::protocol::Decoder::new()
+            .next(&mut buf, &crate::protocol::Limits::new(1 << 20, false))
+            .unwrap()
+            .unwrap();
+        assert!(buf.is_empty());
+        assert_eq!(&cmd[0][..], wire::BATCH.as_bytes());
+        let ops = wire::decode_ops(&cmd[1]).unwrap();
+        assert_eq!(ops.len(), 1);
+        assert_eq!(ops[0].key, record::meta_key(0, b"after"));
+        // The checkpoint holds the write before the offset and not the one after.
+        let cp = DB::open(&cp_dir, engine::Options::default()).unwrap();
+        assert!(cp.get(&record::meta_key(0, b"before")).unwrap().is_some());
+        assert!(cp.get(&record::meta_key(0, b"after")).unwrap().is_none());
+    }
+
+    #[test]
     fn expired_values_read_as_absent_and_are_purged() {
         let (_t, s) = store();
         put(&s, 0, b"old", &Meta::string(b"v".to_vec(), Some(1)));

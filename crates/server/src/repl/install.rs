@@ -158,3 +158,54 @@ fn reopen(data: &Path, opts: &engine::Options) -> DB {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn marked(dir: &Path, what: &str) {
+        fs::create_dir_all(dir).unwrap();
+        fs::write(dir.join("mark"), what).unwrap();
+    }
+
+    fn mark(dir: &Path) -> Option<String> {
+        fs::read_to_string(dir.join("mark")).ok()
+    }
+
+    /// Each point a crash can stop the swap at (module docs), and what `recover` leaves.
+    #[test]
+    fn recovery_leaves_one_whole_database_under_the_name() {
+        let t = tempfile::tempdir().unwrap();
+        let data = t.path().join("db");
+        let (sync, ready, old) = (
+            sibling(&data, "sync"),
+            sibling(&data, "ready"),
+            sibling(&data, "old"),
+        );
+        // Files still arriving: the old database stays.
+        marked(&data, "old");
+        marked(&sync, "partial");
+        recover(&data).unwrap();
+        assert_eq!(mark(&data).as_deref(), Some("old"));
+        assert!(!sync.exists());
+        // Complete, not yet swapped: the new one goes in.
+        marked(&ready, "new");
+        recover(&data).unwrap();
+        assert_eq!(mark(&data).as_deref(), Some("new"));
+        assert!(!ready.exists() && !old.exists());
+        // Between the two renames: the new one goes in.
+        fs::rename(&data, &old).unwrap();
+        marked(&ready, "newer");
+        recover(&data).unwrap();
+        assert_eq!(mark(&data).as_deref(), Some("newer"));
+        assert!(!old.exists());
+        // Swapped, the old one not yet deleted.
+        marked(&old, "stale");
+        recover(&data).unwrap();
+        assert_eq!(mark(&data).as_deref(), Some("newer"));
+        assert!(!old.exists());
+        // Nothing of a swap: nothing changes.
+        recover(&data).unwrap();
+        assert_eq!(mark(&data).as_deref(), Some("newer"));
+    }
+}
