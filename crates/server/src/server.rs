@@ -258,6 +258,10 @@ impl Server {
         let mut conns = JoinSet::new();
         let syncer = tokio::spawn(sync_every_second(shared.clone(), shutdown.clone()));
         let sweeper = tokio::spawn(sweep_expired(shared.clone(), shutdown.clone()));
+        let pinger = tokio::spawn(crate::repl::primary::ping_replicas(
+            shared.clone(),
+            shutdown.clone(),
+        ));
         let mut sigterm =
             tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
         let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
@@ -294,6 +298,7 @@ impl Server {
         while conns.join_next().await.is_some() {}
         syncer.await.ok();
         sweeper.await.ok();
+        pinger.await.ok();
         close(shared).await
     }
 }

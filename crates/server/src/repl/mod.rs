@@ -211,6 +211,10 @@ impl Replication {
         self.acked.notify_all();
     }
 
+    pub fn has_peers(&self) -> bool {
+        !self.state.lock().peers.is_empty()
+    }
+
     pub fn remove_peer(&self, id: u64) {
         self.state.lock().peers.remove(&id);
         self.acked.notify_all();

@@ -34,6 +34,28 @@ const ACK_LIMITS: Limits = Limits {
     unauthenticated: false,
 };
 
+/// How often a primary with replicas puts a `PING` in the stream (Redis's
+/// `repl-ping-replica-period`), so that a replica of an idle primary hears from it well
+/// within its timeout.
+const PING_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Pings the replicas through the stream while the server runs.
+pub async fn ping_replicas(sh: Arc<Shared>, mut shutdown: watch::Receiver<bool>) {
+    let mut tick = tokio::time::interval(PING_EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = shutdown.changed() => return,
+        }
+        if sh.repl.has_peers() {
+            // The log's lock may be held by a checkpoint for a while: not on this thread.
+            let s = sh.clone();
+            let _ = tokio::task::spawn_blocking(move || s.store.log_command(&[b"PING"])).await;
+        }
+    }
+}
+
 /// Who is asking: the connection's id, address and `REPLCONF listening-port`.
 pub struct Asker {
     pub id: u64,

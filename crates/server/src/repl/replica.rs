@@ -23,8 +23,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 
-/// A link silent this long is considered dead (the primary acknowledges nothing while a
-/// checkpoint is taken, so this is generous).
+/// A link silent this long is considered dead: a primary pings its replicas every 10 s,
+/// and sends nothing while it takes a checkpoint, so this is generous.
 const IDLE: Duration = Duration::from_secs(120);
 /// Stream entries applied in one engine batch at most (outside a transaction).
 const GROUP: usize = 1024;
