@@ -63,7 +63,7 @@ pub struct Args {
     /// see docs/replication.md): the data directory is replaced by the primary's copy.
     #[arg(long, value_name = "HOST:PORT")]
     pub replicaof: Option<String>,
-    /// Password for the primary (masterauth; default: --requirepass).
+    /// Password a replica authenticates to its primary with (masterauth).
     #[arg(long)]
     pub masterauth: Option<String>,
     /// Replication backlog in MiB (repl-backlog-size): how far behind a reconnecting

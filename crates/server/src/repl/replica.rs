@@ -1,5 +1,4 @@
-//! A replica's link to its primary: connect, authenticate (`masterauth`, else the
-//! replica's own `requirepass`, as a replica of a primary sharing its password would),
+//! A replica's link to its primary: connect, authenticate (`masterauth`),
 //! `REPLCONF listening-port`, `PSYNC` with the stored position, then either receive a
 //! full sync and install it ([`super::install`]) or continue, and apply the stream.
 //!
@@ -134,11 +133,7 @@ async fn session(sh: &Arc<Shared>, host: &str, port: u16, gen: u64) -> Result<()
         wr,
         buf: BytesMut::new(),
     };
-    if let Some(pw) = sh
-        .settings
-        .masterauth()
-        .or_else(|| sh.settings.requirepass())
-    {
+    if let Some(pw) = sh.settings.masterauth() {
         c.ask(&[b"AUTH", pw.as_bytes()]).await?;
     }
     let port_s = sh.tcp_port.to_string();
