@@ -19,6 +19,9 @@ pub enum Outcome {
     Close,
     /// `SHUTDOWN`: close without a reply and stop the server.
     Shutdown,
+    /// `PSYNC`: the connection becomes a replica's ([`crate::repl::primary`]), with the
+    /// arguments in [`Session::psync`].
+    Replicate,
 }
 
 /// Open `SCAN` cursors a connection keeps; older ones are forgotten.
@@ -63,6 +66,10 @@ pub struct Session {
     pub output_budget: usize,
     /// Database, transaction and watch state of the data-type commands.
     pub ext: crate::cmd::SessionExt,
+    /// A replica's `REPLCONF listening-port`.
+    pub repl_port: u16,
+    /// The arguments of the `PSYNC` that made this connection a replica's.
+    pub psync: Option<Vec<Bytes>>,
 }
 
 impl Session {
@@ -76,6 +83,8 @@ impl Session {
             next_cursor: 0,
             output_budget: usize::MAX,
             ext: Default::default(),
+            repl_port: 0,
+            psync: None,
         }
     }
 }
@@ -142,12 +151,29 @@ pub fn execute(sh: &Shared, s: &mut Session, args: &[Bytes]) -> (Reply, Outcome)
             Outcome::Continue,
         );
     }
+    if sh.store.is_replica() && sh.settings.replica_read_only() && is_write(&name) {
+        // Refused when queued too, as Redis does: the transaction then fails as a whole.
+        if s.ext.multi.is_some() {
+            s.ext.multi_failed = true;
+        }
+        return (
+            Reply::Error("READONLY You can't write against a read only replica.".into()),
+            Outcome::Continue,
+        );
+    }
     if let Some(r) = crate::cmd::multi::queue(s, &name, args) {
         return (r, Outcome::Continue);
     }
-    // EXEC takes the exec lock exclusively itself; every other command holds it shared.
-    let _g = (name != "exec").then(|| sh.store.command_lock());
+    // EXEC and REPLICAOF take the exec lock exclusively themselves, and WAIT, which may
+    // block for long, holds none; every other command holds it shared.
+    let exclusive = matches!(name.as_str(), "exec" | "replicaof" | "slaveof" | "wait");
+    let _g = (!exclusive).then(|| sh.store.command_lock());
     run_named(sh, s, &name, args)
+}
+
+/// Whether the command table flags `name` as a write.
+fn is_write(name: &str) -> bool {
+    crate::cmd::table::find(name).is_some_and(|c| c.flags.split(' ').any(|f| f == "write"))
 }
 
 /// Runs one command without the exec lock (`EXEC` runs its queued commands this way).
@@ -174,6 +200,20 @@ fn run_named(sh: &Shared, s: &mut Session, name: &str, args: &[Bytes]) -> (Reply
         "info" => Ok(Reply::Text(crate::info::render(sh, a))),
         "config" => config(sh, a),
         "client" => client(sh, s, a),
+        "replicaof" | "slaveof" => crate::repl::replicaof(sh, a),
+        "role" => exact(name, a, 0).and_then(|_| crate::repl::role(sh)),
+        "wait" => crate::repl::wait(sh, a),
+        "replconf" => crate::repl::replconf(s, a),
+        "psync" => {
+            if a.len() != 2 {
+                return (wrong_args("psync"), Outcome::Continue);
+            }
+            s.psync = Some(a.to_vec());
+            return (Reply::ok(), Outcome::Replicate);
+        }
+        "sync" => Err(Reply::err(
+            "SYNC is not supported: a halflife replica sends PSYNC (and needs a halflife primary)",
+        )),
         _ => Err(unknown(&args[0], a)),
     };
     (r.unwrap_or_else(|e| e), Outcome::Continue)
@@ -329,10 +369,12 @@ fn auth(sh: &Shared, s: &mut Session, a: &[Bytes]) -> CmdResult {
 /// it can join [`set_many`]; anything else (options, limits, authentication) goes through
 /// [`execute`] and gets its own reply.
 pub fn is_plain_set(sh: &Shared, s: &Session, cmd: &[Bytes]) -> bool {
-    let o = sh.store.db().options();
+    let engine = sh.store.db();
+    let o = engine.options();
     cmd.len() == 3
         && eq(&cmd[0], "set")
         && (s.authed || sh.settings.requirepass().is_none())
+        && !sh.store.is_replica()
         && s.ext.multi.is_none()
         && cmd[1].len() + record::META_KEY_OVERHEAD <= o.max_key_size
         && cmd[2].len() + record::STRING_HEADER <= o.max_value_size
@@ -485,10 +527,19 @@ fn client(sh: &Shared, s: &mut Session, a: &[Bytes]) -> CmdResult {
     }
 }
 
+fn yes_no(on: bool) -> &'static str {
+    if on {
+        "yes"
+    } else {
+        "no"
+    }
+}
+
 /// The parameters CONFIG GET shows: name, current value, and whether CONFIG SET may
 /// change it.
 fn config_params(sh: &Shared) -> Vec<(&'static str, String, bool)> {
-    let o = sh.store.db().options();
+    let engine = sh.store.db();
+    let o = engine.options();
     let st = &sh.settings;
     let compat = st.compat().into_iter().map(|(k, v)| (k, v, true));
     let mut params = vec![
@@ -505,6 +556,22 @@ fn config_params(sh: &Shared) -> Vec<(&'static str, String, bool)> {
         (
             "halflife-client-output-limit",
             st.max_output_bytes().to_string(),
+            true,
+        ),
+        ("masterauth", st.masterauth().unwrap_or_default(), true),
+        (
+            "replica-read-only",
+            yes_no(st.replica_read_only()).into(),
+            true,
+        ),
+        (
+            "slave-read-only",
+            yes_no(st.replica_read_only()).into(),
+            true,
+        ),
+        (
+            "repl-backlog-size",
+            st.repl_backlog_bytes().to_string(),
             true,
         ),
         ("halflife-gc-policy", o.gc.to_string(), false),
@@ -580,6 +647,30 @@ fn config(sh: &Shared, a: &[Bytes]) -> CmdResult {
                     let v: crate::AppendFsync = value.parse().map_err(bad)?;
                     apply.push(Box::new(move || settings.set_appendfsync(v)));
                 }
+                "masterauth" => {
+                    apply.push(Box::new(move || {
+                        settings.set_masterauth(Some(value.clone()))
+                    }));
+                }
+                "replica-read-only" | "slave-read-only" => {
+                    let on = match value.to_ascii_lowercase().as_str() {
+                        "yes" => true,
+                        "no" => false,
+                        _ => return Err(bad("argument must be 'yes' or 'no'".into())),
+                    };
+                    apply.push(Box::new(move || settings.set_replica_read_only(on)));
+                }
+                "repl-backlog-size" => {
+                    let n: usize =
+                        value
+                            .parse()
+                            .ok()
+                            .filter(|&n| n >= 16 << 10)
+                            .ok_or_else(|| {
+                                bad("argument must be a number of bytes, at least 16384".into())
+                            })?;
+                    apply.push(Box::new(move || settings.set_repl_backlog_bytes(n)));
+                }
                 "requirepass" => {
                     apply.push(Box::new(move || {
                         settings.set_requirepass(Some(value.clone()))
@@ -609,6 +700,9 @@ fn config(sh: &Shared, a: &[Bytes]) -> CmdResult {
             }
         }
         apply.iter().for_each(|f| f());
+        sh.store
+            .log_mut()
+            .set_capacity(sh.settings.repl_backlog_bytes());
         Ok(Reply::ok())
     } else if eq(sub, "resetstat") {
         sh.stats.reset();

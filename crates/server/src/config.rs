@@ -7,7 +7,7 @@ use std::fmt;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::str::FromStr;
-use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 
 /// When acknowledged writes reach the disk, in Redis's terms, mapped onto the WAL.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -89,6 +89,12 @@ pub struct Config {
     /// Keys the active expiry sweep examines per second (0: expired keys are deleted only
     /// when read).
     pub active_expire_keys_per_sec: usize,
+    /// Start as a replica of this primary (`--replicaof host:port`).
+    pub replicaof: Option<(String, u16)>,
+    /// The password a replica authenticates to its primary with (`masterauth`).
+    pub masterauth: Option<String>,
+    /// `repl-backlog-size` in bytes.
+    pub repl_backlog_bytes: usize,
 }
 
 impl Default for Config {
@@ -101,6 +107,9 @@ impl Default for Config {
             maxclients: 10_000,
             max_request_bytes: 512 << 20,
             active_expire_keys_per_sec: 1000,
+            replicaof: None,
+            masterauth: None,
+            repl_backlog_bytes: crate::repl::log::DEFAULT_BACKLOG,
         }
     }
 }
@@ -173,6 +182,9 @@ pub struct Settings {
     maxclients: AtomicUsize,
     max_request_bytes: AtomicUsize,
     max_output_bytes: AtomicUsize,
+    masterauth: RwLock<Option<String>>,
+    replica_read_only: AtomicBool,
+    repl_backlog_bytes: AtomicUsize,
 }
 
 /// Default of `halflife-client-output-limit`: replies a connection may leave unread before
@@ -194,6 +206,9 @@ impl Settings {
             maxclients: AtomicUsize::new(c.maxclients),
             max_request_bytes: AtomicUsize::new(c.max_request_bytes),
             max_output_bytes: AtomicUsize::new(DEFAULT_MAX_OUTPUT),
+            masterauth: RwLock::new(c.masterauth.clone().filter(|p| !p.is_empty())),
+            replica_read_only: AtomicBool::new(true),
+            repl_backlog_bytes: AtomicUsize::new(c.repl_backlog_bytes),
         }
     }
 
@@ -269,6 +284,31 @@ impl Settings {
 
     pub fn set_max_output_bytes(&self, n: usize) {
         self.max_output_bytes.store(n, Ordering::Relaxed)
+    }
+
+    pub fn masterauth(&self) -> Option<String> {
+        self.masterauth.read().clone()
+    }
+
+    pub fn set_masterauth(&self, p: Option<String>) {
+        *self.masterauth.write() = p.filter(|p| !p.is_empty());
+    }
+
+    /// `replica-read-only`: a replica refuses writes from clients (the default).
+    pub fn replica_read_only(&self) -> bool {
+        self.replica_read_only.load(Ordering::Relaxed)
+    }
+
+    pub fn set_replica_read_only(&self, on: bool) {
+        self.replica_read_only.store(on, Ordering::Relaxed)
+    }
+
+    pub fn repl_backlog_bytes(&self) -> usize {
+        self.repl_backlog_bytes.load(Ordering::Relaxed)
+    }
+
+    pub fn set_repl_backlog_bytes(&self, n: usize) {
+        self.repl_backlog_bytes.store(n, Ordering::Relaxed)
     }
 }
 

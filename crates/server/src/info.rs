@@ -169,6 +169,7 @@ pub fn render(sh: &Shared, args: &[Bytes]) -> String {
                 kv("engine_puts", stats.puts.to_string());
                 kv("engine_deletes", stats.deletes.to_string());
                 kv("engine_gets", stats.gets.to_string());
+                crate::repl::info_stats(sh, &mut out);
             }
             "memory" => {
                 // What the engine holds in memory: memtables and the block cache's contents.
@@ -205,12 +206,7 @@ pub fn render(sh: &Shared, args: &[Bytes]) -> String {
                 kv("flushes", stats.flushes.to_string());
                 kv("compactions", stats.compactions.to_string());
             }
-            "replication" => {
-                kv("role", "master".into());
-                kv("connected_slaves", "0".into());
-                kv("master_failover_state", "no-failover".into());
-                kv("master_repl_offset", "0".into());
-            }
+            "replication" => crate::repl::info(sh, &mut out),
             "cpu" => {
                 let (user, sys) = cpu_seconds();
                 kv("used_cpu_sys", format!("{sys:.6}"));

@@ -14,10 +14,12 @@ mod pattern;
 mod proptests;
 pub mod protocol;
 pub mod record;
+mod repl;
 mod server;
 mod store;
 
 pub use config::{AppendFsync, Config};
+pub use repl::install::recover as recover_interrupted_sync;
 pub use server::{Server, ShutdownHandle};
 
 /// Opens nothing itself: serves `db` with `config` on a new multi-threaded runtime until

@@ -83,6 +83,12 @@ pub(crate) struct Shared {
     next_id: AtomicU64,
     shutdown: Arc<watch::Sender<bool>>,
     active_expire_keys_per_sec: usize,
+    /// Role, replicas and link state ([`crate::repl`]).
+    pub repl: crate::repl::Replication,
+    /// The runtime, for the tasks commands start (a replica's link).
+    pub runtime: tokio::runtime::Handle,
+    /// This, for commands that start tasks holding it (they are handed a reference).
+    me: std::sync::OnceLock<std::sync::Weak<Shared>>,
 }
 
 impl Shared {
@@ -91,7 +97,7 @@ impl Shared {
     pub fn for_test(db: DB, config: &Config) -> Shared {
         let (tx, _) = watch::channel(false);
         Shared {
-            store: Store::open(db).expect("a new database opens"),
+            store: Store::open(db, config.repl_backlog_bytes).expect("a new database opens"),
             blocked: Registry::default(),
             settings: Arc::new(Settings::new(config)),
             stats: Stats::default(),
@@ -102,7 +108,28 @@ impl Shared {
             shutdown: Arc::new(tx),
             active_expire_keys_per_sec: 0,
             run_id: 0,
+            repl: Default::default(),
+            me: Default::default(),
+            runtime: tokio::runtime::Builder::new_current_thread()
+                .build()
+                .expect("a runtime")
+                .handle()
+                .clone(),
         }
+    }
+
+    /// Changes to the shutdown flag (`true`: the server is stopping).
+    pub fn shutdown_signal(&self) -> watch::Receiver<bool> {
+        self.shutdown.subscribe()
+    }
+
+    /// The `Arc` this is in (`None` in command-layer tests, which have none).
+    pub fn arc(&self) -> Option<Arc<Shared>> {
+        self.me.get().and_then(std::sync::Weak::upgrade)
+    }
+
+    pub fn is_shutting_down(&self) -> bool {
+        *self.shutdown.borrow()
     }
 
     pub fn set_client_name(&self, s: &mut Session, name: Option<String>) {
@@ -149,6 +176,7 @@ pub struct Server {
     tcp: Option<TcpListener>,
     unix: Option<(UnixListener, PathBuf)>,
     shutdown: watch::Receiver<bool>,
+    replicaof: Option<(String, u16)>,
 }
 
 impl Server {
@@ -187,9 +215,9 @@ impl Server {
             None => 0,
         };
         let (tx, rx) = watch::channel(false);
-        Ok(Server {
+        let server = Server {
             shared: Arc::new(Shared {
-                store: Store::open(db)?,
+                store: Store::open(db, config.repl_backlog_bytes)?,
                 blocked: Registry::default(),
                 settings: Arc::new(Settings::new(config)),
                 stats: Stats::default(),
@@ -200,11 +228,17 @@ impl Server {
                 next_id: AtomicU64::new(1),
                 shutdown: Arc::new(tx),
                 active_expire_keys_per_sec: config.active_expire_keys_per_sec,
+                repl: Default::default(),
+                runtime: tokio::runtime::Handle::current(),
+                me: Default::default(),
             }),
+            replicaof: config.replicaof.clone(),
             tcp,
             unix,
             shutdown: rx,
-        })
+        };
+        let _ = server.shared.me.set(Arc::downgrade(&server.shared));
+        Ok(server)
     }
 
     pub fn local_addr(&self) -> Option<SocketAddr> {
@@ -223,10 +257,16 @@ impl Server {
             tcp,
             unix,
             mut shutdown,
+            replicaof,
         } = self;
+        start_role(&shared, replicaof).await?;
         let mut conns = JoinSet::new();
         let syncer = tokio::spawn(sync_every_second(shared.clone(), shutdown.clone()));
         let sweeper = tokio::spawn(sweep_expired(shared.clone(), shutdown.clone()));
+        let pinger = tokio::spawn(crate::repl::primary::ping_replicas(
+            shared.clone(),
+            shutdown.clone(),
+        ));
         let mut sigterm =
             tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
         let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
@@ -263,8 +303,36 @@ impl Server {
         while conns.join_next().await.is_some() {}
         syncer.await.ok();
         sweeper.await.ok();
+        pinger.await.ok();
         close(shared).await
     }
+}
+
+/// Starts as a replica of `replicaof`, or as a primary: then a replication position left
+/// by an earlier run as a replica is deleted, since writes it takes as a primary make its
+/// data differ from that position (a later `REPLICAOF` makes a full sync).
+async fn start_role(shared: &Arc<Shared>, replicaof: Option<(String, u16)>) -> Result<()> {
+    match replicaof {
+        Some((host, port)) => {
+            let _x = shared.store.exec_lock();
+            crate::repl::become_replica(shared, host, port);
+        }
+        None => {
+            let sh = shared.clone();
+            tokio::task::spawn_blocking(move || {
+                let db = sh.store.db();
+                if db.get(crate::record::REPL_KEY)?.is_some() {
+                    db.delete_opt(
+                        crate::record::REPL_KEY,
+                        &engine::WriteOptions { sync: true },
+                    )?;
+                }
+                anyhow::Ok(())
+            })
+            .await??;
+        }
+    }
+    Ok(())
 }
 
 /// Stops a running [`Server`] (it holds the signal only, not the engine, so that the
@@ -444,6 +512,29 @@ where
                 }
                 Outcome::Shutdown => {
                     shared.trigger_shutdown();
+                    return Ok(false);
+                }
+                Outcome::Replicate => {
+                    // The connection is a replica's from here on.
+                    flush(wr, &mut output, &mut shutdown).await?;
+                    let ip = shared
+                        .clients
+                        .lock()
+                        .get(&session.id)
+                        .map(|c| {
+                            c.addr
+                                .rsplit_once(':')
+                                .map_or(c.addr.clone(), |(ip, _)| ip.to_string())
+                        })
+                        .unwrap_or_default();
+                    let who = crate::repl::primary::Asker {
+                        id: session.id,
+                        ip,
+                        port: session.repl_port,
+                    };
+                    let args = session.psync.take().unwrap_or_default();
+                    crate::repl::primary::serve(shared, rd, wr, input, who, &args, shutdown)
+                        .await?;
                     return Ok(false);
                 }
             }
@@ -652,7 +743,7 @@ fn run_batch(
             let rest = batch.split_off(i);
             return (s, replies, outcome, rest);
         }
-        if o != Outcome::Shutdown {
+        if !matches!(o, Outcome::Shutdown | Outcome::Replicate) {
             replies.push(reply);
         }
         if o != Outcome::Continue {
@@ -676,7 +767,11 @@ async fn sync_every_second(shared: Arc<Shared>, mut shutdown: watch::Receiver<bo
             continue;
         }
         let sh = shared.clone();
-        match tokio::task::spawn_blocking(move || sh.store.db().sync_wal()).await {
+        let sync = move || {
+            let _c = sh.store.command_lock();
+            sh.store.db().sync_wal()
+        };
+        match tokio::task::spawn_blocking(sync).await {
             Ok(Ok(())) => {}
             Ok(Err(e)) => eprintln!("halflife serve: WAL sync failed: {e}"),
             Err(e) => eprintln!("halflife serve: WAL sync task failed: {e}"),
@@ -702,9 +797,11 @@ async fn sweep_expired(shared: Arc<Shared>, mut shutdown: watch::Receiver<bool>)
         }
         let sh = shared.clone();
         let from = at.take();
-        match tokio::task::spawn_blocking(move || sh.store.sweep_expired(from.as_deref(), per_tick))
-            .await
-        {
+        let sweep = move || {
+            let _c = sh.store.command_lock();
+            sh.store.sweep_expired(from.as_deref(), per_tick)
+        };
+        match tokio::task::spawn_blocking(sweep).await {
             Ok(Ok((next, purged))) => {
                 at = next;
                 shared.stats.expired.fetch_add(purged, Relaxed);
@@ -721,7 +818,9 @@ async fn close(mut shared: Arc<Shared>) -> Result<()> {
     for _ in 0..600 {
         match Arc::try_unwrap(shared) {
             Ok(sh) => {
-                let db = sh.store.into_db();
+                let Some(db) = sh.store.into_db() else {
+                    anyhow::bail!("the database is still in use at shutdown");
+                };
                 return tokio::task::spawn_blocking(move || {
                     db.sync_wal()?;
                     db.close()

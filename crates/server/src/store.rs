@@ -12,11 +12,16 @@
 //! pipeline that shares a stripe with another.
 
 use crate::record::{self, legacy, Head, Kind, Meta, RecordError};
+use crate::repl::log::Log;
+use crate::repl::wire;
+use engine::types::ValueKind;
 use engine::{WriteBatch, WriteOptions, DB};
 use parking_lot::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::collections::{HashMap, HashSet};
 use std::ops::Bound;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
 
 /// Lock stripes: writes to keys in different stripes run (and group-commit) in parallel.
 const STRIPES: usize = 1024;
@@ -55,7 +60,14 @@ struct Moved {
 }
 
 pub struct Store {
-    db: DB,
+    /// Replaced whole when a replica installs a full sync ([`Store::swap`]); every user
+    /// of it holds [`Store::command_lock`], which the swap takes exclusively.
+    db: RwLock<Option<Arc<DB>>>,
+    /// The replication log, and the lock that orders writes: see [`Store::apply`].
+    log: RwLock<Log>,
+    /// A replica: expired keys are not deleted here (the primary's deletions arrive in
+    /// the stream), so that its records stay the primary's.
+    replica: AtomicBool,
     stripes: Box<[RwLock<()>]>,
     /// Every command holds this shared; `EXEC` holds it exclusively, so a transaction's
     /// commands run with no other client's command in between.
@@ -118,12 +130,24 @@ impl Batch {
     }
 }
 
+/// The stream's form of a batch: `HLBATCH <records>` ([`wire`]).
+fn stream_entry(wb: &WriteBatch) -> Vec<u8> {
+    let body = wire::encode_ops(wb.iter().map(|e| wire::Op {
+        put: e.kind != ValueKind::Deletion,
+        key: e.key,
+        value: e.value,
+    }));
+    wire::command(&[wire::BATCH.as_bytes(), &body])
+}
+
 impl Store {
     /// Serves `db`, first rewriting records of the string-only layout into the typed one
     /// ([`record`]) if the database has not been converted yet.
-    pub fn open(db: DB) -> Result<Store> {
+    pub fn open(db: DB, backlog_bytes: usize) -> Result<Store> {
         let s = Store {
-            db,
+            db: RwLock::new(Some(Arc::new(db))),
+            log: RwLock::new(Log::new(backlog_bytes)),
+            replica: AtomicBool::new(false),
             stripes: (0..STRIPES).map(|_| RwLock::new(())).collect(),
             exec: RwLock::new(()),
             last_version: AtomicU64::new(0),
@@ -134,12 +158,130 @@ impl Store {
         Ok(s)
     }
 
-    pub fn db(&self) -> &DB {
-        &self.db
+    /// The engine. Callers hold [`Store::command_lock`] (commands do) so that a replica's
+    /// [`Store::swap`] never runs under them.
+    pub fn db(&self) -> Arc<DB> {
+        // Empty only inside `replace`, which holds the write lock all the while.
+        self.db.read().clone().expect("the engine is in place")
     }
 
-    pub fn into_db(self) -> DB {
-        self.db
+    /// The engine, for closing it; `None` while something else still holds it.
+    pub fn into_db(self) -> Option<DB> {
+        self.db.into_inner().and_then(Arc::into_inner)
+    }
+
+    /// Replaces the engine by what `f` makes of the current one (a replica installing a
+    /// full sync closes it, swaps the directories, opens the new one). The caller holds
+    /// [`Store::exec_lock`], so no command runs; a background job that still holds the
+    /// engine (a WAL sync) is waited for, up to a minute.
+    pub fn replace(&self, f: impl FnOnce(DB) -> DB) -> std::result::Result<(), String> {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        loop {
+            let mut slot = self.db.write();
+            let arc = slot.take().expect("the engine is in place");
+            match Arc::try_unwrap(arc) {
+                Ok(db) => {
+                    *slot = Some(Arc::new(f(db)));
+                    return Ok(());
+                }
+                Err(arc) => {
+                    *slot = Some(arc);
+                    drop(slot);
+                    if std::time::Instant::now() > deadline {
+                        return Err("the database stayed in use for a minute".into());
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
+            }
+        }
+    }
+
+    /// The replication log (INFO, PSYNC, WAIT read it; a change of role resets it).
+    pub fn log(&self) -> RwLockReadGuard<'_, Log> {
+        self.log.read()
+    }
+
+    pub fn log_mut(&self) -> RwLockWriteGuard<'_, Log> {
+        self.log.write()
+    }
+
+    /// Marks the store a replica's (see [`Store::replica`]).
+    pub fn set_replica(&self, on: bool) {
+        self.replica.store(on, Ordering::SeqCst);
+    }
+
+    pub fn is_replica(&self) -> bool {
+        self.replica.load(Ordering::SeqCst)
+    }
+
+    /// Applies a batch of engine records; every write of the server goes through here.
+    ///
+    /// While the replication log is active, the batch is applied and appended to the log
+    /// under the log's lock held exclusively: that lock is the point where writes are
+    /// ordered, so the stream replicas apply is in the engine's order (two writes of one
+    /// key cannot swap places). The WAL sync `appendfsync always` asks for runs after the
+    /// lock is released, so that writers wait for one another's memtable inserts only,
+    /// not for one another's syncs. While the log is inactive, writers hold the lock
+    /// shared and write (and sync) as before; a full sync that activates the log waits
+    /// for them.
+    fn apply(&self, wb: WriteBatch, sync: bool) -> Result<()> {
+        let db = self.db();
+        {
+            let log = self.log.read();
+            if !log.active() {
+                db.write(wb, &WriteOptions { sync })?;
+                return Ok(());
+            }
+        }
+        // Encoded before the lock is taken, so that writers wait for one another's engine
+        // writes only.
+        let entry = stream_entry(&wb);
+        let mut log = self.log.write();
+        if !log.active() {
+            db.write(wb, &WriteOptions { sync })?;
+            return Ok(());
+        }
+        db.write(wb, &WriteOptions { sync: false })?;
+        log.append(&entry);
+        drop(log);
+        if sync {
+            db.sync_wal()?;
+        }
+        Ok(())
+    }
+
+    /// Appends a command that changes no data to the replication stream (the primary's
+    /// `REPLCONF GETACK`), if the log is active.
+    pub fn log_command(&self, args: &[&[u8]]) {
+        let mut log = self.log.write();
+        if log.active() {
+            log.append(&wire::command(args));
+        }
+    }
+
+    /// Checkpoints the database into `dir` for a full sync, with the writes ordered
+    /// ([`Store::apply`]) held off meanwhile, so that the checkpoint holds exactly the
+    /// stream before the returned offset; activates the log (the stream after the offset
+    /// is kept from now on). Returns the replication id and the offset.
+    pub fn checkpoint_at_offset(&self, dir: &Path) -> Result<(String, u64)> {
+        let mut log = self.log.write();
+        log.activate();
+        self.db().checkpoint(dir)?;
+        Ok((log.replid().to_string(), log.offset()))
+    }
+
+    /// Applies a batch that came from the primary's stream, as it was applied there
+    /// (not logged: a replica serves no replicas), telling the watchers of the keys whose
+    /// metadata it changes.
+    pub fn apply_replicated(&self, wb: WriteBatch, sync: bool) -> Result<()> {
+        let touched: Vec<Vec<u8>> = wb
+            .iter()
+            .filter(|e| record::split_meta_key(e.key).is_some())
+            .map(|e| e.key.to_vec())
+            .collect();
+        self.db().write(wb, &WriteOptions { sync })?;
+        self.touch(&touched);
+        Ok(())
     }
 
     /// Converts legacy records (value tag 0 or 1 under the raw user key) into metadata
@@ -149,7 +291,8 @@ impl Store {
     /// start with [`record::FORMAT`], sub-keys do not exist before the conversion ends).
     /// Expired records are dropped. Finally writes the format marker.
     fn migrate(&self) -> Result<()> {
-        if self.db.get(record::MARKER_KEY)?.as_deref() == Some(record::MARKER_VALUE) {
+        let db = self.db();
+        if db.get(record::MARKER_KEY)?.as_deref() == Some(record::MARKER_VALUE) {
             return Ok(());
         }
         let now = record::now_ms();
@@ -159,8 +302,7 @@ impl Store {
                 Some(k) => Bound::Excluded(k.as_slice()),
                 None => Bound::Unbounded,
             };
-            let page: Vec<(Vec<u8>, Vec<u8>)> = self
-                .db
+            let page: Vec<(Vec<u8>, Vec<u8>)> = db
                 .scan(lower, Bound::Unbounded)?
                 .take(MIGRATION_BATCH)
                 .collect::<std::result::Result<_, _>>()?;
@@ -176,10 +318,10 @@ impl Store {
                 }
                 self.migrate_one(&mut b, &mut done, k, raw, now)?;
             }
-            self.db.write(b, &WriteOptions { sync: true })?;
+            db.write(b, &WriteOptions { sync: true })?;
             after = Some(last);
         }
-        self.db.put_opt(
+        db.put_opt(
             record::MARKER_KEY,
             record::MARKER_VALUE,
             &WriteOptions { sync: true },
@@ -202,7 +344,7 @@ impl Store {
         };
         let target = record::meta_key(0, &key);
         if !done.moved.contains(&target) && !done.written.contains(&target) {
-            if let Some(next) = self.db.get(&target)? {
+            if let Some(next) = self.db().get(&target)? {
                 if legacy::decode(&next).is_some() {
                     self.migrate_one(b, done, target.clone(), next, now)?;
                 }
@@ -293,12 +435,12 @@ impl Store {
     /// when `purge` is set (the caller must then not hold the key's lock).
     pub fn read(&self, db: u8, key: &[u8], purge: bool) -> Result<Option<Meta>> {
         let mk = record::meta_key(db, key);
-        let Some(raw) = self.db.get(&mk)? else {
+        let Some(raw) = self.db().get(&mk)? else {
             return Ok(None);
         };
         let m = Meta::decode(&raw)?;
         if m.is_expired(record::now_ms()) {
-            if purge {
+            if purge && !self.is_replica() {
                 self.purge_expired(&mk)?;
             }
             return Ok(None);
@@ -313,9 +455,11 @@ impl Store {
             return Ok(false);
         };
         let _g = self.lock(db, &[key]);
-        if let Some(raw) = self.db.get(mk)? {
+        if let Some(raw) = self.db().get(mk)? {
             if Head::decode(&raw)?.is_expired(record::now_ms()) {
-                self.db.delete_opt(mk, &WriteOptions { sync: false })?;
+                let mut b = WriteBatch::new();
+                b.delete(mk);
+                self.apply(b, false)?;
                 return Ok(true);
             }
         }
@@ -338,13 +482,17 @@ impl Store {
             Some(k) => Bound::Excluded(k),
             None => Bound::Unbounded,
         };
+        if self.is_replica() {
+            return Ok((None, 0));
+        }
+        let engine = self.db();
         let now = record::now_ms();
         let (mut seen, mut purged) = (0, 0);
         let mut stale = WriteBatch::new();
         // The last collection looked up, and whether its sub-keys are live.
         let mut owner: Option<(u8, Vec<u8>, u64, bool)> = None;
         let mut next = None;
-        for kv in self.db.scan(lower, Bound::Unbounded)? {
+        for kv in engine.scan(lower, Bound::Unbounded)? {
             let (k, raw) = kv?;
             if record::split_meta_key(&k).is_some() {
                 if Head::decode(&raw).is_ok_and(|h| h.is_expired(now)) && self.purge_expired(&k)? {
@@ -354,8 +502,7 @@ impl Store {
                 let live = match &owner {
                     Some((d, o, v, live)) if *d == db && o == key && *v == version => *live,
                     _ => {
-                        let live = self
-                            .db
+                        let live = engine
                             .get(&record::meta_key(db, key))?
                             .and_then(|raw| Meta::decode(&raw).ok())
                             .is_some_and(|m| m.kind != Kind::String && m.version == version);
@@ -374,7 +521,7 @@ impl Store {
             }
         }
         if !stale.is_empty() {
-            self.db.write(stale, &WriteOptions { sync: false })?;
+            self.apply(stale, false)?;
         }
         Ok((next, purged))
     }
@@ -384,7 +531,7 @@ impl Store {
         if batch.wb.is_empty() {
             return Ok(());
         }
-        self.db.write(batch.wb, &WriteOptions { sync })?;
+        self.apply(batch.wb, sync)?;
         self.touch(&batch.touched);
         Ok(())
     }
@@ -415,7 +562,7 @@ impl Store {
         };
         let range = (lower, upper);
         Ok(self
-            .db
+            .db()
             .scan(
                 range.0.as_ref().map(Vec::as_slice),
                 range.1.as_ref().map(Vec::as_slice),
@@ -475,7 +622,7 @@ impl Store {
         };
         let end = record::prefix_end(prefix);
         let upper = end.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
-        for kv in self.db.scan(Bound::Included(start.as_slice()), upper)? {
+        for kv in self.db().scan(Bound::Included(start.as_slice()), upper)? {
             let (k, v) = kv?;
             if !keep(&k[prefix.len()..], &v) {
                 break;
@@ -499,7 +646,7 @@ impl Store {
             loop {
                 let mut b = WriteBatch::new();
                 for kv in self
-                    .db
+                    .db()
                     .scan(Bound::Included(prefix.as_slice()), upper)?
                     .take(1000)
                 {
@@ -508,7 +655,7 @@ impl Store {
                 if b.is_empty() {
                     break;
                 }
-                self.db.write(b, &WriteOptions { sync })?;
+                self.apply(b, sync)?;
             }
         }
         Ok(())
@@ -590,13 +737,42 @@ mod tests {
     fn store() -> (tempfile::TempDir, Store) {
         let t = tempfile::tempdir().unwrap();
         let db = DB::open(t.path(), engine::Options::default()).unwrap();
-        (t, Store::open(db).unwrap())
+        (t, Store::open(db, 1 << 20).unwrap())
     }
 
     fn put(s: &Store, db: u8, key: &[u8], m: &Meta) {
         let mut b = Batch::new();
         b.put_meta(db, key, m);
         s.write(b, false).unwrap();
+    }
+
+    #[test]
+    fn writes_are_logged_once_a_full_sync_started_and_the_checkpoint_matches_the_offset() {
+        let (_t, s) = store();
+        let elsewhere = tempfile::tempdir().unwrap();
+        let cp_dir = elsewhere.path().join("cp");
+        put(&s, 0, b"before", &Meta::string(b"1".to_vec(), None));
+        assert_eq!(s.log().offset(), 0, "no replica yet: nothing logged");
+        let (_, at) = s.checkpoint_at_offset(&cp_dir).unwrap();
+        assert_eq!(at, 0);
+        put(&s, 0, b"after", &Meta::string(b"2".to_vec(), None));
+        let logged = s.log().read(0, usize::MAX).unwrap();
+        assert_eq!(logged.len() as u64, s.log().offset());
+        // One entry: HLBATCH with the batch's one record.
+        let mut buf = bytes::BytesMut::from(&logged[..]);
+        let cmd = crate::protocol::Decoder::new()
+            .next(&mut buf, &crate::protocol::Limits::new(1 << 20, false))
+            .unwrap()
+            .unwrap();
+        assert!(buf.is_empty());
+        assert_eq!(&cmd[0][..], wire::BATCH.as_bytes());
+        let ops = wire::decode_ops(&cmd[1]).unwrap();
+        assert_eq!(ops.len(), 1);
+        assert_eq!(ops[0].key, record::meta_key(0, b"after"));
+        // The checkpoint holds the write before the offset and not the one after.
+        let cp = DB::open(&cp_dir, engine::Options::default()).unwrap();
+        assert!(cp.get(&record::meta_key(0, b"before")).unwrap().is_some());
+        assert!(cp.get(&record::meta_key(0, b"after")).unwrap().is_none());
     }
 
     #[test]
@@ -715,7 +891,7 @@ mod tests {
             db.close().unwrap();
         }
         let db = DB::open(t.path(), engine::Options::default()).unwrap();
-        let s = Store::open(db).unwrap();
+        let s = Store::open(db, 1 << 20).unwrap();
         let get = |k: &[u8]| s.read(0, k, false).unwrap().map(|m| m.value);
         assert_eq!(get(b"plain"), Some(b"v".to_vec()));
         assert_eq!(
@@ -729,7 +905,7 @@ mod tests {
         let (page, _) = s.scan(0, None, 100).unwrap();
         assert_eq!(page.len(), 5);
         // Reopening does not migrate again (the marker is there).
-        let db = s.into_db();
+        let db = s.into_db().unwrap();
         assert_eq!(
             db.get(record::MARKER_KEY).unwrap().as_deref(),
             Some(record::MARKER_VALUE)

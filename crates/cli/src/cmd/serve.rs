@@ -59,6 +59,32 @@ pub struct Args {
     /// Threads of the network runtime (engine calls run on a separate blocking pool).
     #[arg(long, default_value_t = 2)]
     pub threads: usize,
+    /// Start as a read-only replica of the halflife primary at HOST:PORT (REPLICAOF;
+    /// see docs/replication.md): the data directory is replaced by the primary's copy.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub replicaof: Option<String>,
+    /// Password a replica authenticates to its primary with (masterauth).
+    #[arg(long)]
+    pub masterauth: Option<String>,
+    /// Replication backlog in MiB (repl-backlog-size): how far behind a reconnecting
+    /// replica may be and still continue without a full sync.
+    #[arg(long, default_value_t = 1)]
+    pub repl_backlog_mib: usize,
+}
+
+/// `host:port` of `--replicaof` (the host may be a name or an address; the port is last).
+fn host_port(s: &str) -> Result<(String, u16)> {
+    let (host, port) = s
+        .rsplit_once(':')
+        .ok_or_else(|| anyhow!("--replicaof {s:?}: expected HOST:PORT"))?;
+    let port: u16 = port
+        .parse()
+        .ok()
+        .filter(|&p| p > 0)
+        .ok_or_else(|| anyhow!("--replicaof {s:?}: bad port"))?;
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    anyhow::ensure!(!host.is_empty(), "--replicaof {s:?}: empty host");
+    Ok((host.to_string(), port))
 }
 
 pub fn run(a: Args) -> Result<()> {
@@ -100,7 +126,18 @@ pub fn run(a: Args) -> Result<()> {
         maxclients: a.maxclients,
         max_request_bytes: a.max_request_mib << 20,
         active_expire_keys_per_sec: a.active_expire_keys,
+        replicaof: a.replicaof.as_deref().map(host_port).transpose()?,
+        masterauth: a.masterauth.clone(),
+        repl_backlog_bytes: a.repl_backlog_mib.max(1) << 20,
     };
+    // A replica's install of a full sync that a crash interrupted is finished or undone
+    // before the directory is opened.
+    server::recover_interrupted_sync(&a.dir).with_context(|| {
+        format!(
+            "recovering an interrupted replica sync of {}",
+            a.dir.display()
+        )
+    })?;
     let db = DB::open(&a.dir, opts).with_context(|| format!("opening {}", a.dir.display()))?;
     let policy = a.policy.clone();
     server::run(&config, db, a.threads, |addr| {

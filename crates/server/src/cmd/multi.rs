@@ -27,6 +27,10 @@ pub fn queue(s: &mut Session, name: &str, args: &[Bytes]) -> Option<Reply> {
         s.ext.multi_failed = true;
         return Some(wrong_args(spec.name));
     }
+    if spec.flags.split(' ').any(|f| f == "no_multi") {
+        s.ext.multi_failed = true;
+        return Some(Reply::err("Command not allowed inside a transaction"));
+    }
     queued.push(args.to_vec());
     Some(Reply::Simple("QUEUED"))
 }
@@ -80,11 +84,20 @@ pub fn exec(cx: &mut Ctx, _a: &[Bytes]) -> CmdResult {
         return Ok(Reply::NilArray);
     }
     let mut out = Vec::with_capacity(queued.len());
+    // A replica applies what the stream holds between these in one engine batch; the exec
+    // lock keeps every other write out of it.
+    let wrap = queued.len() > 1;
+    if wrap {
+        cx.sh.store.log_command(&[b"MULTI"]);
+    }
     cx.s.ext.in_exec = true;
     for c in &queued {
         out.push(commands::run(cx.sh, cx.s, c).0);
     }
     cx.s.ext.in_exec = false;
+    if wrap {
+        cx.sh.store.log_command(&[b"EXEC"]);
+    }
     Ok(Reply::Array(out))
 }
 

@@ -47,6 +47,15 @@ pub static COMMANDS: &[Spec] = &[
     c!("info", -1, "loading stale", 0, 0, 0, "server", None),
     c!("config", -2, "admin noscript loading stale", 0, 0, 0, "server", None),
     c!("command", -1, "loading stale", 0, 0, 0, "server", Some(introspect::command)),
+    // replication (run by crate::repl); no_multi on REPLICAOF and WAIT is halflife's: they
+    // take or wait for locks EXEC holds
+    c!("replicaof", 3, "admin noscript stale no_multi", 0, 0, 0, "server", None),
+    c!("slaveof", 3, "admin noscript stale no_multi", 0, 0, 0, "server", None),
+    c!("role", 1, "noscript loading stale fast", 0, 0, 0, "server", None),
+    c!("wait", 3, "noscript no_multi", 0, 0, 0, "generic", None),
+    c!("replconf", -1, "admin noscript loading stale allow_busy", 0, 0, 0, "server", None),
+    c!("psync", -3, "admin noscript no_multi", 0, 0, 0, "server", None),
+    c!("sync", 1, "admin noscript no_multi", 0, 0, 0, "server", None),
     c!("dbsize", 1, "readonly fast", 0, 0, 0, "server", None),
     c!("flushdb", -1, "write", 0, 0, 0, "server", Some(keyspace::flushdb)),
     c!("flushall", -1, "write", 0, 0, 0, "server", Some(keyspace::flushall)),

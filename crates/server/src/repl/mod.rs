@@ -1,0 +1,510 @@
+//! Replication: a replica copies a primary's database over the network and then applies
+//! the primary's writes as they happen (Redis's `REPLICAOF`, `PSYNC`, `WAIT`; the design
+//! is Kvrocks': a full sync ships a checkpoint's files, not a serialized dump). See
+//! `docs/replication.md` for how it is used and its limits.
+//!
+//! - [`log`]: the primary's replication id, offset and backlog, kept by the store under
+//!   the lock that orders writes.
+//! - [`wire`]: the handshake lines, the file transfer framing and the write records.
+//! - [`primary`]: serving a replica that sent `PSYNC` (a full sync or `+CONTINUE`, then
+//!   the stream, reading its `REPLCONF ACK`s).
+//! - [`replica`]: the replica's link to its primary.
+//! - [`install`]: putting a received copy in place of the replica's database.
+//!
+//! This module holds the role and what `INFO replication`, `ROLE` and `WAIT` report, and
+//! the commands themselves.
+
+pub mod install;
+pub mod log;
+pub mod primary;
+pub mod replica;
+pub mod wire;
+
+use crate::cmd::{eq, int, text, wrong_args, CmdResult};
+use crate::commands::Session;
+use crate::protocol::Reply;
+use crate::record;
+use crate::server::Shared;
+use bytes::Bytes;
+use parking_lot::{Condvar, Mutex};
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::watch;
+
+/// Where a replica's link stands (`ROLE`'s states).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LinkState {
+    /// Waiting to (re)connect.
+    Connect,
+    /// Connected, in the handshake.
+    Connecting,
+    /// Receiving a full sync.
+    Sync,
+    /// Applying the stream.
+    Connected,
+}
+
+impl LinkState {
+    fn name(self) -> &'static str {
+        match self {
+            LinkState::Connect => "connect",
+            LinkState::Connecting => "connecting",
+            LinkState::Sync => "sync",
+            LinkState::Connected => "connected",
+        }
+    }
+}
+
+/// A replica's view of its primary.
+struct Link {
+    host: String,
+    port: u16,
+    state: LinkState,
+    /// Replication id and offset of what this replica has applied.
+    replid: String,
+    offset: u64,
+    last_io: Instant,
+    /// Why the last attempt failed (empty if none did).
+    last_error: String,
+}
+
+/// A replica connected to this primary.
+pub struct Peer {
+    ip: String,
+    /// The port it listens on (`REPLCONF listening-port`).
+    port: u16,
+    state: &'static str,
+    /// The offset it last acknowledged (none before its first `REPLCONF ACK`, which it
+    /// sends once it has installed a full sync and applies the stream).
+    ack: Option<u64>,
+    last_ack: Instant,
+}
+
+struct State {
+    /// Bumped at every change of role: a link or a stream to a replica that sees it
+    /// changed stops.
+    gen: u64,
+    link: Option<Link>,
+    peers: BTreeMap<u64, Peer>,
+}
+
+/// Full and partial syncs served (INFO stats).
+#[derive(Default)]
+pub struct SyncStats {
+    pub full: AtomicU64,
+    pub partial_ok: AtomicU64,
+    pub partial_err: AtomicU64,
+}
+
+pub struct Replication {
+    state: Mutex<State>,
+    /// Signalled when a replica acknowledges an offset (`WAIT`).
+    acked: Condvar,
+    gen_tx: watch::Sender<u64>,
+    pub stats: SyncStats,
+}
+
+impl Default for Replication {
+    fn default() -> Self {
+        Replication {
+            state: Mutex::new(State {
+                gen: 0,
+                link: None,
+                peers: BTreeMap::new(),
+            }),
+            acked: Condvar::new(),
+            gen_tx: watch::channel(0).0,
+            stats: SyncStats::default(),
+        }
+    }
+}
+
+impl Replication {
+    pub fn gen(&self) -> u64 {
+        self.state.lock().gen
+    }
+
+    /// Tells of each change of role.
+    pub fn watch_gen(&self) -> watch::Receiver<u64> {
+        self.gen_tx.subscribe()
+    }
+
+    /// The primary this server replicates, if it is a replica.
+    pub fn primary(&self) -> Option<(String, u16)> {
+        self.state
+            .lock()
+            .link
+            .as_ref()
+            .map(|l| (l.host.clone(), l.port))
+    }
+
+    fn link_offset(&self) -> Option<u64> {
+        self.state.lock().link.as_ref().map(|l| l.offset)
+    }
+
+    fn update_link(&self, gen: u64, f: impl FnOnce(&mut Link)) {
+        let mut st = self.state.lock();
+        if st.gen == gen {
+            if let Some(l) = st.link.as_mut() {
+                f(l);
+            }
+        }
+    }
+
+    pub fn set_link_state(&self, gen: u64, state: LinkState) {
+        self.update_link(gen, |l| {
+            l.state = state;
+            l.last_io = Instant::now();
+        });
+    }
+
+    /// The link applied the stream up to `offset` of history `replid`.
+    pub fn set_position(&self, gen: u64, replid: &str, offset: u64) {
+        self.update_link(gen, |l| {
+            l.replid = replid.to_string();
+            l.offset = offset;
+            l.last_io = Instant::now();
+        });
+    }
+
+    /// Records why the link failed, for INFO: one line, cut to 256 characters (it may
+    /// quote what the primary sent).
+    pub fn link_failed(&self, gen: u64, why: String) {
+        let line = why
+            .chars()
+            .take(256)
+            .map(|c| if c.is_control() { ' ' } else { c })
+            .collect();
+        self.update_link(gen, |l| {
+            l.state = LinkState::Connect;
+            l.last_error = line;
+        });
+    }
+
+    pub fn add_peer(&self, id: u64, ip: String, port: u16) {
+        self.state.lock().peers.insert(
+            id,
+            Peer {
+                ip,
+                port,
+                state: "wait_bgsave",
+                ack: None,
+                last_ack: Instant::now(),
+            },
+        );
+    }
+
+    pub fn set_peer_state(&self, id: u64, state: &'static str) {
+        if let Some(p) = self.state.lock().peers.get_mut(&id) {
+            p.state = state;
+        }
+    }
+
+    pub fn peer_acked(&self, id: u64, offset: u64) {
+        if let Some(p) = self.state.lock().peers.get_mut(&id) {
+            p.ack = Some(p.ack.unwrap_or(0).max(offset));
+            p.last_ack = Instant::now();
+        }
+        self.acked.notify_all();
+    }
+
+    pub fn has_peers(&self) -> bool {
+        !self.state.lock().peers.is_empty()
+    }
+
+    pub fn remove_peer(&self, id: u64) {
+        self.state.lock().peers.remove(&id);
+        self.acked.notify_all();
+    }
+
+    /// Replicas that acknowledged `offset` or more.
+    fn acked_at_least(st: &State, offset: u64) -> i64 {
+        st.peers
+            .values()
+            .filter(|p| p.state == "online" && p.ack.is_some_and(|a| a >= offset))
+            .count() as i64
+    }
+
+    /// Changes the role (to a replica of `to`, or a primary with `None`); returns the new
+    /// generation. The caller holds the exec lock, so no command and no applied batch of
+    /// an old link runs meanwhile.
+    fn change_role(&self, to: Option<(String, u16)>, offset: u64) -> u64 {
+        let mut st = self.state.lock();
+        st.gen += 1;
+        st.link = to.map(|(host, port)| Link {
+            host,
+            port,
+            state: LinkState::Connect,
+            replid: String::new(),
+            offset,
+            last_io: Instant::now(),
+            last_error: String::new(),
+        });
+        let gen = st.gen;
+        drop(st);
+        self.gen_tx.send_replace(gen);
+        self.acked.notify_all();
+        gen
+    }
+}
+
+/// The record a replica keeps its position in: the replication id and the offset of the
+/// stream it has applied, written in the same engine batch as the writes it applied, so
+/// that after a restart it asks for exactly the stream after its data.
+pub fn encode_position(replid: &str, offset: u64) -> Vec<u8> {
+    let mut v = replid.as_bytes().to_vec();
+    v.extend_from_slice(&offset.to_be_bytes());
+    v
+}
+
+pub fn decode_position(v: &[u8]) -> Option<(String, u64)> {
+    if v.len() < 9 {
+        return None;
+    }
+    let (id, off) = v.split_at(v.len() - 8);
+    let id = std::str::from_utf8(id).ok()?.to_string();
+    Some((id, u64::from_be_bytes(off.try_into().ok()?)))
+}
+
+/// Makes this server a replica of `host:port` (the caller holds the exec lock): its own
+/// replicas are dropped, writes from clients are refused (`replica-read-only`), and a
+/// link task connects.
+pub fn become_replica(sh: &Arc<Shared>, host: String, port: u16) {
+    sh.store.set_replica(true);
+    let offset = sh.store.log().offset();
+    sh.store.log_mut().reset(offset);
+    let gen = sh.repl.change_role(Some((host.clone(), port)), 0);
+    sh.runtime.spawn(replica::run(sh.clone(), host, port, gen));
+}
+
+/// Promotes a replica (the caller holds the exec lock): a new replication history starts
+/// at the offset it had applied, and its stored position is deleted, so that a later
+/// `REPLICAOF` to any primary makes a full sync (its data may differ from then on).
+fn become_primary(sh: &Shared) -> Result<(), Reply> {
+    let offset = sh
+        .repl
+        .link_offset()
+        .unwrap_or_else(|| sh.store.log().offset());
+    sh.repl.change_role(None, 0);
+    sh.store
+        .db()
+        .delete_opt(record::REPL_KEY, &engine::WriteOptions { sync: true })?;
+    sh.store.set_replica(false);
+    sh.store.log_mut().reset(offset);
+    Ok(())
+}
+
+/// `REPLICAOF host port` / `REPLICAOF NO ONE` (and `SLAVEOF`). Runs without the shared
+/// command lock (see [`crate::commands::execute`]) and takes the exec lock itself.
+pub fn replicaof(sh: &Shared, a: &[Bytes]) -> CmdResult {
+    if a.len() != 2 {
+        return Err(wrong_args("replicaof"));
+    }
+    let sh = &sh
+        .arc()
+        .ok_or_else(|| Reply::err("REPLICAOF needs a running server"))?;
+    let _x = sh.store.exec_lock();
+    if eq(&a[0], "no") && eq(&a[1], "one") {
+        if sh.repl.primary().is_some() {
+            become_primary(sh)?;
+            eprintln!("halflife serve: replication: promoted to primary (REPLICAOF NO ONE)");
+        }
+        return Ok(Reply::ok());
+    }
+    let port = int(&a[1])
+        .ok()
+        .and_then(|p| u16::try_from(p).ok())
+        .ok_or_else(|| Reply::err("Invalid master port"))?;
+    let host = text(&a[0]);
+    if sh.repl.primary() == Some((host.clone(), port)) {
+        return Ok(Reply::Simple("OK Already connected to specified master"));
+    }
+    become_replica(sh, host.clone(), port);
+    eprintln!("halflife serve: replication: now a replica of {host}:{port}");
+    Ok(Reply::ok())
+}
+
+/// `ROLE`.
+pub fn role(sh: &Shared) -> CmdResult {
+    let st = sh.repl.state.lock();
+    Ok(match &st.link {
+        Some(l) => Reply::Array(vec![
+            Reply::bulk("slave"),
+            Reply::bulk(l.host.clone()),
+            Reply::Int(l.port as i64),
+            Reply::bulk(l.state.name()),
+            Reply::Int(l.offset as i64),
+        ]),
+        None => {
+            let offset = sh.store.log().offset();
+            let peers = st
+                .peers
+                .values()
+                .filter(|p| p.state == "online")
+                .map(|p| {
+                    Reply::Array(vec![
+                        Reply::bulk(p.ip.clone()),
+                        Reply::bulk(p.port.to_string()),
+                        Reply::bulk(p.ack.unwrap_or(0).to_string()),
+                    ])
+                })
+                .collect();
+            Reply::Array(vec![
+                Reply::bulk("master"),
+                Reply::Int(offset as i64),
+                Reply::Array(peers),
+            ])
+        }
+    })
+}
+
+/// `REPLCONF` from a replica before its `PSYNC` (`listening-port`, `ip-address`, `capa`),
+/// or `ACK`/`GETACK` outside a replication link, which change nothing.
+pub fn replconf(s: &mut Session, a: &[Bytes]) -> CmdResult {
+    if a.is_empty() || !a.len().is_multiple_of(2) {
+        return Err(crate::cmd::syntax());
+    }
+    for kv in a.chunks(2) {
+        if eq(&kv[0], "listening-port") {
+            s.repl_port = int(&kv[1])
+                .ok()
+                .and_then(|p| u16::try_from(p).ok())
+                .ok_or_else(|| Reply::err("value is not an integer or out of range"))?;
+        } else if !["ip-address", "capa", "ack", "getack"]
+            .iter()
+            .any(|o| eq(&kv[0], o))
+        {
+            return Err(Reply::err(format!(
+                "Unrecognized REPLCONF option: {}",
+                text(&kv[0][..kv[0].len().min(64)])
+            )));
+        }
+    }
+    Ok(Reply::ok())
+}
+
+/// `WAIT numreplicas timeout`: blocks until `numreplicas` replicas have acknowledged every
+/// write made before the call (the offset at the call, which covers the client's last
+/// write), or `timeout` milliseconds pass (0: no limit); returns how many had. Asks the
+/// replicas to acknowledge at once with a `REPLCONF GETACK` in the stream. Runs without
+/// the shared command lock, so that a long wait holds no `EXEC` up.
+pub fn wait(sh: &Shared, a: &[Bytes]) -> CmdResult {
+    if a.len() != 2 {
+        return Err(wrong_args("wait"));
+    }
+    if sh.repl.primary().is_some() {
+        return Err(Reply::err(
+            "WAIT cannot be used with replica instances. Please also note that since Redis 4.0 if a replica is configured to be writable (which is not the default) writes to replicas are just local and are not propagated.",
+        ));
+    }
+    let want = int(&a[0])?;
+    let timeout = int(&a[1])?;
+    if timeout < 0 {
+        return Err(Reply::err("timeout is negative"));
+    }
+    let target = sh.store.log().offset();
+    let deadline = (timeout > 0).then(|| Instant::now() + Duration::from_millis(timeout as u64));
+    let mut st = sh.repl.state.lock();
+    if Replication::acked_at_least(&st, target) < want {
+        drop(st);
+        sh.store.log_command(&[b"REPLCONF", b"GETACK", b"*"]);
+        st = sh.repl.state.lock();
+    }
+    loop {
+        let n = Replication::acked_at_least(&st, target);
+        if n >= want || sh.is_shutting_down() {
+            return Ok(Reply::Int(n));
+        }
+        let step = Duration::from_millis(100);
+        let until = match deadline {
+            Some(d) if d <= Instant::now() => return Ok(Reply::Int(n)),
+            Some(d) => d.min(Instant::now() + step),
+            None => Instant::now() + step,
+        };
+        sh.repl.acked.wait_until(&mut st, until);
+    }
+}
+
+/// The `# Replication` section of INFO.
+pub fn info(sh: &Shared, out: &mut String) {
+    let st = sh.repl.state.lock();
+    let log = sh.store.log();
+    let mut kv = |k: &str, v: String| {
+        let _ = write!(out, "{k}:{v}\r\n");
+    };
+    match &st.link {
+        Some(l) => {
+            kv("role", "slave".into());
+            kv("master_host", l.host.clone());
+            kv("master_port", l.port.to_string());
+            let up = l.state == LinkState::Connected;
+            kv("master_link_status", if up { "up" } else { "down" }.into());
+            kv(
+                "master_last_io_seconds_ago",
+                if up {
+                    l.last_io.elapsed().as_secs().to_string()
+                } else {
+                    "-1".into()
+                },
+            );
+            kv(
+                "master_sync_in_progress",
+                ((l.state == LinkState::Sync) as u8).to_string(),
+            );
+            kv("slave_read_repl_offset", l.offset.to_string());
+            kv("slave_repl_offset", l.offset.to_string());
+            kv("slave_priority", "100".into());
+            kv(
+                "slave_read_only",
+                (sh.settings.replica_read_only() as u8).to_string(),
+            );
+            kv("replica_announced", "1".into());
+            kv("connected_slaves", "0".into());
+            kv("master_replid", l.replid.clone());
+            kv("master_repl_offset", l.offset.to_string());
+            kv("master_sync_last_error", l.last_error.clone());
+        }
+        None => {
+            kv("role", "master".into());
+            let online: Vec<&Peer> = st.peers.values().collect();
+            kv("connected_slaves", online.len().to_string());
+            for (i, p) in online.iter().enumerate() {
+                kv(
+                    &format!("slave{i}"),
+                    format!(
+                        "ip={},port={},state={},offset={},lag={}",
+                        p.ip,
+                        p.port,
+                        p.state,
+                        p.ack.unwrap_or(0),
+                        p.last_ack.elapsed().as_secs()
+                    ),
+                );
+            }
+            kv("master_failover_state", "no-failover".into());
+            kv("master_replid", log.replid().to_string());
+            kv("master_repl_offset", log.offset().to_string());
+        }
+    }
+    let (first, held) = log.held();
+    kv("second_repl_offset", "-1".into());
+    kv("repl_backlog_active", (log.active() as u8).to_string());
+    kv("repl_backlog_size", log.capacity().to_string());
+    kv("repl_backlog_first_byte_offset", first.to_string());
+    kv("repl_backlog_histlen", held.to_string());
+}
+
+/// INFO stats' sync counters.
+pub fn info_stats(sh: &Shared, out: &mut String) {
+    let s = &sh.repl.stats;
+    for (k, v) in [
+        ("sync_full", &s.full),
+        ("sync_partial_ok", &s.partial_ok),
+        ("sync_partial_err", &s.partial_err),
+    ] {
+        let _ = write!(out, "{k}:{}\r\n", v.load(Relaxed));
+    }
+}

@@ -1,0 +1,387 @@
+//! A replica's link to its primary: connect, authenticate (`masterauth`),
+//! `REPLCONF listening-port`, `PSYNC` with the stored position, then either receive a
+//! full sync and install it ([`super::install`]) or continue, and apply the stream.
+//!
+//! Each applied group of stream entries is one engine batch holding the primary's records
+//! and the replica's new position ([`crate::record::REPL_KEY`]), so the position on disk
+//! always names exactly the writes the database holds. The link acknowledges its offset
+//! every second and when the stream asks (`REPLCONF GETACK`). Any failure drops the
+//! connection, is reported by `INFO replication` (`master_sync_last_error`) and retried a
+//! second later; a change of role or a shutdown ends the task.
+
+use super::wire::{self, Event, SyncDecoder};
+use super::LinkState;
+use crate::protocol::{self, Limits};
+use crate::record;
+use crate::server::Shared;
+use bytes::{Bytes, BytesMut};
+use engine::WriteBatch;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::TcpStream;
+
+/// A link silent this long is considered dead: a primary pings its replicas every 10 s,
+/// and sends nothing while it takes a checkpoint, so this is generous.
+const IDLE: Duration = Duration::from_secs(120);
+/// Stream entries applied in one engine batch at most (outside a transaction).
+const GROUP: usize = 1024;
+
+/// What the stream may hold: `HLBATCH` with a batch as large as a request may make, and
+/// small commands.
+fn stream_limits(sh: &Shared) -> Limits {
+    let max = sh
+        .settings
+        .max_request_bytes()
+        .saturating_mul(2)
+        .max(1 << 20);
+    Limits {
+        max_args: 8,
+        max_bulk: max,
+        max_request: max.saturating_add(64),
+        unauthenticated: false,
+    }
+}
+
+/// The link task of generation `gen`: runs sessions until the role changes or the server
+/// shuts down.
+pub async fn run(sh: Arc<Shared>, host: String, port: u16, gen: u64) {
+    let mut role = sh.repl.watch_gen();
+    let mut shutdown = sh.shutdown_signal();
+    loop {
+        if *role.borrow_and_update() != gen || *shutdown.borrow() {
+            return;
+        }
+        let r = tokio::select! {
+            r = session(&sh, &host, port, gen) => r,
+            _ = role.changed() => continue,
+            _ = shutdown.changed() => return,
+        };
+        if let Err(e) = r {
+            eprintln!("halflife serve: replication: link to {host}:{port}: {e}");
+            sh.repl.link_failed(gen, e);
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+            _ = role.changed() => {}
+            _ = shutdown.changed() => return,
+        }
+    }
+}
+
+struct Conn {
+    rd: OwnedReadHalf,
+    wr: OwnedWriteHalf,
+    buf: BytesMut,
+}
+
+impl Conn {
+    /// Reads more bytes, failing on EOF or a silence of [`IDLE`].
+    async fn fill(&mut self) -> Result<(), String> {
+        self.buf.reserve(64 << 10);
+        match tokio::time::timeout(IDLE, self.rd.read_buf(&mut self.buf)).await {
+            Err(_) => Err(format!("the primary sent nothing for {} s", IDLE.as_secs())),
+            Ok(Err(e)) => Err(format!("reading from the primary: {e}")),
+            Ok(Ok(0)) => Err("the primary closed the connection".into()),
+            Ok(Ok(_)) => Ok(()),
+        }
+    }
+
+    async fn line(&mut self) -> Result<String, String> {
+        loop {
+            if let Some(l) = wire::take_line(&mut self.buf).map_err(|e| e.to_string())? {
+                return Ok(String::from_utf8_lossy(&l).into_owned());
+            }
+            self.fill().await?;
+        }
+    }
+
+    async fn send(&mut self, args: &[&[u8]]) -> Result<(), String> {
+        self.wr
+            .write_all(&wire::command(args))
+            .await
+            .map_err(|e| format!("writing to the primary: {e}"))
+    }
+
+    /// Sends a command and expects `+...` back.
+    async fn ask(&mut self, args: &[&[u8]]) -> Result<String, String> {
+        self.send(args).await?;
+        let l = self.line().await?;
+        if l.starts_with('+') {
+            Ok(l)
+        } else {
+            Err(format!(
+                "the primary answered {} with: {l}",
+                String::from_utf8_lossy(args[0])
+            ))
+        }
+    }
+}
+
+/// One connection: handshake, sync, stream, until something fails.
+async fn session(sh: &Arc<Shared>, host: &str, port: u16, gen: u64) -> Result<(), String> {
+    sh.repl.set_link_state(gen, LinkState::Connecting);
+    let stream = tokio::time::timeout(Duration::from_secs(10), TcpStream::connect((host, port)))
+        .await
+        .map_err(|_| "connecting timed out".to_string())?
+        .map_err(|e| format!("connecting: {e}"))?;
+    stream.set_nodelay(true).ok();
+    let (rd, wr) = stream.into_split();
+    let mut c = Conn {
+        rd,
+        wr,
+        buf: BytesMut::new(),
+    };
+    if let Some(pw) = sh.settings.masterauth() {
+        c.ask(&[b"AUTH", pw.as_bytes()]).await?;
+    }
+    let port_s = sh.tcp_port.to_string();
+    c.ask(&[b"REPLCONF", b"listening-port", port_s.as_bytes()])
+        .await?;
+    c.ask(&[b"REPLCONF", b"capa", b"psync2"]).await?;
+    let s = sh.clone();
+    let stored = tokio::task::spawn_blocking(move || {
+        let _c = s.store.command_lock();
+        s.store.db().get(record::REPL_KEY)
+    })
+    .await
+    .map_err(|e| e.to_string())?
+    .map_err(|e| format!("reading the stored position: {e}"))?
+    .and_then(|v| super::decode_position(&v));
+    let (ask_id, ask_off) = match &stored {
+        Some((id, off)) => (id.clone(), off.saturating_add(1).to_string()),
+        None => ("?".to_string(), "-1".to_string()),
+    };
+    c.send(&[b"PSYNC", ask_id.as_bytes(), ask_off.as_bytes()])
+        .await?;
+    let reply = c.line().await?;
+    let mut words = reply.split(' ');
+    let (replid, offset) = match (words.next(), words.next(), words.next()) {
+        (Some("+FULLRESYNC"), Some(id), Some(off)) => {
+            let off: u64 = off
+                .parse()
+                .ok()
+                .filter(|&o| o <= i64::MAX as u64)
+                .ok_or_else(|| format!("bad offset in {reply:?}"))?;
+            check_replid(id)?;
+            sh.repl.set_link_state(gen, LinkState::Sync);
+            receive(sh, &mut c, id, off, gen).await?;
+            (id.to_string(), off)
+        }
+        (Some("+CONTINUE"), id, _) => {
+            if let Some(id) = id {
+                check_replid(id)?;
+            }
+            let (old_id, off) = stored.ok_or("+CONTINUE to a replica that asked for none")?;
+            (id.map_or(old_id, str::to_string), off)
+        }
+        _ => return Err(format!("the primary refused PSYNC: {reply}")),
+    };
+    sh.repl.set_position(gen, &replid, offset);
+    sh.repl.set_link_state(gen, LinkState::Connected);
+    eprintln!("halflife serve: replication: streaming from {host}:{port} at offset {offset}");
+    apply_stream(sh, &mut c, replid, offset, gen).await
+}
+
+/// A replication id is 40 hex digits, as Redis's (it goes into INFO and the stored
+/// position).
+fn check_replid(id: &str) -> Result<(), String> {
+    if id.len() == 40 && id.bytes().all(|b| b.is_ascii_hexdigit()) {
+        Ok(())
+    } else {
+        let shown: String = id.chars().take(64).collect();
+        Err(format!("bad replication id from the primary: {shown:?}"))
+    }
+}
+
+/// Receives the files of a full sync into a fresh directory and installs them.
+async fn receive(
+    sh: &Arc<Shared>,
+    c: &mut Conn,
+    replid: &str,
+    offset: u64,
+    gen: u64,
+) -> Result<(), String> {
+    let data = sh.store.db().path().to_path_buf();
+    let dir = tokio::task::spawn_blocking(move || super::install::incoming(&data))
+        .await
+        .map_err(|e| e.to_string())?
+        .map_err(|e| format!("preparing the sync directory: {e}"))?;
+    let received = transfer(c, &dir).await;
+    let (s, id) = (sh.clone(), replid.to_string());
+    let d = dir.clone();
+    let installed = match received {
+        Ok(()) => {
+            tokio::task::spawn_blocking(move || super::install::install(&s, &d, &id, offset, gen))
+                .await
+                .map_err(|e| e.to_string())
+                .and_then(|r| r.map_err(|e| format!("installing the full sync: {e}")))
+        }
+        Err(e) => Err(e),
+    };
+    if installed.is_err() {
+        // What arrived of a failed sync is of no use.
+        let _ = tokio::fs::remove_dir_all(&dir).await;
+    }
+    installed?;
+    eprintln!("halflife serve: replication: full sync installed at offset {offset}");
+    Ok(())
+}
+
+/// Receives the transfer's files into `dir`, each synced as it ends.
+async fn transfer(c: &mut Conn, dir: &std::path::Path) -> Result<(), String> {
+    let mut dec = SyncDecoder::new();
+    let mut file: Option<(String, tokio::fs::File)> = None;
+    'transfer: loop {
+        while let Some(ev) = dec.next(&mut c.buf).map_err(|e| e.to_string())? {
+            match ev {
+                Event::Start { .. } => {}
+                Event::File { name, .. } => {
+                    let f = tokio::fs::OpenOptions::new()
+                        .write(true)
+                        .create_new(true)
+                        .open(dir.join(&name))
+                        .await
+                        .map_err(|e| format!("creating {name}: {e}"))?;
+                    file = Some((name, f));
+                }
+                Event::Data(b) => {
+                    let (name, f) = file.as_mut().ok_or("data outside a file")?;
+                    f.write_all(&b)
+                        .await
+                        .map_err(|e| format!("writing {name}: {e}"))?;
+                }
+                Event::FileEnd => {
+                    let (name, f) = file.take().ok_or("end outside a file")?;
+                    f.sync_all()
+                        .await
+                        .map_err(|e| format!("syncing {name}: {e}"))?;
+                }
+                Event::Done => break 'transfer,
+            }
+        }
+        c.fill().await?;
+    }
+    Ok(())
+}
+
+/// Applies the stream from `offset` until the link fails or the role changes.
+async fn apply_stream(
+    sh: &Arc<Shared>,
+    c: &mut Conn,
+    replid: String,
+    mut offset: u64,
+    gen: u64,
+) -> Result<(), String> {
+    let limits = stream_limits(sh);
+    let mut decoder = protocol::Decoder::new();
+    // Bytes of the entry being decoded so far (the decoder takes them off the buffer as it
+    // goes): an entry's share of the offset.
+    let mut partial = 0usize;
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // Entries decoded and not applied yet, their bytes, and whether they end inside a
+    // `MULTI` ... `EXEC` (a transaction is applied in one engine batch, so no reader of
+    // the replica sees part of it, unless it passes `cap`).
+    let (mut pending, mut bytes, mut in_multi) = (Vec::new(), 0usize, false);
+    let cap = limits.max_request;
+    loop {
+        let mut full = false;
+        loop {
+            if (!in_multi && pending.len() >= GROUP) || bytes > cap {
+                full = true;
+                break;
+            }
+            let before = c.buf.len();
+            let r = decoder.next(&mut c.buf, &limits);
+            partial += before - c.buf.len();
+            let Some(cmd) = r.map_err(|e| format!("replication stream: {e}"))? else {
+                break;
+            };
+            if cmd[0].eq_ignore_ascii_case(b"multi") {
+                in_multi = true;
+            } else if cmd[0].eq_ignore_ascii_case(b"exec") {
+                in_multi = false;
+            }
+            bytes += partial;
+            pending.push((cmd, partial));
+            partial = 0;
+        }
+        if !pending.is_empty() && (!in_multi || bytes > cap) {
+            let entries = std::mem::take(&mut pending);
+            bytes = 0;
+            let (s, id) = (sh.clone(), replid.clone());
+            let (next, ack) =
+                tokio::task::spawn_blocking(move || apply(&s, gen, &id, offset, entries))
+                    .await
+                    .map_err(|e| e.to_string())??;
+            offset = next;
+            sh.repl.set_position(gen, &replid, offset);
+            if ack {
+                send_ack(c, offset).await?;
+            }
+        }
+        if full {
+            continue;
+        }
+        tokio::select! {
+            r = c.fill() => r?,
+            _ = tick.tick() => send_ack(c, offset).await?,
+        }
+    }
+}
+
+async fn send_ack(c: &mut Conn, offset: u64) -> Result<(), String> {
+    c.send(&[b"REPLCONF", b"ACK", offset.to_string().as_bytes()])
+        .await
+}
+
+/// Applies stream entries (with their sizes in bytes) as one engine batch with the new
+/// position; returns the offset after them and whether one asked for an acknowledgement.
+fn apply(
+    sh: &Shared,
+    gen: u64,
+    replid: &str,
+    mut offset: u64,
+    entries: Vec<(Vec<Bytes>, usize)>,
+) -> Result<(u64, bool), String> {
+    let _c = sh.store.command_lock();
+    if sh.repl.gen() != gen {
+        return Err("the role changed".into());
+    }
+    let mut wb = WriteBatch::new();
+    let mut ack = false;
+    for (cmd, len) in &entries {
+        let name = &cmd[0];
+        if name.eq_ignore_ascii_case(wire::BATCH.as_bytes()) && cmd.len() == 2 {
+            for op in wire::decode_ops(&cmd[1]).map_err(|e| e.to_string())? {
+                if op.put {
+                    wb.put(op.key, op.value);
+                } else {
+                    wb.delete(op.key);
+                }
+            }
+        } else if name.eq_ignore_ascii_case(b"replconf")
+            && cmd.len() == 3
+            && cmd[1].eq_ignore_ascii_case(b"getack")
+        {
+            ack = true;
+        } else if !["ping", "multi", "exec"]
+            .iter()
+            .any(|n| name.eq_ignore_ascii_case(n.as_bytes()))
+        {
+            return Err(format!(
+                "unexpected command '{}' in the replication stream",
+                String::from_utf8_lossy(&name[..name.len().min(64)])
+            ));
+        }
+        offset = offset.saturating_add(*len as u64);
+    }
+    wb.put(record::REPL_KEY, &super::encode_position(replid, offset));
+    let sync = sh.settings.appendfsync() == crate::AppendFsync::Always;
+    sh.store
+        .apply_replicated(wb, sync)
+        .map_err(|e| format!("applying the stream: {e}"))?;
+    Ok((offset, ack))
+}
