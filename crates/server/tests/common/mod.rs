@@ -1,6 +1,8 @@
 //! The server in-process on an ephemeral port, for the integration tests (each test file
 //! is its own crate; `mod common;` shares this).
 
+pub mod client;
+
 use halflife_server::{Config, Server};
 use std::net::SocketAddr;
 use std::path::Path;
