@@ -89,6 +89,9 @@ pub struct Config {
     /// Keys the active expiry sweep examines per second (0: expired keys are deleted only
     /// when read).
     pub active_expire_keys_per_sec: usize,
+    /// Redis Cluster mode (`--cluster-enabled`): keys are routed by hash slot over the
+    /// topology a controller pushes with `CLUSTERX` (see [`crate::cluster`]).
+    pub cluster_enabled: bool,
 }
 
 impl Default for Config {
@@ -101,6 +104,7 @@ impl Default for Config {
             maxclients: 10_000,
             max_request_bytes: 512 << 20,
             active_expire_keys_per_sec: 1000,
+            cluster_enabled: false,
         }
     }
 }

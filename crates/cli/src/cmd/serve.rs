@@ -59,6 +59,10 @@ pub struct Args {
     /// Threads of the network runtime (engine calls run on a separate blocking pool).
     #[arg(long, default_value_t = 2)]
     pub threads: usize,
+    /// Redis Cluster mode: keys are routed by hash slot over the topology a controller
+    /// pushes with CLUSTERX SETNODEID / SETNODES (see docs/cluster.md).
+    #[arg(long)]
+    pub cluster_enabled: bool,
 }
 
 pub fn run(a: Args) -> Result<()> {
@@ -100,6 +104,7 @@ pub fn run(a: Args) -> Result<()> {
         maxclients: a.maxclients,
         max_request_bytes: a.max_request_mib << 20,
         active_expire_keys_per_sec: a.active_expire_keys,
+        cluster_enabled: a.cluster_enabled,
     };
     let db = DB::open(&a.dir, opts).with_context(|| format!("opening {}", a.dir.display()))?;
     let policy = a.policy.clone();

@@ -170,6 +170,8 @@ pub struct SessionExt {
     /// `HSCAN`/`SSCAN`/`ZSCAN` cursors: number -> (key, last member returned).
     pub coll_cursors: std::collections::BTreeMap<u64, (Vec<u8>, Vec<u8>)>,
     pub next_coll_cursor: u64,
+    /// Cluster mode's `READONLY`: reads of the slots of this node's master are served.
+    pub cluster_readonly: bool,
 }
 
 /// Open collection-scan cursors a connection keeps; older ones are forgotten.
