@@ -65,6 +65,12 @@ pub fn valid_id(id: &str) -> bool {
     id.len() == ID_LEN && id.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
+/// A client's token as an error quotes it: at most 64 characters, so that a request of
+/// megabytes is not echoed back whole.
+fn shown(t: &str) -> String {
+    t.chars().take(64).collect()
+}
+
 /// `first-last` or a single slot, within `0..16384`.
 fn parse_range(t: &str) -> Result<(u16, u16), String> {
     let num = |s: &str| {
@@ -72,7 +78,7 @@ fn parse_range(t: &str) -> Result<(u16, u16), String> {
             .then(|| s.parse::<u16>().ok())
             .flatten()
             .filter(|&n| n < SLOTS)
-            .ok_or_else(|| format!("slot '{s}' is not a number in 0..{}", SLOTS - 1))
+            .ok_or_else(|| format!("slot '{}' is not a number in 0..{}", shown(s), SLOTS - 1))
     };
     let (a, b) = match t.split_once('-') {
         Some((a, b)) => (num(a)?, num(b)?),
@@ -82,7 +88,7 @@ fn parse_range(t: &str) -> Result<(u16, u16), String> {
         }
     };
     if a > b {
-        return Err(format!("slot range '{t}' ends before it starts"));
+        return Err(format!("slot range '{}' ends before it starts", shown(t)));
     }
     Ok((a, b))
 }
@@ -117,7 +123,8 @@ impl Topology {
             };
             if !valid_id(id) {
                 return Err(bad(format!(
-                    "node id '{id}' is not {ID_LEN} hex characters"
+                    "node id '{}' is not {ID_LEN} hex characters",
+                    shown(id)
                 )));
             }
             if nodes.iter().any(|n| n.id == id) {
@@ -125,12 +132,12 @@ impl Topology {
             }
             let ip: IpAddr = ip
                 .parse()
-                .map_err(|_| bad(format!("'{ip}' is not an IP address")))?;
+                .map_err(|_| bad(format!("'{}' is not an IP address", shown(ip))))?;
             let port: u16 = port
                 .parse()
                 .ok()
                 .filter(|&p| p > 0)
-                .ok_or_else(|| bad(format!("port '{port}' is not in 1..65535")))?;
+                .ok_or_else(|| bad(format!("port '{}' is not in 1..65535", shown(port))))?;
             if nodes.iter().any(|n| n.ip == ip && n.port == port) {
                 return Err(bad(format!("address {ip}:{port} appears twice")));
             }
@@ -139,7 +146,8 @@ impl Topology {
                 "master" => {
                     if master != "-" {
                         return Err(bad(format!(
-                            "a master's master id must be '-', not '{master}'"
+                            "a master's master id must be '-', not '{}'",
+                            shown(master)
                         )));
                     }
                     for r in t {
@@ -159,7 +167,8 @@ impl Topology {
                 "slave" | "replica" => {
                     if !valid_id(master) {
                         return Err(bad(format!(
-                            "master id '{master}' is not {ID_LEN} hex characters"
+                            "master id '{}' is not {ID_LEN} hex characters",
+                            shown(master)
                         )));
                     }
                     if master == id {
@@ -172,7 +181,8 @@ impl Topology {
                 }
                 other => {
                     return Err(bad(format!(
-                        "role '{other}' is neither 'master' nor 'slave'"
+                        "role '{}' is neither 'master' nor 'slave'",
+                        shown(other)
                     )))
                 }
             };
@@ -375,6 +385,9 @@ mod tests {
             let e = Topology::parse(&text).unwrap_err().to_string();
             assert!(e.contains(want), "{text:?}: {e}");
         }
+        let long = "x".repeat(1 << 20);
+        let e = Topology::parse(&format!("{long} 127.0.0.1 7000 master -")).unwrap_err();
+        assert!(e.to_string().len() < 200, "{e}");
         let many = format!("{A} 127.0.0.1 7000 master -\n").repeat(MAX_NODES + 1);
         assert_eq!(
             Topology::parse(&many),
