@@ -139,6 +139,16 @@ fn before_a_topology_keyed_commands_are_refused() {
     assert!(info.contains("cluster_state:fail\r\n"), "{info}");
     assert!(info.contains("cluster_slots_assigned:0\r\n"), "{info}");
     assert!(text(&c.cmd(&["INFO", "cluster"])).contains("cluster_enabled:1"));
+    let myid = text(&c.cmd(&["CLUSTER", "MYID"]));
+    assert_eq!(myid.len(), 40);
+    let port = srv.addr.port();
+    assert_eq!(
+        text(&c.cmd(&["CLUSTER", "NODES"])),
+        format!(
+            "{myid} :{port}@{} myself,master - 0 0 0 connected\n",
+            port as u32 + 10000
+        )
+    );
     assert!(is_err(
         &c.cmd(&["SELECT", "1"]),
         "ERR SELECT is not allowed in cluster mode"

@@ -64,7 +64,7 @@ pub fn cluster(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
             HELP.iter().copied().map(Reply::Simple).collect(),
         )),
         "info" => arity(1).map(|_| Reply::Text(info(&c.read()))),
-        "nodes" => arity(1).map(|_| Reply::Text(nodes(&c.read()))),
+        "nodes" => arity(1).map(|_| Reply::Text(nodes(&c.read(), cx.sh.tcp_port))),
         "slots" => arity(1).map(|_| slots(&c.read())),
         "shards" => arity(1).map(|_| shards(&c.read())),
         "myid" => arity(1).map(|_| Reply::bulk(c.read().myid.clone())),
@@ -171,11 +171,16 @@ fn bus_port(port: u16) -> u32 {
 
 /// `CLUSTER NODES`: one line per node, `<id> <ip:port@cport> <flags> <master> <ping-sent>
 /// <pong-recv> <config-epoch> <link-state> <slot ranges...>`. Before a topology, only
-/// this node, as Redis shows a node that has met no other.
-fn nodes(st: &State) -> String {
+/// this node on its own port, as Redis shows a node that has met no other.
+fn nodes(st: &State, port: u16) -> String {
     let mut s = String::new();
     let Some(t) = &st.topology else {
-        let _ = writeln!(s, "{} :0@0 myself,master - 0 0 0 connected", st.myid);
+        let _ = writeln!(
+            s,
+            "{} :{port}@{} myself,master - 0 0 0 connected",
+            st.myid,
+            bus_port(port)
+        );
         return s;
     };
     let epoch = st.version.max(0);
