@@ -214,6 +214,14 @@ fn keys_are_served_by_their_owner_and_moved_elsewhere() {
     assert_eq!(c.cmd(&["MSET", a, "1", b, "2"]), simple("OK"));
     assert_eq!(c.cmd(&["MGET", a, b]), F::Array(vec![bulk("1"), bulk("2")]));
     assert_eq!(c.cmd(&["RENAME", a, "{user1000}.c"]), simple("OK"));
+    assert!(is_err(
+        &c.cmd(&["COPY", b, "{user1000}.d", "DB", "1"]),
+        "ERR Copying to another database is not allowed in cluster mode"
+    ));
+    assert!(is_err(
+        &c.cmd(&["MOVE", b, "1"]),
+        "ERR MOVE is not allowed in cluster mode"
+    ));
     let s = slot(c, a) as i64;
     assert_eq!(
         c.cmd(&["CLUSTER", "COUNTKEYSINSLOT", &s.to_string()]),

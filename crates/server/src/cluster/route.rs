@@ -127,6 +127,11 @@ pub fn admit(sh: &Shared, s: &mut Session, name: &str, args: &[Bytes]) -> Result
     if name == "move" {
         return Err(Reply::err("MOVE is not allowed in cluster mode"));
     }
+    if name == "copy" && args.iter().skip(3).any(|a| a.eq_ignore_ascii_case(b"db")) {
+        return Err(Reply::err(
+            "Copying to another database is not allowed in cluster mode",
+        ));
+    }
     let readonly = s.ext.cluster_readonly;
     if name == "exec" {
         let Some(queued) = &s.ext.multi else {
