@@ -135,7 +135,7 @@ fn eq(a: &[u8], b: &str) -> bool {
 /// A command's name, lowercased, to look it up. No command's name is longer than
 /// [`MAX_NAME`] bytes, so a longer one (a client's megabytes) is not copied whole: cut, it
 /// still matches nothing (and [`unknown`] echoes the client's bytes, not this).
-fn command_name(b: &[u8]) -> String {
+pub fn command_name(b: &[u8]) -> String {
     text(&b[..b.len().min(MAX_NAME)]).to_ascii_lowercase()
 }
 
@@ -150,6 +150,9 @@ pub fn execute(sh: &Shared, s: &mut Session, args: &[Bytes]) -> (Reply, Outcome)
             Reply::Error("NOAUTH Authentication required.".into()),
             Outcome::Continue,
         );
+    }
+    if let Err(r) = crate::cluster::admit(sh, s, &name, args) {
+        return (r, Outcome::Continue);
     }
     if sh.store.is_replica() && sh.settings.replica_read_only() && is_write(&name) {
         // Refused when queued too, as Redis does: the transaction then fails as a whole.
@@ -309,7 +312,14 @@ fn hello(sh: &Shared, s: &mut Session, a: &[Bytes]) -> CmdResult {
         ),
         (Reply::bulk("proto"), Reply::Int(proto as i64)),
         (Reply::bulk("id"), Reply::Int(s.id as i64)),
-        (Reply::bulk("mode"), Reply::bulk("standalone")),
+        (
+            Reply::bulk("mode"),
+            Reply::bulk(if sh.cluster.is_some() {
+                "cluster"
+            } else {
+                "standalone"
+            }),
+        ),
         (Reply::bulk("role"), Reply::bulk("master")),
         (Reply::bulk("modules"), Reply::Array(Vec::new())),
     ]))
@@ -366,8 +376,8 @@ fn auth(sh: &Shared, s: &mut Session, a: &[Bytes]) -> CmdResult {
 }
 
 /// Whether `cmd` is a `SET key value` without options that the engine will accept, so that
-/// it can join [`set_many`]; anything else (options, limits, authentication) goes through
-/// [`execute`] and gets its own reply.
+/// it can join [`set_many`]; anything else (options, limits, authentication, a cluster
+/// redirection) goes through [`execute`] and gets its own reply.
 pub fn is_plain_set(sh: &Shared, s: &Session, cmd: &[Bytes]) -> bool {
     let engine = sh.store.db();
     let o = engine.options();
@@ -378,6 +388,7 @@ pub fn is_plain_set(sh: &Shared, s: &Session, cmd: &[Bytes]) -> bool {
         && s.ext.multi.is_none()
         && cmd[1].len() + record::META_KEY_OVERHEAD <= o.max_key_size
         && cmd[2].len() + record::STRING_HEADER <= o.max_value_size
+        && crate::cluster::serves(sh, s, cmd)
 }
 
 /// Consecutive plain SETs of one connection (a pipeline) as one atomic engine write: one

@@ -95,6 +95,9 @@ pub struct Config {
     pub masterauth: Option<String>,
     /// `repl-backlog-size` in bytes.
     pub repl_backlog_bytes: usize,
+    /// Redis Cluster mode (`--cluster-enabled`): keys are routed by hash slot over the
+    /// topology a controller pushes with `CLUSTERX` (see [`crate::cluster`]).
+    pub cluster_enabled: bool,
 }
 
 impl Default for Config {
@@ -110,6 +113,7 @@ impl Default for Config {
             replicaof: None,
             masterauth: None,
             repl_backlog_bytes: crate::repl::log::DEFAULT_BACKLOG,
+            cluster_enabled: false,
         }
     }
 }

@@ -213,7 +213,7 @@ pub fn render(sh: &Shared, args: &[Bytes]) -> String {
                 kv("used_cpu_user", format!("{user:.6}"));
             }
             "modules" | "errorstats" => {}
-            "cluster" => kv("cluster_enabled", "0".into()),
+            "cluster" => kv("cluster_enabled", (sh.cluster.is_some() as u8).to_string()),
             "keyspace" => {
                 for (db, keys, expires) in keyspace(sh) {
                     kv(

@@ -5,6 +5,7 @@
 //! expiry, [`record`]); `appendfsync` maps onto WAL syncs ([`AppendFsync`]). See
 //! `docs/serve.md` for the command list and the measurements.
 
+mod cluster;
 mod cmd;
 mod commands;
 mod config;

@@ -78,6 +78,8 @@ pub(crate) struct Shared {
     pub clients: Mutex<BTreeMap<u64, ClientEntry>>,
     pub started: Instant,
     pub tcp_port: u16,
+    /// Cluster mode's state; `None` when it is off.
+    pub cluster: Option<crate::cluster::Cluster>,
     /// Random, per start (INFO's `run_id`).
     pub run_id: u128,
     next_id: AtomicU64,
@@ -104,6 +106,7 @@ impl Shared {
             clients: Mutex::new(BTreeMap::new()),
             started: Instant::now(),
             tcp_port: 0,
+            cluster: None,
             next_id: AtomicU64::new(1),
             shutdown: Arc::new(tx),
             active_expire_keys_per_sec: 0,
@@ -214,6 +217,10 @@ impl Server {
             Some(l) => l.local_addr()?.port(),
             None => 0,
         };
+        let cluster = match config.cluster_enabled {
+            true => Some(crate::cluster::Cluster::open(db.path())?),
+            false => None,
+        };
         let (tx, rx) = watch::channel(false);
         let server = Server {
             shared: Arc::new(Shared {
@@ -224,6 +231,7 @@ impl Server {
                 clients: Mutex::new(BTreeMap::new()),
                 started: Instant::now(),
                 tcp_port,
+                cluster,
                 run_id: rand::random(),
                 next_id: AtomicU64::new(1),
                 shutdown: Arc::new(tx),

@@ -70,6 +70,10 @@ pub struct Args {
     /// replica may be and still continue without a full sync.
     #[arg(long, default_value_t = 1)]
     pub repl_backlog_mib: usize,
+    /// Redis Cluster mode: keys are routed by hash slot over the topology a controller
+    /// pushes with CLUSTERX SETNODEID / SETNODES (see docs/cluster.md).
+    #[arg(long)]
+    pub cluster_enabled: bool,
 }
 
 /// `host:port` of `--replicaof` (the host may be a name or an address; the port is last).
@@ -129,6 +133,7 @@ pub fn run(a: Args) -> Result<()> {
         replicaof: a.replicaof.as_deref().map(host_port).transpose()?,
         masterauth: a.masterauth.clone(),
         repl_backlog_bytes: a.repl_backlog_mib.max(1) << 20,
+        cluster_enabled: a.cluster_enabled,
     };
     // A replica's install of a full sync that a crash interrupted is finished or undone
     // before the directory is opened.

@@ -184,6 +184,8 @@ pub struct SessionExt {
     /// Set by a blocking command that found nothing: the connection waits on it before
     /// it runs anything else.
     pub blocked: Option<blocking::Blocked>,
+    /// Cluster mode's `READONLY`: reads of the slots of this node's master are served.
+    pub cluster_readonly: bool,
 }
 
 /// Open collection-scan cursors a connection keeps; older ones are forgotten.

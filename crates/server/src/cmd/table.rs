@@ -62,6 +62,12 @@ pub static COMMANDS: &[Spec] = &[
     c!("function", -2, "noscript", 0, 0, 0, "scripting", Some(introspect::function)),
     c!("time", 1, "loading stale fast", 0, 0, 0, "server", Some(introspect::time)),
     c!("lastsave", 1, "loading stale fast", 0, 0, 0, "server", Some(introspect::lastsave)),
+    // cluster mode (crate::cluster)
+    c!("cluster", -2, "loading stale", 0, 0, 0, "cluster", Some(crate::cluster::cmd::cluster)),
+    c!("clusterx", -2, "admin loading stale", 0, 0, 0, "cluster", Some(crate::cluster::cmd::clusterx)),
+    c!("readonly", 1, "loading stale fast", 0, 0, 0, "cluster", Some(crate::cluster::cmd::readonly)),
+    c!("readwrite", 1, "loading stale fast", 0, 0, 0, "cluster", Some(crate::cluster::cmd::readwrite)),
+    c!("asking", 1, "fast", 0, 0, 0, "cluster", Some(crate::cluster::cmd::asking)),
     // generic
     c!("scan", -2, "readonly", 0, 0, 0, "generic", None),
     c!("keys", 2, "readonly", 0, 0, 0, "generic", None),

@@ -1,14 +1,13 @@
-//! The server in-process on an ephemeral port, and a minimal client, for the integration
-//! tests (each test file is its own crate; `mod common;` shares this, and each uses part
-//! of it, hence `dead_code` allowed).
+//! The server in-process on an ephemeral port, and a minimal client ([`client`]), for the
+//! integration tests (each test file is its own crate; `mod common;` shares this, and each
+//! uses part of it, hence `dead_code` allowed).
 #![allow(dead_code)]
 
-use bytes::BytesMut;
+pub mod client;
+pub use client::{bulk, is_err, simple, Client};
+
 use halflife_server::{Config, Server};
-use redis_protocol::resp2::decode::decode_bytes_mut;
-use redis_protocol::resp2::types::BytesFrame as F;
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
@@ -68,65 +67,4 @@ impl Running {
     pub fn join(mut self) {
         self.thread.take().unwrap().join().unwrap().unwrap();
     }
-}
-
-/// A client that encodes commands by hand and decodes replies with `redis-protocol`.
-pub struct Client {
-    /// The socket, for tests that write raw bytes.
-    pub s: TcpStream,
-    buf: BytesMut,
-}
-
-impl Client {
-    pub fn connect(addr: SocketAddr) -> Client {
-        let s = TcpStream::connect(addr).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-        Client {
-            s,
-            buf: BytesMut::new(),
-        }
-    }
-
-    pub fn send(&mut self, args: &[&[u8]]) {
-        let mut out = format!("*{}\r\n", args.len()).into_bytes();
-        for a in args {
-            out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
-            out.extend_from_slice(a);
-            out.extend_from_slice(b"\r\n");
-        }
-        self.s.write_all(&out).unwrap();
-    }
-
-    /// The next reply, or `None` when the server closed the connection.
-    pub fn read(&mut self) -> Option<F> {
-        loop {
-            if let Some((f, _, _)) = decode_bytes_mut(&mut self.buf).unwrap() {
-                return Some(f);
-            }
-            let mut chunk = [0u8; 64 << 10];
-            let n = self.s.read(&mut chunk).unwrap_or(0);
-            if n == 0 {
-                return None;
-            }
-            self.buf.extend_from_slice(&chunk[..n]);
-        }
-    }
-
-    pub fn cmd(&mut self, args: &[&str]) -> F {
-        let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
-        self.send(&args);
-        self.read().expect("a reply")
-    }
-}
-
-pub fn bulk(s: &str) -> F {
-    F::BulkString(s.as_bytes().to_vec().into())
-}
-
-pub fn simple(s: &str) -> F {
-    F::SimpleString(s.as_bytes().to_vec().into())
-}
-
-pub fn is_err(f: &F, starts: &str) -> bool {
-    matches!(f, F::Error(e) if e.starts_with(starts))
 }

@@ -1,0 +1,23 @@
+//! Redis Cluster mode (`halflife serve --cluster-enabled`), Kvrocks-style: there is no
+//! gossip bus; a controller sets each node's id and pushes the whole topology to every
+//! node (`CLUSTERX SETNODEID`, `CLUSTERX SETNODES`), and the nodes redirect clients by it
+//! exactly as Redis Cluster nodes do, so cluster clients (redis-py's `RedisCluster`,
+//! `redis-cli -c`) work unchanged.
+//!
+//! - [`slot`]: which of the 16384 slots a key belongs to (CRC16-XMODEM, hash tags);
+//! - [`topology`]: the controller's topology, parsed and validated;
+//! - [`state`]: this node's id, topology and version, kept in the database directory;
+//! - [`route`]: the check before each command (MOVED, CROSSSLOT, CLUSTERDOWN);
+//! - [`cmd`]: `CLUSTER ...`, `CLUSTERX ...`, `READONLY`, `READWRITE`, `ASKING`.
+//!
+//! Not implemented: slot migration (`CLUSTERX MIGRATE`, `-ASK`), failure detection and
+//! failover (the controller's job in Kvrocks' design too).
+
+pub mod cmd;
+pub mod route;
+pub mod slot;
+pub mod state;
+pub mod topology;
+
+pub use route::{admit, serves};
+pub use state::Cluster;
