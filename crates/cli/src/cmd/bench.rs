@@ -40,8 +40,9 @@ mod dbbench;
 pub struct Args {
     /// Workload preset: a, b, c, d, e, f (YCSB core workloads), write-intensive (alias
     /// zipfian; paper 000 section 5.2: updates only, 256-byte keys, 4 KiB values), shifting
-    /// (the same with the hot set moved every quarter of the run) or mixed (keys with their
-    /// own write periods, 10% deletes).
+    /// (the same with the hot set moved every quarter of the run), mixed (keys with their
+    /// own write periods, 10% deletes) or scan (YCSB E with 4 KiB values: 95% scans of
+    /// 10-100 records from a Zipfian start key, 5% inserts; 100,000 records, 10,000 ops).
     #[arg(short, long, default_value = "write-intensive")]
     pub workload: String,
     /// Records loaded before the run phase [default: 200000 for write-intensive, else the
@@ -290,6 +291,12 @@ impl Plan {
 /// and 2.6 GB of updates, a run of about a minute on 2 cores.
 pub const DEFAULT_WRITE_INTENSIVE_RECORDS: u64 = 200_000;
 
+/// Records of `--workload scan`: 410 MB of 4 KiB values.
+pub const DEFAULT_SCAN_RECORDS: u64 = 100_000;
+/// Ops of `--workload scan`: 9,500 scans of 55 records on average read 520,000 values
+/// (2.1 GB), a run of seconds to a minute depending on how much of it is cached.
+pub const DEFAULT_SCAN_OPS: u64 = 10_000;
+
 /// The workload a run asks for: what [`build_spec`] needs, given by `bench`'s flags or by
 /// `compare`'s preset and flags.
 pub struct SpecChoice<'a> {
@@ -335,8 +342,11 @@ pub fn build_spec(a: &SpecChoice) -> Result<WorkloadSpec> {
             let c = s.chars().last().expect("non-empty");
             WorkloadSpec::ycsb(c)?
         }
+        "scan" => WorkloadSpec::scan()?
+            .with_record_count(a.records.unwrap_or(DEFAULT_SCAN_RECORDS))
+            .with_operation_count(a.op_count.unwrap_or(DEFAULT_SCAN_OPS)),
         _ => bail!(
-            "unknown workload {:?}: use write-intensive (alias zipfian), shifting, mixed, or a YCSB workload a-f",
+            "unknown workload {:?}: use write-intensive (alias zipfian), shifting, mixed, scan, or a YCSB workload a-f",
             a.workload
         ),
     };
@@ -626,6 +636,7 @@ pub fn run(a: Args) -> Result<()> {
         latency_us: run.latencies.summaries(),
         load_latency_us: load.latencies.summary(INSERT as usize),
         not_found: load.not_found + run.not_found,
+        scanned_entries: Some(run.scanned),
         user_bytes_written: shared.user_bytes.load(Relaxed),
         engine_bytes_written: stats.io.total_written(),
         engine_bytes_by_cause: by_cause,
@@ -734,6 +745,8 @@ struct PhaseResult {
     seconds: f64,
     latencies: Latencies,
     not_found: u64,
+    /// Records the scans returned.
+    scanned: u64,
 }
 
 /// Runs `ops` on `threads` clients while the calling thread drives the progress display
@@ -782,18 +795,20 @@ where
             }
         }
         let mut latencies = Latencies::new();
-        let mut not_found = 0;
+        let (mut not_found, mut scanned) = (0, 0);
         for c in clients {
             let r = c
                 .join()
                 .map_err(|_| anyhow!("a client thread panicked"))??;
-            latencies.merge(&r.0);
-            not_found += r.1;
+            latencies.merge(&r.latencies);
+            not_found += r.not_found;
+            scanned += r.scanned;
         }
         Ok(PhaseResult {
             seconds: start.elapsed().as_secs_f64(),
             latencies,
             not_found,
+            scanned,
         })
     });
     if result.is_err() {
@@ -813,10 +828,10 @@ fn client(
     shared: &Shared,
     key_size: usize,
     id: usize,
-) -> Result<(Latencies, u64)> {
+) -> Result<ClientResult> {
     let mut lat = Latencies::new();
     let mut key = Vec::with_capacity(key_size);
-    let mut not_found = 0u64;
+    let (mut not_found, mut scanned) = (0u64, 0u64);
     let mut offset = (id * 7919) % POOL;
     let vs = shared.value_size;
     let write_bytes = (key_size + vs) as u64;
@@ -828,13 +843,14 @@ fn client(
             workload::keys::format_key(op.key, key_size, &mut key);
             let value = &shared.values[offset..offset + vs];
             let t = Instant::now();
-            let found = exec(db, op, &key, value).with_context(|| {
+            let done = exec(db, op, &key, value).with_context(|| {
                 let n = shared.ops_done.load(Relaxed);
                 let name = OP_NAMES.get(op.code as usize).unwrap_or(&"op");
                 format!("{name} of key number {} (after {n} ops)", op.key)
             })?;
             lat.record(op.code as usize, t.elapsed().as_nanos() as u64);
-            not_found += u64::from(!found);
+            not_found += u64::from(!done.found);
+            scanned += done.scanned;
             if op.code == INSERT || op.code == UPDATE || op.code == RMW {
                 offset = (offset + 4093) % POOL;
                 shared.user_bytes.fetch_add(write_bytes, Relaxed);
@@ -846,29 +862,52 @@ fn client(
             shared.ops_done.fetch_add(1, Relaxed);
         }
     }
-    Ok((lat, not_found))
+    Ok(ClientResult {
+        latencies: lat,
+        not_found,
+        scanned,
+    })
 }
 
-/// Executes one op; false if a read found no value.
-fn exec(db: &DB, op: &ClientOp, key: &[u8], value: &[u8]) -> Result<bool> {
-    match op.code {
-        INSERT | UPDATE => db.put(key, value)?,
-        READ => return Ok(db.get(key)?.is_some()),
+/// What one client thread counted over a phase.
+struct ClientResult {
+    latencies: Latencies,
+    not_found: u64,
+    scanned: u64,
+}
+
+/// What one op returned: whether a read found its key, how many records a scan returned.
+struct Done {
+    found: bool,
+    scanned: u64,
+}
+
+/// Executes one op.
+fn exec(db: &DB, op: &ClientOp, key: &[u8], value: &[u8]) -> Result<Done> {
+    let found = |found| Done { found, scanned: 0 };
+    Ok(match op.code {
+        INSERT | UPDATE => found(db.put(key, value).map(|_| true)?),
+        READ => found(db.get(key)?.is_some()),
         SCAN => {
             let iter = db.scan(Bound::Included(key), Bound::Unbounded)?;
+            let mut scanned = 0;
             for item in iter.take(op.len as usize) {
                 item?;
+                scanned += 1;
+            }
+            Done {
+                found: true,
+                scanned,
             }
         }
         RMW => {
-            let found = db.get(key)?.is_some();
+            let was = db.get(key)?.is_some();
             db.put(key, value)?;
-            return Ok(found);
+            found(was)
         }
-        DELETE => db.delete(key)?,
+        DELETE => found(db.delete(key).map(|_| true)?),
         c => bail!("unknown op code {c}"),
-    }
-    Ok(true)
+    })
 }
 
 struct Sampler {
@@ -1045,6 +1084,16 @@ pub fn render_summary(r: &RunReport) -> String {
     }
     out.push_str(&t.render());
     out.push('\n');
+    if let Some(scans) = r.scans_per_sec() {
+        let records = r
+            .records_scanned_per_sec()
+            .map(|x| format!(", {} records/s", table::rate(x)))
+            .unwrap_or_default();
+        out.push_str(&format!(
+            "scans: {} scans/s{records} over the run\n\n",
+            table::rate(scans)
+        ));
+    }
 
     let mut t = table::Table::new(["bytes written", "bytes", "per user byte"]);
     t.row([
