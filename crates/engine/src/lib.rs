@@ -39,7 +39,7 @@ pub use db::{DbIter, Snapshot, DB};
 pub use error::{Error, Result};
 pub use options::{CompactionStyle, Compression};
 pub use options::{
-    GcPolicyConfig, GcTrigger, LifetimeMode, LifetimeOptions, LifetimeOracle, Options,
+    GcPolicyConfig, GcTrigger, LifetimeMode, LifetimeOptions, LifetimeOracle, Options, ReadOptions,
     WalRecoveryMode, WriteOptions,
 };
 pub use stats::DbStats;

@@ -677,6 +677,49 @@ pub struct WriteOptions {
     pub sync: bool,
 }
 
+/// The first window of an auto read-ahead: four 4 KiB values.
+pub const INITIAL_READAHEAD: usize = 16 << 10;
+/// The default largest window, RocksDB's `max_auto_readahead_size`.
+pub const DEFAULT_READAHEAD: usize = 256 << 10;
+
+/// Per-scan options: how far a scan reads separated values ahead of its caller.
+///
+/// A scan returns keys in the tree's order while their separated values lie wherever
+/// their writes put them; read as the caller reaches them, each is a random read waited
+/// for alone. With read-ahead the scan takes the next entries of the tree up to a window
+/// of bytes and reads their values together (sorted by file and offset, neighbours merged,
+/// in parallel: `vlog/batch_read.rs`). What the scan returns does not change, only when
+/// its values are read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReadOptions {
+    /// The largest window, in bytes of keys and values (a separated value counts its
+    /// record's size); 0 reads each value when the caller reaches it, as a point read.
+    pub readahead_size: usize,
+    /// Start at [`INITIAL_READAHEAD`] and double the window at each refill up to
+    /// `readahead_size` (RocksDB's auto read-ahead), so that a short scan reads few values
+    /// it does not return; `false`: every window is `readahead_size`.
+    pub auto_readahead: bool,
+}
+
+impl Default for ReadOptions {
+    fn default() -> Self {
+        ReadOptions {
+            readahead_size: DEFAULT_READAHEAD,
+            auto_readahead: true,
+        }
+    }
+}
+
+impl ReadOptions {
+    /// Each value read when the caller reaches it.
+    pub fn without_readahead() -> Self {
+        ReadOptions {
+            readahead_size: 0,
+            auto_readahead: false,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
