@@ -23,7 +23,7 @@ use crate::harness::{flags, outpath};
 use crate::harness::{plots, table};
 use anyhow::{anyhow, bail, Context, Result};
 use engine::lifetime::ThresholdParams;
-use engine::{GcPolicyConfig, LifetimeMode, LifetimeOptions, Options, DB};
+use engine::{GcPolicyConfig, LifetimeMode, LifetimeOptions, Options, ReadOptions, DB};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use rand::{RngCore, SeedableRng};
 use std::collections::BTreeMap;
@@ -112,6 +112,11 @@ pub struct Args {
     /// Sync the WAL on every write.
     #[arg(long)]
     pub sync: bool,
+    /// Scans read separated values ahead of the caller in windows of up to this many KiB,
+    /// starting at 16 and doubling (the engine's `ReadOptions`); 0 reads each value when
+    /// the scan reaches it [default: the engine's, 256].
+    #[arg(long, value_name = "KIB")]
+    pub scan_readahead_kib: Option<usize>,
 
     /// Client threads.
     #[arg(short, long, default_value_t = 1)]
@@ -548,7 +553,7 @@ pub fn run(a: Args) -> Result<()> {
     let db = Arc::new(
         DB::open(&dir, opts).with_context(|| format!("opening the engine in {}", dir.display()))?,
     );
-    let shared = Shared::new(plan.info.value_size as usize);
+    let shared = Shared::new(plan.info.value_size as usize, read_options(&a));
     let sample_every = ((plan.info.record_count + plan.info.op_count) / a.samples.max(1)).max(1);
     let mut sampler = Sampler {
         every: sample_every,
@@ -630,6 +635,7 @@ pub fn run(a: Args) -> Result<()> {
             "compression": a.compression, "compression_per_level": a.compression_per_level,
             "value_compression": a.value_compression,
             "space_amp_target": a.space_amp_target, "value_log_wal": a.value_log_wal,
+            "scan_readahead_kib": read_options(&a).readahead_size >> 10,
         }),
         workload: plan.info.clone(),
         phases,
@@ -714,8 +720,22 @@ fn run_ops(plan: &Plan) -> Result<Box<dyn Iterator<Item = Result<ClientOp>> + Se
     })
 }
 
+/// The scans' read-ahead `--scan-readahead-kib` asks for.
+fn read_options(a: &Args) -> ReadOptions {
+    match a.scan_readahead_kib {
+        None => ReadOptions::default(),
+        Some(0) => ReadOptions::without_readahead(),
+        Some(kib) => ReadOptions {
+            readahead_size: kib << 10,
+            auto_readahead: true,
+        },
+    }
+}
+
 /// State the client threads share.
 struct Shared {
+    /// How scans read separated values ahead.
+    read: ReadOptions,
     values: Arc<[u8]>,
     value_size: usize,
     ops_done: AtomicU64,
@@ -728,10 +748,11 @@ struct Shared {
 const POOL: usize = 1 << 20;
 
 impl Shared {
-    fn new(value_size: usize) -> Shared {
+    fn new(value_size: usize, read: ReadOptions) -> Shared {
         let mut pool = vec![0u8; POOL + value_size];
         rand::rngs::StdRng::seed_from_u64(0x6861_6c66).fill_bytes(&mut pool);
         Shared {
+            read,
             values: pool.into(),
             value_size,
             ops_done: AtomicU64::new(0),
@@ -843,7 +864,7 @@ fn client(
             workload::keys::format_key(op.key, key_size, &mut key);
             let value = &shared.values[offset..offset + vs];
             let t = Instant::now();
-            let done = exec(db, op, &key, value).with_context(|| {
+            let done = exec(db, &shared.read, op, &key, value).with_context(|| {
                 let n = shared.ops_done.load(Relaxed);
                 let name = OP_NAMES.get(op.code as usize).unwrap_or(&"op");
                 format!("{name} of key number {} (after {n} ops)", op.key)
@@ -883,13 +904,13 @@ struct Done {
 }
 
 /// Executes one op.
-fn exec(db: &DB, op: &ClientOp, key: &[u8], value: &[u8]) -> Result<Done> {
+fn exec(db: &DB, read: &ReadOptions, op: &ClientOp, key: &[u8], value: &[u8]) -> Result<Done> {
     let found = |found| Done { found, scanned: 0 };
     Ok(match op.code {
         INSERT | UPDATE => found(db.put(key, value).map(|_| true)?),
         READ => found(db.get(key)?.is_some()),
         SCAN => {
-            let iter = db.scan(Bound::Included(key), Bound::Unbounded)?;
+            let iter = db.scan_opt(Bound::Included(key), Bound::Unbounded, None, read)?;
             let mut scanned = 0;
             for item in iter.take(op.len as usize) {
                 item?;
