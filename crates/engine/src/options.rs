@@ -688,7 +688,8 @@ pub const DEFAULT_READAHEAD: usize = 256 << 10;
 /// their writes put them; read as the caller reaches them, each is a random read waited
 /// for alone. With read-ahead the scan takes the next entries of the tree up to a window
 /// of bytes and reads their values together (sorted by file and offset, neighbours merged,
-/// in parallel: `vlog/batch_read.rs`). What the scan returns does not change, only when
+/// all of them requested from the device before the first is waited for:
+/// `vlog/batch_read.rs`). What the scan returns does not change, only when
 /// its values are read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ReadOptions {

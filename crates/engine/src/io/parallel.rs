@@ -7,8 +7,7 @@
 //! One after another they kept the device at queue depth 1 and held a flush or GC job
 //! long enough to slow writers (docs/lifetime.md, "Lookups at queue depth 8"). Running
 //! them from a few threads keeps several reads in flight, as RocksDB's MultiGet does with
-//! its parallel reads. A scan's read-ahead of separated values (`vlog/batch_read.rs`)
-//! reads the next values of a scan the same way.
+//! its parallel reads.
 
 use crate::error::Result;
 use rayon::prelude::*;
@@ -27,9 +26,6 @@ pub enum Pool {
     Lookup,
     /// GC's lookups.
     Gc,
-    /// Client scans' value reads: a scan waits for them, and behind a flush's or GC's
-    /// batch it would wait for those too.
-    Scan,
 }
 
 /// The threads of `which`, started once per process and shared by every database. A
@@ -38,11 +34,9 @@ pub enum Pool {
 fn pool(which: Pool) -> &'static rayon::ThreadPool {
     static LOOKUP: OnceLock<rayon::ThreadPool> = OnceLock::new();
     static GC: OnceLock<rayon::ThreadPool> = OnceLock::new();
-    static SCAN: OnceLock<rayon::ThreadPool> = OnceLock::new();
     let (cell, name) = match which {
         Pool::Lookup => (&LOOKUP, "lookup"),
         Pool::Gc => (&GC, "gc-read"),
-        Pool::Scan => (&SCAN, "scan-read"),
     };
     cell.get_or_init(|| {
         rayon::ThreadPoolBuilder::new()

@@ -6,9 +6,12 @@
 //! RocksDB's. Given the pointers of the next entries, this module sorts them by (file,
 //! offset), merges records that lie close together in one file into one read (a value
 //! file written in key order, or rewritten by GC, turns a run of a scan into one
-//! sequential read) and issues the reads in parallel on the scan pool
-//! ([`crate::io::parallel::Pool::Scan`]), as WiscKey's range queries do with their
-//! prefetch threads.
+//! sequential read), then asks the storage to start every merged read but the first
+//! ([`crate::io::ReadableFile::will_need`]: `posix_fadvise(WILLNEED)` on files) before it
+//! reads them in order on the caller's thread. The device sees them all at once, as
+//! WiscKey's range queries do with their prefetch threads, without a thread hop per batch:
+//! a first version read them on a thread pool, and when the values were cached that
+//! hand-off made scans twice as slow (docs/results/2026-11-28-scans.md).
 //!
 //! What comes back is exactly what one [`BlobFile::read`] per value would have returned:
 //! each record goes through the same check ([`BlobFile::value_of`]: checksum, key,
@@ -17,7 +20,6 @@
 
 use super::{BlobFile, ValuePointer};
 use crate::error::Result;
-use crate::io::parallel::{map_in_parallel, Pool};
 use crate::io::IoCause;
 use std::sync::Arc;
 
@@ -53,11 +55,13 @@ pub fn read_values(reads: &[ValueRead], cause: IoCause) -> Vec<Result<Vec<u8>>> 
         return vec![one.file.read(&one.ptr, one.key, cause)];
     }
     let merged = merge(reads);
-    let bytes = map_in_parallel(Pool::Scan, &merged, |m| {
-        let file = &reads[m.members[0]].file;
-        Ok(file.read_range(m.start, (m.end - m.start) as usize, cause))
-    })
-    .expect("the closure returns every read's result in Ok");
+    let file = |m: &Merged| &reads[m.members[0]].file;
+    for m in merged.iter().skip(1) {
+        file(m).will_need(m.start, (m.end - m.start) as usize);
+    }
+    let bytes = merged
+        .iter()
+        .map(|m| file(m).read_range(m.start, (m.end - m.start) as usize, cause));
     let mut out: Vec<Option<Result<Vec<u8>>>> = (0..reads.len()).map(|_| None).collect();
     for (m, data) in merged.iter().zip(bytes) {
         for &i in &m.members {

@@ -314,6 +314,14 @@ impl BlobFile {
         self.value_of(ptr, key, rec)
     }
 
+    /// Asks the storage to start reading `len` bytes at `offset` ([`ReadableFile::will_need`]);
+    /// a file that cannot be opened is left for the read to report.
+    pub(crate) fn will_need(&self, offset: u64, len: usize) {
+        if let Ok(r) = self.reader() {
+            r.will_need(offset, len);
+        }
+    }
+
     /// Reads `len` bytes at `offset` (several records at once: [`super::batch_read`]).
     pub(crate) fn read_range(&self, offset: u64, len: usize, cause: IoCause) -> Result<Vec<u8>> {
         self.reader()?.read_at(offset, len, cause)
