@@ -169,17 +169,18 @@ mod tests {
 
     #[test]
     fn auto_windows_double_up_to_the_largest_and_fixed_ones_stay() {
+        let i = INITIAL_READAHEAD;
         let mut r = Readahead::new(&ReadOptions {
-            readahead_size: 100 << 10,
+            readahead_size: 5 * i,
             auto_readahead: true,
         });
-        let w: Vec<usize> = (0..5).map(|_| r.window() >> 10).collect();
-        assert_eq!(w, [16, 32, 64, 100, 100]);
+        let w: Vec<usize> = (0..5).map(|_| r.window()).collect();
+        assert_eq!(w, [i, 2 * i, 4 * i, 5 * i, 5 * i]);
         let mut r = Readahead::new(&ReadOptions {
-            readahead_size: 8 << 10,
+            readahead_size: i / 2,
             auto_readahead: true,
         });
-        assert_eq!((r.window(), r.window()), (8 << 10, 8 << 10));
+        assert_eq!((r.window(), r.window()), (i / 2, i / 2));
         let mut r = Readahead::new(&ReadOptions {
             readahead_size: 64 << 10,
             auto_readahead: false,
