@@ -677,12 +677,12 @@ pub struct WriteOptions {
     pub sync: bool,
 }
 
-/// The first window of an auto read-ahead: sixteen 4 KiB values, so that a scan's first
-/// values are requested together rather than in rounds of four (RocksDB starts its block
-/// read-ahead at 8 KiB, but a block holds many entries and a value file record one). A
-/// scan that stops after fewer entries has read up to this much it does not return; set
-/// `readahead_size` lower, or to 0, for point-like scans.
-pub const INITIAL_READAHEAD: usize = 64 << 10;
+/// The first window of an auto read-ahead: four 4 KiB values. A scan that stops early has
+/// read up to its last window beyond what it returns, and windows double, so a larger
+/// start costs reads: at 64 KiB a scan of 55 records read 110 values, and where values lie
+/// in key order (a separate WAL) scans ran at 0.65x of no read-ahead
+/// (docs/results/2026-11-28-scans.md).
+pub const INITIAL_READAHEAD: usize = 16 << 10;
 /// The default largest window, RocksDB's `max_auto_readahead_size`.
 pub const DEFAULT_READAHEAD: usize = 256 << 10;
 

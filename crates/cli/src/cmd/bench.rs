@@ -113,7 +113,7 @@ pub struct Args {
     #[arg(long)]
     pub sync: bool,
     /// Scans read separated values ahead of the caller in windows of up to this many KiB,
-    /// starting at 64 and doubling (the engine's `ReadOptions`); 0 reads each value when
+    /// starting at 16 and doubling (the engine's `ReadOptions`); 0 reads each value when
     /// the scan reaches it [default: the engine's, 256].
     #[arg(long, value_name = "KIB")]
     pub scan_readahead_kib: Option<usize>,
