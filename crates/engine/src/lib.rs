@@ -40,7 +40,7 @@ pub use error::{Error, Result};
 pub use options::AutoShapeConfig;
 pub use options::{CompactionStyle, Compression};
 pub use options::{
-    GcPolicyConfig, GcTrigger, LifetimeMode, LifetimeOptions, LifetimeOracle, Options,
+    GcPolicyConfig, GcTrigger, LifetimeMode, LifetimeOptions, LifetimeOracle, Options, ReadOptions,
     WalRecoveryMode, WriteOptions,
 };
 pub use stats::DbStats;

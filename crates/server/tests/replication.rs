@@ -4,7 +4,8 @@
 //! deadline only as a guard against a hang.
 
 mod common;
-use common::{bulk, is_err, simple, Client, Running};
+use common::client::{bulk, is_err, simple, Client};
+use common::Running;
 use halflife_server::{AppendFsync, Config};
 use redis_protocol::resp2::types::BytesFrame as F;
 use std::collections::{BTreeMap, HashMap};

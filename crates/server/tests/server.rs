@@ -3,7 +3,8 @@
 //! ephemeral port.
 
 mod common;
-use common::{bulk, is_err, simple, Client, Running};
+use common::client::{bulk, is_err, simple, Client};
+use common::Running;
 use halflife_server::{AppendFsync, Config};
 use redis_protocol::resp2::types::BytesFrame as F;
 use std::io::{Read, Write};

@@ -5,8 +5,8 @@
 //! [`crate::Workload::new`] refuses an invalid one. Presets: the YCSB core workloads
 //! ([`WorkloadSpec::ycsb`]), paper 000's write-intensive workload
 //! ([`WorkloadSpec::write_intensive`]), the same with a hot set that moves
-//! ([`WorkloadSpec::shifting`]), and keys with their own write rhythms plus deletes
-//! ([`WorkloadSpec::mixed`]).
+//! ([`WorkloadSpec::shifting`]), keys with their own write rhythms plus deletes
+//! ([`WorkloadSpec::mixed`]), and range scans over 4 KiB values ([`WorkloadSpec::scan`]).
 
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
@@ -31,6 +31,11 @@ pub const DEFAULT_RECORD_COUNT: u64 = 100_000;
 pub const DEFAULT_OPERATION_COUNT: u64 = 1_000_000;
 /// YCSB E: scan lengths are uniform in `1..=100`.
 pub const DEFAULT_MAX_SCAN_LENGTH: u32 = 100;
+/// YCSB E's shortest scan.
+pub const DEFAULT_MIN_SCAN_LENGTH: u32 = 1;
+/// [`WorkloadSpec::scan`]'s shortest scan: ten records, so that every scan crosses several
+/// separated values (a one-record scan is a point read).
+pub const SCAN_MIN_SCAN_LENGTH: u32 = 10;
 /// Default seed ("halflife" in ASCII).
 pub const DEFAULT_SEED: u64 = 0x6861_6c66_6c69_6665;
 /// Shortest key accepted: `"user"` + 8 digits, i.e. 10^8 distinct keys.
@@ -92,8 +97,10 @@ pub struct WorkloadSpec {
     pub proportions: Proportions,
     /// Which keys reads, updates, scans and read-modify-writes touch.
     pub request_distribution: Distribution,
-    /// Scan lengths are uniform in `1..=max_scan_length`.
+    /// Scan lengths are uniform in `min_scan_length..=max_scan_length`.
     pub max_scan_length: u32,
+    /// The shortest scan (YCSB's is 1).
+    pub min_scan_length: u32,
     /// Seeds the run phase; the same spec always yields the same ops.
     pub seed: u64,
     /// The run is cut into this many equal phases, and in phase p every key the request
@@ -130,6 +137,8 @@ pub enum SpecError {
     TooManyKeys,
     #[error("scans are requested but max_scan_length is 0")]
     ZeroScanLength,
+    #[error("scan lengths {min}..={max}: min_scan_length must be in 1..=max_scan_length")]
+    ScanLengthRange { min: u32, max: u32 },
     #[error("hot_set_phases must be at least 1 (1: the hot set never moves)")]
     NoPhases,
     #[error("request distribution: {0}")]
@@ -226,6 +235,20 @@ impl WorkloadSpec {
         Ok(spec)
     }
 
+    /// Range scans over separated values, YCSB E's mix with 4 KiB values: 95 % scans whose
+    /// start key follows YCSB's scrambled Zipfian (theta 0.99) and whose length is uniform
+    /// in `10..=100` records, 5 % inserts of new keys; 24-byte keys. With values this large
+    /// every engine with key-value separation keeps them out of the tree, so each record a
+    /// scan returns is a read in a value file: the cost Titan's users report scans pay.
+    pub fn scan() -> Result<Self, SpecError> {
+        let mut spec = Self::ycsb('e')?;
+        spec.name = "scan".to_string();
+        spec.value_size = WRITE_INTENSIVE_VALUE_SIZE;
+        spec.min_scan_length = SCAN_MIN_SCAN_LENGTH;
+        spec.validate()?;
+        Ok(spec)
+    }
+
     /// Any mix and distribution, with the YCSB sizes and the default counts and seed.
     pub fn custom(
         proportions: Proportions,
@@ -240,6 +263,7 @@ impl WorkloadSpec {
             proportions,
             request_distribution,
             max_scan_length: DEFAULT_MAX_SCAN_LENGTH,
+            min_scan_length: DEFAULT_MIN_SCAN_LENGTH,
             seed: DEFAULT_SEED,
             hot_set_phases: 1,
         };
@@ -327,8 +351,16 @@ impl WorkloadSpec {
                 });
             }
         }
-        if self.proportions.scan > 0.0 && self.max_scan_length == 0 {
-            return Err(SpecError::ZeroScanLength);
+        if self.proportions.scan > 0.0 {
+            if self.max_scan_length == 0 {
+                return Err(SpecError::ZeroScanLength);
+            }
+            if !(1..=self.max_scan_length).contains(&self.min_scan_length) {
+                return Err(SpecError::ScanLengthRange {
+                    min: self.min_scan_length,
+                    max: self.max_scan_length,
+                });
+            }
         }
         if self.hot_set_phases == 0 {
             return Err(SpecError::NoPhases);
@@ -353,6 +385,18 @@ mod tests {
         assert_eq!(d.request_distribution, Distribution::Latest { theta: 0.99 });
         let e = WorkloadSpec::ycsb('e').unwrap();
         assert_eq!((e.proportions.scan, e.max_scan_length), (0.95, 100));
+        assert_eq!(e.min_scan_length, 1);
+        let s = WorkloadSpec::scan().unwrap();
+        assert_eq!(
+            (
+                s.proportions,
+                s.request_distribution,
+                s.key_size,
+                s.value_size
+            ),
+            (e.proportions, e.request_distribution, 24, 4096)
+        );
+        assert_eq!((s.min_scan_length, s.max_scan_length), (10, 100));
         let f = WorkloadSpec::ycsb('f').unwrap();
         assert_eq!(f.proportions.read_modify_write, 0.5);
         for w in 'a'..='f' {
@@ -449,6 +493,17 @@ mod tests {
         let mut e = WorkloadSpec::ycsb('e').unwrap();
         e.max_scan_length = 0;
         assert_eq!(e.validate(), Err(SpecError::ZeroScanLength));
+        let mut e = WorkloadSpec::scan().unwrap();
+        e.max_scan_length = 9;
+        assert_eq!(
+            e.validate(),
+            Err(SpecError::ScanLengthRange { min: 10, max: 9 })
+        );
+        e.min_scan_length = 0;
+        assert!(matches!(
+            e.validate(),
+            Err(SpecError::ScanLengthRange { min: 0, .. })
+        ));
         let mut d = WorkloadSpec::ycsb('d').unwrap();
         d.record_count = u64::MAX;
         assert_eq!(d.validate(), Err(SpecError::TooManyKeys));

@@ -61,7 +61,8 @@ impl Workload {
     /// Each op draws a uniform u from the seeded [`WorkloadRng`] and takes the first kind
     /// whose cumulative proportion exceeds u; kinds with proportion 0 are never chosen.
     /// Reads, updates, scans and read-modify-writes draw their key from the request
-    /// distribution; scans then draw a length uniform in `1..=max_scan_length`. An insert
+    /// distribution; scans then draw a length uniform in `min_scan_length..=max_scan_length`
+    /// (with YCSB's minimum of 1 the same draws as before the minimum existed). An insert
     /// takes the next unused key number and widens every chooser's key space by one (which
     /// is how `latest` follows it).
     ///
@@ -97,6 +98,7 @@ impl Workload {
             phases: u64::from(spec.hot_set_phases),
             deleted: HashSet::new(),
             cumulative,
+            min_scan_length: u64::from(spec.min_scan_length),
             max_scan_length: u64::from(spec.max_scan_length),
         }
     }
@@ -115,6 +117,7 @@ pub struct RunOps {
     deleted: HashSet<u64>,
     /// (cumulative proportion, kind) for the kinds with a positive proportion.
     cumulative: Vec<(f64, Kind)>,
+    min_scan_length: u64,
     max_scan_length: u64,
 }
 
@@ -192,7 +195,8 @@ impl Iterator for RunOps {
             }
             Kind::Scan => {
                 let start = self.draw();
-                let len = 1 + self.rng.below(self.max_scan_length);
+                let span = self.max_scan_length - self.min_scan_length + 1;
+                let len = self.min_scan_length + self.rng.below(span);
                 Op::Scan {
                     start,
                     len: len as u32,
@@ -306,20 +310,29 @@ mod tests {
         }
     }
 
-    #[test]
-    fn scan_lengths_cover_their_range() {
-        let w = small(WorkloadSpec::ycsb('e').unwrap());
-        let lens: Vec<u32> = w
+    fn scan_lengths(spec: WorkloadSpec) -> Vec<u32> {
+        small(spec)
             .run_ops()
             .filter_map(|op| match op {
                 Op::Scan { len, .. } => Some(len),
                 _ => None,
             })
-            .collect();
+            .collect()
+    }
+
+    #[test]
+    fn scan_lengths_cover_their_range() {
+        let lens = scan_lengths(WorkloadSpec::ycsb('e').unwrap());
         assert_eq!(*lens.iter().min().unwrap(), 1);
         assert_eq!(*lens.iter().max().unwrap(), 100);
         let mean = lens.iter().map(|&l| f64::from(l)).sum::<f64>() / lens.len() as f64;
         assert!((mean - 50.5).abs() < 2.0, "{mean}");
+        // The scan workload's minimum of 10.
+        let lens = scan_lengths(WorkloadSpec::scan().unwrap());
+        assert_eq!(*lens.iter().min().unwrap(), 10);
+        assert_eq!(*lens.iter().max().unwrap(), 100);
+        let mean = lens.iter().map(|&l| f64::from(l)).sum::<f64>() / lens.len() as f64;
+        assert!((mean - 55.0).abs() < 2.0, "{mean}");
     }
 
     #[test]

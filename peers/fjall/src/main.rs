@@ -148,6 +148,7 @@ fn main() -> Result<()> {
     let mut versions: Vec<u32> = vec![0; h.record_count as usize];
     let mut user_bytes = 0u64;
     let mut not_found = 0u64;
+    let mut scanned = 0u64;
     let total = h.record_count + h.op_count;
     let mut done = 0u64;
     let progress = |done: u64| {
@@ -207,6 +208,7 @@ fn main() -> Result<()> {
             Op::Scan { len, .. } => {
                 for kv in tree.range(key.clone()..).take(len as usize) {
                     kv.into_inner()?;
+                    scanned += 1;
                 }
             }
             Op::ReadModifyWrite { .. } => {
@@ -262,6 +264,7 @@ fn main() -> Result<()> {
         "latency_us": latency,
         "load_latency_us": summary(&load_lat),
         "not_found": not_found,
+        "scanned_entries": scanned,
         "user_bytes_written": user_bytes,
         // fjall has no write counters: its process's write syscalls.
         "engine_bytes_written": delta("wchar"),

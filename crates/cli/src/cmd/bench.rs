@@ -23,7 +23,7 @@ use crate::harness::{flags, outpath};
 use crate::harness::{plots, table};
 use anyhow::{anyhow, bail, Context, Result};
 use engine::lifetime::ThresholdParams;
-use engine::{GcPolicyConfig, LifetimeMode, LifetimeOptions, Options, DB};
+use engine::{GcPolicyConfig, LifetimeMode, LifetimeOptions, Options, ReadOptions, DB};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use rand::{RngCore, SeedableRng};
 use std::collections::BTreeMap;
@@ -40,8 +40,9 @@ mod dbbench;
 pub struct Args {
     /// Workload preset: a, b, c, d, e, f (YCSB core workloads), write-intensive (alias
     /// zipfian; paper 000 section 5.2: updates only, 256-byte keys, 4 KiB values), shifting
-    /// (the same with the hot set moved every quarter of the run) or mixed (keys with their
-    /// own write periods, 10% deletes).
+    /// (the same with the hot set moved every quarter of the run), mixed (keys with their
+    /// own write periods, 10% deletes) or scan (YCSB E with 4 KiB values: 95% scans of
+    /// 10-100 records from a Zipfian start key, 5% inserts; 100,000 records, 10,000 ops).
     #[arg(short, long, default_value = "write-intensive")]
     pub workload: String,
     /// Records loaded before the run phase [default: 200000 for write-intensive, else the
@@ -111,6 +112,11 @@ pub struct Args {
     /// Sync the WAL on every write.
     #[arg(long)]
     pub sync: bool,
+    /// Scans read separated values ahead of the caller in windows of up to this many KiB,
+    /// starting at 16 and doubling (the engine's `ReadOptions`); 0 reads each value when
+    /// the scan reaches it [default: the engine's, 256].
+    #[arg(long, value_name = "KIB")]
+    pub scan_readahead_kib: Option<usize>,
 
     /// Client threads.
     #[arg(short, long, default_value_t = 1)]
@@ -290,6 +296,12 @@ impl Plan {
 /// and 2.6 GB of updates, a run of about a minute on 2 cores.
 pub const DEFAULT_WRITE_INTENSIVE_RECORDS: u64 = 200_000;
 
+/// Records of `--workload scan`: 410 MB of 4 KiB values.
+pub const DEFAULT_SCAN_RECORDS: u64 = 100_000;
+/// Ops of `--workload scan`: 9,500 scans of 55 records on average read 520,000 values
+/// (2.1 GB), a run of seconds to a minute depending on how much of it is cached.
+pub const DEFAULT_SCAN_OPS: u64 = 10_000;
+
 /// The workload a run asks for: what [`build_spec`] needs, given by `bench`'s flags or by
 /// `compare`'s preset and flags.
 pub struct SpecChoice<'a> {
@@ -335,8 +347,11 @@ pub fn build_spec(a: &SpecChoice) -> Result<WorkloadSpec> {
             let c = s.chars().last().expect("non-empty");
             WorkloadSpec::ycsb(c)?
         }
+        "scan" => WorkloadSpec::scan()?
+            .with_record_count(a.records.unwrap_or(DEFAULT_SCAN_RECORDS))
+            .with_operation_count(a.op_count.unwrap_or(DEFAULT_SCAN_OPS)),
         _ => bail!(
-            "unknown workload {:?}: use write-intensive (alias zipfian), shifting, mixed, or a YCSB workload a-f",
+            "unknown workload {:?}: use write-intensive (alias zipfian), shifting, mixed, scan, or a YCSB workload a-f",
             a.workload
         ),
     };
@@ -538,7 +553,7 @@ pub fn run(a: Args) -> Result<()> {
     let db = Arc::new(
         DB::open(&dir, opts).with_context(|| format!("opening the engine in {}", dir.display()))?,
     );
-    let shared = Shared::new(plan.info.value_size as usize);
+    let shared = Shared::new(plan.info.value_size as usize, read_options(&a));
     let sample_every = ((plan.info.record_count + plan.info.op_count) / a.samples.max(1)).max(1);
     let mut sampler = Sampler {
         every: sample_every,
@@ -620,12 +635,14 @@ pub fn run(a: Args) -> Result<()> {
             "compression": a.compression, "compression_per_level": a.compression_per_level,
             "value_compression": a.value_compression,
             "space_amp_target": a.space_amp_target, "value_log_wal": a.value_log_wal,
+            "scan_readahead_kib": read_options(&a).readahead_size >> 10,
         }),
         workload: plan.info.clone(),
         phases,
         latency_us: run.latencies.summaries(),
         load_latency_us: load.latencies.summary(INSERT as usize),
         not_found: load.not_found + run.not_found,
+        scanned_entries: Some(run.scanned),
         user_bytes_written: shared.user_bytes.load(Relaxed),
         engine_bytes_written: stats.io.total_written(),
         engine_bytes_by_cause: by_cause,
@@ -703,8 +720,22 @@ fn run_ops(plan: &Plan) -> Result<Box<dyn Iterator<Item = Result<ClientOp>> + Se
     })
 }
 
+/// The scans' read-ahead `--scan-readahead-kib` asks for.
+fn read_options(a: &Args) -> ReadOptions {
+    match a.scan_readahead_kib {
+        None => ReadOptions::default(),
+        Some(0) => ReadOptions::without_readahead(),
+        Some(kib) => ReadOptions {
+            readahead_size: kib << 10,
+            auto_readahead: true,
+        },
+    }
+}
+
 /// State the client threads share.
 struct Shared {
+    /// How scans read separated values ahead.
+    read: ReadOptions,
     values: Arc<[u8]>,
     value_size: usize,
     ops_done: AtomicU64,
@@ -717,10 +748,11 @@ struct Shared {
 const POOL: usize = 1 << 20;
 
 impl Shared {
-    fn new(value_size: usize) -> Shared {
+    fn new(value_size: usize, read: ReadOptions) -> Shared {
         let mut pool = vec![0u8; POOL + value_size];
         rand::rngs::StdRng::seed_from_u64(0x6861_6c66).fill_bytes(&mut pool);
         Shared {
+            read,
             values: pool.into(),
             value_size,
             ops_done: AtomicU64::new(0),
@@ -734,6 +766,8 @@ struct PhaseResult {
     seconds: f64,
     latencies: Latencies,
     not_found: u64,
+    /// Records the scans returned.
+    scanned: u64,
 }
 
 /// Runs `ops` on `threads` clients while the calling thread drives the progress display
@@ -782,18 +816,20 @@ where
             }
         }
         let mut latencies = Latencies::new();
-        let mut not_found = 0;
+        let (mut not_found, mut scanned) = (0, 0);
         for c in clients {
             let r = c
                 .join()
                 .map_err(|_| anyhow!("a client thread panicked"))??;
-            latencies.merge(&r.0);
-            not_found += r.1;
+            latencies.merge(&r.latencies);
+            not_found += r.not_found;
+            scanned += r.scanned;
         }
         Ok(PhaseResult {
             seconds: start.elapsed().as_secs_f64(),
             latencies,
             not_found,
+            scanned,
         })
     });
     if result.is_err() {
@@ -813,10 +849,10 @@ fn client(
     shared: &Shared,
     key_size: usize,
     id: usize,
-) -> Result<(Latencies, u64)> {
+) -> Result<ClientResult> {
     let mut lat = Latencies::new();
     let mut key = Vec::with_capacity(key_size);
-    let mut not_found = 0u64;
+    let (mut not_found, mut scanned) = (0u64, 0u64);
     let mut offset = (id * 7919) % POOL;
     let vs = shared.value_size;
     let write_bytes = (key_size + vs) as u64;
@@ -828,13 +864,14 @@ fn client(
             workload::keys::format_key(op.key, key_size, &mut key);
             let value = &shared.values[offset..offset + vs];
             let t = Instant::now();
-            let found = exec(db, op, &key, value).with_context(|| {
+            let done = exec(db, &shared.read, op, &key, value).with_context(|| {
                 let n = shared.ops_done.load(Relaxed);
                 let name = OP_NAMES.get(op.code as usize).unwrap_or(&"op");
                 format!("{name} of key number {} (after {n} ops)", op.key)
             })?;
             lat.record(op.code as usize, t.elapsed().as_nanos() as u64);
-            not_found += u64::from(!found);
+            not_found += u64::from(!done.found);
+            scanned += done.scanned;
             if op.code == INSERT || op.code == UPDATE || op.code == RMW {
                 offset = (offset + 4093) % POOL;
                 shared.user_bytes.fetch_add(write_bytes, Relaxed);
@@ -846,29 +883,52 @@ fn client(
             shared.ops_done.fetch_add(1, Relaxed);
         }
     }
-    Ok((lat, not_found))
+    Ok(ClientResult {
+        latencies: lat,
+        not_found,
+        scanned,
+    })
 }
 
-/// Executes one op; false if a read found no value.
-fn exec(db: &DB, op: &ClientOp, key: &[u8], value: &[u8]) -> Result<bool> {
-    match op.code {
-        INSERT | UPDATE => db.put(key, value)?,
-        READ => return Ok(db.get(key)?.is_some()),
+/// What one client thread counted over a phase.
+struct ClientResult {
+    latencies: Latencies,
+    not_found: u64,
+    scanned: u64,
+}
+
+/// What one op returned: whether a read found its key, how many records a scan returned.
+struct Done {
+    found: bool,
+    scanned: u64,
+}
+
+/// Executes one op.
+fn exec(db: &DB, read: &ReadOptions, op: &ClientOp, key: &[u8], value: &[u8]) -> Result<Done> {
+    let found = |found| Done { found, scanned: 0 };
+    Ok(match op.code {
+        INSERT | UPDATE => found(db.put(key, value).map(|_| true)?),
+        READ => found(db.get(key)?.is_some()),
         SCAN => {
-            let iter = db.scan(Bound::Included(key), Bound::Unbounded)?;
+            let iter = db.scan_opt(Bound::Included(key), Bound::Unbounded, None, read)?;
+            let mut scanned = 0;
             for item in iter.take(op.len as usize) {
                 item?;
+                scanned += 1;
+            }
+            Done {
+                found: true,
+                scanned,
             }
         }
         RMW => {
-            let found = db.get(key)?.is_some();
+            let was = db.get(key)?.is_some();
             db.put(key, value)?;
-            return Ok(found);
+            found(was)
         }
-        DELETE => db.delete(key)?,
+        DELETE => found(db.delete(key).map(|_| true)?),
         c => bail!("unknown op code {c}"),
-    }
-    Ok(true)
+    })
 }
 
 struct Sampler {
@@ -1045,6 +1105,16 @@ pub fn render_summary(r: &RunReport) -> String {
     }
     out.push_str(&t.render());
     out.push('\n');
+    if let Some(scans) = r.scans_per_sec() {
+        let records = r
+            .records_scanned_per_sec()
+            .map(|x| format!(", {} records/s", table::rate(x)))
+            .unwrap_or_default();
+        out.push_str(&format!(
+            "scans: {} scans/s{records} over the run\n\n",
+            table::rate(scans)
+        ));
+    }
 
     let mut t = table::Table::new(["bytes written", "bytes", "per user byte"]);
     t.row([

@@ -32,7 +32,8 @@ pub struct Args {
     /// halflife-dumpkv-oracle, rocksdb-native, rocksdb-native-blob (C++ on Debian's
     /// librocksdb), rocksdb, rocksdb-blob (Python, rocksdict), badger, fjall;
     /// halflife-lifetime@T (also -nomodel@T, oracle@T, rate-oracle@T) runs that policy at
-    /// space-amplification target T (a curve on the write/space plane).
+    /// space-amplification target T (a curve on the write/space plane); a last
+    /// +no-readahead makes a halflife engine's scans read each value when they reach it.
     #[arg(short, long, default_value = peers::DEFAULT_ENGINES)]
     pub engines: String,
     /// Ratios are to this engine [default: the first one].
@@ -42,15 +43,20 @@ pub struct Args {
     /// write-intensive: paper 000 section 5.2 scaled to this machine (1M records of 256 B +
     /// 4 KiB, 4.3 GB live; 4M Zipfian 0.9 updates, 17 GB written). lifetime: the same at
     /// 1/10 of that (100k records, 400k updates), for paper 000's sweep over --theta.
+    /// scan: the scan workload, 100k records of 24 B + 4 KiB (410 MB live), 5,000 ops
+    /// (about 4,750 scans of 10-100 records, 250 inserts).
     #[arg(long, default_value = "small")]
     pub preset: String,
     /// Workload. write-intensive (alias zipfian): scrambled-Zipfian updates (--theta).
     /// shifting: the same, with the hot set moved to other keys every quarter of the run.
     /// mixed: keys in classes with their own write periods (hot, warm, cool, cold),
-    /// 10% of ops deletes (a deleted key comes back at its next write). Or a YCSB core
-    /// workload a-f. The first three take the preset's sizes and counts.
-    #[arg(short, long, default_value = "write-intensive")]
-    pub workload: String,
+    /// 10% of ops deletes (a deleted key comes back at its next write). scan: YCSB E with
+    /// 4 KiB values (95% scans of 10-100 records from a scrambled-Zipfian start key, 5%
+    /// inserts); the table adds scans/s and records/s. Or a YCSB core workload a-f. All
+    /// take the preset's record and op counts [default: the preset's workload,
+    /// write-intensive but for --preset scan].
+    #[arg(short, long)]
+    pub workload: Option<String>,
     /// Records loaded [default: the preset's].
     #[arg(long)]
     pub records: Option<u64>,
@@ -127,6 +133,8 @@ pub struct Args {
 }
 
 struct Preset {
+    /// The workload run when `--workload` is not given.
+    workload: &'static str,
     records: u64,
     op_count: u64,
     cache_mb: u64,
@@ -136,12 +144,14 @@ struct Preset {
 fn preset(name: &str) -> Result<Preset> {
     Ok(match name {
         "small" => Preset {
+            workload: "write-intensive",
             records: 50_000,
             op_count: 100_000,
             cache_mb: 32,
             memory_limit_mb: 512,
         },
         "write-intensive" => Preset {
+            workload: "write-intensive",
             records: 1_000_000,
             op_count: 4_000_000,
             cache_mb: 256,
@@ -150,12 +160,23 @@ fn preset(name: &str) -> Result<Preset> {
         // Paper 000 sec. 5.2 at 1/500 of its 200 GB load: 100k records of 256 B + 4 KiB
         // (430 MB live), 400k updates; run once per --theta (0.2, 0.5, 0.9, 0.99).
         "lifetime" => Preset {
+            workload: "write-intensive",
             records: 100_000,
             op_count: 400_000,
             cache_mb: 32,
             memory_limit_mb: 512,
         },
-        other => bail!("unknown preset {other:?}: use small, write-intensive or lifetime"),
+        // Range scans: 410 MB of 4 KiB values, more than the cgroup leaves the page cache
+        // next to each engine's memtables and cache, so part of every scan's values come
+        // from the device.
+        "scan" => Preset {
+            workload: "scan",
+            records: 100_000,
+            op_count: 5_000,
+            cache_mb: 32,
+            memory_limit_mb: 512,
+        },
+        other => bail!("unknown preset {other:?}: use small, write-intensive, lifetime or scan"),
     })
 }
 
@@ -525,7 +546,7 @@ fn lifetime_points(stats: &serde_json::Value) -> Option<Vec<plots::LifetimePoint
 
 fn build_spec(a: &Args, p: &Preset) -> Result<WorkloadSpec> {
     crate::cmd::bench::build_spec(&crate::cmd::bench::SpecChoice {
-        workload: &a.workload,
+        workload: a.workload.as_deref().unwrap_or(p.workload),
         records: Some(a.records.unwrap_or(p.records)),
         op_count: Some(a.op_count.unwrap_or(p.op_count)),
         key_size: a.key_size,
@@ -595,6 +616,12 @@ fn metric_rows(results: &[EngineResult], live: u64) -> Vec<Row> {
                 op_types.push(k.clone());
             }
         }
+    }
+    if results.iter().any(|r| r.report.scans_per_sec().is_some()) {
+        push("scans/s", fmt_rate, true, &|r| r.report.scans_per_sec());
+        push("records scanned/s", fmt_rate, true, &|r| {
+            r.report.records_scanned_per_sec()
+        });
     }
     for op in &op_types {
         let lat = |r: &EngineResult| r.report.latency_us.get(op.as_str()).copied();
@@ -953,6 +980,7 @@ mod tests {
     #[test]
     fn presets_exist() {
         assert!(preset("small").is_ok());
+        assert_eq!(preset("scan").unwrap().workload, "scan");
         assert_eq!(preset("write-intensive").unwrap().records, 1_000_000);
         assert!(preset("huge").is_err());
     }

@@ -145,8 +145,9 @@ pub fn select(names: &str) -> Result<Vec<Box<dyn Peer>>> {
                 "unknown engine {name:?}; known engines: {} (and halflife-lifetime@T, \
                  halflife-lifetime-nomodel@T, halflife-oracle@T for a space-amplification \
                  target T, a +vwal suffix on any halflife engine but inline for the \
-                 value log as the WAL, and +tiered or +leveled for a fixed tree style \
-                 instead of the measured choice)",
+                 value log as the WAL, +tiered or +leveled for a fixed tree style \
+                 instead of the measured choice, and a last +no-readahead for scans that \
+                 read each separated value when they reach it)",
                 list.join(", ")
             );
         };
@@ -159,16 +160,21 @@ pub fn select(names: &str) -> Result<Vec<Box<dyn Peer>>> {
 }
 
 /// A halflife engine by name: one of [`HALFLIFE`], `@<target>` for a space-amplification
-/// target, a `+vwal` suffix for the value log as the WAL and `+tiered` or `+leveled` for
-/// a fixed compaction style of the tree instead of the engine's choice (in that order when
-/// both are given).
+/// target, a `+vwal` suffix for the value log as the WAL, `+tiered` or `+leveled` for
+/// a fixed compaction style of the tree instead of the engine's choice, and
+/// `+no-readahead` for scans without read-ahead of separated values (the engine before it
+/// had one, so that a compare shows both), in that order when several are given.
 fn halflife(name: &str) -> Result<Option<Halflife>> {
-    let (base, style) = if let Some(base) = name.strip_suffix("+tiered") {
+    let (base, readahead) = match name.strip_suffix("+no-readahead") {
+        Some(base) => (base, false),
+        None => (name, true),
+    };
+    let (base, style) = if let Some(base) = base.strip_suffix("+tiered") {
         (base, Some("tiered"))
     } else if let Some(base) = name.strip_suffix("+leveled") {
         (base, Some("leveled"))
     } else {
-        (name, None)
+        (base, None)
     };
     let (base, value_log_wal) = match base.strip_suffix("+vwal") {
         Some(base) => (base, true),
@@ -187,6 +193,7 @@ fn halflife(name: &str) -> Result<Option<Halflife>> {
     h.name = name.to_string();
     h.value_log_wal = value_log_wal;
     h.style = style;
+    h.readahead = readahead;
     Ok(Some(h))
 }
 
@@ -231,6 +238,9 @@ struct Halflife {
     value_log_wal: bool,
     /// `--compaction-style`, when fixed by the name (else the engine's `auto`).
     style: Option<&'static str>,
+    /// Scans read separated values ahead (the engine's default); `false`:
+    /// `--scan-readahead-kib 0`.
+    readahead: bool,
 }
 
 impl Halflife {
@@ -241,6 +251,7 @@ impl Halflife {
             space_amp_target,
             value_log_wal: false,
             style: None,
+            readahead: true,
         }
     }
 }
@@ -301,6 +312,9 @@ impl Peer for Halflife {
         c.args(["--value-log-wal", &self.value_log_wal.to_string()]);
         if let Some(style) = self.style {
             c.args(["--compaction-style", style]);
+        }
+        if !self.readahead {
+            c.args(["--scan-readahead-kib", "0"]);
         }
         Ok(c)
     }
@@ -627,5 +641,50 @@ mod tests {
         assert!(select("halflife-nope+vwal").is_err());
         assert!(select("halflife-lifetime@0.9").is_err());
         assert!(select("halflife-lifetime@x").is_err());
+    }
+
+    #[test]
+    fn no_readahead_is_the_last_suffix_and_turns_scan_readahead_off() {
+        let args = |name: &str| -> Vec<String> {
+            let e = select(name).unwrap();
+            let ctx = PeerContext {
+                halflife_exe: PathBuf::from("halflife"),
+                peers_dir: PathBuf::from("peers"),
+                python: "python3".into(),
+            };
+            let p = Path::new("x");
+            let run = RunPaths {
+                ops: p,
+                dir: p,
+                report: p,
+            };
+            let s = EngineSettings {
+                memtable_mb: 64,
+                cache_mb: 32,
+                sync: false,
+                min_blob_size: 512,
+                blob_file_mb: 64,
+                age_cutoff: 0.8,
+                force_threshold: 0.2,
+                garbage_ratio: 0.2,
+            };
+            let c = e[0].command(&ctx, &run, &s).unwrap();
+            c.get_args()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect()
+        };
+        let off = args("halflife-lifetime+vwal+tiered+no-readahead");
+        let i = off
+            .iter()
+            .position(|a| a == "--scan-readahead-kib")
+            .unwrap();
+        assert_eq!(off[i + 1], "0");
+        assert!(off
+            .windows(2)
+            .any(|w| w == ["--compaction-style", "tiered"]));
+        assert!(off.windows(2).any(|w| w == ["--value-log-wal", "true"]));
+        let on = args("halflife-lifetime+vwal");
+        assert!(!on.iter().any(|a| a == "--scan-readahead-kib"));
+        assert!(select("halflife-lifetime+no-readahead+vwal").is_err());
     }
 }

@@ -68,6 +68,9 @@ pub struct RunReport {
     pub load_latency_us: Option<LatencySummary>,
     #[serde(default)]
     pub not_found: u64,
+    /// Records the run's scans returned (`null` from a driver that does not count them).
+    #[serde(default)]
+    pub scanned_entries: Option<u64>,
     /// Key and value bytes of every put the client issued.
     pub user_bytes_written: u64,
     /// Bytes written by the engine's own account (all causes).
@@ -119,6 +122,27 @@ pub struct Sample {
 impl RunReport {
     pub fn write_amplification(&self) -> f64 {
         ratio(self.engine_bytes_written, self.user_bytes_written)
+    }
+
+    /// Seconds of the run phase, if it ran.
+    fn run_seconds(&self) -> Option<f64> {
+        self.phases
+            .get("run")
+            .map(|p| p.seconds)
+            .filter(|&s| s > 0.0)
+    }
+
+    /// Scans completed per second of the run phase (its other ops included in the time,
+    /// as YCSB E reports its mix), if the run scanned.
+    pub fn scans_per_sec(&self) -> Option<f64> {
+        let scans = self.latency_us.get("scan").map(|l| l.count)?;
+        Some(scans as f64 / self.run_seconds()?)
+    }
+
+    /// Records the scans returned per second of the run phase, if the driver counted them.
+    pub fn records_scanned_per_sec(&self) -> Option<f64> {
+        self.scans_per_sec()?;
+        Some(self.scanned_entries? as f64 / self.run_seconds()?)
     }
 
     pub fn load(path: &Path) -> Result<RunReport> {
@@ -186,5 +210,25 @@ mod tests {
         assert_eq!(r.proc_io.wchar, 9000);
         assert_eq!(r.tree_bytes, None);
         assert!((r.write_amplification() - 7000.0 / 3480.0).abs() < 1e-12);
+        // No scans in the run: no scan rates.
+        assert_eq!(
+            (r.scans_per_sec(), r.records_scanned_per_sec()),
+            (None, None)
+        );
+    }
+
+    #[test]
+    fn scan_rates_are_over_the_run_phase() {
+        let text = r#"{"schema":"halflife-run/1","engine":"fjall",
+            "workload":{"record_count":10,"op_count":20,"key_size":16,"value_size":100},
+            "phases":{"run":{"ops":20,"seconds":2.0,"ops_per_sec":10.0}},
+            "latency_us":{"scan":{"count":19,"mean":3.0,"p50":2.0,"p99":9.0,"p999":9.5,"max":10.0}},
+            "scanned_entries":950,
+            "user_bytes_written":116,"engine_bytes_written":200,"disk_bytes":4000}"#;
+        let mut r: RunReport = serde_json::from_str(text).unwrap();
+        assert_eq!(r.scans_per_sec(), Some(9.5));
+        assert_eq!(r.records_scanned_per_sec(), Some(475.0));
+        r.scanned_entries = None;
+        assert_eq!(r.records_scanned_per_sec(), None);
     }
 }

@@ -1,11 +1,14 @@
 //! Range scans: a merging iterator over the memtables and every level, reduced to the
-//! newest visible version of each user key, tombstones hidden, pointers resolved.
+//! newest visible version of each user key, tombstones hidden, pointers resolved (their
+//! values read ahead of the caller in windows: [`super::readahead`]).
 
-use super::read::{read_pointer, ReadView};
+use super::read::ReadView;
+use super::readahead::{Entry, Readahead, Taken};
 use super::{Inner, Snapshot};
 use crate::error::{Error, Result};
 use crate::io::IoCause;
 use crate::memtable::seek_key;
+use crate::options::ReadOptions;
 use crate::sst::{InternalIterator, MergingIterator, TableIter};
 use crate::types::{cmp_internal, parse_internal_key, SeqNo, ValueKind};
 use crate::version::{TableFile, Version};
@@ -189,6 +192,10 @@ pub struct DbIter {
     version: Arc<Version>,
     pinned: Option<Arc<BTreeMap<u64, Arc<BlobFile>>>>,
     upper: Bound<Vec<u8>>,
+    /// Entries taken from the tree ahead of the caller, their values read.
+    readahead: Readahead,
+    /// The tree walk reached the end of the range (or an error): nothing more to take.
+    walked: bool,
     done: bool,
 }
 
@@ -198,6 +205,7 @@ impl DbIter {
         lower: Bound<&[u8]>,
         upper: Bound<&[u8]>,
         snap: Option<&Snapshot>,
+        opts: &ReadOptions,
     ) -> Result<DbIter> {
         let view = ReadView::take(inner);
         let seq = snap.map_or_else(|| inner.visible_seq.load(Ordering::Acquire), |s| s.seq());
@@ -221,35 +229,63 @@ impl DbIter {
                 Bound::Excluded(k) => Bound::Excluded(k.to_vec()),
                 Bound::Unbounded => Bound::Unbounded,
             },
+            readahead: Readahead::new(opts),
+            walked: false,
             done: false,
         })
     }
 
-    fn step(&mut self) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
-        let Some((key, kind, value)) = self.visible.next_entry()? else {
-            return Ok(None);
-        };
-        let within = match &self.upper {
-            Bound::Included(u) => key <= *u,
-            Bound::Excluded(u) => key < *u,
-            Bound::Unbounded => true,
-        };
-        if !within {
+    fn step(&mut self) -> Result<Option<Entry>> {
+        if let Some(e) = self.readahead.pop() {
+            return e.map(Some);
+        }
+        if self.walked {
             return Ok(None);
         }
-        let value = if kind == ValueKind::Pointer {
-            let (ptr, _) = ValuePointer::decode(&self.inner.dir, &value)?;
-            read_pointer(
-                &self.inner,
-                &self.version,
-                self.pinned.as_deref(),
-                &key,
-                &ptr,
-            )?
-        } else {
-            value
-        };
-        Ok(Some((key, value)))
+        self.refill();
+        self.readahead.pop().transpose()
+    }
+
+    /// Takes the next window of entries within the range from the tree (at least one) and
+    /// reads their values.
+    fn refill(&mut self) {
+        let window = self.readahead.window();
+        let mut taken = Vec::new();
+        let mut bytes = 0;
+        let mut error = None;
+        while taken.is_empty() || bytes < window {
+            let (key, kind, value) = match self.visible.next_entry() {
+                Ok(Some(e)) => e,
+                Ok(None) => {
+                    self.walked = true;
+                    break;
+                }
+                Err(e) => {
+                    error = Some(e);
+                    self.walked = true;
+                    break;
+                }
+            };
+            let within = match &self.upper {
+                Bound::Included(u) => key <= *u,
+                Bound::Excluded(u) => key < *u,
+                Bound::Unbounded => true,
+            };
+            if !within {
+                self.walked = true;
+                break;
+            }
+            let t = Taken::new(&self.inner, key, kind, value);
+            bytes += t.bytes();
+            taken.push(t);
+        }
+        self.readahead.fill(
+            &self.inner,
+            &self.version,
+            self.pinned.as_deref(),
+            taken,
+            error,
+        );
     }
 }
 

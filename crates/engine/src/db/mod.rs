@@ -12,6 +12,7 @@ pub mod checkpoint;
 mod iter;
 mod lifetime;
 mod read;
+mod readahead;
 pub(crate) mod recovery;
 mod snapshot;
 mod superseded;
@@ -32,7 +33,7 @@ use crate::cache::{BlockCache, CacheCharge};
 use crate::error::{Error, Result};
 use crate::io::Storage;
 use crate::memtable::Memtable;
-use crate::options::{Options, WriteOptions};
+use crate::options::{Options, ReadOptions, WriteOptions};
 use crate::stats::{DbStats, EngineCounters, LevelStats, ValueFileStats};
 use crate::types::SeqNo;
 use crate::version::{Version, VersionSet};
@@ -240,9 +241,10 @@ impl DB {
         Snapshot::new(&self.inner)
     }
 
-    /// Forward scan of the newest versions with user keys in the given bounds.
+    /// Forward scan of the newest versions with user keys in the given bounds, with the
+    /// default read-ahead of separated values ([`ReadOptions`]).
     pub fn scan(&self, lower: Bound<&[u8]>, upper: Bound<&[u8]>) -> Result<DbIter> {
-        iter::DbIter::new(&self.inner, lower, upper, None)
+        self.scan_opt(lower, upper, None, &ReadOptions::default())
     }
 
     pub fn scan_at(
@@ -251,7 +253,18 @@ impl DB {
         upper: Bound<&[u8]>,
         snap: &Snapshot,
     ) -> Result<DbIter> {
-        iter::DbIter::new(&self.inner, lower, upper, Some(snap))
+        self.scan_opt(lower, upper, Some(snap), &ReadOptions::default())
+    }
+
+    /// A scan as of `snap` (else the newest versions) with the read-ahead `opts` asks for.
+    pub fn scan_opt(
+        &self,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        snap: Option<&Snapshot>,
+        opts: &ReadOptions,
+    ) -> Result<DbIter> {
+        iter::DbIter::new(&self.inner, lower, upper, snap, opts)
     }
 
     /// Estimated number of live keys, from counts kept in memory (no data is read): the

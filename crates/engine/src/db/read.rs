@@ -84,8 +84,7 @@ pub(crate) fn resolve(
     }
 }
 
-/// Reads the value `ptr` names: from its file if live, else where the index maps moved it,
-/// else from a value file a snapshot pinned.
+/// Reads the value `ptr` names, where [`locate`] finds it.
 pub(crate) fn read_pointer(
     inner: &Inner,
     version: &Version,
@@ -93,9 +92,21 @@ pub(crate) fn read_pointer(
     key: &[u8],
     ptr: &ValuePointer,
 ) -> Result<Vec<u8>> {
+    let (file, at) = locate(inner, version, pinned, ptr)?;
+    file.read(&at, key, IoCause::ClientRead)
+}
+
+/// Where the value `ptr` names is: in its file if live, else where the index maps moved
+/// it, else in a value file a snapshot pinned.
+pub(crate) fn locate(
+    inner: &Inner,
+    version: &Version,
+    pinned: Option<&BTreeMap<u64, Arc<BlobFile>>>,
+    ptr: &ValuePointer,
+) -> Result<(Arc<BlobFile>, ValuePointer)> {
     if let Some(r) = version.resolve(ptr) {
         if let Some(f) = version.blobs.get(&r.file) {
-            return f.read(&r, key, IoCause::ClientRead);
+            return Ok((f.clone(), r));
         }
     }
     let file = pinned.and_then(|p| p.get(&ptr.file)).ok_or_else(|| {
@@ -104,7 +115,7 @@ pub(crate) fn read_pointer(
             format!("value pointer to value file {} which is not live", ptr.file),
         )
     })?;
-    file.read(ptr, key, IoCause::ClientRead)
+    Ok((file.clone(), *ptr))
 }
 
 /// Whether the tree, as `view` sees it at `seq`, still points at the value record `ptr`

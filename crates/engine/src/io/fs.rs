@@ -125,6 +125,22 @@ impl ReadableFile for FsReadable {
         Ok(buf)
     }
 
+    /// `posix_fadvise(WILLNEED)`: the kernel queues reads of the pages not yet cached and
+    /// returns at once (pages already cached cost a lookup). A failed hint changes nothing
+    /// a read returns, so its error is ignored.
+    fn will_need(&self, offset: u64, len: usize) {
+        use std::os::fd::AsRawFd;
+        // SAFETY: the descriptor is open for the life of `self`; the call only advises.
+        unsafe {
+            libc::posix_fadvise(
+                self.file.as_raw_fd(),
+                offset as libc::off_t,
+                len as libc::off_t,
+                libc::POSIX_FADV_WILLNEED,
+            );
+        }
+    }
+
     fn len(&self) -> u64 {
         self.len
     }

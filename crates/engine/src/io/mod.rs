@@ -104,6 +104,11 @@ pub trait ReadableFile: Send + Sync {
     /// Reads exactly `len` bytes at `offset`; a short read is a corruption error naming the
     /// file (the file is shorter than a pointer or handle says).
     fn read_at(&self, offset: u64, len: usize, cause: IoCause) -> Result<Vec<u8>>;
+    /// A hint that `len` bytes at `offset` will be read soon: the storage may start reading
+    /// them now, so that several reads are in flight while the caller waits for the first
+    /// (a scan's read-ahead, `vlog/batch_read.rs`). Nothing is counted until they are read.
+    /// The default does nothing: reads then simply wait their turn.
+    fn will_need(&self, _offset: u64, _len: usize) {}
     fn len(&self) -> u64;
     fn is_empty(&self) -> bool {
         self.len() == 0

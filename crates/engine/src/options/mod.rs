@@ -713,6 +713,54 @@ pub fn run_trigger(growth_factor: f64) -> usize {
     (growth_factor.round() as usize).max(2)
 }
 
+/// The first window of an auto read-ahead: four 4 KiB values. A scan that stops early has
+/// read up to its last window beyond what it returns, and windows double, so a larger
+/// start costs reads: at 64 KiB a scan of 55 records read 110 values, and where values lie
+/// in key order (a separate WAL) scans ran at 0.65x of no read-ahead
+/// (docs/results/2026-11-28-scans.md).
+pub const INITIAL_READAHEAD: usize = 16 << 10;
+/// The default largest window, RocksDB's `max_auto_readahead_size`.
+pub const DEFAULT_READAHEAD: usize = 256 << 10;
+
+/// Per-scan options: how far a scan reads separated values ahead of its caller.
+///
+/// A scan returns keys in the tree's order while their separated values lie wherever
+/// their writes put them; read as the caller reaches them, each is a random read waited
+/// for alone. With read-ahead the scan takes the next entries of the tree up to a window
+/// of bytes and reads their values together (sorted by file and offset, neighbours merged,
+/// all of them requested from the device before the first is waited for:
+/// `vlog/batch_read.rs`). What the scan returns does not change, only when
+/// its values are read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReadOptions {
+    /// The largest window, in bytes of keys and values (a separated value counts its
+    /// record's size); 0 reads each value when the caller reaches it, as a point read.
+    pub readahead_size: usize,
+    /// Start at [`INITIAL_READAHEAD`] and double the window at each refill up to
+    /// `readahead_size` (RocksDB's auto read-ahead), so that a short scan reads few values
+    /// it does not return; `false`: every window is `readahead_size`.
+    pub auto_readahead: bool,
+}
+
+impl Default for ReadOptions {
+    fn default() -> Self {
+        ReadOptions {
+            readahead_size: DEFAULT_READAHEAD,
+            auto_readahead: true,
+        }
+    }
+}
+
+impl ReadOptions {
+    /// Each value read when the caller reaches it.
+    pub fn without_readahead() -> Self {
+        ReadOptions {
+            readahead_size: 0,
+            auto_readahead: false,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -310,8 +310,27 @@ impl BlobFile {
 
     /// Reads the value `ptr` points to and checks it belongs to `key`.
     pub fn read(&self, ptr: &ValuePointer, key: &[u8], cause: IoCause) -> Result<Vec<u8>> {
-        let r = self.reader()?;
-        let rec = r.read_at(ptr.offset, ptr.size as usize, cause)?;
+        let rec = self.read_range(ptr.offset, ptr.size as usize, cause)?;
+        self.value_of(ptr, key, rec)
+    }
+
+    /// Asks the storage to start reading `len` bytes at `offset` ([`ReadableFile::will_need`]);
+    /// a file that cannot be opened is left for the read to report.
+    pub(crate) fn will_need(&self, offset: u64, len: usize) {
+        if let Ok(r) = self.reader() {
+            r.will_need(offset, len);
+        }
+    }
+
+    /// Reads `len` bytes at `offset` (several records at once: [`super::batch_read`]).
+    pub(crate) fn read_range(&self, offset: u64, len: usize, cause: IoCause) -> Result<Vec<u8>> {
+        self.reader()?.read_at(offset, len, cause)
+    }
+
+    /// The value of the record `rec`, read where `ptr` points: its checksum verified, its
+    /// key compared with `key`, its value decompressed. Every read of a value, alone or
+    /// in a batch, ends here, so both report damage alike.
+    pub(crate) fn value_of(&self, ptr: &ValuePointer, key: &[u8], rec: Vec<u8>) -> Result<Vec<u8>> {
         let (k, v, codec) = parse_stored(&self.path, ptr.offset, &rec)?;
         if k != key {
             return Err(Error::corruption(

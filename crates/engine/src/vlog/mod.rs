@@ -2,6 +2,7 @@
 //! and the tree stores a [`ValuePointer`]. Garbage collection of value files is a policy
 //! behind the [`gc::GcPolicy`] trait.
 
+pub mod batch_read;
 pub mod early_garbage;
 pub mod file;
 pub mod gc;

@@ -4,7 +4,6 @@
 #![allow(dead_code)]
 
 pub mod client;
-pub use client::{bulk, is_err, simple, Client};
 
 use halflife_server::{Config, Server};
 use std::net::SocketAddr;
