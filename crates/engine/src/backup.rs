@@ -243,6 +243,67 @@ impl BackupEngine {
         Ok(meta)
     }
 
+    /// Deletes every backup but the newest `keep` (RocksDB's `PurgeOldBackups`), oldest
+    /// first: each one's meta file goes first (the backup no longer exists from then on),
+    /// then what no remaining backup names ([`Self::collect_garbage`]). Cut short, it
+    /// leaves only files no meta names, which the next purge removes. Returns the ids
+    /// deleted.
+    pub fn purge_old(&self, keep: usize) -> Result<Vec<u64>> {
+        let ids = self.ids()?;
+        let doomed: Vec<u64> = ids[..ids.len().saturating_sub(keep)].to_vec();
+        let dir = self.dir.join(META);
+        for id in &doomed {
+            let path = dir.join(id.to_string());
+            std::fs::remove_file(&path).map_err(|e| Error::io(&path, e))?;
+        }
+        FileStorage::new().sync_dir(&dir)?;
+        self.collect_garbage()?;
+        Ok(doomed)
+    }
+
+    /// Removes what no backup's meta file names: shared files of purged backups, private
+    /// directories of purged or cut-short backups, temporary meta files. Returns the
+    /// number of files and directories removed.
+    pub fn collect_garbage(&self) -> Result<usize> {
+        let metas = self.list()?;
+        let named: std::collections::HashSet<&str> = metas
+            .iter()
+            .flat_map(|m| m.files.iter().map(|f| f.path.as_str()))
+            .collect();
+        let ids: std::collections::HashSet<String> =
+            metas.iter().map(|m| m.id.to_string()).collect();
+        let entries = |sub: &str| -> Result<Vec<(String, PathBuf)>> {
+            let d = self.dir.join(sub);
+            Ok(std::fs::read_dir(&d)
+                .map_err(|e| Error::io(&d, e))?
+                .filter_map(|e| {
+                    let e = e.ok()?;
+                    Some((e.file_name().to_str()?.to_string(), e.path()))
+                })
+                .collect())
+        };
+        let mut removed = 0;
+        for (name, path) in entries(SHARED)? {
+            if !named.contains(format!("{SHARED}/{name}").as_str()) {
+                std::fs::remove_file(&path).map_err(|e| Error::io(&path, e))?;
+                removed += 1;
+            }
+        }
+        for (name, path) in entries(PRIVATE)? {
+            if !ids.contains(&name) {
+                std::fs::remove_dir_all(&path).map_err(|e| Error::io(&path, e))?;
+                removed += 1;
+            }
+        }
+        for (name, path) in entries(META)? {
+            if name.ends_with(".tmp") {
+                std::fs::remove_file(&path).map_err(|e| Error::io(&path, e))?;
+                removed += 1;
+            }
+        }
+        Ok(removed)
+    }
+
     /// The newest backup's id, or `NotFound` naming the meta directory.
     pub fn latest(&self) -> Result<u64> {
         self.ids()?

@@ -278,3 +278,46 @@ fn a_damaged_backup_file_fails_verify_naming_it() {
         e => panic!("{e}"),
     }
 }
+
+#[test]
+fn purging_old_backups_keeps_the_newest_whole_and_removes_what_only_the_old_ones_named() {
+    let tmp = tempfile::tempdir().unwrap();
+    let o = backup_opts();
+    let db = DB::open(tmp.path().join("db"), o.clone()).unwrap();
+    let be = BackupEngine::open(tmp.path().join("backups")).unwrap();
+    let mut states = Vec::new();
+    for round in 0..3u64 {
+        write(&db, round * 2000..(round + 1) * 2000);
+        be.create(&db).unwrap();
+        states.push(contents(&db));
+    }
+    drop(db);
+    let shared = |be: &BackupEngine| std::fs::read_dir(be.dir().join("shared")).unwrap().count();
+    let before = shared(&be);
+    assert_eq!(be.purge_old(1).unwrap(), [1, 2]);
+    let ids: Vec<u64> = be.list().unwrap().iter().map(|m| m.id).collect();
+    assert_eq!(ids, [3]);
+    // Exactly the files the remaining backup names are left.
+    let named = be
+        .meta(3)
+        .unwrap()
+        .files
+        .iter()
+        .filter(|f| f.path.starts_with("shared/"))
+        .count();
+    assert_eq!(shared(&be), named);
+    assert!(
+        named < before,
+        "the purged backups' own files went: {named} of {before}"
+    );
+    assert!(!be.dir().join("private/1").exists());
+    be.verify(3).unwrap();
+    let to = tmp.path().join("restored");
+    be.restore(None, &to).unwrap();
+    assert_checks_clean(&to, &o);
+    assert_eq!(contents(&DB::open(&to, o.clone()).unwrap()), states[2]);
+    // Nothing left to purge; keeping none empties the directory.
+    assert!(be.purge_old(1).unwrap().is_empty());
+    assert_eq!(be.purge_old(0).unwrap(), [3]);
+    assert_eq!(shared(&be), 0);
+}

@@ -1,5 +1,5 @@
 //! `halflife checkpoint --dir DB --to DIR`: a consistent, openable copy of a database made
-//! of hard links (`DB::checkpoint`). `halflife backup create|list|restore|verify`:
+//! of hard links (`DB::checkpoint`). `halflife backup create|list|restore|verify|purge`:
 //! incremental backups into a backup directory (`engine::backup`). See docs/backup.md.
 //!
 //! Both open the database, which takes its lock: the database of a running
@@ -66,6 +66,13 @@ pub enum BackupCommand {
         id: Option<u64>,
         #[arg(long)]
         to: PathBuf,
+    },
+    /// Delete every backup but the newest KEEP, and the files only they held.
+    Purge {
+        #[arg(long)]
+        backup_dir: PathBuf,
+        #[arg(long)]
+        keep: usize,
     },
     /// Recompute the size and crc32c of every file of a backup (of every backup if no id).
     Verify {
@@ -143,6 +150,18 @@ pub fn run_backup(a: BackupArgs) -> anyhow::Result<()> {
             Ok(())
         }
         BackupCommand::Verify { backup_dir, id } => verify(&backup_dir, id),
+        BackupCommand::Purge { backup_dir, keep } => {
+            let be = engine_at(&backup_dir)?;
+            let gone = be
+                .purge_old(keep)
+                .with_context(|| format!("purging backups in {}", backup_dir.display()))?;
+            println!(
+                "deleted {} backup(s) {gone:?}; {} kept",
+                gone.len(),
+                be.list()?.len()
+            );
+            Ok(())
+        }
     }
 }
 
