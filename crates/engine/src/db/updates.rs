@@ -112,19 +112,49 @@ pub(crate) fn since(inner: &Arc<Inner>, from: SeqNo) -> Result<Updates> {
 
 /// The sequence number a WAL starts at: its start record's, or its first batch's (WALs of
 /// older versions have no start record); `None` for a WAL with no complete record yet.
+/// Reads the first block, where the start record is; the whole file only if that holds
+/// no complete record (an older WAL whose first batch is larger than a block).
 fn first_seq(inner: &Inner, path: &Path) -> Result<Option<SeqNo>> {
-    let Some(data) = read_wal(inner, path)? else {
-        return Ok(None);
+    let first_in = |data: Vec<u8>| -> Result<Option<SeqNo>> {
+        let mut first = None;
+        crate::wal::LogReader::new(path, data).for_each_until(
+            WalRecoveryMode::TolerateCorruptedTailRecords,
+            |rec| {
+                first = Some(WriteBatch::decode(path, rec)?.first_seq());
+                Ok(false)
+            },
+        )?;
+        Ok(first)
     };
-    let mut first = None;
-    crate::wal::LogReader::new(path, data).for_each_until(
-        WalRecoveryMode::TolerateCorruptedTailRecords,
-        |rec| {
-            first = Some(WriteBatch::decode(path, rec)?.first_seq());
-            Ok(false)
+    let block = read_wal_prefix(inner, path, crate::wal::log::BLOCK_SIZE)?;
+    match block {
+        None => Ok(None),
+        Some((data, whole)) => match first_in(data)? {
+            Some(s) => Ok(Some(s)),
+            None if whole => Ok(None),
+            None => read_wal(inner, path)?.map_or(Ok(None), first_in),
         },
-    )?;
-    Ok(first)
+    }
+}
+
+/// The first `n` bytes of a WAL and whether they are all of it, or `None` if it is gone.
+fn read_wal_prefix(inner: &Inner, path: &Path, n: usize) -> Result<Option<(Vec<u8>, bool)>> {
+    let archived = wal_archive::archive_dir(&inner.dir).join(path.file_name().unwrap_or_default());
+    for p in [path, archived.as_path()] {
+        let f = match inner.storage.open(p) {
+            Ok(f) => f,
+            Err(_) if !inner.storage.exists(p) => continue,
+            Err(e) => return Err(e),
+        };
+        let len = f.len() as usize;
+        match f.read_at(0, len.min(n), IoCause::Other) {
+            Ok(d) => return Ok(Some((d, len <= n))),
+            Err(_) if !inner.storage.exists(p) => continue,
+            // Cut to its written length while read (see `read_wal`): read it whole.
+            Err(_) => return read_wal(inner, path).map(|d| d.map(|d| (d, true))),
+        }
+    }
+    Ok(None)
 }
 
 /// A WAL's bytes, or `None` if it is gone (archived or purged since it was listed).
