@@ -62,13 +62,14 @@ pub(crate) fn since(inner: &Arc<Inner>, from: SeqNo) -> Result<Updates> {
     let end = inner.visible_seq.load(Ordering::Acquire);
     let from = from.max(1);
     let storage = &*inner.storage;
-    let mut wals = wal_archive::list(storage, &inner.dir);
-    wals.extend(
-        storage
-            .list(&inner.dir)?
-            .into_iter()
-            .filter_map(|p| filename::number_of(&p, FileKind::Wal).map(|n| (n, p))),
-    );
+    // The live WALs before the archive: a WAL archived between the two listings is then in
+    // both (and kept once), never in neither.
+    let mut wals: Vec<(u64, PathBuf)> = storage
+        .list(&inner.dir)?
+        .into_iter()
+        .filter_map(|p| filename::number_of(&p, FileKind::Wal).map(|n| (n, p)))
+        .collect();
+    wals.extend(wal_archive::list(storage, &inner.dir));
     wals.sort_unstable();
     wals.dedup_by_key(|w| w.0);
     let mut stream = Updates {
