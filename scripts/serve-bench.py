@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Benchmarks `halflife serve` against redis-server with redis-benchmark, in one run.
 
-Part 1: GET and SET, 50 connections, 100 B and 4 KiB values, without pipelining and with
--P 16, for halflife and Redis (append-only file on) at the same appendfsync setting
+Part 1: GET and SET (or the redis-benchmark tests given by --tests), 50 connections, 100 B
+and 4 KiB values, without pipelining and with -P 16, for halflife and Redis (append-only
+file on) at the same appendfsync setting
 (everysec, and always for the durable comparison); ratios halflife / Redis.
 Part 2: a write-intensive workload through the server (SETs of 4 KiB values over a key
 space overwritten several times) with each GC policy, write and space amplification from
@@ -103,6 +104,8 @@ def main():
     ap.add_argument("--binary", default=str(ROOT / "target/release/halflife"))
     ap.add_argument("--requests", type=int, default=100_000, help="requests per test (part 1)")
     ap.add_argument("--keyspace", type=int, default=10_000, help="random keys (-r) in part 1")
+    ap.add_argument("--tests", default="set,get",
+                    help="redis-benchmark tests of part 1 (-t), e.g. set,get,lpush,lpop,hset,sadd,zadd,lrange_100")
     ap.add_argument("--wi-requests", type=int, default=60_000, help="SETs per policy (part 2)")
     ap.add_argument("--wi-keys", type=int, default=6_000, help="key space of part 2")
     ap.add_argument("--fsyncs", default="everysec,always")
@@ -140,7 +143,7 @@ PAPER_TTL, PAPER_RECORDS = 1 << 22, 200_000_000_000 // (256 + 4096)
 
 
 def part1(a, results):
-    print(f"\n### GET/SET, 50 connections, {a.requests} requests per test, {a.keyspace} random keys\n")
+    print(f"\n### {a.tests}, 50 connections, {a.requests} requests per test, {a.keyspace} random keys\n")
     print("| appendfsync | value | pipeline | test | halflife ops/s | Redis (AOF) ops/s | halflife / Redis | halflife p50 ms | Redis p50 ms |")
     print("|---|---|---|---|---|---|---|---|---|")
     for fsync in a.fsyncs.split(","):
@@ -152,10 +155,10 @@ def part1(a, results):
                         p, port = (start_halflife(a.binary, d, fsync) if name == "halflife"
                                    else start_redis(d, fsync))
                         try:
-                            got[name] = bench(port, "set,get", size, pipeline, a.requests, a.keyspace)
+                            got[name] = bench(port, a.tests, size, pipeline, a.requests, a.keyspace)
                         finally:
                             stop(p, port)
-                for test in ("SET", "GET"):
+                for test in got["halflife"][0]:
                     h, r = got["halflife"][0][test], got["redis"][0][test]
                     hp, rp = got["halflife"][1][test], got["redis"][1][test]
                     results["part1"].append(dict(appendfsync=fsync, value=size, pipeline=pipeline, test=test,
