@@ -247,13 +247,16 @@ impl DbIter {
     }
 
     /// Takes the next window of entries within the range from the tree (at least one) and
-    /// reads their values.
+    /// reads their values. Entries whose values are in the tree have nothing to read ahead:
+    /// until the window holds a separated value it ends after one entry, so a short scan
+    /// over inline values (a list pop, a small range) walks no further than it returns.
     fn refill(&mut self) {
         let window = self.readahead.window();
-        let mut taken = Vec::new();
+        let mut taken: Vec<Taken> = Vec::new();
         let mut bytes = 0;
+        let mut separated = false;
         let mut error = None;
-        while taken.is_empty() || bytes < window {
+        while taken.is_empty() || (separated && bytes < window) {
             let (key, kind, value) = match self.visible.next_entry() {
                 Ok(Some(e)) => e,
                 Ok(None) => {
@@ -277,6 +280,7 @@ impl DbIter {
             }
             let t = Taken::new(&self.inner, key, kind, value);
             bytes += t.bytes();
+            separated |= t.is_separated();
             taken.push(t);
         }
         self.readahead.fill(

@@ -50,6 +50,11 @@ impl Taken {
         Taken { key, value }
     }
 
+    /// Whether its value is in a value file (read ahead) rather than in the tree.
+    pub fn is_separated(&self) -> bool {
+        matches!(self.value, Raw::Pointer(_))
+    }
+
     /// What the entry counts against the window: its key and its value, a separated
     /// value by the size of its record.
     pub fn bytes(&self) -> usize {
