@@ -22,7 +22,7 @@ use super::{wal_archive, Inner};
 use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
 use crate::filename::{self, FileKind};
-use crate::io::{read_all, IoCause};
+use crate::io::IoCause;
 use crate::options::WalRecoveryMode;
 use crate::types::{SeqNo, ValueKind};
 use crate::version::Version;
@@ -127,7 +127,7 @@ fn first_seq(inner: &Inner, path: &Path) -> Result<Option<SeqNo>> {
         )?;
         Ok(first)
     };
-    let block = read_wal_prefix(inner, path, crate::wal::log::BLOCK_SIZE)?;
+    let block = read_wal_upto(inner, path, Some(crate::wal::log::BLOCK_SIZE))?;
     match block {
         None => Ok(None),
         Some((data, whole)) => match first_in(data)? {
@@ -138,36 +138,26 @@ fn first_seq(inner: &Inner, path: &Path) -> Result<Option<SeqNo>> {
     }
 }
 
-/// The first `n` bytes of a WAL and whether they are all of it, or `None` if it is gone.
-fn read_wal_prefix(inner: &Inner, path: &Path, n: usize) -> Result<Option<(Vec<u8>, bool)>> {
-    let archived = wal_archive::archive_dir(&inner.dir).join(path.file_name().unwrap_or_default());
-    for p in [path, archived.as_path()] {
-        let f = match inner.storage.open(p) {
-            Ok(f) => f,
-            Err(_) if !inner.storage.exists(p) => continue,
-            Err(e) => return Err(e),
-        };
-        let len = f.len() as usize;
-        match f.read_at(0, len.min(n), IoCause::Other) {
-            Ok(d) => return Ok(Some((d, len <= n))),
-            Err(_) if !inner.storage.exists(p) => continue,
-            // Cut to its written length while read (see `read_wal`): read it whole.
-            Err(_) => return read_wal(inner, path).map(|d| d.map(|d| (d, true))),
-        }
-    }
-    Ok(None)
-}
-
-/// A WAL's bytes, or `None` if it is gone (archived or purged since it was listed).
-fn read_wal(inner: &Inner, path: &Path) -> Result<Option<Vec<u8>>> {
+/// The first `limit` bytes of a WAL (all of it if `None`) and whether they are the whole
+/// file, or `None` if it is gone (archived or purged since it was listed).
+fn read_wal_upto(
+    inner: &Inner,
+    path: &Path,
+    limit: Option<usize>,
+) -> Result<Option<(Vec<u8>, bool)>> {
     let archived = wal_archive::archive_dir(&inner.dir).join(path.file_name().unwrap_or_default());
     for p in [path, archived.as_path()] {
         // A WAL whose writer is closed while it is read is cut to its written length (the
         // zeros of its mapped window go), so a read of the length seen at open can fall
-        // short once; the second read sees the final length.
+        // short once; the next read sees the final length.
         let mut tries = 0;
         while inner.storage.exists(p) {
-            match read_all(&*inner.storage, p, IoCause::Other) {
+            let read = inner.storage.open(p).and_then(|f| {
+                let len = f.len() as usize;
+                let n = limit.map_or(len, |l| l.min(len));
+                Ok((f.read_at(0, n, IoCause::Other)?, n == len))
+            });
+            match read {
                 Ok(d) => return Ok(Some(d)),
                 // Moved or purged between the check and the read.
                 Err(_) if !inner.storage.exists(p) => break,
@@ -177,6 +167,11 @@ fn read_wal(inner: &Inner, path: &Path) -> Result<Option<Vec<u8>>> {
         }
     }
     Ok(None)
+}
+
+/// A WAL's bytes, or `None` if it is gone.
+fn read_wal(inner: &Inner, path: &Path) -> Result<Option<Vec<u8>>> {
+    Ok(read_wal_upto(inner, path, None)?.map(|(d, _)| d))
 }
 
 impl Updates {
