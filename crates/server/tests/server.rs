@@ -358,3 +358,34 @@ fn blocking_pops_wake_in_fifo_order_and_time_out() {
     ));
     srv.stop();
 }
+
+/// A client blocked in BRPOPLPUSH has not touched its destination yet: a transaction that
+/// watches it commits. The push that wakes the pop is sent after EXEC's reply, so the order
+/// of the two requests is fixed (Redis's own test pipelines them, see skip.txt).
+#[test]
+fn a_blocked_move_does_not_touch_a_watched_key() {
+    let t = tempfile::tempdir().unwrap();
+    let srv = Running::start(t.path(), config());
+    let mut c = Client::connect(srv.addr);
+    let mut blocked = Client::connect(srv.addr);
+    let mut watching = Client::connect(srv.addr);
+    assert_eq!(c.cmd(&["SET", "somekey", "somevalue"]), simple("OK"));
+    blocked.send(&[b"BRPOPLPUSH", b"src", b"dst", b"0"]);
+    wait_blocked(&mut c, 1);
+    assert_eq!(watching.cmd(&["WATCH", "dst"]), simple("OK"));
+    assert_eq!(watching.cmd(&["MULTI"]), simple("OK"));
+    assert_eq!(watching.cmd(&["GET", "somekey"]), simple("QUEUED"));
+    assert_eq!(watching.cmd(&["EXEC"]), F::Array(vec![bulk("somevalue")]));
+    assert_eq!(c.cmd(&["LPUSH", "src", "element"]), F::Integer(1));
+    assert_eq!(blocked.read(), Some(bulk("element")));
+    // Once the move has run, it does touch the watched key.
+    assert_eq!(watching.cmd(&["WATCH", "dst"]), simple("OK"));
+    blocked.send(&[b"BRPOPLPUSH", b"src", b"dst", b"0"]);
+    wait_blocked(&mut c, 1);
+    assert_eq!(c.cmd(&["LPUSH", "src", "second"]), F::Integer(1));
+    assert_eq!(blocked.read(), Some(bulk("second")));
+    assert_eq!(watching.cmd(&["MULTI"]), simple("OK"));
+    assert_eq!(watching.cmd(&["GET", "somekey"]), simple("QUEUED"));
+    assert_eq!(watching.cmd(&["EXEC"]), F::Null);
+    srv.stop();
+}
