@@ -1,0 +1,267 @@
+#!/usr/bin/env python3
+"""Benchmarks `halflife serve` across nodes, in one run: cluster overhead, a replica's full
+sync and replica lag.
+
+Part `cluster`: redis-benchmark SET and GET (4 KiB values, 50 connections) against one node,
+then with --cluster against three nodes that split the 16384 slots; throughput per node and
+the three nodes' total against the single node. On a machine with fewer cores than nodes the
+nodes share them: --cpus pins every server to the same cores in both runs (and
+redis-benchmark to the others), so the total is what matters there.
+
+Part `fullsync`: a primary loaded with --sync-mib of 4 KiB values (redis-benchmark SETs over
+distinct keys), then a fresh replica's full sync (checkpoint, files over loopback, install,
+open) timed from REPLICAOF to `master_link_status:up` at the primary's offset; its rate
+against the device's sequential read bandwidth, measured with `dd iflag=direct` over the
+primary's data files just before.
+
+Part `lag`: writes at --lag-rate SETs/s (pipelines of 100 every 1/100 s from one client) on
+the primary while a probe client writes a key every 10 ms and waits until the replica
+returns it: the time from the primary's reply to the replica's answer, percentiles.
+
+Needs redis-benchmark (Debian: redis-tools), redis-py and a build of halflife (dev or
+release). Prints Markdown tables; data under --out.
+
+    scripts/nodes-bench.py [--parts cluster,fullsync,lag] [--out bench-out/nodes]
+"""
+
+import argparse
+import os
+import pathlib
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import threading
+import time
+
+import redis
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+SLOTS = 16384
+
+
+class Node:
+    """One `halflife serve` process on a free port."""
+
+    def __init__(self, binary, data, cpus, *extra):
+        cmd = [binary, "serve", "--dir", str(data), "--port", "0", *extra]
+        if cpus:
+            cmd = ["taskset", "-c", cpus, *cmd]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        line = self.proc.stdout.readline()
+        m = re.search(r"tcp 127\.0\.0\.1:(\d+)", line)
+        if not m:
+            self.proc.kill()
+            sys.exit(f"server did not start: {line!r}")
+        self.port = int(m.group(1))
+        self.data = data
+
+    def client(self):
+        return redis.Redis(port=self.port)
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            self.proc.wait(timeout=120)
+
+
+def info(c, section):
+    """INFO's fields as strings (redis-py's parsed dict, values stringified)."""
+    return {k: str(v) for k, v in c.info(section).items()}
+
+
+def benchmark(port, tests, requests, cpus, cluster=False):
+    """redis-benchmark's requests per second for each test (CSV output)."""
+    cmd = ["redis-benchmark", "-p", str(port), "-t", tests, "-n", str(requests), "-c", "50",
+           "-d", "4096", "-r", "1000000", "--csv", "-q"]
+    if cluster:
+        cmd.append("--cluster")
+    if cpus:
+        cmd = ["taskset", "-c", cpus, *cmd]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    rates = {}
+    for line in out.splitlines():
+        cells = [c.strip('"') for c in line.split(",")]
+        if len(cells) >= 2 and cells[0] != "test":
+            rates[cells[0]] = float(cells[1])
+    return rates
+
+
+def part_cluster(a, out):
+    single = Node(a.binary, out / "single", a.cpus)
+    try:
+        one = benchmark(single.port, "set,get", a.requests, a.client_cpus)
+    finally:
+        single.stop()
+    nodes = [Node(a.binary, out / f"node{i}", a.cpus, "--cluster-enabled") for i in range(3)]
+    try:
+        ids = [str(i + 1) * 40 for i in range(3)]
+        per = SLOTS // 3
+        ranges = [(0, per - 1), (per, 2 * per - 1), (2 * per, SLOTS - 1)]
+        topo = "\n".join(f"{ids[i]} 127.0.0.1 {n.port} master - {lo}-{hi}"
+                         for i, (n, (lo, hi)) in enumerate(zip(nodes, ranges)))
+        for i, n in enumerate(nodes):
+            c = n.client()
+            c.execute_command("CLUSTERX", "SETNODEID", ids[i])
+            c.execute_command("CLUSTERX", "SETNODES", topo, 1)
+        three = benchmark(nodes[0].port, "set,get", a.requests, a.client_cpus, cluster=True)
+    finally:
+        for n in nodes:
+            n.stop()
+    print(f"\n### Cluster: one node against three (servers on cpus {a.cpus or 'all'}, "
+          f"redis-benchmark on {a.client_cpus or 'all'}; 50 connections, 4 KiB values)\n")
+    print("| test | one node, req/s | three nodes, total req/s | per node | total / one node |")
+    print("| --- | --- | --- | --- | --- |")
+    for t in one:
+        if t in three:
+            print(f"| {t} | {one[t]:,.0f} | {three[t]:,.0f} | {three[t] / 3:,.0f} | {three[t] / one[t]:.2f}x |")
+
+
+def dd_read_mib_s(data):
+    """Sequential read bandwidth of the device under `data`, page cache bypassed."""
+    files = sorted((p for p in data.rglob("*") if p.is_file()), key=lambda p: p.stat().st_size, reverse=True)
+    if not files:
+        sys.exit(f"no files under {data}")
+    total, secs = 0, 0.0
+    for f in files[:8]:
+        t = time.perf_counter()
+        r = subprocess.run(["dd", f"if={f}", "of=/dev/null", "bs=4M", "iflag=direct"],
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            if not f.exists():
+                continue  # removed by GC or compaction meanwhile
+            sys.exit(f"dd on {f}: {r.stderr.strip()}")
+        secs += time.perf_counter() - t
+        total += int(re.match(r"(\d+) bytes", r.stderr.splitlines()[-1]).group(1))
+    return total / secs / 2**20
+
+
+def wait_synced(replica, primary, deadline_s=3600):
+    pc, rc = primary.client(), replica.client()
+    end = time.time() + deadline_s
+    while time.time() < end:
+        r = info(rc, "replication")
+        if r.get("master_link_status") == "up":
+            want = int(info(pc, "replication")["master_repl_offset"])
+            if int(r.get("master_repl_offset", -1)) >= want:
+                return
+        time.sleep(0.01)
+    sys.exit("the replica never caught up")
+
+
+def part_fullsync(a, out):
+    primary = Node(a.binary, out / "primary", a.cpus)
+    replica = None
+    try:
+        n = a.sync_mib * 256
+        subprocess.run(["redis-benchmark", "-p", str(primary.port), "-t", "set", "-n", str(n), "-c", "50",
+                        "-d", "4096", "-r", str(n), "-q"], check=True, capture_output=True)
+        pc = primary.client()
+        pc.execute_command("SET", "last", "1")
+        size = sum(p.stat().st_size for p in (out / "primary").rglob("*") if p.is_file())
+        mib_s = dd_read_mib_s(out / "primary")
+        replica = Node(a.binary, out / "replica", a.cpus)
+        t = time.perf_counter()
+        replica.client().execute_command("REPLICAOF", "127.0.0.1", primary.port)
+        wait_synced(replica, primary)
+        secs = time.perf_counter() - t
+        assert replica.client().get("last") == b"1"
+        sent = sum(p.stat().st_size for p in (out / "replica").rglob("*") if p.is_file())
+    finally:
+        for node in (replica, primary):
+            if node:
+                node.stop()
+    rate = sent / secs / 2**20
+    print(f"\n### Full sync of a {size / 2**30:.2f} GiB primary ({n:,} SETs of 4 KiB)\n")
+    print("| replica's data after sync | REPLICAOF to caught up | rate | device sequential read (dd, direct) | rate / device |")
+    print("| --- | --- | --- | --- | --- |")
+    print(f"| {sent / 2**30:.2f} GiB | {secs:.2f} s | {rate:,.0f} MiB/s | {mib_s:,.0f} MiB/s | {rate / mib_s:.2f} |")
+
+
+def part_lag(a, out):
+    primary = Node(a.binary, out / "lag-primary", a.cpus)
+    replica = Node(a.binary, out / "lag-replica", a.cpus, "--replicaof", f"127.0.0.1:{primary.port}")
+    stop = threading.Event()
+    written = [0]
+
+    def load():
+        c = primary.client()
+        value = b"v" * 128
+        tick = time.perf_counter()
+        i = 0
+        while not stop.is_set():
+            p = c.pipeline(transaction=False)
+            for _ in range(a.lag_rate // 100):
+                p.set(f"load:{i % 100000}", value)
+                i += 1
+            p.execute()
+            written[0] = i
+            tick += 0.01
+            time.sleep(max(0.0, tick - time.perf_counter()))
+
+    try:
+        wait_synced(replica, primary)
+        th = threading.Thread(target=load, daemon=True)
+        th.start()
+        t0 = time.perf_counter()
+        pc, rc = primary.client(), replica.client()
+        lags = []
+        k = 0
+        while time.perf_counter() - t0 < a.lag_seconds:
+            k += 1
+            pc.set("probe", k)
+            t = time.perf_counter()
+            while rc.get("probe") != str(k).encode():
+                pass
+            lags.append((time.perf_counter() - t) * 1000)
+            time.sleep(0.01)
+        elapsed = time.perf_counter() - t0
+        stop.set()
+        th.join()
+    finally:
+        replica.stop()
+        primary.stop()
+    lags.sort()
+    q = lambda p: lags[min(len(lags) - 1, int(p * len(lags)))]
+    print(f"\n### Replica lag under {written[0] / elapsed:,.0f} SETs/s of 128 B values ({len(lags)} probes)\n")
+    print("| p50 | p90 | p99 | max | mean |")
+    print("| --- | --- | --- | --- | --- |")
+    print(f"| {q(0.5):.2f} ms | {q(0.9):.2f} ms | {q(0.99):.2f} ms | {lags[-1]:.2f} ms | {statistics.mean(lags):.2f} ms |")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--binary", default=str(ROOT / "target" / "release" / "halflife"))
+    ap.add_argument("--parts", default="cluster,fullsync,lag")
+    ap.add_argument("--requests", type=int, default=200000, help="requests per redis-benchmark test (cluster)")
+    ap.add_argument("--cpus", default="", help="cores the servers run on (taskset list), e.g. 1")
+    ap.add_argument("--client-cpus", default="", help="cores redis-benchmark runs on, e.g. 0")
+    ap.add_argument("--sync-mib", type=int, default=4096, help="MiB of 4 KiB values on the primary (fullsync)")
+    ap.add_argument("--lag-rate", type=int, default=10000, help="SETs per second on the primary (lag)")
+    ap.add_argument("--lag-seconds", type=float, default=30)
+    ap.add_argument("--out", default=str(ROOT / "bench-out" / "nodes"))
+    a = ap.parse_args()
+    if not os.access(a.binary, os.X_OK):
+        sys.exit(f"no halflife binary at {a.binary}: cargo build --release -p halflife-cli, or --binary")
+    if shutil.which("redis-benchmark") is None:
+        sys.exit("redis-benchmark not found (Debian: apt-get install redis-tools)")
+    if a.lag_rate < 100 or a.lag_rate % 100:
+        sys.exit("--lag-rate must be a positive multiple of 100")
+    out = pathlib.Path(a.out)
+    if out.exists() and any(out.iterdir()):
+        sys.exit(f"{out} is not empty: give a new --out or remove it")
+    out.mkdir(parents=True, exist_ok=True)
+    parts = {"cluster": part_cluster, "fullsync": part_fullsync, "lag": part_lag}
+    for p in a.parts.split(","):
+        if p not in parts:
+            sys.exit(f"unknown part {p!r}: choose from {', '.join(parts)}")
+    print(f"halflife {a.binary}, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the start")
+    for p in a.parts.split(","):
+        parts[p](a, out)
+    print(f"\nload average {os.getloadavg()[0]:.1f} at the end")
+
+
+if __name__ == "__main__":
+    main()
