@@ -77,6 +77,9 @@ pub struct Store {
     watches: Mutex<Watches>,
     /// Keys in `watches` (a write checks the registry only when some key is watched).
     watched: AtomicUsize,
+    /// The engine's last sequence number when the database was opened, before any write:
+    /// what a restarted primary recovered ([`crate::repl::history`]).
+    recovered_seq: u64,
 }
 
 /// Held while keys are written (shared) or read and rewritten (exclusive).
@@ -130,20 +133,25 @@ impl Batch {
     }
 }
 
-/// The stream's form of a batch: `HLBATCH <records>` ([`wire`]).
-fn stream_entry(wb: &WriteBatch) -> Vec<u8> {
-    let body = wire::encode_ops(wb.iter().map(|e| wire::Op {
-        put: e.kind != ValueKind::Deletion,
-        key: e.key,
-        value: e.value,
-    }));
-    wire::command(&[wire::BATCH.as_bytes(), &body])
+/// The stream's form of a batch's records (the body of `HLBATCH`, [`wire`]), but the
+/// server's own records (only data is replicated: [`record::is_data_key`]).
+pub fn stream_ops(wb: &WriteBatch) -> Vec<u8> {
+    wire::encode_ops(
+        wb.iter()
+            .filter(|e| record::is_data_key(e.key))
+            .map(|e| wire::Op {
+                put: e.kind != ValueKind::Deletion,
+                key: e.key,
+                value: e.value,
+            }),
+    )
 }
 
 impl Store {
     /// Serves `db`, first rewriting records of the string-only layout into the typed one
     /// ([`record`]) if the database has not been converted yet.
     pub fn open(db: DB, backlog_bytes: usize) -> Result<Store> {
+        let recovered_seq = db.latest_sequence_number();
         let s = Store {
             db: RwLock::new(Some(Arc::new(db))),
             log: RwLock::new(Log::new(backlog_bytes)),
@@ -153,6 +161,7 @@ impl Store {
             last_version: AtomicU64::new(0),
             watches: Mutex::new(Watches::default()),
             watched: AtomicUsize::new(0),
+            recovered_seq,
         };
         s.migrate()?;
         Ok(s)
@@ -196,6 +205,11 @@ impl Store {
         }
     }
 
+    /// The engine's last sequence number at open, before any write.
+    pub fn recovered_seq(&self) -> u64 {
+        self.recovered_seq
+    }
+
     /// The replication log (INFO, PSYNC, WAIT read it; a change of role resets it).
     pub fn log(&self) -> RwLockReadGuard<'_, Log> {
         self.log.read()
@@ -234,14 +248,21 @@ impl Store {
             }
         }
         // Encoded before the lock is taken, so that writers wait for one another's engine
-        // writes only.
-        let entry = stream_entry(&wb);
+        // writes only; the sequence number is known only under it.
+        let mut entry = wire::batch_head(&stream_ops(&wb));
         let mut log = self.log.write();
         if !log.active() {
             db.write(wb, &WriteOptions { sync })?;
             return Ok(());
         }
         db.write(wb, &WriteOptions { sync: false })?;
+        // Every write of data is ordered by this lock, so the last sequence number is this
+        // batch's last, or past it by the engine's own writes (GC's), which hold no data:
+        // a replica that applied this entry holds every write of data up to it.
+        wire::push_arg(
+            &mut entry,
+            db.latest_sequence_number().to_string().as_bytes(),
+        );
         log.append(&entry);
         drop(log);
         if sync {
@@ -262,12 +283,25 @@ impl Store {
     /// Checkpoints the database into `dir` for a full sync, with the writes ordered
     /// ([`Store::apply`]) held off meanwhile, so that the checkpoint holds exactly the
     /// stream before the returned offset; activates the log (the stream after the offset
-    /// is kept from now on). Returns the replication id and the offset.
-    pub fn checkpoint_at_offset(&self, dir: &Path) -> Result<(String, u64)> {
+    /// is kept from now on). Returns the replication id, the offset and the engine's
+    /// sequence number that the checkpoint holds every write of data up to.
+    pub fn checkpoint_at_offset(&self, dir: &Path) -> Result<(String, u64, u64)> {
         let mut log = self.log.write();
         log.activate();
-        self.db().checkpoint(dir)?;
-        Ok((log.replid().to_string(), log.offset()))
+        let db = self.db();
+        let seq = db.latest_sequence_number();
+        db.checkpoint(dir)?;
+        Ok((log.replid().to_string(), log.offset(), seq))
+    }
+
+    /// The point a replica continuing from the WAL joins the stream at: activates the
+    /// log and returns its offset and the engine's sequence number, taken together with
+    /// writes held off, so that the stream from the offset holds exactly the writes of
+    /// data after the sequence number.
+    pub fn stream_point(&self) -> (u64, u64) {
+        let mut log = self.log.write();
+        log.activate();
+        (log.offset(), self.db().latest_sequence_number())
     }
 
     /// Applies a batch that came from the primary's stream, as it was applied there

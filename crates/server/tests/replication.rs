@@ -138,14 +138,15 @@ fn dump(c: &mut Client) -> BTreeMap<String, String> {
     }
 }
 
-/// Every record of a closed database, but the replica's own position record.
+/// Every record of a closed database, but the replica's position and the primary's
+/// replication histories (each server's own).
 fn records(dir: &Path) -> BTreeMap<Vec<u8>, Vec<u8>> {
     let db = engine::DB::open(dir, small_engine()).unwrap();
     let all = db
         .scan(Unbounded, Unbounded)
         .unwrap()
         .map(Result::unwrap)
-        .filter(|(k, _)| k != b"R")
+        .filter(|(k, _)| k != b"R" && k != b"H")
         .collect();
     db.close().unwrap();
     all
@@ -249,7 +250,7 @@ fn a_full_sync_copies_a_live_primary_and_the_stream_follows() {
 }
 
 #[test]
-fn a_restarted_replica_continues_from_the_backlog_or_syncs_again_if_overrun() {
+fn a_restarted_replica_continues_from_the_backlog_or_else_the_wal() {
     let (pd, rd) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let primary = Running::start(pd.path(), config());
     let mut p = Client::connect(primary.addr);
@@ -277,7 +278,8 @@ fn a_restarted_replica_continues_from_the_backlog_or_syncs_again_if_overrun() {
         field(&mut p, "replication", "connected_slaves") == "0"
     });
 
-    // More writes than the backlog holds: the replica must copy the database again.
+    // More writes than the backlog holds: the replica continues from the primary's WAL
+    // (its live WAL still holds them).
     assert_eq!(
         p.cmd(&["CONFIG", "SET", "repl-backlog-size", "16384"]),
         simple("OK")
@@ -293,8 +295,51 @@ fn a_restarted_replica_continues_from_the_backlog_or_syncs_again_if_overrun() {
     let replica = Running::start(rd.path(), replica_of(primary.addr));
     let mut r = Client::connect(replica.addr);
     caught_up(&mut p, &mut r);
+    assert_eq!(field(&mut p, "stats", "sync_full"), "1");
+    assert_eq!(field(&mut p, "stats", "sync_partial_ok"), "2");
+    assert_eq!(field(&mut p, "stats", "sync_partial_wal"), "1");
+    assert_eq!(dump(&mut p), dump(&mut r));
+    // And WAIT counts it in the offsets it goes on with.
+    p.cmd(&["SET", "after-wal", "1"]);
+    assert_eq!(p.cmd(&["WAIT", "1", "0"]), F::Integer(1));
+    assert_eq!(r.cmd(&["GET", "after-wal"]), bulk("1"));
+    replica.stop();
+    primary.stop();
+}
+
+#[test]
+fn a_replica_out_of_both_the_backlog_and_the_wal_syncs_again() {
+    let (pd, rd) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    // Small memtables and no WAL kept past its flush.
+    let primary = Running::start_with(pd.path(), config(), small_engine());
+    let mut p = Client::connect(primary.addr);
+    p.cmd(&["SET", "before", "1"]);
+    let replica = Running::start_with(rd.path(), replica_of(primary.addr), small_engine());
+    let mut r = Client::connect(replica.addr);
+    caught_up(&mut p, &mut r);
+    replica.stop();
+    wait_until("the primary sees the replica gone", || {
+        field(&mut p, "replication", "connected_slaves") == "0"
+    });
+    assert_eq!(
+        p.cmd(&["CONFIG", "SET", "repl-backlog-size", "16384"]),
+        simple("OK")
+    );
+    let flushes = |p: &mut Client| field(p, "all", "flushes").parse::<u64>().unwrap();
+    let before = flushes(&mut p);
+    let big = "y".repeat(1000);
+    let mut i = 0;
+    // Until two memtables were flushed after the replica left: the WAL it needs is gone.
+    while flushes(&mut p) < before + 2 {
+        p.cmd(&["SET", &format!("big:{}", i % 500), &big]);
+        i += 1;
+    }
+    let replica = Running::start_with(rd.path(), replica_of(primary.addr), small_engine());
+    let mut r = Client::connect(replica.addr);
+    caught_up(&mut p, &mut r);
     assert_eq!(field(&mut p, "stats", "sync_full"), "2");
     assert_eq!(field(&mut p, "stats", "sync_partial_err"), "1");
+    assert_eq!(field(&mut p, "stats", "sync_partial_wal"), "0");
     assert_eq!(dump(&mut p), dump(&mut r));
     replica.stop();
     primary.stop();
@@ -449,7 +494,8 @@ fn a_replica_that_loses_power_resumes_from_the_position_its_disk_kept() {
             let db = engine::DB::open(rd.path(), small_engine()).unwrap();
             let pos = db.get(b"R").unwrap().expect("a stored position");
             db.close().unwrap();
-            u64::from_be_bytes(pos[pos.len() - 8..].try_into().unwrap())
+            // `replid (40) | offset u64 | primary seq u64`.
+            u64::from_be_bytes(pos[40..48].try_into().unwrap())
         };
         assert!(kept <= applied, "a position is never ahead of its data");
         if kept < applied {
