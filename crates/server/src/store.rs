@@ -787,8 +787,9 @@ mod tests {
         let cp_dir = elsewhere.path().join("cp");
         put(&s, 0, b"before", &Meta::string(b"1".to_vec(), None));
         assert_eq!(s.log().offset(), 0, "no replica yet: nothing logged");
-        let (_, at) = s.checkpoint_at_offset(&cp_dir).unwrap();
+        let (_, at, seq) = s.checkpoint_at_offset(&cp_dir).unwrap();
         assert_eq!(at, 0);
+        assert_eq!(seq, s.db().latest_sequence_number());
         put(&s, 0, b"after", &Meta::string(b"2".to_vec(), None));
         let logged = s.log().read(0, usize::MAX).unwrap();
         assert_eq!(logged.len() as u64, s.log().offset());
@@ -803,6 +804,19 @@ mod tests {
         let ops = wire::decode_ops(&cmd[1]).unwrap();
         assert_eq!(ops.len(), 1);
         assert_eq!(ops[0].key, record::meta_key(0, b"after"));
+        // With the primary's sequence number of the batch: the WAL from the checkpoint's
+        // number on holds exactly the streamed batch.
+        let streamed: u64 = std::str::from_utf8(&cmd[2]).unwrap().parse().unwrap();
+        assert_eq!(streamed, s.db().latest_sequence_number());
+        let wal: Vec<_> = s
+            .db()
+            .updates_since(seq + 1)
+            .unwrap()
+            .map(|u| u.unwrap())
+            .collect();
+        assert_eq!(wal.len(), 1);
+        assert_eq!(stream_ops(&wal[0].1), &cmd[1][..]);
+        assert_eq!(wal[0].0, streamed);
         // The checkpoint holds the write before the offset and not the one after.
         let cp = DB::open(&cp_dir, engine::Options::default()).unwrap();
         assert!(cp.get(&record::meta_key(0, b"before")).unwrap().is_some());

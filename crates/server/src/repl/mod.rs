@@ -575,3 +575,32 @@ pub fn info_stats(sh: &Shared, out: &mut String) {
         let _ = write!(out, "{k}:{}\r\n", v.load(Relaxed));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Position;
+
+    #[test]
+    fn positions_round_trip_and_old_records_read_without_a_sequence_number() {
+        let id = "0123456789".repeat(4);
+        for (offset, seq) in [(Some(7), Some(9)), (None, Some(3)), (Some(0), None)] {
+            let p = Position {
+                replid: id.clone(),
+                offset,
+                seq,
+            };
+            assert_eq!(Position::decode(&p.encode()), Some(p));
+        }
+        let mut old = id.clone().into_bytes();
+        old.extend_from_slice(&42u64.to_be_bytes());
+        assert_eq!(
+            Position::decode(&old),
+            Some(Position {
+                replid: id,
+                offset: Some(42),
+                seq: None
+            })
+        );
+        assert_eq!(Position::decode(b"short"), None);
+    }
+}
