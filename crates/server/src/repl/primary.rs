@@ -162,9 +162,40 @@ struct CatchUp {
     /// The stream continues from `offset`, which holds exactly the writes after `end`.
     offset: u64,
     end: u64,
-    /// The replica holds the writes up to `after`.
-    after: u64,
+    /// The writes still to send: the first entry, read before answering, and the rest.
+    first: Option<Vec<u8>>,
+    rest: WalEntries,
+}
+
+/// The `HLBATCH` entries of the WAL after the replica's sequence number `after`, up to
+/// `end`, each with the primary's sequence number it begins at: the replica holds every
+/// write of data of the batches that begin at or before a number it holds.
+struct WalEntries {
     updates: engine::db::updates::Updates,
+    after: u64,
+    end: u64,
+}
+
+impl WalEntries {
+    fn next_entry(&mut self) -> engine::Result<Option<Vec<u8>>> {
+        for u in self.updates.by_ref() {
+            let (first, batch) = u?;
+            if first > self.end {
+                break;
+            }
+            if first <= self.after {
+                continue;
+            }
+            let ops = crate::store::stream_ops(&batch);
+            if ops.is_empty() {
+                continue;
+            }
+            let mut entry = wire::batch_head(&ops);
+            wire::push_arg(&mut entry, first.to_string().as_bytes());
+            return Ok(Some(entry));
+        }
+        Ok(None)
+    }
 }
 
 /// Whether a replica that holds the writes of data of history `replid` up to sequence
@@ -172,6 +203,11 @@ struct CatchUp {
 /// `seq` ([`super::history`]: a replica ahead of what a restart recovered holds writes
 /// this primary lost, and must copy anew), and the WAL must still hold every write after
 /// it. Then the log is active from the returned offset on.
+///
+/// The first entry to send is read before the answer: a write the WAL can no longer give
+/// (its WAL dropped by the retention, its value file collected) ends a continuation that
+/// already sent what came before it, and the replica, asking again from there, meets it
+/// first and gets a full sync instead of the same continuation forever.
 fn catch_up_from(sh: &Shared, replid: &str, seq: u64) -> Option<CatchUp> {
     let shared = sh.store.log().history().shared_until(replid)?;
     if seq > shared {
@@ -184,13 +220,24 @@ fn catch_up_from(sh: &Shared, replid: &str, seq: u64) -> Option<CatchUp> {
         return None;
     }
     let replid = sh.store.log().replid().to_string();
-    match sh.store.db().updates_since(seq.saturating_add(1)) {
-        Ok(updates) => Some(CatchUp {
+    let mut rest = match sh.store.db().updates_since(seq.saturating_add(1)) {
+        Ok(updates) => WalEntries {
+            updates,
+            after: seq,
+            end,
+        },
+        Err(e) => {
+            eprintln!("halflife serve: replication: cannot continue a replica from the WAL: {e}");
+            return None;
+        }
+    };
+    match rest.next_entry() {
+        Ok(first) => Some(CatchUp {
             replid,
             offset,
             end,
-            after: seq,
-            updates,
+            first,
+            rest,
         }),
         Err(e) => {
             eprintln!("halflife serve: replication: cannot continue a replica from the WAL: {e}");
@@ -201,39 +248,23 @@ fn catch_up_from(sh: &Shared, replid: &str, seq: u64) -> Option<CatchUp> {
 
 /// Sends `+WALCONTINUE`, the writes after the replica's sequence number as `HLBATCH`
 /// entries read back from the WAL, and [`wire::CAUGHT_UP`]; returns the offset the
-/// stream goes on from. The WAL is read on a blocking thread, a chunk at a time. A WAL
-/// dropped while it is read (its retention passed) ends the connection: the replica,
-/// which applied a prefix, asks again and gets a full sync.
+/// stream goes on from. The WAL is read on a blocking thread, a chunk at a time; a write
+/// it can no longer give ends the connection ([`catch_up_from`]).
 async fn send_wal<W: AsyncWrite + Unpin>(wr: &mut W, c: CatchUp) -> io::Result<u64> {
     wr.write_all(format!("+WALCONTINUE {} {} {}\r\n", c.replid, c.offset, c.end).as_bytes())
         .await?;
     let (tx, mut rx) = tokio::sync::mpsc::channel::<io::Result<Vec<u8>>>(2);
-    let (after, end, mut updates) = (c.after, c.end, c.updates);
+    let (mut chunk, mut rest) = (c.first.unwrap_or_default(), c.rest);
     let reader = tokio::task::spawn_blocking(move || {
-        let mut chunk = Vec::new();
-        for u in updates.by_ref() {
-            let (first, batch) = match u {
-                Ok(b) => b,
+        loop {
+            match rest.next_entry() {
+                Ok(Some(entry)) => chunk.extend_from_slice(&entry),
+                Ok(None) => break,
                 Err(e) => {
                     let _ = tx.blocking_send(Err(io::Error::other(e)));
                     return;
                 }
-            };
-            if first > end {
-                break;
             }
-            // The batch holding `after + 1` may begin at or before `after`: the replica
-            // holds every write of data of a batch that begins there.
-            if first <= after {
-                continue;
-            }
-            let ops = crate::store::stream_ops(&batch);
-            if ops.is_empty() {
-                continue;
-            }
-            let mut entry = wire::batch_head(&ops);
-            wire::push_arg(&mut entry, first.to_string().as_bytes());
-            chunk.extend_from_slice(&entry);
             if chunk.len() >= CHUNK && tx.blocking_send(Ok(std::mem::take(&mut chunk))).is_err() {
                 return;
             }
