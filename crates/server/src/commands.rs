@@ -208,7 +208,8 @@ fn run_named(sh: &Shared, s: &mut Session, name: &str, args: &[Bytes]) -> (Reply
         "wait" => crate::repl::wait(sh, a),
         "replconf" => crate::repl::replconf(s, a),
         "psync" => {
-            if a.len() != 2 {
+            // `PSYNC <replid> <offset>`, and halflife's primary sequence number third.
+            if !(2..=3).contains(&a.len()) {
                 return (wrong_args("psync"), Outcome::Continue);
             }
             s.psync = Some(a.to_vec());

@@ -46,10 +46,13 @@ pub const SUB: u8 = b'S';
 /// (first byte 0xfe) cannot be a legacy record, so a legacy user key `F` is still migrated.
 pub const MARKER_KEY: &[u8] = b"F";
 pub const MARKER_VALUE: &[u8] = &[0xfe, b'h', b'l', FORMAT];
-/// A replica's replication position ([`crate::repl::encode_position`]): the id and offset
-/// of the primary's stream its data holds. Neither a metadata key nor a sub-key, so no
+/// A replica's replication position ([`crate::repl::Position`]): the id, offset and
+/// sequence number of the primary's stream its data holds. Neither a metadata key nor a sub-key, so no
 /// walk of the key space meets it.
 pub const REPL_KEY: &[u8] = b"R";
+/// A primary's replication histories ([`crate::repl::history`]); like [`REPL_KEY`], no
+/// walk of the key space meets it.
+pub const HISTORY_KEY: &[u8] = b"H";
 /// Databases `SELECT` accepts (Redis's default `databases 16`).
 pub const DATABASES: u8 = 16;
 
@@ -242,6 +245,13 @@ pub fn meta_key(db: u8, key: &[u8]) -> Vec<u8> {
     k.push(db);
     k.extend_from_slice(key);
     k
+}
+
+/// Whether `k` holds data (a metadata record or a sub-key), which replication carries, as
+/// opposed to the server's own records (the format marker, a replica's position, the
+/// replication histories), which it never does.
+pub fn is_data_key(k: &[u8]) -> bool {
+    matches!(k.first(), Some(&META | &SUB))
 }
 
 /// The user key and database of a metadata key.

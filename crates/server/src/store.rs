@@ -77,6 +77,9 @@ pub struct Store {
     watches: Mutex<Watches>,
     /// Keys in `watches` (a write checks the registry only when some key is watched).
     watched: AtomicUsize,
+    /// The engine's last sequence number when the database was opened, before any write:
+    /// what a restarted primary recovered ([`crate::repl::history`]).
+    recovered_seq: u64,
 }
 
 /// Held while keys are written (shared) or read and rewritten (exclusive).
@@ -130,20 +133,25 @@ impl Batch {
     }
 }
 
-/// The stream's form of a batch: `HLBATCH <records>` ([`wire`]).
-fn stream_entry(wb: &WriteBatch) -> Vec<u8> {
-    let body = wire::encode_ops(wb.iter().map(|e| wire::Op {
-        put: e.kind != ValueKind::Deletion,
-        key: e.key,
-        value: e.value,
-    }));
-    wire::command(&[wire::BATCH.as_bytes(), &body])
+/// The stream's form of a batch's records (the body of `HLBATCH`, [`wire`]), but the
+/// server's own records (only data is replicated: [`record::is_data_key`]).
+pub fn stream_ops(wb: &WriteBatch) -> Vec<u8> {
+    wire::encode_ops(
+        wb.iter()
+            .filter(|e| record::is_data_key(e.key))
+            .map(|e| wire::Op {
+                put: e.kind != ValueKind::Deletion,
+                key: e.key,
+                value: e.value,
+            }),
+    )
 }
 
 impl Store {
     /// Serves `db`, first rewriting records of the string-only layout into the typed one
     /// ([`record`]) if the database has not been converted yet.
     pub fn open(db: DB, backlog_bytes: usize) -> Result<Store> {
+        let recovered_seq = db.latest_sequence_number();
         let s = Store {
             db: RwLock::new(Some(Arc::new(db))),
             log: RwLock::new(Log::new(backlog_bytes)),
@@ -153,6 +161,7 @@ impl Store {
             last_version: AtomicU64::new(0),
             watches: Mutex::new(Watches::default()),
             watched: AtomicUsize::new(0),
+            recovered_seq,
         };
         s.migrate()?;
         Ok(s)
@@ -196,6 +205,11 @@ impl Store {
         }
     }
 
+    /// The engine's last sequence number at open, before any write.
+    pub fn recovered_seq(&self) -> u64 {
+        self.recovered_seq
+    }
+
     /// The replication log (INFO, PSYNC, WAIT read it; a change of role resets it).
     pub fn log(&self) -> RwLockReadGuard<'_, Log> {
         self.log.read()
@@ -234,14 +248,21 @@ impl Store {
             }
         }
         // Encoded before the lock is taken, so that writers wait for one another's engine
-        // writes only.
-        let entry = stream_entry(&wb);
+        // writes only; the sequence number is known only under it.
+        let mut entry = wire::batch_head(&stream_ops(&wb));
         let mut log = self.log.write();
         if !log.active() {
             db.write(wb, &WriteOptions { sync })?;
             return Ok(());
         }
         db.write(wb, &WriteOptions { sync: false })?;
+        // Every write of data is ordered by this lock, so the last sequence number is this
+        // batch's last, or past it by the engine's own writes (GC's), which hold no data:
+        // a replica that applied this entry holds every write of data up to it.
+        wire::push_arg(
+            &mut entry,
+            db.latest_sequence_number().to_string().as_bytes(),
+        );
         log.append(&entry);
         drop(log);
         if sync {
@@ -262,12 +283,25 @@ impl Store {
     /// Checkpoints the database into `dir` for a full sync, with the writes ordered
     /// ([`Store::apply`]) held off meanwhile, so that the checkpoint holds exactly the
     /// stream before the returned offset; activates the log (the stream after the offset
-    /// is kept from now on). Returns the replication id and the offset.
-    pub fn checkpoint_at_offset(&self, dir: &Path) -> Result<(String, u64)> {
+    /// is kept from now on). Returns the replication id, the offset and the engine's
+    /// sequence number that the checkpoint holds every write of data up to.
+    pub fn checkpoint_at_offset(&self, dir: &Path) -> Result<(String, u64, u64)> {
         let mut log = self.log.write();
         log.activate();
-        self.db().checkpoint(dir)?;
-        Ok((log.replid().to_string(), log.offset()))
+        let db = self.db();
+        let seq = db.latest_sequence_number();
+        db.checkpoint(dir)?;
+        Ok((log.replid().to_string(), log.offset(), seq))
+    }
+
+    /// The point a replica continuing from the WAL joins the stream at: activates the
+    /// log and returns its offset and the engine's sequence number, taken together with
+    /// writes held off, so that the stream from the offset holds exactly the writes of
+    /// data after the sequence number.
+    pub fn stream_point(&self) -> (u64, u64) {
+        let mut log = self.log.write();
+        log.activate();
+        (log.offset(), self.db().latest_sequence_number())
     }
 
     /// Applies a batch that came from the primary's stream, as it was applied there
@@ -753,8 +787,9 @@ mod tests {
         let cp_dir = elsewhere.path().join("cp");
         put(&s, 0, b"before", &Meta::string(b"1".to_vec(), None));
         assert_eq!(s.log().offset(), 0, "no replica yet: nothing logged");
-        let (_, at) = s.checkpoint_at_offset(&cp_dir).unwrap();
+        let (_, at, seq) = s.checkpoint_at_offset(&cp_dir).unwrap();
         assert_eq!(at, 0);
+        assert_eq!(seq, s.db().latest_sequence_number());
         put(&s, 0, b"after", &Meta::string(b"2".to_vec(), None));
         let logged = s.log().read(0, usize::MAX).unwrap();
         assert_eq!(logged.len() as u64, s.log().offset());
@@ -769,6 +804,19 @@ mod tests {
         let ops = wire::decode_ops(&cmd[1]).unwrap();
         assert_eq!(ops.len(), 1);
         assert_eq!(ops[0].key, record::meta_key(0, b"after"));
+        // With the primary's sequence number of the batch: the WAL from the checkpoint's
+        // number on holds exactly the streamed batch.
+        let streamed: u64 = std::str::from_utf8(&cmd[2]).unwrap().parse().unwrap();
+        assert_eq!(streamed, s.db().latest_sequence_number());
+        let wal: Vec<_> = s
+            .db()
+            .updates_since(seq + 1)
+            .unwrap()
+            .map(|u| u.unwrap())
+            .collect();
+        assert_eq!(wal.len(), 1);
+        assert_eq!(stream_ops(&wal[0].1), &cmd[1][..]);
+        assert_eq!(wal[0].0, streamed);
         // The checkpoint holds the write before the offset and not the one after.
         let cp = DB::open(&cp_dir, engine::Options::default()).unwrap();
         assert!(cp.get(&record::meta_key(0, b"before")).unwrap().is_some());

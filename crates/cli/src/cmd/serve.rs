@@ -70,6 +70,15 @@ pub struct Args {
     /// replica may be and still continue without a full sync.
     #[arg(long, default_value_t = 1)]
     pub repl_backlog_mib: usize,
+    /// Seconds an obsolete WAL is kept (the engine's wal_ttl_seconds), so that a replica
+    /// can continue from it after this server restarts or when it fell out of the
+    /// backlog, instead of copying the database (0: no bound by age).
+    #[arg(long, default_value_t = 3600)]
+    pub repl_wal_keep_seconds: u64,
+    /// MiB of obsolete WALs kept, oldest dropped first (the engine's wal_size_limit; 0: no
+    /// bound by size). With both bounds 0, no WAL is kept past its flush.
+    #[arg(long, default_value_t = 1024)]
+    pub repl_wal_keep_mib: u64,
     /// Redis Cluster mode: keys are routed by hash slot over the topology a controller
     /// pushes with CLUSTERX SETNODEID / SETNODES (see docs/cluster.md).
     #[arg(long)]
@@ -118,6 +127,8 @@ pub fn run(a: Args) -> Result<()> {
         blob_file_size: a.sizes.blob_file_bytes(),
         // Durability is chosen per write from --appendfsync.
         sync_writes: false,
+        wal_ttl_seconds: a.repl_wal_keep_seconds,
+        wal_size_limit: a.repl_wal_keep_mib.saturating_mul(1 << 20),
         ..Options::default()
     };
     opts.validate()

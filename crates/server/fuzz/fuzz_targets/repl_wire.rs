@@ -1,8 +1,9 @@
 //! The replication parsers a hostile peer reaches, under libFuzzer: the file transfer
 //! decoder, fed whole and in chunks of a size the input chooses, must yield the same events
 //! and the same error without a panic, hand on no more bytes than the transfer declared,
-//! and keep its buffer to one read; the write-batch decoder and the handshake line reader
-//! must not panic and must allocate nothing beyond their input.
+//! and keep its buffer to one read; the write-batch decoder, the handshake line reader and
+//! the answer and number parsers must not panic and must allocate nothing beyond their
+//! input.
 //!
 //! `cargo +nightly fuzz run repl_wire -- -jobs=1 -max_total_time=300` from `crates/server`.
 
@@ -78,5 +79,12 @@ fuzz_target!(|data: &[u8]| {
     let mut buf = BytesMut::from(input);
     while let Ok(Some(line)) = wire::take_line(&mut buf) {
         assert!(line.len() < wire::MAX_LINE);
+        let _ = wire::parse_answer(&String::from_utf8_lossy(&line));
+    }
+
+    if let Ok(n) = wire::parse_number(input, "number") {
+        assert!(n <= i64::MAX as u64);
+        let digits = input.iter().position(|&b| b != b'0').map_or(&b"0"[..], |i| &input[i..]);
+        assert_eq!(n.to_string().as_bytes(), digits);
     }
 });

@@ -75,9 +75,11 @@ pub fn recover(data: &Path) -> io::Result<()> {
     Ok(())
 }
 
-/// Steps 2 to 4 for the copy in `dir`, which holds the stream before `offset` of history
-/// `replid`. Refused if the role changed since the link of generation `gen` started.
-pub fn install(sh: &Shared, dir: &Path, replid: &str, offset: u64, gen: u64) -> Result<(), String> {
+/// Steps 2 to 4 for the copy in `dir`, which holds the stream before `pos`. Refused if the
+/// role changed since the link of generation `gen` started. The primary's replication
+/// histories are removed from the copy: they are its own, and this server's sequence
+/// numbers will not be the primary's.
+pub fn install(sh: &Shared, dir: &Path, pos: &super::Position, gen: u64) -> Result<(), String> {
     let data = sh.store.db().path().to_path_buf();
     let opts = sh.store.db().options().clone();
     let step = |what: &str, e: &dyn std::fmt::Display| format!("{what}: {e}");
@@ -85,12 +87,11 @@ pub fn install(sh: &Shared, dir: &Path, replid: &str, offset: u64, gen: u64) -> 
     {
         let copy =
             DB::open(dir, opts.clone()).map_err(|e| step("opening the received copy", &e))?;
-        copy.put_opt(
-            crate::record::REPL_KEY,
-            &super::encode_position(replid, offset),
-            &WriteOptions { sync: true },
-        )
-        .map_err(|e| step("writing the position into the copy", &e))?;
+        let mut wb = engine::WriteBatch::new();
+        wb.put(crate::record::REPL_KEY, &pos.encode());
+        wb.delete(crate::record::HISTORY_KEY);
+        copy.write(wb, &WriteOptions { sync: true })
+            .map_err(|e| step("writing the position into the copy", &e))?;
         copy.close()
             .map_err(|e| step("closing the received copy", &e))?;
     }

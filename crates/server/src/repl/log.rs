@@ -9,6 +9,7 @@
 //! offset. As in Redis, there is no backlog (and no stream: the offset stands still)
 //! until the first replica asks for a full sync.
 
+use super::history::History;
 use std::collections::VecDeque;
 use tokio::sync::watch;
 
@@ -23,7 +24,9 @@ struct Backlog {
 }
 
 pub struct Log {
-    replid: String,
+    /// The replication id (`history.current`) and the earlier ones a replica may
+    /// continue from through the WAL.
+    history: History,
     offset: u64,
     backlog: Option<Backlog>,
     capacity: usize,
@@ -52,7 +55,7 @@ pub fn new_replid() -> String {
 impl Log {
     pub fn new(capacity: usize) -> Log {
         Log {
-            replid: new_replid(),
+            history: History::fresh(),
             offset: 0,
             backlog: None,
             capacity,
@@ -61,7 +64,17 @@ impl Log {
     }
 
     pub fn replid(&self) -> &str {
-        &self.replid
+        &self.history.current
+    }
+
+    pub fn history(&self) -> &History {
+        &self.history
+    }
+
+    /// Takes the histories a primary starts with (read and saved by the caller), before
+    /// any replica asked for anything.
+    pub fn set_history(&mut self, h: History) {
+        self.history = h;
     }
 
     pub fn offset(&self) -> u64 {
@@ -84,13 +97,15 @@ impl Log {
         }
     }
 
-    /// A new history: a new id, the stream going on from `offset`, no backlog (a replica
-    /// promoted, or a primary that becomes a replica; its own replicas must sync again).
-    pub fn reset(&mut self, offset: u64) {
-        self.replid = new_replid();
+    /// A new history with no past: a new id, the stream going on from `offset`, no
+    /// backlog (a replica promoted, or a primary that becomes a replica; its own replicas
+    /// must sync again). Returns it, for the caller to save.
+    pub fn reset(&mut self, offset: u64) -> History {
+        self.history = History::fresh();
         self.offset = offset;
         self.backlog = None;
         self.tx.send_replace(offset);
+        self.history.clone()
     }
 
     /// Appends `bytes` to the stream (a no-op while inactive), dropping the oldest bytes
@@ -150,7 +165,7 @@ impl Log {
 
     /// Whether a replica of this history at `offset` can continue from the backlog.
     pub fn can_continue(&self, replid: &str, offset: u64) -> bool {
-        replid == self.replid && self.read(offset, 0).is_ok()
+        replid == self.history.current && self.read(offset, 0).is_ok()
     }
 
     /// Tells of each new offset.

@@ -5,6 +5,8 @@
 //!
 //! - [`log`]: the primary's replication id, offset and backlog, kept by the store under
 //!   the lock that orders writes.
+//! - [`history`]: the replication ids of a primary's earlier runs, and how much of each
+//!   its data still holds, for replicas that continue from its WAL after a restart.
 //! - [`wire`]: the handshake lines, the file transfer framing and the write records.
 //! - [`primary`]: serving a replica that sent `PSYNC` (a full sync or `+CONTINUE`, then
 //!   the stream, reading its `REPLCONF ACK`s).
@@ -14,6 +16,7 @@
 //! This module holds the role and what `INFO replication`, `ROLE` and `WAIT` report, and
 //! the commands themselves.
 
+pub mod history;
 pub mod install;
 pub mod log;
 pub mod primary;
@@ -95,7 +98,10 @@ struct State {
 #[derive(Default)]
 pub struct SyncStats {
     pub full: AtomicU64,
+    /// Partial resyncs, from the backlog or the WAL.
     pub partial_ok: AtomicU64,
+    /// Those of `partial_ok` served from the WAL.
+    pub partial_wal: AtomicU64,
     pub partial_err: AtomicU64,
 }
 
@@ -251,22 +257,51 @@ impl Replication {
     }
 }
 
-/// The record a replica keeps its position in: the replication id and the offset of the
-/// stream it has applied, written in the same engine batch as the writes it applied, so
+/// What a replica's data holds of its primary's stream, kept in the record
+/// [`record::REPL_KEY`], written in the same engine batch as the writes it applied, so
 /// that after a restart it asks for exactly the stream after its data.
-pub fn encode_position(replid: &str, offset: u64) -> Vec<u8> {
-    let mut v = replid.as_bytes().to_vec();
-    v.extend_from_slice(&offset.to_be_bytes());
-    v
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Position {
+    /// The primary's replication id.
+    pub replid: String,
+    /// The stream's offset; `None` while the replica catches up from its primary's WAL
+    /// (those writes are outside the offsets).
+    pub offset: Option<u64>,
+    /// The primary's engine sequence number: the replica holds every write of data the
+    /// primary made up to it, and none after. `None` from a primary that sends none.
+    pub seq: Option<u64>,
 }
 
-pub fn decode_position(v: &[u8]) -> Option<(String, u64)> {
-    if v.len() < 9 {
-        return None;
+const UNKNOWN: u64 = u64::MAX;
+
+impl Position {
+    /// `replid | offset u64 BE | seq u64 BE`, `u64::MAX` for what is not known.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut v = self.replid.as_bytes().to_vec();
+        v.extend_from_slice(&self.offset.unwrap_or(UNKNOWN).to_be_bytes());
+        v.extend_from_slice(&self.seq.unwrap_or(UNKNOWN).to_be_bytes());
+        v
     }
-    let (id, off) = v.split_at(v.len() - 8);
-    let id = std::str::from_utf8(id).ok()?.to_string();
-    Some((id, u64::from_be_bytes(off.try_into().ok()?)))
+
+    /// Reads the record, also as written before sequence numbers were kept (`replid |
+    /// offset`).
+    pub fn decode(v: &[u8]) -> Option<Position> {
+        let known = |n: u64| (n != UNKNOWN).then_some(n);
+        let num = |b: &[u8]| b.try_into().ok().map(u64::from_be_bytes);
+        let (id, offset, seq) = if v.len() == 40 + 16 {
+            (&v[..40], num(&v[40..48])?, num(&v[48..])?)
+        } else if v.len() > 8 {
+            let (id, off) = v.split_at(v.len() - 8);
+            (id, num(off)?, UNKNOWN)
+        } else {
+            return None;
+        };
+        Some(Position {
+            replid: std::str::from_utf8(id).ok()?.to_string(),
+            offset: known(offset),
+            seq: known(seq),
+        })
+    }
 }
 
 /// Makes this server a replica of `host:port` (the caller holds the exec lock): its own
@@ -276,24 +311,39 @@ pub fn become_replica(sh: &Arc<Shared>, host: String, port: u16) {
     sh.store.set_replica(true);
     let offset = sh.store.log().offset();
     sh.store.log_mut().reset(offset);
+    // Its sequence numbers stop being a primary's: no replica may continue from them.
+    if let Err(e) = history::History::remove(&sh.store.db()) {
+        eprintln!("halflife serve: replication: deleting the replication histories: {e}");
+    }
     let gen = sh.repl.change_role(Some((host.clone(), port)), 0);
     sh.runtime.spawn(replica::run(sh.clone(), host, port, gen));
 }
 
 /// Promotes a replica (the caller holds the exec lock): a new replication history starts
-/// at the offset it had applied, and its stored position is deleted, so that a later
-/// `REPLICAOF` to any primary makes a full sync (its data may differ from then on).
+/// at the offset it had applied, with no past (its sequence numbers are its own, not its
+/// old primary's), and its stored position is deleted, so that a later `REPLICAOF` to
+/// any primary makes a full sync (its data may differ from then on).
 fn become_primary(sh: &Shared) -> Result<(), Reply> {
     let offset = sh
         .repl
         .link_offset()
         .unwrap_or_else(|| sh.store.log().offset());
     sh.repl.change_role(None, 0);
-    sh.store
-        .db()
-        .delete_opt(record::REPL_KEY, &engine::WriteOptions { sync: true })?;
+    let db = sh.store.db();
+    db.delete_opt(record::REPL_KEY, &engine::WriteOptions { sync: true })?;
     sh.store.set_replica(false);
-    sh.store.log_mut().reset(offset);
+    let h = sh.store.log_mut().reset(offset);
+    h.save(&db)?;
+    Ok(())
+}
+
+/// Starts the history of a primary that opened its database: the last run's id is kept
+/// with what this open recovered ([`history`]). Called before the server serves.
+pub fn start_primary(sh: &Shared) -> engine::Result<()> {
+    let db = sh.store.db();
+    let h = history::History::reopened(history::History::load(&db)?, sh.store.recovered_seq());
+    h.save(&db)?;
+    sh.store.log_mut().set_history(h);
     Ok(())
 }
 
@@ -430,6 +480,9 @@ pub fn wait(sh: &Shared, a: &[Bytes]) -> CmdResult {
 
 /// The `# Replication` section of INFO.
 pub fn info(sh: &Shared, out: &mut String) {
+    let db = sh.store.db();
+    // Read before the locks are taken: it lists the archive.
+    let archived = db.stats().wal_archive_bytes;
     let st = sh.repl.state.lock();
     let log = sh.store.log();
     let mut kv = |k: &str, v: String| {
@@ -487,8 +540,21 @@ pub fn info(sh: &Shared, out: &mut String) {
             kv("master_failover_state", "no-failover".into());
             kv("master_replid", log.replid().to_string());
             kv("master_repl_offset", log.offset().to_string());
+            // halflife's: the engine's sequence number, what the last open recovered, and
+            // how many earlier replication ids a replica may continue from ([`history`]).
+            kv("master_repl_seq", db.latest_sequence_number().to_string());
+            kv("repl_recovered_seq", sh.store.recovered_seq().to_string());
+            kv(
+                "repl_previous_ids",
+                log.history().previous.len().to_string(),
+            );
         }
     }
+    // The WAL a primary keeps for replicas to continue from (the engine's WAL archive).
+    let o = db.options();
+    kv("repl_wal_keep_seconds", o.wal_ttl_seconds.to_string());
+    kv("repl_wal_keep_bytes", o.wal_size_limit.to_string());
+    kv("repl_wal_archive_bytes", archived.to_string());
     let (first, held) = log.held();
     kv("second_repl_offset", "-1".into());
     kv("repl_backlog_active", (log.active() as u8).to_string());
@@ -504,7 +570,37 @@ pub fn info_stats(sh: &Shared, out: &mut String) {
         ("sync_full", &s.full),
         ("sync_partial_ok", &s.partial_ok),
         ("sync_partial_err", &s.partial_err),
+        ("sync_partial_wal", &s.partial_wal),
     ] {
         let _ = write!(out, "{k}:{}\r\n", v.load(Relaxed));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Position;
+
+    #[test]
+    fn positions_round_trip_and_old_records_read_without_a_sequence_number() {
+        let id = "0123456789".repeat(4);
+        for (offset, seq) in [(Some(7), Some(9)), (None, Some(3)), (Some(0), None)] {
+            let p = Position {
+                replid: id.clone(),
+                offset,
+                seq,
+            };
+            assert_eq!(Position::decode(&p.encode()), Some(p));
+        }
+        let mut old = id.clone().into_bytes();
+        old.extend_from_slice(&42u64.to_be_bytes());
+        assert_eq!(
+            Position::decode(&old),
+            Some(Position {
+                replid: id,
+                offset: Some(42),
+                seq: None
+            })
+        );
+        assert_eq!(Position::decode(b"short"), None);
     }
 }

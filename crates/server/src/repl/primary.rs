@@ -1,7 +1,11 @@
 //! The primary's side of a replica's connection, from its `PSYNC` on.
 //!
-//! `PSYNC <replid> <offset>` continues from the backlog when `replid` is this history's
-//! and the bytes from `offset` are still held (`+CONTINUE`); otherwise the primary makes a
+//! `PSYNC <replid> <offset> [<seq>]` continues from the backlog when `replid` is this
+//! history's and the bytes from `offset` are still held (`+CONTINUE`). Otherwise, when the
+//! replica sent the primary sequence number its data holds, `replid` is a history this
+//! data still holds up to that number ([`super::history`]) and the WAL holds every write
+//! after it, the primary sends those writes read back from the WAL, then the stream from
+//! the offset where they end (`+WALCONTINUE`, [`catch_up_from`]). Otherwise it makes a
 //! full sync: it checkpoints the database with writes held off (so the checkpoint is the
 //! stream before an offset exactly, [`crate::store::Store::checkpoint_at_offset`]), sends
 //! `+FULLRESYNC <replid> <offset>`, the checkpoint's files ([`wire`]'s framing, each with
@@ -84,16 +88,25 @@ where
         return Ok(());
     }
     let gen = sh.repl.gen();
-    let (replid, offset) = match args {
-        [id, off] => (
+    let (replid, offset, seq) = match args {
+        [id, off, rest @ ..] if rest.len() <= 1 => (
             String::from_utf8_lossy(id).into_owned(),
             std::str::from_utf8(off)
                 .ok()
                 .and_then(|o| o.parse::<i64>().ok()),
+            rest.first(),
         ),
         _ => {
             wr.write_all(b"-ERR wrong number of arguments for 'psync' command\r\n")
                 .await?;
+            return Ok(());
+        }
+    };
+    let seq = match seq.map(|s| wire::parse_number(s, "sequence number in PSYNC")) {
+        None => None,
+        Some(Ok(s)) => Some(s),
+        Some(Err(e)) => {
+            wr.write_all(format!("-ERR {e}\r\n").as_bytes()).await?;
             return Ok(());
         }
     };
@@ -105,27 +118,165 @@ where
         .and_then(|o| o.checked_sub(1))
         .and_then(|o| u64::try_from(o).ok());
     let cont = wanted.is_some_and(|w| sh.store.log().can_continue(&replid, w));
+    let catch_up = match (cont, seq) {
+        (false, Some(seq)) => {
+            let (s, id) = (sh.clone(), replid.clone());
+            tokio::task::spawn_blocking(move || catch_up_from(&s, &id, seq))
+                .await
+                .map_err(io::Error::other)?
+        }
+        _ => None,
+    };
+    let how;
     let from = if let (true, Some(w)) = (cont, wanted) {
         sh.repl.stats.partial_ok.fetch_add(1, Relaxed);
         let id = sh.store.log().replid().to_string();
         wr.write_all(format!("+CONTINUE {id}\r\n").as_bytes())
             .await?;
+        how = "partial resync from the backlog";
         w
+    } else if let Some(c) = catch_up {
+        sh.repl.stats.partial_ok.fetch_add(1, Relaxed);
+        sh.repl.stats.partial_wal.fetch_add(1, Relaxed);
+        how = "partial resync from the WAL";
+        send_wal(wr, c).await?
     } else {
         if replid != "?" {
             sh.repl.stats.partial_err.fetch_add(1, Relaxed);
         }
         sh.repl.stats.full.fetch_add(1, Relaxed);
+        how = "full sync";
         full_sync(sh, wr, who.id).await?
     };
     sh.repl.set_peer_state(who.id, "online");
     eprintln!(
-        "halflife serve: replication: replica {}:{} streaming from offset {from} ({})",
-        who.ip,
-        who.port,
-        if cont { "partial resync" } else { "full sync" }
+        "halflife serve: replication: replica {}:{} streaming from offset {from} ({how})",
+        who.ip, who.port,
     );
     stream(sh, rd, wr, input, who.id, from, gen, &mut shutdown).await
+}
+
+/// A replica's continuation from the WAL, once it is known to be possible.
+struct CatchUp {
+    replid: String,
+    /// The stream continues from `offset`, which holds exactly the writes after `end`.
+    offset: u64,
+    end: u64,
+    /// The writes still to send: the first entry, read before answering, and the rest.
+    first: Option<Vec<u8>>,
+    rest: WalEntries,
+}
+
+/// The `HLBATCH` entries of the WAL after the replica's sequence number `after`, up to
+/// `end`, each with the primary's sequence number it begins at: the replica holds every
+/// write of data of the batches that begin at or before a number it holds.
+struct WalEntries {
+    updates: engine::db::updates::Updates,
+    after: u64,
+    end: u64,
+}
+
+impl WalEntries {
+    fn next_entry(&mut self) -> engine::Result<Option<Vec<u8>>> {
+        for u in self.updates.by_ref() {
+            let (first, batch) = u?;
+            if first > self.end {
+                break;
+            }
+            if first <= self.after {
+                continue;
+            }
+            let ops = crate::store::stream_ops(&batch);
+            if ops.is_empty() {
+                continue;
+            }
+            let mut entry = wire::batch_head(&ops);
+            wire::push_arg(&mut entry, first.to_string().as_bytes());
+            return Ok(Some(entry));
+        }
+        Ok(None)
+    }
+}
+
+/// Whether a replica that holds the writes of data of history `replid` up to sequence
+/// number `seq` can continue from the WAL: the history must still be this data's up to
+/// `seq` ([`super::history`]: a replica ahead of what a restart recovered holds writes
+/// this primary lost, and must copy anew), and the WAL must still hold every write after
+/// it. Then the log is active from the returned offset on.
+///
+/// The first entry to send is read before the answer: a write the WAL can no longer give
+/// (its WAL dropped by the retention, its value file collected) ends a continuation that
+/// already sent what came before it, and the replica, asking again from there, meets it
+/// first and gets a full sync instead of the same continuation forever.
+fn catch_up_from(sh: &Shared, replid: &str, seq: u64) -> Option<CatchUp> {
+    let shared = sh.store.log().history().shared_until(replid)?;
+    if seq > shared {
+        eprintln!("halflife serve: replication: a replica holds writes up to sequence number {seq} of a history this database holds only up to {shared}: full sync");
+        return None;
+    }
+    let _c = sh.store.command_lock();
+    let (offset, end) = sh.store.stream_point();
+    if seq > end {
+        return None;
+    }
+    let replid = sh.store.log().replid().to_string();
+    let mut rest = match sh.store.db().updates_since(seq.saturating_add(1)) {
+        Ok(updates) => WalEntries {
+            updates,
+            after: seq,
+            end,
+        },
+        Err(e) => {
+            eprintln!("halflife serve: replication: cannot continue a replica from the WAL: {e}");
+            return None;
+        }
+    };
+    match rest.next_entry() {
+        Ok(first) => Some(CatchUp {
+            replid,
+            offset,
+            end,
+            first,
+            rest,
+        }),
+        Err(e) => {
+            eprintln!("halflife serve: replication: cannot continue a replica from the WAL: {e}");
+            None
+        }
+    }
+}
+
+/// Sends `+WALCONTINUE`, the writes after the replica's sequence number as `HLBATCH`
+/// entries read back from the WAL, and [`wire::CAUGHT_UP`]; returns the offset the
+/// stream goes on from. The WAL is read on a blocking thread, a chunk at a time; a write
+/// it can no longer give ends the connection ([`catch_up_from`]).
+async fn send_wal<W: AsyncWrite + Unpin>(wr: &mut W, c: CatchUp) -> io::Result<u64> {
+    wr.write_all(format!("+WALCONTINUE {} {} {}\r\n", c.replid, c.offset, c.end).as_bytes())
+        .await?;
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<io::Result<Vec<u8>>>(2);
+    let (mut chunk, mut rest) = (c.first.unwrap_or_default(), c.rest);
+    let reader = tokio::task::spawn_blocking(move || {
+        loop {
+            match rest.next_entry() {
+                Ok(Some(entry)) => chunk.extend_from_slice(&entry),
+                Ok(None) => break,
+                Err(e) => {
+                    let _ = tx.blocking_send(Err(io::Error::other(e)));
+                    return;
+                }
+            }
+            if chunk.len() >= CHUNK && tx.blocking_send(Ok(std::mem::take(&mut chunk))).is_err() {
+                return;
+            }
+        }
+        chunk.extend_from_slice(&wire::command(&[wire::CAUGHT_UP.as_bytes()]));
+        let _ = tx.blocking_send(Ok(chunk));
+    });
+    while let Some(chunk) = rx.recv().await {
+        wr.write_all(&chunk?).await?;
+    }
+    reader.await.map_err(io::Error::other)?;
+    Ok(c.offset)
 }
 
 /// Takes a replica off the list when its connection ends, however it ends.
@@ -157,7 +308,7 @@ async fn full_sync<W: AsyncWrite + Unpin>(
     let dir = CheckpointDir(super::install::sibling(&data, &format!("repl-{id}")));
     let path = dir.0.clone();
     let s = sh.clone();
-    let (replid, offset) = tokio::task::spawn_blocking(move || {
+    let (replid, offset, seq) = tokio::task::spawn_blocking(move || {
         let _c = s.store.command_lock();
         let _ = std::fs::remove_dir_all(&path);
         s.store.checkpoint_at_offset(&path)
@@ -165,7 +316,7 @@ async fn full_sync<W: AsyncWrite + Unpin>(
     .await
     .map_err(io::Error::other)?
     .map_err(io::Error::other)?;
-    wr.write_all(format!("+FULLRESYNC {replid} {offset}\r\n").as_bytes())
+    wr.write_all(format!("+FULLRESYNC {replid} {offset} {seq}\r\n").as_bytes())
         .await?;
     sh.repl.set_peer_state(id, "send_bulk");
     send_files(&dir.0, wr).await?;

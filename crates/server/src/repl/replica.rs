@@ -1,6 +1,7 @@
 //! A replica's link to its primary: connect, authenticate (`masterauth`),
 //! `REPLCONF listening-port`, `PSYNC` with the stored position, then either receive a
-//! full sync and install it ([`super::install`]) or continue, and apply the stream.
+//! full sync and install it ([`super::install`]), or continue (from the primary's
+//! backlog, or first from its WAL: `+WALCONTINUE`), and apply the stream.
 //!
 //! Each applied group of stream entries is one engine batch holding the primary's records
 //! and the replica's new position ([`crate::record::REPL_KEY`]), so the position on disk
@@ -9,8 +10,8 @@
 //! connection, is reported by `INFO replication` (`master_sync_last_error`) and retried a
 //! second later; a change of role or a shutdown ends the task.
 
-use super::wire::{self, Event, SyncDecoder};
-use super::LinkState;
+use super::wire::{self, Answer, Event, SyncDecoder};
+use super::{LinkState, Position};
 use crate::protocol::{self, Limits};
 use crate::record;
 use crate::server::Shared;
@@ -148,76 +149,127 @@ async fn session(sh: &Arc<Shared>, host: &str, port: u16, gen: u64) -> Result<()
     .await
     .map_err(|e| e.to_string())?
     .map_err(|e| format!("reading the stored position: {e}"))?
-    .and_then(|v| super::decode_position(&v));
-    let (ask_id, ask_off) = match &stored {
-        Some((id, off)) => (id.clone(), off.saturating_add(1).to_string()),
-        None => ("?".to_string(), "-1".to_string()),
-    };
-    c.send(&[b"PSYNC", ask_id.as_bytes(), ask_off.as_bytes()])
-        .await?;
-    let reply = c.line().await?;
-    let mut words = reply.split(' ');
-    let (replid, offset) = match (words.next(), words.next(), words.next()) {
-        (Some("+FULLRESYNC"), Some(id), Some(off)) => {
-            let off: u64 = off
-                .parse()
-                .ok()
-                .filter(|&o| o <= i64::MAX as u64)
-                .ok_or_else(|| format!("bad offset in {reply:?}"))?;
-            check_replid(id)?;
-            sh.repl.set_link_state(gen, LinkState::Sync);
-            receive(sh, &mut c, id, off, gen).await?;
-            (id.to_string(), off)
-        }
-        (Some("+CONTINUE"), id, _) => {
-            if let Some(id) = id {
-                check_replid(id)?;
+    .and_then(|v| super::Position::decode(&v));
+    // `PSYNC <replid> <offset + 1> [<seq>]`: the offset as Redis's replicas send it (-1:
+    // none), and halflife's primary sequence number, from which a primary that cannot
+    // continue from its backlog may continue from its WAL.
+    let mut psync: Vec<Vec<u8>> = vec![b"PSYNC".to_vec()];
+    match &stored {
+        Some(p) => {
+            psync.push(p.replid.clone().into_bytes());
+            psync.push(match p.offset {
+                Some(o) => o.saturating_add(1).to_string().into_bytes(),
+                None => b"-1".to_vec(),
+            });
+            if let Some(seq) = p.seq {
+                psync.push(seq.to_string().into_bytes());
             }
-            let (old_id, off) = stored.ok_or("+CONTINUE to a replica that asked for none")?;
-            (id.map_or(old_id, str::to_string), off)
         }
-        _ => return Err(format!("the primary refused PSYNC: {reply}")),
+        None => psync.extend([b"?".to_vec(), b"-1".to_vec()]),
+    }
+    let args: Vec<&[u8]> = psync.iter().map(Vec::as_slice).collect();
+    c.send(&args).await?;
+    let reply = c.line().await?;
+    let answer = wire::parse_answer(&reply)
+        .map_err(|e| e.to_string())?
+        .ok_or_else(|| format!("the primary refused PSYNC: {reply}"))?;
+    let pos = match answer {
+        Answer::Full {
+            replid,
+            offset,
+            seq,
+        } => {
+            sh.repl.set_link_state(gen, LinkState::Sync);
+            let pos = Position {
+                replid,
+                offset: Some(offset),
+                seq,
+            };
+            receive(sh, &mut c, &pos, gen).await?;
+            Stream::at(pos)
+        }
+        Answer::Continue { replid } => {
+            let old = stored.ok_or("+CONTINUE to a replica that asked for none")?;
+            let offset = old
+                .offset
+                .ok_or("+CONTINUE to a replica that asked for no offset")?;
+            Stream::at(Position {
+                replid: replid.unwrap_or(old.replid),
+                offset: Some(offset),
+                seq: old.seq,
+            })
+        }
+        Answer::Wal {
+            replid,
+            offset,
+            seq,
+        } => {
+            let old = stored
+                .filter(|p| p.seq.is_some())
+                .ok_or("+WALCONTINUE to a replica that asked with no sequence number")?;
+            Stream {
+                pos: Position {
+                    replid,
+                    offset: None,
+                    seq: old.seq,
+                },
+                offset: old.offset.unwrap_or(0),
+                catching_up: Some((offset, seq)),
+            }
+        }
     };
-    sh.repl.set_position(gen, &replid, offset);
+    sh.repl.set_position(gen, &pos.pos.replid, pos.offset);
     sh.repl.set_link_state(gen, LinkState::Connected);
-    eprintln!("halflife serve: replication: streaming from {host}:{port} at offset {offset}");
-    apply_stream(sh, &mut c, replid, offset, gen).await
+    match pos.catching_up {
+        Some(_) => eprintln!(
+            "halflife serve: replication: catching up from the WAL of {host}:{port} after sequence number {}",
+            pos.pos.seq.unwrap_or(0)
+        ),
+        None => eprintln!(
+            "halflife serve: replication: streaming from {host}:{port} at offset {}",
+            pos.offset
+        ),
+    }
+    apply_stream(sh, &mut c, pos, gen).await
 }
 
-/// A replication id is 40 hex digits, as Redis's (it goes into INFO and the stored
-/// position).
-fn check_replid(id: &str) -> Result<(), String> {
-    if id.len() == 40 && id.bytes().all(|b| b.is_ascii_hexdigit()) {
-        Ok(())
-    } else {
-        let shown: String = id.chars().take(64).collect();
-        Err(format!("bad replication id from the primary: {shown:?}"))
+/// Where the applied stream stands.
+#[derive(Clone, Debug)]
+struct Stream {
+    /// What the next engine batch records.
+    pos: Position,
+    /// The stream's offset (while catching up, the last one known, for INFO).
+    offset: u64,
+    /// While the writes read back from the primary's WAL arrive: the offset and the
+    /// sequence number the stream goes on from after [`wire::CAUGHT_UP`].
+    catching_up: Option<(u64, u64)>,
+}
+
+impl Stream {
+    fn at(pos: Position) -> Stream {
+        Stream {
+            offset: pos.offset.unwrap_or(0),
+            pos,
+            catching_up: None,
+        }
     }
 }
 
 /// Receives the files of a full sync into a fresh directory and installs them.
-async fn receive(
-    sh: &Arc<Shared>,
-    c: &mut Conn,
-    replid: &str,
-    offset: u64,
-    gen: u64,
-) -> Result<(), String> {
+async fn receive(sh: &Arc<Shared>, c: &mut Conn, pos: &Position, gen: u64) -> Result<(), String> {
     let data = sh.store.db().path().to_path_buf();
     let dir = tokio::task::spawn_blocking(move || super::install::incoming(&data))
         .await
         .map_err(|e| e.to_string())?
         .map_err(|e| format!("preparing the sync directory: {e}"))?;
     let received = transfer(c, &dir).await;
-    let (s, id) = (sh.clone(), replid.to_string());
+    let (s, p) = (sh.clone(), pos.clone());
     let d = dir.clone();
     let installed = match received {
-        Ok(()) => {
-            tokio::task::spawn_blocking(move || super::install::install(&s, &d, &id, offset, gen))
-                .await
-                .map_err(|e| e.to_string())
-                .and_then(|r| r.map_err(|e| format!("installing the full sync: {e}")))
-        }
+        Ok(()) => tokio::task::spawn_blocking(move || super::install::install(&s, &d, &p, gen))
+            .await
+            .map_err(|e| e.to_string())
+            .and_then(|r| r.map_err(|e| format!("installing the full sync: {e}"))),
         Err(e) => Err(e),
     };
     if installed.is_err() {
@@ -225,7 +277,10 @@ async fn receive(
         let _ = tokio::fs::remove_dir_all(&dir).await;
     }
     installed?;
-    eprintln!("halflife serve: replication: full sync installed at offset {offset}");
+    eprintln!(
+        "halflife serve: replication: full sync installed at offset {}",
+        pos.offset.unwrap_or(0)
+    );
     Ok(())
 }
 
@@ -266,12 +321,11 @@ async fn transfer(c: &mut Conn, dir: &std::path::Path) -> Result<(), String> {
     Ok(())
 }
 
-/// Applies the stream from `offset` until the link fails or the role changes.
+/// Applies the stream from `at` until the link fails or the role changes.
 async fn apply_stream(
     sh: &Arc<Shared>,
     c: &mut Conn,
-    replid: String,
-    mut offset: u64,
+    mut at: Stream,
     gen: u64,
 ) -> Result<(), String> {
     let limits = stream_limits(sh);
@@ -311,15 +365,14 @@ async fn apply_stream(
         if !pending.is_empty() && (!in_multi || bytes > cap) {
             let entries = std::mem::take(&mut pending);
             bytes = 0;
-            let (s, id) = (sh.clone(), replid.clone());
-            let (next, ack) =
-                tokio::task::spawn_blocking(move || apply(&s, gen, &id, offset, entries))
-                    .await
-                    .map_err(|e| e.to_string())??;
-            offset = next;
-            sh.repl.set_position(gen, &replid, offset);
+            let (s, from) = (sh.clone(), at.clone());
+            let (next, ack) = tokio::task::spawn_blocking(move || apply(&s, gen, from, entries))
+                .await
+                .map_err(|e| e.to_string())??;
+            at = next;
+            sh.repl.set_position(gen, &at.pos.replid, at.offset);
             if ack {
-                send_ack(c, offset).await?;
+                send_ack(c, &at).await?;
             }
         }
         if full {
@@ -327,25 +380,30 @@ async fn apply_stream(
         }
         tokio::select! {
             r = c.fill() => r?,
-            _ = tick.tick() => send_ack(c, offset).await?,
+            _ = tick.tick() => send_ack(c, &at).await?,
         }
     }
 }
 
-async fn send_ack(c: &mut Conn, offset: u64) -> Result<(), String> {
-    c.send(&[b"REPLCONF", b"ACK", offset.to_string().as_bytes()])
+/// Acknowledges the offset applied; nothing while catching up from the primary's WAL
+/// (those writes are outside the offsets that `WAIT` counts).
+async fn send_ack(c: &mut Conn, at: &Stream) -> Result<(), String> {
+    if at.catching_up.is_some() {
+        return Ok(());
+    }
+    c.send(&[b"REPLCONF", b"ACK", at.offset.to_string().as_bytes()])
         .await
 }
 
 /// Applies stream entries (with their sizes in bytes) as one engine batch with the new
-/// position; returns the offset after them and whether one asked for an acknowledgement.
+/// position; returns where the stream stands after them and whether one asked for an
+/// acknowledgement.
 fn apply(
     sh: &Shared,
     gen: u64,
-    replid: &str,
-    mut offset: u64,
+    mut at: Stream,
     entries: Vec<(Vec<Bytes>, usize)>,
-) -> Result<(u64, bool), String> {
+) -> Result<(Stream, bool), String> {
     let _c = sh.store.command_lock();
     if sh.repl.gen() != gen {
         return Err("the role changed".into());
@@ -354,7 +412,8 @@ fn apply(
     let mut ack = false;
     for (cmd, len) in &entries {
         let name = &cmd[0];
-        if name.eq_ignore_ascii_case(wire::BATCH.as_bytes()) && cmd.len() == 2 {
+        let caught_up = at.catching_up;
+        if name.eq_ignore_ascii_case(wire::BATCH.as_bytes()) && (2..=3).contains(&cmd.len()) {
             for op in wire::decode_ops(&cmd[1]).map_err(|e| e.to_string())? {
                 if op.put {
                     wb.put(op.key, op.value);
@@ -362,6 +421,20 @@ fn apply(
                     wb.delete(op.key);
                 }
             }
+            if let Some(seq) = cmd.get(2) {
+                at.pos.seq = Some(
+                    wire::parse_number(seq, "sequence number in HLBATCH")
+                        .map_err(|e| e.to_string())?,
+                );
+            }
+        } else if let (Some((offset, seq)), true) = (
+            caught_up,
+            name.eq_ignore_ascii_case(wire::CAUGHT_UP.as_bytes()) && cmd.len() == 1,
+        ) {
+            at.catching_up = None;
+            at.offset = offset;
+            at.pos.seq = Some(seq);
+            continue;
         } else if name.eq_ignore_ascii_case(b"replconf")
             && cmd.len() == 3
             && cmd[1].eq_ignore_ascii_case(b"getack")
@@ -376,12 +449,15 @@ fn apply(
                 String::from_utf8_lossy(&name[..name.len().min(64)])
             ));
         }
-        offset = offset.saturating_add(*len as u64);
+        if caught_up.is_none() {
+            at.offset = at.offset.saturating_add(*len as u64);
+        }
     }
-    wb.put(record::REPL_KEY, &super::encode_position(replid, offset));
+    at.pos.offset = at.catching_up.is_none().then_some(at.offset);
+    wb.put(record::REPL_KEY, &at.pos.encode());
     let sync = sh.settings.appendfsync() == crate::AppendFsync::Always;
     sh.store
         .apply_replicated(wb, sync)
         .map_err(|e| format!("applying the stream: {e}"))?;
-    Ok((offset, ack))
+    Ok((at, ack))
 }

@@ -2,8 +2,9 @@
 //! of it, which a hostile peer can reach (a replica connects to whatever address it is
 //! told; a primary serves whoever sends `PSYNC`).
 //!
-//! - Handshake replies (`+OK`, `+FULLRESYNC <replid> <offset>`, `+CONTINUE`, `-ERR ...`)
-//!   are single lines, read with [`take_line`] under [`MAX_LINE`].
+//! - Handshake replies (`+OK`, `+FULLRESYNC <replid> <offset> <seq>`, `+CONTINUE`,
+//!   `+WALCONTINUE <replid> <offset> <seq>`, `-ERR ...`) are single lines, read with
+//!   [`take_line`] under [`MAX_LINE`] and [`parse_answer`].
 //! - After `+FULLRESYNC` the primary sends the checkpoint's files in halflife's own
 //!   framing (a halflife replica needs a halflife primary, as Kvrocks' replicas need
 //!   Kvrocks), read by [`SyncDecoder`]:
@@ -19,12 +20,15 @@
 //!   file name of a few allowed characters, so it can never leave the directory it is
 //!   written into.
 //! - Then, and on `+CONTINUE`, the stream of writes: RESP arrays of bulk strings (read by
-//!   the connection decoder, [`crate::protocol::Decoder`]). A write is `HLBATCH <ops>`:
-//!   the engine batch the command produced, as it was applied on the primary, so that a
-//!   replica applies exactly the same records (see `docs/replication.md` for why
-//!   batches rather than commands); [`encode_ops`] and [`decode_ops`] are its body.
-//!   `MULTI` and `EXEC` bracket a transaction's batches, `REPLCONF GETACK *` asks for an
-//!   acknowledgement.
+//!   the connection decoder, [`crate::protocol::Decoder`]). A write is `HLBATCH <ops>
+//!   <seq>`: the engine batch the command produced, as it was applied on the primary, so
+//!   that a replica applies exactly the same records (see `docs/replication.md` for why
+//!   batches rather than commands), and the primary's sequence number at it, which lets a
+//!   replica continue from the primary's WAL after a restart; [`encode_ops`] and
+//!   [`decode_ops`] are its body, [`parse_number`] reads the number. `MULTI` and `EXEC`
+//!   bracket a transaction's batches, `REPLCONF GETACK *` asks for an acknowledgement.
+//! - On `+WALCONTINUE` ([`parse_answer`]), the same `HLBATCH` entries read back from the
+//!   primary's WAL come first, outside the offsets, ended by [`CAUGHT_UP`].
 //!
 //! This file uses nothing of the server but `bytes`, `crc32c` and `thiserror`, so that its
 //! fuzz target (`fuzz/fuzz_targets/repl_wire.rs`) builds it alone.
@@ -44,6 +48,11 @@ pub const MAX_NAME: usize = 255;
 pub const MAGIC: &[u8; 8] = b"HLSYNC01";
 /// The write command of the stream.
 pub const BATCH: &str = "HLBATCH";
+/// Ends the writes a primary read back from its WAL for a replica it answered
+/// `+WALCONTINUE`: what follows is the stream from the offset of that answer.
+pub const CAUGHT_UP: &str = "HLCAUGHTUP";
+/// Digits of the largest sequence number or offset a peer may send (`i64::MAX`).
+const MAX_DIGITS: usize = 19;
 
 const HEADER: usize = MAGIC.len() + 4 + 8;
 
@@ -73,6 +82,10 @@ pub enum WireError {
     Crc { name: String, sent: u32, got: u32 },
     #[error("malformed write batch: {0}")]
     BadBatch(&'static str),
+    #[error("bad {0}: not a decimal number below 2^63")]
+    BadNumber(&'static str),
+    #[error("bad replication id from the primary: {0}")]
+    BadReplid(String),
 }
 
 /// Takes one CRLF-ended line (without the CRLF) off the front of `buf`; `None` if it is not
@@ -96,11 +109,108 @@ pub fn take_line(buf: &mut BytesMut) -> Result<Option<Bytes>, WireError> {
 pub fn command(args: &[&[u8]]) -> Vec<u8> {
     let mut out = format!("*{}\r\n", args.len()).into_bytes();
     for a in args {
-        out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
-        out.extend_from_slice(a);
-        out.extend_from_slice(b"\r\n");
+        push_arg(&mut out, a);
     }
     out
+}
+
+/// Appends one bulk string to a command whose array header counted it.
+pub fn push_arg(out: &mut Vec<u8>, a: &[u8]) {
+    out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
+    out.extend_from_slice(a);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// `HLBATCH <ops> <seq>` up to its last argument, the primary's sequence number of the
+/// batch, which [`push_arg`] appends once it is known (the primary learns it under the
+/// lock that orders writes, and encodes the body before taking it).
+pub fn batch_head(ops: &[u8]) -> Vec<u8> {
+    let mut out = b"*3\r\n".to_vec();
+    push_arg(&mut out, BATCH.as_bytes());
+    push_arg(&mut out, ops);
+    out
+}
+
+/// A sequence number or offset a peer sent: 1 to 19 ASCII digits, below 2^63.
+pub fn parse_number(b: &[u8], what: &'static str) -> Result<u64, WireError> {
+    if b.is_empty() || b.len() > MAX_DIGITS || !b.iter().all(u8::is_ascii_digit) {
+        return Err(WireError::BadNumber(what));
+    }
+    // 19 digits fit in a u64; i64::MAX bounds it as Redis bounds offsets.
+    let n: u64 = std::str::from_utf8(b)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .ok_or(WireError::BadNumber(what))?;
+    if n > i64::MAX as u64 {
+        return Err(WireError::BadNumber(what));
+    }
+    Ok(n)
+}
+
+/// How a primary answered `PSYNC`.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Answer {
+    /// `+FULLRESYNC <replid> <offset> [<seq>]`: a copy follows, holding the stream before
+    /// `offset` and the primary's writes up to its sequence number `seq` (a primary that
+    /// sends no `seq` cannot continue the replica from its WAL later).
+    Full {
+        replid: String,
+        offset: u64,
+        seq: Option<u64>,
+    },
+    /// `+CONTINUE [<replid>]`: the stream from the offset asked for, from the backlog.
+    Continue { replid: Option<String> },
+    /// `+WALCONTINUE <replid> <offset> <seq>`: the writes after the sequence number asked
+    /// for, read from the primary's WAL, up to `seq`, then [`CAUGHT_UP`], then the stream
+    /// from `offset` of history `replid`.
+    Wal {
+        replid: String,
+        offset: u64,
+        seq: u64,
+    },
+}
+
+/// A replication id is 40 hex digits, as Redis's (it goes into INFO and the stored
+/// position).
+pub fn check_replid(id: &str) -> Result<(), WireError> {
+    if id.len() == 40 && id.bytes().all(|b| b.is_ascii_hexdigit()) {
+        Ok(())
+    } else {
+        Err(WireError::BadReplid(format!(
+            "{:?}",
+            id.chars().take(64).collect::<String>()
+        )))
+    }
+}
+
+/// Parses the line a primary answered `PSYNC` with; `Ok(None)` for anything else (a
+/// refusal, which the caller reports as it came).
+pub fn parse_answer(line: &str) -> Result<Option<Answer>, WireError> {
+    let words: Vec<&str> = line.splitn(5, ' ').collect();
+    let id = |w: &str| check_replid(w).map(|()| w.to_string());
+    let num = |w: &str, what| parse_number(w.as_bytes(), what);
+    Ok(Some(match words[..] {
+        ["+FULLRESYNC", r, o] => Answer::Full {
+            replid: id(r)?,
+            offset: num(o, "offset")?,
+            seq: None,
+        },
+        ["+FULLRESYNC", r, o, s] => Answer::Full {
+            replid: id(r)?,
+            offset: num(o, "offset")?,
+            seq: Some(num(s, "sequence number")?),
+        },
+        ["+CONTINUE"] => Answer::Continue { replid: None },
+        ["+CONTINUE", r] => Answer::Continue {
+            replid: Some(id(r)?),
+        },
+        ["+WALCONTINUE", r, o, s] => Answer::Wal {
+            replid: id(r)?,
+            offset: num(o, "offset")?,
+            seq: num(s, "sequence number")?,
+        },
+        _ => return Ok(None),
+    }))
 }
 
 /// One record of a write batch.
@@ -485,6 +595,66 @@ mod tests {
         }
         assert!(decode_ops(b"X").is_err());
         assert!(decode_ops(&[b'P', 0xff, 0xff, 0xff, 0xff]).is_err());
+    }
+
+    #[test]
+    fn numbers_and_answers_are_bounded() {
+        assert_eq!(parse_number(b"0", "x"), Ok(0));
+        assert_eq!(
+            parse_number(b"9223372036854775807", "x"),
+            Ok(i64::MAX as u64)
+        );
+        for bad in [
+            &b""[..],
+            b"-1",
+            b"+1",
+            b" 1",
+            b"9223372036854775808",
+            b"99999999999999999999",
+            b"1x",
+        ] {
+            assert_eq!(
+                parse_number(bad, "x"),
+                Err(WireError::BadNumber("x")),
+                "{bad:?}"
+            );
+        }
+        let id = "ab".repeat(20);
+        assert_eq!(
+            parse_answer(&format!("+FULLRESYNC {id} 7 9")),
+            Ok(Some(Answer::Full {
+                replid: id.clone(),
+                offset: 7,
+                seq: Some(9)
+            }))
+        );
+        assert_eq!(
+            parse_answer(&format!("+FULLRESYNC {id} 7")),
+            Ok(Some(Answer::Full {
+                replid: id.clone(),
+                offset: 7,
+                seq: None
+            }))
+        );
+        assert_eq!(
+            parse_answer(&format!("+WALCONTINUE {id} 0 12")),
+            Ok(Some(Answer::Wal {
+                replid: id.clone(),
+                offset: 0,
+                seq: 12
+            }))
+        );
+        assert_eq!(
+            parse_answer("+CONTINUE"),
+            Ok(Some(Answer::Continue { replid: None }))
+        );
+        assert_eq!(parse_answer("-ERR no"), Ok(None));
+        assert_eq!(parse_answer(&format!("+WALCONTINUE {id} 0")), Ok(None));
+        assert!(parse_answer("+FULLRESYNC xyz 0").is_err());
+        assert!(parse_answer(&format!("+WALCONTINUE {id} 0 -5")).is_err());
+        let mut entry = batch_head(b"ops");
+        push_arg(&mut entry, b"42");
+        assert_eq!(entry, command(&[BATCH.as_bytes(), b"ops", b"42"]));
     }
 
     #[test]
