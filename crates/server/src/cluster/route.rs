@@ -3,6 +3,15 @@
 //! node must serve that slot. Otherwise the client gets Redis's redirection or error:
 //! `-MOVED <slot> <ip>:<port>`, `-CROSSSLOT ...`, or `-CLUSTERDOWN Hash slot not served`.
 //!
+//! A slot being moved (Redis's `CLUSTER SETSLOT ... MIGRATING|IMPORTING`) is served by
+//! both nodes, by where its keys are, as in Redis (`getNodeByQuery`): the source runs a
+//! request whose keys are all still here, sends one whose keys are all gone to the
+//! destination (`-ASK <slot> <ip>:<port>`), and answers `-TRYAGAIN` to one whose keys are
+//! split; the destination runs a request on the slot only after `ASKING` (one command, or
+//! one transaction), `-TRYAGAIN` if it names several keys and some have not arrived, and
+//! sends any other to the owner (`-MOVED`). On the source the count and the command hold
+//! the migration lock shared ([`Admitted`]), so `MIGRATE` cannot take a key between them.
+//!
 //! Inside `MULTI` each command is checked as it is queued (a refused one makes `EXEC`
 //! fail, as any refused command does), and `EXEC` checks the keys of all queued commands
 //! together, so a transaction whose commands touch different slots fails with `CROSSSLOT`
@@ -238,8 +247,10 @@ pub fn admit<'a>(
     routed
 }
 
-/// [`route`], then for a slot being moved, which of the request's keys are here: the
-/// keys are counted under the guard the command then keeps.
+/// [`route`], then for a slot being moved, which of the request's keys are here. On the
+/// source they are counted under the guard the command then keeps (keys only leave it);
+/// the destination needs none (keys only arrive there, so a count can only grow, and a
+/// guard there could wait on a `MIGRATE` of its own that waits on this node).
 fn decide<'a, 'b, I: Iterator<Item = &'b [Bytes]>>(
     sh: &'a Shared,
     c: &'a super::Cluster,
@@ -247,23 +258,26 @@ fn decide<'a, 'b, I: Iterator<Item = &'b [Bytes]>>(
     asking: bool,
     cmds: impl Fn() -> I,
 ) -> Result<Admitted<'a>, Reply> {
-    let first = route(&c.read(), readonly, asking, cmds())?;
-    if first == Verdict::Here {
-        return Ok(None);
-    }
-    // The guard first, then the state again: a MIGRATE or SETSLOT may have run between.
-    let guard = c.command_on_moving_slot();
-    let verdict = route(&c.read(), readonly, asking, cmds())?;
+    let (verdict, guard) = match route(&c.read(), readonly, asking, cmds())? {
+        Verdict::Here => return Ok(None),
+        Verdict::Importing => (Verdict::Importing, None),
+        Verdict::Migrating { .. } => {
+            // The guard first, then the state again: a MIGRATE or SETSLOT may have run
+            // in between.
+            let guard = c.command_on_moving_slot();
+            (route(&c.read(), readonly, asking, cmds())?, Some(guard))
+        }
+    };
     match verdict {
         Verdict::Here => Ok(None),
         Verdict::Migrating { slot, to } => match presence(sh, cmds())? {
-            (_, 0) => Ok(Some(guard)),
+            (_, 0) => Ok(guard),
             (0, _) => Err(Reply::Error(format!("ASK {slot} {to}"))),
             _ => Err(try_again()),
         },
         Verdict::Importing => match presence(sh, cmds())? {
             (present, missing) if missing > 0 && present + missing > 1 => Err(try_again()),
-            _ => Ok(Some(guard)),
+            _ => Ok(None),
         },
     }
 }
