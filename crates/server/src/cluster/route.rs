@@ -150,7 +150,7 @@ fn presence<'a>(
     sh: &Shared,
     cmds: impl Iterator<Item = &'a [Bytes]>,
 ) -> Result<(usize, usize), Reply> {
-    let mut seen: Vec<&Bytes> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
     let (mut present, mut missing) = (0, 0);
     for args in cmds {
         let Some(spec) = table::find(&command_name(&args[0])) else {
@@ -160,10 +160,9 @@ fn presence<'a>(
             continue;
         }
         for k in keys(spec, args) {
-            if seen.contains(&k) {
+            if !seen.insert(k) {
                 continue;
             }
-            seen.push(k);
             if sh.store.read(0, k, false)?.is_some() {
                 present += 1;
             } else {

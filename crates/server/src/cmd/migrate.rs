@@ -154,9 +154,9 @@ pub fn migrate(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     let _cmd = cx.sh.store.command_lock();
     let _keys = cx.lock(keys);
     let db = cx.db();
-    let mut here: Vec<&Bytes> = Vec::new();
+    let (mut here, mut seen) = (Vec::new(), std::collections::HashSet::new());
     for k in keys {
-        if !here.contains(&k) && cx.meta(k)?.is_some() {
+        if seen.insert(k) && cx.meta(k)?.is_some() {
             here.push(k);
         }
     }
