@@ -620,6 +620,38 @@ fn ask_asking_and_tryagain_during_a_move() {
         dst.cmd(&["MGET", a, a]),
         F::Array(vec![bulk("1"), bulk("1")])
     );
+    // ASKING covers a whole transaction; and it ends after the next command even when
+    // that is a pipelined plain SET (which has a fast path of its own).
+    assert_eq!(dst.cmd(&["ASKING"]), simple("OK"));
+    assert_eq!(dst.cmd(&["MULTI"]), simple("OK"));
+    assert_eq!(dst.cmd(&["GET", a]), simple("QUEUED"));
+    assert_eq!(dst.cmd(&["EXEC"]), F::Array(vec![bulk("1")]));
+    assert_eq!(text(&dst.cmd(&["GET", a])), moved_to_src);
+    let mine: Vec<String> = (0..)
+        .map(|i| format!("k{i}"))
+        .filter(|k| Cluster::owner(slot(&mut dst, k)) == mv.dst)
+        .take(2)
+        .collect();
+    let cmds: [&[&[u8]]; 4] = [
+        &[b"ASKING"],
+        &[b"SET", mine[0].as_bytes(), b"1"],
+        &[b"SET", mine[1].as_bytes(), b"1"],
+        &[b"GET", a.as_bytes()],
+    ];
+    // One write, so that the server reads the four as one pipeline.
+    let mut out = Vec::new();
+    for c in cmds {
+        out.extend_from_slice(format!("*{}\r\n", c.len()).as_bytes());
+        for a in c {
+            out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
+            out.extend_from_slice(a);
+            out.extend_from_slice(b"\r\n");
+        }
+    }
+    std::io::Write::write_all(&mut dst.s, &out).unwrap();
+    let replies: Vec<F> = (0..4).map(|_| dst.read().unwrap()).collect();
+    assert_eq!(replies[..3], [simple("OK"), simple("OK"), simple("OK")]);
+    assert_eq!(text(&replies[3]), moved_to_src);
     // MIGRATE of keys that are not here; bad requests.
     assert_eq!(mv.migrate(&cl, &[a.to_string()]), simple("NOKEY"));
     let p = ports[mv.dst].to_string();

@@ -175,10 +175,12 @@ fn presence<'a>(
 
 /// Whether the command `args` may run here as it is, outside a transaction and without
 /// [`admit`]'s checks (the plain-SET pipeline's fast path asks this): not on a slot being
-/// migrated. Always when cluster mode is off.
+/// moved, nor right after `ASKING` (which [`admit`] must clear). Always when cluster mode
+/// is off.
 pub fn serves(sh: &Shared, s: &Session, args: &[Bytes]) -> bool {
     match &sh.cluster {
         None => true,
+        Some(_) if s.ext.cluster_asking => false,
         Some(c) => {
             let st = c.read();
             route(&st, s.ext.cluster_readonly, false, std::iter::once(args)) == Ok(Verdict::Here)
