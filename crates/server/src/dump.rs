@@ -29,9 +29,10 @@ fn bad_payload() -> Reply {
     Reply::err("DUMP payload version or checksum are wrong")
 }
 
-fn too_large(max: usize) -> Reply {
+fn too_large(key: &[u8], max: usize) -> Reply {
     Reply::err(format!(
-        "the key's serialized value is larger than {max} bytes (proto-max-bulk-len)"
+        "the serialized value of key '{}' is larger than {max} bytes (proto-max-bulk-len)",
+        String::from_utf8_lossy(&key[..key.len().min(64)])
     ))
 }
 
@@ -55,7 +56,7 @@ pub fn dump(store: &Store, db: u8, key: &[u8], max: usize) -> Result<Option<Dump
     let mut out = vec![m.kind as u8];
     if m.kind == Kind::String {
         if m.value.len() + 1 + TRAILER > max {
-            return Err(too_large(max));
+            return Err(too_large(key, max));
         }
         out.extend_from_slice(&m.value);
     } else {
@@ -80,7 +81,7 @@ pub fn dump(store: &Store, db: u8, key: &[u8], max: usize) -> Result<Option<Dump
                 },
             )?;
             if over {
-                return Err(too_large(max));
+                return Err(too_large(key, max));
             }
         }
     }

@@ -487,6 +487,22 @@ fn migrate_moves_keys_whole_between_servers() {
         "IOERR"
     ));
     assert_eq!(s.cmd(&["GET", "k"]), bulk("v"));
+    // A key whose payload would pass proto-max-bulk-len is refused by name, and stays.
+    assert_eq!(
+        s.cmd(&["CONFIG", "SET", "proto-max-bulk-len", "4096"]),
+        simple("OK")
+    );
+    let v = "x".repeat(100);
+    for i in 0..50 {
+        assert_eq!(s.cmd(&["HSET", "big", &i.to_string(), &v]), F::Integer(1));
+    }
+    let too_large = "ERR the serialized value of key 'big' is larger than 4096 bytes";
+    assert!(is_err(&s.cmd(&["DUMP", "big"]), too_large));
+    assert!(is_err(
+        &migrate(&mut s, &["AUTH", "pw", "KEYS", "big"]),
+        too_large
+    ));
+    assert_eq!(s.cmd(&["HLEN", "big"]), F::Integer(50));
     drop((s, d));
     src.stop();
     dst.stop();

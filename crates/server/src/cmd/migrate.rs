@@ -241,7 +241,10 @@ pub fn migrate(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
             b.del_meta(db, k);
         }
     }
-    cx.write(b)?;
+    // Synced whatever appendfsync says: a source that came back after a crash with a
+    // moved key (the delete lost) would serve that old copy, and a later MIGRATE ...
+    // REPLACE would put it over the newer writes the destination took meanwhile.
+    cx.sh.store.write(b, true)?;
     match first_error {
         Some(e) => Err(e),
         None => Ok(Reply::ok()),
