@@ -942,3 +942,45 @@ fn a_slot_moves_while_a_client_writes() {
         n.stop();
     }
 }
+
+fn text_ask(slot: u16, port: u16) -> F {
+    F::Error(format!("ASK {slot} 127.0.0.1:{port}").into())
+}
+
+/// Clients blocked on a key of a slot that goes to another node are sent there (as in
+/// Redis); while the slot is only being migrated, they stay blocked.
+#[test]
+fn blocked_clients_follow_their_slot() {
+    let cl = three();
+    let ports = cl.ports();
+    let mut c = cl.client(0);
+    let sl = tag_of(&mut c, "q");
+    drop(c);
+    let owner = Cluster::owner(sl);
+    let mut blocked = cl.client(owner);
+    blocked.send(&[b"BLPOP", b"{t}q", b"0"]);
+    let mut src = cl.client(owner);
+    let wait_blocked = |c: &mut Client, n: &str| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while !text(&c.cmd(&["INFO", "clients"])).contains(&format!("blocked_clients:{n}\r\n")) {
+            assert!(std::time::Instant::now() < deadline, "not {n} blocked");
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+    };
+    wait_blocked(&mut src, "1");
+    // Opening the move and moving keys leave it blocked; the slot given away sends it on.
+    let mv = Move::open(&cl, sl);
+    assert_eq!(src.cmd(&["SET", "{t}s", "1"]), text_ask(sl, ports[mv.dst]));
+    assert_eq!(mv.migrate(&cl, &["{t}other".to_string()]), simple("NOKEY"));
+    wait_blocked(&mut src, "1");
+    mv.close(&cl);
+    assert_eq!(
+        text(&blocked.read().unwrap()),
+        format!("MOVED {sl} 127.0.0.1:{}", ports[mv.dst])
+    );
+    wait_blocked(&mut src, "0");
+    drop((blocked, src));
+    for n in cl.nodes {
+        n.stop();
+    }
+}

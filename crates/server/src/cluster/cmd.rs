@@ -363,7 +363,7 @@ pub fn clusterx(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     let sub = text(&a[0][..a[0].len().min(32)]).to_ascii_lowercase();
     let args = &a[1..];
     let wrong = || wrong_args(&format!("clusterx|{sub}"));
-    let update = |f: &dyn Fn(&mut State) -> Result<(), Reply>| update(c, f);
+    let update = |f: &dyn Fn(&mut State) -> Result<(), Reply>| update(cx.sh, c, f);
     match sub.as_str() {
         "version" if args.is_empty() => Ok(Reply::Int(c.read().version)),
         "myid" if args.is_empty() => Ok(Reply::bulk(c.read().myid.clone())),
@@ -434,14 +434,20 @@ pub fn clusterx(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     }
 }
 
-/// Applies `f` to the state, saved before it takes effect (see [`Cluster::update`]).
-fn update(c: &Cluster, f: &dyn Fn(&mut State) -> Result<(), Reply>) -> CmdResult {
+/// Applies `f` to the state, saved before it takes effect (see [`Cluster::update`]);
+/// then clients blocked on keys of slots that went elsewhere are sent there.
+fn update(
+    sh: &crate::server::Shared,
+    c: &Cluster,
+    f: &dyn Fn(&mut State) -> Result<(), Reply>,
+) -> CmdResult {
     c.update(|s| f(s).map_err(UpdateError::Refused))
         .map_err(|e| match e {
             UpdateError::Refused(r) => r,
             UpdateError::Io(e) => not_saved(e),
-        })
-        .map(|_| Reply::ok())
+        })?;
+    super::route::redirect_blocked(sh);
+    Ok(Reply::ok())
 }
 
 fn topology_of(s: &mut State) -> Result<&mut Topology, Reply> {
@@ -505,7 +511,7 @@ fn setslot(cx: &Ctx, c: &Cluster, a: &[Bytes]) -> CmdResult {
             .is_some_and(|n| n.id == s.myid)
     };
     match (action.as_str(), id) {
-        ("migrating", Some(id)) => update(c, &|s| {
+        ("migrating", Some(id)) => update(cx.sh, c, &|s| {
             master(s, &id)?;
             if !owned(s) {
                 return Err(Reply::err(format!("I'm not the owner of hash slot {slot}")));
@@ -516,7 +522,7 @@ fn setslot(cx: &Ctx, c: &Cluster, a: &[Bytes]) -> CmdResult {
             s.migrating.insert(slot, id.clone());
             Ok(())
         }),
-        ("importing", Some(id)) => update(c, &|s| {
+        ("importing", Some(id)) => update(cx.sh, c, &|s| {
             master(s, &id)?;
             if owned(s) {
                 return Err(Reply::err(format!(
@@ -529,7 +535,7 @@ fn setslot(cx: &Ctx, c: &Cluster, a: &[Bytes]) -> CmdResult {
             s.importing.insert(slot, id.clone());
             Ok(())
         }),
-        ("stable", None) => update(c, &|s| {
+        ("stable", None) => update(cx.sh, c, &|s| {
             s.migrating.remove(&slot);
             s.importing.remove(&slot);
             Ok(())
@@ -543,7 +549,7 @@ fn setslot(cx: &Ctx, c: &Cluster, a: &[Bytes]) -> CmdResult {
             if gives_away {
                 no_keys_left(cx, slot)?;
             }
-            update(c, &|s| {
+            update(cx.sh, c, &|s| {
                 if s.version < 0 {
                     return Err(Reply::err("no topology set: CLUSTERX SETNODES first"));
                 }

@@ -136,6 +136,29 @@ fn route<'a>(
     Err(Reply::Error(format!("MOVED {slot} {}", owner.addr())))
 }
 
+/// After a change of the state: clients blocked (`BLPOP` ...) on a key of a slot this
+/// node no longer serves get `-MOVED` to its owner (`-CLUSTERDOWN` if none), as Redis
+/// answers them; those of a slot it migrates stay blocked here, as there.
+pub fn redirect_blocked(sh: &Shared) {
+    let Some(c) = &sh.cluster else {
+        return;
+    };
+    if !sh.blocked.any() {
+        return;
+    }
+    let st = c.read().clone();
+    sh.blocked.refuse(|key| {
+        let slot = key_slot(key);
+        match st.topology.as_ref().and_then(|t| t.owner(slot)) {
+            None => Some(down()),
+            Some(n) if n.id != st.myid && !st.importing.contains_key(&slot) => {
+                Some(Reply::Error(format!("MOVED {slot} {}", n.addr())))
+            }
+            _ => None,
+        }
+    });
+}
+
 fn down() -> Reply {
     Reply::Error("CLUSTERDOWN Hash slot not served".into())
 }
