@@ -450,6 +450,25 @@ fn versions_setslot_and_bad_topologies() {
         &c.cmd(&["CLUSTERX", "MIGRATE", &s, IDS[1]]),
         "ERR CLUSTERX MIGRATE is not supported: move a slot with CLUSTER SETSLOT"
     ));
+    // Redis's CLUSTER SETSLOT ... NODE: the next version, to masters of the topology.
+    let replica = topo.replace(
+        &format!("{} 127.0.0.1 {} master - 10923-16383", IDS[2], ports[2]),
+        &format!("{} 127.0.0.1 {} slave {}", IDS[2], ports[2], IDS[0]),
+    );
+    assert_eq!(
+        c.cmd(&["CLUSTERX", "SETNODES", &replica, "3"]),
+        simple("OK")
+    );
+    assert!(is_err(
+        &c.cmd(&["CLUSTER", "SETSLOT", &s, "NODE", IDS[2]]),
+        &format!("ERR Can't assign hashslot {s} to a slave node.")
+    ));
+    assert_eq!(
+        c.cmd(&["CLUSTER", "SETSLOT", &s, "NODE", IDS[0]]),
+        simple("OK")
+    );
+    assert_eq!(c.cmd(&["CLUSTERX", "VERSION"]), F::Integer(4));
+    assert_eq!(c.cmd(&["GET", "bar"]), F::Null);
     drop(c);
     for n in cl.nodes {
         n.stop();
