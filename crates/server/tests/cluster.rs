@@ -624,6 +624,14 @@ fn ask_asking_and_tryagain_during_a_move() {
         &src.cmd(&["MGET", a, b]),
         "TRYAGAIN Multiple keys request during rehashing of slot"
     ));
+    // A transaction on the source: runs on keys still here; a key gone fails it.
+    assert_eq!(src.cmd(&["MULTI"]), simple("OK"));
+    assert_eq!(src.cmd(&["INCR", b]), simple("QUEUED"));
+    assert_eq!(src.cmd(&["EXEC"]), F::Array(vec![F::Integer(3)]));
+    assert_eq!(src.cmd(&["MULTI"]), simple("OK"));
+    assert_eq!(src.cmd(&["GET", b]), simple("QUEUED"));
+    assert_eq!(text(&src.cmd(&["GET", a])), ask);
+    assert!(is_err(&src.cmd(&["EXEC"]), "EXECABORT"));
     // The destination serves the slot to ASKING clients only, one command at a time.
     assert_eq!(text(&dst.cmd(&["GET", a])), moved_to_src);
     assert_eq!(dst.cmd(&["ASKING"]), simple("OK"));
@@ -732,7 +740,7 @@ fn ask_asking_and_tryagain_during_a_move() {
     ));
     src.send(&[b"RESTORE", b.as_bytes(), b"100000", &payload, b"REPLACE"]);
     assert_eq!(src.read().unwrap(), simple("OK"));
-    assert_eq!(src.cmd(&["GET", b]), bulk("2"));
+    assert_eq!(src.cmd(&["GET", b]), bulk("3"));
     let pttl = int(&src.cmd(&["PTTL", b]));
     assert!((1..=100_000).contains(&pttl), "{pttl}");
     // A crash mid-move: the source restarted still sends the moved keys' clients on.
@@ -743,7 +751,7 @@ fn ask_asking_and_tryagain_during_a_move() {
     let again = Running::start(dirs[mv.src].path(), config(true));
     let mut c = Client::connect(again.addr);
     assert_eq!(text(&c.cmd(&["GET", a])), ask);
-    assert_eq!(c.cmd(&["GET", b]), bulk("2"));
+    assert_eq!(c.cmd(&["GET", b]), bulk("3"));
     assert_eq!(c.cmd(&["CLUSTER", "SETSLOT", &s, "STABLE"]), simple("OK"));
     assert_eq!(c.cmd(&["GET", a]), F::Null);
     drop(c);
