@@ -151,9 +151,11 @@ pub fn execute(sh: &Shared, s: &mut Session, args: &[Bytes]) -> (Reply, Outcome)
             Outcome::Continue,
         );
     }
-    if let Err(r) = crate::cluster::admit(sh, s, &name, args) {
-        return (r, Outcome::Continue);
-    }
+    // Held to the end of the command: see `cluster::route::Admitted`.
+    let _moving = match crate::cluster::admit(sh, s, &name, args) {
+        Ok(g) => g,
+        Err(r) => return (r, Outcome::Continue),
+    };
     if sh.store.is_replica() && sh.settings.replica_read_only() && is_write(&name) {
         // Refused when queued too, as Redis does: the transaction then fails as a whole.
         if s.ext.multi.is_some() {
@@ -167,9 +169,14 @@ pub fn execute(sh: &Shared, s: &mut Session, args: &[Bytes]) -> (Reply, Outcome)
     if let Some(r) = crate::cmd::multi::queue(s, &name, args) {
         return (r, Outcome::Continue);
     }
-    // EXEC and REPLICAOF take the exec lock exclusively themselves, and WAIT, which may
-    // block for long, holds none; every other command holds it shared.
-    let exclusive = matches!(name.as_str(), "exec" | "replicaof" | "slaveof" | "wait");
+    // EXEC and REPLICAOF take the exec lock exclusively themselves, WAIT, which may
+    // block for long, holds none, and MIGRATE takes it after the cluster's migration lock
+    // (the order every command on a migrating slot takes them in); every other command
+    // holds it shared.
+    let exclusive = matches!(
+        name.as_str(),
+        "exec" | "replicaof" | "slaveof" | "wait" | "migrate"
+    );
     let _g = (!exclusive).then(|| sh.store.command_lock());
     run_named(sh, s, &name, args)
 }

@@ -9,6 +9,7 @@ mod cluster;
 mod cmd;
 mod commands;
 mod config;
+mod dump;
 mod info;
 mod pattern;
 #[cfg(test)]

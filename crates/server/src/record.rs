@@ -94,7 +94,7 @@ impl Kind {
             .find(|k| n.eq_ignore_ascii_case(k.name().as_bytes()))
     }
 
-    fn from_u8(b: u8) -> Option<Kind> {
+    pub fn from_u8(b: u8) -> Option<Kind> {
         Some(match b {
             0 => Kind::String,
             1 => Kind::Hash,

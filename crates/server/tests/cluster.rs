@@ -448,8 +448,27 @@ fn versions_setslot_and_bad_topologies() {
     assert_eq!(c.cmd(&["CLUSTERX", "VERSION"]), F::Integer(2));
     assert!(is_err(
         &c.cmd(&["CLUSTERX", "MIGRATE", &s, IDS[1]]),
-        "ERR CLUSTERX MIGRATE is not supported"
+        "ERR CLUSTERX MIGRATE is not supported: move a slot with CLUSTER SETSLOT"
     ));
+    // Redis's CLUSTER SETSLOT ... NODE: the next version, to masters of the topology.
+    let replica = topo.replace(
+        &format!("{} 127.0.0.1 {} master - 10923-16383", IDS[2], ports[2]),
+        &format!("{} 127.0.0.1 {} slave {}", IDS[2], ports[2], IDS[0]),
+    );
+    assert_eq!(
+        c.cmd(&["CLUSTERX", "SETNODES", &replica, "3"]),
+        simple("OK")
+    );
+    assert!(is_err(
+        &c.cmd(&["CLUSTER", "SETSLOT", &s, "NODE", IDS[2]]),
+        &format!("ERR Can't assign hashslot {s} to a slave node.")
+    ));
+    assert_eq!(
+        c.cmd(&["CLUSTER", "SETSLOT", &s, "NODE", IDS[0]]),
+        simple("OK")
+    );
+    assert_eq!(c.cmd(&["CLUSTERX", "VERSION"]), F::Integer(4));
+    assert_eq!(c.cmd(&["GET", "bar"]), F::Null);
     drop(c);
     for n in cl.nodes {
         n.stop();
@@ -489,4 +508,506 @@ fn topology_survives_a_restart() {
     let third = nodes.iter().find(|n| n.0 == IDS[2]).unwrap();
     assert_eq!(third.4, ["0", "10923-16383"]);
     srv.stop();
+}
+
+/// Moving a slot as Redis does: the node ids and clients of the source and destination.
+struct Move {
+    slot: u16,
+    src: usize,
+    dst: usize,
+}
+
+impl Move {
+    /// Opens `slot` for moving from its owner to the next node.
+    fn open(cl: &Cluster, slot: u16) -> Move {
+        let src = Cluster::owner(slot);
+        let dst = (src + 1) % 3;
+        let s = slot.to_string();
+        assert_eq!(
+            cl.client(dst)
+                .cmd(&["CLUSTER", "SETSLOT", &s, "IMPORTING", IDS[src]]),
+            simple("OK")
+        );
+        assert_eq!(
+            cl.client(src)
+                .cmd(&["CLUSTER", "SETSLOT", &s, "MIGRATING", IDS[dst]]),
+            simple("OK")
+        );
+        Move { slot, src, dst }
+    }
+
+    /// `MIGRATE` of `keys` from the source to the destination.
+    fn migrate(&self, cl: &Cluster, keys: &[String]) -> F {
+        let port = cl.ports()[self.dst].to_string();
+        let mut cmd = vec!["MIGRATE", "127.0.0.1", &port, "", "0", "5000", "KEYS"];
+        cmd.extend(keys.iter().map(String::as_str));
+        cl.client(self.src).cmd(&cmd)
+    }
+
+    /// Up to `n` keys of the slot still on the source.
+    fn left(&self, cl: &Cluster, n: usize) -> Vec<String> {
+        let s = self.slot.to_string();
+        match cl
+            .client(self.src)
+            .cmd(&["CLUSTER", "GETKEYSINSLOT", &s, &n.to_string()])
+        {
+            F::Array(v) => v.iter().map(text).collect(),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// Gives the slot to the destination on every node (destination first), version 2.
+    fn close(&self, cl: &Cluster) {
+        let s = self.slot.to_string();
+        for i in [self.dst, self.src, 3 - self.src - self.dst] {
+            assert_eq!(
+                cl.client(i)
+                    .cmd(&["CLUSTERX", "SETSLOT", &s, "NODE", IDS[self.dst], "2"]),
+                simple("OK"),
+                "node {i}"
+            );
+        }
+    }
+}
+
+/// The slot of the keys `{t}...` the move tests use.
+fn tag_of(c: &mut Client, name: &str) -> u16 {
+    slot(c, &format!("{{t}}{name}"))
+}
+
+#[test]
+fn ask_asking_and_tryagain_during_a_move() {
+    let cl = three();
+    let ports = cl.ports();
+    let mut any = cl.client(0);
+    let sl = tag_of(&mut any, "a");
+    let (a, b) = ("{t}a", "{t}b");
+    let (owner, next) = (Cluster::owner(sl), (Cluster::owner(sl) + 1) % 3);
+    let mut src = cl.client(owner);
+    assert_eq!(src.cmd(&["SET", a, "1"]), simple("OK"));
+    assert_eq!(src.cmd(&["SET", b, "2"]), simple("OK"));
+    assert_eq!(src.cmd(&["PEXPIRE", a, "1000000"]), F::Integer(1));
+    let mv = Move::open(&cl, sl);
+    assert_eq!((mv.src, mv.dst), (owner, next));
+    let mut dst = cl.client(mv.dst);
+    let s = sl.to_string();
+    let ask = format!("ASK {sl} 127.0.0.1:{}", ports[mv.dst]);
+    let moved_to_src = format!("MOVED {sl} 127.0.0.1:{}", ports[mv.src]);
+    // A key that is not on the source: ASK, for reads and writes alike.
+    assert_eq!(text(&src.cmd(&["GET", "{t}new"])), ask);
+    assert_eq!(text(&src.cmd(&["SET", "{t}new", "x"])), ask);
+    let nodes = text(&src.cmd(&["CLUSTER", "NODES"]));
+    assert!(
+        nodes.contains(&format!("[{sl}->-{}]", IDS[mv.dst])),
+        "{nodes}"
+    );
+    let nodes = text(&dst.cmd(&["CLUSTER", "NODES"]));
+    assert!(
+        nodes.contains(&format!("[{sl}-<-{}]", IDS[mv.src])),
+        "{nodes}"
+    );
+    // The slot cannot be given away while keys of it are here.
+    for cmd in [
+        &["CLUSTER", "SETSLOT", &s, "NODE", IDS[mv.dst]][..],
+        &["CLUSTERX", "SETSLOT", &s, "NODE", IDS[mv.dst], "2"],
+    ] {
+        assert!(
+            is_err(&src.cmd(cmd), "ERR Can't assign hashslot"),
+            "{cmd:?}"
+        );
+    }
+    assert_eq!(mv.migrate(&cl, &[a.to_string()]), simple("OK"));
+    assert_eq!(text(&src.cmd(&["GET", a])), ask);
+    assert_eq!(src.cmd(&["GET", b]), bulk("2"));
+    // Keys split between the two nodes: TRYAGAIN, on both.
+    assert!(is_err(
+        &src.cmd(&["MGET", a, b]),
+        "TRYAGAIN Multiple keys request during rehashing of slot"
+    ));
+    // A transaction on the source: runs on keys still here; a key gone fails it.
+    assert_eq!(src.cmd(&["MULTI"]), simple("OK"));
+    assert_eq!(src.cmd(&["INCR", b]), simple("QUEUED"));
+    assert_eq!(src.cmd(&["EXEC"]), F::Array(vec![F::Integer(3)]));
+    assert_eq!(src.cmd(&["MULTI"]), simple("OK"));
+    assert_eq!(src.cmd(&["GET", b]), simple("QUEUED"));
+    assert_eq!(text(&src.cmd(&["GET", a])), ask);
+    assert!(is_err(&src.cmd(&["EXEC"]), "EXECABORT"));
+    // The destination serves the slot to ASKING clients only, one command at a time.
+    assert_eq!(text(&dst.cmd(&["GET", a])), moved_to_src);
+    assert_eq!(dst.cmd(&["ASKING"]), simple("OK"));
+    assert_eq!(dst.cmd(&["GET", a]), bulk("1"));
+    assert_eq!(text(&dst.cmd(&["GET", a])), moved_to_src);
+    assert_eq!(dst.cmd(&["ASKING"]), simple("OK"));
+    let pttl = int(&dst.cmd(&["PTTL", a]));
+    assert!((1..=1_000_000).contains(&pttl), "{pttl}");
+    assert_eq!(dst.cmd(&["ASKING"]), simple("OK"));
+    assert!(is_err(&dst.cmd(&["MGET", a, b]), "TRYAGAIN"));
+    assert_eq!(dst.cmd(&["ASKING"]), simple("OK"));
+    assert_eq!(
+        dst.cmd(&["MGET", a, a]),
+        F::Array(vec![bulk("1"), bulk("1")])
+    );
+    // ASKING covers a whole transaction; and it ends after the next command even when
+    // that is a pipelined plain SET (which has a fast path of its own).
+    assert_eq!(dst.cmd(&["ASKING"]), simple("OK"));
+    assert_eq!(dst.cmd(&["MULTI"]), simple("OK"));
+    assert_eq!(dst.cmd(&["GET", a]), simple("QUEUED"));
+    assert_eq!(dst.cmd(&["EXEC"]), F::Array(vec![bulk("1")]));
+    assert_eq!(text(&dst.cmd(&["GET", a])), moved_to_src);
+    let mine: Vec<String> = (0..)
+        .map(|i| format!("k{i}"))
+        .filter(|k| Cluster::owner(slot(&mut dst, k)) == mv.dst)
+        .take(2)
+        .collect();
+    let cmds: [&[&[u8]]; 4] = [
+        &[b"ASKING"],
+        &[b"SET", mine[0].as_bytes(), b"1"],
+        &[b"SET", mine[1].as_bytes(), b"1"],
+        &[b"GET", a.as_bytes()],
+    ];
+    // One write, so that the server reads the four as one pipeline.
+    let mut out = Vec::new();
+    for c in cmds {
+        out.extend_from_slice(format!("*{}\r\n", c.len()).as_bytes());
+        for a in c {
+            out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
+            out.extend_from_slice(a);
+            out.extend_from_slice(b"\r\n");
+        }
+    }
+    std::io::Write::write_all(&mut dst.s, &out).unwrap();
+    let replies: Vec<F> = (0..4).map(|_| dst.read().unwrap()).collect();
+    assert_eq!(replies[..3], [simple("OK"), simple("OK"), simple("OK")]);
+    assert_eq!(text(&replies[3]), moved_to_src);
+    // MIGRATE of keys that are not here; bad requests.
+    assert_eq!(mv.migrate(&cl, &[a.to_string()]), simple("NOKEY"));
+    let p = ports[mv.dst].to_string();
+    for (cmd, want) in [
+        (
+            &["MIGRATE", "127.0.0.1", "x", b, "0", "10"][..],
+            "ERR value is not an integer",
+        ),
+        (
+            &["MIGRATE", "127.0.0.1", &p, b, "0", "10", "KEYS", b],
+            "ERR When using MIGRATE KEYS",
+        ),
+        (
+            &["MIGRATE", "127.0.0.1", &p, b, "99", "10"],
+            "ERR DB index is out of range",
+        ),
+        (
+            &["MIGRATE", "127.0.0.1", &p, b, "0", "10", "BOGUS"],
+            "ERR syntax error",
+        ),
+        (
+            &["CLUSTER", "SETSLOT", &s, "MIGRATING", &"4".repeat(40)],
+            "ERR I don't know about node",
+        ),
+        (
+            &["CLUSTER", "SETSLOT", &s, "IMPORTING", IDS[mv.dst]],
+            "ERR I'm already the owner",
+        ),
+        (
+            &["CLUSTER", "SETSLOT", &s, "BOGUS"],
+            "ERR Invalid CLUSTER SETSLOT action",
+        ),
+        (
+            &["CLUSTER", "SETSLOT", "16384", "STABLE"],
+            "ERR Invalid or out of range slot",
+        ),
+        (
+            &["RESTORE", b, "0", "not a payload", "REPLACE"],
+            "ERR DUMP payload version or checksum are wrong",
+        ),
+        (&["RESTORE", b, "-1", "x"], "ERR Invalid TTL value"),
+    ] {
+        assert!(is_err(&src.cmd(cmd), want), "{cmd:?}: {:?}", src.cmd(cmd));
+    }
+    let other = (0..3).find(|&i| i != mv.src && i != mv.dst).unwrap();
+    assert!(is_err(
+        &cl.client(other)
+            .cmd(&["CLUSTER", "SETSLOT", &s, "MIGRATING", IDS[mv.dst]]),
+        "ERR I'm not the owner of hash slot"
+    ));
+    // DUMP and RESTORE carry a key whole; an existing key is kept without REPLACE.
+    let F::BulkString(payload) = src.cmd(&["DUMP", b]) else {
+        panic!("DUMP")
+    };
+    src.send(&[b"RESTORE", b.as_bytes(), b"0", &payload]);
+    assert!(is_err(
+        &src.read().unwrap(),
+        "BUSYKEY Target key name already exists."
+    ));
+    src.send(&[b"RESTORE", b.as_bytes(), b"100000", &payload, b"REPLACE"]);
+    assert_eq!(src.read().unwrap(), simple("OK"));
+    assert_eq!(src.cmd(&["GET", b]), bulk("3"));
+    let pttl = int(&src.cmd(&["PTTL", b]));
+    assert!((1..=100_000).contains(&pttl), "{pttl}");
+    // A crash mid-move: the source restarted still sends the moved keys' clients on.
+    let Cluster { _dirs: dirs, nodes } = cl;
+    drop((src, dst, any));
+    let mut nodes: Vec<Option<Running>> = nodes.into_iter().map(Some).collect();
+    nodes[mv.src].take().unwrap().stop();
+    let again = Running::start(dirs[mv.src].path(), config(true));
+    let mut c = Client::connect(again.addr);
+    assert_eq!(text(&c.cmd(&["GET", a])), ask);
+    assert_eq!(c.cmd(&["GET", b]), bulk("3"));
+    assert_eq!(c.cmd(&["CLUSTER", "SETSLOT", &s, "STABLE"]), simple("OK"));
+    assert_eq!(c.cmd(&["GET", a]), F::Null);
+    drop(c);
+    again.stop();
+    for n in nodes.into_iter().flatten() {
+        n.stop();
+    }
+}
+
+/// Follows redirections as a cluster client does: MOVED updates its slot map, ASK sends
+/// `ASKING` and the command to the node named once, TRYAGAIN retries.
+struct Follower {
+    ports: Vec<u16>,
+    conns: Vec<Client>,
+    owner: std::collections::HashMap<u16, usize>,
+    asks: usize,
+}
+
+impl Follower {
+    fn new(cl: &Cluster) -> Follower {
+        Follower {
+            ports: cl.ports(),
+            conns: (0..3).map(|i| cl.client(i)).collect(),
+            owner: Default::default(),
+            asks: 0,
+        }
+    }
+
+    fn node_of(&self, addr: &str) -> usize {
+        let port: u16 = addr.rsplit(':').next().unwrap().parse().unwrap();
+        self.ports.iter().position(|&p| p == port).unwrap()
+    }
+
+    fn cmd(&mut self, slot: u16, args: &[&str]) -> F {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        let mut node = *self.owner.get(&slot).unwrap_or(&Cluster::owner(slot));
+        loop {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no answer to {args:?}"
+            );
+            let r = self.conns[node].cmd(args);
+            let F::Error(e) = &r else { return r };
+            let w: Vec<&str> = e.split(' ').collect();
+            match w[0] {
+                "MOVED" => {
+                    node = self.node_of(w[2]);
+                    self.owner.insert(slot, node);
+                }
+                "ASK" => {
+                    self.asks += 1;
+                    let to = self.node_of(w[2]);
+                    assert_eq!(self.conns[to].cmd(&["ASKING"]), simple("OK"));
+                    let r = self.conns[to].cmd(args);
+                    if !is_err(&r, "TRYAGAIN") {
+                        return r;
+                    }
+                }
+                "TRYAGAIN" => {}
+                _ => return r,
+            }
+        }
+    }
+}
+
+#[test]
+fn a_slot_moves_while_a_client_writes() {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+    let cl = three();
+    let mut c0 = cl.client(0);
+    let sl = tag_of(&mut c0, "x");
+    drop(c0);
+    let owner = Cluster::owner(sl);
+    let mut src = cl.client(owner);
+    // What is there before: strings, collections of each type, expiring keys.
+    for i in 0..100 {
+        let k = format!("{{t}}s:{i}");
+        assert_eq!(src.cmd(&["SET", &k, &i.to_string()]), simple("OK"));
+    }
+    let fields: Vec<String> = (0..50)
+        .flat_map(|i| [format!("f{i}"), i.to_string()])
+        .collect();
+    let mut cmd = vec!["HSET", "{t}h"];
+    cmd.extend(fields.iter().map(String::as_str));
+    assert_eq!(src.cmd(&cmd), F::Integer(50));
+    let elems: Vec<String> = (0..30).map(|i| format!("e{i}")).collect();
+    let mut cmd = vec!["RPUSH", "{t}l"];
+    cmd.extend(elems.iter().map(String::as_str));
+    assert_eq!(src.cmd(&cmd), F::Integer(30));
+    assert_eq!(src.cmd(&["SADD", "{t}set", "a", "b", "c"]), F::Integer(3));
+    assert_eq!(
+        src.cmd(&["ZADD", "{t}z", "1.5", "a", "-2", "b", "3", "c"]),
+        F::Integer(3)
+    );
+    assert_eq!(src.cmd(&["EXPIRE", "{t}z", "100000"]), F::Integer(1));
+    assert_eq!(
+        src.cmd(&["SET", "{t}ttl", "v", "PX", "1000000"]),
+        simple("OK")
+    );
+
+    // The writer: each round appends to the list and the hash, increments a counter and
+    // writes a new key, all in the slot; `done` counts acknowledged rounds.
+    let done = Arc::new(AtomicUsize::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut w = Follower::new(&cl);
+    let writer = {
+        let (done, stop) = (done.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut i = 0usize;
+            while !stop.load(SeqCst) {
+                let (n, e) = (i.to_string(), format!("w{i}"));
+                assert_eq!(w.cmd(sl, &["RPUSH", "{t}l", &e]), F::Integer(31 + i as i64));
+                assert_eq!(w.cmd(sl, &["HSET", "{t}h", &e, &n]), F::Integer(1));
+                assert_eq!(w.cmd(sl, &["INCR", "{t}ctr"]), F::Integer(i as i64 + 1));
+                assert_eq!(
+                    w.cmd(sl, &["SET", &format!("{{t}}w:{i}"), &n]),
+                    simple("OK")
+                );
+                i += 1;
+                done.store(i, SeqCst);
+            }
+            w.asks
+        })
+    };
+    // Waits until the writer has acknowledged `n` more rounds: writes fall between every
+    // two steps of the move, whatever the speed of either thread.
+    let progress = |n: usize| {
+        let want = done.load(SeqCst) + n;
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while done.load(SeqCst) < want {
+            assert!(Instant::now() < deadline, "the writer is stuck");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    };
+    progress(3);
+    let mv = Move::open(&cl, sl);
+    let mut batches = 0;
+    loop {
+        progress(2);
+        let keys = mv.left(&cl, 10);
+        if keys.is_empty() {
+            break;
+        }
+        assert_eq!(mv.migrate(&cl, &keys), simple("OK"));
+        batches += 1;
+    }
+    progress(2);
+    mv.close(&cl);
+    progress(2);
+    stop.store(true, SeqCst);
+    let asks = writer.join().unwrap();
+    let rounds = done.load(SeqCst);
+    assert!(batches >= 11, "{batches} batches");
+    assert!(asks > 0, "the writer was never sent on with ASK");
+
+    // Every acknowledged write is on the new owner, with what was there before.
+    let mut dst = cl.client(mv.dst);
+    assert_eq!(
+        dst.cmd(&["CLUSTER", "COUNTKEYSINSLOT", &sl.to_string()]),
+        F::Integer(100 + 5 + 1 + rounds as i64)
+    );
+    assert_eq!(
+        src.cmd(&["CLUSTER", "COUNTKEYSINSLOT", &sl.to_string()]),
+        F::Integer(0)
+    );
+    assert!(is_err(
+        &src.cmd(&["GET", "{t}s:1"]),
+        &format!("MOVED {sl} ")
+    ));
+    for i in 0..100 {
+        assert_eq!(
+            dst.cmd(&["GET", &format!("{{t}}s:{i}")]),
+            bulk(&i.to_string())
+        );
+    }
+    let mut list: Vec<F> = elems.iter().map(|e| bulk(e)).collect();
+    list.extend((0..rounds).map(|i| bulk(&format!("w{i}"))));
+    assert_eq!(dst.cmd(&["LRANGE", "{t}l", "0", "-1"]), F::Array(list));
+    assert_eq!(dst.cmd(&["HLEN", "{t}h"]), F::Integer(50 + rounds as i64));
+    for i in 0..rounds {
+        assert_eq!(
+            dst.cmd(&["HGET", "{t}h", &format!("w{i}")]),
+            bulk(&i.to_string())
+        );
+        assert_eq!(
+            dst.cmd(&["GET", &format!("{{t}}w:{i}")]),
+            bulk(&i.to_string())
+        );
+    }
+    assert_eq!(dst.cmd(&["HGET", "{t}h", "f7"]), bulk("7"));
+    assert_eq!(dst.cmd(&["GET", "{t}ctr"]), bulk(&rounds.to_string()));
+    assert_eq!(dst.cmd(&["SCARD", "{t}set"]), F::Integer(3));
+    assert_eq!(dst.cmd(&["SISMEMBER", "{t}set", "b"]), F::Integer(1));
+    assert_eq!(
+        dst.cmd(&["ZRANGE", "{t}z", "0", "-1", "WITHSCORES"]),
+        F::Array(vec![
+            bulk("b"),
+            bulk("-2"),
+            bulk("a"),
+            bulk("1.5"),
+            bulk("c"),
+            bulk("3")
+        ])
+    );
+    assert_eq!(dst.cmd(&["ZSCORE", "{t}z", "c"]), bulk("3"));
+    let ttl = int(&dst.cmd(&["TTL", "{t}z"]));
+    assert!((1..=100000).contains(&ttl), "{ttl}");
+    let pttl = int(&dst.cmd(&["PTTL", "{t}ttl"]));
+    assert!((1..=1_000_000).contains(&pttl), "{pttl}");
+    assert_eq!(dst.cmd(&["PTTL", "{t}s:3"]), F::Integer(-1));
+    drop((src, dst));
+    for n in cl.nodes {
+        n.stop();
+    }
+}
+
+fn text_ask(slot: u16, port: u16) -> F {
+    F::Error(format!("ASK {slot} 127.0.0.1:{port}").into())
+}
+
+/// Clients blocked on a key of a slot that goes to another node are sent there (as in
+/// Redis); while the slot is only being migrated, they stay blocked.
+#[test]
+fn blocked_clients_follow_their_slot() {
+    let cl = three();
+    let ports = cl.ports();
+    let mut c = cl.client(0);
+    let sl = tag_of(&mut c, "q");
+    drop(c);
+    let owner = Cluster::owner(sl);
+    let mut blocked = cl.client(owner);
+    blocked.send(&[b"BLPOP", b"{t}q", b"0"]);
+    let mut src = cl.client(owner);
+    let wait_blocked = |c: &mut Client, n: &str| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while !text(&c.cmd(&["INFO", "clients"])).contains(&format!("blocked_clients:{n}\r\n")) {
+            assert!(std::time::Instant::now() < deadline, "not {n} blocked");
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+    };
+    wait_blocked(&mut src, "1");
+    // Opening the move and moving keys leave it blocked; the slot given away sends it on.
+    let mv = Move::open(&cl, sl);
+    assert_eq!(src.cmd(&["SET", "{t}s", "1"]), text_ask(sl, ports[mv.dst]));
+    assert_eq!(mv.migrate(&cl, &["{t}other".to_string()]), simple("NOKEY"));
+    wait_blocked(&mut src, "1");
+    mv.close(&cl);
+    assert_eq!(
+        text(&blocked.read().unwrap()),
+        format!("MOVED {sl} 127.0.0.1:{}", ports[mv.dst])
+    );
+    wait_blocked(&mut src, "0");
+    drop((blocked, src));
+    for n in cl.nodes {
+        n.stop();
+    }
 }

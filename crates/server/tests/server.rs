@@ -389,3 +389,121 @@ fn a_blocked_move_does_not_touch_a_watched_key() {
     assert_eq!(watching.cmd(&["EXEC"]), F::Null);
     srv.stop();
 }
+
+/// `MIGRATE` between two plain servers: keys of each type move whole with their expiry;
+/// `COPY` keeps them here, `REPLACE` overwrites there, `AUTH` reaches a server with a
+/// password, and the target's refusals come back named.
+#[test]
+fn migrate_moves_keys_whole_between_servers() {
+    let (t1, t2) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let src = Running::start(t1.path(), config());
+    let dst = Running::start(
+        t2.path(),
+        Config {
+            requirepass: Some("pw".into()),
+            ..config()
+        },
+    );
+    let port = dst.addr.port().to_string();
+    let mut s = Client::connect(src.addr);
+    let mut d = Client::connect(dst.addr);
+    assert_eq!(d.cmd(&["AUTH", "pw"]), simple("OK"));
+    assert_eq!(s.cmd(&["SET", "str", "v"]), simple("OK"));
+    assert_eq!(s.cmd(&["RPUSH", "list", "a", "b", "c"]), F::Integer(3));
+    assert_eq!(s.cmd(&["LPOP", "list"]), bulk("a"));
+    assert_eq!(s.cmd(&["HSET", "hash", "f", "1", "g", "2"]), F::Integer(2));
+    assert_eq!(s.cmd(&["SADD", "set", "x", "y"]), F::Integer(2));
+    assert_eq!(s.cmd(&["ZADD", "zset", "2", "b", "1", "a"]), F::Integer(2));
+    assert_eq!(s.cmd(&["PEXPIRE", "hash", "500000"]), F::Integer(1));
+    let migrate = |c: &mut Client, extra: &[&str]| {
+        let mut cmd = vec!["MIGRATE", "127.0.0.1", &port, "", "0", "5000"];
+        cmd.extend_from_slice(extra);
+        c.cmd(&cmd)
+    };
+    // Without the password, the target's refusal is named.
+    assert!(is_err(
+        &migrate(&mut s, &["KEYS", "str"]),
+        "ERR Target instance replied with error: NOAUTH"
+    ));
+    assert_eq!(s.cmd(&["EXISTS", "str"]), F::Integer(1));
+    let all = ["str", "list", "hash", "set", "zset", "missing"];
+    let mut copy = vec!["COPY", "AUTH", "pw", "KEYS"];
+    copy.extend_from_slice(&all);
+    assert_eq!(migrate(&mut s, &copy), simple("OK"));
+    assert_eq!(
+        s.cmd(&["EXISTS", "str", "list", "hash", "set", "zset"]),
+        F::Integer(5)
+    );
+    // Already there: BUSYKEY, nothing deleted here; REPLACE moves them.
+    let mut again = vec!["AUTH2", "default", "pw", "KEYS"];
+    again.extend_from_slice(&all);
+    assert!(is_err(
+        &migrate(&mut s, &again),
+        "ERR Target instance replied with error: BUSYKEY"
+    ));
+    assert_eq!(
+        s.cmd(&["EXISTS", "str", "list", "hash", "set", "zset"]),
+        F::Integer(5)
+    );
+    assert_eq!(s.cmd(&["HSET", "hash", "h", "3"]), F::Integer(1));
+    let mut replace = vec!["REPLACE", "AUTH", "pw", "KEYS"];
+    replace.extend_from_slice(&all);
+    assert_eq!(migrate(&mut s, &replace), simple("OK"));
+    assert_eq!(s.cmd(&["DBSIZE"]), F::Integer(0));
+    assert_eq!(
+        migrate(&mut s, &["AUTH", "pw", "KEYS", "str"]),
+        simple("NOKEY")
+    );
+    assert_eq!(d.cmd(&["GET", "str"]), bulk("v"));
+    assert_eq!(
+        d.cmd(&["LRANGE", "list", "0", "-1"]),
+        F::Array(vec![bulk("b"), bulk("c")])
+    );
+    assert_eq!(d.cmd(&["RPUSH", "list", "d"]), F::Integer(3));
+    assert_eq!(d.cmd(&["LINDEX", "list", "0"]), bulk("b"));
+    assert_eq!(d.cmd(&["HGET", "hash", "h"]), bulk("3"));
+    assert_eq!(d.cmd(&["HLEN", "hash"]), F::Integer(3));
+    let pttl = match d.cmd(&["PTTL", "hash"]) {
+        F::Integer(n) => n,
+        other => panic!("{other:?}"),
+    };
+    assert!((1..=500_000).contains(&pttl), "{pttl}");
+    assert_eq!(d.cmd(&["SCARD", "set"]), F::Integer(2));
+    assert_eq!(
+        d.cmd(&["ZRANGE", "zset", "0", "-1", "WITHSCORES"]),
+        F::Array(vec![bulk("a"), bulk("1"), bulk("b"), bulk("2")])
+    );
+    assert_eq!(
+        d.cmd(&["ZRANGEBYSCORE", "zset", "2", "2"]),
+        F::Array(vec![bulk("b")])
+    );
+    // Nobody listening: IOERR, the key stays.
+    assert_eq!(s.cmd(&["SET", "k", "v"]), simple("OK"));
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let closed_port = closed.local_addr().unwrap().port().to_string();
+    drop(closed);
+    assert!(is_err(
+        &s.cmd(&["MIGRATE", "127.0.0.1", &closed_port, "k", "0", "1000"]),
+        "IOERR"
+    ));
+    assert_eq!(s.cmd(&["GET", "k"]), bulk("v"));
+    // A key whose payload would pass proto-max-bulk-len is refused by name, and stays.
+    assert_eq!(
+        s.cmd(&["CONFIG", "SET", "proto-max-bulk-len", "4096"]),
+        simple("OK")
+    );
+    let v = "x".repeat(100);
+    for i in 0..50 {
+        assert_eq!(s.cmd(&["HSET", "big", &i.to_string(), &v]), F::Integer(1));
+    }
+    let too_large = "ERR the serialized value of key 'big' is larger than 4096 bytes";
+    assert!(is_err(&s.cmd(&["DUMP", "big"]), too_large));
+    assert!(is_err(
+        &migrate(&mut s, &["AUTH", "pw", "KEYS", "big"]),
+        too_large
+    ));
+    assert_eq!(s.cmd(&["HLEN", "big"]), F::Integer(50));
+    drop((s, d));
+    src.stop();
+    dst.stop();
+}

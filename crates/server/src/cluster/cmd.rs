@@ -1,15 +1,16 @@
 //! The cluster commands: Redis's `CLUSTER` subcommands that clients read (INFO, NODES,
 //! SLOTS, SHARDS, MYID, KEYSLOT, COUNTKEYSINSLOT, GETKEYSINSLOT) in Redis 7.0's formats,
-//! `READONLY`/`READWRITE`/`ASKING`, and Kvrocks' `CLUSTERX` through which a controller
-//! sets this node's id and pushes the topology.
+//! `CLUSTER SETSLOT` through which a slot is moved, `READONLY`/`READWRITE`/`ASKING`, and
+//! Kvrocks' `CLUSTERX` through which a controller sets this node's id and pushes the
+//! topology.
 //!
 //! Keys by slot: the key layout ([`crate::record`]) has no slot in the metadata key, so
 //! `COUNTKEYSINSLOT` and `GETKEYSINSLOT` walk the database's metadata records and hash
 //! each key: O(keys on the node) per call, one record held at a time. Kvrocks puts the
 //! slot in the key prefix to make these a range read; that would change the layout every
 //! other command and the non-cluster databases depend on, for two commands that only
-//! resharding tools call. Without slot migration (not implemented) nothing here needs
-//! them to be fast.
+//! resharding tools call. A slot move that takes its keys by batches of `GETKEYSINSLOT`
+//! therefore walks the node once per batch: larger batches, fewer walks.
 
 use super::slot::{key_slot, parse_slot, SLOTS};
 use super::state::{Cluster, State};
@@ -43,6 +44,7 @@ const HELP: &[&str] = &[
     "KEYSLOT <key>",
     "MYID",
     "NODES",
+    "SETSLOT <slot> (IMPORTING <node-id>|MIGRATING <node-id>|STABLE|NODE <node-id>)",
     "SHARDS",
     "SLOTS",
     "The topology is set with CLUSTERX SETNODEID, SETNODES and SETSLOT (Kvrocks').",
@@ -82,6 +84,7 @@ pub fn cluster(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
             })?;
             Ok(Reply::Int(n))
         }
+        "setslot" => setslot(cx, c, &a[1..]),
         "getkeysinslot" => {
             arity(3)?;
             let (slot, count) = (int(&a[1])?, int(&a[2])?);
@@ -202,6 +205,15 @@ fn nodes(st: &State, port: u16) -> String {
         for r in t.ranges(&n.id) {
             let _ = write!(s, " {}", fmt_range(r));
         }
+        // Redis shows this node's open slots on its own line.
+        if n.id == st.myid {
+            for (slot, to) in &st.migrating {
+                let _ = write!(s, " [{slot}->-{to}]");
+            }
+            for (slot, from) in &st.importing {
+                let _ = write!(s, " [{slot}-<-{from}]");
+            }
+        }
         s.push('\n');
     }
     s
@@ -304,10 +316,11 @@ pub fn readwrite(cx: &mut Ctx, _a: &[Bytes]) -> CmdResult {
     Ok(Reply::ok())
 }
 
-/// `ASKING`: accepted for clients that send it after an `-ASK`; this server never sends
-/// one (no slot migration), so it changes nothing.
+/// `ASKING`, sent by a client after an `-ASK`: its next command (or transaction) may run
+/// on a slot this node imports ([`super::route::admit`] clears the flag after it).
 pub fn asking(cx: &mut Ctx, _a: &[Bytes]) -> CmdResult {
     cluster_of(cx)?;
+    cx.s.ext.cluster_asking = true;
     Ok(Reply::ok())
 }
 
@@ -350,14 +363,7 @@ pub fn clusterx(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     let sub = text(&a[0][..a[0].len().min(32)]).to_ascii_lowercase();
     let args = &a[1..];
     let wrong = || wrong_args(&format!("clusterx|{sub}"));
-    let update = |f: &dyn Fn(&mut State) -> Result<(), Reply>| {
-        c.update(|s| f(s).map_err(UpdateError::Refused))
-            .map_err(|e| match e {
-                UpdateError::Refused(r) => r,
-                UpdateError::Io(e) => not_saved(e),
-            })
-            .map(|_| Reply::ok())
-    };
+    let update = |f: &dyn Fn(&mut State) -> Result<(), Reply>| update(cx.sh, c, f);
     match sub.as_str() {
         "version" if args.is_empty() => Ok(Reply::Int(c.read().version)),
         "myid" if args.is_empty() => Ok(Reply::bulk(c.read().myid.clone())),
@@ -401,24 +407,164 @@ pub fn clusterx(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
                 return Err(Reply::err("Invalid slot subcommand: only NODE is supported"));
             }
             let (id, v) = (node_id(id)?, version(v)?);
+            // A slot being migrated from here is given away only once its keys are gone
+            // (otherwise, as in Kvrocks, the controller's word goes: keys left behind are
+            // no longer served).
+            let moving_out = {
+                let st = c.read();
+                st.migrating.contains_key(&slot) && id != st.myid
+            };
+            if moving_out {
+                no_keys_left(cx, slot)?;
+            }
             update(&|s| {
                 if s.version < 0 || v != s.version + 1 {
                     return Err(invalid_version());
                 }
-                let t = s
-                    .topology
-                    .as_mut()
-                    .ok_or_else(|| Reply::err("no topology set: CLUSTERX SETNODES first"))?;
-                t.set_slot(slot, &id).map_err(Reply::err)?;
+                assign(s, slot, &id)?;
                 s.version = v;
                 Ok(())
             })
         }
         "migrate" => Err(Reply::err(
-            "CLUSTERX MIGRATE is not supported: halflife has no slot migration (copy the slot's keys with a client, then move the slot with CLUSTERX SETSLOT)",
+            "CLUSTERX MIGRATE is not supported: move a slot with CLUSTER SETSLOT IMPORTING/MIGRATING, MIGRATE and CLUSTERX SETSLOT (docs/cluster.md)",
         )),
         "version" | "myid" => Err(wrong()),
         _ => Err(unknown_sub("CLUSTERX", &a[0])),
+    }
+}
+
+/// Applies `f` to the state, saved before it takes effect (see [`Cluster::update`]);
+/// then clients blocked on keys of slots that went elsewhere are sent there.
+fn update(
+    sh: &crate::server::Shared,
+    c: &Cluster,
+    f: &dyn Fn(&mut State) -> Result<(), Reply>,
+) -> CmdResult {
+    c.update(|s| f(s).map_err(UpdateError::Refused))
+        .map_err(|e| match e {
+            UpdateError::Refused(r) => r,
+            UpdateError::Io(e) => not_saved(e),
+        })?;
+    super::route::redirect_blocked(sh);
+    Ok(Reply::ok())
+}
+
+fn topology_of(s: &mut State) -> Result<&mut Topology, Reply> {
+    s.topology
+        .as_mut()
+        .ok_or_else(|| Reply::err("no topology set: CLUSTERX SETNODES first"))
+}
+
+/// Gives `slot` to the master `id` (both SETSLOT ... NODE forms). The moves that no longer
+/// apply (the slot migrated from here or imported here) end with it
+/// ([`State::drop_stale_moves`]).
+fn assign(s: &mut State, slot: u16, id: &str) -> Result<(), Reply> {
+    topology_of(s)?.set_slot(slot, id).map_err(Reply::err)
+}
+
+/// Refuses to give a slot of this node to another while keys of it are still here (Redis's
+/// check): they would no longer be served by anyone.
+fn no_keys_left(cx: &Ctx, slot: u16) -> Result<(), Reply> {
+    let mut any = false;
+    keys_in_slot(cx, slot, |_| {
+        any = true;
+        Ok(false)
+    })?;
+    if any {
+        return Err(Reply::err(format!(
+            "Can't assign hashslot {slot} to a different node while I still hold keys for this hash slot."
+        )));
+    }
+    Ok(())
+}
+
+/// `CLUSTER SETSLOT <slot> MIGRATING <dst id> | IMPORTING <src id> | STABLE | NODE <id>`,
+/// Redis's commands for moving a slot. `NODE` counts as a new topology version (the
+/// current one + 1), as `CLUSTERX SETSLOT` with that version would.
+fn setslot(cx: &Ctx, c: &Cluster, a: &[Bytes]) -> CmdResult {
+    let action_error =
+        || Reply::err("Invalid CLUSTER SETSLOT action or number of arguments. Try CLUSTER HELP");
+    let (slot, action, id) = match a {
+        [slot, action] => (slot, action, None),
+        [slot, action, id] => (slot, action, Some(node_id(id)?)),
+        _ => return Err(action_error()),
+    };
+    let slot = parse_slot(slot).ok_or_else(|| Reply::err("Invalid or out of range slot"))?;
+    let action = text(&action[..action.len().min(16)]).to_ascii_lowercase();
+    // The node named must be a master of the topology.
+    let master = |s: &State, id: &str| -> Result<(), Reply> {
+        let t = s
+            .topology
+            .as_ref()
+            .ok_or_else(|| Reply::err("no topology set: CLUSTERX SETNODES first"))?;
+        match t.node(id) {
+            None => Err(Reply::err(format!("I don't know about node {id}"))),
+            Some(n) if n.master.is_some() => Err(Reply::err("Target node is not a master")),
+            Some(_) => Ok(()),
+        }
+    };
+    let owned = |s: &State| {
+        s.topology
+            .as_ref()
+            .and_then(|t| t.owner(slot))
+            .is_some_and(|n| n.id == s.myid)
+    };
+    match (action.as_str(), id) {
+        ("migrating", Some(id)) => update(cx.sh, c, &|s| {
+            master(s, &id)?;
+            if !owned(s) {
+                return Err(Reply::err(format!("I'm not the owner of hash slot {slot}")));
+            }
+            if id == s.myid {
+                return Err(Reply::err("Target node is this node"));
+            }
+            s.migrating.insert(slot, id.clone());
+            Ok(())
+        }),
+        ("importing", Some(id)) => update(cx.sh, c, &|s| {
+            master(s, &id)?;
+            if owned(s) {
+                return Err(Reply::err(format!(
+                    "I'm already the owner of hash slot {slot}"
+                )));
+            }
+            if id == s.myid {
+                return Err(Reply::err("Source node is this node"));
+            }
+            s.importing.insert(slot, id.clone());
+            Ok(())
+        }),
+        ("stable", None) => update(cx.sh, c, &|s| {
+            s.migrating.remove(&slot);
+            s.importing.remove(&slot);
+            Ok(())
+        }),
+        ("node", Some(id)) => {
+            let gives_away = {
+                let st = c.read();
+                let mine = st.topology.as_ref().and_then(|t| t.owner(slot));
+                mine.is_some_and(|n| n.id == st.myid) && id != st.myid
+            };
+            if gives_away {
+                no_keys_left(cx, slot)?;
+            }
+            update(cx.sh, c, &|s| {
+                if s.version < 0 {
+                    return Err(Reply::err("no topology set: CLUSTERX SETNODES first"));
+                }
+                master(s, &id).map_err(|e| match e {
+                    Reply::Error(m) if m.contains("not a master") => {
+                        Reply::err(format!("Can't assign hashslot {slot} to a slave node."))
+                    }
+                    e => e,
+                })?;
+                assign(s, slot, &id)?;
+                s.version += 1;
+                Ok(())
+            })
+        }
+        _ => Err(action_error()),
     }
 }
 

@@ -7,11 +7,15 @@
 //! - [`slot`]: which of the 16384 slots a key belongs to (CRC16-XMODEM, hash tags);
 //! - [`topology`]: the controller's topology, parsed and validated;
 //! - [`state`]: this node's id, topology and version, kept in the database directory;
-//! - [`route`]: the check before each command (MOVED, CROSSSLOT, CLUSTERDOWN);
-//! - [`cmd`]: `CLUSTER ...`, `CLUSTERX ...`, `READONLY`, `READWRITE`, `ASKING`.
+//! - [`route`]: the check before each command (MOVED, ASK, TRYAGAIN, CROSSSLOT,
+//!   CLUSTERDOWN);
+//! - [`cmd`]: `CLUSTER ...` (with Redis's `SETSLOT ... MIGRATING|IMPORTING|STABLE|NODE`),
+//!   `CLUSTERX ...`, `READONLY`, `READWRITE`, `ASKING`.
 //!
-//! Not implemented: slot migration (`CLUSTERX MIGRATE`, `-ASK`), failure detection and
-//! failover (the controller's job in Kvrocks' design too).
+//! A slot moves as in Redis Cluster: the keys go with `MIGRATE` ([`crate::cmd::migrate`])
+//! while both nodes serve, the source answering `-ASK` for the keys already gone.
+//! Not implemented: Kvrocks' `CLUSTERX MIGRATE` (the source streaming a slot by itself),
+//! failure detection and failover (the controller's job in Kvrocks' design too).
 
 pub mod cmd;
 pub mod route;

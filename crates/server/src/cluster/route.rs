@@ -3,6 +3,15 @@
 //! node must serve that slot. Otherwise the client gets Redis's redirection or error:
 //! `-MOVED <slot> <ip>:<port>`, `-CROSSSLOT ...`, or `-CLUSTERDOWN Hash slot not served`.
 //!
+//! A slot being moved (Redis's `CLUSTER SETSLOT ... MIGRATING|IMPORTING`) is served by
+//! both nodes, by where its keys are, as in Redis (`getNodeByQuery`): the source runs a
+//! request whose keys are all still here, sends one whose keys are all gone to the
+//! destination (`-ASK <slot> <ip>:<port>`), and answers `-TRYAGAIN` to one whose keys are
+//! split; the destination runs a request on the slot only after `ASKING` (one command, or
+//! one transaction), `-TRYAGAIN` if it names several keys and some have not arrived, and
+//! sends any other to the owner (`-MOVED`). On the source the count and the command hold
+//! the migration lock shared ([`Admitted`]), so `MIGRATE` cannot take a key between them.
+//!
 //! Inside `MULTI` each command is checked as it is queued (a refused one makes `EXEC`
 //! fail, as any refused command does), and `EXEC` checks the keys of all queued commands
 //! together, so a transaction whose commands touch different slots fails with `CROSSSLOT`
@@ -44,13 +53,32 @@ fn is_write(spec: &Spec) -> bool {
     spec.flags.split(' ').any(|f| f == "write")
 }
 
+fn has_flag(spec: &Spec, flag: &str) -> bool {
+    spec.flags.split(' ').any(|f| f == flag)
+}
+
+/// What the topology says about a request, before looking at which of its keys are here.
+#[derive(Debug, PartialEq, Eq)]
+enum Verdict {
+    /// Runs here: a slot this node owns and does not migrate, or no key at all.
+    Here,
+    /// A slot this node migrates to `to` (`ip:port`): runs here if all its keys still are,
+    /// `-ASK` if none is, `-TRYAGAIN` otherwise.
+    Migrating { slot: u16, to: String },
+    /// A slot imported here from its owner, by a client that said `ASKING`: runs here
+    /// unless it names several keys and some have not arrived (`-TRYAGAIN`).
+    Importing,
+}
+
 /// Where the commands `cmds` (as one request: a command, or a transaction's queue) must
-/// run: `Ok` here, or the error that sends the client elsewhere.
+/// run: a [`Verdict`], or the error that sends the client elsewhere. `asking`: the client
+/// sent `ASKING` just before.
 fn route<'a>(
     st: &State,
     readonly: bool,
+    asking: bool,
     cmds: impl Iterator<Item = &'a [Bytes]>,
-) -> Result<(), Reply> {
+) -> Result<Verdict, Reply> {
     let mut slot = None;
     let mut write = false;
     for args in cmds {
@@ -58,7 +86,8 @@ fn route<'a>(
             continue;
         };
         // A command with the wrong arity fails by itself, before any routing (as Redis).
-        if !spec.arity_ok(args.len()) {
+        // MIGRATE moves whatever keys of its list are here, wherever their slot is.
+        if !spec.arity_ok(args.len()) || spec.name == "migrate" {
             continue;
         }
         write |= is_write(spec);
@@ -81,45 +110,130 @@ fn route<'a>(
         }
     }
     let Some(slot) = slot else {
-        return Ok(());
+        return Ok(Verdict::Here);
     };
-    let owner = st
-        .topology
-        .as_ref()
-        .and_then(|t| t.owner(slot))
-        .ok_or_else(down)?;
+    let t = st.topology.as_ref().ok_or_else(down)?;
+    let owner = t.owner(slot).ok_or_else(down)?;
     if owner.id == st.myid {
-        return Ok(());
+        return Ok(match st.migrating.get(&slot).and_then(|id| t.node(id)) {
+            Some(dst) => Verdict::Migrating {
+                slot,
+                to: dst.addr(),
+            },
+            None => Verdict::Here,
+        });
+    }
+    if asking && st.importing.contains_key(&slot) {
+        return Ok(Verdict::Importing);
     }
     // A replica answers reads of its master's slots to clients that asked with READONLY.
     let replica_of_owner = st
         .myself()
         .is_some_and(|me| me.master.as_deref() == Some(owner.id.as_str()));
     if readonly && !write && replica_of_owner {
-        return Ok(());
+        return Ok(Verdict::Here);
     }
     Err(Reply::Error(format!("MOVED {slot} {}", owner.addr())))
+}
+
+/// After a change of the state: clients blocked (`BLPOP` ...) on a key of a slot this
+/// node no longer serves get `-MOVED` to its owner (`-CLUSTERDOWN` if none), as Redis
+/// answers them; those of a slot it migrates stay blocked here, as there.
+pub fn redirect_blocked(sh: &Shared) {
+    let Some(c) = &sh.cluster else {
+        return;
+    };
+    if !sh.blocked.any() {
+        return;
+    }
+    let st = c.read().clone();
+    sh.blocked.refuse(|key| {
+        let slot = key_slot(key);
+        match st.topology.as_ref().and_then(|t| t.owner(slot)) {
+            None => Some(down()),
+            Some(n) if n.id != st.myid && !st.importing.contains_key(&slot) => {
+                Some(Reply::Error(format!("MOVED {slot} {}", n.addr())))
+            }
+            _ => None,
+        }
+    });
 }
 
 fn down() -> Reply {
     Reply::Error("CLUSTERDOWN Hash slot not served".into())
 }
 
-/// Whether the command `args` may run here as it is, outside a transaction (the plain-SET
-/// pipeline's fast path asks this). Always when cluster mode is off.
+fn try_again() -> Reply {
+    Reply::Error("TRYAGAIN Multiple keys request during rehashing of slot".into())
+}
+
+/// The keys of a request that this node holds and lacks, as (present, missing), each
+/// distinct key counted once. Expired keys are missing.
+fn presence<'a>(
+    sh: &Shared,
+    cmds: impl Iterator<Item = &'a [Bytes]>,
+) -> Result<(usize, usize), Reply> {
+    let mut seen = std::collections::HashSet::new();
+    let (mut present, mut missing) = (0, 0);
+    for args in cmds {
+        let Some(spec) = table::find(&command_name(&args[0])) else {
+            continue;
+        };
+        if !spec.arity_ok(args.len()) || spec.name == "migrate" {
+            continue;
+        }
+        for k in keys(spec, args) {
+            if !seen.insert(k) {
+                continue;
+            }
+            if sh.store.read(0, k, false)?.is_some() {
+                present += 1;
+            } else {
+                missing += 1;
+            }
+        }
+    }
+    Ok((present, missing))
+}
+
+/// Whether the command `args` may run here as it is, outside a transaction and without
+/// [`admit`]'s checks (the plain-SET pipeline's fast path asks this): not on a slot being
+/// moved, nor right after `ASKING` (which [`admit`] must clear). Always when cluster mode
+/// is off.
 pub fn serves(sh: &Shared, s: &Session, args: &[Bytes]) -> bool {
     match &sh.cluster {
         None => true,
-        Some(c) => route(&c.read(), s.ext.cluster_readonly, std::iter::once(args)).is_ok(),
+        Some(_) if s.ext.cluster_asking => false,
+        Some(c) => {
+            let st = c.read();
+            route(&st, s.ext.cluster_readonly, false, std::iter::once(args)) == Ok(Verdict::Here)
+        }
     }
 }
 
+/// Held by a command admitted on a slot this node migrates, until it ends: `MIGRATE` does
+/// not move a key under it.
+pub type Admitted<'a> = Option<parking_lot::RwLockReadGuard<'a, ()>>;
+
 /// The hook run before every command (`name` is its lower-cased name): `Err` is the
-/// reply instead of running it. Cluster mode off: always `Ok`.
-pub fn admit(sh: &Shared, s: &mut Session, name: &str, args: &[Bytes]) -> Result<(), Reply> {
+/// reply instead of running it; `Ok` holds what the command must keep until it ends.
+/// Cluster mode off: always `Ok`.
+pub fn admit<'a>(
+    sh: &'a Shared,
+    s: &mut Session,
+    name: &str,
+    args: &[Bytes],
+) -> Result<Admitted<'a>, Reply> {
     let Some(c) = &sh.cluster else {
-        return Ok(());
+        return Ok(None);
     };
+    // ASKING counts for the next command, or for a whole transaction (Redis clears it
+    // after any command but itself outside MULTI).
+    let asking = s.ext.cluster_asking;
+    let in_tx = s.ext.multi.is_some() && name != "exec" && name != "discard";
+    if name != "asking" && name != "multi" && !in_tx {
+        s.ext.cluster_asking = false;
+    }
     // Redis Cluster has one database.
     if name == "select" && args.get(1).is_some_and(|d| &d[..] != b"0") {
         return Err(Reply::err("SELECT is not allowed in cluster mode"));
@@ -132,12 +246,13 @@ pub fn admit(sh: &Shared, s: &mut Session, name: &str, args: &[Bytes]) -> Result
             "Copying to another database is not allowed in cluster mode",
         ));
     }
+    let asking = asking || table::find(name).is_some_and(|spec| has_flag(spec, "asking"));
     let readonly = s.ext.cluster_readonly;
     if name == "exec" {
         let Some(queued) = &s.ext.multi else {
-            return Ok(());
+            return Ok(None);
         };
-        let routed = route(&c.read(), readonly, queued.iter().map(|q| &q[..]));
+        let routed = decide(sh, c, readonly, asking, || queued.iter().map(|q| &q[..]));
         if routed.is_err() {
             // Redis discards the transaction that EXEC refuses to run.
             let mut cx = crate::cmd::Ctx { sh, s };
@@ -145,11 +260,50 @@ pub fn admit(sh: &Shared, s: &mut Session, name: &str, args: &[Bytes]) -> Result
         }
         return routed;
     }
-    let routed = route(&c.read(), readonly, std::iter::once(args));
-    if routed.is_err() && s.ext.multi.is_some() {
-        s.ext.multi_failed = true;
+    let routed = decide(sh, c, readonly, asking, || std::iter::once(args));
+    if s.ext.multi.is_some() {
+        if routed.is_err() {
+            s.ext.multi_failed = true;
+        }
+        // A queued command runs at EXEC, which checks again and holds the guard then.
+        return routed.map(|_| None);
     }
     routed
+}
+
+/// [`route`], then for a slot being moved, which of the request's keys are here. On the
+/// source they are counted under the guard the command then keeps (keys only leave it);
+/// the destination needs none (keys only arrive there, so a count can only grow, and a
+/// guard there could wait on a `MIGRATE` of its own that waits on this node).
+fn decide<'a, 'b, I: Iterator<Item = &'b [Bytes]>>(
+    sh: &'a Shared,
+    c: &'a super::Cluster,
+    readonly: bool,
+    asking: bool,
+    cmds: impl Fn() -> I,
+) -> Result<Admitted<'a>, Reply> {
+    let (verdict, guard) = match route(&c.read(), readonly, asking, cmds())? {
+        Verdict::Here => return Ok(None),
+        Verdict::Importing => (Verdict::Importing, None),
+        Verdict::Migrating { .. } => {
+            // The guard first, then the state again: a MIGRATE or SETSLOT may have run
+            // in between.
+            let guard = c.command_on_moving_slot();
+            (route(&c.read(), readonly, asking, cmds())?, Some(guard))
+        }
+    };
+    match verdict {
+        Verdict::Here => Ok(None),
+        Verdict::Migrating { slot, to } => match presence(sh, cmds())? {
+            (_, 0) => Ok(guard),
+            (0, _) => Err(Reply::Error(format!("ASK {slot} {to}"))),
+            _ => Err(try_again()),
+        },
+        Verdict::Importing => match presence(sh, cmds())? {
+            (present, missing) if missing > 0 && present + missing > 1 => Err(try_again()),
+            _ => Ok(None),
+        },
+    }
 }
 
 #[cfg(test)]
@@ -190,10 +344,12 @@ mod tests {
             myid: a.clone(),
             version: 1,
             topology: None,
+            migrating: Default::default(),
+            importing: Default::default(),
         };
         let one = |st: &State, readonly, cmd: &[&str]| {
             let c = args(cmd);
-            route(st, readonly, std::iter::once(&c[..]))
+            route(st, readonly, false, std::iter::once(&c[..])).map(|_| ())
         };
         let err = |r: Result<(), Reply>| match r {
             Err(Reply::Error(e)) => e,
@@ -229,9 +385,30 @@ mod tests {
             "MOVED 5061 10.0.0.1:7000"
         );
         // A transaction's commands route together.
-        st.myid = a;
+        st.myid = a.clone();
         let t = [args(&["SET", "{x}1", "1"]), args(&["SET", "{y}1", "1"])];
-        let tx = route(&st, false, t.iter().map(|c| &c[..]));
+        let tx = route(&st, false, false, t.iter().map(|c| &c[..])).map(|_| ());
         assert!(err(tx).starts_with("CROSSSLOT"));
+        // A slot being moved: the source checks its keys, the destination serves it to
+        // ASKING clients only.
+        let bar = args(&["GET", "bar"]);
+        st.migrating.insert(5061, b.clone());
+        assert_eq!(
+            route(&st, false, false, std::iter::once(&bar[..])),
+            Ok(Verdict::Migrating {
+                slot: 5061,
+                to: "10.0.0.2:7001".into()
+            })
+        );
+        st.myid = b;
+        st.importing.insert(5061, a);
+        assert_eq!(
+            err(one(&st, false, &["GET", "bar"])),
+            "MOVED 5061 10.0.0.1:7000"
+        );
+        assert_eq!(
+            route(&st, false, true, std::iter::once(&bar[..])),
+            Ok(Verdict::Importing)
+        );
     }
 }

@@ -4,11 +4,15 @@
 //! state or the new one and a restarted node routes as before without its controller.
 //!
 //! A change is written to disk before it is made visible: no client is ever redirected by
-//! a topology that a restart would forget.
+//! a topology that a restart would forget. The slots being migrated (Redis's `CLUSTER
+//! SETSLOT ... MIGRATING|IMPORTING`) are part of the state for the same reason: a source
+//! restarted mid-move must go on sending `-ASK` for the keys that already left it.
 
+use super::slot::parse_slot;
 use super::topology::{valid_id, Topology, ID_LEN};
 use anyhow::{bail, Context, Result};
 use parking_lot::RwLock;
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -23,11 +27,23 @@ pub struct State {
     /// The controller's version of `topology`; -1 before any (Kvrocks' convention).
     pub version: i64,
     pub topology: Option<Topology>,
+    /// Slots of this node being moved out: slot -> the destination's id.
+    pub migrating: BTreeMap<u16, String>,
+    /// Slots being moved in: slot -> the source's id.
+    pub importing: BTreeMap<u16, String>,
 }
 
 impl State {
     fn to_text(&self) -> String {
         let mut s = format!("{HEADER}\nmyid {}\nversion {}\n", self.myid, self.version);
+        for (what, m) in [
+            ("migrating", &self.migrating),
+            ("importing", &self.importing),
+        ] {
+            for (slot, id) in m {
+                s.push_str(&format!("{what} {slot} {id}\n"));
+            }
+        }
         if let Some(t) = &self.topology {
             s.push_str(&t.to_text());
         }
@@ -52,17 +68,65 @@ impl State {
         let version: i64 = field(lines.next(), "version")?
             .parse()
             .context("version is not a number")?;
-        let rest = lines.next().unwrap_or("");
+        let mut rest = lines.next().unwrap_or("");
+        let (mut migrating, mut importing) = (BTreeMap::new(), BTreeMap::new());
+        // `migrating|importing <slot> <id>` lines, then the topology (whose lines start
+        // with a node id).
+        while let Some((line, tail)) = rest.split_once('\n') {
+            let mut w = line.split(' ');
+            let map = match w.next() {
+                Some("migrating") => &mut migrating,
+                Some("importing") => &mut importing,
+                _ => break,
+            };
+            let (Some(slot), Some(id), None) = (
+                w.next().and_then(|s| parse_slot(s.as_bytes())),
+                w.next(),
+                w.next(),
+            ) else {
+                bail!("bad line '{line}'");
+            };
+            if !valid_id(id) {
+                bail!("bad line '{line}'");
+            }
+            map.insert(slot, id.to_string());
+            rest = tail;
+        }
         let topology = if version < 0 {
             None
         } else {
             Some(Topology::parse(rest)?)
         };
-        Ok(State {
+        let mut st = State {
             myid,
             version,
             topology,
-        })
+            migrating,
+            importing,
+        };
+        st.drop_stale_moves();
+        Ok(st)
+    }
+
+    /// Forgets the moves the topology no longer allows: a slot migrates out only while
+    /// this node owns it, towards another master of the topology; it is imported only
+    /// while another node owns it, from a node of the topology. Run after every change.
+    pub fn drop_stale_moves(&mut self) {
+        let Some(t) = &self.topology else {
+            self.migrating.clear();
+            self.importing.clear();
+            return;
+        };
+        let me = &self.myid;
+        let owner = |slot: u16| t.owner(slot).map(|n| n.id.as_str());
+        self.migrating.retain(|&slot, dst| {
+            owner(slot) == Some(me.as_str())
+                && dst != me
+                && t.node(dst).is_some_and(|n| n.master.is_none())
+        });
+        self.importing.retain(|&slot, src| {
+            owner(slot) != Some(me.as_str()) && src != me && t.node(src).is_some()
+        });
     }
 
     /// This node in the topology, if the topology names it.
@@ -75,6 +139,10 @@ impl State {
 pub struct Cluster {
     path: PathBuf,
     state: RwLock<State>,
+    /// Held shared by a command on a slot this node migrates, from its routing check (which
+    /// looks at which of its keys are still here) to its end, and exclusively by `MIGRATE`
+    /// while it moves keys: a key never leaves while a command that found it here runs.
+    moving: RwLock<()>,
 }
 
 /// A new random node id, as Redis gives a node on its first start.
@@ -98,6 +166,8 @@ impl Cluster {
                     myid: random_id(),
                     version: -1,
                     topology: None,
+                    migrating: BTreeMap::new(),
+                    importing: BTreeMap::new(),
                 };
                 save(&path, &s)?;
                 s
@@ -107,7 +177,18 @@ impl Cluster {
         Ok(Cluster {
             path,
             state: RwLock::new(state),
+            moving: RwLock::new(()),
         })
+    }
+
+    /// What a command on a migrating slot holds (see [`Cluster`]'s `moving`).
+    pub fn command_on_moving_slot(&self) -> parking_lot::RwLockReadGuard<'_, ()> {
+        self.moving.read()
+    }
+
+    /// What `MIGRATE` holds while it moves keys.
+    pub fn migration(&self) -> parking_lot::RwLockWriteGuard<'_, ()> {
+        self.moving.write()
     }
 
     /// The current state (a read lock: hold it briefly).
@@ -124,6 +205,7 @@ impl Cluster {
         let mut st = self.state.write();
         let mut next = st.clone();
         change(&mut next)?;
+        next.drop_stale_moves();
         if next != *st {
             save(&self.path, &next)?;
             *st = next;
@@ -160,14 +242,30 @@ mod tests {
         assert!(valid_id(&first.myid));
         assert_eq!((first.version, first.topology.is_none()), (-1, true));
         let id = "a".repeat(40);
-        let t = Topology::parse(&format!("{id} 127.0.0.1 7000 master - 0-100 200")).unwrap();
+        let b = "b".repeat(40);
+        let t = Topology::parse(&format!(
+            "{id} 127.0.0.1 7000 master - 0-100 200\n{b} 127.0.0.1 7001 master - 300"
+        ))
+        .unwrap();
+        let moves = |pairs: &[(u16, &str)]| {
+            pairs
+                .iter()
+                .map(|&(s, i)| (s, i.to_string()))
+                .collect::<BTreeMap<_, _>>()
+        };
         c.update(|s| -> Result<()> {
             s.myid = id.clone();
             s.version = 7;
             s.topology = Some(t.clone());
+            // Kept: a slot of this node towards b, a slot of b from b. Dropped: a slot
+            // this node does not own, a slot it owns "imported", an unknown node.
+            s.migrating = moves(&[(5, &b), (300, &b), (6, &"c".repeat(40))]);
+            s.importing = moves(&[(300, &b), (7, &b)]);
             Ok(())
         })
         .unwrap();
+        assert_eq!(c.read().migrating, moves(&[(5, &b)]));
+        assert_eq!(c.read().importing, moves(&[(300, &b)]));
         // A refused change leaves memory and disk as they were.
         let refused = c.update(|s| -> Result<()> {
             s.version = 8;
@@ -181,7 +279,9 @@ mod tests {
             State {
                 myid: id,
                 version: 7,
-                topology: Some(t)
+                topology: Some(t),
+                migrating: moves(&[(5, &b)]),
+                importing: moves(&[(300, &b)]),
             }
         );
         assert!(!d.path().join("CLUSTER-NODES.tmp").exists());

@@ -240,6 +240,33 @@ impl Registry {
         true
     }
 
+    /// Answers with an error each blocked client for whose first key `refuse` gives one
+    /// (cluster mode: the key's slot went to another node, as Redis's
+    /// `clusterRedirectBlockedClientIfNeeded` does). Looks through every waiter.
+    pub fn refuse(&self, refuse: impl Fn(&[u8]) -> Option<Reply>) {
+        let waiters: Vec<Arc<Waiter>> = {
+            let inner = self.inner.lock();
+            let mut seen = HashSet::new();
+            inner
+                .by_key
+                .values()
+                .flat_map(|q| q.iter())
+                .filter(|w| seen.insert(Arc::as_ptr(w)))
+                .cloned()
+                .collect()
+        };
+        for w in waiters {
+            let Some(err) = w.keys.first().and_then(|k| refuse(k)) else {
+                continue;
+            };
+            let Some(tx) = w.slot.lock().take() else {
+                continue;
+            };
+            self.remove(&w);
+            let _ = tx.send(err);
+        }
+    }
+
     /// Marks the metadata keys `touched` that have waiters as ready.
     pub fn signal(&self, touched: &[Vec<u8>]) {
         let mut inner = self.inner.lock();

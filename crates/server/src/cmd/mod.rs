@@ -27,6 +27,7 @@ pub mod hash;
 pub mod introspect;
 pub mod keyspace;
 pub mod list;
+pub mod migrate;
 pub mod multi;
 pub mod set;
 pub mod string;
@@ -186,6 +187,9 @@ pub struct SessionExt {
     pub blocked: Option<blocking::Blocked>,
     /// Cluster mode's `READONLY`: reads of the slots of this node's master are served.
     pub cluster_readonly: bool,
+    /// Cluster mode's `ASKING`: the next command (or transaction) may run on a slot this
+    /// node imports.
+    pub cluster_asking: bool,
 }
 
 /// Open collection-scan cursors a connection keeps; older ones are forgotten.

@@ -3,7 +3,9 @@
 //! `COMMAND DOCS`, and the handler of the commands this module runs. Commands whose
 //! handler is `None` are run by [`crate::commands`] and listed here for `COMMAND`.
 
-use super::{blocking, hash, introspect, keyspace, list, multi, set, string, zset, CmdResult, Ctx};
+use super::{
+    blocking, hash, introspect, keyspace, list, migrate, multi, set, string, zset, CmdResult, Ctx,
+};
 use bytes::Bytes;
 use std::collections::HashMap;
 use std::sync::OnceLock;
@@ -88,6 +90,11 @@ pub static COMMANDS: &[Spec] = &[
     c!("rename", 3, "write", 1, 2, 1, "generic", Some(keyspace::rename)),
     c!("renamenx", 3, "write fast", 1, 2, 1, "generic", Some(keyspace::renamenx)),
     c!("copy", -3, "write denyoom", 1, 2, 1, "generic", Some(keyspace::copy)),
+    c!("dump", 2, "readonly", 1, 1, 1, "generic", Some(migrate::dump_cmd)),
+    c!("restore", -4, "write denyoom", 1, 1, 1, "generic", Some(migrate::restore)),
+    c!("restore-asking", -4, "write denyoom asking", 1, 1, 1, "server", Some(migrate::restore)),
+    // no_multi is halflife's: MIGRATE takes the exec lock, which EXEC holds
+    c!("migrate", -6, "write no_multi", 3, 3, 1, "generic", Some(migrate::migrate)),
     c!("move", 3, "write fast", 1, 1, 1, "generic", Some(keyspace::move_)),
     c!("randomkey", 1, "readonly", 0, 0, 0, "generic", Some(keyspace::randomkey)),
     c!("memory", -2, "readonly", 0, 0, 0, "server", Some(keyspace::memory)),

@@ -1,6 +1,10 @@
 """Cluster mode with a real cluster client: three `halflife serve --cluster-enabled`
 processes, a topology pushed to each as a controller would, and redis-py's RedisCluster
-routing 200 keys across them by the slots it reads from CLUSTER SLOTS."""
+routing 200 keys across them by the slots it reads from CLUSTER SLOTS, and following
+the -ASK redirections of a slot being moved while it writes."""
+
+import threading
+import time
 
 import pytest
 import redis
@@ -71,3 +75,95 @@ def test_plain_client_is_redirected(cluster):
     with pytest.raises(redis.exceptions.ResponseError, match="hash to the same slot"):
         wrong.mset({"foo": "1", "bar": "2"})
     wrong.close()
+
+
+def test_slot_moves_while_redis_cluster_writes(cluster):
+    """A slot moved with CLUSTER SETSLOT MIGRATING/IMPORTING, MIGRATE in batches and
+    CLUSTERX SETSLOT, while a RedisCluster client writes to it: every write it saw
+    acknowledged is on the new owner afterwards, with what was there before."""
+    tag = "{mv}"
+    slot = key_slot(tag.encode())
+    src_i = next(i for i, (a, b) in enumerate(RANGES) if a <= slot <= b)
+    dst_i = (src_i + 1) % 3
+    src, dst = cluster[src_i].client(), cluster[dst_i].client(decode_responses=True)
+    startup = [ClusterNode("127.0.0.1", cluster[0].port)]
+    rc = RedisCluster(startup_nodes=startup, decode_responses=True)
+    for i in range(60):
+        rc.set(f"{tag}s:{i}", i)
+    rc.rpush(f"{tag}l", *[f"e{i}" for i in range(20)])
+    rc.hset(f"{tag}h", mapping={f"f{i}": i for i in range(20)})
+    rc.zadd(f"{tag}z", {"a": 1.5, "b": -2})
+    rc.set(f"{tag}ttl", "v", px=1_000_000)
+    rc.close()
+
+    acked, failed, stop = [], [], threading.Event()
+
+    def writer():
+        wc = RedisCluster(startup_nodes=startup, decode_responses=True)
+        i = 0
+        try:
+            while not stop.is_set():
+                wc.set(f"{tag}w:{i}", i)
+                wc.rpush(f"{tag}l", f"w{i}")
+                wc.hset(f"{tag}h", f"w{i}", i)
+                acked.append(i)
+                i += 1
+        except Exception as e:  # reported by the main thread
+            failed.append(e)
+        finally:
+            wc.close()
+
+    def progress(n):
+        """Waits for `n` more acknowledged rounds: writes fall between every two steps
+        of the move, however fast either side runs (the deadline only guards a hang)."""
+        want, deadline = len(acked) + n, time.monotonic() + 60
+        while len(acked) < want:
+            assert not failed, failed
+            assert time.monotonic() < deadline, "the writer is stuck"
+            time.sleep(0.001)
+
+    t = threading.Thread(target=writer)
+    t.start()
+    try:
+        progress(3)
+        assert dst.execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", IDS[src_i])
+        assert src.execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", IDS[dst_i])
+        batches = 0
+        while True:
+            progress(2)
+            keys = src.execute_command("CLUSTER", "GETKEYSINSLOT", slot, 10)
+            if not keys:
+                break
+            r = src.execute_command(
+                "MIGRATE", "127.0.0.1", cluster[dst_i].port, "", 0, 5000, "KEYS", *keys
+            )
+            assert r == b"OK"
+            batches += 1
+        progress(2)
+        for i in (dst_i, src_i, 3 - src_i - dst_i):
+            c = cluster[i].client()
+            assert c.execute_command("CLUSTERX", "SETSLOT", slot, "NODE", IDS[dst_i], 2)
+            c.close()
+        progress(2)
+    finally:
+        stop.set()
+        t.join()
+    assert not failed, failed
+    assert batches >= 8
+    n = len(acked)
+    assert acked == list(range(n))
+    assert src.execute_command("CLUSTER", "COUNTKEYSINSLOT", slot) == 0
+    assert dst.execute_command("CLUSTER", "COUNTKEYSINSLOT", slot) == 60 + 4 + n
+    assert [dst.get(f"{tag}s:{i}") for i in range(60)] == [str(i) for i in range(60)]
+    assert [dst.get(f"{tag}w:{i}") for i in range(n)] == [str(i) for i in range(n)]
+    assert dst.lrange(f"{tag}l", 0, -1) == [f"e{i}" for i in range(20)] + [f"w{i}" for i in range(n)]
+    h = dst.hgetall(f"{tag}h")
+    assert h == {**{f"f{i}": str(i) for i in range(20)}, **{f"w{i}": str(i) for i in range(n)}}
+    assert dst.zrange(f"{tag}z", 0, -1, withscores=True) == [("b", -2.0), ("a", 1.5)]
+    assert 0 < dst.pttl(f"{tag}ttl") <= 1_000_000
+    # redis-py shows MOVED as its arguments only.
+    moved = rf"{slot} 127\.0\.0\.1:{cluster[dst_i].port}"
+    with pytest.raises(redis.exceptions.ResponseError, match=moved):
+        src.get(f"{tag}s:1")
+    src.close()
+    dst.close()

@@ -18,7 +18,7 @@ HERE="$(cd "$(dirname "$0")" && pwd)"
 ROOT="$(cd "$HERE/../../../.." && pwd)"
 
 UNITS_DEFAULT=(type/string type/incr expire keyspace scan auth info multi
-  type/hash type/set type/list type/zset protocol)
+  type/hash type/set type/list type/zset protocol dump)
 # Tags of tests that need what an external, non-Redis server cannot offer: DEBUG,
 # replication, RDB saves, CONFIG of Redis's memory and eviction internals, DEBUG-like
 # HyperLogLog and latency introspection.
