@@ -12,18 +12,17 @@
 //! minute on a 2-core machine: 200,000 records (870 MB live), 600,000 updates (2.6 GB), which
 //! is enough for value-file GC to run many times.
 
-use crate::harness::latency::{Latencies, OP_NAMES};
-use crate::harness::ops::{
-    self, ClientOp, SharedReceiver, DELETE, INSERT, READ, RMW, SCAN, UPDATE,
-};
-use crate::harness::oracle::WorkloadOracle;
-use crate::harness::procio::ProcIo;
-use crate::harness::report::{self, Phase, RunReport, Sample, WorkloadInfo};
-use crate::harness::{flags, outpath};
-use crate::harness::{plots, table};
+use crate::flags;
 use anyhow::{anyhow, bail, Context, Result};
 use engine::lifetime::ThresholdParams;
 use engine::{GcPolicyConfig, LifetimeMode, LifetimeOptions, Options, ReadOptions, DB};
+use harness::latency::{Latencies, OP_NAMES};
+use harness::ops::{self, ClientOp, SharedReceiver, DELETE, INSERT, READ, RMW, SCAN, UPDATE};
+use harness::oracle::WorkloadOracle;
+use harness::outpath;
+use harness::procio::ProcIo;
+use harness::report::{self, Phase, RunReport, Sample, WorkloadInfo};
+use harness::{plots, table};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use rand::{RngCore, SeedableRng};
 use std::collections::BTreeMap;

@@ -1,21 +1,21 @@
 //! `halflife compare`: one workload, several engines and policies, side by side.
 //!
 //! The workload is generated once into an op file. Then each engine runs alone, as its own
-//! child process ([`crate::harness::peers`]), in a memory-limited cgroup, and is measured
+//! child process ([`harness::peers`]), in a memory-limited cgroup, and is measured
 //! from outside (device sectors written between two `sync`s) and from inside (the
 //! process's /proc/self/io and the engine's own counters, from its report). Live user bytes
 //! are derived from the op file (the keys that exist at its end: loaded plus inserted, less
 //! those deleted and not written since, times key + value size), the same denominator for
 //! every engine's space amplification.
 
-use crate::harness::device::BlockDevice;
-use crate::harness::isolate::{self, IsolateOptions, Outside};
-use crate::harness::outpath;
-use crate::harness::peers::{self, EngineSettings, PeerContext, RunPaths};
-use crate::harness::plots::{self, BarPanel};
-use crate::harness::report::{ratio, RunReport};
-use crate::harness::table::{self, Table};
 use anyhow::{bail, Context, Result};
+use harness::device::BlockDevice;
+use harness::isolate::{self, IsolateOptions, Outside};
+use harness::outpath;
+use harness::peers::{self, EngineSettings, PeerContext, RunPaths};
+use harness::plots::{self, BarPanel};
+use harness::report::{ratio, RunReport};
+use harness::table::{self, Table};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde::Serialize;
 use std::collections::HashSet;
@@ -844,7 +844,7 @@ fn draw(path: &Path, title: &str, names: &[String], rows: &[Row]) -> Result<()> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::harness::report::Phase;
+    use harness::report::Phase;
 
     #[test]
     fn comparison_shows_ratios_to_the_baseline_only_where_meaningful() {

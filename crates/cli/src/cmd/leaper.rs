@@ -21,13 +21,13 @@ mod future;
 mod overhead;
 mod spikes;
 
-use crate::harness::latency::Latencies;
-use crate::harness::ops::{self, ClientOp, INSERT, READ, RMW, SCAN, UPDATE};
-use crate::harness::outpath;
-use crate::harness::report::LatencySummary;
-use crate::harness::table;
 use anyhow::{anyhow, bail, Context, Result};
 use engine::{CacheWarmingConfig, DbStats, GcPolicyConfig, Options, DB};
+use harness::latency::Latencies;
+use harness::ops::{self, ClientOp, INSERT, READ, RMW, SCAN, UPDATE};
+use harness::outpath;
+use harness::report::LatencySummary;
+use harness::table;
 use plotters::prelude::*;
 use serde::Serialize;
 use spikes::{Edge, Interval, IntervalLatencies, Spikes};
@@ -990,7 +990,7 @@ where
 /// Two panels over run-phase ops: the hit ratio per sampling interval, with each policy's
 /// compactions marked as ticks along the top in its colour; and invalidation misses so far.
 fn plot(path: &Path, r: &WorkloadReport) -> Result<()> {
-    crate::plot::init_fonts()?;
+    harness::fonts::init_fonts()?;
     let root = BitMapBackend::new(path, (1200, 1150)).into_drawing_area();
     root.fill(&WHITE).map_err(err)?;
     let title = format!(

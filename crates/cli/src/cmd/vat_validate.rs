@@ -22,10 +22,10 @@
 //! level is `f` times the one above, ending at the data size. Tiering merges a level when
 //! it holds `f` runs.
 
-use crate::harness::fio::{self, FioPlan};
 use anyhow::{bail, Context, Result};
 use engine::io::IoCause;
 use engine::{CompactionStyle, GcPolicyConfig, Options, DB};
+use harness::fio::{self, FioPlan};
 use indicatif::{ProgressBar, ProgressStyle};
 use plotters::prelude::*;
 use serde::Serialize;
@@ -210,8 +210,8 @@ pub fn run(args: ValidateArgs) -> Result<()> {
     if memtable_bytes < 64 << 10 || table_bytes < 16 << 10 {
         bail!("--memtable-mib must be at least 1/16 and --table-mib at least 1/64");
     }
-    crate::harness::outpath::ensure_parent(&args.report)?;
-    crate::harness::outpath::ensure_parent(&args.plot)?;
+    harness::outpath::ensure_parent(&args.report)?;
+    harness::outpath::ensure_parent(&args.plot)?;
     let tmp;
     let base = match &args.dir {
         Some(d) => d.clone(),
@@ -619,7 +619,7 @@ type Series = (&'static str, RGBColor, fn(&Point) -> f64);
 
 /// One panel per design: cost against level count, measured points and both models.
 fn draw(report: &Report, designs: &[Run], path: &Path) -> Result<()> {
-    crate::plot::init_fonts()?;
+    harness::fonts::init_fonts()?;
     let root =
         BitMapBackend::new(path, (600 * designs.len().max(1) as u32, 560)).into_drawing_area();
     root.fill(&WHITE)?;

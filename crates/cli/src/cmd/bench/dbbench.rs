@@ -14,11 +14,11 @@
 //! space.
 
 use super::Args;
-use crate::harness::latency::Latencies;
-use crate::harness::report::{self, LatencySummary};
-use crate::harness::table;
 use anyhow::{anyhow, bail, Context, Result};
 use engine::{Options, DB};
+use harness::latency::Latencies;
+use harness::report::{self, LatencySummary};
+use harness::table;
 use hdrhistogram::Histogram;
 use serde::Serialize;
 use std::ops::Bound;
@@ -245,7 +245,7 @@ pub fn run(a: &Args, list: &str, opts: Options) -> Result<()> {
 fn tail_plot(path: &Path, title: &str, results: &[BenchResult]) -> Result<()> {
     use plotters::prelude::*;
     let err = |e: &dyn std::fmt::Display| anyhow!("drawing {}: {e}", path.display());
-    crate::plot::init_fonts()?;
+    harness::fonts::init_fonts()?;
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir)?;
     }

@@ -11,9 +11,9 @@
 //! a round down, so each policy's best round is reported beside the paired median.
 
 use super::{drive, options, Args};
-use crate::harness::ops::{ClientOp, INSERT};
 use anyhow::Result;
 use engine::{CacheWarmingConfig, DB};
+use harness::ops::{ClientOp, INSERT};
 use serde::Serialize;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
@@ -160,7 +160,7 @@ pub fn paired(
 
 /// The table of a paired measurement.
 pub fn render(p: &Paired) -> String {
-    let mut t = crate::harness::table::Table::new([
+    let mut t = harness::table::Table::new([
         "policy",
         "median throughput",
         "median vs none (paired)",
@@ -175,10 +175,10 @@ pub fn render(p: &Paired) -> String {
         let hi = x.vs_none.iter().copied().fold(f64::NEG_INFINITY, f64::max);
         t.row([
             x.policy.clone(),
-            crate::harness::table::rate(x.median_ops_per_sec),
+            harness::table::rate(x.median_ops_per_sec),
             format!("{:+.2}%", x.median_change_vs_none * 100.0),
             format!("{:+.1}% .. {:+.1}%", (lo - 1.0) * 100.0, (hi - 1.0) * 100.0),
-            crate::harness::table::rate(x.best_ops_per_sec),
+            harness::table::rate(x.best_ops_per_sec),
             format!("{:+.2}%", x.best_change_vs_none * 100.0),
             x.trainings.to_string(),
             x.predictions.to_string(),
