@@ -7,6 +7,7 @@
 //! the Python package or the server can drive the same workloads.
 
 pub mod cgroup;
+pub mod client;
 pub mod device;
 pub mod fio;
 pub mod fonts;
@@ -19,4 +20,6 @@ pub mod peers;
 pub mod plots;
 pub mod procio;
 pub mod report;
+pub mod sampler;
+pub mod spikes;
 pub mod table;

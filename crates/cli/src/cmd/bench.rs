@@ -16,19 +16,19 @@ use crate::flags;
 use anyhow::{anyhow, bail, Context, Result};
 use engine::lifetime::ThresholdParams;
 use engine::{GcPolicyConfig, LifetimeMode, LifetimeOptions, Options, ReadOptions, DB};
-use harness::latency::{Latencies, OP_NAMES};
-use harness::ops::{self, ClientOp, SharedReceiver, DELETE, INSERT, READ, RMW, SCAN, UPDATE};
+use harness::client::{self, Clients, Counters, PhaseResult, Values};
+use harness::latency::OP_NAMES;
+use harness::ops::{ClientOp, INSERT};
 use harness::oracle::WorkloadOracle;
 use harness::outpath;
 use harness::procio::ProcIo;
-use harness::report::{self, Phase, RunReport, Sample, WorkloadInfo};
+use harness::report::{self, Phase, RunReport, WorkloadInfo};
+use harness::sampler::Sampler;
 use harness::{plots, table};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use rand::{RngCore, SeedableRng};
 use std::collections::BTreeMap;
-use std::ops::Bound;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use workload::spec::WorkloadSpec;
@@ -552,17 +552,19 @@ pub fn run(a: Args) -> Result<()> {
     let db = Arc::new(
         DB::open(&dir, opts).with_context(|| format!("opening the engine in {}", dir.display()))?,
     );
-    let shared = Shared::new(plan.info.value_size as usize, read_options(&a));
-    let sample_every = ((plan.info.record_count + plan.info.op_count) / a.samples.max(1)).max(1);
-    let mut sampler = Sampler {
-        every: sample_every,
-        next_at: sample_every,
-        samples: Vec::new(),
-        start: Instant::now(),
-        warned: false,
-        scan: !a.no_live_scans,
+    let values = Values::random_pool(plan.info.value_size as usize);
+    let counters = Counters::default();
+    let clients = Clients {
+        threads: a.threads,
+        key_size: plan.info.key_size as usize,
+        values: &values,
+        read: read_options(&a),
+        counters: &counters,
+        epoch: None,
     };
-    sampler.take(&db, &shared)?;
+    let sample_every = ((plan.info.record_count + plan.info.op_count) / a.samples.max(1)).max(1);
+    let mut sampler = Sampler::new(sample_every, !a.no_live_scans);
+    sampler.take(&db, &counters)?;
 
     // Load phase.
     progress.phase("load");
@@ -574,34 +576,18 @@ pub fn run(a: Args) -> Result<()> {
             len: 0,
         })
     });
-    let load = drive(
-        &db,
-        &plan,
-        &shared,
-        a.threads,
-        load_ops,
-        &progress,
-        &mut sampler,
-    )?;
+    let load = drive(&db, &clients, load_ops, &progress, &mut sampler)?;
 
     // Run phase.
     progress.phase("run");
-    let run = drive(
-        &db,
-        &plan,
-        &shared,
-        a.threads,
-        run_ops(&plan)?,
-        &progress,
-        &mut sampler,
-    )?;
+    let run = drive(&db, &clients, run_ops(&plan)?, &progress, &mut sampler)?;
 
     // Settle: no flush, compaction or GC pending.
     progress.phase("settle");
     let t = Instant::now();
     db.wait_idle()?;
     let settle = t.elapsed().as_secs_f64();
-    let live = sampler.take_final(&db, &shared);
+    let live = sampler.take_final(&db, &counters);
     progress.finish();
 
     let stats = db.stats();
@@ -642,7 +628,7 @@ pub fn run(a: Args) -> Result<()> {
         load_latency_us: load.latencies.summary(INSERT as usize),
         not_found: load.not_found + run.not_found,
         scanned_entries: Some(run.scanned),
-        user_bytes_written: shared.user_bytes.load(Relaxed),
+        user_bytes_written: counters.user_bytes.load(Relaxed),
         engine_bytes_written: stats.io.total_written(),
         engine_bytes_by_cause: by_cause,
         disk_bytes,
@@ -731,51 +717,11 @@ fn read_options(a: &Args) -> ReadOptions {
     }
 }
 
-/// State the client threads share.
-struct Shared {
-    /// How scans read separated values ahead.
-    read: ReadOptions,
-    values: Arc<[u8]>,
-    value_size: usize,
-    ops_done: AtomicU64,
-    user_bytes: AtomicU64,
-    stop: AtomicBool,
-}
-
-/// Values are slices of one random 1 MiB pool at varying offsets: compression is off, so
-/// content does not change the bytes written, and copying is cheaper than generating.
-const POOL: usize = 1 << 20;
-
-impl Shared {
-    fn new(value_size: usize, read: ReadOptions) -> Shared {
-        let mut pool = vec![0u8; POOL + value_size];
-        rand::rngs::StdRng::seed_from_u64(0x6861_6c66).fill_bytes(&mut pool);
-        Shared {
-            read,
-            values: pool.into(),
-            value_size,
-            ops_done: AtomicU64::new(0),
-            user_bytes: AtomicU64::new(0),
-            stop: AtomicBool::new(false),
-        }
-    }
-}
-
-struct PhaseResult {
-    seconds: f64,
-    latencies: Latencies,
-    not_found: u64,
-    /// Records the scans returned.
-    scanned: u64,
-}
-
-/// Runs `ops` on `threads` clients while the calling thread drives the progress display
-/// and the sampler.
+/// Runs one phase's `ops` on the clients while the calling thread drives the progress
+/// display and the sampler.
 fn drive<I>(
-    db: &Arc<DB>,
-    plan: &Plan,
-    shared: &Shared,
-    threads: usize,
+    db: &DB,
+    clients: &Clients,
     ops: I,
     progress: &Progress,
     sampler: &mut Sampler,
@@ -783,226 +729,17 @@ fn drive<I>(
 where
     I: Iterator<Item = Result<ClientOp>> + Send + 'static,
 {
-    let start = Instant::now();
-    let (rx, producer) = ops::produce(ops, threads);
-    let key_size = plan.info.key_size as usize;
-    let result = std::thread::scope(|s| -> Result<PhaseResult> {
-        let clients: Vec<_> = (0..threads)
-            .map(|i| {
-                let rx = rx.clone();
-                let db = db.clone();
-                std::thread::Builder::new()
-                    .name(format!("client-{i}"))
-                    .spawn_scoped(s, move || {
-                        let r = client(&db, &rx, shared, key_size, i);
-                        if r.is_err() {
-                            shared.stop.store(true, Relaxed);
-                        }
-                        r
-                    })
-                    .expect("spawning a client thread")
-            })
-            .collect();
-        while clients.iter().any(|c| !c.is_finished()) {
-            std::thread::sleep(Duration::from_millis(50));
-            let done = shared.ops_done.load(Relaxed);
-            progress.set(done);
-            if done >= sampler.next_at {
-                if let Err(e) = sampler.take(db, shared) {
-                    shared.stop.store(true, Relaxed);
-                    return Err(e);
-                }
-            }
+    let counters = clients.counters;
+    let result = client::drive(db, ops, clients, || {
+        let done = counters.ops_done.load(Relaxed);
+        progress.set(done);
+        if done >= sampler.next_at {
+            sampler.take(db, counters)?;
         }
-        let mut latencies = Latencies::new();
-        let (mut not_found, mut scanned) = (0, 0);
-        for c in clients {
-            let r = c
-                .join()
-                .map_err(|_| anyhow!("a client thread panicked"))??;
-            latencies.merge(&r.latencies);
-            not_found += r.not_found;
-            scanned += r.scanned;
-        }
-        Ok(PhaseResult {
-            seconds: start.elapsed().as_secs_f64(),
-            latencies,
-            not_found,
-            scanned,
-        })
-    });
-    if result.is_err() {
-        shared.stop.store(true, Relaxed);
-    }
-    drop(rx);
-    producer
-        .join()
-        .map_err(|_| anyhow!("the op producer panicked"))??;
-    progress.set(shared.ops_done.load(Relaxed));
-    result
-}
-
-fn client(
-    db: &DB,
-    rx: &SharedReceiver,
-    shared: &Shared,
-    key_size: usize,
-    id: usize,
-) -> Result<ClientResult> {
-    let mut lat = Latencies::new();
-    let mut key = Vec::with_capacity(key_size);
-    let (mut not_found, mut scanned) = (0u64, 0u64);
-    let mut offset = (id * 7919) % POOL;
-    let vs = shared.value_size;
-    let write_bytes = (key_size + vs) as u64;
-    while let Some(batch) = ops::next_batch(rx) {
-        if shared.stop.load(Relaxed) {
-            break;
-        }
-        for op in &batch {
-            workload::keys::format_key(op.key, key_size, &mut key);
-            let value = &shared.values[offset..offset + vs];
-            let t = Instant::now();
-            let done = exec(db, &shared.read, op, &key, value).with_context(|| {
-                let n = shared.ops_done.load(Relaxed);
-                let name = OP_NAMES.get(op.code as usize).unwrap_or(&"op");
-                format!("{name} of key number {} (after {n} ops)", op.key)
-            })?;
-            lat.record(op.code as usize, t.elapsed().as_nanos() as u64);
-            not_found += u64::from(!done.found);
-            scanned += done.scanned;
-            if op.code == INSERT || op.code == UPDATE || op.code == RMW {
-                offset = (offset + 4093) % POOL;
-                shared.user_bytes.fetch_add(write_bytes, Relaxed);
-            } else if op.code == DELETE {
-                // A delete writes its key (a tombstone), as in every peer driver.
-                shared.user_bytes.fetch_add(key_size as u64, Relaxed);
-            }
-            // Per op, so that a sample's user bytes match the engine's counters to one op.
-            shared.ops_done.fetch_add(1, Relaxed);
-        }
-    }
-    Ok(ClientResult {
-        latencies: lat,
-        not_found,
-        scanned,
-    })
-}
-
-/// What one client thread counted over a phase.
-struct ClientResult {
-    latencies: Latencies,
-    not_found: u64,
-    scanned: u64,
-}
-
-/// What one op returned: whether a read found its key, how many records a scan returned.
-struct Done {
-    found: bool,
-    scanned: u64,
-}
-
-/// Executes one op.
-fn exec(db: &DB, read: &ReadOptions, op: &ClientOp, key: &[u8], value: &[u8]) -> Result<Done> {
-    let found = |found| Done { found, scanned: 0 };
-    Ok(match op.code {
-        INSERT | UPDATE => found(db.put(key, value).map(|_| true)?),
-        READ => found(db.get(key)?.is_some()),
-        SCAN => {
-            let iter = db.scan_opt(Bound::Included(key), Bound::Unbounded, None, read)?;
-            let mut scanned = 0;
-            for item in iter.take(op.len as usize) {
-                item?;
-                scanned += 1;
-            }
-            Done {
-                found: true,
-                scanned,
-            }
-        }
-        RMW => {
-            let was = db.get(key)?.is_some();
-            db.put(key, value)?;
-            found(was)
-        }
-        DELETE => found(db.delete(key).map(|_| true)?),
-        c => bail!("unknown op code {c}"),
-    })
-}
-
-struct Sampler {
-    every: u64,
-    next_at: u64,
-    samples: Vec<Sample>,
-    start: Instant,
-    warned: bool,
-    /// Measure live bytes with a tree scan in each sample.
-    scan: bool,
-}
-
-impl Sampler {
-    /// One sample. Live bytes are measured first (a tree scan, while clients keep going),
-    /// then the counters, which are cheap and consistent with each other.
-    fn take(&mut self, db: &DB, shared: &Shared) -> Result<()> {
-        let live = if self.scan { self.live_bytes(db) } else { None };
-        self.push(db, shared, live);
         Ok(())
-    }
-
-    fn push(&mut self, db: &DB, shared: &Shared, live: Option<u64>) {
-        let ops_done = shared.ops_done.load(Relaxed);
-        let user = shared.user_bytes.load(Relaxed);
-        let stats = db.stats();
-        let engine = stats.io.total_written();
-        self.samples.push(Sample {
-            seconds: self.start.elapsed().as_secs_f64(),
-            ops_done,
-            user_bytes_written: user,
-            engine_bytes_written: engine,
-            write_amplification: report::ratio(engine, user),
-            disk_bytes: stats.disk_bytes,
-            live_user_bytes: live,
-            space_amplification: live
-                .filter(|l| *l > 0)
-                .map(|l| stats.disk_bytes as f64 / l as f64),
-        });
-        self.next_at = (ops_done / self.every + 1) * self.every;
-    }
-
-    /// The final sample, when the engine is idle.
-    fn take_final(&mut self, db: &DB, shared: &Shared) -> Option<u64> {
-        let live = match db.measure_live_bytes() {
-            Ok(v) => Some(v),
-            Err(e) => {
-                eprintln!("warning: measure_live_bytes failed after the run: {e}");
-                None
-            }
-        };
-        self.push(db, shared, live);
-        live
-    }
-
-    /// Live bytes during the run; a scan that races with background work and fails is
-    /// retried, then the sample goes without (with a warning: it is an engine bug).
-    fn live_bytes(&mut self, db: &DB) -> Option<u64> {
-        let mut last_err = None;
-        for _ in 0..3 {
-            match db.measure_live_bytes() {
-                Ok(v) => return Some(v),
-                Err(e) => last_err = Some(e),
-            }
-        }
-        if !self.warned {
-            self.warned = true;
-            if let Some(e) = last_err {
-                eprintln!(
-                    "warning: measure_live_bytes failed during the run ({e}); \
-                     such samples have no space amplification"
-                );
-            }
-        }
-        None
-    }
+    });
+    progress.set(counters.ops_done.load(Relaxed));
+    result
 }
 
 /// The terminal progress display: a bar, `progress` lines for a parent process, or nothing.

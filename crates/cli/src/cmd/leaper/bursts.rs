@@ -32,7 +32,6 @@
 //! interval and the `--after-intervals` that follow (the time the cache takes to refill).
 
 use super::direct::DirectClientReads;
-use super::spikes::{self, IntervalLatencies, Windows};
 use super::{
     cpu_seconds, draw_legend, err, finish, legend_line, load, sample, spike_threshold, Args,
     LeaperWorkload, PolicyResult, RunPhase, WorkloadReport, COLORS,
@@ -41,6 +40,7 @@ use anyhow::{anyhow, bail, Result};
 use engine::{CacheWarmingConfig, Options, DB};
 use harness::latency::Latencies;
 use harness::ops::{ClientOp, INSERT, READ, RMW, UPDATE};
+use harness::spikes::{self, IntervalLatencies, Windows};
 use harness::table;
 use plotters::prelude::*;
 use serde::Serialize;

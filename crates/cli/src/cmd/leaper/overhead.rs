@@ -10,12 +10,12 @@
 //! Every engine is compacted into one shape after the load. Interference only ever slows
 //! a round down, so each policy's best round is reported beside the paired median.
 
-use super::{drive, options, Args};
+use super::{options, Args};
 use anyhow::Result;
-use engine::{CacheWarmingConfig, DB};
+use engine::{CacheWarmingConfig, ReadOptions, DB};
+use harness::client::{self, Clients, Counters, Values};
 use harness::ops::{ClientOp, INSERT};
 use serde::Serialize;
-use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Instant;
 use workload::spec::WorkloadSpec;
@@ -75,17 +75,17 @@ pub fn paired(
         "--paired-rounds needs none as the first policy"
     );
     let key_size = spec.key_size as usize;
-    let value = vec![b'v'; spec.value_size as usize];
+    let values = Values::fixed(&vec![b'v'; spec.value_size as usize]);
     let run = |db: &Arc<DB>, ops: Box<dyn Iterator<Item = Result<ClientOp>> + Send>| {
-        drive(
-            db,
-            ops,
-            a.threads,
+        let clients = Clients {
+            threads: a.threads,
             key_size,
-            &value,
-            &AtomicU64::new(0),
-            None,
-        )
+            values: &values,
+            read: ReadOptions::default(),
+            counters: &Counters::default(),
+            epoch: None,
+        };
+        client::drive(db, ops, &clients, || Ok(()))
     };
     let mut dirs = Vec::new();
     let mut dbs = Vec::new();
