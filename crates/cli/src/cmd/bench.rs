@@ -18,9 +18,10 @@ use engine::lifetime::ThresholdParams;
 use engine::{GcPolicyConfig, LifetimeMode, LifetimeOptions, Options, ReadOptions, DB};
 use harness::client::{self, Clients, Counters, PhaseResult, Values};
 use harness::latency::OP_NAMES;
-use harness::ops::{ClientOp, INSERT};
+use harness::ops::{self, ClientOp, INSERT};
 use harness::oracle::WorkloadOracle;
 use harness::outpath;
+use harness::plan::{build_spec, Plan, SpecChoice};
 use harness::procio::ProcIo;
 use harness::report::{self, Phase, RunReport, WorkloadInfo};
 use harness::sampler::Sampler;
@@ -31,7 +32,6 @@ use std::path::PathBuf;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use workload::spec::WorkloadSpec;
 
 mod dbbench;
 
@@ -229,89 +229,12 @@ fn apply_shape(s: &ShapeArgs, info: &WorkloadInfo, opts: &mut Options) -> Result
     Ok(())
 }
 
-/// What runs: the sizes, and where the run-phase ops come from.
-struct Plan {
-    name: String,
-    description: String,
-    info: WorkloadInfo,
-    source: Source,
-    spec: Option<WorkloadSpec>,
-}
-
-enum Source {
-    Spec(WorkloadSpec),
-    OpFile(PathBuf),
-}
-
-impl Plan {
-    fn from_args(a: &Args) -> Result<Plan> {
-        if let Some(path) = &a.ops {
-            let header = *workload::opfile::OpFileReader::open(path)
-                .with_context(|| format!("reading op file {}", path.display()))?
-                .header();
-            let info = WorkloadInfo {
-                record_count: header.record_count,
-                op_count: header.op_count,
-                key_size: header.key_size as u64,
-                value_size: header.value_size as u64,
-            };
-            let stem = path
-                .file_stem()
-                .and_then(|s| s.to_str())
-                .unwrap_or("ops")
-                .to_string();
-            return Ok(Plan {
-                name: a
-                    .name
-                    .clone()
-                    .unwrap_or_else(|| format!("{stem}-{}", a.policy)),
-                description: format!("op file {}", path.display()),
-                info,
-                source: Source::OpFile(path.clone()),
-                spec: None,
-            });
-        }
-        let spec = build_spec(&a.spec_choice())?;
-        let info = WorkloadInfo {
-            record_count: spec.record_count,
-            op_count: spec.operation_count,
-            key_size: spec.key_size as u64,
-            value_size: spec.value_size as u64,
-        };
-        Ok(Plan {
-            name: a
-                .name
-                .clone()
-                .unwrap_or_else(|| format!("{}-{}", spec.name, a.policy)),
-            description: format!("{} ({})", spec.name, spec.request_distribution),
-            info,
-            source: Source::Spec(spec.clone()),
-            spec: Some(spec),
-        })
-    }
-}
-
-/// Records of the default `halflife bench` (three updates per record follow): 870 MB live
-/// and 2.6 GB of updates, a run of about a minute on 2 cores.
-pub const DEFAULT_WRITE_INTENSIVE_RECORDS: u64 = 200_000;
-
-/// Records of `--workload scan`: 410 MB of 4 KiB values.
-pub const DEFAULT_SCAN_RECORDS: u64 = 100_000;
-/// Ops of `--workload scan`: 9,500 scans of 55 records on average read 520,000 values
-/// (2.1 GB), a run of seconds to a minute depending on how much of it is cached.
-pub const DEFAULT_SCAN_OPS: u64 = 10_000;
-
-/// The workload a run asks for: what [`build_spec`] needs, given by `bench`'s flags or by
-/// `compare`'s preset and flags.
-pub struct SpecChoice<'a> {
-    pub workload: &'a str,
-    pub records: Option<u64>,
-    pub op_count: Option<u64>,
-    pub key_size: Option<u32>,
-    pub value_size: Option<u32>,
-    pub distribution: Option<&'a str>,
-    pub theta: f64,
-    pub seed: Option<u64>,
+/// The plan `--ops` or the workload flags ask for.
+fn plan(a: &Args) -> Result<Plan> {
+    Ok(match &a.ops {
+        Some(path) => Plan::op_file(path, a.name.clone(), &a.policy)?,
+        None => Plan::generated(build_spec(&a.spec_choice())?, a.name.clone(), &a.policy),
+    })
 }
 
 impl Args {
@@ -327,56 +250,6 @@ impl Args {
             seed: self.seed,
         }
     }
-}
-
-pub fn build_spec(a: &SpecChoice) -> Result<WorkloadSpec> {
-    let w = a.workload.to_ascii_lowercase();
-    let mut spec = match w.as_str() {
-        "write-intensive" | "wi" | "zipfian" | "shifting" | "mixed" => {
-            let records = a.records.unwrap_or(DEFAULT_WRITE_INTENSIVE_RECORDS);
-            let spec = match w.as_str() {
-                "shifting" => WorkloadSpec::shifting(a.theta)?,
-                "mixed" => WorkloadSpec::mixed()?,
-                _ => WorkloadSpec::write_intensive(a.theta)?,
-            };
-            spec.with_record_count(records)
-                .with_operation_count(a.op_count.unwrap_or(3 * records))
-        }
-        s if s.len() == 1 || s.starts_with("ycsb-") => {
-            let c = s.chars().last().expect("non-empty");
-            WorkloadSpec::ycsb(c)?
-        }
-        "scan" => WorkloadSpec::scan()?
-            .with_record_count(a.records.unwrap_or(DEFAULT_SCAN_RECORDS))
-            .with_operation_count(a.op_count.unwrap_or(DEFAULT_SCAN_OPS)),
-        _ => bail!(
-            "unknown workload {:?}: use write-intensive (alias zipfian), shifting, mixed, scan, or a YCSB workload a-f",
-            a.workload
-        ),
-    };
-    if let Some(n) = a.records {
-        if n == 0 {
-            bail!("--records must be at least 1: reads and updates need an existing key");
-        }
-        spec = spec.with_record_count(n);
-    }
-    if let Some(n) = a.op_count {
-        spec = spec.with_operation_count(n);
-    }
-    if let Some(n) = a.key_size {
-        spec = spec.with_key_size(n);
-    }
-    if let Some(n) = a.value_size {
-        spec = spec.with_value_size(n);
-    }
-    if let Some(d) = a.distribution {
-        spec.request_distribution = d.parse().map_err(|e| anyhow!("--distribution {d}: {e}"))?;
-    }
-    if let Some(seed) = a.seed {
-        spec = spec.with_seed(seed);
-    }
-    spec.validate()?;
-    Ok(spec)
 }
 
 pub fn gc_policy(a: &Args) -> Result<GcPolicyConfig> {
@@ -437,7 +310,7 @@ fn engine_options(a: &Args, plan: &Plan) -> Result<Options> {
         let oracle = WorkloadOracle::build(
             plan.info.record_count,
             plan.info.key_size as usize,
-            run_ops(plan)?,
+            plan.run_ops()?,
         )?;
         Some(Arc::new(oracle) as Arc<dyn engine::LifetimeOracle>)
     } else {
@@ -515,7 +388,7 @@ pub fn run(a: Args) -> Result<()> {
         apply_shape(&a.shape, &info, &mut opts)?;
         return dbbench::run(&a, list, opts);
     }
-    let plan = Plan::from_args(&a)?;
+    let plan = plan(&a)?;
     let mut opts = engine_options(&a, &plan)?;
     apply_shape(&a.shape, &plan.info, &mut opts)?;
     let report_path = a
@@ -569,18 +442,17 @@ pub fn run(a: Args) -> Result<()> {
     // Load phase.
     progress.phase("load");
     let record_count = plan.info.record_count;
-    let load_ops = (0..record_count).map(|k| {
-        Ok(ClientOp {
-            code: INSERT,
-            key: k,
-            len: 0,
-        })
-    });
-    let load = drive(&db, &clients, load_ops, &progress, &mut sampler)?;
+    let load = drive(
+        &db,
+        &clients,
+        ops::load(record_count),
+        &progress,
+        &mut sampler,
+    )?;
 
     // Run phase.
     progress.phase("run");
-    let run = drive(&db, &clients, run_ops(&plan)?, &progress, &mut sampler)?;
+    let run = drive(&db, &clients, plan.run_ops()?, &progress, &mut sampler)?;
 
     // Settle: no flush, compaction or GC pending.
     progress.phase("settle");
@@ -592,7 +464,7 @@ pub fn run(a: Args) -> Result<()> {
 
     let stats = db.stats();
     let engine_stats = serde_json::to_value(&stats)?;
-    let by_cause = bytes_by_cause(&stats);
+    let by_cause = report::bytes_by_cause(&stats);
     let db = Arc::try_unwrap(db).map_err(|_| anyhow!("engine handle still shared"))?;
     db.close()?;
     let disk_bytes = report::dir_bytes(&dir);
@@ -678,31 +550,6 @@ pub fn run(a: Args) -> Result<()> {
         }
     }
     Ok(())
-}
-
-/// Bytes written per cause, the causes that wrote any.
-fn bytes_by_cause(stats: &engine::DbStats) -> BTreeMap<String, u64> {
-    stats
-        .io
-        .by_cause
-        .iter()
-        .filter(|(_, c)| c.bytes_written > 0)
-        .map(|(k, c)| (k.clone(), c.bytes_written))
-        .collect()
-}
-
-/// The run-phase ops of `plan`, generated or read from its op file.
-fn run_ops(plan: &Plan) -> Result<Box<dyn Iterator<Item = Result<ClientOp>> + Send>> {
-    Ok(match &plan.source {
-        Source::Spec(spec) => {
-            let w = workload::Workload::new(spec.clone())?;
-            Box::new(w.run_ops().map(|op| Ok(ClientOp::from(op))))
-        }
-        Source::OpFile(path) => {
-            let reader = workload::opfile::OpFileReader::open(path)?;
-            Box::new(reader.map(|op| op.map(ClientOp::from).map_err(anyhow::Error::from)))
-        }
-    })
 }
 
 /// The scans' read-ahead `--scan-readahead-kib` asks for.

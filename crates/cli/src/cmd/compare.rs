@@ -545,7 +545,7 @@ fn lifetime_points(stats: &serde_json::Value) -> Option<Vec<plots::LifetimePoint
 }
 
 fn build_spec(a: &Args, p: &Preset) -> Result<WorkloadSpec> {
-    crate::cmd::bench::build_spec(&crate::cmd::bench::SpecChoice {
+    harness::plan::build_spec(&harness::plan::SpecChoice {
         workload: a.workload.as_deref().unwrap_or(p.workload),
         records: Some(a.records.unwrap_or(p.records)),
         op_count: Some(a.op_count.unwrap_or(p.op_count)),
@@ -952,7 +952,7 @@ mod tests {
         // 11 keys created; 3 and 5 deleted at the end.
         assert_eq!(l.count(), 9);
         // The mixed workload ends with some keys deleted.
-        let spec = crate::cmd::bench::build_spec(&crate::cmd::bench::SpecChoice {
+        let spec = harness::plan::build_spec(&harness::plan::SpecChoice {
             workload: "mixed",
             records: Some(1000),
             op_count: Some(4000),

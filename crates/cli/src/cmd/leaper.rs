@@ -24,7 +24,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use engine::{CacheWarmingConfig, DbStats, GcPolicyConfig, Options, ReadOptions, DB};
 use harness::client::{self, Clients, Counters, Values};
 use harness::latency::Latencies;
-use harness::ops::{ClientOp, INSERT, READ};
+use harness::ops::{self, ClientOp, READ};
 use harness::outpath;
 use harness::report::LatencySummary;
 use harness::spikes::{self, Edge, Interval, IntervalLatencies, Spikes};
@@ -546,13 +546,6 @@ fn run_one(a: &Args, spec: &WorkloadSpec, warming: &CacheWarmingConfig) -> Resul
 
 /// Loads the spec's records and waits for the background work it caused.
 fn load(db: &Arc<DB>, spec: &WorkloadSpec, threads: usize, value: &[u8]) -> Result<()> {
-    let load = (0..spec.record_count).map(|k| {
-        Ok(ClientOp {
-            code: INSERT,
-            key: k,
-            len: 0,
-        })
-    });
     let values = Values::fixed(value);
     let clients = Clients {
         threads,
@@ -562,7 +555,7 @@ fn load(db: &Arc<DB>, spec: &WorkloadSpec, threads: usize, value: &[u8]) -> Resu
         counters: &Counters::default(),
         epoch: None,
     };
-    client::drive(db, load, &clients, || Ok(()))?;
+    client::drive(db, ops::load(spec.record_count), &clients, || Ok(()))?;
     db.wait_idle()?;
     Ok(())
 }

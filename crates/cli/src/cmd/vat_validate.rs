@@ -24,6 +24,7 @@
 
 use anyhow::{bail, Context, Result};
 use engine::io::IoCause;
+use engine::options::run_trigger;
 use engine::{CompactionStyle, GcPolicyConfig, Options, DB};
 use harness::fio::{self, FioPlan};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -332,7 +333,7 @@ fn options(
     table_bytes: u64,
     value_bytes: usize,
 ) -> Options {
-    let trigger = engine::version::tiered::run_trigger(f);
+    let trigger = run_trigger(f);
     // With values in a log the key tree is shaped like the in-place tree, scaled by its
     // share of the bytes: the same number of tables per flush and per level.
     let share = tree_share(design, value_bytes);
@@ -394,7 +395,7 @@ fn run_point(
     );
     let mut value = vec![0u8; args.value_bytes];
     // Wait for compaction about every time L0 fills (f memtables of records).
-    let trigger = engine::version::tiered::run_trigger(f) as u64;
+    let trigger = run_trigger(f) as u64;
     let pace = (trigger * memtable_bytes / (KEY_BYTES + args.value_bytes + 32) as u64).max(1);
     for i in 0..args.records {
         if !args.unpaced && i > 0 && i % pace == 0 {

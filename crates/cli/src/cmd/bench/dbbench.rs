@@ -174,7 +174,7 @@ pub fn run(a: &Args, list: &str, opts: Options) -> Result<()> {
     // every benchmark's timing), so that runs with different settings compare alike.
     db.wait_idle()?;
     let stats = db.stats();
-    let by_cause = super::bytes_by_cause(&stats);
+    let by_cause = report::bytes_by_cause(&stats);
     let engine_stats = serde_json::to_value(&stats)?;
     db.close()?;
     let disk_bytes = report::dir_bytes(&dir);

@@ -14,7 +14,7 @@ use super::{options, Args};
 use anyhow::Result;
 use engine::{CacheWarmingConfig, ReadOptions, DB};
 use harness::client::{self, Clients, Counters, Values};
-use harness::ops::{ClientOp, INSERT};
+use harness::ops::{self, ClientOp};
 use serde::Serialize;
 use std::sync::Arc;
 use std::time::Instant;
@@ -94,14 +94,7 @@ pub fn paired(
             .prefix("halflife-leaper-")
             .tempdir()?;
         let db = Arc::new(DB::open(tmp.path(), options(a, p))?);
-        let load = (0..spec.record_count).map(|k| {
-            Ok(ClientOp {
-                code: INSERT,
-                key: k,
-                len: 0,
-            })
-        });
-        run(&db, Box::new(load))?;
+        run(&db, Box::new(ops::load(spec.record_count)))?;
         // One shape for every engine: loads by two threads leave different trees (files
         // per level), which could move read cost between engines whose read paths are
         // the same (none and incremental warm-up).
