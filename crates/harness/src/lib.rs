@@ -17,6 +17,7 @@ pub mod ops;
 pub mod oracle;
 pub mod outpath;
 pub mod peers;
+pub mod phases;
 pub mod plan;
 pub mod plots;
 pub mod procio;

@@ -16,20 +16,18 @@ use crate::flags;
 use anyhow::{anyhow, bail, Context, Result};
 use engine::lifetime::ThresholdParams;
 use engine::{GcPolicyConfig, LifetimeMode, LifetimeOptions, Options, ReadOptions, DB};
-use harness::client::{self, Clients, Counters, PhaseResult, Values};
 use harness::latency::OP_NAMES;
-use harness::ops::{self, ClientOp, INSERT};
+use harness::ops::INSERT;
 use harness::oracle::WorkloadOracle;
 use harness::outpath;
+use harness::phases;
 use harness::plan::{build_spec, Plan, SpecChoice};
 use harness::procio::ProcIo;
 use harness::report::{self, Phase, RunReport, WorkloadInfo};
-use harness::sampler::Sampler;
 use harness::{plots, table};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -425,41 +423,14 @@ pub fn run(a: Args) -> Result<()> {
     let db = Arc::new(
         DB::open(&dir, opts).with_context(|| format!("opening the engine in {}", dir.display()))?,
     );
-    let values = Values::random_pool(plan.info.value_size as usize);
-    let counters = Counters::default();
-    let clients = Clients {
+    let settings = phases::Settings {
         threads: a.threads,
-        key_size: plan.info.key_size as usize,
-        values: &values,
         read: read_options(&a),
-        counters: &counters,
-        epoch: None,
+        samples: a.samples,
+        live_scans: !a.no_live_scans,
     };
-    let sample_every = ((plan.info.record_count + plan.info.op_count) / a.samples.max(1)).max(1);
-    let mut sampler = Sampler::new(sample_every, !a.no_live_scans);
-    sampler.take(&db, &counters)?;
-
-    // Load phase.
-    progress.phase("load");
+    let m = phases::run(&db, &plan, &settings, &progress)?;
     let record_count = plan.info.record_count;
-    let load = drive(
-        &db,
-        &clients,
-        ops::load(record_count),
-        &progress,
-        &mut sampler,
-    )?;
-
-    // Run phase.
-    progress.phase("run");
-    let run = drive(&db, &clients, plan.run_ops()?, &progress, &mut sampler)?;
-
-    // Settle: no flush, compaction or GC pending.
-    progress.phase("settle");
-    let t = Instant::now();
-    db.wait_idle()?;
-    let settle = t.elapsed().as_secs_f64();
-    let live = sampler.take_final(&db, &counters);
     progress.finish();
 
     let stats = db.stats();
@@ -470,12 +441,12 @@ pub fn run(a: Args) -> Result<()> {
     let disk_bytes = report::dir_bytes(&dir);
 
     let mut phases = BTreeMap::new();
-    phases.insert("load".to_string(), Phase::new(record_count, load.seconds));
+    phases.insert("load".to_string(), Phase::new(record_count, m.load.seconds));
     phases.insert(
         "run".to_string(),
-        Phase::new(plan.info.op_count, run.seconds),
+        Phase::new(plan.info.op_count, m.run.seconds),
     );
-    phases.insert("settle".to_string(), Phase::new(0, settle));
+    phases.insert("settle".to_string(), Phase::new(0, m.settle_seconds));
     let mut report = RunReport {
         schema: report::SCHEMA.to_string(),
         engine: a
@@ -496,23 +467,23 @@ pub fn run(a: Args) -> Result<()> {
         }),
         workload: plan.info.clone(),
         phases,
-        latency_us: run.latencies.summaries(),
-        load_latency_us: load.latencies.summary(INSERT as usize),
-        not_found: load.not_found + run.not_found,
-        scanned_entries: Some(run.scanned),
-        user_bytes_written: counters.user_bytes.load(Relaxed),
+        latency_us: m.run.latencies.summaries(),
+        load_latency_us: m.load.latencies.summary(INSERT as usize),
+        not_found: m.load.not_found + m.run.not_found,
+        scanned_entries: Some(m.run.scanned),
+        user_bytes_written: m.user_bytes_written,
         engine_bytes_written: stats.io.total_written(),
         engine_bytes_by_cause: by_cause,
         disk_bytes,
         tree_bytes: Some(stats.tree_bytes),
         value_file_bytes: Some(stats.value_file_bytes),
-        live_user_bytes: live,
+        live_user_bytes: m.live_user_bytes,
         stall_micros: stats.stall_micros,
         gc_delay_micros: stats.gc_delay_micros,
         proc_io: ProcIo::default(),
         max_rss_bytes: None,
         engine_stats,
-        samples: sampler.samples,
+        samples: m.samples,
     };
     report.max_rss_bytes = report::max_rss_bytes();
     report.proc_io = ProcIo::current().unwrap_or_default();
@@ -564,31 +535,6 @@ fn read_options(a: &Args) -> ReadOptions {
     }
 }
 
-/// Runs one phase's `ops` on the clients while the calling thread drives the progress
-/// display and the sampler.
-fn drive<I>(
-    db: &DB,
-    clients: &Clients,
-    ops: I,
-    progress: &Progress,
-    sampler: &mut Sampler,
-) -> Result<PhaseResult>
-where
-    I: Iterator<Item = Result<ClientOp>> + Send + 'static,
-{
-    let counters = clients.counters;
-    let result = client::drive(db, ops, clients, || {
-        let done = counters.ops_done.load(Relaxed);
-        progress.set(done);
-        if done >= sampler.next_at {
-            sampler.take(db, counters)?;
-        }
-        Ok(())
-    });
-    progress.set(counters.ops_done.load(Relaxed));
-    result
-}
-
 /// The terminal progress display: a bar, `progress` lines for a parent process, or nothing.
 struct Progress {
     bar: Option<ProgressBar>,
@@ -618,6 +564,14 @@ impl Progress {
         }
     }
 
+    fn finish(&self) {
+        if let Some(b) = &self.bar {
+            b.finish_and_clear();
+        }
+    }
+}
+
+impl phases::Progress for Progress {
     fn phase(&self, name: &str) {
         if let Some(b) = &self.bar {
             b.set_prefix(name.to_string());
@@ -634,12 +588,6 @@ impl Progress {
                 *last = Instant::now();
                 eprintln!("progress {done} {}", self.total);
             }
-        }
-    }
-
-    fn finish(&self) {
-        if let Some(b) = &self.bar {
-            b.finish_and_clear();
         }
     }
 }
