@@ -8,6 +8,7 @@
 
 pub mod cgroup;
 pub mod client;
+pub mod dbbench;
 pub mod device;
 pub mod fio;
 pub mod fonts;

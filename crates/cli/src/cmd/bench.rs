@@ -380,8 +380,8 @@ pub fn run(a: Args) -> Result<()> {
         let info = WorkloadInfo {
             record_count: a.num,
             op_count: a.num * a.threads as u64,
-            key_size: u64::from(a.key_size.unwrap_or(dbbench::DEFAULT_KEY_SIZE)),
-            value_size: u64::from(a.value_size.unwrap_or(dbbench::DEFAULT_VALUE_SIZE)),
+            key_size: u64::from(a.key_size.unwrap_or(harness::dbbench::DEFAULT_KEY_SIZE)),
+            value_size: u64::from(a.value_size.unwrap_or(harness::dbbench::DEFAULT_VALUE_SIZE)),
         };
         apply_shape(&a.shape, &info, &mut opts)?;
         return dbbench::run(&a, list, opts);
