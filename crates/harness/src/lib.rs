@@ -14,6 +14,7 @@ pub mod fio;
 pub mod fonts;
 pub mod isolate;
 pub mod latency;
+pub mod opfile;
 pub mod ops;
 pub mod oracle;
 pub mod outpath;
