@@ -2,8 +2,7 @@
 //! log-structured block store, from one binary.
 
 mod cmd;
-mod harness;
-mod plot;
+mod flags;
 
 use clap::{Parser, Subcommand};
 

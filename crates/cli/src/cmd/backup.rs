@@ -84,10 +84,7 @@ pub enum BackupCommand {
 }
 
 fn open(a: &DbArgs) -> anyhow::Result<DB> {
-    let gc: GcPolicyConfig = a
-        .policy
-        .parse()
-        .map_err(crate::harness::flags::user_facing)?;
+    let gc: GcPolicyConfig = a.policy.parse().map_err(crate::flags::user_facing)?;
     let opts = Options {
         gc,
         num_levels: a.num_levels,

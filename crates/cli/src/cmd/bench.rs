@@ -12,27 +12,24 @@
 //! minute on a 2-core machine: 200,000 records (870 MB live), 600,000 updates (2.6 GB), which
 //! is enough for value-file GC to run many times.
 
-use crate::harness::latency::{Latencies, OP_NAMES};
-use crate::harness::ops::{
-    self, ClientOp, SharedReceiver, DELETE, INSERT, READ, RMW, SCAN, UPDATE,
-};
-use crate::harness::oracle::WorkloadOracle;
-use crate::harness::procio::ProcIo;
-use crate::harness::report::{self, Phase, RunReport, Sample, WorkloadInfo};
-use crate::harness::{flags, outpath};
-use crate::harness::{plots, table};
+use crate::flags;
 use anyhow::{anyhow, bail, Context, Result};
 use engine::lifetime::ThresholdParams;
 use engine::{GcPolicyConfig, LifetimeMode, LifetimeOptions, Options, ReadOptions, DB};
+use harness::latency::OP_NAMES;
+use harness::ops::INSERT;
+use harness::oracle::WorkloadOracle;
+use harness::outpath;
+use harness::phases;
+use harness::plan::{build_spec, Plan, SpecChoice};
+use harness::procio::ProcIo;
+use harness::report::{self, Phase, RunReport, WorkloadInfo};
+use harness::{plots, table};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use rand::{RngCore, SeedableRng};
 use std::collections::BTreeMap;
-use std::ops::Bound;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use workload::spec::WorkloadSpec;
 
 mod dbbench;
 
@@ -230,89 +227,12 @@ fn apply_shape(s: &ShapeArgs, info: &WorkloadInfo, opts: &mut Options) -> Result
     Ok(())
 }
 
-/// What runs: the sizes, and where the run-phase ops come from.
-struct Plan {
-    name: String,
-    description: String,
-    info: WorkloadInfo,
-    source: Source,
-    spec: Option<WorkloadSpec>,
-}
-
-enum Source {
-    Spec(WorkloadSpec),
-    OpFile(PathBuf),
-}
-
-impl Plan {
-    fn from_args(a: &Args) -> Result<Plan> {
-        if let Some(path) = &a.ops {
-            let header = *workload::opfile::OpFileReader::open(path)
-                .with_context(|| format!("reading op file {}", path.display()))?
-                .header();
-            let info = WorkloadInfo {
-                record_count: header.record_count,
-                op_count: header.op_count,
-                key_size: header.key_size as u64,
-                value_size: header.value_size as u64,
-            };
-            let stem = path
-                .file_stem()
-                .and_then(|s| s.to_str())
-                .unwrap_or("ops")
-                .to_string();
-            return Ok(Plan {
-                name: a
-                    .name
-                    .clone()
-                    .unwrap_or_else(|| format!("{stem}-{}", a.policy)),
-                description: format!("op file {}", path.display()),
-                info,
-                source: Source::OpFile(path.clone()),
-                spec: None,
-            });
-        }
-        let spec = build_spec(&a.spec_choice())?;
-        let info = WorkloadInfo {
-            record_count: spec.record_count,
-            op_count: spec.operation_count,
-            key_size: spec.key_size as u64,
-            value_size: spec.value_size as u64,
-        };
-        Ok(Plan {
-            name: a
-                .name
-                .clone()
-                .unwrap_or_else(|| format!("{}-{}", spec.name, a.policy)),
-            description: format!("{} ({})", spec.name, spec.request_distribution),
-            info,
-            source: Source::Spec(spec.clone()),
-            spec: Some(spec),
-        })
-    }
-}
-
-/// Records of the default `halflife bench` (three updates per record follow): 870 MB live
-/// and 2.6 GB of updates, a run of about a minute on 2 cores.
-pub const DEFAULT_WRITE_INTENSIVE_RECORDS: u64 = 200_000;
-
-/// Records of `--workload scan`: 410 MB of 4 KiB values.
-pub const DEFAULT_SCAN_RECORDS: u64 = 100_000;
-/// Ops of `--workload scan`: 9,500 scans of 55 records on average read 520,000 values
-/// (2.1 GB), a run of seconds to a minute depending on how much of it is cached.
-pub const DEFAULT_SCAN_OPS: u64 = 10_000;
-
-/// The workload a run asks for: what [`build_spec`] needs, given by `bench`'s flags or by
-/// `compare`'s preset and flags.
-pub struct SpecChoice<'a> {
-    pub workload: &'a str,
-    pub records: Option<u64>,
-    pub op_count: Option<u64>,
-    pub key_size: Option<u32>,
-    pub value_size: Option<u32>,
-    pub distribution: Option<&'a str>,
-    pub theta: f64,
-    pub seed: Option<u64>,
+/// The plan `--ops` or the workload flags ask for.
+fn plan(a: &Args) -> Result<Plan> {
+    Ok(match &a.ops {
+        Some(path) => Plan::op_file(path, a.name.clone(), &a.policy)?,
+        None => Plan::generated(build_spec(&a.spec_choice())?, a.name.clone(), &a.policy),
+    })
 }
 
 impl Args {
@@ -328,56 +248,6 @@ impl Args {
             seed: self.seed,
         }
     }
-}
-
-pub fn build_spec(a: &SpecChoice) -> Result<WorkloadSpec> {
-    let w = a.workload.to_ascii_lowercase();
-    let mut spec = match w.as_str() {
-        "write-intensive" | "wi" | "zipfian" | "shifting" | "mixed" => {
-            let records = a.records.unwrap_or(DEFAULT_WRITE_INTENSIVE_RECORDS);
-            let spec = match w.as_str() {
-                "shifting" => WorkloadSpec::shifting(a.theta)?,
-                "mixed" => WorkloadSpec::mixed()?,
-                _ => WorkloadSpec::write_intensive(a.theta)?,
-            };
-            spec.with_record_count(records)
-                .with_operation_count(a.op_count.unwrap_or(3 * records))
-        }
-        s if s.len() == 1 || s.starts_with("ycsb-") => {
-            let c = s.chars().last().expect("non-empty");
-            WorkloadSpec::ycsb(c)?
-        }
-        "scan" => WorkloadSpec::scan()?
-            .with_record_count(a.records.unwrap_or(DEFAULT_SCAN_RECORDS))
-            .with_operation_count(a.op_count.unwrap_or(DEFAULT_SCAN_OPS)),
-        _ => bail!(
-            "unknown workload {:?}: use write-intensive (alias zipfian), shifting, mixed, scan, or a YCSB workload a-f",
-            a.workload
-        ),
-    };
-    if let Some(n) = a.records {
-        if n == 0 {
-            bail!("--records must be at least 1: reads and updates need an existing key");
-        }
-        spec = spec.with_record_count(n);
-    }
-    if let Some(n) = a.op_count {
-        spec = spec.with_operation_count(n);
-    }
-    if let Some(n) = a.key_size {
-        spec = spec.with_key_size(n);
-    }
-    if let Some(n) = a.value_size {
-        spec = spec.with_value_size(n);
-    }
-    if let Some(d) = a.distribution {
-        spec.request_distribution = d.parse().map_err(|e| anyhow!("--distribution {d}: {e}"))?;
-    }
-    if let Some(seed) = a.seed {
-        spec = spec.with_seed(seed);
-    }
-    spec.validate()?;
-    Ok(spec)
 }
 
 pub fn gc_policy(a: &Args) -> Result<GcPolicyConfig> {
@@ -438,7 +308,7 @@ fn engine_options(a: &Args, plan: &Plan) -> Result<Options> {
         let oracle = WorkloadOracle::build(
             plan.info.record_count,
             plan.info.key_size as usize,
-            run_ops(plan)?,
+            plan.run_ops()?,
         )?;
         Some(Arc::new(oracle) as Arc<dyn engine::LifetimeOracle>)
     } else {
@@ -510,13 +380,13 @@ pub fn run(a: Args) -> Result<()> {
         let info = WorkloadInfo {
             record_count: a.num,
             op_count: a.num * a.threads as u64,
-            key_size: u64::from(a.key_size.unwrap_or(dbbench::DEFAULT_KEY_SIZE)),
-            value_size: u64::from(a.value_size.unwrap_or(dbbench::DEFAULT_VALUE_SIZE)),
+            key_size: u64::from(a.key_size.unwrap_or(harness::dbbench::DEFAULT_KEY_SIZE)),
+            value_size: u64::from(a.value_size.unwrap_or(harness::dbbench::DEFAULT_VALUE_SIZE)),
         };
         apply_shape(&a.shape, &info, &mut opts)?;
         return dbbench::run(&a, list, opts);
     }
-    let plan = Plan::from_args(&a)?;
+    let plan = plan(&a)?;
     let mut opts = engine_options(&a, &plan)?;
     apply_shape(&a.shape, &plan.info, &mut opts)?;
     let report_path = a
@@ -553,72 +423,30 @@ pub fn run(a: Args) -> Result<()> {
     let db = Arc::new(
         DB::open(&dir, opts).with_context(|| format!("opening the engine in {}", dir.display()))?,
     );
-    let shared = Shared::new(plan.info.value_size as usize, read_options(&a));
-    let sample_every = ((plan.info.record_count + plan.info.op_count) / a.samples.max(1)).max(1);
-    let mut sampler = Sampler {
-        every: sample_every,
-        next_at: sample_every,
-        samples: Vec::new(),
-        start: Instant::now(),
-        warned: false,
-        scan: !a.no_live_scans,
+    let settings = phases::Settings {
+        threads: a.threads,
+        read: read_options(&a),
+        samples: a.samples,
+        live_scans: !a.no_live_scans,
     };
-    sampler.take(&db, &shared)?;
-
-    // Load phase.
-    progress.phase("load");
+    let m = phases::run(&db, &plan, &settings, &progress)?;
     let record_count = plan.info.record_count;
-    let load_ops = (0..record_count).map(|k| {
-        Ok(ClientOp {
-            code: INSERT,
-            key: k,
-            len: 0,
-        })
-    });
-    let load = drive(
-        &db,
-        &plan,
-        &shared,
-        a.threads,
-        load_ops,
-        &progress,
-        &mut sampler,
-    )?;
-
-    // Run phase.
-    progress.phase("run");
-    let run = drive(
-        &db,
-        &plan,
-        &shared,
-        a.threads,
-        run_ops(&plan)?,
-        &progress,
-        &mut sampler,
-    )?;
-
-    // Settle: no flush, compaction or GC pending.
-    progress.phase("settle");
-    let t = Instant::now();
-    db.wait_idle()?;
-    let settle = t.elapsed().as_secs_f64();
-    let live = sampler.take_final(&db, &shared);
     progress.finish();
 
     let stats = db.stats();
     let engine_stats = serde_json::to_value(&stats)?;
-    let by_cause = bytes_by_cause(&stats);
+    let by_cause = report::bytes_by_cause(&stats);
     let db = Arc::try_unwrap(db).map_err(|_| anyhow!("engine handle still shared"))?;
     db.close()?;
     let disk_bytes = report::dir_bytes(&dir);
 
     let mut phases = BTreeMap::new();
-    phases.insert("load".to_string(), Phase::new(record_count, load.seconds));
+    phases.insert("load".to_string(), Phase::new(record_count, m.load.seconds));
     phases.insert(
         "run".to_string(),
-        Phase::new(plan.info.op_count, run.seconds),
+        Phase::new(plan.info.op_count, m.run.seconds),
     );
-    phases.insert("settle".to_string(), Phase::new(0, settle));
+    phases.insert("settle".to_string(), Phase::new(0, m.settle_seconds));
     let mut report = RunReport {
         schema: report::SCHEMA.to_string(),
         engine: a
@@ -639,23 +467,23 @@ pub fn run(a: Args) -> Result<()> {
         }),
         workload: plan.info.clone(),
         phases,
-        latency_us: run.latencies.summaries(),
-        load_latency_us: load.latencies.summary(INSERT as usize),
-        not_found: load.not_found + run.not_found,
-        scanned_entries: Some(run.scanned),
-        user_bytes_written: shared.user_bytes.load(Relaxed),
+        latency_us: m.run.latencies.summaries(),
+        load_latency_us: m.load.latencies.summary(INSERT as usize),
+        not_found: m.load.not_found + m.run.not_found,
+        scanned_entries: Some(m.run.scanned),
+        user_bytes_written: m.user_bytes_written,
         engine_bytes_written: stats.io.total_written(),
         engine_bytes_by_cause: by_cause,
         disk_bytes,
         tree_bytes: Some(stats.tree_bytes),
         value_file_bytes: Some(stats.value_file_bytes),
-        live_user_bytes: live,
+        live_user_bytes: m.live_user_bytes,
         stall_micros: stats.stall_micros,
         gc_delay_micros: stats.gc_delay_micros,
         proc_io: ProcIo::default(),
         max_rss_bytes: None,
         engine_stats,
-        samples: sampler.samples,
+        samples: m.samples,
     };
     report.max_rss_bytes = report::max_rss_bytes();
     report.proc_io = ProcIo::current().unwrap_or_default();
@@ -695,31 +523,6 @@ pub fn run(a: Args) -> Result<()> {
     Ok(())
 }
 
-/// Bytes written per cause, the causes that wrote any.
-fn bytes_by_cause(stats: &engine::DbStats) -> BTreeMap<String, u64> {
-    stats
-        .io
-        .by_cause
-        .iter()
-        .filter(|(_, c)| c.bytes_written > 0)
-        .map(|(k, c)| (k.clone(), c.bytes_written))
-        .collect()
-}
-
-/// The run-phase ops of `plan`, generated or read from its op file.
-fn run_ops(plan: &Plan) -> Result<Box<dyn Iterator<Item = Result<ClientOp>> + Send>> {
-    Ok(match &plan.source {
-        Source::Spec(spec) => {
-            let w = workload::Workload::new(spec.clone())?;
-            Box::new(w.run_ops().map(|op| Ok(ClientOp::from(op))))
-        }
-        Source::OpFile(path) => {
-            let reader = workload::opfile::OpFileReader::open(path)?;
-            Box::new(reader.map(|op| op.map(ClientOp::from).map_err(anyhow::Error::from)))
-        }
-    })
-}
-
 /// The scans' read-ahead `--scan-readahead-kib` asks for.
 fn read_options(a: &Args) -> ReadOptions {
     match a.scan_readahead_kib {
@@ -729,280 +532,6 @@ fn read_options(a: &Args) -> ReadOptions {
             readahead_size: kib << 10,
             auto_readahead: true,
         },
-    }
-}
-
-/// State the client threads share.
-struct Shared {
-    /// How scans read separated values ahead.
-    read: ReadOptions,
-    values: Arc<[u8]>,
-    value_size: usize,
-    ops_done: AtomicU64,
-    user_bytes: AtomicU64,
-    stop: AtomicBool,
-}
-
-/// Values are slices of one random 1 MiB pool at varying offsets: compression is off, so
-/// content does not change the bytes written, and copying is cheaper than generating.
-const POOL: usize = 1 << 20;
-
-impl Shared {
-    fn new(value_size: usize, read: ReadOptions) -> Shared {
-        let mut pool = vec![0u8; POOL + value_size];
-        rand::rngs::StdRng::seed_from_u64(0x6861_6c66).fill_bytes(&mut pool);
-        Shared {
-            read,
-            values: pool.into(),
-            value_size,
-            ops_done: AtomicU64::new(0),
-            user_bytes: AtomicU64::new(0),
-            stop: AtomicBool::new(false),
-        }
-    }
-}
-
-struct PhaseResult {
-    seconds: f64,
-    latencies: Latencies,
-    not_found: u64,
-    /// Records the scans returned.
-    scanned: u64,
-}
-
-/// Runs `ops` on `threads` clients while the calling thread drives the progress display
-/// and the sampler.
-fn drive<I>(
-    db: &Arc<DB>,
-    plan: &Plan,
-    shared: &Shared,
-    threads: usize,
-    ops: I,
-    progress: &Progress,
-    sampler: &mut Sampler,
-) -> Result<PhaseResult>
-where
-    I: Iterator<Item = Result<ClientOp>> + Send + 'static,
-{
-    let start = Instant::now();
-    let (rx, producer) = ops::produce(ops, threads);
-    let key_size = plan.info.key_size as usize;
-    let result = std::thread::scope(|s| -> Result<PhaseResult> {
-        let clients: Vec<_> = (0..threads)
-            .map(|i| {
-                let rx = rx.clone();
-                let db = db.clone();
-                std::thread::Builder::new()
-                    .name(format!("client-{i}"))
-                    .spawn_scoped(s, move || {
-                        let r = client(&db, &rx, shared, key_size, i);
-                        if r.is_err() {
-                            shared.stop.store(true, Relaxed);
-                        }
-                        r
-                    })
-                    .expect("spawning a client thread")
-            })
-            .collect();
-        while clients.iter().any(|c| !c.is_finished()) {
-            std::thread::sleep(Duration::from_millis(50));
-            let done = shared.ops_done.load(Relaxed);
-            progress.set(done);
-            if done >= sampler.next_at {
-                if let Err(e) = sampler.take(db, shared) {
-                    shared.stop.store(true, Relaxed);
-                    return Err(e);
-                }
-            }
-        }
-        let mut latencies = Latencies::new();
-        let (mut not_found, mut scanned) = (0, 0);
-        for c in clients {
-            let r = c
-                .join()
-                .map_err(|_| anyhow!("a client thread panicked"))??;
-            latencies.merge(&r.latencies);
-            not_found += r.not_found;
-            scanned += r.scanned;
-        }
-        Ok(PhaseResult {
-            seconds: start.elapsed().as_secs_f64(),
-            latencies,
-            not_found,
-            scanned,
-        })
-    });
-    if result.is_err() {
-        shared.stop.store(true, Relaxed);
-    }
-    drop(rx);
-    producer
-        .join()
-        .map_err(|_| anyhow!("the op producer panicked"))??;
-    progress.set(shared.ops_done.load(Relaxed));
-    result
-}
-
-fn client(
-    db: &DB,
-    rx: &SharedReceiver,
-    shared: &Shared,
-    key_size: usize,
-    id: usize,
-) -> Result<ClientResult> {
-    let mut lat = Latencies::new();
-    let mut key = Vec::with_capacity(key_size);
-    let (mut not_found, mut scanned) = (0u64, 0u64);
-    let mut offset = (id * 7919) % POOL;
-    let vs = shared.value_size;
-    let write_bytes = (key_size + vs) as u64;
-    while let Some(batch) = ops::next_batch(rx) {
-        if shared.stop.load(Relaxed) {
-            break;
-        }
-        for op in &batch {
-            workload::keys::format_key(op.key, key_size, &mut key);
-            let value = &shared.values[offset..offset + vs];
-            let t = Instant::now();
-            let done = exec(db, &shared.read, op, &key, value).with_context(|| {
-                let n = shared.ops_done.load(Relaxed);
-                let name = OP_NAMES.get(op.code as usize).unwrap_or(&"op");
-                format!("{name} of key number {} (after {n} ops)", op.key)
-            })?;
-            lat.record(op.code as usize, t.elapsed().as_nanos() as u64);
-            not_found += u64::from(!done.found);
-            scanned += done.scanned;
-            if op.code == INSERT || op.code == UPDATE || op.code == RMW {
-                offset = (offset + 4093) % POOL;
-                shared.user_bytes.fetch_add(write_bytes, Relaxed);
-            } else if op.code == DELETE {
-                // A delete writes its key (a tombstone), as in every peer driver.
-                shared.user_bytes.fetch_add(key_size as u64, Relaxed);
-            }
-            // Per op, so that a sample's user bytes match the engine's counters to one op.
-            shared.ops_done.fetch_add(1, Relaxed);
-        }
-    }
-    Ok(ClientResult {
-        latencies: lat,
-        not_found,
-        scanned,
-    })
-}
-
-/// What one client thread counted over a phase.
-struct ClientResult {
-    latencies: Latencies,
-    not_found: u64,
-    scanned: u64,
-}
-
-/// What one op returned: whether a read found its key, how many records a scan returned.
-struct Done {
-    found: bool,
-    scanned: u64,
-}
-
-/// Executes one op.
-fn exec(db: &DB, read: &ReadOptions, op: &ClientOp, key: &[u8], value: &[u8]) -> Result<Done> {
-    let found = |found| Done { found, scanned: 0 };
-    Ok(match op.code {
-        INSERT | UPDATE => found(db.put(key, value).map(|_| true)?),
-        READ => found(db.get(key)?.is_some()),
-        SCAN => {
-            let iter = db.scan_opt(Bound::Included(key), Bound::Unbounded, None, read)?;
-            let mut scanned = 0;
-            for item in iter.take(op.len as usize) {
-                item?;
-                scanned += 1;
-            }
-            Done {
-                found: true,
-                scanned,
-            }
-        }
-        RMW => {
-            let was = db.get(key)?.is_some();
-            db.put(key, value)?;
-            found(was)
-        }
-        DELETE => found(db.delete(key).map(|_| true)?),
-        c => bail!("unknown op code {c}"),
-    })
-}
-
-struct Sampler {
-    every: u64,
-    next_at: u64,
-    samples: Vec<Sample>,
-    start: Instant,
-    warned: bool,
-    /// Measure live bytes with a tree scan in each sample.
-    scan: bool,
-}
-
-impl Sampler {
-    /// One sample. Live bytes are measured first (a tree scan, while clients keep going),
-    /// then the counters, which are cheap and consistent with each other.
-    fn take(&mut self, db: &DB, shared: &Shared) -> Result<()> {
-        let live = if self.scan { self.live_bytes(db) } else { None };
-        self.push(db, shared, live);
-        Ok(())
-    }
-
-    fn push(&mut self, db: &DB, shared: &Shared, live: Option<u64>) {
-        let ops_done = shared.ops_done.load(Relaxed);
-        let user = shared.user_bytes.load(Relaxed);
-        let stats = db.stats();
-        let engine = stats.io.total_written();
-        self.samples.push(Sample {
-            seconds: self.start.elapsed().as_secs_f64(),
-            ops_done,
-            user_bytes_written: user,
-            engine_bytes_written: engine,
-            write_amplification: report::ratio(engine, user),
-            disk_bytes: stats.disk_bytes,
-            live_user_bytes: live,
-            space_amplification: live
-                .filter(|l| *l > 0)
-                .map(|l| stats.disk_bytes as f64 / l as f64),
-        });
-        self.next_at = (ops_done / self.every + 1) * self.every;
-    }
-
-    /// The final sample, when the engine is idle.
-    fn take_final(&mut self, db: &DB, shared: &Shared) -> Option<u64> {
-        let live = match db.measure_live_bytes() {
-            Ok(v) => Some(v),
-            Err(e) => {
-                eprintln!("warning: measure_live_bytes failed after the run: {e}");
-                None
-            }
-        };
-        self.push(db, shared, live);
-        live
-    }
-
-    /// Live bytes during the run; a scan that races with background work and fails is
-    /// retried, then the sample goes without (with a warning: it is an engine bug).
-    fn live_bytes(&mut self, db: &DB) -> Option<u64> {
-        let mut last_err = None;
-        for _ in 0..3 {
-            match db.measure_live_bytes() {
-                Ok(v) => return Some(v),
-                Err(e) => last_err = Some(e),
-            }
-        }
-        if !self.warned {
-            self.warned = true;
-            if let Some(e) = last_err {
-                eprintln!(
-                    "warning: measure_live_bytes failed during the run ({e}); \
-                     such samples have no space amplification"
-                );
-            }
-        }
-        None
     }
 }
 
@@ -1035,6 +564,14 @@ impl Progress {
         }
     }
 
+    fn finish(&self) {
+        if let Some(b) = &self.bar {
+            b.finish_and_clear();
+        }
+    }
+}
+
+impl phases::Progress for Progress {
     fn phase(&self, name: &str) {
         if let Some(b) = &self.bar {
             b.set_prefix(name.to_string());
@@ -1051,12 +588,6 @@ impl Progress {
                 *last = Instant::now();
                 eprintln!("progress {done} {}", self.total);
             }
-        }
-    }
-
-    fn finish(&self) {
-        if let Some(b) = &self.bar {
-            b.finish_and_clear();
         }
     }
 }

@@ -1,28 +1,26 @@
 //! `halflife compare`: one workload, several engines and policies, side by side.
 //!
 //! The workload is generated once into an op file. Then each engine runs alone, as its own
-//! child process ([`crate::harness::peers`]), in a memory-limited cgroup, and is measured
+//! child process ([`harness::peers`]), in a memory-limited cgroup, and is measured
 //! from outside (device sectors written between two `sync`s) and from inside (the
 //! process's /proc/self/io and the engine's own counters, from its report). Live user bytes
 //! are derived from the op file (the keys that exist at its end: loaded plus inserted, less
 //! those deleted and not written since, times key + value size), the same denominator for
 //! every engine's space amplification.
 
-use crate::harness::device::BlockDevice;
-use crate::harness::isolate::{self, IsolateOptions, Outside};
-use crate::harness::outpath;
-use crate::harness::peers::{self, EngineSettings, PeerContext, RunPaths};
-use crate::harness::plots::{self, BarPanel};
-use crate::harness::report::{ratio, RunReport};
-use crate::harness::table::{self, Table};
 use anyhow::{bail, Context, Result};
+use harness::device::BlockDevice;
+use harness::isolate::{self, IsolateOptions, Outside};
+use harness::opfile;
+use harness::outpath;
+use harness::peers::{self, EngineSettings, PeerContext, RunPaths};
+use harness::plots::{self, BarPanel};
+use harness::report::{ratio, RunReport};
+use harness::table::{self, Table};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde::Serialize;
-use std::collections::HashSet;
-use std::io::BufWriter;
 use std::path::{Path, PathBuf};
-use workload::opfile::{Header, OpFileWriter};
-use workload::{Op, Workload, WorkloadSpec};
+use workload::WorkloadSpec;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -292,16 +290,8 @@ pub fn run(a: Args) -> Result<()> {
     }
 
     // The op file, once.
-    let (ops_path, spec, header, live_keys) = match &a.ops {
-        Some(path) => {
-            let reader = workload::opfile::OpFileReader::open(path)?;
-            let header = *reader.header();
-            let mut live = LiveKeys::new(header.record_count);
-            for op in reader {
-                live.apply(&op?);
-            }
-            (path.clone(), None, header, live.count())
-        }
+    let (ops_path, spec, summary) = match &a.ops {
+        Some(path) => (path.clone(), None, opfile::summarize(path)?),
         None => {
             let spec = build_spec(&a, &p)?;
             let path = work.join("workload.ops");
@@ -312,21 +302,12 @@ pub fn run(a: Args) -> Result<()> {
                 spec.request_distribution,
                 path.display()
             );
-            let w = Workload::new(spec.clone())?;
-            let header = Header::for_workload(&w);
-            let file = std::fs::File::create(&path)
-                .with_context(|| format!("creating {}", path.display()))?;
-            let mut writer = OpFileWriter::new(BufWriter::new(file), header)?;
-            let mut live = LiveKeys::new(header.record_count);
-            for op in w.run_ops() {
-                live.apply(&op);
-                writer.write_op(&op)?;
-            }
-            writer.finish()?;
-            (path, Some(spec), header, live.count())
+            let summary = opfile::write(&spec, &path)?;
+            (path, Some(spec), summary)
         }
     };
-    let live_user_bytes = live_keys * (u64::from(header.key_size) + u64::from(header.value_size));
+    let header = summary.header;
+    let live_user_bytes = summary.live_user_bytes();
 
     let device = match BlockDevice::of_path(&work) {
         Ok(d) => Some(d),
@@ -491,39 +472,6 @@ pub fn run(a: Args) -> Result<()> {
     Ok(())
 }
 
-/// The keys that exist after an op stream: loaded and inserted, less the deleted ones not
-/// written since.
-struct LiveKeys {
-    created: u64,
-    deleted: HashSet<u64>,
-}
-
-impl LiveKeys {
-    fn new(record_count: u64) -> LiveKeys {
-        LiveKeys {
-            created: record_count,
-            deleted: HashSet::new(),
-        }
-    }
-
-    fn apply(&mut self, op: &Op) {
-        match *op {
-            Op::Insert { .. } => self.created += 1,
-            Op::Delete { key } => {
-                self.deleted.insert(key);
-            }
-            Op::Update { key } | Op::ReadModifyWrite { key } => {
-                self.deleted.remove(&key);
-            }
-            Op::Read { .. } | Op::Scan { .. } => {}
-        }
-    }
-
-    fn count(&self) -> u64 {
-        self.created - self.deleted.len() as u64
-    }
-}
-
 /// The GC history of a lifetime policy from an engine's report, if it has one.
 fn lifetime_points(stats: &serde_json::Value) -> Option<Vec<plots::LifetimePoint>> {
     let h = stats.get("lifetime")?.get("gc_history")?.as_array()?;
@@ -545,7 +493,7 @@ fn lifetime_points(stats: &serde_json::Value) -> Option<Vec<plots::LifetimePoint
 }
 
 fn build_spec(a: &Args, p: &Preset) -> Result<WorkloadSpec> {
-    crate::cmd::bench::build_spec(&crate::cmd::bench::SpecChoice {
+    harness::plan::build_spec(&harness::plan::SpecChoice {
         workload: a.workload.as_deref().unwrap_or(p.workload),
         records: Some(a.records.unwrap_or(p.records)),
         op_count: Some(a.op_count.unwrap_or(p.op_count)),
@@ -844,7 +792,7 @@ fn draw(path: &Path, title: &str, names: &[String], rows: &[Row]) -> Result<()> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::harness::report::Phase;
+    use harness::report::Phase;
 
     #[test]
     fn comparison_shows_ratios_to_the_baseline_only_where_meaningful() {
@@ -932,49 +880,6 @@ mod tests {
         let status = s.lines().nth(2).unwrap();
         assert!(status.starts_with("status"), "{s}");
         assert!(status.ends_with("ok  FAILED"), "{s}");
-    }
-
-    #[test]
-    fn live_keys_follow_inserts_deletes_and_re_creation() {
-        let mut l = LiveKeys::new(10);
-        for op in [
-            Op::Delete { key: 3 },
-            Op::Delete { key: 4 },
-            Op::Read { key: 3 },
-            Op::Insert { key: 10 },
-            Op::Update { key: 4 },
-            Op::Delete { key: 10 },
-            Op::ReadModifyWrite { key: 10 },
-            Op::Delete { key: 5 },
-        ] {
-            l.apply(&op);
-        }
-        // 11 keys created; 3 and 5 deleted at the end.
-        assert_eq!(l.count(), 9);
-        // The mixed workload ends with some keys deleted.
-        let spec = crate::cmd::bench::build_spec(&crate::cmd::bench::SpecChoice {
-            workload: "mixed",
-            records: Some(1000),
-            op_count: Some(4000),
-            key_size: None,
-            value_size: Some(1024),
-            distribution: None,
-            theta: 0.9,
-            seed: None,
-        })
-        .unwrap();
-        assert_eq!((spec.name.as_str(), spec.value_size), ("mixed", 1024));
-        let mut l = LiveKeys::new(spec.record_count);
-        let mut deletes = 0;
-        for op in Workload::new(spec).unwrap().run_ops() {
-            deletes += u64::from(matches!(op, Op::Delete { .. }));
-            l.apply(&op);
-        }
-        assert!(
-            l.count() < 1000 && l.count() > 1000 - deletes,
-            "{}",
-            l.count()
-        );
     }
 
     #[test]

@@ -19,18 +19,18 @@ mod bursts;
 mod direct;
 mod future;
 mod overhead;
-mod spikes;
 
-use crate::harness::latency::Latencies;
-use crate::harness::ops::{self, ClientOp, INSERT, READ, RMW, SCAN, UPDATE};
-use crate::harness::outpath;
-use crate::harness::report::LatencySummary;
-use crate::harness::table;
 use anyhow::{anyhow, bail, Context, Result};
-use engine::{CacheWarmingConfig, DbStats, GcPolicyConfig, Options, DB};
+use engine::{CacheWarmingConfig, DbStats, GcPolicyConfig, Options, ReadOptions, DB};
+use harness::client::{self, Clients, Counters, Values};
+use harness::latency::Latencies;
+use harness::ops::{self, ClientOp, READ};
+use harness::outpath;
+use harness::report::LatencySummary;
+use harness::spikes::{self, Edge, Interval, IntervalLatencies, Spikes};
+use harness::table;
 use plotters::prelude::*;
 use serde::Serialize;
-use spikes::{Edge, Interval, IntervalLatencies, Spikes};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
@@ -509,23 +509,25 @@ fn run_one(a: &Args, spec: &WorkloadSpec, warming: &CacheWarmingConfig) -> Resul
     let base = db.stats();
     let w = workload::Workload::new(spec.clone())?;
     let run_ops = w.run_ops().map(|op| Ok(ClientOp::from(op)));
-    let done = AtomicU64::new(0);
+    let values = Values::fixed(&value);
+    let counters = Counters::default();
+    let done = &counters.ops_done;
     let stop = AtomicBool::new(false);
     // The sampling interval the clients record read latencies into.
     let epoch = AtomicUsize::new(0);
+    let clients = Clients {
+        threads: a.threads,
+        key_size,
+        values: &values,
+        read: ReadOptions::default(),
+        counters: &counters,
+        epoch: Some(&epoch),
+    };
     let cpu0 = cpu_seconds()?;
     let start = Instant::now();
-    let ((lat, per_interval), series) = std::thread::scope(|s| -> Result<_> {
-        let sampler = s.spawn(|| sample(&db, &base, start, a.sample_ms, &done, &epoch, &stop));
-        let r = drive(
-            &db,
-            run_ops,
-            a.threads,
-            key_size,
-            &value,
-            &done,
-            Some(&epoch),
-        );
+    let (run, series) = std::thread::scope(|s| -> Result<_> {
+        let sampler = s.spawn(|| sample(&db, &base, start, a.sample_ms, done, &epoch, &stop));
+        let r = client::drive(&db, run_ops, &clients, || Ok(()));
         stop.store(true, Relaxed);
         let series = sampler.join().map_err(|_| anyhow!("sampler panicked"))?;
         Ok((r?, series))
@@ -536,31 +538,24 @@ fn run_one(a: &Args, spec: &WorkloadSpec, warming: &CacheWarmingConfig) -> Resul
         ops: spec.operation_count,
         base,
         series,
-        lat,
-        per_interval,
+        lat: run.latencies,
+        per_interval: run.per_interval,
     };
     finish(db, warming, phase, spikes::Windows::RUN)
 }
 
 /// Loads the spec's records and waits for the background work it caused.
 fn load(db: &Arc<DB>, spec: &WorkloadSpec, threads: usize, value: &[u8]) -> Result<()> {
-    let load = (0..spec.record_count).map(|k| {
-        Ok(ClientOp {
-            code: INSERT,
-            key: k,
-            len: 0,
-        })
-    });
-    let done = AtomicU64::new(0);
-    drive(
-        db,
-        load,
+    let values = Values::fixed(value);
+    let clients = Clients {
         threads,
-        spec.key_size as usize,
-        value,
-        &done,
-        None,
-    )?;
+        key_size: spec.key_size as usize,
+        values: &values,
+        read: ReadOptions::default(),
+        counters: &Counters::default(),
+        epoch: None,
+    };
+    client::drive(db, ops::load(spec.record_count), &clients, || Ok(()))?;
     db.wait_idle()?;
     Ok(())
 }
@@ -732,72 +727,6 @@ fn cpu_seconds() -> Result<f64> {
             .parse::<f64>()?)
     };
     Ok((ticks(14)? + ticks(15)?) / 100.0)
-}
-
-/// Runs `ops` on `threads` clients; returns their merged latencies.
-fn drive<I>(
-    db: &Arc<DB>,
-    ops: I,
-    threads: usize,
-    key_size: usize,
-    value: &[u8],
-    done: &AtomicU64,
-    epoch: Option<&AtomicUsize>,
-) -> Result<(Latencies, IntervalLatencies)>
-where
-    I: Iterator<Item = Result<ClientOp>> + Send + 'static,
-{
-    let (rx, producer) = ops::produce(ops, threads);
-    let r = std::thread::scope(|s| -> Result<(Latencies, IntervalLatencies)> {
-        let clients: Vec<_> = (0..threads)
-            .map(|_| {
-                let rx = rx.clone();
-                s.spawn(move || -> Result<(Latencies, IntervalLatencies)> {
-                    let mut lat = Latencies::new();
-                    let mut per_interval = IntervalLatencies::default();
-                    let mut key = Vec::with_capacity(key_size);
-                    while let Some(batch) = ops::next_batch(&rx) {
-                        for op in &batch {
-                            workload::keys::format_key(op.key, key_size, &mut key);
-                            let t = Instant::now();
-                            match op.code {
-                                INSERT | UPDATE => db.put(&key, value)?,
-                                READ => {
-                                    db.get(&key)?;
-                                }
-                                RMW => {
-                                    db.get(&key)?;
-                                    db.put(&key, value)?;
-                                }
-                                SCAN => bail!("the leaper workloads have no scans"),
-                                c => bail!("unknown op code {c}"),
-                            }
-                            let nanos = t.elapsed().as_nanos() as u64;
-                            lat.record(op.code as usize, nanos);
-                            if let (READ, Some(e)) = (op.code, epoch) {
-                                per_interval.record(e.load(Relaxed), nanos);
-                            }
-                            done.fetch_add(1, Relaxed);
-                        }
-                    }
-                    Ok((lat, per_interval))
-                })
-            })
-            .collect();
-        let mut all = Latencies::new();
-        let mut all_intervals = IntervalLatencies::default();
-        for c in clients {
-            let (l, i) = c.join().map_err(|_| anyhow!("a client panicked"))??;
-            all.merge(&l);
-            all_intervals.merge(&i);
-        }
-        Ok((all, all_intervals))
-    });
-    drop(rx);
-    producer
-        .join()
-        .map_err(|_| anyhow!("the op producer panicked"))??;
-    r
 }
 
 fn render(r: &WorkloadReport) -> String {
@@ -990,7 +919,7 @@ where
 /// Two panels over run-phase ops: the hit ratio per sampling interval, with each policy's
 /// compactions marked as ticks along the top in its colour; and invalidation misses so far.
 fn plot(path: &Path, r: &WorkloadReport) -> Result<()> {
-    crate::plot::init_fonts()?;
+    harness::fonts::init_fonts()?;
     let root = BitMapBackend::new(path, (1200, 1150)).into_drawing_area();
     root.fill(&WHITE).map_err(err)?;
     let title = format!(

@@ -7,8 +7,8 @@
 //!   and measures throughput and metadata memory;
 //! - `gen-trace` writes synthetic traces in the public trace formats.
 
-use crate::harness::outpath;
 use anyhow::{bail, Context, Result};
+use harness::outpath;
 use indicatif::{ProgressBar, ProgressStyle};
 use lss::placement;
 use lss::report::{summarize, table, PolicySummary};
@@ -447,7 +447,7 @@ fn simulate(a: SimArgs) -> Result<()> {
     let json = a.out.join("report.json");
     std::fs::write(&json, serde_json::to_string_pretty(&report)?)
         .with_context(|| format!("writing {}", json.display()))?;
-    crate::plot::init_fonts()?;
+    harness::fonts::init_fonts()?;
     plot_wa(&a.out.join("wa.png"), &report.summary)?;
     plot_padding_cdf(&a.out.join("padding_cdf.png"), &report.results)?;
     if !report.density_sweep.is_empty() {
@@ -822,7 +822,7 @@ fn prototype(a: ProtoArgs) -> Result<()> {
         a.out.join("prototype.json"),
         serde_json::to_string_pretty(&rows)?,
     )?;
-    crate::plot::init_fonts()?;
+    harness::fonts::init_fonts()?;
     plot_prototype(&a.out.join("prototype.png"), &rows, &policies, &a.clients)?;
     eprintln!(
         "wrote prototype.json and prototype.png in {}",

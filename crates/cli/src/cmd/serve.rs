@@ -45,7 +45,7 @@ pub struct Args {
     pub policy: String,
     // --min-blob-size counts the server's 1- or 9-byte expiry header with the value.
     #[command(flatten)]
-    pub sizes: crate::harness::flags::SizeArgs,
+    pub sizes: crate::flags::SizeArgs,
     /// Keys the active expiry sweep examines per second, deleting expired ones so that GC
     /// can reclaim them (each examined key's value is read); 0 leaves expired keys until
     /// they are read.
@@ -105,10 +105,7 @@ pub fn run(a: Args) -> Result<()> {
         .appendfsync
         .parse()
         .map_err(|e| anyhow!("--appendfsync: {e}"))?;
-    let gc: GcPolicyConfig = a
-        .policy
-        .parse()
-        .map_err(crate::harness::flags::user_facing)?;
+    let gc: GcPolicyConfig = a.policy.parse().map_err(crate::flags::user_facing)?;
     if gc.lifetime_mode() == Some(engine::LifetimeMode::Oracle) {
         anyhow::bail!(
             "--policy oracle needs the future of the workload, which a server does not know"
@@ -131,8 +128,7 @@ pub fn run(a: Args) -> Result<()> {
         wal_size_limit: a.repl_wal_keep_mib.saturating_mul(1 << 20),
         ..Options::default()
     };
-    opts.validate()
-        .map_err(crate::harness::flags::user_facing)?;
+    opts.validate().map_err(crate::flags::user_facing)?;
     let config = Config {
         tcp: (!a.no_tcp).then_some(SocketAddr::new(a.bind, a.port)),
         unix_socket: a.unix_socket.clone(),

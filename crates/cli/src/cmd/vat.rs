@@ -172,7 +172,7 @@ pub fn run(args: Args) -> Result<()> {
 
 fn measure_r(args: MeasureRArgs) -> Result<()> {
     const MIB: f64 = 1024.0 * 1024.0;
-    let plan = crate::harness::fio::FioPlan {
+    let plan = harness::fio::FioPlan {
         dir: args.dir,
         block_bytes: (args.block_mib * MIB) as u64,
         seq_block_bytes: (args.seq_block_mib.unwrap_or(args.block_mib) * MIB) as u64,
@@ -180,7 +180,7 @@ fn measure_r(args: MeasureRArgs) -> Result<()> {
         file_bytes: args.file_mib << 20,
         runtime_secs: args.runtime,
     };
-    let m = crate::harness::fio::measure_r(&plan)?;
+    let m = harness::fio::measure_r(&plan)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&m)?);
         return Ok(());
@@ -349,8 +349,8 @@ const COLORS: [RGBColor; 5] = [
 ];
 
 fn plot(args: PlotArgs) -> Result<()> {
-    crate::plot::init_fonts()?;
-    crate::harness::outpath::ensure_dir(&args.out)?;
+    harness::fonts::init_fonts()?;
+    harness::outpath::ensure_dir(&args.out)?;
     for fig in vat::figures::all()? {
         let path = args.out.join(format!("{}.png", fig.name));
         draw_figure(&fig, &path).with_context(|| format!("drawing {}", path.display()))?;

@@ -22,10 +22,11 @@
 //! level is `f` times the one above, ending at the data size. Tiering merges a level when
 //! it holds `f` runs.
 
-use crate::harness::fio::{self, FioPlan};
 use anyhow::{bail, Context, Result};
 use engine::io::IoCause;
+use engine::options::run_trigger;
 use engine::{CompactionStyle, GcPolicyConfig, Options, DB};
+use harness::fio::{self, FioPlan};
 use indicatif::{ProgressBar, ProgressStyle};
 use plotters::prelude::*;
 use serde::Serialize;
@@ -210,8 +211,8 @@ pub fn run(args: ValidateArgs) -> Result<()> {
     if memtable_bytes < 64 << 10 || table_bytes < 16 << 10 {
         bail!("--memtable-mib must be at least 1/16 and --table-mib at least 1/64");
     }
-    crate::harness::outpath::ensure_parent(&args.report)?;
-    crate::harness::outpath::ensure_parent(&args.plot)?;
+    harness::outpath::ensure_parent(&args.report)?;
+    harness::outpath::ensure_parent(&args.plot)?;
     let tmp;
     let base = match &args.dir {
         Some(d) => d.clone(),
@@ -332,7 +333,7 @@ fn options(
     table_bytes: u64,
     value_bytes: usize,
 ) -> Options {
-    let trigger = engine::version::tiered::run_trigger(f);
+    let trigger = run_trigger(f);
     // With values in a log the key tree is shaped like the in-place tree, scaled by its
     // share of the bytes: the same number of tables per flush and per level.
     let share = tree_share(design, value_bytes);
@@ -394,7 +395,7 @@ fn run_point(
     );
     let mut value = vec![0u8; args.value_bytes];
     // Wait for compaction about every time L0 fills (f memtables of records).
-    let trigger = engine::version::tiered::run_trigger(f) as u64;
+    let trigger = run_trigger(f) as u64;
     let pace = (trigger * memtable_bytes / (KEY_BYTES + args.value_bytes + 32) as u64).max(1);
     for i in 0..args.records {
         if !args.unpaced && i > 0 && i % pace == 0 {
@@ -619,7 +620,7 @@ type Series = (&'static str, RGBColor, fn(&Point) -> f64);
 
 /// One panel per design: cost against level count, measured points and both models.
 fn draw(report: &Report, designs: &[Run], path: &Path) -> Result<()> {
-    crate::plot::init_fonts()?;
+    harness::fonts::init_fonts()?;
     let root =
         BitMapBackend::new(path, (600 * designs.len().max(1) as u32, 560)).into_drawing_area();
     root.fill(&WHITE)?;

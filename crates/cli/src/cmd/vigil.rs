@@ -8,11 +8,11 @@
 //! threads and issue their I/O at the volume's clock, so they interfere with reads exactly
 //! as much as the device model and the volume's scheduling let them.
 
-use crate::harness::outpath;
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Parser;
 use device::{Device, DeviceConfig, Geometry, PlmConfig};
 use engine::{Options, DB};
+use harness::outpath;
 use hdrhistogram::Histogram;
 use indicatif::{ProgressBar, ProgressStyle};
 use plotters::prelude::*;
@@ -504,7 +504,7 @@ fn perr<E: std::fmt::Display>(e: E) -> anyhow::Error {
 }
 
 fn plots(reports: &[RunReport], specs: &[WorkloadSpec], modes: &[Mode], out: &Path) -> Result<()> {
-    crate::plot::init_fonts()?;
+    harness::fonts::init_fonts()?;
     for spec in specs {
         let runs: Vec<&RunReport> = reports
             .iter()

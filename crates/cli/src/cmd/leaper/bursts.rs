@@ -32,16 +32,16 @@
 //! interval and the `--after-intervals` that follow (the time the cache takes to refill).
 
 use super::direct::DirectClientReads;
-use super::spikes::{self, IntervalLatencies, Windows};
 use super::{
     cpu_seconds, draw_legend, err, finish, legend_line, load, sample, spike_threshold, Args,
     LeaperWorkload, PolicyResult, RunPhase, WorkloadReport, COLORS,
 };
-use crate::harness::latency::Latencies;
-use crate::harness::ops::{ClientOp, INSERT, READ, RMW, UPDATE};
-use crate::harness::table;
 use anyhow::{anyhow, bail, Result};
 use engine::{CacheWarmingConfig, Options, DB};
+use harness::latency::Latencies;
+use harness::ops::{ClientOp, INSERT, READ, RMW, UPDATE};
+use harness::spikes::{self, IntervalLatencies, Windows};
+use harness::table;
 use plotters::prelude::*;
 use serde::Serialize;
 use std::path::Path;
@@ -395,7 +395,7 @@ pub fn render_around(r: &WorkloadReport) -> String {
 /// compactions): read p99.9 (log scale) with twice `none`'s steady p99.9 dashed, and the
 /// hit ratio.
 pub fn plot_around(path: &Path, r: &WorkloadReport) -> Result<()> {
-    crate::plot::init_fonts()?;
+    harness::fonts::init_fonts()?;
     let root = BitMapBackend::new(path, (1100, 900)).into_drawing_area();
     root.fill(&WHITE).map_err(err)?;
     let title = format!(

@@ -4,12 +4,12 @@
 //! The engine numbers client reads from 0 at its open; the load phase of `halflife leaper`
 //! reads nothing, so run-phase read `n` is the engine's read `n` with one client. With
 //! several client threads, each taking batches of
-//! [`BATCH`](crate::harness::ops::BATCH) ops, the engine serves reads out of op order; the
+//! [`BATCH`](harness::ops::BATCH) ops, the engine serves reads out of op order; the
 //! oracle matches each read it serves to the op stream's reads itself.
 
-use crate::harness::ops::{ClientOp, READ, RMW};
 use anyhow::Result;
 use engine::warming::{KeyHashMap, KeySet, ReadOracle};
+use harness::ops::{ClientOp, READ, RMW};
 
 pub struct ReadFuture {
     /// Each key's reads (by [`KeySet::hash`]), ascending.
@@ -73,7 +73,7 @@ impl ReadOracle for ReadFuture {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::harness::ops::UPDATE;
+    use harness::ops::UPDATE;
 
     #[test]
     fn reads_are_numbered_in_op_order() {

@@ -10,12 +10,12 @@
 //! Every engine is compacted into one shape after the load. Interference only ever slows
 //! a round down, so each policy's best round is reported beside the paired median.
 
-use super::{drive, options, Args};
-use crate::harness::ops::{ClientOp, INSERT};
+use super::{options, Args};
 use anyhow::Result;
-use engine::{CacheWarmingConfig, DB};
+use engine::{CacheWarmingConfig, ReadOptions, DB};
+use harness::client::{self, Clients, Counters, Values};
+use harness::ops::{self, ClientOp};
 use serde::Serialize;
-use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Instant;
 use workload::spec::WorkloadSpec;
@@ -75,17 +75,17 @@ pub fn paired(
         "--paired-rounds needs none as the first policy"
     );
     let key_size = spec.key_size as usize;
-    let value = vec![b'v'; spec.value_size as usize];
+    let values = Values::fixed(&vec![b'v'; spec.value_size as usize]);
     let run = |db: &Arc<DB>, ops: Box<dyn Iterator<Item = Result<ClientOp>> + Send>| {
-        drive(
-            db,
-            ops,
-            a.threads,
+        let clients = Clients {
+            threads: a.threads,
             key_size,
-            &value,
-            &AtomicU64::new(0),
-            None,
-        )
+            values: &values,
+            read: ReadOptions::default(),
+            counters: &Counters::default(),
+            epoch: None,
+        };
+        client::drive(db, ops, &clients, || Ok(()))
     };
     let mut dirs = Vec::new();
     let mut dbs = Vec::new();
@@ -94,14 +94,7 @@ pub fn paired(
             .prefix("halflife-leaper-")
             .tempdir()?;
         let db = Arc::new(DB::open(tmp.path(), options(a, p))?);
-        let load = (0..spec.record_count).map(|k| {
-            Ok(ClientOp {
-                code: INSERT,
-                key: k,
-                len: 0,
-            })
-        });
-        run(&db, Box::new(load))?;
+        run(&db, Box::new(ops::load(spec.record_count)))?;
         // One shape for every engine: loads by two threads leave different trees (files
         // per level), which could move read cost between engines whose read paths are
         // the same (none and incremental warm-up).
@@ -160,7 +153,7 @@ pub fn paired(
 
 /// The table of a paired measurement.
 pub fn render(p: &Paired) -> String {
-    let mut t = crate::harness::table::Table::new([
+    let mut t = harness::table::Table::new([
         "policy",
         "median throughput",
         "median vs none (paired)",
@@ -175,10 +168,10 @@ pub fn render(p: &Paired) -> String {
         let hi = x.vs_none.iter().copied().fold(f64::NEG_INFINITY, f64::max);
         t.row([
             x.policy.clone(),
-            crate::harness::table::rate(x.median_ops_per_sec),
+            harness::table::rate(x.median_ops_per_sec),
             format!("{:+.2}%", x.median_change_vs_none * 100.0),
             format!("{:+.1}% .. {:+.1}%", (lo - 1.0) * 100.0, (hi - 1.0) * 100.0),
-            crate::harness::table::rate(x.best_ops_per_sec),
+            harness::table::rate(x.best_ops_per_sec),
             format!("{:+.2}%", x.best_change_vs_none * 100.0),
             x.trainings.to_string(),
             x.predictions.to_string(),

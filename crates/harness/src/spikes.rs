@@ -22,7 +22,7 @@
 //! Intervals with fewer than [`MIN_READS`] reads are left out (a p99.9 of a handful of
 //! reads means nothing).
 //!
-//! The spike setup (`--bursts`, [`super::bursts`]) changes the windows ([`Windows`]): its
+//! The spike setup (`halflife leaper --bursts`) changes the windows ([`Windows`]): its
 //! steady state is the intervals just before each burst of writes (reads only, nothing
 //! installed for seconds), and "after" a compaction spans more intervals, as long as the
 //! cache takes to refill.

@@ -1,4 +1,4 @@
-//! Plot helpers shared by every command: font registration and output paths.
+//! The font every plot's text is drawn in, registered once for all of them.
 //!
 //! plotters is built without its system-font backend (which needs fontconfig headers at
 //! build time); text is drawn with ab_glyph from a TrueType file read once at run time.

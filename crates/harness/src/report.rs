@@ -191,6 +191,17 @@ pub fn dir_bytes(dir: &Path) -> u64 {
         .sum()
 }
 
+/// Bytes written per cause, the causes that wrote any.
+pub fn bytes_by_cause(stats: &engine::DbStats) -> BTreeMap<String, u64> {
+    stats
+        .io
+        .by_cause
+        .iter()
+        .filter(|(_, c)| c.bytes_written > 0)
+        .map(|(k, c)| (k.clone(), c.bytes_written))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

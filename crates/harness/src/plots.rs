@@ -23,7 +23,7 @@ pub fn amplification_over_run(
     samples: &[Sample],
     load_end: Option<u64>,
 ) -> Result<()> {
-    crate::plot::init_fonts()?;
+    crate::fonts::init_fonts()?;
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
@@ -157,7 +157,7 @@ const PALETTE: [RGBColor; 6] = [
 
 /// A grid of bar charts, one bar per engine in each, engines in the same colors.
 pub fn bars(path: &Path, title: &str, engines: &[String], panels: &[BarPanel]) -> Result<()> {
-    crate::plot::init_fonts()?;
+    crate::fonts::init_fonts()?;
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
@@ -257,7 +257,7 @@ pub struct LifetimePoint {
 /// Paper 000 Fig. 8-9: the lifetime thresholds after each GC job, and the invalid ratio
 /// GC found per file class, over the run (in sequence numbers).
 pub fn lifetime_over_run(path: &Path, title: &str, points: &[LifetimePoint]) -> Result<()> {
-    crate::plot::init_fonts()?;
+    crate::fonts::init_fonts()?;
     let root = BitMapBackend::new(path, (1200, 520)).into_drawing_area();
     root.fill(&WHITE).map_err(err)?;
     let root = root.titled(title, ("sans-serif", 22)).map_err(err)?;
@@ -362,7 +362,7 @@ pub struct PlanePoint {
 /// the order of their targets (`base` itself at the target it ran at), one curve per WAL
 /// design (`+vwal`). Lower and further left is better.
 pub fn write_space_plane(path: &Path, title: &str, points: &[PlanePoint]) -> Result<()> {
-    crate::plot::init_fonts()?;
+    crate::fonts::init_fonts()?;
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir)?;
     }

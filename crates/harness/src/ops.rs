@@ -39,6 +39,17 @@ impl From<workload::Op> for ClientOp {
 
 pub const BATCH: usize = 1024;
 
+/// The ops of a load phase: an insert of every key number below `records`, in order.
+pub fn load(records: u64) -> impl Iterator<Item = anyhow::Result<ClientOp>> + Send + 'static {
+    (0..records).map(|key| {
+        Ok(ClientOp {
+            code: INSERT,
+            key,
+            len: 0,
+        })
+    })
+}
+
 /// The receiving end shared by the client threads.
 pub type SharedReceiver = Arc<Mutex<Receiver<Vec<ClientOp>>>>;
 
