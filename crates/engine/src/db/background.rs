@@ -8,16 +8,19 @@ use crate::compaction::{self, JobOutput, JobSpec, LifetimeHooks};
 use crate::error::{Error, Result};
 use crate::filename::{self, value_file_name, FileKind};
 use crate::io::IoCause;
+use crate::io::Storage;
 use crate::sst::{InternalIterator, MergingIterator};
 use crate::stats::EngineCounters;
+use crate::types::SeqNo;
 use crate::types::ValueKind;
 use crate::version::picker::{self, Compaction};
 use crate::version::style::Resolved;
 use crate::version::{Version, VersionEdit};
-use crate::vlog::gc_job::{self, GcHost, GcJob, WriteBack};
+use crate::vlog::gc_job::{self, GcHost, GcJob, IndexMapJob, Install, Liveness, Record, WriteBack};
 use crate::vlog::{ValueFileWriter, ValuePointer};
 use crate::warming::JobKind;
 use std::collections::HashSet;
+use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -498,13 +501,54 @@ fn run_compaction(
     EngineCounters::add(&inner.counters.compactions, 1);
     if inner.lifetime.is_some() {
         // Lazy pointer rewrites may have released index maps.
-        super::lifetime::drop_unneeded_maps(inner, &mut st)?;
+        drop_unneeded_maps(inner, &mut st)?;
     }
     Ok(())
 }
 
-/// One standalone GC job (Titan): rewrite the valid values of the picked value files and
-/// write their new pointers back through the write path.
+impl Inner {
+    /// The value files the GC policy collects next, knowing the garbage flush found early.
+    pub(crate) fn pick_gc(&self, v: &Version, busy: &std::collections::HashSet<u64>) -> Vec<u64> {
+        let now = self.last_seq.load(Ordering::Acquire);
+        let early = self.lifetime.as_ref().map(|rt| &rt.early);
+        if let Some(e) = early {
+            e.retain(|n| v.blobs.contains_key(&n));
+        }
+        if let Some(amp) = self.gc.space_amp(v, early) {
+            self.value_space_amp.store(amp.to_bits(), Ordering::Relaxed);
+        }
+        self.gc.pick_gc_with(v, busy, now, early)
+    }
+}
+
+/// Drops index maps no table can resolve through any more.
+pub(crate) fn drop_unneeded_maps(inner: &Inner, st: &mut State) -> Result<()> {
+    let unneeded = st.versions.current().unneeded_maps();
+    if unneeded.is_empty() {
+        return Ok(());
+    }
+    inner.apply_edit(
+        st,
+        VersionEdit {
+            deleted_maps: unneeded,
+            ..Default::default()
+        },
+    )
+}
+
+/// How the policy collects value files: with index maps where it has a lifetime runtime
+/// (TerarkDB and the lifetime policies, which place the copies), else by write-back.
+fn gc_job(inner: &Inner) -> Box<dyn GcJob + '_> {
+    match &inner.lifetime {
+        Some(rt) => Box::new(IndexMapJob {
+            placement: rt,
+            early: &rt.early,
+        }),
+        None => Box::new(WriteBack),
+    }
+}
+
+/// One standalone GC job: collects the value files the policy picks ([`gc_job`]).
 fn gc_one(inner: &Arc<Inner>) -> Result<bool> {
     let files = {
         let mut st = inner.state.lock();
@@ -528,10 +572,7 @@ fn gc_one(inner: &Arc<Inner>) -> Result<bool> {
         (files, st.snapshots.keys().copied().collect::<Vec<_>>())
     };
     let (files, snapshots) = files;
-    let r = match &inner.lifetime {
-        Some(rt) => super::lifetime::run_mapped_gc(inner, rt, &files, &snapshots),
-        None => WriteBack.run(&EngineGcHost(inner), &files),
-    };
+    let r = gc_job(inner).run(&EngineGcHost(inner, &snapshots), &files);
     // Let go of the collected files before reporting the job done, so that a waiter sees
     // them gone from disk.
     let numbers: Vec<u64> = files.iter().map(|f| f.number).collect();
@@ -548,8 +589,9 @@ fn gc_one(inner: &Arc<Inner>) -> Result<bool> {
     Ok(true)
 }
 
-/// The engine as a write-back GC job sees it ([`GcHost`]).
-struct EngineGcHost<'a>(&'a Arc<Inner>);
+/// The engine as a GC job sees it ([`GcHost`]), with the snapshots live when the job
+/// started (a record only they read is kept).
+struct EngineGcHost<'a>(&'a Arc<Inner>, &'a [SeqNo]);
 
 impl GcHost for EngineGcHost<'_> {
     fn is_live(&self, key: &[u8], ptr: &ValuePointer) -> Result<bool> {
@@ -597,6 +639,58 @@ impl GcHost for EngineGcHost<'_> {
 
     fn blob_file_size(&self) -> u64 {
         self.0.opts.blob_file_size
+    }
+
+    fn dir(&self) -> &Path {
+        &self.0.dir
+    }
+
+    fn storage(&self) -> &Arc<dyn Storage> {
+        &self.0.storage
+    }
+
+    fn visible_seq(&self) -> SeqNo {
+        self.0.visible_seq.load(Ordering::Acquire)
+    }
+
+    fn version(&self) -> Arc<Version> {
+        self.0.state.lock().versions.current()
+    }
+
+    fn liveness(&self, records: &[Record], seq: SeqNo) -> Result<Vec<Liveness>> {
+        let inner = self.0;
+        let view = read::ReadView::take(inner);
+        let found = crate::io::parallel::map_in_parallel(
+            crate::io::parallel::Pool::Gc,
+            records,
+            |(_, key, _)| view.lookup(key, seq),
+        )?;
+        let mut out = Vec::with_capacity(records.len());
+        for ((ptr, key, _), latest) in records.iter().zip(found) {
+            out.push(if read::found_points_at(inner, &view, &latest, ptr)? {
+                Liveness::Live(latest.expect("points_at implies found"))
+            } else if read::needed_by_snapshot(inner, &view, key, self.1, ptr)? {
+                Liveness::ForSnapshot
+            } else {
+                Liveness::Dead
+            });
+        }
+        Ok(out)
+    }
+
+    fn sync_logs(&self) -> Result<()> {
+        write::sync_logs(self.0)
+    }
+
+    fn install_with_maps(&self, install: &mut Install) -> Result<()> {
+        let inner = self.0;
+        let mut st = inner.state.lock();
+        let drops = std::mem::take(&mut st.gc_drops);
+        let current = st.versions.current();
+        install(&current, drops, &mut |edit, maps| {
+            inner.apply_edit_with_maps(&mut st, edit, maps)
+        })?;
+        drop_unneeded_maps(inner, &mut st)
     }
 }
 

@@ -68,7 +68,7 @@ pub(crate) struct State {
     pub manual: bool,
     pub live_user_bytes: Option<u64>,
     /// Pointers compactions dropped into files an index-map GC job is collecting (see
-    /// `lifetime::run_mapped_gc`).
+    /// `vlog::gc_job::IndexMapJob`).
     pub gc_drops: Vec<crate::vlog::ValuePointer>,
     /// Flushed L0 tables whose keys' previous writes are still to be looked up, oldest
     /// first ([`superseded`]).
