@@ -17,6 +17,7 @@ use crate::version::picker::{self, Compaction};
 use crate::version::style::Resolved;
 use crate::version::{Version, VersionEdit};
 use crate::vlog::gc_job::{self, GcHost, GcJob, IndexMapJob, Install, Liveness, Record, WriteBack};
+use crate::vlog::superseded::{Finder, FinderHost};
 use crate::vlog::{ValueFileWriter, ValuePointer};
 use crate::warming::JobKind;
 use std::collections::HashSet;
@@ -61,9 +62,68 @@ pub(crate) fn start(inner: &Arc<Inner>) -> Vec<JoinHandle<()>> {
         .as_ref()
         .is_some_and(|rt| rt.finds_superseded_after_flush())
     {
-        t.push(spawn("halflife-find", gc_low, super::superseded::find_one));
+        t.push(spawn("halflife-find", gc_low, find_superseded));
     }
     t
+}
+
+/// Looks up the previous writes of the oldest queued flushed table's keys
+/// ([`crate::vlog::superseded`]); `false` when nothing is queued.
+fn find_superseded(inner: &Arc<Inner>) -> Result<bool> {
+    let Some(rt) = inner.lifetime.as_ref() else {
+        return Ok(false);
+    };
+    let (table, v) = {
+        let mut st = inner.state.lock();
+        if st.finding_superseded.is_some() || st.bg_error.is_some() {
+            return Ok(false);
+        }
+        let Some(number) = st.superseding.pop_front() else {
+            return Ok(false);
+        };
+        let v = st.versions.current();
+        let Some(table) = v.levels[0].iter().find(|f| f.number() == number).cloned() else {
+            // Compacted before its turn: compaction counts what it hid, when it reaches
+            // the previous writes; until then, no file existing now has all its garbage
+            // known.
+            rt.count_superseded_table(false);
+            rt.early.coverage.lose_below(st.versions.next_file_number());
+            return Ok(true);
+        };
+        st.finding_superseded = Some(number);
+        (table, v)
+    };
+    let result = (|| -> Result<()> {
+        let finder = Finder {
+            early: &rt.early,
+            recent: &rt.recent,
+        };
+        let gone = !finder.find(&**inner, &table, &v)?;
+        rt.count_superseded_table(!gone);
+        if gone {
+            let st = inner.state.lock();
+            rt.early.coverage.lose_below(st.versions.next_file_number());
+        }
+        // Files the table's writes left wholly dead go now, not at the next job.
+        release_dead_value_files(inner, &mut inner.state.lock())
+    })();
+    let mut st = inner.state.lock();
+    st.finding_superseded = None;
+    inner.bg_cv.notify_all();
+    drop(st);
+    result.map(|()| true)
+}
+
+/// The engine as the superseded finder sees it.
+impl FinderHost for Inner {
+    fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn with_current(&self, f: &mut dyn FnMut(&Version, SeqNo)) {
+        let st = self.state.lock();
+        f(&st.versions.current(), self.smallest_snapshot(&st));
+    }
 }
 
 /// Lowers the calling thread to nice 19 ([`crate::Options::lower_background_priority`]).
@@ -250,7 +310,8 @@ fn flush_one(inner: &Arc<Inner>) -> Result<bool> {
     st.versions.log_and_apply(edit)?;
     if let Some(rt) = &inner.lifetime {
         // Only now that the flush is installed are the records it hides garbage.
-        rt.superseded(&st.versions.current(), &superseded);
+        rt.early
+            .record_superseded(&st.versions.current(), &superseded);
         if rt.finds_superseded_after_flush() {
             st.superseding.extend(flushed);
         }

@@ -205,7 +205,7 @@ impl LifetimeRuntime {
     }
 
     /// Whether the garbage a flush hides is found after the flush is installed, by its own
-    /// job ([`super::superseded`]), instead of by lookups inside the flush: where the
+    /// job ([`crate::vlog::superseded`]), instead of by lookups inside the flush: where the
     /// write path logs values the flush needs no previous write to place them.
     pub fn finds_superseded_after_flush(&self) -> bool {
         self.predictor.is_some() && self.logs_values
@@ -405,14 +405,6 @@ impl LifetimeRuntime {
     /// early. Such a file is released without a GC job reading it.
     pub fn all_garbage(&self, b: &crate::vlog::BlobFile) -> bool {
         b.garbage_entries() + self.early.records(b.number) >= b.entries
-    }
-
-    /// A flush that hid the records of `superseded` (pointers of the keys' previous
-    /// writes) from every reader is installed: they are garbage (where `v` says they live).
-    pub fn superseded(&self, v: &Version, superseded: &[ValuePointer]) {
-        for r in superseded.iter().filter_map(|p| v.resolve(p)) {
-            self.early.record(&r);
-        }
     }
 
     /// Bytes its in-memory tables hold: the write history, the recent pointers and the

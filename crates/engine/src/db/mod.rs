@@ -15,7 +15,6 @@ mod read;
 mod readahead;
 pub(crate) mod recovery;
 mod snapshot;
-mod superseded;
 mod throttle;
 pub mod updates;
 mod wal_archive;
@@ -71,7 +70,7 @@ pub(crate) struct State {
     /// `vlog::gc_job::IndexMapJob`).
     pub gc_drops: Vec<crate::vlog::ValuePointer>,
     /// Flushed L0 tables whose keys' previous writes are still to be looked up, oldest
-    /// first ([`superseded`]).
+    /// first ([`crate::vlog::superseded`]).
     pub superseding: VecDeque<u64>,
     /// The flushed table whose keys are being looked up.
     pub finding_superseded: Option<u64>,

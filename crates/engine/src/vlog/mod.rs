@@ -11,6 +11,7 @@ pub mod index_map;
 pub mod placement;
 pub mod pointer;
 pub mod recent_pointers;
+pub(crate) mod superseded;
 pub mod value_wal;
 pub mod write_history;
 
