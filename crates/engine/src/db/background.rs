@@ -228,7 +228,7 @@ fn add_outputs(
         .extend(out.tables.into_iter().map(|t| (level, t)));
     edit.added_blobs.extend(out.blobs);
     edit.blob_garbage
-        .extend(compaction::garbage_where(&now, |r| Some(*r)));
+        .extend(crate::vlog::garbage::garbage_where(&now, |r| Some(*r)));
     if inner.lifetime.is_some() && st.running_gc {
         let busy = &st.busy_blobs;
         let in_gc = dropped.iter().filter(|(_, r)| busy.contains(&r.file));

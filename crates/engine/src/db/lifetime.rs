@@ -21,9 +21,9 @@ use crate::lifetime::{
     LifetimeThresholds, ModelHandle, SampleSource, Sampler, Thresholds, Trainer, TrainerConfig,
     TrainingSample,
 };
-use crate::memtable::seek_key;
 use crate::options::{GcTrigger, LifetimeMode, LifetimeOracle, Options};
 use crate::stats::{EngineCounters, GcJobRecord, LifetimeStats};
+use crate::types::seek_key;
 use crate::types::{SeqNo, ValueKind};
 use crate::version::{Found, Version};
 use crate::vlog::early_garbage::EarlyGarbage;
@@ -627,9 +627,28 @@ impl JobPlacement for MappedJob<'_> {
     }
 
     fn installed(&mut self, tally: &JobTally) {
-        if self.rt.mode.is_some() {
-            self.rt.history.lock().push(tally.record(&self.t));
+        if self.rt.mode.is_none() {
+            return;
         }
+        let t = &self.t;
+        let ratio = |(b, g): (u64, u64)| (b > 0).then(|| g as f64 / b as f64);
+        self.rt.history.lock().push(GcJobRecord {
+            seq: tally.now,
+            l_s: t.short,
+            l_l: t.long,
+            l_d: t.default,
+            gc_ratio: tally.gc_ratio,
+            invalid_ratio_by_class: [
+                ratio(tally.by_class[0]),
+                ratio(tally.by_class[1]),
+                ratio(tally.by_class[2]),
+            ],
+            micros: tally.started.elapsed().as_micros() as u64,
+            input_bytes: tally.input_bytes,
+            skipped_known: tally.skipped_known,
+            lookups: tally.lookups,
+            unlooked: tally.unlooked,
+        });
     }
 }
 

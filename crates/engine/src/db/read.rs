@@ -4,8 +4,8 @@
 use super::{Inner, Snapshot};
 use crate::error::{Error, Result};
 use crate::io::IoCause;
-use crate::memtable::seek_key;
 use crate::stats::EngineCounters;
+use crate::types::seek_key;
 use crate::types::{SeqNo, ValueKind};
 use crate::version::{Found, Version};
 use crate::vlog::{BlobFile, ValuePointer};

@@ -314,7 +314,10 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
     // or into installed ones.
     let (_, installed) = value_wal::charge_dropped(&mut logged_files, dropped);
     edit.blob_garbage
-        .extend(compaction::garbage_by_file(&versions.current(), &installed));
+        .extend(crate::vlog::garbage::garbage_by_file(
+            &versions.current(),
+            &installed,
+        ));
     edit.added_blobs.extend(logged_files);
     let wal_number = versions.new_file_number();
     let f = storage.create(&wal_file_name(dir, wal_number), IoCause::Wal)?;

@@ -5,6 +5,7 @@
 pub mod batch_read;
 pub mod early_garbage;
 pub mod file;
+pub mod garbage;
 pub mod gc;
 pub(crate) mod gc_job;
 pub mod index_map;

@@ -31,10 +31,10 @@
 use super::early_garbage::EarlyGarbage;
 use super::recent_pointers::{LastWrite, RecentPointers};
 use super::ValuePointer;
-use crate::compaction::key_versions;
 use crate::error::Result;
 use crate::io::IoCause;
-use crate::memtable::seek_key;
+use crate::sst::iter::key_versions;
+use crate::types::seek_key;
 use crate::types::{SeqNo, ValueKind};
 use crate::version::{TableFile, Version};
 use parking_lot::Mutex;

@@ -9,15 +9,14 @@
 //! without a lookup.
 
 use super::{GcHost, GcJob, Liveness, Record};
-use crate::compaction::garbage_where;
 use crate::error::Result;
 use crate::filename::index_map_file_name;
 use crate::io::IoCause;
-use crate::stats::GcJobRecord;
 use crate::types::SeqNo;
 use crate::version::{Found, Version, VersionEdit};
 use crate::vlog::early_garbage::EarlyGarbage;
 use crate::vlog::file::{BlobMeta, FILE_HEADER};
+use crate::vlog::garbage::garbage_where;
 use crate::vlog::placement;
 use crate::vlog::{
     BlobFile, FileLifetime, IndexMap, IndexMapBuilder, ValueFileWriter, ValuePointer,
@@ -52,7 +51,7 @@ pub(crate) trait JobPlacement {
     fn installed(&mut self, tally: &JobTally);
 }
 
-/// What one job read and found, for the policy's record of it ([`GcJobRecord`]).
+/// What one job read and found, for the policy's record of it.
 pub(crate) struct JobTally {
     pub started: Instant,
     pub now: SeqNo,
@@ -63,30 +62,6 @@ pub(crate) struct JobTally {
     pub skipped_known: u64,
     pub lookups: u64,
     pub unlooked: u64,
-}
-
-impl JobTally {
-    /// The job's record under thresholds `t`.
-    pub fn record(&self, t: &crate::lifetime::Thresholds) -> GcJobRecord {
-        let ratio = |(b, g): (u64, u64)| (b > 0).then(|| g as f64 / b as f64);
-        GcJobRecord {
-            seq: self.now,
-            l_s: t.short,
-            l_l: t.long,
-            l_d: t.default,
-            gc_ratio: self.gc_ratio,
-            invalid_ratio_by_class: [
-                ratio(self.by_class[0]),
-                ratio(self.by_class[1]),
-                ratio(self.by_class[2]),
-            ],
-            micros: self.started.elapsed().as_micros() as u64,
-            input_bytes: self.input_bytes,
-            skipped_known: self.skipped_known,
-            lookups: self.lookups,
-            unlooked: self.unlooked,
-        }
-    }
 }
 
 /// A dead stretch of a value file shorter than this is read through rather than skipped.
