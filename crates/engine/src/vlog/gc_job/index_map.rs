@@ -8,7 +8,7 @@
 //! read nor looked up, and in a file whose dead records are all known the others are kept
 //! without a lookup.
 
-use super::{GcHost, GcJob, Liveness, Record};
+use super::host::{GcHost, GcJob, Liveness, Record};
 use crate::error::Result;
 use crate::filename::index_map_file_name;
 use crate::io::IoCause;

@@ -4,8 +4,8 @@
 //! scripts under `testdata/` (Pebble's style: a command, its input lines, `----`, and the
 //! output expected; `HALFLIFE_REWRITE=1` writes the outputs found instead).
 
-use super::{GcHost, Install, JobPlacement, JobTally, Liveness, Placement, Record};
-use super::{GcJob, IndexMapJob, WriteBack, Writeback};
+use super::host::{GcHost, GcJob, Install, Liveness, Record, Writeback};
+use super::{IndexMapJob, JobPlacement, JobTally, Placement, WriteBack};
 use crate::error::{Error, Result};
 use crate::filename::value_file_name;
 use crate::io::{FileStorage, IoCause, Storage};

@@ -1,6 +1,6 @@
 //! Titan's and BlobDB's GC job: copy the valid values, then write their pointers back.
 
-use super::{GcHost, GcJob};
+use super::host::{GcHost, GcJob};
 use crate::error::Result;
 use crate::io::IoCause;
 use crate::version::VersionEdit;
