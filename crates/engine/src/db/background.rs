@@ -2,8 +2,9 @@
 //! GC thread for policies with standalone GC jobs. Each job runs without the main lock and
 //! installs its result with one version edit.
 
+use super::inner::{Inner, ReadView, State};
 use super::iter::LevelIter;
-use super::{read, write, Inner, State};
+use super::{read, write};
 use crate::compaction::{self, JobOutput, JobSpec, LifetimeHooks};
 use crate::error::{Error, Result};
 use crate::filename::{self, value_file_name, FileKind};
@@ -416,7 +417,7 @@ fn compact(
 /// The tables a compaction may not take now: those another compaction is merging and,
 /// until L0 is two files short of slowing writers down, the flushed tables
 /// whose keys' previous writes are still being looked up. Merged before that, the
-/// garbage their writes made is no longer early ([`super::superseded`] gives up on a
+/// garbage their writes made is no longer early ([`crate::vlog::superseded`] gives up on a
 /// table once it leaves L0), and GC learns of it only when a compaction reaches the
 /// previous writes, often a deep merge much later. Past that point writers come first.
 fn unavailable_tables<'a>(
@@ -658,7 +659,7 @@ impl GcHost for EngineGcHost<'_> {
     fn is_live(&self, key: &[u8], ptr: &ValuePointer) -> Result<bool> {
         let inner = self.0;
         let seq = inner.visible_seq.load(Ordering::Acquire);
-        let view = read::ReadView::take(inner);
+        let view = ReadView::take(inner);
         read::points_at(inner, &view, key, seq, ptr)
     }
 
@@ -720,7 +721,7 @@ impl GcHost for EngineGcHost<'_> {
 
     fn liveness(&self, records: &[Record], seq: SeqNo) -> Result<Vec<Liveness>> {
         let inner = self.0;
-        let view = read::ReadView::take(inner);
+        let view = ReadView::take(inner);
         let found = crate::io::parallel::map_in_parallel(
             crate::io::parallel::Pool::Gc,
             records,

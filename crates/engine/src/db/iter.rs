@@ -2,9 +2,9 @@
 //! newest visible version of each user key, tombstones hidden, pointers resolved (their
 //! values read ahead of the caller in windows: [`super::readahead`]).
 
-use super::read::ReadView;
+use super::inner::{Inner, ReadView};
 use super::readahead::{Entry, Readahead, Taken};
-use super::{Inner, Snapshot};
+use super::Snapshot;
 use crate::error::{Error, Result};
 use crate::io::IoCause;
 use crate::options::ReadOptions;

@@ -86,7 +86,7 @@ pub(crate) struct LifetimeRuntime {
 }
 
 /// The placement's hint tables (the write history and the recent pointers) are charged to
-/// the block cache ([`super::Inner::charge_memory`]). Sized from it (the options' 0), each
+/// the block cache ([`super::inner::Inner::charge_memory`]). Sized from it (the options' 0), each
 /// takes at most this fraction of it, so that blocks keep most of a small cache: a charge
 /// beyond the cache stays resident and leaves no block cached (docs/bench.md, "Memory with
 /// budgets cut to a tenth").

@@ -11,7 +11,7 @@
 //! A job knows the engine only through [`GcHost`]: whether a record is live, a new file, a
 //! version edit, the write-back, and a barrier that makes durable what deleting the inputs
 //! relies on. The engine's host is in `db/background.rs`; the tests run each job against a
-//! host whose tree is a map ([`test_host`]), and print what it saw after each step.
+//! host whose tree is a map (`test_host.rs`), and print what it saw after each step.
 
 mod host;
 mod index_map;
