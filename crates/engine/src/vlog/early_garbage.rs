@@ -4,9 +4,9 @@
 //! overwritten pointer, which for a pointer in the last level can be most of a run after
 //! the overwrite (measured in docs/lifetime.md: every policy then holds about twice the live
 //! data during a run, and garbage-ratio triggers fire late). Flush, or the job after it
-//! ([`super::superseded`], the superseded finder), looks up each key's previous write; when the new
-//! write hides that write from every reader, the record it points to is garbage as soon as
-//! that flush is installed. This module remembers those records ("early": not yet counted
+//! (the superseded finder, [`super::superseded`]), looks up each key's previous write; when
+//! the new write hides that write from every reader, the record it points to is garbage as
+//! soon as that flush is installed. This module remembers those records ("early": not yet counted
 //! in the file's garbage) and also the records compaction counts, by position, until their
 //! file is gone. Knowing dead records by position is what makes GC cheap: a GC job skips
 //! their tree lookups, and a file whose every record is known dead is released without
