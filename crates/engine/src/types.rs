@@ -53,6 +53,11 @@ pub fn make_internal_key(user_key: &[u8], seq: SeqNo, kind: ValueKind) -> Vec<u8
     v
 }
 
+/// The seek key positioning at the newest version of `user_key` visible at `seq`.
+pub fn seek_key(user_key: &[u8], seq: SeqNo) -> Vec<u8> {
+    make_internal_key(user_key, seq, KIND_SEEK)
+}
+
 /// Appends an internal key to a buffer (a `Vec<u8>`, or the memtable's arena).
 pub fn append_internal_key(
     dst: &mut impl bytes::BufMut,

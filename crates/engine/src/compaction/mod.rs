@@ -11,12 +11,12 @@ use crate::filename::{table_file_name, value_file_name};
 use crate::io::{IoCause, Storage};
 use crate::lifetime::FeatureRecord;
 use crate::options::Options;
+use crate::sst::iter::key_versions;
 use crate::sst::{InternalIterator, TableBuilder, TableOptions};
-use crate::types::{parse_internal_key, user_key, ParsedKey, SeqNo, ValueKind};
+use crate::types::{parse_internal_key, user_key, SeqNo, ValueKind};
 use crate::version::{FileMeta, Version};
 use crate::vlog::file::BlobMeta;
 use crate::vlog::{FileLifetime, ValueFileWriter, ValuePointer};
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -94,8 +94,8 @@ pub struct JobOutput {
     pub tables: Vec<FileMeta>,
     pub blobs: Vec<BlobMeta>,
     /// Pointers the job removed from the tree: their records became garbage. They are
-    /// charged when the job installs (see [`garbage_by_file`]), because a GC may have moved
-    /// the records meanwhile.
+    /// charged when the job installs (see [`crate::vlog::garbage::garbage_by_file`]),
+    /// because a GC may have moved the records meanwhile.
     pub dropped: Vec<ValuePointer>,
     pub entries_in: u64,
     pub entries_out: u64,
@@ -108,29 +108,6 @@ pub struct JobOutput {
     /// every reader (none of them older than a snapshot): their records are garbage once
     /// the flush is installed, before any compaction counts them.
     pub superseded: Vec<ValuePointer>,
-}
-
-/// Charges dropped pointers to the files that hold their records under `v`:
-/// (file, bytes, entries). A record GC did not keep (it was garbage when its file was
-/// collected) is charged to nothing.
-pub fn garbage_by_file(v: &Version, dropped: &[ValuePointer]) -> Vec<(u64, u64, u64)> {
-    garbage_where(dropped, |p| v.resolve(p))
-}
-
-/// Charges each dropped pointer to the record `locate` finds for it, if any, summed by file.
-pub fn garbage_where(
-    dropped: &[ValuePointer],
-    locate: impl Fn(&ValuePointer) -> Option<ValuePointer>,
-) -> Vec<(u64, u64, u64)> {
-    let mut g: BTreeMap<u64, (u64, u64)> = BTreeMap::new();
-    for p in dropped {
-        if let Some(r) = locate(p) {
-            let e = g.entry(r.file).or_default();
-            e.0 += r.size as u64;
-            e.1 += 1;
-        }
-    }
-    g.into_iter().map(|(n, (b, e))| (n, b, e)).collect()
 }
 
 struct Outputs<'a> {
@@ -335,32 +312,6 @@ fn look_up_below(
         &keys,
         |(k, seq, ())| hooks.previous_below(k, *seq),
     )
-}
-
-/// Each user key of `input` once, in order, with the sequence number of its oldest version
-/// there (the last entry of its run) and what `newest` makes of its newest version (the
-/// first entry, with its value). `path` and `what` name the input in a corruption error.
-pub(crate) fn key_versions<T>(
-    input: &mut dyn InternalIterator,
-    path: &Path,
-    what: &str,
-    mut newest: impl FnMut(&ParsedKey<'_>, &[u8]) -> Result<T>,
-) -> Result<Vec<(Vec<u8>, SeqNo, T)>> {
-    let mut keys: Vec<(Vec<u8>, SeqNo, T)> = Vec::new();
-    input.seek_to_first()?;
-    while input.valid() {
-        let p = parse_internal_key(input.key())
-            .ok_or_else(|| Error::corruption(path, format!("malformed internal key in {what}")))?;
-        match keys.last_mut() {
-            Some(last) if last.0 == p.user_key => last.1 = p.seq,
-            _ => {
-                let n = newest(&p, input.value())?;
-                keys.push((p.user_key.to_vec(), p.seq, n));
-            }
-        }
-        input.next()?;
-    }
-    Ok(keys)
 }
 
 /// Writes the versions of one key (newest first), linked first in a compaction. `below`

@@ -2,22 +2,27 @@
 //! GC thread for policies with standalone GC jobs. Each job runs without the main lock and
 //! installs its result with one version edit.
 
+use super::inner::{Inner, ReadView, State};
 use super::iter::LevelIter;
-use super::{read, write, Inner, State};
+use super::{read, write};
 use crate::compaction::{self, JobOutput, JobSpec, LifetimeHooks};
 use crate::error::{Error, Result};
 use crate::filename::{self, value_file_name, FileKind};
 use crate::io::IoCause;
+use crate::io::Storage;
 use crate::sst::{InternalIterator, MergingIterator};
 use crate::stats::EngineCounters;
+use crate::types::SeqNo;
 use crate::types::ValueKind;
 use crate::version::picker::{self, Compaction};
 use crate::version::style::Resolved;
 use crate::version::{Version, VersionEdit};
-use crate::vlog::gc_job::{self, GcHost, GcJob, WriteBack};
+use crate::vlog::gc_job::{self, GcHost, GcJob, IndexMapJob, Install, Liveness, Record, WriteBack};
+use crate::vlog::superseded::{Finder, FinderHost};
 use crate::vlog::{ValueFileWriter, ValuePointer};
 use crate::warming::JobKind;
 use std::collections::HashSet;
+use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -58,9 +63,68 @@ pub(crate) fn start(inner: &Arc<Inner>) -> Vec<JoinHandle<()>> {
         .as_ref()
         .is_some_and(|rt| rt.finds_superseded_after_flush())
     {
-        t.push(spawn("halflife-find", gc_low, super::superseded::find_one));
+        t.push(spawn("halflife-find", gc_low, find_superseded));
     }
     t
+}
+
+/// Looks up the previous writes of the oldest queued flushed table's keys
+/// ([`crate::vlog::superseded`]); `false` when nothing is queued.
+fn find_superseded(inner: &Arc<Inner>) -> Result<bool> {
+    let Some(rt) = inner.lifetime.as_ref() else {
+        return Ok(false);
+    };
+    let (table, v) = {
+        let mut st = inner.state.lock();
+        if st.finding_superseded.is_some() || st.bg_error.is_some() {
+            return Ok(false);
+        }
+        let Some(number) = st.superseding.pop_front() else {
+            return Ok(false);
+        };
+        let v = st.versions.current();
+        let Some(table) = v.levels[0].iter().find(|f| f.number() == number).cloned() else {
+            // Compacted before its turn: compaction counts what it hid, when it reaches
+            // the previous writes; until then, no file existing now has all its garbage
+            // known.
+            rt.count_superseded_table(false);
+            rt.early.coverage.lose_below(st.versions.next_file_number());
+            return Ok(true);
+        };
+        st.finding_superseded = Some(number);
+        (table, v)
+    };
+    let result = (|| -> Result<()> {
+        let finder = Finder {
+            early: &rt.early,
+            recent: &rt.recent,
+        };
+        let gone = !finder.find(&**inner, &table, &v)?;
+        rt.count_superseded_table(!gone);
+        if gone {
+            let st = inner.state.lock();
+            rt.early.coverage.lose_below(st.versions.next_file_number());
+        }
+        // Files the table's writes left wholly dead go now, not at the next job.
+        release_dead_value_files(inner, &mut inner.state.lock())
+    })();
+    let mut st = inner.state.lock();
+    st.finding_superseded = None;
+    inner.bg_cv.notify_all();
+    drop(st);
+    result.map(|()| true)
+}
+
+/// The engine as the superseded finder sees it.
+impl FinderHost for Inner {
+    fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn with_current(&self, f: &mut dyn FnMut(&Version, SeqNo)) {
+        let st = self.state.lock();
+        f(&st.versions.current(), self.smallest_snapshot(&st));
+    }
 }
 
 /// Lowers the calling thread to nice 19 ([`crate::Options::lower_background_priority`]).
@@ -165,7 +229,7 @@ fn add_outputs(
         .extend(out.tables.into_iter().map(|t| (level, t)));
     edit.added_blobs.extend(out.blobs);
     edit.blob_garbage
-        .extend(compaction::garbage_where(&now, |r| Some(*r)));
+        .extend(crate::vlog::garbage::garbage_where(&now, |r| Some(*r)));
     if inner.lifetime.is_some() && st.running_gc {
         let busy = &st.busy_blobs;
         let in_gc = dropped.iter().filter(|(_, r)| busy.contains(&r.file));
@@ -247,7 +311,8 @@ fn flush_one(inner: &Arc<Inner>) -> Result<bool> {
     st.versions.log_and_apply(edit)?;
     if let Some(rt) = &inner.lifetime {
         // Only now that the flush is installed are the records it hides garbage.
-        rt.superseded(&st.versions.current(), &superseded);
+        rt.early
+            .record_superseded(&st.versions.current(), &superseded);
         if rt.finds_superseded_after_flush() {
             st.superseding.extend(flushed);
         }
@@ -352,7 +417,7 @@ fn compact(
 /// The tables a compaction may not take now: those another compaction is merging and,
 /// until L0 is two files short of slowing writers down, the flushed tables
 /// whose keys' previous writes are still being looked up. Merged before that, the
-/// garbage their writes made is no longer early ([`super::superseded`] gives up on a
+/// garbage their writes made is no longer early ([`crate::vlog::superseded`] gives up on a
 /// table once it leaves L0), and GC learns of it only when a compaction reaches the
 /// previous writes, often a deep merge much later. Past that point writers come first.
 fn unavailable_tables<'a>(
@@ -498,13 +563,54 @@ fn run_compaction(
     EngineCounters::add(&inner.counters.compactions, 1);
     if inner.lifetime.is_some() {
         // Lazy pointer rewrites may have released index maps.
-        super::lifetime::drop_unneeded_maps(inner, &mut st)?;
+        drop_unneeded_maps(inner, &mut st)?;
     }
     Ok(())
 }
 
-/// One standalone GC job (Titan): rewrite the valid values of the picked value files and
-/// write their new pointers back through the write path.
+impl Inner {
+    /// The value files the GC policy collects next, knowing the garbage flush found early.
+    pub(crate) fn pick_gc(&self, v: &Version, busy: &std::collections::HashSet<u64>) -> Vec<u64> {
+        let now = self.last_seq.load(Ordering::Acquire);
+        let early = self.lifetime.as_ref().map(|rt| &rt.early);
+        if let Some(e) = early {
+            e.retain(|n| v.blobs.contains_key(&n));
+        }
+        if let Some(amp) = self.gc.space_amp(v, early) {
+            self.value_space_amp.store(amp.to_bits(), Ordering::Relaxed);
+        }
+        self.gc.pick_gc_with(v, busy, now, early)
+    }
+}
+
+/// Drops index maps no table can resolve through any more.
+pub(crate) fn drop_unneeded_maps(inner: &Inner, st: &mut State) -> Result<()> {
+    let unneeded = st.versions.current().unneeded_maps();
+    if unneeded.is_empty() {
+        return Ok(());
+    }
+    inner.apply_edit(
+        st,
+        VersionEdit {
+            deleted_maps: unneeded,
+            ..Default::default()
+        },
+    )
+}
+
+/// How the policy collects value files: with index maps where it has a lifetime runtime
+/// (TerarkDB and the lifetime policies, which place the copies), else by write-back.
+fn gc_job(inner: &Inner) -> Box<dyn GcJob + '_> {
+    match &inner.lifetime {
+        Some(rt) => Box::new(IndexMapJob {
+            placement: rt,
+            early: &rt.early,
+        }),
+        None => Box::new(WriteBack),
+    }
+}
+
+/// One standalone GC job: collects the value files the policy picks ([`gc_job`]).
 fn gc_one(inner: &Arc<Inner>) -> Result<bool> {
     let files = {
         let mut st = inner.state.lock();
@@ -528,10 +634,7 @@ fn gc_one(inner: &Arc<Inner>) -> Result<bool> {
         (files, st.snapshots.keys().copied().collect::<Vec<_>>())
     };
     let (files, snapshots) = files;
-    let r = match &inner.lifetime {
-        Some(rt) => super::lifetime::run_mapped_gc(inner, rt, &files, &snapshots),
-        None => WriteBack.run(&EngineGcHost(inner), &files),
-    };
+    let r = gc_job(inner).run(&EngineGcHost(inner, &snapshots), &files);
     // Let go of the collected files before reporting the job done, so that a waiter sees
     // them gone from disk.
     let numbers: Vec<u64> = files.iter().map(|f| f.number).collect();
@@ -548,14 +651,15 @@ fn gc_one(inner: &Arc<Inner>) -> Result<bool> {
     Ok(true)
 }
 
-/// The engine as a write-back GC job sees it ([`GcHost`]).
-struct EngineGcHost<'a>(&'a Arc<Inner>);
+/// The engine as a GC job sees it ([`GcHost`]), with the snapshots live when the job
+/// started (a record only they read is kept).
+struct EngineGcHost<'a>(&'a Arc<Inner>, &'a [SeqNo]);
 
 impl GcHost for EngineGcHost<'_> {
     fn is_live(&self, key: &[u8], ptr: &ValuePointer) -> Result<bool> {
         let inner = self.0;
         let seq = inner.visible_seq.load(Ordering::Acquire);
-        let view = read::ReadView::take(inner);
+        let view = ReadView::take(inner);
         read::points_at(inner, &view, key, seq, ptr)
     }
 
@@ -597,6 +701,58 @@ impl GcHost for EngineGcHost<'_> {
 
     fn blob_file_size(&self) -> u64 {
         self.0.opts.blob_file_size
+    }
+
+    fn dir(&self) -> &Path {
+        &self.0.dir
+    }
+
+    fn storage(&self) -> &Arc<dyn Storage> {
+        &self.0.storage
+    }
+
+    fn visible_seq(&self) -> SeqNo {
+        self.0.visible_seq.load(Ordering::Acquire)
+    }
+
+    fn version(&self) -> Arc<Version> {
+        self.0.state.lock().versions.current()
+    }
+
+    fn liveness(&self, records: &[Record], seq: SeqNo) -> Result<Vec<Liveness>> {
+        let inner = self.0;
+        let view = ReadView::take(inner);
+        let found = crate::io::parallel::map_in_parallel(
+            crate::io::parallel::Pool::Gc,
+            records,
+            |(_, key, _)| view.lookup(key, seq),
+        )?;
+        let mut out = Vec::with_capacity(records.len());
+        for ((ptr, key, _), latest) in records.iter().zip(found) {
+            out.push(if read::found_points_at(inner, &view, &latest, ptr)? {
+                Liveness::Live(latest.expect("points_at implies found"))
+            } else if read::needed_by_snapshot(inner, &view, key, self.1, ptr)? {
+                Liveness::ForSnapshot
+            } else {
+                Liveness::Dead
+            });
+        }
+        Ok(out)
+    }
+
+    fn sync_logs(&self) -> Result<()> {
+        write::sync_logs(self.0)
+    }
+
+    fn install_with_maps(&self, install: &mut Install) -> Result<()> {
+        let inner = self.0;
+        let mut st = inner.state.lock();
+        let drops = std::mem::take(&mut st.gc_drops);
+        let current = st.versions.current();
+        install(&current, drops, &mut |edit, maps| {
+            inner.apply_edit_with_maps(&mut st, edit, maps)
+        })?;
+        drop_unneeded_maps(inner, &mut st)
     }
 }
 

@@ -31,7 +31,8 @@
 //!
 //! [`pin`] and [`write_private`] are also what backups are made of ([`crate::backup`]).
 
-use super::{Inner, DB, MODEL_FILE};
+use super::inner::Inner;
+use super::{DB, MODEL_FILE};
 use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
 use crate::filename::{index_map_file_name, manifest_name, wal_file_name, CURRENT};

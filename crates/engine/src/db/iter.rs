@@ -2,14 +2,14 @@
 //! newest visible version of each user key, tombstones hidden, pointers resolved (their
 //! values read ahead of the caller in windows: [`super::readahead`]).
 
-use super::read::ReadView;
+use super::inner::{Inner, ReadView};
 use super::readahead::{Entry, Readahead, Taken};
-use super::{Inner, Snapshot};
+use super::Snapshot;
 use crate::error::{Error, Result};
 use crate::io::IoCause;
-use crate::memtable::seek_key;
 use crate::options::ReadOptions;
 use crate::sst::{InternalIterator, MergingIterator, TableIter};
+use crate::types::seek_key;
 use crate::types::{cmp_internal, parse_internal_key, SeqNo, ValueKind};
 use crate::version::{TableFile, Version};
 use crate::vlog::{BlobFile, ValuePointer};

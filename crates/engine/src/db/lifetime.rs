@@ -1,40 +1,37 @@
-//! Lifetime-aware GC in the database (paper 000, DumpKV), and the index-map GC job it
-//! shares with TerarkDB's policy.
+//! Lifetime-aware GC in the database (paper 000, DumpKV): the policy's runtime glue.
 //!
 //! * [`LifetimeRuntime`] holds what lives as long as the database: the thresholds
-//!   (Eq. 3-6), the model handle, the background trainer, and the counters.
+//!   (Eq. 3-6), the model handle, the background trainer, the placement's hint tables, the
+//!   garbage known by position, and the counters.
 //! * [`JobHooks`] is what flush and compaction see ([`LifetimeHooks`]): flush stamps new
 //!   value files with the default class and TTL `l_d` and stores a fresh feature record
 //!   after each pointer; compaction links that record to the key's previous write and
 //!   reports the true lifetime it found (sec. 4.3).
-//! * [`run_mapped_gc`] is one GC job without pointer write-back (sec. 4.5): validity by a
-//!   tree lookup, valid values placed by class into new value files, one index map per new
-//!   file, all installed by one version edit. A job that dies before that edit leaves only
-//!   orphan files, removed at the next open (sec. 4.6).
+//! * The runtime is the [`Placement`] of the index-map GC job
+//!   ([`crate::vlog::gc_job::IndexMapJob`], sec. 4.5, shared with TerarkDB's policy): it
+//!   chooses the class each copy goes to, keeps the job's training samples and records
+//!   the job.
 
-use super::read::{found_points_at, needed_by_snapshot, ReadView};
-use super::{Inner, State};
-use crate::compaction::{garbage_where, LifetimeHooks, Previous};
+use crate::compaction::{LifetimeHooks, Previous};
 use crate::error::Result;
-use crate::filename::{index_map_file_name, value_file_name, LIFETIME_MODEL};
+use crate::filename::LIFETIME_MODEL;
 use crate::io::IoCause;
 use crate::lifetime::{
     compaction_sample_probability, gc_sample_probability, FeatureRecord, LifetimeClass,
-    LifetimeThresholds, ModelHandle, SampleSource, Sampler, Trainer, TrainerConfig, TrainingSample,
+    LifetimeThresholds, ModelHandle, SampleSource, Sampler, Thresholds, Trainer, TrainerConfig,
+    TrainingSample,
 };
-use crate::memtable::seek_key;
 use crate::options::{GcTrigger, LifetimeMode, LifetimeOracle, Options};
 use crate::stats::{EngineCounters, GcJobRecord, LifetimeStats};
+use crate::types::seek_key;
 use crate::types::{SeqNo, ValueKind};
-use crate::version::{Version, VersionEdit};
+use crate::version::{Found, Version};
 use crate::vlog::early_garbage::EarlyGarbage;
-use crate::vlog::file::FILE_HEADER;
+use crate::vlog::gc_job::{JobPlacement, JobTally, Placement};
 use crate::vlog::placement::{self, Predictor};
 use crate::vlog::recent_pointers::RecentPointers;
 use crate::vlog::write_history::{Seen, WriteHistory};
-use crate::vlog::{
-    BlobFile, FileLifetime, IndexMap, IndexMapBuilder, ValueFileWriter, ValuePointer,
-};
+use crate::vlog::{BlobFile, FileLifetime, ValuePointer};
 use parking_lot::Mutex;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -89,7 +86,7 @@ pub(crate) struct LifetimeRuntime {
 }
 
 /// The placement's hint tables (the write history and the recent pointers) are charged to
-/// the block cache ([`super::Inner::charge_memory`]). Sized from it (the options' 0), each
+/// the block cache ([`super::inner::Inner::charge_memory`]). Sized from it (the options' 0), each
 /// takes at most this fraction of it, so that blocks keep most of a small cache: a charge
 /// beyond the cache stays resident and leaves no block cached (docs/bench.md, "Memory with
 /// budgets cut to a tenth").
@@ -208,7 +205,7 @@ impl LifetimeRuntime {
     }
 
     /// Whether the garbage a flush hides is found after the flush is installed, by its own
-    /// job ([`super::superseded`]), instead of by lookups inside the flush: where the
+    /// job ([`crate::vlog::superseded`]), instead of by lookups inside the flush: where the
     /// write path logs values the flush needs no previous write to place them.
     pub fn finds_superseded_after_flush(&self) -> bool {
         self.predictor.is_some() && self.logs_values
@@ -410,14 +407,6 @@ impl LifetimeRuntime {
         b.garbage_entries() + self.early.records(b.number) >= b.entries
     }
 
-    /// A flush that hid the records of `superseded` (pointers of the keys' previous
-    /// writes) from every reader is installed: they are garbage (where `v` says they live).
-    pub fn superseded(&self, v: &Version, superseded: &[ValuePointer]) {
-        for r in superseded.iter().filter_map(|p| v.resolve(p)) {
-            self.early.record(&r);
-        }
-    }
-
     /// Bytes its in-memory tables hold: the write history, the recent pointers and the
     /// garbage known by position.
     pub fn memory_bytes(&self) -> usize {
@@ -565,70 +554,101 @@ impl LifetimeHooks for JobHooks<'_> {
     }
 }
 
-/// One output class of a GC job: the value file being written and its index map.
-struct Output {
-    writer: ValueFileWriter,
-    map: IndexMapBuilder,
+/// One index-map job's placement under this runtime ([`Placement`]): the thresholds it
+/// started with (recomputed once it has read its inputs, Eq. 3-6) and the training samples
+/// it keeps.
+struct MappedJob<'a> {
+    rt: &'a LifetimeRuntime,
+    now: SeqNo,
+    t: Thresholds,
+    samples: Vec<TrainingSample>,
 }
 
-/// A GC job's outputs: the open one per slot, the finished ones, and every path created
-/// (removed if the job fails).
-struct Outputs {
-    open: Vec<Option<Output>>,
-    done: Vec<(usize, crate::vlog::file::BlobMeta, IndexMapBuilder)>,
-    created: Vec<PathBuf>,
+impl Placement for LifetimeRuntime {
+    fn begin(&self, now: SeqNo) -> Box<dyn JobPlacement + '_> {
+        Box::new(MappedJob {
+            rt: self,
+            now,
+            t: self.thresholds.current(),
+            samples: Vec::new(),
+        })
+    }
 }
 
-impl Outputs {
-    fn new() -> Outputs {
-        Outputs {
-            open: (0..placement::CLASSES).map(|_| None).collect(),
-            done: Vec::new(),
-            created: Vec::new(),
+impl JobPlacement for MappedJob<'_> {
+    fn unlooked(&mut self, v: &Version, file: &BlobFile, key: &[u8], ptr: &ValuePointer) -> usize {
+        unlooked_slot(self.rt, v, &self.rt.recent.lock(), file, key, ptr, self.now)
+    }
+
+    fn live(&mut self, dir: &Path, key: &[u8], found: &Found) -> Result<usize> {
+        live_slot(
+            dir,
+            self.rt,
+            key,
+            found,
+            self.now,
+            &self.t,
+            &mut self.samples,
+        )
+    }
+
+    fn for_snapshot(&mut self) -> usize {
+        EngineCounters::add(&self.rt.counters.kept_for_snapshots, 1);
+        match (self.rt.predictor, self.rt.mode) {
+            (Some(_), _) | (None, None) => 0,
+            (None, Some(_)) => LifetimeClass::Short as usize,
         }
     }
 
-    /// Copies the record at `ptr` into the output of `slot`, mapping its old place.
-    fn add(
-        &mut self,
-        inner: &Inner,
-        slot: usize,
-        ptr: &ValuePointer,
-        key: &[u8],
-        value: &[u8],
-    ) -> Result<()> {
-        if self.open[slot]
-            .as_ref()
-            .is_some_and(|o| o.writer.len() >= inner.opts.blob_file_size)
-        {
-            let o = self.open[slot].take().expect("checked above");
-            self.done.push((slot, o.writer.finish()?, o.map));
-        }
-        if self.open[slot].is_none() {
-            let n = inner.new_file_number();
-            let path = value_file_name(&inner.dir, n);
-            self.created.push(path.clone());
-            self.created.push(index_map_file_name(&inner.dir, n));
-            self.open[slot] = Some(Output {
-                writer: ValueFileWriter::new(inner.storage.create(&path, IoCause::GcWrite)?, n)?
-                    .with_compression(inner.opts.value_compression),
-                map: IndexMapBuilder::new(n),
-            });
-        }
-        let o = self.open[slot].as_mut().expect("opened above");
-        let np = o.writer.add(key, value)?;
-        o.map.add(ptr, &np);
-        EngineCounters::add(&inner.counters.gc_relocated_bytes, np.size as u64);
-        Ok(())
-    }
-
-    fn finish(&mut self) -> Result<()> {
-        for (slot, o) in self.open.iter_mut().enumerate() {
-            if let Some(o) = o.take() {
-                self.done.push((slot, o.writer.finish()?, o.map));
+    fn inputs_read(&mut self, gc_ratio: f64) {
+        // Sec. 4.3: GC samples are kept with the job's valid ratio; then Eq. 3-6.
+        let keep = gc_sample_probability(gc_ratio);
+        for s in std::mem::take(&mut self.samples) {
+            if self.rt.sampler.accept(keep) {
+                self.rt.submit(s);
             }
         }
-        Ok(())
+        if self.rt.mode.is_some() {
+            self.t = self.rt.thresholds.recompute(gc_ratio);
+        }
+    }
+
+    fn output_lifetime(&self, slot: usize) -> Option<FileLifetime> {
+        let rt = self.rt;
+        match (rt.predictor, rt.mode) {
+            (_, None) => None,
+            (Some(_), Some(_)) => Some(rt.placed_file(slot, self.now)),
+            (None, Some(_)) => LifetimeClass::from_u8(slot as u8).map(|c| FileLifetime {
+                class: c,
+                created_seq: self.now,
+                ttl: c.ttl(&self.t),
+            }),
+        }
+    }
+
+    fn installed(&mut self, tally: &JobTally) {
+        if self.rt.mode.is_none() {
+            return;
+        }
+        let t = &self.t;
+        let ratio = |(b, g): (u64, u64)| (b > 0).then(|| g as f64 / b as f64);
+        self.rt.history.lock().push(GcJobRecord {
+            seq: tally.now,
+            l_s: t.short,
+            l_l: t.long,
+            l_d: t.default,
+            gc_ratio: tally.gc_ratio,
+            invalid_ratio_by_class: [
+                ratio(tally.by_class[0]),
+                ratio(tally.by_class[1]),
+                ratio(tally.by_class[2]),
+            ],
+            micros: tally.started.elapsed().as_micros() as u64,
+            input_bytes: tally.input_bytes,
+            skipped_known: tally.skipped_known,
+            lookups: tally.lookups,
+            unlooked: tally.unlooked,
+        });
     }
 }
 
@@ -664,7 +684,7 @@ fn unlooked_slot(
 /// the placement class under the space-amplification trigger, else the lifetime class the
 /// TTL trigger's policy predicts (a training sample is kept for the model).
 fn live_slot(
-    inner: &Inner,
+    dir: &Path,
     rt: &LifetimeRuntime,
     key: &[u8],
     found: &crate::version::Found,
@@ -672,8 +692,8 @@ fn live_slot(
     t: &crate::lifetime::Thresholds,
     samples: &mut Vec<TrainingSample>,
 ) -> Result<usize> {
-    let (_, meta) = ValuePointer::decode(&inner.dir, &found.value)?;
-    let rec = FeatureRecord::after_pointer(&inner.dir, meta)?;
+    let (_, meta) = ValuePointer::decode(dir, &found.value)?;
+    let rec = FeatureRecord::after_pointer(dir, meta)?;
     if let Some(p) = rt.predictor {
         let slot = rt.place_copy(p, key, found.seq, &rec, now);
         EngineCounters::add(&rt.counters.copied_by_class[slot], 1);
@@ -691,7 +711,7 @@ fn live_slot(
             Some(c)
         }
         Some(m @ (LifetimeMode::Oracle | LifetimeMode::RateOracle)) => {
-            let next = inner.opts.lifetime_oracle.as_deref().and_then(|o| match m {
+            let next = rt.oracle.as_deref().and_then(|o| match m {
                 LifetimeMode::Oracle => o.next_write(key, found.seq),
                 _ => o.mean_interval(key).map(|i| now + i),
             });
@@ -715,252 +735,6 @@ fn live_slot(
     };
     EngineCounters::add(counter, 1);
     Ok(class.map_or(0, |c| c as usize))
-}
-
-/// A dead stretch of a value file shorter than this is read through rather than skipped.
-/// At full scale, with 32 KiB GC read 12.9 GB of its 18.8 GB of input; below one 4 KiB
-/// record it read 5.5 GB in as much time (docs/lifetime.md, "Garbage known by position").
-const READ_THROUGH_GAP: u64 = 4 << 10;
-
-/// Records of a GC input whose liveness lookups are issued together: a few hundred KiB of
-/// values held at once (copied out of the scan's buffer), enough to keep
-/// [`crate::io::parallel::LOOKUP_THREADS`] reads busy.
-const GC_LOOKUP_BATCH: usize = 256;
-
-/// Runs one GC job over `files` (ascending numbers) with index maps instead of write-back.
-pub(crate) fn run_mapped_gc(
-    inner: &Arc<Inner>,
-    rt: &LifetimeRuntime,
-    files: &[Arc<BlobFile>],
-    snapshots: &[SeqNo],
-) -> Result<()> {
-    let started = Instant::now();
-    let (mut skipped_known, mut lookups, mut unlooked) = (0u64, 0u64, 0u64);
-    let now = inner.visible_seq.load(Ordering::Acquire);
-    let t = rt.thresholds.current();
-    let v = inner.state.lock().versions.current();
-    // A slot is the lifetime class under the TTL trigger, the placement class under the
-    // space-amplification trigger.
-    let mut outputs = Outputs::new();
-    let mut samples = Vec::new();
-    // (input bytes, garbage bytes) per class of input file.
-    let mut by_class = [(0u64, 0u64); 3];
-    let (mut total, mut garbage) = (0u64, 0u64);
-    let result = (|| -> Result<()> {
-        for f in files {
-            let class_idx = f.lifetime.map_or(0, |l| l.class as usize);
-            // Every dead record of a covered file is known (but for those of writes not
-            // found yet): the others are kept without a lookup.
-            let covered = rt.early.coverage.covers(f.number);
-            // Records known dead are neither read nor looked up.
-            let extents =
-                rt.early
-                    .live_extents(f.number, FILE_HEADER as u64, f.size, READ_THROUGH_GAP);
-            let mut r = f.scan_extents(IoCause::GcRead, extents)?;
-            let mut read = 0u64;
-            let mut batch: Vec<(ValuePointer, Vec<u8>, Vec<u8>)> = Vec::new();
-            let mut eof = false;
-            while !eof {
-                // A batch of records whose keys are looked up together, several at a time
-                // (`crate::io::parallel`).
-                batch.clear();
-                while batch.len() < GC_LOOKUP_BATCH {
-                    let Some((ptr, key, value)) = r.next_record()? else {
-                        eof = true;
-                        break;
-                    };
-                    read += ptr.size as u64;
-                    // A record known dead (in a gap read through) needs no lookup.
-                    if rt.early.contains(&ptr) {
-                        garbage += ptr.size as u64;
-                        by_class[class_idx].1 += ptr.size as u64;
-                        continue;
-                    }
-                    if covered {
-                        let slot = unlooked_slot(rt, &v, &rt.recent.lock(), f, key, &ptr, now);
-                        outputs.add(inner, slot, &ptr, key, value)?;
-                        unlooked += 1;
-                        continue;
-                    }
-                    batch.push((ptr, key.to_vec(), value.to_vec()));
-                }
-                lookups += batch.len() as u64;
-                let view = ReadView::take(inner);
-                let found = crate::io::parallel::map_in_parallel(
-                    crate::io::parallel::Pool::Gc,
-                    &batch,
-                    |(_, key, _)| view.lookup(key, now),
-                )?;
-                for ((ptr, key, value), latest) in batch.iter().zip(found) {
-                    let (ptr, key, value) = (*ptr, &key[..], &value[..]);
-                    let for_snapshot = !found_points_at(inner, &view, &latest, &ptr)?;
-                    let slot = if !for_snapshot {
-                        let found = latest.as_ref().expect("points_at implies found");
-                        live_slot(inner, rt, key, found, now, &t, &mut samples)?
-                    } else {
-                        // Still needed by a snapshot reader? Keep it; it dies with the snapshot.
-                        if !needed_by_snapshot(inner, &view, key, snapshots, &ptr)? {
-                            garbage += ptr.size as u64;
-                            by_class[class_idx].1 += ptr.size as u64;
-                            continue;
-                        }
-                        EngineCounters::add(&rt.counters.kept_for_snapshots, 1);
-                        match (rt.predictor, rt.mode) {
-                            (Some(_), _) | (None, None) => 0,
-                            (None, Some(_)) => LifetimeClass::Short as usize,
-                        }
-                    };
-                    outputs.add(inner, slot, &ptr, key, value)?;
-                }
-            }
-            // What was not read is known garbage.
-            let skipped = f.record_bytes().saturating_sub(read);
-            skipped_known += skipped;
-            total += f.record_bytes();
-            garbage += skipped;
-            by_class[class_idx].0 += f.record_bytes();
-            by_class[class_idx].1 += skipped;
-        }
-        outputs.finish()
-    })();
-    let sources: Vec<u64> = files.iter().map(|f| f.number).collect();
-    let gc_ratio = if total == 0 {
-        1.0
-    } else {
-        garbage as f64 / total as f64
-    };
-    // Sec. 4.3: GC samples are kept with the job's valid ratio; then Eq. 3-6.
-    let result = result.and_then(|()| {
-        let keep = gc_sample_probability(gc_ratio);
-        for s in samples {
-            if rt.sampler.accept(keep) {
-                rt.submit(s);
-            }
-        }
-        let t = if rt.mode.is_some() {
-            rt.thresholds.recompute(gc_ratio)
-        } else {
-            t
-        };
-        let mut edit = VersionEdit {
-            deleted_blobs: sources.clone(),
-            ..Default::default()
-        };
-        let mut maps = Vec::new();
-        for (slot, mut meta, map) in std::mem::take(&mut outputs.done) {
-            meta.lifetime = match (rt.predictor, rt.mode) {
-                (_, None) => None,
-                (Some(_), Some(_)) => Some(rt.placed_file(slot, now)),
-                (None, Some(_)) => LifetimeClass::from_u8(slot as u8).map(|c| FileLifetime {
-                    class: c,
-                    created_seq: now,
-                    ttl: c.ttl(&t),
-                }),
-            };
-            maps.push(Arc::new(map.finish(
-                &inner.dir,
-                &inner.storage,
-                &sources,
-            )?));
-            edit.added_maps.push((meta.number, sources.clone()));
-            edit.added_blobs.push(meta);
-        }
-        let copies: Vec<u64> = edit.added_blobs.iter().map(|b| b.number).collect();
-        // The lookups saw writes not yet synced: a record they found overwritten is
-        // dropped with its file, so the overwrite must outlive a power cut first.
-        super::write::sync_logs(inner)?;
-        let mut st = inner.state.lock();
-        let drops = std::mem::take(&mut st.gc_drops);
-        let dropped = copies_dropped_during_gc(&st.versions.current(), &maps, &drops);
-        edit.blob_garbage = garbage_where(&dropped, |r| Some(*r));
-        // Records found dead while the job ran, in the files it collected: their copies
-        // are dead (the finder resolves a record through the maps only once installed).
-        let found_meanwhile: Vec<ValuePointer> = sources
-            .iter()
-            .flat_map(|&n| rt.early.records_of(n))
-            .filter_map(|r| maps.iter().find_map(|m| m.lookup(&r)))
-            .collect();
-        inner.apply_edit_with_maps(&mut st, edit, maps)?;
-        for r in &found_meanwhile {
-            rt.early.record(r);
-        }
-        rt.early.counted(&dropped);
-        rt.early.coverage.inherit(&sources, &copies);
-        drop_unneeded_maps(inner, &mut st)?;
-        if rt.mode.is_some() {
-            let ratio = |(b, g): (u64, u64)| (b > 0).then(|| g as f64 / b as f64);
-            rt.history.lock().push(GcJobRecord {
-                seq: now,
-                l_s: t.short,
-                l_l: t.long,
-                l_d: t.default,
-                gc_ratio,
-                invalid_ratio_by_class: [
-                    ratio(by_class[0]),
-                    ratio(by_class[1]),
-                    ratio(by_class[2]),
-                ],
-                micros: started.elapsed().as_micros() as u64,
-                input_bytes: total,
-                skipped_known,
-                lookups,
-                unlooked,
-            });
-        }
-        Ok(())
-    });
-    if result.is_err() {
-        for p in std::mem::take(&mut outputs.created) {
-            let _ = inner.storage.remove(&p);
-        }
-    }
-    result
-}
-
-/// Pointers compaction dropped while the GC ran, into files it was collecting: if GC
-/// copied their records, the copies (found through the job's new `maps`) are garbage.
-fn copies_dropped_during_gc(
-    v: &Version,
-    maps: &[Arc<IndexMap>],
-    drops: &[ValuePointer],
-) -> Vec<ValuePointer> {
-    drops
-        .iter()
-        .filter_map(|p| {
-            let r = v.resolve(p)?;
-            maps.iter().find_map(|m| m.lookup(&r))
-        })
-        .collect()
-}
-
-impl Inner {
-    /// The value files the GC policy collects next, knowing the garbage flush found early.
-    pub(crate) fn pick_gc(&self, v: &Version, busy: &std::collections::HashSet<u64>) -> Vec<u64> {
-        let now = self.last_seq.load(Ordering::Acquire);
-        let early = self.lifetime.as_ref().map(|rt| &rt.early);
-        if let Some(e) = early {
-            e.retain(|n| v.blobs.contains_key(&n));
-        }
-        if let Some(amp) = self.gc.space_amp(v, early) {
-            self.value_space_amp.store(amp.to_bits(), Ordering::Relaxed);
-        }
-        self.gc.pick_gc_with(v, busy, now, early)
-    }
-}
-
-/// Drops index maps no table can resolve through any more.
-pub(crate) fn drop_unneeded_maps(inner: &Inner, st: &mut State) -> Result<()> {
-    let unneeded = st.versions.current().unneeded_maps();
-    if unneeded.is_empty() {
-        return Ok(());
-    }
-    inner.apply_edit(
-        st,
-        VersionEdit {
-            deleted_maps: unneeded,
-            ..Default::default()
-        },
-    )
 }
 
 #[cfg(test)]

@@ -9,130 +9,40 @@
 
 mod background;
 pub mod checkpoint;
+mod inner;
 mod iter;
 mod lifetime;
 mod read;
 mod readahead;
 pub(crate) mod recovery;
+mod recovery_report;
 mod snapshot;
-mod superseded;
 mod throttle;
 pub mod updates;
 mod wal_archive;
 mod write;
+mod write_queue;
 
 /// Kept at these paths for the CLI and the tests (the names live in [`crate::filename`]).
 pub use crate::filename::{LIFETIME_MODEL as MODEL_FILE, LOST_DIR};
 pub use crate::stats::{GcJobRecord, LifetimeStats};
 pub use iter::DbIter;
-pub use recovery::RecoveryReport;
+pub use recovery_report::RecoveryReport;
 pub use snapshot::Snapshot;
 
 use crate::batch::WriteBatch;
-use crate::cache::{BlockCache, CacheCharge};
 use crate::error::{Error, Result};
-use crate::io::Storage;
-use crate::memtable::Memtable;
 use crate::options::{Options, ReadOptions, WriteOptions};
 use crate::stats::{DbStats, EngineCounters, LevelStats, ValueFileStats};
 use crate::types::SeqNo;
-use crate::version::{Version, VersionSet};
-use crate::vlog::gc::GcPolicy;
-use crate::vlog::value_wal;
-use crate::wal::LogWriter;
-use parking_lot::{Condvar, Mutex};
-use std::collections::{BTreeMap, HashSet, VecDeque};
+use crate::version::Version;
+use inner::Inner;
+use parking_lot::Mutex;
 use std::ops::Bound;
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::path::Path;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread::JoinHandle;
-
-/// State guarded by the main mutex.
-pub(crate) struct State {
-    pub mem: Arc<Memtable>,
-    /// Oldest first.
-    pub imm: VecDeque<Arc<Memtable>>,
-    pub versions: VersionSet,
-    /// Table files inputs of a running compaction.
-    pub busy_tables: HashSet<u64>,
-    /// Value files a running GC job reads.
-    pub busy_blobs: HashSet<u64>,
-    /// Live snapshots: sequence number -> count.
-    pub snapshots: BTreeMap<SeqNo, usize>,
-    pub bg_error: Option<String>,
-    pub flushing: bool,
-    pub running_compactions: usize,
-    pub running_gc: bool,
-    /// Manual compactions in progress hold back automatic ones.
-    pub manual: bool,
-    pub live_user_bytes: Option<u64>,
-    /// Pointers compactions dropped into files an index-map GC job is collecting (see
-    /// `lifetime::run_mapped_gc`).
-    pub gc_drops: Vec<crate::vlog::ValuePointer>,
-    /// Flushed L0 tables whose keys' previous writes are still to be looked up, oldest
-    /// first ([`superseded`]).
-    pub superseding: VecDeque<u64>,
-    /// The flushed table whose keys are being looked up.
-    pub finding_superseded: Option<u64>,
-}
-
-pub(crate) struct Inner {
-    pub dir: PathBuf,
-    pub opts: Options,
-    pub storage: Arc<dyn Storage>,
-    pub cache: Arc<BlockCache>,
-    /// The index maps and the lifetime policies' tables, charged to `cache`
-    /// ([`Inner::charge_memory`]).
-    pub memory_charge: CacheCharge,
-    /// Cache warming across flushes and compactions (paper 002).
-    pub warming: crate::warming::Warming,
-    pub gc: Box<dyn GcPolicy>,
-    /// Under `CompactionStyle::Auto`: the tree's current style and why.
-    pub style: crate::version::style::TreeStyle,
-    /// Under `growth_factor = auto`: the growth factor chosen so far and its reasoning.
-    pub shape: Option<crate::version::shape::AutoShape>,
-    /// Lifetime policies and TerarkDB: thresholds, model, trainer (else `None`).
-    pub lifetime: Option<lifetime::LifetimeRuntime>,
-    pub state: Mutex<State>,
-    /// Dropped memtables' chunks, for the next memtables.
-    pub memtable_chunks: Arc<crate::memtable::ChunkPool>,
-    /// The memtables and version readers use, republished by every change to them.
-    pub read_view: parking_lot::RwLock<Arc<read::ReadView>>,
-    /// Signalled whenever background work may have become possible or finished.
-    pub bg_cv: Condvar,
-    pub writers: write::WriteQueue,
-    pub wal: Mutex<Option<LogWriter>>,
-    /// WALs switched out whose last records may not be synced yet, with their numbers. A
-    /// synced write syncs them before its own WAL (as RocksDB syncs every WAL not yet
-    /// synced): otherwise a power cut could keep the synced record of the new WAL and lose
-    /// the unsynced tail of the old one, a gap no recovery can bridge. Pruned once their
-    /// memtables are flushed.
-    pub older_wals: Mutex<Vec<(u64, LogWriter)>>,
-    /// A WAL or value file was created since the directory was last synced: the next
-    /// synced write syncs the directory too, or a power cut could take the new file's
-    /// entry, and the synced records in it, with it.
-    pub dir_unsynced: AtomicBool,
-    /// With the value log as the WAL: the value file the write leader appends large values
-    /// to ([`value_wal`]).
-    pub value_wal: Mutex<value_wal::ActiveValueFiles>,
-    /// Last sequence number assigned (only the write leader advances it).
-    pub last_seq: AtomicU64,
-    /// Last sequence number whose write is fully in the memtable.
-    pub visible_seq: AtomicU64,
-    pub counters: EngineCounters,
-    /// The value files' space amplification when GC last picked (`f64` bits; 0 before),
-    /// under a space-amplification target: the write path's back-pressure reads it.
-    pub value_space_amp: AtomicU64,
-    /// Delayed writes before a stop: the flush rate and the write leaders' pacing.
-    pub throttle: throttle::WriteController,
-    pub shutdown: AtomicBool,
-    /// Set with `State::bg_error` (never cleared): the write path's check without the lock.
-    pub bg_failed: AtomicBool,
-    /// What the open that made this handle found and did.
-    pub recovery: recovery::RecoveryReport,
-    _lock: std::fs::File,
-}
 
 /// An open database. `Send + Sync`: share it between threads (e.g. in an `Arc`).
 pub struct DB {
@@ -492,93 +402,5 @@ fn stats(inner: &Inner) -> DbStats {
         warming: inner.warming.stats(),
         shape: inner.shape.as_ref().and_then(|s| s.choice()),
         tree_style: inner.style.choice(),
-    }
-}
-
-impl Inner {
-    /// The compaction style a pick uses now (re-derived under `CompactionStyle::Auto`).
-    /// The growth factor `growth_factor = auto` chose, if it is on and has chosen.
-    pub fn chosen_growth_factor(&self) -> Option<f64> {
-        self.shape.as_ref().and_then(|s| s.growth_factor())
-    }
-
-    pub fn tree_style(&self, v: &Version) -> crate::version::style::Resolved {
-        self.style
-            .resolve(v, &self.opts, self.gc.space_amp_target())
-    }
-
-    /// Charges what the engine holds in memory besides memtables and blocks to the block
-    /// cache: the index maps `v` names and the lifetime policies' tables (table index and
-    /// filter blocks charge themselves, [`crate::sst::Table`]). Refreshed after every
-    /// background job, as these change only with flushes, compactions and GC.
-    pub fn charge_memory(&self, v: &Version) {
-        let maps: usize = v.maps.values().map(|m| m.heap_bytes()).sum();
-        let tables = self.lifetime.as_ref().map_or(0, |rt| rt.memory_bytes());
-        self.memory_charge.set(maps + tables);
-    }
-
-    /// The smallest sequence number a reader may still read at.
-    pub fn smallest_snapshot(&self, st: &State) -> SeqNo {
-        st.snapshots
-            .keys()
-            .next()
-            .copied()
-            .unwrap_or_else(|| self.visible_seq.load(Ordering::Acquire))
-    }
-
-    /// Publishes the current memtables and version to readers. Called with the state lock
-    /// held after every change to either.
-    pub fn publish(&self, st: &State) {
-        *self.read_view.write() = Arc::new(read::ReadView::from_state(st));
-    }
-
-    /// Records a version edit and publishes the result.
-    pub fn apply_edit(&self, st: &mut State, edit: crate::version::VersionEdit) -> Result<()> {
-        self.apply_edit_with_maps(st, edit, Vec::new())
-    }
-
-    /// [`Inner::apply_edit`] for an edit adding the index maps `maps` (a GC job's outputs).
-    pub fn apply_edit_with_maps(
-        &self,
-        st: &mut State,
-        edit: crate::version::VersionEdit,
-        maps: Vec<Arc<crate::vlog::IndexMap>>,
-    ) -> Result<()> {
-        let r = st.versions.log_and_apply_with_maps(edit, maps);
-        self.publish(st);
-        r
-    }
-
-    /// What the value log's write path needs of the engine ([`value_wal`]).
-    pub fn value_log_context<'a>(
-        &'a self,
-        new_file_number: &'a dyn Fn() -> u64,
-    ) -> value_wal::LogContext<'a> {
-        value_wal::LogContext {
-            dir: &self.dir,
-            storage: &self.storage,
-            min_blob_size: self.opts.min_blob_size,
-            blob_file_size: self.opts.blob_file_size,
-            compression: self.opts.value_compression,
-            placement: self
-                .lifetime
-                .as_ref()
-                .map(|rt| rt as &dyn value_wal::WritePlacement),
-            new_file_number,
-            dir_unsynced: &self.dir_unsynced,
-        }
-    }
-
-    pub fn new_file_number(&self) -> u64 {
-        self.state.lock().versions.new_file_number()
-    }
-
-    pub fn set_bg_error(&self, st: &mut State, e: &Error) {
-        if st.bg_error.is_none() {
-            st.bg_error = Some(e.to_string());
-            self.bg_failed
-                .store(true, std::sync::atomic::Ordering::SeqCst);
-        }
-        self.bg_cv.notify_all();
     }
 }

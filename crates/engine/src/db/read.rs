@@ -1,10 +1,10 @@
 //! Point reads: memtable, immutable memtables (newest first), then the levels; a pointer is
 //! followed into its value file.
 
-use super::{Inner, Snapshot};
+use super::inner::{Inner, ReadView};
+use super::Snapshot;
 use crate::error::{Error, Result};
 use crate::io::IoCause;
-use crate::memtable::seek_key;
 use crate::stats::EngineCounters;
 use crate::types::{SeqNo, ValueKind};
 use crate::version::{Found, Version};
@@ -12,44 +12,6 @@ use crate::vlog::{BlobFile, ValuePointer};
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-
-/// What a reader needs: the memtables (newest first) and the version, published together
-/// (RocksDB's "super version") whenever one of them changes, so that a reader takes a
-/// consistent set without the main lock, which flushes hold across manifest syncs.
-pub(crate) struct ReadView {
-    pub mems: Vec<Arc<crate::memtable::Memtable>>,
-    pub version: Arc<Version>,
-}
-
-impl ReadView {
-    pub fn take(inner: &Inner) -> Arc<ReadView> {
-        inner.read_view.read().clone()
-    }
-
-    pub fn from_state(st: &super::State) -> ReadView {
-        let mut mems = Vec::with_capacity(1 + st.imm.len());
-        mems.push(st.mem.clone());
-        mems.extend(st.imm.iter().rev().cloned());
-        ReadView {
-            mems,
-            version: st.versions.current(),
-        }
-    }
-
-    pub fn lookup(&self, key: &[u8], seq: SeqNo) -> Result<Option<Found>> {
-        for m in &self.mems {
-            if let Some(f) = m.get(key, seq) {
-                return Ok(Some(Found {
-                    kind: f.kind,
-                    seq: f.seq,
-                    value: f.value,
-                }));
-            }
-        }
-        self.version
-            .get(key, &seek_key(key, seq), IoCause::ClientRead)
-    }
-}
 
 pub(crate) fn get(inner: &Inner, key: &[u8], snap: Option<&Snapshot>) -> Result<Option<Vec<u8>>> {
     EngineCounters::add(&inner.counters.gets, 1);

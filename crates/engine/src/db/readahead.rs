@@ -11,8 +11,8 @@
 //! [`INITIAL_READAHEAD`] bytes that doubles at every refill up to
 //! [`ReadOptions::readahead_size`].
 
+use super::inner::Inner;
 use super::read::locate;
-use super::Inner;
 use crate::error::Result;
 use crate::io::IoCause;
 use crate::options::{ReadOptions, INITIAL_READAHEAD};

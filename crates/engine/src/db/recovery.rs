@@ -19,7 +19,8 @@
 //!
 //! What happened is kept in a [`RecoveryReport`] ([`super::DB::recovery_report`]).
 
-use super::{Inner, State};
+use super::inner::{Inner, ReadView, State};
+use super::recovery_report::RecoveryReport;
 use crate::batch::WriteBatch;
 use crate::cache::BlockCache;
 use crate::compaction::{self, JobSpec};
@@ -32,38 +33,12 @@ use crate::options::WalRecoveryMode;
 use crate::stats::EngineCounters;
 use crate::version::{VersionEdit, VersionSet};
 use crate::vlog::{gc, value_wal};
-use crate::wal::{Damage, LogReader, LogWriter, ReadOutcome};
+use crate::wal::{LogReader, LogWriter, ReadOutcome};
 use parking_lot::{Condvar, Mutex};
 use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
-
-/// What an open found and did.
-#[derive(Clone, Debug, Default)]
-pub struct RecoveryReport {
-    /// The WAL recovery mode in force.
-    pub mode: WalRecoveryMode,
-    /// WALs replayed (fully or up to damage), oldest first.
-    pub wals_replayed: Vec<PathBuf>,
-    /// Write batches replayed from them.
-    pub batches_replayed: u64,
-    /// Where replay ended a WAL before its end (an append cut short by a crash or power
-    /// cut, or a record whose separated values never reached their value file), and the
-    /// bytes not replayed: (file, offset, bytes).
-    pub torn_tail: Option<(PathBuf, u64, u64)>,
-    /// Damage that point-in-time or skip mode passed over: (file, damage).
-    pub damage: Vec<(PathBuf, Damage)>,
-    /// WALs not replayed at all because point-in-time recovery stopped before them.
-    pub wals_not_replayed: Vec<PathBuf>,
-    /// Files proven obsolete and deleted.
-    pub deleted: Vec<PathBuf>,
-    /// Value files of the value log as the WAL whose last append was cut short by the
-    /// crash: (file, length kept, bytes cut). No WAL record pointed into the cut bytes.
-    pub value_tails_cut: Vec<(PathBuf, u64, u64)>,
-    /// Files no edit accounts for, moved into `lost/` (where they now are).
-    pub moved_to_lost: Vec<PathBuf>,
-}
 
 /// Takes the database's lock file (held until the returned file is dropped).
 pub(crate) fn lock_dir(dir: &Path) -> Result<std::fs::File> {
@@ -314,7 +289,10 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
     // or into installed ones.
     let (_, installed) = value_wal::charge_dropped(&mut logged_files, dropped);
     edit.blob_garbage
-        .extend(compaction::garbage_by_file(&versions.current(), &installed));
+        .extend(crate::vlog::garbage::garbage_by_file(
+            &versions.current(),
+            &installed,
+        ));
     edit.added_blobs.extend(logged_files);
     let wal_number = versions.new_file_number();
     let f = storage.create(&wal_file_name(dir, wal_number), IoCause::Wal)?;
@@ -398,7 +376,7 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
         style: Default::default(),
         shape,
         lifetime,
-        read_view: parking_lot::RwLock::new(Arc::new(super::read::ReadView::from_state(&state))),
+        read_view: parking_lot::RwLock::new(Arc::new(ReadView::from_state(&state))),
         state: Mutex::new(state),
         bg_cv: Condvar::new(),
         writers: Default::default(),

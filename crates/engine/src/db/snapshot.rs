@@ -2,7 +2,7 @@
 //! versions it can see, plus a pin on the value files live when it was taken (a GC that
 //! writes back pointers would otherwise release files the snapshot's older pointers need).
 
-use super::Inner;
+use super::inner::Inner;
 use crate::types::SeqNo;
 use crate::vlog::BlobFile;
 use std::collections::BTreeMap;

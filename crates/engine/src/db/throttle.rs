@@ -12,10 +12,9 @@
 //! never delayed. While L0 is at its slowdown trigger, writes are held to
 //! `delayed_write_rate`, as in RocksDB.
 //!
-//! Value-file GC has its own pressure ([`wait_for_gc`]): under a space-amplification
+//! Value-file GC has its own pressure (`write::wait_for_gc`): under a space-amplification
 //! target, write groups wait while collection falls behind it.
 
-use crate::vlog::gc::BackPressure;
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
@@ -129,38 +128,6 @@ impl WriteController {
         } else {
             Duration::ZERO
         }
-    }
-}
-
-/// Slows user writes down while value-file GC falls behind a space-amplification target
-/// ([`BackPressure`]: how far behind, from the value files' space amplification the GC
-/// policy published when it last picked). Called by a write leader before it gathers its
-/// group, so the whole queue waits; GC's own write-backs never call it.
-pub(crate) fn wait_for_gc(inner: &super::Inner) {
-    let Some(target) = inner.gc.space_amp_target() else {
-        return;
-    };
-    let bp = BackPressure::for_target(target);
-    let amp = || f64::from_bits(inner.value_space_amp.load(Relaxed));
-    let started = Instant::now();
-    loop {
-        match bp.delay(amp()) {
-            Some(d) if d.is_zero() => break,
-            Some(d) => {
-                std::thread::sleep(d);
-                break;
-            }
-            None if started.elapsed() >= BackPressure::MAX_STALL => break,
-            None => {
-                inner.bg_cv.notify_all();
-                std::thread::sleep(BackPressure::MAX_DELAY);
-            }
-        }
-    }
-    // Zero unless the group slept.
-    let waited = started.elapsed().as_micros() as u64;
-    if waited > 0 {
-        crate::stats::EngineCounters::add(&inner.counters.gc_delay_micros, waited);
     }
 }
 

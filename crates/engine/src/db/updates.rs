@@ -18,7 +18,8 @@
 //! memtable). The live WAL is read up to what was appended; a record still being appended
 //! reads as a torn tail and ends that file.
 
-use super::{wal_archive, Inner};
+use super::inner::Inner;
+use super::wal_archive;
 use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
 use crate::filename::{self, FileKind};

@@ -32,18 +32,18 @@
 //! the current values, first waits until no group is inserting, so that a memtable handed
 //! to flush is complete and a relocation never hides a newer write still being inserted.
 
-use super::{read, Inner};
+use super::inner::{Inner, ReadView};
+use super::write_queue::{CheckedWriteback, Group, Job, Stage, Writer};
 use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
 use crate::filename::wal_file_name;
 use crate::io::IoCause;
 use crate::memtable::Memtable;
 use crate::stats::EngineCounters;
-use crate::types::{SeqNo, ValueKind};
+use crate::types::ValueKind;
+use crate::vlog::gc::BackPressure;
 use crate::vlog::ValuePointer;
 use crate::wal::LogWriter;
-use parking_lot::{Condvar, Mutex};
-use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -58,159 +58,9 @@ pub(crate) use crate::vlog::gc_job::Writeback;
 /// p99.9 (docs/bench.md, "What the p99.9 is made of").
 const WRITEBACK_CHUNK: usize = 256;
 
-/// Relocations checked outside the write queue: for each, whether its key still pointed
-/// at the old record as of `seq`; every write after `seq` is in `mem` or a memtable
-/// newer than it (see [`check_writebacks`]).
-pub(crate) struct CheckedWriteback {
-    entries: Vec<(Writeback, bool)>,
-    seq: SeqNo,
-    mem: Arc<Memtable>,
-}
-
-pub(crate) enum Job {
-    Batch(WriteBatch),
-    /// Switch the memtable even if it is not full (flush).
-    Switch,
-    /// Install relocated pointers for keys that still point at the old location.
-    Writeback(CheckedWriteback),
-}
-
-/// Where a queued writer is; changed by other threads, each change signalled on the
-/// writer's own condition variable.
-enum Stage {
-    /// Queued behind a leader.
-    Waiting,
-    /// At the head of the queue: gather a group and write it.
-    Leader,
-    /// The group's WAL record is written and this writer's batch has its sequence numbers:
-    /// insert it into the group's memtable.
-    Insert(Arc<Group>),
-    /// Finished: `Ok(applied flags for a writeback)` or the error text.
-    Done(std::result::Result<Vec<bool>, String>),
-}
-
-pub(crate) struct Writer {
-    job: Mutex<Option<Job>>,
-    sync: bool,
-    /// Encoded size if the job is a batch (`None` for switches and writebacks).
-    batch_len: Option<usize>,
-    /// Entries in the batch (0 for switches and writebacks).
-    entries: usize,
-    stage: Mutex<Stage>,
-    /// Set (under `stage`'s lock) when `stage` leaves `Waiting`, cleared when the writer
-    /// takes it: lets [`Writer::wait`] spin without taking the lock.
-    signalled: AtomicBool,
-    cv: Condvar,
-}
-
-impl Writer {
-    fn new(job: Job, sync: bool) -> Arc<Writer> {
-        let (batch_len, entries) = match &job {
-            Job::Batch(b) => (Some(b.encoded_len()), b.len()),
-            _ => (None, 0),
-        };
-        Arc::new(Writer {
-            job: Mutex::new(Some(job)),
-            sync,
-            batch_len,
-            entries,
-            stage: Mutex::new(Stage::Waiting),
-            signalled: AtomicBool::new(false),
-            cv: Condvar::new(),
-        })
-    }
-
-    fn set(&self, stage: Stage) {
-        {
-            let mut st = self.stage.lock();
-            *st = stage;
-            self.signalled.store(true, Ordering::Release);
-        }
-        self.cv.notify_one();
-    }
-
-    /// Waits until the stage is no longer `Waiting`, and takes it (leaving `Waiting`).
-    ///
-    /// Spins briefly before sleeping, as RocksDB's `WriteThread::AwaitState`: a writer's
-    /// wait is often shorter than a futex sleep and wake-up, which costs the waker a system
-    /// call and the sleeper a trip through the scheduler, on a virtual machine an
-    /// interrupt to a halted core. RocksDB's second phase (yielding the core for up to
-    /// 100 us) is left out: measured with 4 writers on 2 cores it added a context switch
-    /// per put and more CPU time than it saved (docs/bench.md, "The write path with
-    /// threads").
-    fn wait(&self) -> Stage {
-        if !self.signalled.load(Ordering::Acquire) {
-            spin_for(&self.signalled);
-        }
-        let mut st = self.stage.lock();
-        while matches!(*st, Stage::Waiting) {
-            self.cv.wait(&mut st);
-        }
-        self.signalled.store(false, Ordering::Relaxed);
-        std::mem::replace(&mut *st, Stage::Waiting)
-    }
-}
-
-/// Spin iterations before blocking: 1000 `pause`s, up to tens of microseconds (RocksDB spins
-/// 200). With pipelined groups a writer waits for its own WAL write and insert and those of
-/// the group before it; measured with 2 and 4 writers on 2 cores, 1000 was 5-10 % faster
-/// than 200 (docs/bench.md, "Pipelined groups").
-const SPIN_ITERATIONS: u32 = 1000;
-
 /// A member whose batch has at least this many entries inserts it itself, in parallel with
 /// the rest of the group; smaller batches are inserted by the leader (see [`lead`]).
 const PARALLEL_INSERT_MIN_ENTRIES: usize = 16;
-
-/// Spins until `flag` is set or the spin budget is spent (the caller then blocks).
-fn spin_for(flag: &AtomicBool) {
-    for _ in 0..SPIN_ITERATIONS {
-        if flag.load(Ordering::Acquire) {
-            return;
-        }
-        std::hint::spin_loop();
-    }
-}
-
-/// The two queues of the write path.
-#[derive(Default)]
-pub(crate) struct WriteQueue {
-    /// Writers waiting for the WAL stage, in arrival order; the head leads.
-    wal: Mutex<VecDeque<Arc<Writer>>>,
-    /// Groups whose WAL records are written, in sequence order, until they are published.
-    inserting: Mutex<VecDeque<Arc<Group>>>,
-    /// Signalled when `inserting` becomes empty.
-    drained: Condvar,
-}
-
-impl WriteQueue {
-    /// Waits until every group that left the WAL stage is in the memtable and published.
-    /// Called only by the WAL stage's leader, so no new group can start meanwhile.
-    fn wait_drained(&self) {
-        let mut q = self.inserting.lock();
-        while !q.is_empty() {
-            self.drained.wait(&mut q);
-        }
-    }
-
-    fn is_drained(&self) -> bool {
-        self.inserting.lock().is_empty()
-    }
-}
-
-/// A group whose WAL records are written and whose members are inserting into `mem`.
-struct Group {
-    mem: Arc<Memtable>,
-    members: Vec<Arc<Writer>>,
-    /// Members whose batch is not yet in the memtable.
-    pending: AtomicUsize,
-    /// Every batch is in the memtable (set under the `inserting` lock).
-    inserted: AtomicBool,
-    /// The group's last sequence number, visible to readers once this group and every
-    /// earlier one are inserted.
-    last_seq: SeqNo,
-    /// The leader's result (writeback flags), handed back to it when published.
-    leader_flags: Vec<bool>,
-}
 
 pub(crate) fn write(inner: &Arc<Inner>, batch: WriteBatch, sync: bool) -> Result<()> {
     if batch.is_empty() {
@@ -249,9 +99,9 @@ fn check_writebacks(inner: &Inner, entries: Vec<Writeback>) -> Result<CheckedWri
     // after it, so into this memtable or a later one (a switch publishes every write
     // before it first). The lookups use a view taken after `seq`, which holds every
     // write up to it.
-    let mem = read::ReadView::take(inner).mems[0].clone();
+    let mem = ReadView::take(inner).mems[0].clone();
     let seq = inner.visible_seq.load(Ordering::Acquire);
-    let view = read::ReadView::take(inner);
+    let view = ReadView::take(inner);
     let mut checked = Vec::with_capacity(entries.len());
     for e in entries {
         let still = points_at_old(inner, &view.lookup(&e.0, seq)?, &e.1)?;
@@ -306,7 +156,7 @@ fn submit(inner: &Arc<Inner>, w: Arc<Writer>) -> Result<Vec<bool>> {
 /// group on error).
 fn lead(inner: &Arc<Inner>, w: &Arc<Writer>) {
     if w.batch_len.is_some() {
-        super::throttle::wait_for_gc(inner);
+        wait_for_gc(inner);
     }
     let group = {
         let q = inner.writers.wal.lock();
@@ -575,7 +425,7 @@ fn writeback_batch(
     let mut b = WriteBatch::new();
     let mut flags = Vec::with_capacity(checked.entries.len());
     let seq = inner.visible_seq.load(Ordering::Acquire);
-    let view = read::ReadView::take(inner);
+    let view = ReadView::take(inner);
     // The memtables from the checked one to the newest (`mems` is newest first), if it
     // was not flushed since: they hold every write made after the check.
     let since = view
@@ -615,7 +465,7 @@ fn room_without_lock(inner: &Inner) -> Option<Arc<Memtable>> {
     if inner.bg_failed.load(Ordering::SeqCst) || inner.shutdown.load(Ordering::SeqCst) {
         return None;
     }
-    let view = read::ReadView::take(inner);
+    let view = ReadView::take(inner);
     let mem = &view.mems[0];
     let size = mem.approximate_size();
     let quiet = size < opts.memtable_size
@@ -750,6 +600,38 @@ fn make_room(inner: &Inner, mut force: bool) -> Result<Arc<Memtable>> {
         c.stall_max_micros.fetch_max(micros, Ordering::Relaxed);
     }
     r
+}
+
+/// Slows user writes down while value-file GC falls behind a space-amplification target
+/// ([`BackPressure`]: how far behind, from the value files' space amplification the GC
+/// policy published when it last picked). Called by a write leader before it gathers its
+/// group, so the whole queue waits; GC's own write-backs never call it.
+fn wait_for_gc(inner: &Inner) {
+    let Some(target) = inner.gc.space_amp_target() else {
+        return;
+    };
+    let bp = BackPressure::for_target(target);
+    let amp = || f64::from_bits(inner.value_space_amp.load(Ordering::Relaxed));
+    let started = Instant::now();
+    loop {
+        match bp.delay(amp()) {
+            Some(d) if d.is_zero() => break,
+            Some(d) => {
+                std::thread::sleep(d);
+                break;
+            }
+            None if started.elapsed() >= BackPressure::MAX_STALL => break,
+            None => {
+                inner.bg_cv.notify_all();
+                std::thread::sleep(BackPressure::MAX_DELAY);
+            }
+        }
+    }
+    // Zero unless the group slept.
+    let waited = started.elapsed().as_micros() as u64;
+    if waited > 0 {
+        crate::stats::EngineCounters::add(&inner.counters.gc_delay_micros, waited);
+    }
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! Lookups issued many at a time.
 //!
 //! The job that finds a flush's garbage (the previous write of each flushed key,
-//! `db/superseded.rs`), a flush that places values (the same lookups) and GC (whether
+//! `vlog/superseded.rs`), a flush that places values (the same lookups) and GC (whether
 //! each record is still the key's newest value) look keys up in a tree that, in a
 //! database larger than memory, is mostly not cached: each lookup waits on a device read.
 //! One after another they kept the device at queue depth 1 and held a flush or GC job

@@ -12,6 +12,8 @@
 use crate::batch::WriteBatch;
 use crate::error::Result;
 use crate::sst::InternalIterator;
+/// Kept at this path for callers outside the crate (defined with the internal keys).
+pub use crate::types::seek_key;
 use crate::types::{
     append_internal_key, cmp_internal, make_internal_key, parse_internal_key, SeqNo, ValueKind,
     KIND_SEEK, MAX_SEQ, TRAILER_LEN,
@@ -381,11 +383,6 @@ impl InternalIterator for MemtableIter {
     fn value(&self) -> &[u8] {
         &self.ahead.front().expect("valid iterator").1
     }
-}
-
-/// The seek key positioning at the newest version of `user_key` visible at `seq`.
-pub fn seek_key(user_key: &[u8], seq: SeqNo) -> Vec<u8> {
-    make_internal_key(user_key, seq, KIND_SEEK)
 }
 
 impl LoggedMemtable for Memtable {

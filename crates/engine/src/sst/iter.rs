@@ -7,7 +7,9 @@
 //!
 //! [`valid`]: InternalIterator::valid
 
-use crate::error::Result;
+use crate::error::{Error, Result};
+use crate::types::{parse_internal_key, ParsedKey, SeqNo};
+use std::path::Path;
 
 pub use super::merge::MergingIterator;
 
@@ -85,4 +87,30 @@ impl InternalIterator for VecIterator {
     fn value(&self) -> &[u8] {
         self.entries.get(self.pos).map_or(&[], |(_, v)| v)
     }
+}
+
+/// Each user key of `input` once, in order, with the sequence number of its oldest version
+/// there (the last entry of its run) and what `newest` makes of its newest version (the
+/// first entry, with its value). `path` and `what` name the input in a corruption error.
+pub(crate) fn key_versions<T>(
+    input: &mut dyn InternalIterator,
+    path: &Path,
+    what: &str,
+    mut newest: impl FnMut(&ParsedKey<'_>, &[u8]) -> Result<T>,
+) -> Result<Vec<(Vec<u8>, SeqNo, T)>> {
+    let mut keys: Vec<(Vec<u8>, SeqNo, T)> = Vec::new();
+    input.seek_to_first()?;
+    while input.valid() {
+        let p = parse_internal_key(input.key())
+            .ok_or_else(|| Error::corruption(path, format!("malformed internal key in {what}")))?;
+        match keys.last_mut() {
+            Some(last) if last.0 == p.user_key => last.1 = p.seq,
+            _ => {
+                let n = newest(&p, input.value())?;
+                keys.push((p.user_key.to_vec(), p.seq, n));
+            }
+        }
+        input.next()?;
+    }
+    Ok(keys)
 }

@@ -4,9 +4,9 @@
 //! overwritten pointer, which for a pointer in the last level can be most of a run after
 //! the overwrite (measured in docs/lifetime.md: every policy then holds about twice the live
 //! data during a run, and garbage-ratio triggers fire late). Flush, or the job after it
-//! ([`crate::db`]'s superseded finder), looks up each key's previous write; when the new
-//! write hides that write from every reader, the record it points to is garbage as soon as
-//! that flush is installed. This module remembers those records ("early": not yet counted
+//! (the superseded finder, [`super::superseded`]), looks up each key's previous write; when
+//! the new write hides that write from every reader, the record it points to is garbage as
+//! soon as that flush is installed. This module remembers those records ("early": not yet counted
 //! in the file's garbage) and also the records compaction counts, by position, until their
 //! file is gone. Knowing dead records by position is what makes GC cheap: a GC job skips
 //! their tree lookups, and a file whose every record is known dead is released without
@@ -25,6 +25,7 @@
 //! of live data).
 
 use super::ValuePointer;
+use crate::version::Version;
 use parking_lot::Mutex;
 use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet};
@@ -107,6 +108,14 @@ impl EarlyGarbage {
             e.insert(r.size);
             f.early_bytes += u64::from(r.size);
             f.early_records += 1;
+        }
+    }
+
+    /// A flush that hid the records of `superseded` (pointers of the keys' previous
+    /// writes) from every reader is installed: they are garbage (where `v` says they live).
+    pub fn record_superseded(&self, v: &Version, superseded: &[ValuePointer]) {
+        for r in superseded.iter().filter_map(|p| v.resolve(p)) {
+            self.record(&r);
         }
     }
 

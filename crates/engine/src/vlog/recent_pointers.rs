@@ -1,9 +1,9 @@
 //! Where recently flushed keys' values live, so that their next write's garbage is found
 //! without a tree lookup.
 //!
-//! The superseded finder ([`crate::db`]) learns the garbage a flush made by looking up each
-//! flushed key's previous write in the tree: one device read per key once the tree is larger
-//! than memory (3.1M reads in a full-scale run, more than the rest of the run's reads
+//! The superseded finder ([`super::superseded`]) learns the garbage a flush made by looking
+//! up each flushed key's previous write in the tree: one device read per key once the tree
+//! is larger than memory (3.1M reads in a full-scale run, more than the rest of the run's reads
 //! together, docs/lifetime.md). Under a skewed workload most of those keys were flushed a
 //! few flushes earlier, and the finder itself saw their pointers then. This table keeps
 //! them: per key the sequence number and pointer of its newest flushed write, as the finder

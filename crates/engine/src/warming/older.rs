@@ -18,7 +18,7 @@
 
 use super::KeySet;
 use crate::cache::BlockCache;
-use crate::memtable::seek_key;
+use crate::types::seek_key;
 use crate::types::{user_key, MAX_SEQ};
 use crate::version::{TableFile, Version};
 use std::sync::Arc;
