@@ -5,12 +5,14 @@
 //! expiry, [`record`]); `appendfsync` maps onto WAL syncs ([`AppendFsync`]). See
 //! `docs/serve.md` for the command list and the measurements.
 
+mod client;
 mod cluster;
 mod cmd;
 mod commands;
 mod config;
 mod info;
 mod pattern;
+mod pause;
 #[cfg(test)]
 mod proptests;
 pub mod protocol;

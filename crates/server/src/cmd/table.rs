@@ -41,6 +41,7 @@ pub static COMMANDS: &[Spec] = &[
     c!("quit", -1, "noscript loading stale fast no_auth allow_busy", 0, 0, 0, "connection", None),
     c!("hello", -1, "noscript loading stale fast no_auth allow_busy", 0, 0, 0, "connection", None),
     c!("auth", -2, "noscript loading stale fast no_auth allow_busy", 0, 0, 0, "connection", None),
+    c!("reset", 1, "noscript loading stale fast no_auth allow_busy", 0, 0, 0, "connection", None),
     c!("client", -2, "admin noscript loading stale", 0, 0, 0, "connection", None),
     c!("select", 2, "loading stale fast", 0, 0, 0, "connection", Some(keyspace::select)),
     c!("shutdown", -1, "admin noscript loading stale no_multi allow_busy", 0, 0, 0, "server", None),
