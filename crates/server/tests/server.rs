@@ -524,3 +524,66 @@ fn client_pause_holds_writes_until_unpause() {
     assert_eq!(c.cmd(&["GET", "k"]), bulk("v"));
     srv.stop();
 }
+
+#[test]
+fn bitop_and_lolwut() {
+    let t = tempfile::tempdir().unwrap();
+    let srv = Running::start(t.path(), config());
+    let mut c = Client::connect(srv.addr);
+    let raw = |c: &mut Client, args: &[&[u8]]| {
+        c.send(args);
+        c.read().unwrap()
+    };
+    raw(&mut c, &[b"SET", b"a", b"\x01\x02\xff\xff"]);
+    raw(&mut c, &[b"SET", b"b", b"\x01\x02\xff"]);
+    assert_eq!(c.cmd(&["SET", "dest", "x", "EX", "100"]), simple("OK"));
+    for (op, want) in [
+        ("AND", &b"\x01\x02\xff\x00"[..]),
+        ("or", b"\x01\x02\xff\xff"),
+        ("XOR", b"\x00\x00\x00\xff"),
+    ] {
+        assert_eq!(c.cmd(&["BITOP", op, "dest", "a", "b"]), F::Integer(4));
+        assert_eq!(
+            c.cmd(&["GET", "dest"]),
+            F::BulkString(want.to_vec().into()),
+            "{op}"
+        );
+    }
+    // A missing source is zeros: AND with it is all zeros.
+    assert_eq!(
+        c.cmd(&["BITOP", "AND", "dest", "a", "missing"]),
+        F::Integer(4)
+    );
+    assert_eq!(c.cmd(&["GET", "dest"]), F::BulkString(vec![0u8; 4].into()));
+    assert_eq!(c.cmd(&["TTL", "dest"]), F::Integer(-1));
+    assert_eq!(c.cmd(&["BITOP", "NOT", "a", "a"]), F::Integer(4));
+    assert_eq!(
+        c.cmd(&["GET", "a"]),
+        F::BulkString(b"\xfe\xfd\x00\x00".to_vec().into())
+    );
+    // An empty result deletes the destination.
+    assert_eq!(c.cmd(&["BITOP", "NOT", "dest", "missing"]), F::Integer(0));
+    assert_eq!(c.cmd(&["EXISTS", "dest"]), F::Integer(0));
+    assert!(is_err(
+        &c.cmd(&["BITOP", "NOT", "dest", "a", "b"]),
+        "ERR BITOP NOT must be called with a single source key."
+    ));
+    assert!(is_err(
+        &c.cmd(&["BITOP", "NAND", "dest", "a"]),
+        "ERR syntax error"
+    ));
+    assert_eq!(c.cmd(&["LPUSH", "l", "x"]), F::Integer(1));
+    assert!(is_err(
+        &c.cmd(&["BITOP", "OR", "dest", "a", "l"]),
+        "WRONGTYPE"
+    ));
+    let F::BulkString(l) = c.cmd(&["LOLWUT", "VERSION", "5", "1"]) else {
+        panic!()
+    };
+    assert!(String::from_utf8_lossy(&l).contains("Redis ver. 7.0.15"));
+    assert!(is_err(
+        &c.cmd(&["LOLWUT", "VERSION", "x"]),
+        "ERR value is not an integer"
+    ));
+    srv.stop();
+}
