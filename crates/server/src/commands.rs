@@ -70,6 +70,8 @@ pub struct Session {
     pub repl_port: u16,
     /// The arguments of the `PSYNC` that made this connection a replica's.
     pub psync: Option<Vec<Bytes>>,
+    /// `CLIENT REPLY`'s state.
+    pub replies: crate::client::Replies,
 }
 
 impl Session {
@@ -85,6 +87,7 @@ impl Session {
             ext: Default::default(),
             repl_port: 0,
             psync: None,
+            replies: Default::default(),
         }
     }
 }
@@ -144,7 +147,7 @@ pub fn execute(sh: &Shared, s: &mut Session, args: &[Bytes]) -> (Reply, Outcome)
     let name = command_name(&args[0]);
     if sh.settings.requirepass().is_some()
         && !s.authed
-        && !matches!(name.as_str(), "auth" | "hello" | "quit")
+        && !matches!(name.as_str(), "auth" | "hello" | "quit" | "reset")
     {
         return (
             Reply::Error("NOAUTH Authentication required.".into()),
@@ -182,7 +185,7 @@ pub fn execute(sh: &Shared, s: &mut Session, args: &[Bytes]) -> (Reply, Outcome)
 }
 
 /// Whether the command table flags `name` as a write.
-fn is_write(name: &str) -> bool {
+pub fn is_write(name: &str) -> bool {
     crate::cmd::table::find(name).is_some_and(|c| c.flags.split(' ').any(|f| f == "write"))
 }
 
@@ -209,7 +212,8 @@ fn run_named(sh: &Shared, s: &mut Session, name: &str, args: &[Bytes]) -> (Reply
         "dbsize" => exact(name, a, 0).and_then(|_| dbsize(sh, s)),
         "info" => Ok(Reply::Text(crate::info::render(sh, a))),
         "config" => config(sh, a),
-        "client" => client(sh, s, a),
+        "client" => crate::client::client(sh, s, a),
+        "reset" => exact(name, a, 0).and_then(|_| crate::client::reset(sh, s)),
         "replicaof" | "slaveof" => crate::repl::replicaof(sh, a),
         "role" => exact(name, a, 0).and_then(|_| crate::repl::role(sh)),
         "wait" => crate::repl::wait(sh, a),
@@ -297,7 +301,7 @@ fn hello(sh: &Shared, s: &mut Session, a: &[Bytes]) -> CmdResult {
             check_password(sh, s, &a[i + 1], &a[i + 2])?;
             i += 3;
         } else if eq(&a[i], "setname") && i + 1 < a.len() {
-            name = Some(client_name(&a[i + 1])?);
+            name = Some(crate::client::client_name(&a[i + 1])?);
             i += 2;
         } else {
             return Err(syntax());
@@ -394,6 +398,7 @@ pub fn is_plain_set(sh: &Shared, s: &Session, cmd: &[Bytes]) -> bool {
         && (s.authed || sh.settings.requirepass().is_none())
         && !sh.store.is_replica()
         && s.ext.multi.is_none()
+        && s.replies.on()
         && cmd[1].len() + record::META_KEY_OVERHEAD <= o.max_key_size
         && cmd[2].len() + record::STRING_HEADER <= o.max_value_size
         && crate::cluster::serves(sh, s, cmd)
@@ -493,57 +498,6 @@ fn dbsize(sh: &Shared, s: &Session) -> CmdResult {
         n += 1;
     }
     Ok(Reply::Int(n))
-}
-
-fn client_name(n: &[u8]) -> Result<String, Reply> {
-    if n.iter().any(|&c| c <= b' ' || c > b'~') {
-        return Err(Reply::err(
-            "Client names cannot contain spaces, newlines or special characters.",
-        ));
-    }
-    Ok(text(n))
-}
-
-fn client(sh: &Shared, s: &mut Session, a: &[Bytes]) -> CmdResult {
-    let Some(sub) = a.first() else {
-        return Err(wrong_args("client"));
-    };
-    let sub = text(sub).to_ascii_lowercase();
-    match (sub.as_str(), &a[1..]) {
-        ("setname", [n]) => {
-            let n = client_name(n)?;
-            sh.set_client_name(s, (!n.is_empty()).then_some(n));
-            Ok(Reply::ok())
-        }
-        ("getname", []) => Ok(s.name.clone().map_or(Reply::Nil, Reply::bulk)),
-        ("id", []) => Ok(Reply::Int(s.id as i64)),
-        ("list", []) => Ok(Reply::Text(sh.client_list())),
-        ("info", []) => Ok(Reply::Text(sh.client_line(s.id))),
-        // Client libraries announce themselves; accepted and not kept.
-        ("setinfo", [_, _]) => Ok(Reply::ok()),
-        ("unblock", [id, how @ ..]) if how.len() <= 1 => {
-            let id = int(id)?;
-            let error = match how.first() {
-                None => false,
-                Some(h) if eq(h, "timeout") => false,
-                Some(h) if eq(h, "error") => true,
-                Some(_) => {
-                    return Err(Reply::err(
-                        "CLIENT UNBLOCK reason should be TIMEOUT or ERROR",
-                    ))
-                }
-            };
-            Ok(Reply::Int(
-                u64::try_from(id).is_ok_and(|id| sh.blocked.unblock(id, error)) as i64,
-            ))
-        }
-        ("setname" | "getname" | "id" | "list" | "info" | "setinfo" | "unblock", _) => {
-            Err(wrong_args(&format!("client|{sub}")))
-        }
-        _ => Err(Reply::err(format!(
-            "unknown subcommand '{sub}'. Try CLIENT HELP."
-        ))),
-    }
 }
 
 fn yes_no(on: bool) -> &'static str {

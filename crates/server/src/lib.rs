@@ -5,6 +5,7 @@
 //! expiry, [`record`]); `appendfsync` maps onto WAL syncs ([`AppendFsync`]). See
 //! `docs/serve.md` for the command list and the measurements.
 
+mod client;
 mod cluster;
 mod cmd;
 mod commands;
@@ -12,6 +13,7 @@ mod config;
 mod dump;
 mod info;
 mod pattern;
+mod pause;
 #[cfg(test)]
 mod proptests;
 pub mod protocol;

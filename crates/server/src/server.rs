@@ -60,12 +60,44 @@ impl Stats {
     }
 }
 
-/// A connected client, for CLIENT LIST.
+/// A connected client, for `CLIENT LIST` and `CLIENT KILL`.
 pub(crate) struct ClientEntry {
-    addr: String,
-    name: Option<String>,
+    pub addr: String,
+    /// The server's end of the connection (`CLIENT LIST`'s `laddr`).
+    pub laddr: String,
+    pub name: Option<String>,
     since: Instant,
+    /// When its last batch of commands ran (`idle`).
+    active: Instant,
     last_command: String,
+    /// The session's database, protocol and flags as of its last batch.
+    db: u8,
+    resp: u8,
+    pub no_evict: bool,
+    /// The connection became a replica's (`TYPE replica`).
+    pub replica: bool,
+    /// Its commands wait for a `CLIENT PAUSE` to end (flag `b`, blocked, as in Redis).
+    paused: bool,
+    /// Closes the connection (`CLIENT KILL`, shutdown): its tasks watch this in place of
+    /// the server's shutdown signal.
+    kill: watch::Sender<bool>,
+}
+
+impl ClientEntry {
+    /// `CLIENT KILL` and `CLIENT LIST`'s type: `normal` or `replica` (a halflife replica's
+    /// link to its primary is an outgoing connection, not a client; pub/sub is not
+    /// implemented, so no client is of type `master` or `pubsub`).
+    pub fn kind(&self) -> &'static str {
+        if self.replica {
+            "replica"
+        } else {
+            "normal"
+        }
+    }
+
+    pub fn kill(&self) {
+        self.kill.send_replace(true);
+    }
 }
 
 /// What every connection shares.
@@ -91,6 +123,8 @@ pub(crate) struct Shared {
     pub runtime: tokio::runtime::Handle,
     /// This, for commands that start tasks holding it (they are handed a reference).
     me: std::sync::OnceLock<std::sync::Weak<Shared>>,
+    /// `CLIENT PAUSE`'s state.
+    pub pause: crate::pause::Pause,
 }
 
 impl Shared {
@@ -113,6 +147,7 @@ impl Shared {
             run_id: 0,
             repl: Default::default(),
             me: Default::default(),
+            pause: Default::default(),
             runtime: tokio::runtime::Builder::new_current_thread()
                 .build()
                 .expect("a runtime")
@@ -142,34 +177,54 @@ impl Shared {
         }
     }
 
+    /// One `CLIENT LIST` line, with Redis's fields that mean something here (`user` is
+    /// always `default`: there are no ACL users; `redir` -1: no client tracking).
     fn line(id: u64, c: &ClientEntry) -> String {
+        let mut flags = String::new();
+        for (on, f) in [(c.replica, 'S'), (c.paused, 'b'), (c.no_evict, 'e')] {
+            if on {
+                flags.push(f);
+            }
+        }
+        if flags.is_empty() {
+            flags.push('N');
+        }
         format!(
-            "id={id} addr={} name={} age={} cmd={}\n",
+            "id={id} addr={} laddr={} name={} age={} idle={} flags={flags} db={} cmd={} user=default redir=-1 resp={}\n",
             c.addr,
+            c.laddr,
             c.name.as_deref().unwrap_or(""),
             c.since.elapsed().as_secs(),
-            c.last_command
+            c.active.elapsed().as_secs(),
+            c.db,
+            c.last_command,
+            c.resp,
         )
     }
 
-    pub fn client_list(&self) -> String {
+    /// `CLIENT LIST` of the clients `keep` selects.
+    pub fn client_list(&self, keep: impl Fn(u64, &ClientEntry) -> bool) -> String {
         self.clients
             .lock()
             .iter()
+            .filter(|(id, c)| keep(**id, c))
             .map(|(id, c)| Self::line(*id, c))
             .collect()
     }
 
-    pub fn client_line(&self, id: u64) -> String {
-        self.clients
-            .lock()
-            .get(&id)
-            .map(|c| Self::line(id, c))
-            .unwrap_or_default()
+    fn set_paused(&self, id: u64, on: bool) {
+        if let Some(c) = self.clients.lock().get_mut(&id) {
+            c.paused = on;
+        }
     }
 
+    /// Stops the server: the listeners, then every connection.
     fn trigger_shutdown(&self) {
         self.shutdown.send_replace(true);
+        // After the flag: a client admitted meanwhile starts with it set (see `admit`).
+        for c in self.clients.lock().values() {
+            c.kill();
+        }
     }
 }
 
@@ -239,6 +294,7 @@ impl Server {
                 repl: Default::default(),
                 runtime: tokio::runtime::Handle::current(),
                 me: Default::default(),
+                pause: Default::default(),
             }),
             replicaof: config.replicaof.clone(),
             tcp,
@@ -291,12 +347,16 @@ impl Server {
                 r = accept_tcp(&tcp) => match r {
                     Ok((stream, peer)) => {
                         stream.set_nodelay(true).ok();
-                        admit(&shared, &mut conns, stream, peer.to_string(), &shutdown).await;
+                        let local = stream.local_addr().map_or_else(|_| String::new(), |a| a.to_string());
+                        admit(&shared, &mut conns, stream, peer.to_string(), local, &shutdown).await;
                     }
                     Err(e) => accept_failed(e).await,
                 },
                 r = accept_unix(&unix) => match r {
-                    Ok(stream) => admit(&shared, &mut conns, stream, "unix".to_string(), &shutdown).await,
+                    Ok(stream) => {
+                        let local = unix.as_ref().map_or_else(String::new, |(_, p)| format!("{}:0", p.display()));
+                        admit(&shared, &mut conns, stream, "unix".to_string(), local, &shutdown).await
+                    }
                     Err(e) => accept_failed(e).await,
                 },
             }
@@ -387,6 +447,7 @@ async fn admit<S>(
     conns: &mut JoinSet<()>,
     mut stream: S,
     addr: String,
+    laddr: String,
     shutdown: &watch::Receiver<bool>,
 ) where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
@@ -400,22 +461,33 @@ async fn admit<S>(
         return;
     }
     let id = shared.next_id.fetch_add(1, Relaxed);
-    shared.clients.lock().insert(
-        id,
-        ClientEntry {
-            addr,
-            name: None,
-            since: Instant::now(),
-            last_command: "NULL".into(),
-        },
-    );
+    let stop = {
+        let mut clients = shared.clients.lock();
+        // Read under the lock `trigger_shutdown` takes after setting the flag: either the
+        // flag is seen here or this client is in the map it walks.
+        let (kill, stop) = watch::channel(*shutdown.borrow());
+        let now = Instant::now();
+        clients.insert(
+            id,
+            ClientEntry {
+                addr,
+                laddr,
+                name: None,
+                since: now,
+                active: now,
+                last_command: "NULL".into(),
+                db: 0,
+                resp: 2,
+                no_evict: false,
+                replica: false,
+                paused: false,
+                kill,
+            },
+        );
+        stop
+    };
     let session = Session::new(id);
-    conns.spawn(connection(
-        shared.clone(),
-        stream,
-        session,
-        shutdown.clone(),
-    ));
+    conns.spawn(connection(shared.clone(), stream, session, stop));
 }
 
 async fn connection<S>(
@@ -502,6 +574,15 @@ where
         }
         let full = batch.len() == most;
         if !batch.is_empty() {
+            let writes = crate::pause::may_write(&session, &batch);
+            if shared.pause.holds(writes).is_some() {
+                shared.set_paused(session.id, true);
+                let go_on = shared.pause.wait(writes, &mut shutdown).await;
+                shared.set_paused(session.id, false);
+                if !go_on {
+                    return Ok(false);
+                }
+            }
             let max_output = settings.max_output_bytes();
             session.output_budget = max_output.saturating_sub(output.len());
             let sh = shared.clone();
@@ -530,8 +611,9 @@ where
                     let ip = shared
                         .clients
                         .lock()
-                        .get(&session.id)
+                        .get_mut(&session.id)
                         .map(|c| {
+                            c.replica = true;
                             c.addr
                                 .rsplit_once(':')
                                 .map_or(c.addr.clone(), |(ip, _)| ip.to_string())
@@ -568,6 +650,7 @@ where
                 let waited =
                     wait_blocked(shared, b, rd, wr, &mut input, &mut output, &mut shutdown).await?;
                 match waited {
+                    Some(_) if session.replies.blocked_silent => {}
                     Some(r) => r.encode(session.proto, &mut output),
                     None => return Ok(false),
                 }
@@ -584,6 +667,12 @@ where
             return Ok(true);
         }
         if *shutdown.borrow() {
+            if !shared.is_shutting_down() {
+                // `CLIENT KILL` of this connection by itself: its reply first, as Redis
+                // does, unless the client does not read it.
+                let _ = tokio::time::timeout(Duration::from_secs(1), wr.write_all_buf(&mut output))
+                    .await;
+            }
             return Ok(false);
         }
         if full {
@@ -716,22 +805,7 @@ fn run_batch(
 ) -> (Session, Vec<Reply>, Outcome, Vec<Vec<Bytes>>) {
     let mut replies = Vec::with_capacity(batch.len());
     let mut outcome = Outcome::Continue;
-    // The batch's last command, as CLIENT LIST shows it (one registry update per batch).
-    if let (Some(c), Some(cmd)) = (sh.clients.lock().get_mut(&s.id), batch.last()) {
-        // The client's bytes: cut short, and nothing that would break CLIENT LIST's lines.
-        let name = &cmd[0][..cmd[0].len().min(64)];
-        c.last_command = String::from_utf8_lossy(name)
-            .chars()
-            .map(|ch| {
-                if ch.is_control() || ch == ' ' {
-                    '?'
-                } else {
-                    ch
-                }
-            })
-            .collect::<String>()
-            .to_ascii_lowercase();
-    }
+    note_batch(sh, &s, batch.last());
     let mut i = 0;
     while i < batch.len() {
         let run = batch[i..]
@@ -746,14 +820,16 @@ fn run_batch(
         }
         sh.stats.commands.fetch_add(1, Relaxed);
         let (reply, o) = commands::execute(sh, &mut s, &batch[i]);
+        let silent = s.replies.after_command();
         i += 1;
         // Clients blocked on keys this command wrote are answered before the next one.
         blocking::serve_ready(sh);
         if s.ext.blocked.is_some() {
+            s.replies.blocked_silent = silent;
             let rest = batch.split_off(i);
             return (s, replies, outcome, rest);
         }
-        if !matches!(o, Outcome::Shutdown | Outcome::Replicate) {
+        if !silent && !matches!(o, Outcome::Shutdown | Outcome::Replicate) {
             replies.push(reply);
         }
         if o != Outcome::Continue {
@@ -762,6 +838,33 @@ fn run_batch(
         }
     }
     (s, replies, outcome, Vec::new())
+}
+
+/// The client's `CLIENT LIST` entry as of a batch: its last command, database, protocol,
+/// and the time (one registry update per batch).
+fn note_batch(sh: &Shared, s: &Session, last: Option<&Vec<Bytes>>) {
+    let mut clients = sh.clients.lock();
+    let Some(c) = clients.get_mut(&s.id) else {
+        return;
+    };
+    c.active = Instant::now();
+    c.db = s.ext.db;
+    c.resp = s.proto;
+    if let Some(cmd) = last {
+        // The client's bytes: cut short, and nothing that would break CLIENT LIST's lines.
+        let name = &cmd[0][..cmd[0].len().min(64)];
+        c.last_command = String::from_utf8_lossy(name)
+            .chars()
+            .map(|ch| {
+                if ch.is_control() || ch == ' ' {
+                    '?'
+                } else {
+                    ch
+                }
+            })
+            .collect::<String>()
+            .to_ascii_lowercase();
+    }
 }
 
 /// `appendfsync everysec`: syncs the WAL once a second while that is the setting.

@@ -507,3 +507,201 @@ fn migrate_moves_keys_whole_between_servers() {
     src.stop();
     dst.stop();
 }
+
+/// Waits until a `CLIENT LIST` line has `field` (a guard deadline only).
+fn wait_client_list(c: &mut Client, field: &str) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let F::BulkString(list) = c.cmd(&["CLIENT", "LIST"]) else {
+            panic!("CLIENT LIST is a bulk string")
+        };
+        if String::from_utf8_lossy(&list).contains(field) {
+            return;
+        }
+        assert!(std::time::Instant::now() < deadline, "never {field}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+fn client_field(line: &F, field: &str) -> String {
+    let F::BulkString(l) = line else {
+        panic!("{line:?}")
+    };
+    let l = String::from_utf8_lossy(l);
+    let f = format!("{field}=");
+    l.split_whitespace()
+        .find_map(|kv| kv.strip_prefix(&f))
+        .unwrap_or_else(|| panic!("no {field} in {l}"))
+        .to_string()
+}
+
+#[test]
+fn client_list_kill_reply_and_reset() {
+    let t = tempfile::tempdir().unwrap();
+    let srv = Running::start(t.path(), config());
+    let mut c = Client::connect(srv.addr);
+    let mut other = Client::connect(srv.addr);
+    assert_eq!(c.cmd(&["CLIENT", "SETNAME", "me"]), simple("OK"));
+    let F::Integer(other_id) = other.cmd(&["CLIENT", "ID"]) else {
+        panic!()
+    };
+    let info = other.cmd(&["CLIENT", "INFO"]);
+    let addr = client_field(&info, "addr");
+    assert_eq!(client_field(&info, "laddr"), srv.addr.to_string());
+    assert_eq!(client_field(&info, "user"), "default");
+    // ID and TYPE filters.
+    let one = c.cmd(&["CLIENT", "LIST", "ID", &other_id.to_string(), "999999"]);
+    assert_eq!(client_field(&one, "addr"), addr);
+    let F::BulkString(normal) = c.cmd(&["CLIENT", "LIST", "TYPE", "normal"]) else {
+        panic!()
+    };
+    assert_eq!(String::from_utf8_lossy(&normal).lines().count(), 2);
+    assert_eq!(c.cmd(&["CLIENT", "LIST", "TYPE", "replica"]), bulk(""));
+    assert!(is_err(
+        &c.cmd(&["CLIENT", "LIST", "TYPE", "nope"]),
+        "ERR Unknown client type 'nope'"
+    ));
+    assert!(is_err(
+        &c.cmd(&["CLIENT", "LIST", "ID", "x"]),
+        "ERR Invalid client ID"
+    ));
+    // KILL: the old form by address, the new one by filters.
+    assert!(is_err(
+        &c.cmd(&["CLIENT", "KILL", "1.2.3.4:5"]),
+        "ERR No such client"
+    ));
+    assert!(is_err(
+        &c.cmd(&["CLIENT", "KILL", "ID", "0"]),
+        "ERR client-id should be greater than 0"
+    ));
+    assert!(is_err(
+        &c.cmd(&["CLIENT", "KILL", "USER", "bob"]),
+        "ERR No such user 'bob'"
+    ));
+    assert_eq!(c.cmd(&["CLIENT", "KILL", "ADDR", &addr]), F::Integer(1));
+    assert_eq!(other.read(), None, "the killed connection is closed");
+    let mut third = Client::connect(srv.addr);
+    let laddr = client_field(&third.cmd(&["CLIENT", "INFO"]), "laddr");
+    // SKIPME (default yes) spares the caller.
+    assert_eq!(c.cmd(&["CLIENT", "KILL", "LADDR", &laddr]), F::Integer(1));
+    assert_eq!(third.read(), None);
+    assert_eq!(c.cmd(&["PING"]), simple("PONG"));
+    // REPLY OFF/SKIP drop replies; ON answers again.
+    c.send(&[b"CLIENT", b"REPLY", b"SKIP"]);
+    c.send(&[b"SET", b"a", b"1"]);
+    c.send(&[b"CLIENT", b"REPLY", b"OFF"]);
+    c.send(&[b"SET", b"b", b"2"]);
+    assert_eq!(c.cmd(&["CLIENT", "REPLY", "ON"]), simple("OK"));
+    assert_eq!(
+        c.cmd(&["MGET", "a", "b"]),
+        F::Array(vec![bulk("1"), bulk("2")])
+    );
+    // Tracking is not implemented: what Redis answers with it off.
+    assert_eq!(c.cmd(&["CLIENT", "GETREDIR"]), F::Integer(-1));
+    assert!(is_err(
+        &c.cmd(&["CLIENT", "TRACKING", "ON"]),
+        "ERR CLIENT TRACKING is not supported"
+    ));
+    assert_eq!(c.cmd(&["CLIENT", "NO-EVICT", "on"]), simple("OK"));
+    assert_eq!(client_field(&c.cmd(&["CLIENT", "INFO"]), "flags"), "e");
+    // RESET: out of MULTI, database 0, no name.
+    assert_eq!(c.cmd(&["SELECT", "3"]), simple("OK"));
+    assert_eq!(c.cmd(&["MULTI"]), simple("OK"));
+    assert_eq!(c.cmd(&["RESET"]), simple("RESET"));
+    assert_eq!(c.cmd(&["GET", "a"]), bulk("1"));
+    assert_eq!(c.cmd(&["CLIENT", "GETNAME"]), F::Null);
+    assert_eq!(client_field(&c.cmd(&["CLIENT", "INFO"]), "flags"), "N");
+    // The old form may kill the caller: it answers, then closes.
+    let me = client_field(&c.cmd(&["CLIENT", "INFO"]), "addr");
+    assert_eq!(c.cmd(&["CLIENT", "KILL", &me]), simple("OK"));
+    assert_eq!(c.read(), None);
+    srv.stop();
+}
+
+#[test]
+fn client_pause_holds_writes_until_unpause() {
+    let t = tempfile::tempdir().unwrap();
+    let srv = Running::start(t.path(), config());
+    let mut c = Client::connect(srv.addr);
+    let mut writer = Client::connect(srv.addr);
+    assert!(is_err(
+        &c.cmd(&["CLIENT", "PAUSE", "x"]),
+        "ERR timeout is not an integer or out of range"
+    ));
+    assert!(is_err(
+        &c.cmd(&["CLIENT", "PAUSE", "10", "SOME"]),
+        "ERR CLIENT PAUSE mode must be WRITE or ALL"
+    ));
+    assert_eq!(c.cmd(&["CLIENT", "PAUSE", "600000", "WRITE"]), simple("OK"));
+    writer.send(&[b"SET", b"k", b"v"]);
+    // The writer waits (shown blocked) while reads go on.
+    wait_client_list(&mut c, "flags=b");
+    assert_eq!(c.cmd(&["GET", "k"]), F::Null);
+    assert_eq!(c.cmd(&["CLIENT", "UNPAUSE"]), simple("OK"));
+    assert_eq!(writer.read(), Some(simple("OK")));
+    assert_eq!(c.cmd(&["GET", "k"]), bulk("v"));
+    srv.stop();
+}
+
+#[test]
+fn bitop_and_lolwut() {
+    let t = tempfile::tempdir().unwrap();
+    let srv = Running::start(t.path(), config());
+    let mut c = Client::connect(srv.addr);
+    let raw = |c: &mut Client, args: &[&[u8]]| {
+        c.send(args);
+        c.read().unwrap()
+    };
+    raw(&mut c, &[b"SET", b"a", b"\x01\x02\xff\xff"]);
+    raw(&mut c, &[b"SET", b"b", b"\x01\x02\xff"]);
+    assert_eq!(c.cmd(&["SET", "dest", "x", "EX", "100"]), simple("OK"));
+    for (op, want) in [
+        ("AND", &b"\x01\x02\xff\x00"[..]),
+        ("or", b"\x01\x02\xff\xff"),
+        ("XOR", b"\x00\x00\x00\xff"),
+    ] {
+        assert_eq!(c.cmd(&["BITOP", op, "dest", "a", "b"]), F::Integer(4));
+        assert_eq!(
+            c.cmd(&["GET", "dest"]),
+            F::BulkString(want.to_vec().into()),
+            "{op}"
+        );
+    }
+    // A missing source is zeros: AND with it is all zeros.
+    assert_eq!(
+        c.cmd(&["BITOP", "AND", "dest", "a", "missing"]),
+        F::Integer(4)
+    );
+    assert_eq!(c.cmd(&["GET", "dest"]), F::BulkString(vec![0u8; 4].into()));
+    assert_eq!(c.cmd(&["TTL", "dest"]), F::Integer(-1));
+    assert_eq!(c.cmd(&["BITOP", "NOT", "a", "a"]), F::Integer(4));
+    assert_eq!(
+        c.cmd(&["GET", "a"]),
+        F::BulkString(b"\xfe\xfd\x00\x00".to_vec().into())
+    );
+    // An empty result deletes the destination.
+    assert_eq!(c.cmd(&["BITOP", "NOT", "dest", "missing"]), F::Integer(0));
+    assert_eq!(c.cmd(&["EXISTS", "dest"]), F::Integer(0));
+    assert!(is_err(
+        &c.cmd(&["BITOP", "NOT", "dest", "a", "b"]),
+        "ERR BITOP NOT must be called with a single source key."
+    ));
+    assert!(is_err(
+        &c.cmd(&["BITOP", "NAND", "dest", "a"]),
+        "ERR syntax error"
+    ));
+    assert_eq!(c.cmd(&["LPUSH", "l", "x"]), F::Integer(1));
+    assert!(is_err(
+        &c.cmd(&["BITOP", "OR", "dest", "a", "l"]),
+        "WRONGTYPE"
+    ));
+    let F::BulkString(l) = c.cmd(&["LOLWUT", "VERSION", "5", "1"]) else {
+        panic!()
+    };
+    assert!(String::from_utf8_lossy(&l).contains("Redis ver. 7.0.15"));
+    assert!(is_err(
+        &c.cmd(&["LOLWUT", "VERSION", "x"]),
+        "ERR value is not an integer"
+    ));
+    srv.stop();
+}

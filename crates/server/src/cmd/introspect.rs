@@ -174,3 +174,19 @@ pub fn function(_cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
         ))
     }
 }
+
+/// `LOLWUT [VERSION v] [...]`: Redis draws computer art for versions 5 and 6 and answers
+/// its version line for any other; halflife answers the version line for every version
+/// (the art is Redis's own work, not reproduced here).
+pub fn lolwut(_cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
+    if let [v, n, ..] = a {
+        if eq(v, "version") {
+            super::int(n)?;
+        }
+    }
+    Ok(Reply::Text(format!(
+        "halflife {}, Redis ver. {}\n",
+        env!("CARGO_PKG_VERSION"),
+        crate::info::REDIS_VERSION
+    )))
+}

@@ -625,3 +625,70 @@ pub fn lcs(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     out.reverse();
     Ok(bulk(out))
 }
+
+/// `BITOP AND|OR|XOR|NOT destkey key [key ...]`: the bitwise operation of the source
+/// strings (missing keys and the shorter strings count as zero bytes) into `destkey`,
+/// without expiry; an empty result deletes it. Replies the result's length.
+///
+/// The sources are folded into the result one at a time, so memory is the result plus
+/// one source, and the result is no longer than the longest source (each within the
+/// engine's value limit, below [`MAX_STRING`]).
+pub fn bitop(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
+    #[derive(Clone, Copy, PartialEq)]
+    enum Op {
+        And,
+        Or,
+        Xor,
+        Not,
+    }
+    let op = [
+        ("and", Op::And),
+        ("or", Op::Or),
+        ("xor", Op::Xor),
+        ("not", Op::Not),
+    ]
+    .into_iter()
+    .find(|(n, _)| eq(&a[0], n))
+    .map(|(_, o)| o)
+    .ok_or_else(syntax)?;
+    let (dest, srcs) = (&a[1], &a[2..]);
+    if op == Op::Not && srcs.len() != 1 {
+        return Err(Reply::err(
+            "BITOP NOT must be called with a single source key.",
+        ));
+    }
+    let _g = cx.lock(&a[1..]);
+    let mut acc: Option<Vec<u8>> = None;
+    for k in srcs {
+        let v = string(cx, k)?.map_or_else(Vec::new, |m| m.value);
+        acc = Some(match acc {
+            None if op == Op::Not => v.into_iter().map(|b| !b).collect(),
+            None => v,
+            Some(mut r) => {
+                if r.len() < v.len() {
+                    r.resize(v.len(), 0);
+                }
+                for (i, x) in r.iter_mut().enumerate() {
+                    let y = v.get(i).copied().unwrap_or(0);
+                    *x = match op {
+                        Op::And => *x & y,
+                        Op::Or => *x | y,
+                        Op::Xor | Op::Not => *x ^ y,
+                    };
+                }
+                r
+            }
+        });
+    }
+    let value = acc.unwrap_or_default();
+    debug_assert!(value.len() as u64 <= MAX_STRING);
+    let n = value.len();
+    let mut b = Batch::new();
+    if n == 0 {
+        b.del_meta(cx.db(), dest);
+    } else {
+        b.put_meta(cx.db(), dest, &Meta::string(value, None));
+    }
+    cx.write(b)?;
+    Ok(Reply::Int(n as i64))
+}

@@ -43,6 +43,7 @@ pub static COMMANDS: &[Spec] = &[
     c!("quit", -1, "noscript loading stale fast no_auth allow_busy", 0, 0, 0, "connection", None),
     c!("hello", -1, "noscript loading stale fast no_auth allow_busy", 0, 0, 0, "connection", None),
     c!("auth", -2, "noscript loading stale fast no_auth allow_busy", 0, 0, 0, "connection", None),
+    c!("reset", 1, "noscript loading stale fast no_auth allow_busy", 0, 0, 0, "connection", None),
     c!("client", -2, "admin noscript loading stale", 0, 0, 0, "connection", None),
     c!("select", 2, "loading stale fast", 0, 0, 0, "connection", Some(keyspace::select)),
     c!("shutdown", -1, "admin noscript loading stale no_multi allow_busy", 0, 0, 0, "server", None),
@@ -63,6 +64,7 @@ pub static COMMANDS: &[Spec] = &[
     c!("flushall", -1, "write", 0, 0, 0, "server", Some(keyspace::flushall)),
     c!("function", -2, "noscript", 0, 0, 0, "scripting", Some(introspect::function)),
     c!("time", 1, "loading stale fast", 0, 0, 0, "server", Some(introspect::time)),
+    c!("lolwut", -1, "readonly fast", 0, 0, 0, "server", Some(introspect::lolwut)),
     c!("lastsave", 1, "loading stale fast", 0, 0, 0, "server", Some(introspect::lastsave)),
     // cluster mode (crate::cluster)
     c!("cluster", -2, "loading stale", 0, 0, 0, "cluster", Some(crate::cluster::cmd::cluster)),
@@ -125,6 +127,7 @@ pub static COMMANDS: &[Spec] = &[
     c!("setbit", 4, "write denyoom", 1, 1, 1, "bitmap", Some(string::setbit)),
     c!("getbit", 3, "readonly fast", 1, 1, 1, "bitmap", Some(string::getbit)),
     c!("bitcount", -2, "readonly", 1, 1, 1, "bitmap", Some(string::bitcount)),
+    c!("bitop", -4, "write denyoom", 2, -1, 1, "bitmap", Some(string::bitop)),
     c!("bitpos", -3, "readonly", 1, 1, 1, "bitmap", Some(string::bitpos)),
     // transactions
     c!("multi", 1, "noscript loading stale fast allow_busy", 0, 0, 0, "transactions", Some(multi::multi)),
