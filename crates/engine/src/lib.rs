@@ -38,11 +38,12 @@ pub use batch::WriteBatch;
 pub use db::{DbIter, Snapshot, DB};
 pub use error::{Error, Result};
 pub use options::AutoShapeConfig;
-pub use options::{CompactionStyle, Compression};
 pub use options::{
-    GcPolicyConfig, GcTrigger, LifetimeMode, LifetimeOptions, LifetimeOracle, Options, ReadOptions,
-    WalRecoveryMode, WriteOptions,
+    CacheOptions, GcPolicyConfig, GcTrigger, LifetimeMode, LifetimeOptions, LifetimeOracle,
+    Options, ReadOptions, TableOptions, TreeOptions, ValueLogOptions, WalOptions, WalRecoveryMode,
+    WriteOptions,
 };
+pub use options::{CompactionStyle, Compression};
 pub use stats::DbStats;
 pub use warming::{CacheWarmingConfig, LearnedParams};
 

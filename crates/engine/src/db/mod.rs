@@ -194,7 +194,7 @@ impl DB {
 
     fn default_write_options(&self) -> WriteOptions {
         WriteOptions {
-            sync: self.inner.opts.sync_writes,
+            sync: self.inner.opts.wal.sync_writes,
         }
     }
 
@@ -364,7 +364,7 @@ impl DB {
     fn shutdown(&self) -> Result<()> {
         let inner = &self.inner;
         let mut result = Ok(());
-        if !inner.opts.use_wal && !inner.shutdown.load(Ordering::SeqCst) {
+        if !inner.opts.wal.use_wal && !inner.shutdown.load(Ordering::SeqCst) {
             result = self.flush();
         }
         {
@@ -417,7 +417,7 @@ fn stats(inner: &Inner) -> DbStats {
     let disk_bytes = tree_bytes + value_file_bytes + wal_bytes + index_map_bytes;
     let (wal_archive_files, wal_archive_bytes) = wal_archive::usage(&*inner.storage, &inner.dir);
     DbStats {
-        policy: inner.opts.gc.name().to_string(),
+        policy: inner.opts.vlog.gc.name().to_string(),
         placement: inner
             .lifetime
             .as_ref()
@@ -557,9 +557,9 @@ impl Inner {
         value_wal::LogContext {
             dir: &self.dir,
             storage: &self.storage,
-            min_blob_size: self.opts.min_blob_size,
-            blob_file_size: self.opts.blob_file_size,
-            compression: self.opts.value_compression,
+            min_blob_size: self.opts.vlog.min_blob_size,
+            blob_file_size: self.opts.vlog.blob_file_size,
+            compression: self.opts.vlog.value_compression,
             placement: self
                 .lifetime
                 .as_ref()
