@@ -27,7 +27,10 @@ use crate::harness::outpath;
 use crate::harness::report::LatencySummary;
 use crate::harness::table;
 use anyhow::{anyhow, bail, Context, Result};
-use engine::{CacheWarmingConfig, DbStats, GcPolicyConfig, Options, DB};
+use engine::{
+    CacheOptions, CacheWarmingConfig, DbStats, GcPolicyConfig, Options, TreeOptions,
+    ValueLogOptions, DB,
+};
 use plotters::prelude::*;
 use serde::Serialize;
 use spikes::{Edge, Interval, IntervalLatencies, Spikes};
@@ -485,14 +488,22 @@ pub fn run(a: Args) -> Result<()> {
 
 fn options(a: &Args, warming: &CacheWarmingConfig) -> Options {
     Options {
-        memtable_size: (a.memtable_mb << 20) as usize,
-        target_file_size: 2 << 20,
-        level1_max_bytes: 8 << 20,
-        block_cache_capacity: (a.cache_mib << 20) as usize,
-        gc: GcPolicyConfig::Inline,
-        cache_warming: warming.clone(),
-        // `none` is the baseline: its invalidation misses are what the others remove.
-        warming_accounting: true,
+        tree: TreeOptions {
+            memtable_size: (a.memtable_mb << 20) as usize,
+            target_file_size: 2 << 20,
+            level1_max_bytes: 8 << 20,
+            ..Default::default()
+        },
+        vlog: ValueLogOptions {
+            gc: GcPolicyConfig::Inline,
+            ..Default::default()
+        },
+        cache: CacheOptions {
+            block_cache_capacity: (a.cache_mib << 20) as usize,
+            cache_warming: warming.clone(),
+            // `none` is the baseline: its invalidation misses are what the others remove.
+            warming_accounting: true,
+        },
         ..Options::default()
     }
 }
