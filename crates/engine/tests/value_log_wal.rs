@@ -1,4 +1,4 @@
-//! The value log as the write-ahead log of separated values (`Options::value_log_wal`):
+//! The value log as the write-ahead log of separated values (`Options::wal.value_log_wal`):
 //! each large value is written once, writes acknowledged before a crash come back from the
 //! value files through the WAL's pointers, a value append cut by the crash is cut off at
 //! open, and a damaged value record a WAL record points to fails open naming the file and

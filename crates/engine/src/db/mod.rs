@@ -324,7 +324,7 @@ impl DB {
     /// The write batches committed from sequence number `seq` on (the batch holding `seq`
     /// first), with their first sequence numbers, up to the last write visible now: the
     /// change stream a replica follows after copying a checkpoint ([`updates`]). Holds the
-    /// live WALs, and the archived ones while `Options::wal_ttl_seconds` or
+    /// live WALs, and the archived ones while `Options::wal.wal_ttl_seconds` or
     /// `wal_size_limit` keep them; a stream that cannot give every write from `seq` fails
     /// with [`Error::UpdatesGone`].
     pub fn updates_since(&self, seq: SeqNo) -> Result<updates::Updates> {

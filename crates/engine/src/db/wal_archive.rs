@@ -1,4 +1,4 @@
-//! The archive of obsolete WALs: with `Options::wal_ttl_seconds` or `wal_size_limit` set,
+//! The archive of obsolete WALs: with `Options::wal.wal_ttl_seconds` or `wal_size_limit` set,
 //! a WAL whose memtable was flushed is moved into `DIR/archive/` instead of being deleted,
 //! so that [`super::updates`] can give the writes it held to a replica or a change
 //! consumer that is behind (RocksDB's WAL archive, which Kvrocks' replication reads).
