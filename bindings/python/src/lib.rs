@@ -92,31 +92,31 @@ fn options_from(kw: Option<&Bound<'_, PyDict>>) -> PyResult<Options> {
         match k.as_str() {
             "gc" | "policy" => {
                 let name: String = v.extract()?;
-                o.gc = name.parse::<GcPolicyConfig>().map_err(engine_err)?;
-                if o.gc.lifetime_mode().is_some_and(engine::LifetimeMode::needs_oracle) {
+                o.vlog.gc = name.parse::<GcPolicyConfig>().map_err(engine_err)?;
+                if o.vlog.gc.lifetime_mode().is_some_and(engine::LifetimeMode::needs_oracle) {
                     return Err(Error::new_err(format!(
                         "gc='{name}' needs the future of the workload (a benchmark's), which a Python program cannot give"
                     )));
                 }
             }
-            "memtable_mb" => o.memtable_size = v.extract::<usize>()? << 20,
-            "cache_mib" => o.block_cache_capacity = v.extract::<usize>()? << 20,
-            "min_blob_size" => o.min_blob_size = v.extract()?,
-            "blob_file_mb" => o.blob_file_size = v.extract::<u64>()? << 20,
-            "sync" => o.sync_writes = v.extract()?,
+            "memtable_mb" => o.tree.memtable_size = v.extract::<usize>()? << 20,
+            "cache_mib" => o.cache.block_cache_capacity = v.extract::<usize>()? << 20,
+            "min_blob_size" => o.vlog.min_blob_size = v.extract()?,
+            "blob_file_mb" => o.vlog.blob_file_size = v.extract::<u64>()? << 20,
+            "sync" => o.wal.sync_writes = v.extract()?,
             "create_if_missing" => o.create_if_missing = v.extract()?,
             "error_if_exists" => o.error_if_exists = v.extract()?,
-            "growth_factor" => o.growth_factor = v.extract()?,
+            "growth_factor" => o.tree.growth_factor = v.extract()?,
             "compaction_style" => {
                 let s: String = v.extract()?;
-                o.compaction_style = s.parse().map_err(engine_err)?;
+                o.tree.compaction_style = s.parse().map_err(engine_err)?;
             }
             "cache_warming" => {
                 let s: String = v.extract()?;
-                o.cache_warming = s.parse().map_err(engine_err)?;
+                o.cache.cache_warming = s.parse().map_err(engine_err)?;
             }
             "background_compactions" => o.background_compactions = v.extract()?,
-            "value_log_wal" => o.value_log_wal = v.extract()?,
+            "value_log_wal" => o.wal.value_log_wal = v.extract()?,
             other => {
                 return Err(PyTypeError::new_err(format!(
                     "unknown option {other:?}; known: gc, memtable_mb, cache_mib, min_blob_size, blob_file_mb, sync, create_if_missing, error_if_exists, growth_factor, compaction_style, cache_warming, background_compactions, value_log_wal"
@@ -378,7 +378,7 @@ impl DB {
 /// `sync` if given, else the database's default.
 fn write_options(db: &EngineDb, sync: Option<bool>) -> engine::WriteOptions {
     engine::WriteOptions {
-        sync: sync.unwrap_or(db.options().sync_writes),
+        sync: sync.unwrap_or(db.options().wal.sync_writes),
     }
 }
 

@@ -77,7 +77,10 @@ mod tests {
     #[test]
     fn field_names_become_flags() {
         let e = engine::Options {
-            memtable_size: 0,
+            tree: engine::TreeOptions {
+                memtable_size: 0,
+                ..Default::default()
+            },
             ..engine::Options::default()
         }
         .validate()

@@ -2,7 +2,7 @@
 //! OK; a flipped manifest byte makes check exit non-zero naming the manifest and the open
 //! fail; repair brings every record back and check is clean again.
 
-use engine::{GcPolicyConfig, Options, DB};
+use engine::{GcPolicyConfig, Options, TreeOptions, ValueLogOptions, DB};
 use std::path::Path;
 use std::process::{Command, Output};
 
@@ -16,9 +16,15 @@ fn halflife(args: &[&str], dir: &Path) -> Output {
 
 fn opts() -> Options {
     Options {
-        gc: GcPolicyConfig::titan(),
-        min_blob_size: 100,
-        memtable_size: 64 << 10,
+        tree: TreeOptions {
+            memtable_size: 64 << 10,
+            ..Default::default()
+        },
+        vlog: ValueLogOptions {
+            gc: GcPolicyConfig::titan(),
+            min_blob_size: 100,
+            ..Default::default()
+        },
         ..Options::default()
     }
 }

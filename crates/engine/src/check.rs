@@ -119,7 +119,7 @@ pub fn check(dir: &Path, opts: &Options, progress: Progress<'_>) -> Result<Check
         r.problem(&current, "missing: no manifest can be found");
         None
     } else {
-        match VersionSet::recover(dir, storage.clone(), None, opts.num_levels) {
+        match VersionSet::recover(dir, storage.clone(), None, opts.tree.num_levels) {
             Ok(vs) => {
                 r.manifest_ok = true;
                 Some(vs)

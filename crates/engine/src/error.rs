@@ -66,6 +66,15 @@ impl Error {
         }
     }
 
+    /// An [`Error::InvalidOptions`]: the option `name` cannot take its value, `detail` says
+    /// why.
+    pub fn invalid_option(name: &'static str, detail: impl Into<String>) -> Self {
+        Error::InvalidOptions {
+            name,
+            detail: detail.into(),
+        }
+    }
+
     pub fn is_corruption(&self) -> bool {
         matches!(self, Error::Corruption { .. })
     }

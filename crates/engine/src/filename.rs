@@ -45,7 +45,7 @@ pub const LIFETIME_MODEL: &str = "LIFETIME-MODEL";
 /// account for are moved into instead of being deleted.
 pub const LOST_DIR: &str = "lost";
 /// The directory, inside the database directory, that obsolete WALs are moved into while
-/// `Options::wal_ttl_seconds` or `wal_size_limit` keeps them for `DB::updates_since`.
+/// `Options::wal.wal_ttl_seconds` or `wal_size_limit` keeps them for `DB::updates_since`.
 pub const WAL_ARCHIVE_DIR: &str = "archive";
 pub const MANIFEST_PREFIX: &str = "MANIFEST-";
 

@@ -3,7 +3,7 @@
 //!
 //! The data path, top-down: [`db`]. A put's group-commit leader first appends each value
 //! of at least `min_blob_size` to a value file ([`vlog`]; the value log as the WAL,
-//! `Options::value_log_wal`, on by default), then the WAL record carrying a pointer in the
+//! `Options::wal.value_log_wal`, on by default), then the WAL record carrying a pointer in the
 //! value's place ([`wal`]), then inserts into the [`memtable`]; flush writes an [`sst`]
 //! table with those pointers, and [`compaction`] merges tables. With the option off (or
 //! policy `inline`) the WAL record carries the value and flush moves large values into
@@ -38,11 +38,12 @@ pub use batch::WriteBatch;
 pub use db::{DbIter, Snapshot, DB};
 pub use error::{Error, Result};
 pub use options::AutoShapeConfig;
-pub use options::{CompactionStyle, Compression};
 pub use options::{
-    GcPolicyConfig, GcTrigger, LifetimeMode, LifetimeOptions, LifetimeOracle, Options, ReadOptions,
-    WalRecoveryMode, WriteOptions,
+    CacheOptions, GcPolicyConfig, GcTrigger, LifetimeMode, LifetimeOptions, LifetimeOracle,
+    Options, ReadOptions, TableOptions, TreeOptions, ValueLogOptions, WalOptions, WalRecoveryMode,
+    WriteOptions,
 };
+pub use options::{CompactionStyle, Compression};
 pub use stats::DbStats;
 pub use warming::{CacheWarmingConfig, LearnedParams};
 

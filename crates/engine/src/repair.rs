@@ -172,7 +172,7 @@ pub fn repair(dir: &Path, opts: &Options, progress: Progress<'_>) -> Result<Repa
         }
     }
     rep.index_maps = maps.len() as u64;
-    let values = Version::empty(opts.num_levels).apply_with_maps(
+    let values = Version::empty(opts.tree.num_levels).apply_with_maps(
         &VersionEdit {
             added_blobs: blobs.clone(),
             added_maps: maps
@@ -243,7 +243,7 @@ pub fn repair(dir: &Path, opts: &Options, progress: Progress<'_>) -> Result<Repa
     }
 
     // 4. One sorted run at the bottom level.
-    let bottom = opts.num_levels - 1;
+    let bottom = opts.tree.num_levels - 1;
     let new_number = || next.fetch_add(1, Ordering::Relaxed);
     let spec = JobSpec {
         dir,

@@ -96,7 +96,7 @@ pub struct DbStats {
     /// Value index maps (index-map GC policies).
     pub index_map_bytes: u64,
     pub wal_bytes: u64,
-    /// Obsolete WALs kept for `DB::updates_since` (`Options::wal_ttl_seconds`,
+    /// Obsolete WALs kept for `DB::updates_since` (`Options::wal.wal_ttl_seconds`,
     /// `wal_size_limit`); not counted in `disk_bytes`.
     pub wal_archive_files: usize,
     pub wal_archive_bytes: u64,

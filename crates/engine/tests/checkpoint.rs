@@ -7,7 +7,10 @@
 use halflife_engine::backup::BackupEngine;
 use halflife_engine::check::check;
 use halflife_engine::lifetime::ThresholdParams;
-use halflife_engine::{Error, GcPolicyConfig, GcTrigger, LifetimeOptions, Options, DB};
+use halflife_engine::{
+    Error, GcPolicyConfig, GcTrigger, LifetimeOptions, Options, TreeOptions, ValueLogOptions,
+    WalOptions, DB,
+};
 use std::collections::BTreeMap;
 use std::ops::Bound::Unbounded;
 use std::path::Path;
@@ -23,24 +26,33 @@ const WRITES: u64 = 6000;
 
 fn opts(gc: GcPolicyConfig, value_log_wal: bool) -> Options {
     Options {
-        memtable_size: 64 << 10,
-        level1_max_bytes: 256 << 10,
-        target_file_size: 64 << 10,
-        l0_compaction_trigger: 2,
-        num_levels: 4,
-        min_blob_size: 100,
-        blob_file_size: 64 << 10,
-        gc,
-        value_log_wal,
-        // The lifetime policy collects a file once a TTL shorter than the writes between
-        // two versions of a cold key elapses, so that its GC runs and moves values.
-        lifetime: LifetimeOptions {
-            thresholds: ThresholdParams {
-                initial_ttl: 150,
-                ..ThresholdParams::default()
+        tree: TreeOptions {
+            memtable_size: 64 << 10,
+            level1_max_bytes: 256 << 10,
+            target_file_size: 64 << 10,
+            l0_compaction_trigger: 2,
+            num_levels: 4,
+            ..Default::default()
+        },
+        wal: WalOptions {
+            value_log_wal,
+            ..Default::default()
+        },
+        vlog: ValueLogOptions {
+            min_blob_size: 100,
+            blob_file_size: 64 << 10,
+            gc,
+            // The lifetime policy collects a file once a TTL shorter than the writes between
+            // two versions of a cold key elapses, so that its GC runs and moves values.
+            lifetime: LifetimeOptions {
+                thresholds: ThresholdParams {
+                    initial_ttl: 150,
+                    ..ThresholdParams::default()
+                },
+                trigger: GcTrigger::Ttl,
+                ..LifetimeOptions::default()
             },
-            trigger: GcTrigger::Ttl,
-            ..LifetimeOptions::default()
+            ..Default::default()
         },
         ..Options::default()
     }
@@ -170,10 +182,16 @@ fn checkpoint_under_writes_lifetime_value_log_wal() {
 }
 
 fn backup_opts() -> Options {
-    Options {
-        memtable_size: 256 << 10,
-        l0_compaction_trigger: 4,
-        ..opts(GcPolicyConfig::default(), true)
+    {
+        let base = opts(GcPolicyConfig::default(), true);
+        Options {
+            tree: TreeOptions {
+                memtable_size: 256 << 10,
+                l0_compaction_trigger: 4,
+                ..base.tree
+            },
+            ..base
+        }
     }
 }
 

@@ -2,17 +2,28 @@
 //! level with its codec, everything reads back (also after reopening with other settings:
 //! the codec is named per block), and compressible data takes less space.
 
-use halflife_engine::{Compression, GcPolicyConfig, Options, DB};
+use halflife_engine::{
+    Compression, GcPolicyConfig, Options, TableOptions, TreeOptions, ValueLogOptions, DB,
+};
 
 fn options(per_level: Vec<Compression>) -> Options {
     Options {
-        memtable_size: 64 << 10,
-        level1_max_bytes: 256 << 10,
-        target_file_size: 64 << 10,
-        l0_compaction_trigger: 2,
-        num_levels: 4,
-        gc: GcPolicyConfig::Inline,
-        compression_per_level: per_level,
+        tree: TreeOptions {
+            memtable_size: 64 << 10,
+            level1_max_bytes: 256 << 10,
+            target_file_size: 64 << 10,
+            l0_compaction_trigger: 2,
+            num_levels: 4,
+            ..Default::default()
+        },
+        table: TableOptions {
+            compression_per_level: per_level,
+            ..Default::default()
+        },
+        vlog: ValueLogOptions {
+            gc: GcPolicyConfig::Inline,
+            ..Default::default()
+        },
         ..Options::default()
     }
 }
@@ -92,10 +103,13 @@ fn compression_option_parses_and_validates() {
         .to_string()
         .contains("snappy"));
     let o = options(vec![Compression::None, Compression::Lz4]);
-    assert_eq!(o.compression_for_level(0), Compression::None);
-    assert_eq!(o.compression_for_level(5), Compression::Lz4);
+    assert_eq!(o.table.compression_for_level(0), Compression::None);
+    assert_eq!(o.table.compression_for_level(5), Compression::Lz4);
     let bad = Options {
-        compression: Compression::Zstd { level: 0 },
+        table: TableOptions {
+            compression: Compression::Zstd { level: 0 },
+            ..Default::default()
+        },
         ..Options::default()
     };
     assert!(bad.validate().is_err());

@@ -7,7 +7,10 @@
 //! at all; reopenings (clean, and after dropping the handle without closing) must keep every
 //! acknowledged write.
 
-use halflife_engine::{GcPolicyConfig, Options, WriteBatch, WriteOptions, DB};
+use halflife_engine::{
+    CacheOptions, GcPolicyConfig, Options, TreeOptions, ValueLogOptions, WriteBatch, WriteOptions,
+    DB,
+};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::collections::BTreeMap;
@@ -22,14 +25,23 @@ const PAIRS_PER_WRITER: u32 = 4;
 
 fn options(gc: GcPolicyConfig) -> Options {
     Options {
-        memtable_size: 32 << 10,
-        level1_max_bytes: 128 << 10,
-        target_file_size: 32 << 10,
-        l0_compaction_trigger: 2,
-        min_blob_size: 64,
-        blob_file_size: 64 << 10,
-        block_cache_capacity: 64 << 10,
-        gc,
+        tree: TreeOptions {
+            memtable_size: 32 << 10,
+            level1_max_bytes: 128 << 10,
+            target_file_size: 32 << 10,
+            l0_compaction_trigger: 2,
+            ..Default::default()
+        },
+        vlog: ValueLogOptions {
+            min_blob_size: 64,
+            blob_file_size: 64 << 10,
+            gc,
+            ..Default::default()
+        },
+        cache: CacheOptions {
+            block_cache_capacity: 64 << 10,
+            ..Default::default()
+        },
         ..Options::default()
     }
 }

@@ -1,7 +1,7 @@
 //! Damaged files: each is detected and reported with a typed error naming the file; nothing
 //! panics and no wrong data is returned.
 
-use halflife_engine::{Error, GcPolicyConfig, Options, DB};
+use halflife_engine::{Error, GcPolicyConfig, Options, TreeOptions, ValueLogOptions, DB};
 use std::path::Path;
 use testkit::files_with_ext as files;
 
@@ -13,8 +13,11 @@ fn flip(path: &Path, at: usize) {
 
 fn opts(gc: GcPolicyConfig) -> Options {
     Options {
-        gc,
-        min_blob_size: 100,
+        vlog: ValueLogOptions {
+            gc,
+            min_blob_size: 100,
+            ..Default::default()
+        },
         ..Options::default()
     }
 }
@@ -154,7 +157,10 @@ fn bad_input_gets_typed_errors() {
         DB::open(
             d2.path().join("x"),
             Options {
-                growth_factor: 0.5,
+                tree: TreeOptions {
+                    growth_factor: 0.5,
+                    ..Default::default()
+                },
                 ..Options::default()
             }
         ),

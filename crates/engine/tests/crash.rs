@@ -4,7 +4,10 @@
 //! files make kills land inside flushes, compactions and GC jobs too.
 
 use halflife_engine::lifetime::{GbmParams, ThresholdParams};
-use halflife_engine::{GcPolicyConfig, GcTrigger, LifetimeOptions, Options, WriteOptions, DB};
+use halflife_engine::{
+    GcPolicyConfig, GcTrigger, LifetimeOptions, Options, TreeOptions, ValueLogOptions, WalOptions,
+    WriteOptions, DB,
+};
 use rand::{Rng, SeedableRng};
 
 use std::process::Command;
@@ -29,30 +32,39 @@ fn options(policy: &str) -> Options {
         None => (policy, GcTrigger::SpaceAmp { target: 1.1 }),
     };
     Options {
-        memtable_size: 32 << 10,
-        level1_max_bytes: 128 << 10,
-        target_file_size: 32 << 10,
-        l0_compaction_trigger: 2,
-        growth_factor: 4.0,
-        num_levels: 4,
-        min_blob_size: 100,
-        blob_file_size: 64 << 10,
-        gc: name.parse().unwrap(),
-        value_log_wal,
-        // Lifetime policies: short TTLs and a small dataset, so that kills also land in
-        // GC jobs, index-map writes and model training/saving.
-        lifetime: LifetimeOptions {
-            thresholds: ThresholdParams {
-                initial_ttl: if trigger == GcTrigger::Ttl { 150 } else { 400 },
-                ..ThresholdParams::default()
+        tree: TreeOptions {
+            memtable_size: 32 << 10,
+            level1_max_bytes: 128 << 10,
+            target_file_size: 32 << 10,
+            l0_compaction_trigger: 2,
+            growth_factor: 4.0,
+            num_levels: 4,
+            ..Default::default()
+        },
+        wal: WalOptions {
+            value_log_wal,
+            ..Default::default()
+        },
+        vlog: ValueLogOptions {
+            min_blob_size: 100,
+            blob_file_size: 64 << 10,
+            gc: name.parse().unwrap(),
+            // Lifetime policies: short TTLs and a small dataset, so that kills also land in
+            // GC jobs, index-map writes and model training/saving.
+            lifetime: LifetimeOptions {
+                thresholds: ThresholdParams {
+                    initial_ttl: if trigger == GcTrigger::Ttl { 150 } else { 400 },
+                    ..ThresholdParams::default()
+                },
+                dataset_capacity: 32,
+                gbm: GbmParams {
+                    iterations: 5,
+                    ..GbmParams::default()
+                },
+                trigger,
+                ..LifetimeOptions::default()
             },
-            dataset_capacity: 32,
-            gbm: GbmParams {
-                iterations: 5,
-                ..GbmParams::default()
-            },
-            trigger,
-            ..LifetimeOptions::default()
+            ..Default::default()
         },
         ..Options::default()
     }
@@ -66,7 +78,7 @@ fn key(i: u64, keys: u64) -> Vec<u8> {
 /// How many keys the writer of `policy` cycles through. Index-map GC policies write fewer,
 /// so that the thousand-odd synced writes of a test make garbage and GC jobs run.
 fn keys_for(policy: &str) -> u64 {
-    if options(policy).gc.uses_index_maps() {
+    if options(policy).vlog.gc.uses_index_maps() {
         200
     } else {
         3000
@@ -169,7 +181,7 @@ fn crash_rounds_with(policy: &str, seed: u64, rounds: usize, sync: bool) {
         drop(v);
         // A TTL job that finds only garbage leaves no file behind: after the last round,
         // the same writes continued in this process show that they make GC jobs.
-        if round + 1 == rounds && !saw_gc && options(policy).gc.uses_index_maps() {
+        if round + 1 == rounds && !saw_gc && options(policy).vlog.gc.uses_index_maps() {
             for i in next..next + 1000 {
                 db.put(&key(i, keys_for(policy)), &value(i)).unwrap();
             }
@@ -179,7 +191,7 @@ fn crash_rounds_with(policy: &str, seed: u64, rounds: usize, sync: bool) {
         db.close().unwrap();
     }
     assert!(next > 100, "the child acknowledged only {next} writes");
-    if options(policy).gc.uses_index_maps() {
+    if options(policy).vlog.gc.uses_index_maps() {
         assert!(
             saw_gc,
             "no GC job was installed in {rounds} rounds ({next} writes)"
@@ -238,7 +250,7 @@ fn crash_terark_during_gc() {
 #[test]
 fn every_policy_name_is_accepted_by_the_child() {
     for p in GcPolicyConfig::NAMES {
-        assert_eq!(options(p).gc.name(), p);
+        assert_eq!(options(p).vlog.gc.name(), p);
     }
 }
 

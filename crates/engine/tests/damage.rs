@@ -18,8 +18,8 @@ use halflife_engine::lifetime::{GbmParams, ThresholdParams};
 use halflife_engine::repair::repair;
 use halflife_engine::sst::format::{Footer, FOOTER_LEN};
 use halflife_engine::{
-    Error, GcPolicyConfig, GcTrigger, LifetimeMode, LifetimeOptions, Options, WriteBatch,
-    WriteOptions, DB,
+    Error, GcPolicyConfig, GcTrigger, LifetimeMode, LifetimeOptions, Options, TreeOptions,
+    ValueLogOptions, WalOptions, WriteBatch, WriteOptions, DB,
 };
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -29,34 +29,43 @@ use std::sync::OnceLock;
 
 fn opts() -> Options {
     Options {
-        memtable_size: 192 << 10,
-        level1_max_bytes: 128 << 10,
-        target_file_size: 16 << 10,
-        l0_compaction_trigger: 2,
-        num_levels: 4,
-        min_blob_size: 100,
-        blob_file_size: 32 << 10,
-        // The WAL holds whole values, so that its damage cases span several blocks (the
-        // value log as the WAL has its own damage tests in `value_log_wal.rs`).
-        value_log_wal: false,
-        gc: GcPolicyConfig::Lifetime {
-            mode: LifetimeMode::Learned,
+        tree: TreeOptions {
+            memtable_size: 192 << 10,
+            level1_max_bytes: 128 << 10,
+            target_file_size: 16 << 10,
+            l0_compaction_trigger: 2,
+            num_levels: 4,
+            ..Default::default()
         },
-        lifetime: LifetimeOptions {
-            thresholds: ThresholdParams {
-                initial_ttl: 1500,
-                ..ThresholdParams::default()
+        wal: WalOptions {
+            // The WAL holds whole values, so that its damage cases span several blocks (the
+            // value log as the WAL has its own damage tests in `value_log_wal.rs`).
+            value_log_wal: false,
+            ..Default::default()
+        },
+        vlog: ValueLogOptions {
+            min_blob_size: 100,
+            blob_file_size: 32 << 10,
+            gc: GcPolicyConfig::Lifetime {
+                mode: LifetimeMode::Learned,
             },
-            dataset_capacity: 200,
-            gbm: GbmParams {
-                iterations: 5,
-                ..GbmParams::default()
+            lifetime: LifetimeOptions {
+                thresholds: ThresholdParams {
+                    initial_ttl: 1500,
+                    ..ThresholdParams::default()
+                },
+                dataset_capacity: 200,
+                gbm: GbmParams {
+                    iterations: 5,
+                    ..GbmParams::default()
+                },
+                value_size_feature: false,
+                max_gc_batch_bytes: 1 << 20,
+                // The fixture needs a trained model: paper 000's trigger trains one.
+                trigger: GcTrigger::Ttl,
+                ..LifetimeOptions::default()
             },
-            value_size_feature: false,
-            max_gc_batch_bytes: 1 << 20,
-            // The fixture needs a trained model: paper 000's trigger trains one.
-            trigger: GcTrigger::Ttl,
-            ..LifetimeOptions::default()
+            ..Default::default()
         },
         ..Options::default()
     }

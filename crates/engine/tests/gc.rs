@@ -2,7 +2,10 @@
 
 use halflife_engine::io::IoCause;
 use halflife_engine::lifetime::ThresholdParams;
-use halflife_engine::{GcPolicyConfig, GcTrigger, LifetimeMode, LifetimeOptions, Options, DB};
+use halflife_engine::{
+    GcPolicyConfig, GcTrigger, LifetimeMode, LifetimeOptions, Options, TreeOptions,
+    ValueLogOptions, WalOptions, DB,
+};
 use std::path::Path;
 
 fn opts(gc: GcPolicyConfig) -> Options {
@@ -11,23 +14,29 @@ fn opts(gc: GcPolicyConfig) -> Options {
 
 fn opts_triggered(gc: GcPolicyConfig, trigger: GcTrigger) -> Options {
     Options {
-        memtable_size: 64 << 10,
-        level1_max_bytes: 256 << 10,
-        target_file_size: 64 << 10,
-        l0_compaction_trigger: 2,
-        num_levels: 4,
-        min_blob_size: 100,
-        blob_file_size: 64 << 10,
-        gc,
-        // Lifetime policy: a TTL of 150 writes, shorter than the 200 writes between two
-        // versions of a key, so that GC finds valid values to move.
-        lifetime: LifetimeOptions {
-            thresholds: ThresholdParams {
-                initial_ttl: 150,
-                ..ThresholdParams::default()
+        tree: TreeOptions {
+            memtable_size: 64 << 10,
+            level1_max_bytes: 256 << 10,
+            target_file_size: 64 << 10,
+            l0_compaction_trigger: 2,
+            num_levels: 4,
+            ..Default::default()
+        },
+        vlog: ValueLogOptions {
+            min_blob_size: 100,
+            blob_file_size: 64 << 10,
+            gc,
+            // Lifetime policy: a TTL of 150 writes, shorter than the 200 writes between two
+            // versions of a key, so that GC finds valid values to move.
+            lifetime: LifetimeOptions {
+                thresholds: ThresholdParams {
+                    initial_ttl: 150,
+                    ..ThresholdParams::default()
+                },
+                trigger,
+                ..LifetimeOptions::default()
             },
-            trigger,
-            ..LifetimeOptions::default()
+            ..Default::default()
         },
         ..Options::default()
     }
@@ -163,15 +172,21 @@ fn counted_bytes_equal_file_sizes() {
 
 fn counted_bytes_with(value_log_wal: bool) {
     let dir = tempfile::tempdir().unwrap();
-    let db = DB::open(
-        dir.path(),
+    let db = DB::open(dir.path(), {
+        let base = opts(GcPolicyConfig::blobdb());
         Options {
-            l0_compaction_trigger: 8,
-            l0_stop_writes_trigger: 20,
-            value_log_wal,
-            ..opts(GcPolicyConfig::blobdb())
-        },
-    )
+            tree: TreeOptions {
+                l0_compaction_trigger: 8,
+                l0_stop_writes_trigger: 20,
+                ..base.tree
+            },
+            wal: WalOptions {
+                value_log_wal,
+                ..base.wal
+            },
+            ..base
+        }
+    })
     .unwrap();
     for k in 0..300u32 {
         db.put(format!("key{k:04}").as_bytes(), &value(k, 0))
@@ -273,14 +288,20 @@ fn space_amp_gc_keeps_values_snapshots_read() {
 fn space_amp_gc_reclaims_overwritten_values_placed_by_history() {
     // Flush places the values (with the value log as the WAL the write path places them;
     // `tests/placement.rs` covers that).
-    let (s, live) = overwrite_and_collect_with(Options {
-        value_log_wal: false,
-        ..opts_triggered(
+    let (s, live) = overwrite_and_collect_with({
+        let base = opts_triggered(
             GcPolicyConfig::Lifetime {
                 mode: LifetimeMode::Learned,
             },
             GcTrigger::SpaceAmp { target: 1.25 },
-        )
+        );
+        Options {
+            wal: WalOptions {
+                value_log_wal: false,
+                ..base.wal
+            },
+            ..base
+        }
     });
     assert!(s.gc_jobs > 0, "no GC job ran");
     assert_eq!(s.gc_writeback_entries, 0);

@@ -7,36 +7,45 @@ use halflife_engine::lifetime::{GbmParams, ThresholdParams};
 use halflife_engine::memtable::seek_key;
 use halflife_engine::types::ValueKind;
 use halflife_engine::vlog::ValuePointer;
-use halflife_engine::{GcPolicyConfig, GcTrigger, LifetimeMode, LifetimeOptions, Options, DB};
+use halflife_engine::{
+    GcPolicyConfig, GcTrigger, LifetimeMode, LifetimeOptions, Options, TreeOptions,
+    ValueLogOptions, DB,
+};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::path::Path;
 
 fn opts(mode: LifetimeMode, ttl: u64) -> Options {
     Options {
-        memtable_size: 64 << 10,
-        level1_max_bytes: 256 << 10,
-        target_file_size: 64 << 10,
-        l0_compaction_trigger: 2,
-        num_levels: 4,
-        min_blob_size: 100,
-        blob_file_size: 64 << 10,
-        gc: GcPolicyConfig::Lifetime { mode },
-        lifetime: LifetimeOptions {
-            thresholds: ThresholdParams {
-                initial_ttl: ttl,
-                ..ThresholdParams::default()
+        tree: TreeOptions {
+            memtable_size: 64 << 10,
+            level1_max_bytes: 256 << 10,
+            target_file_size: 64 << 10,
+            l0_compaction_trigger: 2,
+            num_levels: 4,
+            ..Default::default()
+        },
+        vlog: ValueLogOptions {
+            min_blob_size: 100,
+            blob_file_size: 64 << 10,
+            gc: GcPolicyConfig::Lifetime { mode },
+            lifetime: LifetimeOptions {
+                thresholds: ThresholdParams {
+                    initial_ttl: ttl,
+                    ..ThresholdParams::default()
+                },
+                dataset_capacity: 200,
+                gbm: GbmParams {
+                    iterations: 10,
+                    ..GbmParams::default()
+                },
+                value_size_feature: false,
+                max_gc_batch_bytes: 1 << 20,
+                // Paper 000's mechanism: the model and the TTL thresholds.
+                trigger: GcTrigger::Ttl,
+                ..LifetimeOptions::default()
             },
-            dataset_capacity: 200,
-            gbm: GbmParams {
-                iterations: 10,
-                ..GbmParams::default()
-            },
-            value_size_feature: false,
-            max_gc_batch_bytes: 1 << 20,
-            // Paper 000's mechanism: the model and the TTL thresholds.
-            trigger: GcTrigger::Ttl,
-            ..LifetimeOptions::default()
+            ..Default::default()
         },
         ..Options::default()
     }
@@ -197,13 +206,16 @@ fn pointers_written_under_another_policy_are_linked_and_collected() {
     let o = opts(LifetimeMode::Learned, 300);
     {
         // Pointers without feature records.
-        let db = DB::open(
-            dir.path(),
+        let db = DB::open(dir.path(), {
+            let base = o.clone();
             Options {
-                gc: GcPolicyConfig::blobdb(),
-                ..o.clone()
-            },
-        )
+                vlog: ValueLogOptions {
+                    gc: GcPolicyConfig::blobdb(),
+                    ..base.vlog
+                },
+                ..base
+            }
+        })
         .unwrap();
         for k in 0..200u32 {
             db.put(format!("k{k:05}").as_bytes(), &value(k, 0)).unwrap();
@@ -253,8 +265,8 @@ fn stats_name_the_policy_and_its_placement() {
     for (gc, trigger, policy, placement) in cases {
         let dir = tempfile::tempdir().unwrap();
         let mut o = opts(LifetimeMode::Learned, 2000);
-        o.gc = gc.parse().unwrap();
-        o.lifetime.trigger = trigger;
+        o.vlog.gc = gc.parse().unwrap();
+        o.vlog.lifetime.trigger = trigger;
         let db = DB::open(dir.path(), o).unwrap();
         let s = db.stats();
         assert_eq!(

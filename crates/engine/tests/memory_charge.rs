@@ -3,7 +3,10 @@
 //! while a table is open, the value index maps and the lifetime policies' tables after
 //! every background job. Blocks get only what is left of the capacity.
 
-use halflife_engine::{GcPolicyConfig, LifetimeOptions, Options, DB};
+use halflife_engine::{
+    CacheOptions, GcPolicyConfig, LifetimeOptions, Options, TreeOptions, ValueLogOptions,
+    WalOptions, DB,
+};
 
 fn key(i: u64) -> Vec<u8> {
     format!("key{i:06}").into_bytes()
@@ -17,12 +20,21 @@ fn value(i: u64, round: u64, len: usize) -> Vec<u8> {
 
 fn small_tree(cache: usize) -> Options {
     Options {
-        memtable_size: 64 << 10,
-        target_file_size: 64 << 10,
-        level1_max_bytes: 256 << 10,
-        block_cache_capacity: cache,
-        min_blob_size: 512,
-        blob_file_size: 64 << 10,
+        tree: TreeOptions {
+            memtable_size: 64 << 10,
+            target_file_size: 64 << 10,
+            level1_max_bytes: 256 << 10,
+            ..Default::default()
+        },
+        vlog: ValueLogOptions {
+            min_blob_size: 512,
+            blob_file_size: 64 << 10,
+            ..Default::default()
+        },
+        cache: CacheOptions {
+            block_cache_capacity: cache,
+            ..Default::default()
+        },
         ..Options::default()
     }
 }
@@ -30,10 +42,19 @@ fn small_tree(cache: usize) -> Options {
 #[test]
 fn open_tables_charge_their_index_and_filter_blocks() {
     let dir = tempfile::tempdir().unwrap();
-    let opts = Options {
-        gc: GcPolicyConfig::Inline,
-        value_log_wal: false,
-        ..small_tree(4 << 20)
+    let opts = {
+        let base = small_tree(4 << 20);
+        Options {
+            wal: WalOptions {
+                value_log_wal: false,
+                ..base.wal
+            },
+            vlog: ValueLogOptions {
+                gc: GcPolicyConfig::Inline,
+                ..base.vlog
+            },
+            ..base
+        }
     };
     let read_all = |db: &DB| {
         for i in 0..3000 {
@@ -78,13 +99,19 @@ fn lifetime_tables_leave_blocks_only_the_rest_of_the_cache() {
     let dir = tempfile::tempdir().unwrap();
     // The default policy (learned lifetime, value log as the WAL) with a write history
     // of 64K slots (1 MiB) and 1 MiB of recent pointers, in a 4 MiB cache.
-    let opts = Options {
-        lifetime: LifetimeOptions {
-            write_history_slots: 1 << 16,
-            recent_pointer_bytes: 1 << 20,
-            ..LifetimeOptions::default()
-        },
-        ..small_tree(4 << 20)
+    let opts = {
+        let base = small_tree(4 << 20);
+        Options {
+            vlog: ValueLogOptions {
+                lifetime: LifetimeOptions {
+                    write_history_slots: 1 << 16,
+                    recent_pointer_bytes: 1 << 20,
+                    ..LifetimeOptions::default()
+                },
+                ..base.vlog
+            },
+            ..base
+        }
     };
     let db = DB::open(dir.path(), opts).unwrap();
     let at_open = db.stats().cache.reserved;
@@ -114,12 +141,18 @@ fn lifetime_tables_leave_blocks_only_the_rest_of_the_cache() {
 #[test]
 fn charges_larger_than_the_cache_leave_no_block_cached_and_reads_still_work() {
     let dir = tempfile::tempdir().unwrap();
-    let opts = Options {
-        lifetime: LifetimeOptions {
-            write_history_slots: 1 << 18, // 4 MiB, the whole cache
-            ..LifetimeOptions::default()
-        },
-        ..small_tree(4 << 20)
+    let opts = {
+        let base = small_tree(4 << 20);
+        Options {
+            vlog: ValueLogOptions {
+                lifetime: LifetimeOptions {
+                    write_history_slots: 1 << 18, // 4 MiB, the whole cache
+                    ..LifetimeOptions::default()
+                },
+                ..base.vlog
+            },
+            ..base
+        }
     };
     let db = DB::open(dir.path(), opts).unwrap();
     for i in 0..2000 {

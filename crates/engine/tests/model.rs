@@ -4,8 +4,9 @@
 
 use halflife_engine::lifetime::{GbmParams, ThresholdParams};
 use halflife_engine::{
-    CacheWarmingConfig, CompactionStyle, GcPolicyConfig, GcTrigger, LearnedParams, LifetimeMode,
-    LifetimeOptions, LifetimeOracle, Options, WriteBatch, WriteOptions, DB,
+    CacheOptions, CacheWarmingConfig, CompactionStyle, GcPolicyConfig, GcTrigger, LearnedParams,
+    LifetimeMode, LifetimeOptions, LifetimeOracle, Options, TreeOptions, ValueLogOptions,
+    WalOptions, WriteBatch, WriteOptions, DB,
 };
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -16,45 +17,54 @@ use testkit::{check_scan, key, value};
 
 fn small_options(gc: GcPolicyConfig, dynamic_level_bytes: bool) -> Options {
     Options {
-        dynamic_level_bytes,
-        memtable_size: 16 << 10,
-        level1_max_bytes: 64 << 10,
-        target_file_size: 16 << 10,
-        l0_compaction_trigger: 2,
-        growth_factor: 4.0,
-        num_levels: 4,
-        min_blob_size: 64,
-        blob_file_size: 32 << 10,
-        block_cache_capacity: 64 << 10,
-        lifetime: LifetimeOptions {
-            // TTLs of a few hundred writes and a tiny dataset, so that GC jobs, training
-            // and model-driven placement all happen within a few thousand operations.
-            thresholds: ThresholdParams {
-                initial_ttl: 300,
-                ..ThresholdParams::default()
-            },
-            dataset_capacity: 64,
-            gbm: GbmParams {
-                iterations: 5,
-                ..GbmParams::default()
-            },
-            value_size_feature: true,
-            max_gc_batch_bytes: 64 << 10,
-            trigger: GcTrigger::default(),
-            // A write history far smaller than the keys: evictions and tag collisions
-            // misplace values, which must cost bytes only, never a value.
-            write_history_slots: 64,
-            // The finder's recent pointers far fewer than the keys (two generations of 16
-            // slots): keys are forgotten and looked up in the tree, and entries are left
-            // stale by tables compacted before they were searched. A wrong entry would mark
-            // a live record dead, and GC would drop a value.
-            recent_pointer_bytes: 32 * halflife_engine::vlog::recent_pointers::SLOT_BYTES,
+        tree: TreeOptions {
+            dynamic_level_bytes,
+            memtable_size: 16 << 10,
+            level1_max_bytes: 64 << 10,
+            target_file_size: 16 << 10,
+            l0_compaction_trigger: 2,
+            growth_factor: 4.0,
+            num_levels: 4,
+            // The leveled runs check each level holds one run; `model_auto_style` covers the
+            // default, which may tier.
+            compaction_style: CompactionStyle::Leveled,
+            ..Default::default()
         },
-        lifetime_oracle: Some(Arc::new(EveryKeyAgainSoon)),
-        gc,
-        // The leveled runs check each level holds one run; `model_auto_style` covers the
-        // default, which may tier.
-        compaction_style: CompactionStyle::Leveled,
+        vlog: ValueLogOptions {
+            min_blob_size: 64,
+            blob_file_size: 32 << 10,
+            lifetime: LifetimeOptions {
+                // TTLs of a few hundred writes and a tiny dataset, so that GC jobs, training
+                // and model-driven placement all happen within a few thousand operations.
+                thresholds: ThresholdParams {
+                    initial_ttl: 300,
+                    ..ThresholdParams::default()
+                },
+                dataset_capacity: 64,
+                gbm: GbmParams {
+                    iterations: 5,
+                    ..GbmParams::default()
+                },
+                value_size_feature: true,
+                max_gc_batch_bytes: 64 << 10,
+                trigger: GcTrigger::default(),
+                // A write history far smaller than the keys: evictions and tag collisions
+                // misplace values, which must cost bytes only, never a value.
+                write_history_slots: 64,
+                // The finder's recent pointers far fewer than the keys (two generations of 16
+                // slots): keys are forgotten and looked up in the tree, and entries are left
+                // stale by tables compacted before they were searched. A wrong entry would mark
+                // a live record dead, and GC would drop a value.
+                recent_pointer_bytes: 32 * halflife_engine::vlog::recent_pointers::SLOT_BYTES,
+            },
+            lifetime_oracle: Some(Arc::new(EveryKeyAgainSoon)),
+            gc,
+            ..Default::default()
+        },
+        cache: CacheOptions {
+            block_cache_capacity: 64 << 10,
+            ..Default::default()
+        },
         ..Options::default()
     }
 }
@@ -113,9 +123,12 @@ fn run_model_triggered(mode: LifetimeMode, trigger: GcTrigger, seed: u64, steps:
     let runs = run_model_with(&gc, seed, steps, &|_| {
         let o = small_options(gc.clone(), true);
         Options {
-            lifetime: LifetimeOptions {
-                trigger,
-                ..o.lifetime.clone()
+            vlog: ValueLogOptions {
+                lifetime: LifetimeOptions {
+                    trigger,
+                    ..o.vlog.lifetime.clone()
+                },
+                ..o.vlog
             },
             ..o
         }
@@ -134,9 +147,15 @@ fn run_model_warmed(
     dynamic: bool,
     warming: CacheWarmingConfig,
 ) {
-    let runs = run_model_with(&gc, seed, steps, &|_| Options {
-        cache_warming: warming.clone(),
-        ..small_options(gc.clone(), dynamic)
+    let runs = run_model_with(&gc, seed, steps, &|_| {
+        let base = small_options(gc.clone(), dynamic);
+        Options {
+            cache: CacheOptions {
+                cache_warming: warming.clone(),
+                ..base.cache
+            },
+            ..base
+        }
     });
     assert!(runs <= 1, "leveled: {runs} runs in one level");
 }
@@ -147,14 +166,20 @@ fn run_model_warmed(
 fn run_model_tiered(gc: GcPolicyConfig, seed: u64, steps: usize, f: f64, switch: bool) {
     let runs = run_model_with(&gc, seed, steps, &|opening| {
         let tiered = !switch || (opening / 8) % 2 == 0;
-        Options {
-            compaction_style: if tiered {
-                CompactionStyle::Tiered
-            } else {
-                CompactionStyle::Leveled
-            },
-            growth_factor: f,
-            ..small_options(gc.clone(), true)
+        {
+            let base = small_options(gc.clone(), true);
+            Options {
+                tree: TreeOptions {
+                    compaction_style: if tiered {
+                        CompactionStyle::Tiered
+                    } else {
+                        CompactionStyle::Leveled
+                    },
+                    growth_factor: f,
+                    ..base.tree
+                },
+                ..base
+            }
         }
     });
     // Levels below L0 really held several overlapping runs at times.
@@ -282,12 +307,12 @@ fn run_model_with(
             sums.lazy_rewrites > 0,
             "no pointer was rewritten through a map"
         );
-        let ttl = options(0).lifetime.trigger == GcTrigger::Ttl;
+        let ttl = options(0).vlog.lifetime.trigger == GcTrigger::Ttl;
         if let Some(mode) = gc.lifetime_mode() {
             // Compaction links feature records for their readers only: the classifier
             // (TTL trigger) and the history predictor where the write path does not place
             // values from its write history (the value log as the WAL).
-            let vwal_off = (0..=openings).any(|o| !options(o).value_log_wal);
+            let vwal_off = (0..=openings).any(|o| !options(o).wal.value_log_wal);
             let read = ttl || (mode == LifetimeMode::Learned && vwal_off);
             assert_eq!(sums.links > 0, read, "{} records linked", sums.links);
             assert!(sums.gc_records > 0);
@@ -579,9 +604,15 @@ fn model_auto_style_lifetime() {
     let gc = GcPolicyConfig::Lifetime {
         mode: LifetimeMode::Learned,
     };
-    run_model_with(&gc, 17, 3000, &|_| Options {
-        compaction_style: CompactionStyle::Auto,
-        ..small_options(gc.clone(), true)
+    run_model_with(&gc, 17, 3000, &|_| {
+        let base = small_options(gc.clone(), true);
+        Options {
+            tree: TreeOptions {
+                compaction_style: CompactionStyle::Auto,
+                ..base.tree
+            },
+            ..base
+        }
     });
 }
 
@@ -597,17 +628,29 @@ fn model_two_compaction_threads() {
         (19, CompactionStyle::Tiered),
         (20, CompactionStyle::Auto),
     ] {
-        run_model_with(&gc, seed, 3000, &|_| Options {
-            compaction_style: style,
-            background_compactions: 2,
-            ..small_options(gc.clone(), true)
+        run_model_with(&gc, seed, 3000, &|_| {
+            let base = small_options(gc.clone(), true);
+            Options {
+                background_compactions: 2,
+                tree: TreeOptions {
+                    compaction_style: style,
+                    ..base.tree
+                },
+                ..base
+            }
         });
     }
-    run_model_with(&GcPolicyConfig::blobdb(), 21, 3000, &|_| Options {
-        compaction_style: CompactionStyle::Tiered,
-        growth_factor: 2.0,
-        background_compactions: 2,
-        ..small_options(GcPolicyConfig::blobdb(), true)
+    run_model_with(&GcPolicyConfig::blobdb(), 21, 3000, &|_| {
+        let base = small_options(GcPolicyConfig::blobdb(), true);
+        Options {
+            background_compactions: 2,
+            tree: TreeOptions {
+                compaction_style: CompactionStyle::Tiered,
+                growth_factor: 2.0,
+                ..base.tree
+            },
+            ..base
+        }
     });
 }
 
@@ -619,9 +662,15 @@ fn model_switching_between_tiered_and_leveled() {
 #[test]
 fn growth_factor_auto_shapes_the_tree_from_measured_compactions() {
     let dir = tempfile::tempdir().unwrap();
-    let opts = Options {
-        auto_shape: Some(halflife_engine::AutoShapeConfig::new(2 << 20)),
-        ..small_options(GcPolicyConfig::Inline, true)
+    let opts = {
+        let base = small_options(GcPolicyConfig::Inline, true);
+        Options {
+            tree: TreeOptions {
+                auto_shape: Some(halflife_engine::AutoShapeConfig::new(2 << 20)),
+                ..base.tree
+            },
+            ..base
+        }
     };
     let db = DB::open(dir.path(), opts).unwrap();
     let first = db.stats().shape.expect("a choice is made at open");
@@ -651,9 +700,15 @@ fn growth_factor_auto_shapes_the_tree_from_measured_compactions() {
 /// The value log as the WAL, switched off at every third opening (a database written with
 /// it is read and written without it, and back).
 fn run_model_value_log_wal(gc: GcPolicyConfig, seed: u64, steps: usize) {
-    run_model_with(&gc, seed, steps, &|opening| Options {
-        value_log_wal: opening % 3 != 2,
-        ..small_options(gc.clone(), true)
+    run_model_with(&gc, seed, steps, &|opening| {
+        let base = small_options(gc.clone(), true);
+        Options {
+            wal: WalOptions {
+                value_log_wal: opening % 3 != 2,
+                ..base.wal
+            },
+            ..base
+        }
     });
 }
 

@@ -4,7 +4,8 @@
 //! files stay near the target, and every value survives GC and a reopen.
 
 use halflife_engine::{
-    GcPolicyConfig, GcTrigger, LifetimeMode, LifetimeOptions, LifetimeOracle, Options, DB,
+    GcPolicyConfig, GcTrigger, LifetimeMode, LifetimeOptions, LifetimeOracle, Options, TreeOptions,
+    ValueLogOptions, DB,
 };
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -67,19 +68,25 @@ impl LifetimeOracle for Future {
 
 fn options(mode: LifetimeMode, target: f64, future: &Arc<Future>) -> Options {
     Options {
-        memtable_size: 128 << 10,
-        level1_max_bytes: 512 << 10,
-        target_file_size: 64 << 10,
-        l0_compaction_trigger: 2,
-        num_levels: 4,
-        min_blob_size: 100,
-        blob_file_size: 64 << 10,
-        gc: GcPolicyConfig::Lifetime { mode },
-        lifetime: LifetimeOptions {
-            trigger: GcTrigger::SpaceAmp { target },
-            ..LifetimeOptions::default()
+        tree: TreeOptions {
+            memtable_size: 128 << 10,
+            level1_max_bytes: 512 << 10,
+            target_file_size: 64 << 10,
+            l0_compaction_trigger: 2,
+            num_levels: 4,
+            ..Default::default()
         },
-        lifetime_oracle: Some(future.clone() as Arc<dyn LifetimeOracle>),
+        vlog: ValueLogOptions {
+            min_blob_size: 100,
+            blob_file_size: 64 << 10,
+            gc: GcPolicyConfig::Lifetime { mode },
+            lifetime: LifetimeOptions {
+                trigger: GcTrigger::SpaceAmp { target },
+                ..LifetimeOptions::default()
+            },
+            lifetime_oracle: Some(future.clone() as Arc<dyn LifetimeOracle>),
+            ..Default::default()
+        },
         ..Options::default()
     }
 }
@@ -162,13 +169,19 @@ fn knowing_deaths_copies_less_than_knowing_nothing() {
 fn garbage_found_at_flush_drives_gc_before_compaction_counts_it() {
     let future = Arc::new(Future::of(&[]));
     let dir = tempfile::tempdir().unwrap();
-    let o = Options {
-        // No compaction: L0 takes every flush (a tiered tree would merge L0 at its run
-        // trigger).
-        l0_compaction_trigger: 1000,
-        l0_stop_writes_trigger: 2000,
-        compaction_style: halflife_engine::CompactionStyle::Leveled,
-        ..options(LifetimeMode::Learned, 1.25, &future)
+    let o = {
+        let base = options(LifetimeMode::Learned, 1.25, &future);
+        Options {
+            tree: TreeOptions {
+                // No compaction: L0 takes every flush (a tiered tree would merge L0 at its run
+                // trigger).
+                l0_compaction_trigger: 1000,
+                l0_stop_writes_trigger: 2000,
+                compaction_style: halflife_engine::CompactionStyle::Leveled,
+                ..base.tree
+            },
+            ..base
+        }
     };
     let db = DB::open(dir.path(), o).unwrap();
     for round in 0..2 {
@@ -241,13 +254,19 @@ fn write_history_places_keys_whose_previous_write_is_flushed() {
 fn garbage_found_after_flush_spares_what_a_snapshot_reads() {
     let future = Arc::new(Future::of(&[]));
     let dir = tempfile::tempdir().unwrap();
-    let o = Options {
-        l0_compaction_trigger: 1000,
-        l0_slowdown_writes_trigger: 1000,
-        l0_stop_writes_trigger: 2000,
-        compaction_style: halflife_engine::CompactionStyle::Leveled,
-        // Far above three versions of every key: GC leaves the garbage where it is.
-        ..options(LifetimeMode::Learned, 5.0, &future)
+    let o = {
+        let base = options(LifetimeMode::Learned, 5.0, &future);
+        Options {
+            tree: TreeOptions {
+                l0_compaction_trigger: 1000,
+                l0_slowdown_writes_trigger: 1000,
+                l0_stop_writes_trigger: 2000,
+                compaction_style: halflife_engine::CompactionStyle::Leveled,
+                ..base.tree
+            },
+            // Far above three versions of every key: GC leaves the garbage where it is.
+            ..base
+        }
     };
     let db = DB::open(dir.path(), o).unwrap();
     let round = |r: usize| {
@@ -313,13 +332,19 @@ fn garbage_found_after_flush_spares_what_a_snapshot_reads() {
 fn gc_keeps_records_of_covered_files_without_lookups() {
     let future = Arc::new(Future::of(&[]));
     let dir = tempfile::tempdir().unwrap();
-    let o = || Options {
-        l0_compaction_trigger: 1000,
-        l0_slowdown_writes_trigger: 1000,
-        l0_stop_writes_trigger: 2000,
-        compaction_style: halflife_engine::CompactionStyle::Leveled,
-        // Low enough that every file of round 0 is collected.
-        ..options(LifetimeMode::Learned, 1.05, &future)
+    let o = || {
+        let base = options(LifetimeMode::Learned, 1.05, &future);
+        Options {
+            tree: TreeOptions {
+                l0_compaction_trigger: 1000,
+                l0_slowdown_writes_trigger: 1000,
+                l0_stop_writes_trigger: 2000,
+                compaction_style: halflife_engine::CompactionStyle::Leveled,
+                ..base.tree
+            },
+            // Low enough that every file of round 0 is collected.
+            ..base
+        }
     };
     let gc = |db: &DB| {
         let h = db.stats().lifetime.unwrap().gc_history;

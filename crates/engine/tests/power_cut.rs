@@ -25,7 +25,8 @@ use halflife_engine::io::IoCause;
 use halflife_engine::lifetime::{GbmParams, ThresholdParams};
 use halflife_engine::types::SeqNo;
 use halflife_engine::{
-    GcTrigger, LifetimeOptions, LifetimeOracle, Options, WriteBatch, WriteOptions, DB,
+    CacheOptions, GcTrigger, LifetimeOptions, LifetimeOracle, Options, TreeOptions,
+    ValueLogOptions, WalOptions, WriteBatch, WriteOptions, DB,
 };
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -61,37 +62,49 @@ fn options(policy: &str, vwal: bool) -> Options {
     };
     let gc: halflife_engine::GcPolicyConfig = name.parse().unwrap();
     Options {
-        memtable_size: 24 << 10,
-        level1_max_bytes: 96 << 10,
-        target_file_size: 24 << 10,
-        l0_compaction_trigger: 2,
-        growth_factor: 4.0,
-        num_levels: 4,
-        min_blob_size: 100,
-        blob_file_size: 24 << 10,
-        value_log_wal: vwal,
-        // Without the value log as the WAL, obsolete WALs are archived for the change
-        // stream (renamed into `archive/`, then purged), so cuts land in those steps too.
-        wal_size_limit: if vwal { 0 } else { 64 << 10 },
-        lifetime_oracle: gc
-            .lifetime_mode()
-            .is_some_and(|m| m.needs_oracle())
-            .then(|| Arc::new(NoFuture) as Arc<dyn LifetimeOracle>),
-        gc,
-        lifetime: LifetimeOptions {
-            thresholds: ThresholdParams {
-                initial_ttl: 150,
-                ..ThresholdParams::default()
-            },
-            dataset_capacity: 32,
-            gbm: GbmParams {
-                iterations: 3,
-                ..GbmParams::default()
-            },
-            trigger,
-            ..LifetimeOptions::default()
+        tree: TreeOptions {
+            memtable_size: 24 << 10,
+            level1_max_bytes: 96 << 10,
+            target_file_size: 24 << 10,
+            l0_compaction_trigger: 2,
+            growth_factor: 4.0,
+            num_levels: 4,
+            ..Default::default()
         },
-        block_cache_capacity: 1 << 20,
+        wal: WalOptions {
+            value_log_wal: vwal,
+            // Without the value log as the WAL, obsolete WALs are archived for the change
+            // stream (renamed into `archive/`, then purged), so cuts land in those steps too.
+            wal_size_limit: if vwal { 0 } else { 64 << 10 },
+            ..Default::default()
+        },
+        vlog: ValueLogOptions {
+            min_blob_size: 100,
+            blob_file_size: 24 << 10,
+            lifetime_oracle: gc
+                .lifetime_mode()
+                .is_some_and(|m| m.needs_oracle())
+                .then(|| Arc::new(NoFuture) as Arc<dyn LifetimeOracle>),
+            gc,
+            lifetime: LifetimeOptions {
+                thresholds: ThresholdParams {
+                    initial_ttl: 150,
+                    ..ThresholdParams::default()
+                },
+                dataset_capacity: 32,
+                gbm: GbmParams {
+                    iterations: 3,
+                    ..GbmParams::default()
+                },
+                trigger,
+                ..LifetimeOptions::default()
+            },
+            ..Default::default()
+        },
+        cache: CacheOptions {
+            block_cache_capacity: 1 << 20,
+            ..Default::default()
+        },
         ..Options::default()
     }
 }

@@ -2,15 +2,23 @@
 //! tail and with a damaged record in the middle of the WAL, and that whatever a mode passes
 //! over is reported and kept in `lost/`, never deleted.
 
-use halflife_engine::{Error, GcPolicyConfig, Options, WalRecoveryMode, WriteOptions, DB};
+use halflife_engine::{
+    Error, GcPolicyConfig, Options, ValueLogOptions, WalOptions, WalRecoveryMode, WriteOptions, DB,
+};
 use std::path::{Path, PathBuf};
 
 const N: u32 = 2000;
 
 fn opts(mode: WalRecoveryMode) -> Options {
     Options {
-        gc: GcPolicyConfig::Inline,
-        wal_recovery_mode: mode,
+        wal: WalOptions {
+            wal_recovery_mode: mode,
+            ..Default::default()
+        },
+        vlog: ValueLogOptions {
+            gc: GcPolicyConfig::Inline,
+            ..Default::default()
+        },
         ..Options::default()
     }
 }

@@ -1,12 +1,18 @@
 //! Writes survive repeated reopenings, with and without the WAL.
 
-use halflife_engine::{Options, DB};
+use halflife_engine::{Options, TreeOptions, WalOptions, DB};
 
 fn reopen_keeps_everything(use_wal: bool) {
     let dir = tempfile::tempdir().unwrap();
     let o = || Options {
-        memtable_size: 16 << 10,
-        use_wal,
+        tree: TreeOptions {
+            memtable_size: 16 << 10,
+            ..Default::default()
+        },
+        wal: WalOptions {
+            use_wal,
+            ..Default::default()
+        },
         ..Options::default()
     };
     for round in 0..4u32 {

@@ -5,7 +5,9 @@
 //! returns, and what a model says; a damaged value record read through the read-ahead is
 //! the same error, naming the file and the offset, at the same entry.
 
-use halflife_engine::{Error, GcPolicyConfig, Options, ReadOptions, Snapshot, DB};
+use halflife_engine::{
+    Error, GcPolicyConfig, Options, ReadOptions, Snapshot, TreeOptions, ValueLogOptions, DB,
+};
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
@@ -39,13 +41,19 @@ fn value(i: u32, version: u32) -> Vec<u8> {
 
 fn options(gc: GcPolicyConfig) -> Options {
     Options {
-        gc,
-        memtable_size: 128 << 10,
-        min_blob_size: 100,
-        blob_file_size: 256 << 10,
-        target_file_size: 64 << 10,
-        level1_max_bytes: 256 << 10,
-        l0_compaction_trigger: 2,
+        tree: TreeOptions {
+            memtable_size: 128 << 10,
+            target_file_size: 64 << 10,
+            level1_max_bytes: 256 << 10,
+            l0_compaction_trigger: 2,
+            ..Default::default()
+        },
+        vlog: ValueLogOptions {
+            gc,
+            min_blob_size: 100,
+            blob_file_size: 256 << 10,
+            ..Default::default()
+        },
         ..Options::default()
     }
 }

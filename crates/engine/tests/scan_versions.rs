@@ -2,7 +2,7 @@
 //! seeks instead of stepping (`DbStats::scan_reseeks`), and returns exactly the newest
 //! version each reader may see, with and without a snapshot, in memtables and tables.
 
-use halflife_engine::{Options, DB};
+use halflife_engine::{Options, TreeOptions, DB};
 use std::ops::Bound::Unbounded;
 
 fn scan(db: &DB, snap: Option<&halflife_engine::Snapshot>) -> Vec<(Vec<u8>, Vec<u8>)> {
@@ -23,7 +23,10 @@ fn a_key_with_many_versions_is_passed_by_a_seek_and_every_reader_sees_its_versio
     let db = DB::open(
         dir.path(),
         Options {
-            memtable_size: 64 << 20,
+            tree: TreeOptions {
+                memtable_size: 64 << 20,
+                ..Default::default()
+            },
             ..Options::default()
         },
     )

@@ -3,21 +3,27 @@
 //! values move into the tree its share grows and the tree goes back to leveled, merging
 //! its multi-run levels down; every value survives both switches and a reopen.
 
-use halflife_engine::{CompactionStyle, GcPolicyConfig, Options, DB};
+use halflife_engine::{CompactionStyle, GcPolicyConfig, Options, TreeOptions, ValueLogOptions, DB};
 use std::collections::BTreeMap;
 
 fn options() -> Options {
     Options {
-        compaction_style: CompactionStyle::Auto,
-        memtable_size: 256 << 10,
-        target_file_size: 64 << 10,
-        level1_max_bytes: 256 << 10,
-        l0_compaction_trigger: 2,
-        num_levels: 5,
-        min_blob_size: 256,
-        blob_file_size: 1 << 20,
-        // The learned default's knob: space amplification 1.5.
-        gc: "lifetime".parse::<GcPolicyConfig>().unwrap(),
+        tree: TreeOptions {
+            compaction_style: CompactionStyle::Auto,
+            memtable_size: 256 << 10,
+            target_file_size: 64 << 10,
+            level1_max_bytes: 256 << 10,
+            l0_compaction_trigger: 2,
+            num_levels: 5,
+            ..Default::default()
+        },
+        vlog: ValueLogOptions {
+            min_blob_size: 256,
+            blob_file_size: 1 << 20,
+            // The learned default's knob: space amplification 1.5.
+            gc: "lifetime".parse::<GcPolicyConfig>().unwrap(),
+            ..Default::default()
+        },
         ..Options::default()
     }
 }

@@ -5,7 +5,9 @@
 
 use halflife_engine::batch::WriteBatch;
 use halflife_engine::types::{SeqNo, ValueKind};
-use halflife_engine::{Error, GcPolicyConfig, Options, WriteOptions, DB};
+use halflife_engine::{
+    Error, GcPolicyConfig, Options, TreeOptions, ValueLogOptions, WalOptions, WriteOptions, DB,
+};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -17,16 +19,25 @@ enum Op {
 
 fn options(value_log_wal: bool, gc: GcPolicyConfig) -> Options {
     Options {
-        memtable_size: 64 << 10,
-        level1_max_bytes: 256 << 10,
-        target_file_size: 64 << 10,
-        l0_compaction_trigger: 2,
-        min_blob_size: 100,
-        blob_file_size: 64 << 10,
-        value_log_wal,
-        gc,
-        // Keep every obsolete WAL.
-        wal_size_limit: 1 << 40,
+        tree: TreeOptions {
+            memtable_size: 64 << 10,
+            level1_max_bytes: 256 << 10,
+            target_file_size: 64 << 10,
+            l0_compaction_trigger: 2,
+            ..Default::default()
+        },
+        wal: WalOptions {
+            value_log_wal,
+            // Keep every obsolete WAL.
+            wal_size_limit: 1 << 40,
+            ..Default::default()
+        },
+        vlog: ValueLogOptions {
+            min_blob_size: 100,
+            blob_file_size: 64 << 10,
+            gc,
+            ..Default::default()
+        },
         ..Options::default()
     }
 }
@@ -164,9 +175,15 @@ fn a_value_file_collected_by_gc_ends_the_stream_with_updates_gone() {
 #[test]
 fn without_an_archive_only_the_live_wals_are_streamed() {
     let dir = tempfile::tempdir().unwrap();
-    let opts = Options {
-        wal_size_limit: 0,
-        ..options(false, GcPolicyConfig::titan())
+    let opts = {
+        let base = options(false, GcPolicyConfig::titan());
+        Options {
+            wal: WalOptions {
+                wal_size_limit: 0,
+                ..base.wal
+            },
+            ..base
+        }
     };
     let db = DB::open(dir.path(), opts).unwrap();
     write(&db, 1000, 11, true);
@@ -188,9 +205,15 @@ fn without_an_archive_only_the_live_wals_are_streamed() {
 fn the_size_bound_drops_the_oldest_archived_wals_first() {
     let dir = tempfile::tempdir().unwrap();
     let limit = 256 << 10;
-    let opts = Options {
-        wal_size_limit: limit,
-        ..options(false, GcPolicyConfig::titan())
+    let opts = {
+        let base = options(false, GcPolicyConfig::titan());
+        Options {
+            wal: WalOptions {
+                wal_size_limit: limit,
+                ..base.wal
+            },
+            ..base
+        }
     };
     let db = DB::open(dir.path(), opts).unwrap();
     write(&db, 4000, 13, true);
@@ -210,8 +233,11 @@ fn the_size_bound_drops_the_oldest_archived_wals_first() {
 fn keeping_wals_without_a_wal_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let opts = Options {
-        use_wal: false,
-        wal_ttl_seconds: 60,
+        wal: WalOptions {
+            use_wal: false,
+            wal_ttl_seconds: 60,
+            ..Default::default()
+        },
         ..Options::default()
     };
     match DB::open(dir.path(), opts) {

@@ -3,20 +3,29 @@
 //! reopened without compression: each record names its codec), compressible values take
 //! less space, and a damaged compressed record is a corruption error naming its file.
 
-use halflife_engine::{Compression, GcPolicyConfig, LifetimeMode, Options, DB};
+use halflife_engine::{
+    Compression, GcPolicyConfig, LifetimeMode, Options, TreeOptions, ValueLogOptions, WalOptions,
+    DB,
+};
 use std::path::Path;
 
 fn options(gc: GcPolicyConfig, value_compression: Compression) -> Options {
     Options {
-        memtable_size: 64 << 10,
-        level1_max_bytes: 256 << 10,
-        target_file_size: 64 << 10,
-        l0_compaction_trigger: 2,
-        num_levels: 4,
-        min_blob_size: 100,
-        blob_file_size: 64 << 10,
-        gc,
-        value_compression,
+        tree: TreeOptions {
+            memtable_size: 64 << 10,
+            level1_max_bytes: 256 << 10,
+            target_file_size: 64 << 10,
+            l0_compaction_trigger: 2,
+            num_levels: 4,
+            ..Default::default()
+        },
+        vlog: ValueLogOptions {
+            min_blob_size: 100,
+            blob_file_size: 64 << 10,
+            gc,
+            value_compression,
+            ..Default::default()
+        },
         ..Options::default()
     }
 }
@@ -136,7 +145,10 @@ fn a_damaged_compressed_record_names_its_file() {
 #[test]
 fn value_compression_is_validated() {
     let bad = Options {
-        value_compression: Compression::Zstd { level: 40 },
+        vlog: ValueLogOptions {
+            value_compression: Compression::Zstd { level: 40 },
+            ..Default::default()
+        },
         ..Options::default()
     };
     let e = bad.validate().unwrap_err().to_string();
@@ -148,9 +160,15 @@ fn value_compression_is_validated() {
 #[test]
 fn compressed_values_in_the_value_log_wal_survive_a_reopen() {
     let dir = tempfile::tempdir().unwrap();
-    let o = Options {
-        value_log_wal: true,
-        ..options(GcPolicyConfig::titan(), Compression::Lz4)
+    let o = {
+        let base = options(GcPolicyConfig::titan(), Compression::Lz4);
+        Options {
+            wal: WalOptions {
+                value_log_wal: true,
+                ..base.wal
+            },
+            ..base
+        }
     };
     let db = DB::open(dir.path(), o.clone()).unwrap();
     for k in 0..40u32 {

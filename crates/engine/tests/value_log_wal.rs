@@ -1,11 +1,13 @@
-//! The value log as the write-ahead log of separated values (`Options::value_log_wal`):
+//! The value log as the write-ahead log of separated values (`Options::wal.value_log_wal`):
 //! each large value is written once, writes acknowledged before a crash come back from the
 //! value files through the WAL's pointers, a value append cut by the crash is cut off at
 //! open, and a damaged value record a WAL record points to fails open naming the file and
 //! offset.
 
 use halflife_engine::io::IoCause;
-use halflife_engine::{GcPolicyConfig, Options, WriteOptions, DB};
+use halflife_engine::{
+    GcPolicyConfig, Options, TreeOptions, ValueLogOptions, WalOptions, WriteOptions, DB,
+};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
@@ -16,13 +18,22 @@ const KEYS: u64 = 300;
 
 fn options(value_log_wal: bool) -> Options {
     Options {
-        // Large enough that the child's writes are never flushed: they live only in the
-        // WAL and the value files when it is killed.
-        memtable_size: 64 << 20,
-        min_blob_size: 100,
-        blob_file_size: 128 << 10,
-        gc: GcPolicyConfig::titan(),
-        value_log_wal,
+        tree: TreeOptions {
+            // Large enough that the child's writes are never flushed: they live only in the
+            // WAL and the value files when it is killed.
+            memtable_size: 64 << 20,
+            ..Default::default()
+        },
+        wal: WalOptions {
+            value_log_wal,
+            ..Default::default()
+        },
+        vlog: ValueLogOptions {
+            min_blob_size: 100,
+            blob_file_size: 128 << 10,
+            gc: GcPolicyConfig::titan(),
+            ..Default::default()
+        },
         ..Options::default()
     }
 }
@@ -197,9 +208,15 @@ fn each_large_value_is_written_once() {
     let mut written = Vec::new();
     for vwal in [false, true] {
         let dir = tempfile::tempdir().unwrap();
-        let o = Options {
-            memtable_size: 256 << 10,
-            ..options(vwal)
+        let o = {
+            let base = options(vwal);
+            Options {
+                tree: TreeOptions {
+                    memtable_size: 256 << 10,
+                    ..base.tree
+                },
+                ..base
+            }
         };
         let db = DB::open(dir.path(), o.clone()).unwrap();
         for round in 0..3 {

@@ -3,7 +3,10 @@
 //! never pushes the cache past its capacity.
 
 use halflife_engine::warming::{KeySet, ReadOracle, ReadOracleHandle};
-use halflife_engine::{CacheWarmingConfig, DbStats, GcPolicyConfig, LearnedParams, Options, DB};
+use halflife_engine::{
+    CacheOptions, CacheWarmingConfig, DbStats, GcPolicyConfig, LearnedParams, Options,
+    TableOptions, TreeOptions, ValueLogOptions, DB,
+};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::collections::HashMap;
@@ -11,20 +14,31 @@ use std::sync::Arc;
 
 fn options(warming: CacheWarmingConfig) -> Options {
     Options {
-        memtable_size: 32 << 10,
-        level1_max_bytes: 128 << 10,
-        target_file_size: 32 << 10,
-        l0_compaction_trigger: 2,
-        growth_factor: 4.0,
-        num_levels: 4,
-        block_size: 1024,
-        block_cache_capacity: 256 << 10,
-        gc: GcPolicyConfig::Inline,
         // One compaction at a time: with two, which one installs first (and so which
         // cached blocks are invalidated before which reads) depends on scheduling.
         background_compactions: 1,
-        cache_warming: warming,
-        warming_accounting: true,
+        tree: TreeOptions {
+            memtable_size: 32 << 10,
+            level1_max_bytes: 128 << 10,
+            target_file_size: 32 << 10,
+            l0_compaction_trigger: 2,
+            growth_factor: 4.0,
+            num_levels: 4,
+            ..Default::default()
+        },
+        table: TableOptions {
+            block_size: 1024,
+            ..Default::default()
+        },
+        vlog: ValueLogOptions {
+            gc: GcPolicyConfig::Inline,
+            ..Default::default()
+        },
+        cache: CacheOptions {
+            block_cache_capacity: 256 << 10,
+            cache_warming: warming,
+            warming_accounting: true,
+        },
         ..Options::default()
     }
 }
@@ -213,11 +227,20 @@ fn a_flush_warms_the_keys_whose_older_versions_were_cached() {
     // blocks just before the flush.
     let misses_after_flush = |warming: CacheWarmingConfig, recompact: bool| {
         let dir = tempfile::tempdir().unwrap();
-        let opts = Options {
-            memtable_size: 4 << 20,
-            l0_compaction_trigger: 8,
-            block_cache_capacity: 1 << 20,
-            ..options(warming)
+        let opts = {
+            let base = options(warming);
+            Options {
+                tree: TreeOptions {
+                    memtable_size: 4 << 20,
+                    l0_compaction_trigger: 8,
+                    ..base.tree
+                },
+                cache: CacheOptions {
+                    block_cache_capacity: 1 << 20,
+                    ..base.cache
+                },
+                ..base
+            }
         };
         let db = DB::open(dir.path(), opts).unwrap();
         let value = vec![b'v'; 100];

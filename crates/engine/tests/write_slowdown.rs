@@ -1,7 +1,7 @@
 //! Delayed writes: once L0 reaches its slowdown trigger, writes are held to
 //! `delayed_write_rate` (before the stop trigger), and the engine counts the delays.
 
-use halflife_engine::{GcPolicyConfig, Options, DB};
+use halflife_engine::{GcPolicyConfig, Options, TreeOptions, ValueLogOptions, DB};
 use std::time::{Duration, Instant};
 
 #[test]
@@ -11,11 +11,17 @@ fn writes_are_held_to_the_delayed_rate_at_the_l0_slowdown_trigger() {
     let db = DB::open(
         dir.path(),
         Options {
-            memtable_size: 1 << 20,
-            l0_compaction_trigger: 4,
-            l0_slowdown_writes_trigger: 1,
-            delayed_write_rate: rate,
-            gc: GcPolicyConfig::Inline,
+            tree: TreeOptions {
+                memtable_size: 1 << 20,
+                l0_compaction_trigger: 4,
+                l0_slowdown_writes_trigger: 1,
+                delayed_write_rate: rate,
+                ..Default::default()
+            },
+            vlog: ValueLogOptions {
+                gc: GcPolicyConfig::Inline,
+                ..Default::default()
+            },
             ..Options::default()
         },
     )
@@ -55,7 +61,10 @@ fn writes_are_held_to_the_delayed_rate_at_the_l0_slowdown_trigger() {
 #[test]
 fn slowdown_options_are_validated() {
     let bad = Options {
-        delayed_write_rate: 0,
+        tree: TreeOptions {
+            delayed_write_rate: 0,
+            ..Default::default()
+        },
         ..Options::default()
     };
     assert!(bad

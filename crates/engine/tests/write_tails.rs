@@ -5,7 +5,10 @@
 //! compaction and GC give a client thread the CPU first.
 
 use halflife_engine::io::IoCause;
-use halflife_engine::{GcPolicyConfig, LifetimeMode, Options, WriteOptions, DB};
+use halflife_engine::{
+    GcPolicyConfig, LifetimeMode, Options, TreeOptions, ValueLogOptions, WalOptions, WriteOptions,
+    DB,
+};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
@@ -33,11 +36,20 @@ fn check(db: &DB, keys: u64, want: impl Fn(u64) -> Vec<u8>) {
 /// The value log as the WAL, with value files of about 16 values.
 fn vwal_options(memtable_size: usize) -> Options {
     Options {
-        memtable_size,
-        min_blob_size: 512,
-        blob_file_size: 64 << 10,
-        gc: GcPolicyConfig::titan(),
-        value_log_wal: true,
+        tree: TreeOptions {
+            memtable_size,
+            ..Default::default()
+        },
+        wal: WalOptions {
+            value_log_wal: true,
+            ..Default::default()
+        },
+        vlog: ValueLogOptions {
+            min_blob_size: 512,
+            blob_file_size: 64 << 10,
+            gc: GcPolicyConfig::titan(),
+            ..Default::default()
+        },
         ..Options::default()
     }
 }
@@ -102,10 +114,16 @@ fn gc_write_back_keeps_writes_made_while_it_runs() {
     // flushed since) must keep the newer value.
     let dir = tempfile::tempdir().unwrap();
     let opts = Options {
-        memtable_size: 256 << 10,
-        min_blob_size: 512,
-        blob_file_size: 256 << 10,
-        gc: GcPolicyConfig::Titan { garbage_ratio: 0.1 },
+        tree: TreeOptions {
+            memtable_size: 256 << 10,
+            ..Default::default()
+        },
+        vlog: ValueLogOptions {
+            min_blob_size: 512,
+            blob_file_size: 256 << 10,
+            gc: GcPolicyConfig::Titan { garbage_ratio: 0.1 },
+            ..Default::default()
+        },
         ..Options::default()
     };
     let db = DB::open(dir.path(), opts.clone()).unwrap();
@@ -200,11 +218,17 @@ fn background_threads_yield_the_cpu_unless_writers_wait_for_them() {
     // GC, so the finder that feeds it keeps normal priority. No other test of this binary
     // opens a database with a finder.
     let dir = tempfile::tempdir().unwrap();
-    let opts = Options {
-        gc: GcPolicyConfig::Lifetime {
-            mode: LifetimeMode::Learned,
-        },
-        ..vwal_options(64 << 20)
+    let opts = {
+        let base = vwal_options(64 << 20);
+        Options {
+            vlog: ValueLogOptions {
+                gc: GcPolicyConfig::Lifetime {
+                    mode: LifetimeMode::Learned,
+                },
+                ..base.vlog
+            },
+            ..base
+        }
     };
     let db = DB::open(dir.path(), opts).unwrap();
     let find = settled_nice("halflife-find", 0);

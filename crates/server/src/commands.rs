@@ -547,21 +547,37 @@ fn config_params(sh: &Shared) -> Vec<(&'static str, String, bool)> {
             st.repl_backlog_bytes().to_string(),
             true,
         ),
-        ("halflife-gc-policy", o.gc.to_string(), false),
-        ("halflife-memtable-size", o.memtable_size.to_string(), false),
+        ("halflife-gc-policy", o.vlog.gc.to_string(), false),
+        (
+            "halflife-memtable-size",
+            o.tree.memtable_size.to_string(),
+            false,
+        ),
         (
             "halflife-block-cache-size",
-            o.block_cache_capacity.to_string(),
+            o.cache.block_cache_capacity.to_string(),
             false,
         ),
-        ("halflife-min-blob-size", o.min_blob_size.to_string(), false),
+        (
+            "halflife-min-blob-size",
+            o.vlog.min_blob_size.to_string(),
+            false,
+        ),
         (
             "halflife-blob-file-size",
-            o.blob_file_size.to_string(),
+            o.vlog.blob_file_size.to_string(),
             false,
         ),
-        ("halflife-growth-factor", o.growth_factor.to_string(), false),
-        ("halflife-cache-warming", o.cache_warming.to_string(), false),
+        (
+            "halflife-growth-factor",
+            o.tree.growth_factor.to_string(),
+            false,
+        ),
+        (
+            "halflife-cache-warming",
+            o.cache.cache_warming.to_string(),
+            false,
+        ),
     ];
     params.extend(compat);
     params

@@ -186,7 +186,12 @@ pub fn render(sh: &Shared, args: &[Bytes]) -> String {
                 kv("used_memory_memtables", stats.memtable_bytes.to_string());
                 kv(
                     "block_cache_capacity",
-                    sh.store.db().options().block_cache_capacity.to_string(),
+                    sh.store
+                        .db()
+                        .options()
+                        .cache
+                        .block_cache_capacity
+                        .to_string(),
                 );
                 kv("block_cache_usage", stats.cache.usage.to_string());
                 kv("block_cache_hits", stats.cache.hits.to_string());

@@ -39,19 +39,25 @@ fn replica_of(primary: SocketAddr) -> Config {
 /// hundred writes: flushes, compactions and GC all happen within a test's data.
 fn small_engine() -> engine::Options {
     engine::Options {
-        memtable_size: 64 << 10,
-        level1_max_bytes: 256 << 10,
-        target_file_size: 64 << 10,
-        l0_compaction_trigger: 2,
-        num_levels: 4,
-        min_blob_size: 100,
-        blob_file_size: 64 << 10,
-        lifetime: engine::LifetimeOptions {
-            thresholds: engine::lifetime::ThresholdParams {
-                initial_ttl: 150,
+        tree: engine::TreeOptions {
+            memtable_size: 64 << 10,
+            level1_max_bytes: 256 << 10,
+            target_file_size: 64 << 10,
+            l0_compaction_trigger: 2,
+            num_levels: 4,
+            ..Default::default()
+        },
+        vlog: engine::ValueLogOptions {
+            min_blob_size: 100,
+            blob_file_size: 64 << 10,
+            lifetime: engine::LifetimeOptions {
+                thresholds: engine::lifetime::ThresholdParams {
+                    initial_ttl: 150,
+                    ..Default::default()
+                },
+                trigger: engine::GcTrigger::Ttl,
                 ..Default::default()
             },
-            trigger: engine::GcTrigger::Ttl,
             ..Default::default()
         },
         ..engine::Options::default()
@@ -531,8 +537,11 @@ fn a_replica_that_loses_power_resumes_from_the_position_its_disk_kept() {
 /// so that a restarted primary can serve its replicas from them.
 fn keeping_wals() -> engine::Options {
     engine::Options {
-        wal_ttl_seconds: 3600,
-        wal_size_limit: 64 << 20,
+        wal: engine::WalOptions {
+            wal_ttl_seconds: 3600,
+            wal_size_limit: 64 << 20,
+            ..Default::default()
+        },
         ..engine::Options::default()
     }
 }

@@ -7,7 +7,7 @@
 mod common;
 
 use device::{Device, DeviceConfig, VirtualTime};
-use engine::{Options, WriteOptions, DB};
+use engine::{Options, TreeOptions, ValueLogOptions, WalOptions, WriteOptions, DB};
 use halflife_vigil::{Mode, VigilVolume};
 use rand::{Rng, SeedableRng};
 use std::io::Write;
@@ -27,20 +27,29 @@ fn open(root: &Path) -> (Arc<VigilVolume>, DB) {
     let dev = Device::new(cfg, root.join("device")).unwrap();
     let vol = VigilVolume::new(dev, root.join("db"), common::volume_config(Mode::OVigil)).unwrap();
     let opts = Options {
-        memtable_size: 32 << 10,
-        level1_max_bytes: 128 << 10,
-        target_file_size: 32 << 10,
-        l0_compaction_trigger: 2,
-        growth_factor: 4.0,
-        num_levels: 4,
-        min_blob_size: 100,
-        blob_file_size: 64 << 10,
         storage: Some(vol.clone()),
-        // The striped volume rewrites a file's partial last stripe on every sync, so a
-        // crash between the truncate and the rewrite loses synced bytes: only files synced
-        // once (tables, value files of flush and GC) are striped, and the WAL stays on the
-        // meta-set. The value log as the WAL would sync value files per write group.
-        value_log_wal: false,
+        tree: TreeOptions {
+            memtable_size: 32 << 10,
+            level1_max_bytes: 128 << 10,
+            target_file_size: 32 << 10,
+            l0_compaction_trigger: 2,
+            growth_factor: 4.0,
+            num_levels: 4,
+            ..Default::default()
+        },
+        wal: WalOptions {
+            // The striped volume rewrites a file's partial last stripe on every sync, so a
+            // crash between the truncate and the rewrite loses synced bytes: only files synced
+            // once (tables, value files of flush and GC) are striped, and the WAL stays on the
+            // meta-set. The value log as the WAL would sync value files per write group.
+            value_log_wal: false,
+            ..Default::default()
+        },
+        vlog: ValueLogOptions {
+            min_blob_size: 100,
+            blob_file_size: 64 << 10,
+            ..Default::default()
+        },
         ..Options::default()
     };
     let db = DB::open(root.join("db"), opts).unwrap();

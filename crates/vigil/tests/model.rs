@@ -8,7 +8,9 @@
 mod common;
 
 use device::{Device, VirtualTime};
-use engine::{GcPolicyConfig, Options, WriteBatch, DB};
+use engine::{
+    CacheOptions, GcPolicyConfig, Options, TreeOptions, ValueLogOptions, WalOptions, WriteBatch, DB,
+};
 use halflife_vigil::{end_client_op, Mode, VigilVolume};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -18,22 +20,34 @@ use testkit::{check_scan, key, value};
 
 fn options(vol: &Arc<VigilVolume>) -> Options {
     Options {
-        memtable_size: 16 << 10,
-        level1_max_bytes: 64 << 10,
-        target_file_size: 16 << 10,
-        l0_compaction_trigger: 2,
-        growth_factor: 4.0,
-        num_levels: 4,
-        min_blob_size: 64,
-        blob_file_size: 32 << 10,
-        block_cache_capacity: 16 << 10,
-        gc: GcPolicyConfig::default(),
         storage: Some(vol.clone()),
-        // The striped volume rewrites a file's partial last stripe on every sync, so a
-        // crash between the truncate and the rewrite loses synced bytes: only files synced
-        // once (tables, value files of flush and GC) are striped, and the WAL stays on the
-        // meta-set. The value log as the WAL would sync value files per write group.
-        value_log_wal: false,
+        tree: TreeOptions {
+            memtable_size: 16 << 10,
+            level1_max_bytes: 64 << 10,
+            target_file_size: 16 << 10,
+            l0_compaction_trigger: 2,
+            growth_factor: 4.0,
+            num_levels: 4,
+            ..Default::default()
+        },
+        wal: WalOptions {
+            // The striped volume rewrites a file's partial last stripe on every sync, so a
+            // crash between the truncate and the rewrite loses synced bytes: only files synced
+            // once (tables, value files of flush and GC) are striped, and the WAL stays on the
+            // meta-set. The value log as the WAL would sync value files per write group.
+            value_log_wal: false,
+            ..Default::default()
+        },
+        vlog: ValueLogOptions {
+            min_blob_size: 64,
+            blob_file_size: 32 << 10,
+            gc: GcPolicyConfig::default(),
+            ..Default::default()
+        },
+        cache: CacheOptions {
+            block_cache_capacity: 16 << 10,
+            ..Default::default()
+        },
         ..Options::default()
     }
 }

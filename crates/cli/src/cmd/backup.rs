@@ -8,7 +8,7 @@
 
 use anyhow::{bail, Context};
 use engine::backup::BackupEngine;
-use engine::{GcPolicyConfig, Options, DB};
+use engine::{GcPolicyConfig, Options, TreeOptions, ValueLogOptions, DB};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -23,7 +23,7 @@ pub struct DbArgs {
     #[arg(short, long, default_value = "lifetime")]
     pub policy: String,
     /// Levels of the tree, as the database is opened with.
-    #[arg(long, default_value_t = Options::default().num_levels)]
+    #[arg(long, default_value_t = Options::default().tree.num_levels)]
     pub num_levels: usize,
 }
 
@@ -86,9 +86,15 @@ pub enum BackupCommand {
 fn open(a: &DbArgs) -> anyhow::Result<DB> {
     let gc: GcPolicyConfig = a.policy.parse().map_err(crate::flags::user_facing)?;
     let opts = Options {
-        gc,
-        num_levels: a.num_levels,
         create_if_missing: false,
+        tree: TreeOptions {
+            num_levels: a.num_levels,
+            ..Default::default()
+        },
+        vlog: ValueLogOptions {
+            gc,
+            ..Default::default()
+        },
         ..Options::default()
     };
     DB::open(&a.dir, opts).map_err(|e| {

@@ -15,7 +15,10 @@
 use crate::flags;
 use anyhow::{anyhow, bail, Context, Result};
 use engine::lifetime::ThresholdParams;
-use engine::{GcPolicyConfig, LifetimeMode, LifetimeOptions, Options, ReadOptions, DB};
+use engine::{
+    CacheOptions, GcPolicyConfig, LifetimeMode, LifetimeOptions, Options, ReadOptions,
+    TableOptions, TreeOptions, ValueLogOptions, WalOptions, DB,
+};
 use harness::latency::OP_NAMES;
 use harness::ops::INSERT;
 use harness::oracle::WorkloadOracle;
@@ -204,7 +207,7 @@ pub struct ShapeArgs {
 
 /// Applies `--growth-factor` and `--compaction-style` to `opts`.
 fn apply_shape(s: &ShapeArgs, info: &WorkloadInfo, opts: &mut Options) -> Result<()> {
-    opts.compaction_style = s.compaction_style.parse()?;
+    opts.tree.compaction_style = s.compaction_style.parse()?;
     if s.growth_factor == "auto" {
         let expected = match s.expected_data_mb {
             Some(mb) => mb << 20,
@@ -214,9 +217,9 @@ fn apply_shape(s: &ShapeArgs, info: &WorkloadInfo, opts: &mut Options) -> Result
         if let Some(r) = s.vat_r {
             shape = shape.with_r(r);
         }
-        opts.auto_shape = Some(shape);
+        opts.tree.auto_shape = Some(shape);
     } else {
-        opts.growth_factor = s.growth_factor.parse().map_err(|_| {
+        opts.tree.growth_factor = s.growth_factor.parse().map_err(|_| {
             anyhow!(
                 "--growth-factor {:?}: expected a number > 1 or `auto`",
                 s.growth_factor
@@ -315,9 +318,15 @@ fn engine_options(a: &Args, plan: &Plan) -> Result<Options> {
         None
     };
     Ok(Options {
-        lifetime: lifetime_options(a, plan.info.record_count),
-        lifetime_oracle,
-        value_log_wal: a.value_log_wal,
+        wal: WalOptions {
+            value_log_wal: a.value_log_wal,
+            ..base.wal
+        },
+        vlog: ValueLogOptions {
+            lifetime: lifetime_options(a, plan.info.record_count),
+            lifetime_oracle,
+            ..base.vlog
+        },
         ..base
     })
 }
@@ -325,23 +334,38 @@ fn engine_options(a: &Args, plan: &Plan) -> Result<Options> {
 /// The options every run takes from the flags (sizes, durability, placement policy).
 fn base_options(a: &Args) -> Result<Options> {
     Ok(Options {
-        memtable_size: a.sizes.memtable_bytes(),
-        block_cache_capacity: a.sizes.cache_bytes(),
-        sync_writes: a.sync,
-        use_wal: true,
-        gc: gc_policy(a)?,
-        min_blob_size: a.sizes.min_blob_size as usize,
-        blob_file_size: a.sizes.blob_file_bytes(),
-        cache_warming: a.warming.parse()?,
-        compression: a.compression.parse()?,
-        compression_per_level: match &a.compression_per_level {
-            Some(list) => list
-                .split(',')
-                .map(|c| c.trim().parse())
-                .collect::<engine::Result<_>>()?,
-            None => Vec::new(),
+        tree: TreeOptions {
+            memtable_size: a.sizes.memtable_bytes(),
+            ..Default::default()
         },
-        value_compression: a.value_compression.parse()?,
+        table: TableOptions {
+            compression: a.compression.parse()?,
+            compression_per_level: match &a.compression_per_level {
+                Some(list) => list
+                    .split(',')
+                    .map(|c| c.trim().parse())
+                    .collect::<engine::Result<_>>()?,
+                None => Vec::new(),
+            },
+            ..Default::default()
+        },
+        wal: WalOptions {
+            sync_writes: a.sync,
+            use_wal: true,
+            ..Default::default()
+        },
+        vlog: ValueLogOptions {
+            gc: gc_policy(a)?,
+            min_blob_size: a.sizes.min_blob_size as usize,
+            blob_file_size: a.sizes.blob_file_bytes(),
+            value_compression: a.value_compression.parse()?,
+            ..Default::default()
+        },
+        cache: CacheOptions {
+            block_cache_capacity: a.sizes.cache_bytes(),
+            cache_warming: a.warming.parse()?,
+            ..Default::default()
+        },
         ..Options::default()
     })
 }

@@ -4,7 +4,7 @@
 //! superseded files into `DIR/lost/`. See docs/engine.md ("Recovery, check and repair").
 
 use anyhow::{bail, Context};
-use engine::{check, repair, Options};
+use engine::{check, repair, Options, TreeOptions};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::path::{Path, PathBuf};
 
@@ -15,7 +15,7 @@ pub struct DbArgs {
     pub dir: PathBuf,
     /// Levels of the tree, as the database was opened with (repair rebuilds the tree as one
     /// sorted run at the last level).
-    #[arg(long, default_value_t = Options::default().num_levels)]
+    #[arg(long, default_value_t = Options::default().tree.num_levels)]
     pub num_levels: usize,
     /// Also write the report as JSON to this file.
     #[arg(long)]
@@ -38,7 +38,10 @@ fn options(dir: &Path, num_levels: usize) -> anyhow::Result<Options> {
         bail!("{} is not a directory", dir.display());
     }
     Ok(Options {
-        num_levels,
+        tree: TreeOptions {
+            num_levels,
+            ..Default::default()
+        },
         ..Options::default()
     })
 }

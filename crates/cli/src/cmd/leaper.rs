@@ -21,7 +21,10 @@ mod future;
 mod overhead;
 
 use anyhow::{anyhow, bail, Context, Result};
-use engine::{CacheWarmingConfig, DbStats, GcPolicyConfig, Options, ReadOptions, DB};
+use engine::{
+    CacheOptions, CacheWarmingConfig, DbStats, GcPolicyConfig, Options, ReadOptions, TreeOptions,
+    ValueLogOptions, DB,
+};
 use harness::client::{self, Clients, Counters, Values};
 use harness::latency::Latencies;
 use harness::ops::{self, ClientOp, READ};
@@ -485,14 +488,22 @@ pub fn run(a: Args) -> Result<()> {
 
 fn options(a: &Args, warming: &CacheWarmingConfig) -> Options {
     Options {
-        memtable_size: (a.memtable_mb << 20) as usize,
-        target_file_size: 2 << 20,
-        level1_max_bytes: 8 << 20,
-        block_cache_capacity: (a.cache_mib << 20) as usize,
-        gc: GcPolicyConfig::Inline,
-        cache_warming: warming.clone(),
-        // `none` is the baseline: its invalidation misses are what the others remove.
-        warming_accounting: true,
+        tree: TreeOptions {
+            memtable_size: (a.memtable_mb << 20) as usize,
+            target_file_size: 2 << 20,
+            level1_max_bytes: 8 << 20,
+            ..Default::default()
+        },
+        vlog: ValueLogOptions {
+            gc: GcPolicyConfig::Inline,
+            ..Default::default()
+        },
+        cache: CacheOptions {
+            block_cache_capacity: (a.cache_mib << 20) as usize,
+            cache_warming: warming.clone(),
+            // `none` is the baseline: its invalidation misses are what the others remove.
+            warming_accounting: true,
+        },
         ..Options::default()
     }
 }

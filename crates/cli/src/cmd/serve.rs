@@ -1,7 +1,7 @@
 //! `halflife serve`: the engine behind the Redis protocol (see `docs/serve.md`).
 
 use anyhow::{anyhow, Context, Result};
-use engine::{GcPolicyConfig, Options, DB};
+use engine::{CacheOptions, GcPolicyConfig, Options, TreeOptions, ValueLogOptions, WalOptions, DB};
 use server::{AppendFsync, Config};
 use std::io::Write;
 use std::net::{IpAddr, SocketAddr};
@@ -116,16 +116,28 @@ pub fn run(a: Args) -> Result<()> {
         lifetime.thresholds.initial_ttl = ttl;
     }
     let opts = Options {
-        gc,
-        lifetime,
-        memtable_size: a.sizes.memtable_bytes(),
-        block_cache_capacity: a.sizes.cache_bytes(),
-        min_blob_size: a.sizes.min_blob_size as usize,
-        blob_file_size: a.sizes.blob_file_bytes(),
-        // Durability is chosen per write from --appendfsync.
-        sync_writes: false,
-        wal_ttl_seconds: a.repl_wal_keep_seconds,
-        wal_size_limit: a.repl_wal_keep_mib.saturating_mul(1 << 20),
+        tree: TreeOptions {
+            memtable_size: a.sizes.memtable_bytes(),
+            ..Default::default()
+        },
+        wal: WalOptions {
+            // Durability is chosen per write from --appendfsync.
+            sync_writes: false,
+            wal_ttl_seconds: a.repl_wal_keep_seconds,
+            wal_size_limit: a.repl_wal_keep_mib.saturating_mul(1 << 20),
+            ..Default::default()
+        },
+        vlog: ValueLogOptions {
+            gc,
+            lifetime,
+            min_blob_size: a.sizes.min_blob_size as usize,
+            blob_file_size: a.sizes.blob_file_bytes(),
+            ..Default::default()
+        },
+        cache: CacheOptions {
+            block_cache_capacity: a.sizes.cache_bytes(),
+            ..Default::default()
+        },
         ..Options::default()
     };
     opts.validate().map_err(crate::flags::user_facing)?;

@@ -25,7 +25,10 @@
 use anyhow::{bail, Context, Result};
 use engine::io::IoCause;
 use engine::options::run_trigger;
-use engine::{CompactionStyle, GcPolicyConfig, Options, DB};
+use engine::{
+    CacheOptions, CompactionStyle, GcPolicyConfig, Options, TreeOptions, ValueLogOptions,
+    WalOptions, DB,
+};
 use harness::fio::{self, FioPlan};
 use indicatif::{ProgressBar, ProgressStyle};
 use plotters::prelude::*;
@@ -339,35 +342,47 @@ fn options(
     let share = tree_share(design, value_bytes);
     let tree_memtable = memtable_bytes as f64 * share;
     Options {
-        use_wal: false,
-        memtable_size: memtable_bytes as usize,
-        target_file_size: ((table_bytes as f64 * share) as u64).max(4096),
-        growth_factor: f,
-        num_levels: 12,
-        // L0 is VAT's first device level: it holds f flushes.
-        l0_compaction_trigger: trigger,
-        // Writers wait as soon as L0 is over full, so that merges stay the size the model
-        // describes instead of swallowing a backlog of flushes.
-        l0_stop_writes_trigger: trigger + 2,
-        // Dynamic targets end at the data size; the base level holds at most f^2 flushes.
-        level1_max_bytes: (tree_memtable * f * f) as u64,
-        dynamic_level_bytes: true,
-        block_cache_capacity: 8 << 20,
-        compaction_style: if design == Run::Tiering {
-            CompactionStyle::Tiered
-        } else {
-            CompactionStyle::Leveled
+        tree: TreeOptions {
+            memtable_size: memtable_bytes as usize,
+            target_file_size: ((table_bytes as f64 * share) as u64).max(4096),
+            growth_factor: f,
+            num_levels: 12,
+            // L0 is VAT's first device level: it holds f flushes.
+            l0_compaction_trigger: trigger,
+            // Writers wait as soon as L0 is over full, so that merges stay the size the model
+            // describes instead of swallowing a backlog of flushes.
+            l0_stop_writes_trigger: trigger + 2,
+            // Dynamic targets end at the data size; the base level holds at most f^2 flushes.
+            level1_max_bytes: (tree_memtable * f * f) as u64,
+            dynamic_level_bytes: true,
+            compaction_style: if design == Run::Tiering {
+                CompactionStyle::Tiered
+            } else {
+                CompactionStyle::Leveled
+            },
+            ..Default::default()
         },
-        // VAT's value log is append-only: insert-only unique keys make no garbage, so
-        // Titan (GC only of garbage, never relocation during compaction) writes every value
-        // exactly once, as the model assumes. BlobDB's policy would relocate old values
-        // during compactions even without garbage.
-        gc: if design == Run::LevelingLog {
-            GcPolicyConfig::titan()
-        } else {
-            GcPolicyConfig::Inline
+        wal: WalOptions {
+            use_wal: false,
+            ..Default::default()
         },
-        min_blob_size: 64,
+        vlog: ValueLogOptions {
+            // VAT's value log is append-only: insert-only unique keys make no garbage, so
+            // Titan (GC only of garbage, never relocation during compaction) writes every value
+            // exactly once, as the model assumes. BlobDB's policy would relocate old values
+            // during compactions even without garbage.
+            gc: if design == Run::LevelingLog {
+                GcPolicyConfig::titan()
+            } else {
+                GcPolicyConfig::Inline
+            },
+            min_blob_size: 64,
+            ..Default::default()
+        },
+        cache: CacheOptions {
+            block_cache_capacity: 8 << 20,
+            ..Default::default()
+        },
         ..Options::default()
     }
 }
@@ -384,7 +399,7 @@ fn run_point(
     let _ = std::fs::remove_dir_all(dir);
     let started = Instant::now();
     let opts = options(design, f, memtable_bytes, table_bytes, args.value_bytes);
-    let table_bytes = opts.target_file_size;
+    let table_bytes = opts.tree.target_file_size;
     let db = DB::open(dir, opts).with_context(|| format!("opening {}", dir.display()))?;
     let bar = ProgressBar::new(args.records).with_prefix(format!("{} f={f}", design.name()));
     bar.set_style(

@@ -11,7 +11,7 @@
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Parser;
 use device::{Device, DeviceConfig, Geometry, PlmConfig};
-use engine::{Options, DB};
+use engine::{CacheOptions, Options, TreeOptions, ValueLogOptions, WalOptions, DB};
 use harness::outpath;
 use hdrhistogram::Histogram;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -197,17 +197,29 @@ fn volume_config(mode: Mode, args: &Args) -> VolumeConfig {
 
 fn engine_options(vol: &Arc<VigilVolume>) -> Options {
     Options {
-        memtable_size: 4 << 20,
-        target_file_size: 4 << 20,
-        level1_max_bytes: 16 << 20,
-        blob_file_size: 16 << 20,
-        block_cache_capacity: 8 << 20,
         storage: Some(vol.clone()),
-        // The striped volume rewrites a file's partial last stripe on every sync, so a
-        // crash between the truncate and the rewrite loses synced bytes: only files synced
-        // once (tables, value files of flush and GC) are striped, and the WAL stays on the
-        // meta-set. The value log as the WAL would sync value files per write group.
-        value_log_wal: false,
+        tree: TreeOptions {
+            memtable_size: 4 << 20,
+            target_file_size: 4 << 20,
+            level1_max_bytes: 16 << 20,
+            ..Default::default()
+        },
+        wal: WalOptions {
+            // The striped volume rewrites a file's partial last stripe on every sync, so a
+            // crash between the truncate and the rewrite loses synced bytes: only files synced
+            // once (tables, value files of flush and GC) are striped, and the WAL stays on the
+            // meta-set. The value log as the WAL would sync value files per write group.
+            value_log_wal: false,
+            ..Default::default()
+        },
+        vlog: ValueLogOptions {
+            blob_file_size: 16 << 20,
+            ..Default::default()
+        },
+        cache: CacheOptions {
+            block_cache_capacity: 8 << 20,
+            ..Default::default()
+        },
         ..Options::default()
     }
 }

@@ -128,10 +128,10 @@ impl Outputs<'_> {
             let file = self.spec.storage.create(&path, self.spec.cause)?;
             let o = self.spec.opts;
             let topts = TableOptions {
-                block_size: o.block_size,
-                bloom_bits_per_key: o.bloom_bits_per_key,
+                block_size: o.table.block_size,
+                bloom_bits_per_key: o.table.bloom_bits_per_key,
                 restart_interval: 16,
-                compression: o.compression_for_level(self.spec.output_level),
+                compression: o.table.compression_for_level(self.spec.output_level),
             };
             let mut builder = TableBuilder::new(file, topts);
             if let Some(w) = self.spec.warming {
@@ -174,7 +174,7 @@ impl Outputs<'_> {
         }
         if self.value_writers[class]
             .as_ref()
-            .is_some_and(|w| w.len() >= self.spec.opts.blob_file_size)
+            .is_some_and(|w| w.len() >= self.spec.opts.vlog.blob_file_size)
         {
             self.finish_value_file(class)?;
         }
@@ -184,7 +184,7 @@ impl Outputs<'_> {
             self.created.push(path.clone());
             let f = self.spec.storage.create(&path, cause)?;
             self.value_writers[class] = Some(
-                ValueFileWriter::new(f, n)?.with_compression(self.spec.opts.value_compression),
+                ValueFileWriter::new(f, n)?.with_compression(self.spec.opts.vlog.value_compression),
             );
         }
         self.value_writers[class]
@@ -438,7 +438,7 @@ fn process(
         if spec.split_outputs
             && o.table
                 .as_ref()
-                .is_some_and(|t| t.0.estimated_size() >= spec.opts.target_file_size)
+                .is_some_and(|t| t.0.estimated_size() >= spec.opts.tree.target_file_size)
         {
             o.finish_table()?;
         }
@@ -463,7 +463,7 @@ fn process(
         return Ok(());
     }
     match p.kind {
-        ValueKind::Value if spec.separate_values && value.len() >= spec.opts.min_blob_size => {
+        ValueKind::Value if spec.separate_values && value.len() >= spec.opts.vlog.min_blob_size => {
             let ptr = match logged {
                 Some(ptr) => ptr,
                 None => {

@@ -49,13 +49,13 @@ pub(crate) fn start(inner: &Arc<Inner>) -> Vec<JoinHandle<()>> {
     for i in 0..inner.opts.background_compactions {
         t.push(spawn(&format!("halflife-compact-{i}"), true, compact_one));
     }
-    if inner.opts.compaction_style != crate::options::CompactionStyle::Leveled {
+    if inner.opts.tree.compaction_style != crate::options::CompactionStyle::Leveled {
         t.push(spawn("halflife-compact-l0", true, compact_l0));
     }
     // Under a space-amplification target, writers wait for GC (back-pressure) as they
     // wait for the flush, so GC and the finder that feeds it keep normal priority too.
     let gc_low = inner.gc.space_amp_target().is_none();
-    if inner.opts.gc.separates_values() {
+    if inner.opts.vlog.gc.separates_values() {
         t.push(spawn("halflife-gc", gc_low, gc_one));
     }
     if inner
@@ -304,7 +304,7 @@ fn flush_one(inner: &Arc<Inner>) -> Result<bool> {
         .imm
         .get(1)
         .map_or(st.mem.wal_number(), |m| m.wal_number());
-    if inner.opts.use_wal {
+    if inner.opts.wal.use_wal {
         edit.log_number = Some(next_wal);
     }
     st.versions.last_sequence = inner.last_seq.load(Ordering::Acquire);
@@ -326,7 +326,7 @@ fn flush_one(inner: &Arc<Inner>) -> Result<bool> {
     // Outside the state lock, which every write group takes: unlinking a WAL of tens of
     // MiB held it for up to 52 ms on a busy disk (docs/bench.md, "Tails"). Every WAL
     // created from now on has a higher number.
-    if inner.opts.use_wal {
+    if inner.opts.wal.use_wal {
         remove_old_wals(inner, next_wal);
     }
     released?;
@@ -427,7 +427,7 @@ fn unavailable_tables<'a>(
 ) -> std::borrow::Cow<'a, HashSet<u64>> {
     let pending = st.superseding.iter().chain(&st.finding_superseded);
     if pending.clone().next().is_none()
-        || v.levels[0].len() + 2 >= inner.opts.l0_slowdown_writes_trigger
+        || v.levels[0].len() + 2 >= inner.opts.tree.l0_slowdown_writes_trigger
     {
         return std::borrow::Cow::Borrowed(&st.busy_tables);
     }
@@ -668,7 +668,7 @@ impl GcHost for EngineGcHost<'_> {
         let n = inner.new_file_number();
         let path = value_file_name(&inner.dir, n);
         let w = ValueFileWriter::new(inner.storage.create(&path, IoCause::GcWrite)?, n)?
-            .with_compression(inner.opts.value_compression);
+            .with_compression(inner.opts.vlog.value_compression);
         Ok((path, w))
     }
 
@@ -687,7 +687,7 @@ impl GcHost for EngineGcHost<'_> {
     fn make_durable(&self) -> Result<()> {
         // The pointers went through the WAL unsynced, and the lookups saw writes not yet
         // synced. Without a WAL, only a flushed table keeps them.
-        if self.0.opts.use_wal {
+        if self.0.opts.wal.use_wal {
             write::sync_logs(self.0)
         } else {
             write::force_switch(self.0)?;
@@ -700,7 +700,7 @@ impl GcHost for EngineGcHost<'_> {
     }
 
     fn blob_file_size(&self) -> u64 {
-        self.0.opts.blob_file_size
+        self.0.opts.vlog.blob_file_size
     }
 
     fn dir(&self) -> &Path {
@@ -811,7 +811,8 @@ fn wait_idle_jobs(inner: &Inner) -> Result<()> {
                 &forced_gc,
             )
             .is_none()
-            && (!inner.opts.gc.separates_values() || inner.pick_gc(&v, &st.busy_blobs).is_empty())
+            && (!inner.opts.vlog.gc.separates_values()
+                || inner.pick_gc(&v, &st.busy_blobs).is_empty())
     })
 }
 

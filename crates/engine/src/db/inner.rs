@@ -212,9 +212,9 @@ impl Inner {
         value_wal::LogContext {
             dir: &self.dir,
             storage: &self.storage,
-            min_blob_size: self.opts.min_blob_size,
-            blob_file_size: self.opts.blob_file_size,
-            compression: self.opts.value_compression,
+            min_blob_size: self.opts.vlog.min_blob_size,
+            blob_file_size: self.opts.vlog.blob_file_size,
+            compression: self.opts.vlog.value_compression,
             placement: self
                 .lifetime
                 .as_ref()

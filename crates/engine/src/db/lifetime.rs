@@ -98,9 +98,9 @@ const MAX_RECENT_POINTER_BYTES: usize = 48 << 20;
 /// The write history's slots: as set, or a fifth of the cache (16 bytes a slot) rounded
 /// down to the power of two the table rounds to.
 fn history_slots(opts: &Options) -> usize {
-    match opts.lifetime.write_history_slots {
+    match opts.vlog.lifetime.write_history_slots {
         0 => {
-            let slots = opts.block_cache_capacity / HINT_TABLE_SHARE / 16;
+            let slots = opts.cache.block_cache_capacity / HINT_TABLE_SHARE / 16;
             1 << slots.clamp(2, MAX_HISTORY_SLOTS).ilog2()
         }
         n => n,
@@ -109,8 +109,8 @@ fn history_slots(opts: &Options) -> usize {
 
 /// The recent pointers' memory: as set, or a fifth of the cache.
 fn recent_pointer_bytes(opts: &Options) -> usize {
-    match opts.lifetime.recent_pointer_bytes {
-        0 => (opts.block_cache_capacity / HINT_TABLE_SHARE).min(MAX_RECENT_POINTER_BYTES),
+    match opts.vlog.lifetime.recent_pointer_bytes {
+        0 => (opts.cache.block_cache_capacity / HINT_TABLE_SHARE).min(MAX_RECENT_POINTER_BYTES),
         n => n,
     }
 }
@@ -150,11 +150,11 @@ impl LifetimeRuntime {
     /// Builds the runtime for policies with index maps; `None` for the others. The model
     /// saved by an earlier run is loaded (sec. 4.6).
     pub fn open(dir: &Path, opts: &Options) -> Result<Option<LifetimeRuntime>> {
-        if !opts.gc.uses_index_maps() {
+        if !opts.vlog.gc.uses_index_maps() {
             return Ok(None);
         }
-        let mode = opts.gc.lifetime_mode();
-        let predictor = match (mode, opts.lifetime.trigger) {
+        let mode = opts.vlog.gc.lifetime_mode();
+        let predictor = match (mode, opts.vlog.lifetime.trigger) {
             (None, _) | (_, GcTrigger::Ttl) => None,
             (Some(LifetimeMode::Learned), _) => Some(Predictor::History),
             (Some(LifetimeMode::NoModel), _) => Some(Predictor::None),
@@ -164,7 +164,9 @@ impl LifetimeRuntime {
         // The classifier serves the TTL trigger only; the space-amplification trigger
         // places by the key's history, which needs no training.
         let learned = mode == Some(LifetimeMode::Learned) && predictor.is_none();
-        let thresholds = Arc::new(LifetimeThresholds::new(opts.lifetime.thresholds.clone())?);
+        let thresholds = Arc::new(LifetimeThresholds::new(
+            opts.vlog.lifetime.thresholds.clone(),
+        )?);
         let model_path = dir.join(LIFETIME_MODEL);
         let model = Arc::new(if learned {
             ModelHandle::open(&model_path)?
@@ -173,8 +175,8 @@ impl LifetimeRuntime {
         });
         let trainer = if learned {
             let cfg = TrainerConfig {
-                dataset_capacity: opts.lifetime.dataset_capacity,
-                gbm: opts.lifetime.gbm.clone(),
+                dataset_capacity: opts.vlog.lifetime.dataset_capacity,
+                gbm: opts.vlog.lifetime.gbm.clone(),
                 model_path: Some(model_path),
                 ..TrainerConfig::default()
             };
@@ -188,13 +190,13 @@ impl LifetimeRuntime {
             thresholds,
             model,
             trainer,
-            dataset_capacity: opts.lifetime.dataset_capacity,
+            dataset_capacity: opts.vlog.lifetime.dataset_capacity,
             sampler: Sampler::new(0x5eed_011f),
-            value_size_feature: opts.lifetime.value_size_feature,
+            value_size_feature: opts.vlog.lifetime.value_size_feature,
             counters: Counters::default(),
             history: Mutex::new(Vec::new()),
             predictor,
-            oracle: opts.lifetime_oracle.clone(),
+            oracle: opts.vlog.lifetime_oracle.clone(),
             writes: (predictor == Some(Predictor::History) && opts.logs_values())
                 .then(|| WriteHistory::new(history_slots(opts))),
             unit: AtomicU64::new(0),
@@ -740,15 +742,23 @@ fn live_slot(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::options::CacheOptions;
     use crate::options::LifetimeOptions;
+    use crate::options::ValueLogOptions;
 
     fn with(cache: usize, write_history_slots: usize, recent_pointer_bytes: usize) -> Options {
         Options {
-            block_cache_capacity: cache,
-            lifetime: LifetimeOptions {
-                write_history_slots,
-                recent_pointer_bytes,
-                ..LifetimeOptions::default()
+            vlog: ValueLogOptions {
+                lifetime: LifetimeOptions {
+                    write_history_slots,
+                    recent_pointer_bytes,
+                    ..LifetimeOptions::default()
+                },
+                ..Default::default()
+            },
+            cache: CacheOptions {
+                block_cache_capacity: cache,
+                ..Default::default()
             },
             ..Options::default()
         }

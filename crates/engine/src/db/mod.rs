@@ -104,7 +104,7 @@ impl DB {
 
     fn default_write_options(&self) -> WriteOptions {
         WriteOptions {
-            sync: self.inner.opts.sync_writes,
+            sync: self.inner.opts.wal.sync_writes,
         }
     }
 
@@ -234,7 +234,7 @@ impl DB {
     /// The write batches committed from sequence number `seq` on (the batch holding `seq`
     /// first), with their first sequence numbers, up to the last write visible now: the
     /// change stream a replica follows after copying a checkpoint ([`updates`]). Holds the
-    /// live WALs, and the archived ones while `Options::wal_ttl_seconds` or
+    /// live WALs, and the archived ones while `Options::wal.wal_ttl_seconds` or
     /// `wal_size_limit` keep them; a stream that cannot give every write from `seq` fails
     /// with [`Error::UpdatesGone`].
     pub fn updates_since(&self, seq: SeqNo) -> Result<updates::Updates> {
@@ -274,7 +274,7 @@ impl DB {
     fn shutdown(&self) -> Result<()> {
         let inner = &self.inner;
         let mut result = Ok(());
-        if !inner.opts.use_wal && !inner.shutdown.load(Ordering::SeqCst) {
+        if !inner.opts.wal.use_wal && !inner.shutdown.load(Ordering::SeqCst) {
             result = self.flush();
         }
         {
@@ -327,7 +327,7 @@ fn stats(inner: &Inner) -> DbStats {
     let disk_bytes = tree_bytes + value_file_bytes + wal_bytes + index_map_bytes;
     let (wal_archive_files, wal_archive_bytes) = wal_archive::usage(&*inner.storage, &inner.dir);
     DbStats {
-        policy: inner.opts.gc.name().to_string(),
+        policy: inner.opts.vlog.gc.name().to_string(),
         placement: inner
             .lifetime
             .as_ref()

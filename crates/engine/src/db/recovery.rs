@@ -167,14 +167,18 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
             return Err(Error::NotFound(dir.to_path_buf()));
         }
     }
-    let cache = BlockCache::new(opts.block_cache_capacity);
+    let cache = BlockCache::new(opts.cache.block_cache_capacity);
     let mut report = RecoveryReport {
-        mode: opts.wal_recovery_mode,
+        mode: opts.wal.wal_recovery_mode,
         ..RecoveryReport::default()
     };
     // 1-2: read everything that decides the state, write nothing yet.
-    let mut versions =
-        VersionSet::recover(dir, storage.clone(), Some(cache.clone()), opts.num_levels)?;
+    let mut versions = VersionSet::recover(
+        dir,
+        storage.clone(),
+        Some(cache.clone()),
+        opts.tree.num_levels,
+    )?;
     let old_manifest = versions.manifest_number();
     // The WAL the manifest's log number names always exists (open creates it, even without
     // a WAL in use, before any edit names it); if it is gone, acknowledged writes may be too.
@@ -202,7 +206,7 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
     let plan = plan_wals(
         &*storage,
         wals,
-        opts.wal_recovery_mode,
+        opts.wal.wal_recovery_mode,
         &mut replay,
         &mut report,
     )?;
@@ -220,7 +224,7 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
         let data = read_all(&*storage, &w.path, IoCause::Other)?;
         let mut records = 0;
         let outcome =
-            LogReader::new(&w.path, data).for_each_until(opts.wal_recovery_mode, |rec| {
+            LogReader::new(&w.path, data).for_each_until(opts.wal.wal_recovery_mode, |rec| {
                 if records == w.records {
                     return Ok(false);
                 }
@@ -257,7 +261,7 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
                     .extend(damages.iter().map(|d| (w.path.clone(), d.clone())));
             }
         }
-        if mem.approximate_size() >= opts.memtable_size {
+        if mem.approximate_size() >= opts.tree.memtable_size {
             versions.last_sequence = last_seq;
             let full = std::mem::replace(&mut mem, Arc::new(Memtable::new(0)));
             dropped.extend(flush_recovered(
@@ -296,7 +300,7 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
     edit.added_blobs.extend(logged_files);
     let wal_number = versions.new_file_number();
     let f = storage.create(&wal_file_name(dir, wal_number), IoCause::Wal)?;
-    let wal = match opts.use_wal {
+    let wal = match opts.wal.use_wal {
         true => {
             let mut w = LogWriter::new(f);
             w.add_record(WriteBatch::log_start(last_seq + 1).encoded())?;
@@ -336,10 +340,10 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
         // finder: its dead records will all be known (`vlog::early_garbage::Coverage`).
         rt.early.coverage.cover_from(versions.next_file_number());
     }
-    let memtable_chunks = ChunkPool::new(opts.memtable_size);
+    let memtable_chunks = ChunkPool::new(opts.tree.memtable_size);
     let state = State {
         mem: Arc::new(Memtable::with_pool(
-            if opts.use_wal { wal_number } else { 0 },
+            if opts.wal.use_wal { wal_number } else { 0 },
             memtable_chunks.clone(),
         )),
         imm: VecDeque::new(),
@@ -358,12 +362,13 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
         finding_superseded: None,
     };
     let warming = crate::warming::Warming::new(
-        &opts.cache_warming,
+        &opts.cache.cache_warming,
         cache.clone(),
-        opts.block_size,
-        opts.warming_accounting,
+        opts.table.block_size,
+        opts.cache.warming_accounting,
     );
-    let shape = (opts.auto_shape.as_ref()).map(|c| crate::version::shape::AutoShape::new(c, &opts));
+    let shape =
+        (opts.tree.auto_shape.as_ref()).map(|c| crate::version::shape::AutoShape::new(c, &opts));
     Ok(Inner {
         memtable_chunks,
         dir: dir.to_path_buf(),
@@ -422,7 +427,7 @@ fn flush_recovered(
         cause: IoCause::Flush,
         smallest_snapshot: u64::MAX,
         drop_tombstones: false,
-        separate_values: opts.gc.separates_values(),
+        separate_values: opts.vlog.gc.separates_values(),
         split_outputs: false,
         relocate: None,
         version: &v,
@@ -500,7 +505,7 @@ fn sweep(
             }
             Some(Fate::Retire) => {
                 super::wal_archive::retire(&**storage, dir, &p, s.opts)?;
-                if !s.opts.archives_wals() {
+                if !s.opts.wal.archives_wals() {
                     report.deleted.push(p);
                 }
             }

@@ -1,4 +1,4 @@
-//! The archive of obsolete WALs: with `Options::wal_ttl_seconds` or `wal_size_limit` set,
+//! The archive of obsolete WALs: with `Options::wal.wal_ttl_seconds` or `wal_size_limit` set,
 //! a WAL whose memtable was flushed is moved into `DIR/archive/` instead of being deleted,
 //! so that [`super::updates`] can give the writes it held to a replica or a change
 //! consumer that is behind (RocksDB's WAL archive, which Kvrocks' replication reads).
@@ -48,7 +48,7 @@ pub(crate) fn usage(storage: &dyn Storage, dir: &Path) -> (usize, u64) {
 /// Moves the obsolete WAL `path` into the archive (or deletes it when the options keep no
 /// archive), then drops what falls outside the retention.
 pub(crate) fn retire(storage: &dyn Storage, dir: &Path, path: &Path, opts: &Options) -> Result<()> {
-    if !opts.archives_wals() {
+    if !opts.wal.archives_wals() {
         return storage.remove(path);
     }
     let a = archive_dir(dir);
@@ -62,8 +62,8 @@ pub(crate) fn retire(storage: &dyn Storage, dir: &Path, path: &Path, opts: &Opti
 /// while the archive holds more than `wal_size_limit` bytes.
 pub(crate) fn purge(storage: &dyn Storage, dir: &Path, opts: &Options) -> Result<()> {
     let mut files = list(storage, dir);
-    if opts.wal_ttl_seconds > 0 {
-        let ttl = Duration::from_secs(opts.wal_ttl_seconds);
+    if opts.wal.wal_ttl_seconds > 0 {
+        let ttl = Duration::from_secs(opts.wal.wal_ttl_seconds);
         let now = SystemTime::now();
         // The age comes from the file system; a storage without real files gives none,
         // and then only the size bound applies.
@@ -84,14 +84,14 @@ pub(crate) fn purge(storage: &dyn Storage, dir: &Path, opts: &Options) -> Result
         }
         files = kept;
     }
-    if opts.wal_size_limit > 0 {
+    if opts.wal.wal_size_limit > 0 {
         let sizes: Vec<u64> = files
             .iter()
             .map(|(_, p)| storage.file_size(p).unwrap_or(0))
             .collect();
         let mut total: u64 = sizes.iter().sum();
         for ((_, p), size) in files.iter().zip(sizes) {
-            if total <= opts.wal_size_limit {
+            if total <= opts.wal.wal_size_limit {
                 break;
             }
             storage.remove(p)?;

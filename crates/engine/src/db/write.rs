@@ -262,7 +262,7 @@ fn write_group(
         }
     }
     drop(values);
-    let mut wal = inner.opts.use_wal.then(|| inner.wal.lock());
+    let mut wal = inner.opts.wal.use_wal.then(|| inner.wal.lock());
     if let Some(wal) = wal.as_mut() {
         let w = wal.as_mut().ok_or(Error::Closed).map_err(fail)?;
         for (i, m) in group.iter().enumerate() {
@@ -321,7 +321,7 @@ fn sync_wal(inner: &Inner, wal: &mut LogWriter) -> Result<()> {
 /// files of the value log as the WAL, then every WAL ([`sync_wal`]). Without a WAL there
 /// is nothing to sync (unflushed writes are not durable).
 pub(crate) fn sync_logs(inner: &Inner) -> Result<()> {
-    if !inner.opts.use_wal {
+    if !inner.opts.wal.use_wal {
         return Ok(());
     }
     inner.value_wal.lock().flush(true)?;
@@ -468,9 +468,9 @@ fn room_without_lock(inner: &Inner) -> Option<Arc<Memtable>> {
     let view = ReadView::take(inner);
     let mem = &view.mems[0];
     let size = mem.approximate_size();
-    let quiet = size < opts.memtable_size
-        && view.mems.len() - 1 < opts.max_immutable_memtables
-        && view.version.levels[0].len() < opts.l0_slowdown_writes_trigger;
+    let quiet = size < opts.tree.memtable_size
+        && view.mems.len() - 1 < opts.tree.max_immutable_memtables
+        && view.version.levels[0].len() < opts.tree.l0_slowdown_writes_trigger;
     if !quiet {
         return None;
     }
@@ -478,7 +478,7 @@ fn room_without_lock(inner: &Inner) -> Option<Arc<Memtable>> {
     let id = Arc::as_ptr(mem) as u64;
     let wait = inner
         .throttle
-        .charge(id, size, false, opts.delayed_write_rate);
+        .charge(id, size, false, opts.tree.delayed_write_rate);
     debug_assert!(wait.is_zero());
     Some(mem.clone())
 }
@@ -502,17 +502,17 @@ fn make_room(inner: &Inner, mut force: bool) -> Result<Arc<Memtable>> {
             break Err(Error::Closed);
         }
         let size = st.mem.approximate_size();
-        let full = size >= opts.memtable_size;
+        let full = size >= opts.tree.memtable_size;
         let l0 = st.versions.current().levels[0].len();
-        let flush_pending = st.imm.len() >= opts.max_immutable_memtables;
+        let flush_pending = st.imm.len() >= opts.tree.max_immutable_memtables;
         if !full && !force {
             // Slowdown before a stop (see `throttle`): charged per group, slept without
             // the lock; the memtable and L0 are looked at again afterwards.
-            let floor = opts.delayed_write_rate;
-            let (slow, rate) = if l0 >= opts.l0_slowdown_writes_trigger {
+            let floor = opts.tree.delayed_write_rate;
+            let (slow, rate) = if l0 >= opts.tree.l0_slowdown_writes_trigger {
                 (true, floor)
             } else if flush_pending {
-                let room = opts.memtable_size.saturating_sub(size);
+                let room = opts.tree.memtable_size.saturating_sub(size);
                 let paced = inner.throttle.pace_to_flush(room, floor);
                 (paced.is_some(), paced.unwrap_or(floor))
             } else {
@@ -531,7 +531,7 @@ fn make_room(inner: &Inner, mut force: bool) -> Result<Arc<Memtable>> {
         if (!force && !full) || (force && st.mem.is_empty()) {
             break Ok(st.mem.clone());
         }
-        if flush_pending || l0 >= opts.l0_stop_writes_trigger {
+        if flush_pending || l0 >= opts.tree.l0_stop_writes_trigger {
             stall_started.get_or_insert_with(Instant::now);
             inner.bg_cv.notify_all();
             inner.bg_cv.wait_for(&mut st, Duration::from_millis(50));
@@ -551,7 +551,7 @@ fn make_room(inner: &Inner, mut force: bool) -> Result<Arc<Memtable>> {
                 break Err(e);
             }
         }
-        let wal_number = if opts.use_wal {
+        let wal_number = if opts.wal.use_wal {
             let n = st.versions.new_file_number();
             let path = wal_file_name(&inner.dir, n);
             let f = match inner.storage.create(&path, IoCause::Wal) {

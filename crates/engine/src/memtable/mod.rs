@@ -185,7 +185,7 @@ pub struct Memtable {
     size: AtomicUsize,
     /// The WAL file holding this memtable's writes (0 when the WAL is off).
     wal_number: u64,
-    /// With the value log as the WAL (`Options::value_log_wal`): where each separated
+    /// With the value log as the WAL (`Options::wal.value_log_wal`): where each separated
     /// value of this memtable was logged, by sequence number, so that flush points at it
     /// instead of writing it again.
     logged: Mutex<HashMap<SeqNo, ValuePointer>>,

@@ -1,7 +1,6 @@
 //! The `growth_factor = auto` option: what the tree-shape model needs to know. The model
 //! and the choice it makes while the database runs are in [`crate::version::shape`].
 
-use super::{CompactionStyle, Options};
 use crate::error::{Error, Result};
 
 /// `a` assumed before any compaction measured it: the mean this engine measured under
@@ -38,32 +37,29 @@ impl AutoShapeConfig {
         self
     }
 
-    pub(crate) fn validate(&self, opts: &Options) -> Result<()> {
-        let bad = |detail: String| Error::InvalidOptions {
-            name: "growth_factor=auto",
-            detail,
-        };
-        if opts.compaction_style == CompactionStyle::Tiered {
-            return Err(bad(
-                "tiering's model cost only falls with f (one level is optimal), so auto \
-                 applies to leveled compaction only"
-                    .into(),
-            ));
-        }
-        if self.expected_data_bytes <= opts.memtable_size as u64 {
-            return Err(bad(format!(
+    /// Checks the settings against the memtable the expected data must outgrow. That auto
+    /// applies to leveled compaction only is checked with the style, by
+    /// [`TreeOptions::validate`](super::TreeOptions).
+    pub(crate) fn validate(&self, memtable_size: usize) -> Result<()> {
+        if self.expected_data_bytes <= memtable_size as u64 {
+            return Err(invalid(format!(
                 "expected data size {} must exceed the memtable size {}",
-                self.expected_data_bytes, opts.memtable_size
+                self.expected_data_bytes, memtable_size
             )));
         }
         if !(self.r > 0.0 && self.r <= 1.0) {
-            return Err(bad(format!("r = {} is not in (0, 1]", self.r)));
+            return Err(invalid(format!("r = {} is not in (0, 1]", self.r)));
         }
         if !(0.0..=1.0).contains(&self.initial_a) {
-            return Err(bad(format!("a = {} is not in [0, 1]", self.initial_a)));
+            return Err(invalid(format!("a = {} is not in [0, 1]", self.initial_a)));
         }
         Ok(())
     }
+}
+
+/// An invalid `growth_factor = auto` setting (the name its errors carry).
+pub(crate) fn invalid(detail: String) -> Error {
+    Error::invalid_option("growth_factor=auto", detail)
 }
 
 #[cfg(test)]
@@ -72,20 +68,19 @@ mod tests {
 
     #[test]
     fn bad_settings_are_named() {
-        let o = Options {
-            memtable_size: 64 << 20,
-            ..Options::default()
-        };
-        assert!(AutoShapeConfig::new(1 << 20).validate(&o).is_err());
-        assert!(AutoShapeConfig::new(1 << 40)
+        let memtable = 64 << 20;
+        assert!(AutoShapeConfig::new(1 << 20).validate(memtable).is_err());
+        let e = AutoShapeConfig::new(1 << 40)
             .with_r(0.0)
-            .validate(&o)
-            .is_err());
-        let tiered = Options {
-            compaction_style: CompactionStyle::Tiered,
-            ..o.clone()
-        };
-        assert!(AutoShapeConfig::new(1 << 40).validate(&tiered).is_err());
-        AutoShapeConfig::new(1 << 40).validate(&o).unwrap();
+            .validate(memtable)
+            .unwrap_err();
+        assert!(matches!(
+            e,
+            Error::InvalidOptions {
+                name: "growth_factor=auto",
+                ..
+            }
+        ));
+        AutoShapeConfig::new(1 << 40).validate(memtable).unwrap();
     }
 }

@@ -34,6 +34,17 @@ impl Compression {
     pub const NAMES: [&'static str; 3] = ["none", "lz4", "zstd"];
     /// Zstandard's level when none is given (libzstd's and RocksDB's default).
     pub const ZSTD_DEFAULT_LEVEL: i32 = 3;
+
+    /// Checks a configured codec (a zstd level is 1 to 22); the error names the option
+    /// `name` that set it.
+    pub(crate) fn validate(self, name: &'static str) -> Result<(), Error> {
+        match self {
+            Compression::Zstd { level } if !(1..=22).contains(&level) => Err(
+                Error::invalid_option(name, format!("zstd level {level}: 1 to 22")),
+            ),
+            _ => Ok(()),
+        }
+    }
 }
 
 impl std::fmt::Display for Compression {

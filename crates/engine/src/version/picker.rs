@@ -136,7 +136,7 @@ pub fn targets(v: &Version, opts: &Options, chosen: Option<f64>) -> Targets {
     let f = growth_factor(opts, chosen);
     let level1 = level1_max_bytes(opts, chosen);
     let mut bytes = vec![0.0; n];
-    if !opts.dynamic_level_bytes {
+    if !opts.tree.dynamic_level_bytes {
         for (l, b) in bytes.iter_mut().enumerate().skip(1) {
             *b = level1 * f.powi(l as i32 - 1);
         }
@@ -157,7 +157,7 @@ pub fn targets(v: &Version, opts: &Options, chosen: Option<f64>) -> Targets {
 /// The growth factor in force: the configured one, or the engine's own choice under
 /// `growth_factor = auto` once it has made one.
 pub fn growth_factor(opts: &Options, chosen: Option<f64>) -> f64 {
-    chosen.unwrap_or(opts.growth_factor)
+    chosen.unwrap_or(opts.tree.growth_factor)
 }
 
 /// The largest target of the level L0 compacts into: `level1_max_bytes`, or under
@@ -166,8 +166,8 @@ pub fn growth_factor(opts: &Options, chosen: Option<f64>) -> f64 {
 /// times the one above it, as the model's shape has them.
 pub fn level1_max_bytes(opts: &Options, chosen: Option<f64>) -> f64 {
     match chosen {
-        Some(f) => f * (opts.l0_compaction_trigger * opts.memtable_size) as f64,
-        None => opts.level1_max_bytes as f64,
+        Some(f) => f * (opts.tree.l0_compaction_trigger * opts.tree.memtable_size) as f64,
+        None => opts.tree.level1_max_bytes as f64,
     }
 }
 
@@ -178,7 +178,7 @@ pub fn scores(v: &Version, opts: &Options, t: &Targets) -> Vec<f64> {
         .map(|l| {
             let bytes = v.level_bytes(l);
             if l == 0 {
-                v.levels[0].len() as f64 / opts.l0_compaction_trigger as f64
+                v.levels[0].len() as f64 / opts.tree.l0_compaction_trigger as f64
             } else if t.bytes[l] == 0.0 {
                 if bytes > 0 {
                     f64::INFINITY
@@ -518,6 +518,7 @@ mod bytes_tests {
 mod target_tests {
     use super::*;
     use crate::io::{FileStorage, Storage};
+    use crate::options::TreeOptions;
     use crate::types::{make_internal_key, ValueKind};
     use crate::version::{FileMeta, VersionEdit};
     use std::path::Path;
@@ -545,8 +546,11 @@ mod target_tests {
     #[test]
     fn dynamic_targets_follow_the_last_level() {
         let opts = Options {
-            level1_max_bytes: 256 << 20,
-            growth_factor: 10.0,
+            tree: TreeOptions {
+                level1_max_bytes: 256 << 20,
+                growth_factor: 10.0,
+                ..Default::default()
+            },
             ..Options::default()
         };
         // An empty tree: L0 goes straight to the last level.
@@ -566,7 +570,10 @@ mod target_tests {
         assert_eq!(scores(&v, &opts, &t)[2], f64::INFINITY);
         // Static targets: L1 is the base, level n holds level1_max_bytes * f^(n-1).
         let st = Options {
-            dynamic_level_bytes: false,
+            tree: TreeOptions {
+                dynamic_level_bytes: false,
+                ..opts.tree
+            },
             ..opts
         };
         let t = targets(&v, &st, None);

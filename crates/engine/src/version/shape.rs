@@ -144,11 +144,11 @@ impl AutoShape {
 pub fn choose(expected_data_bytes: u64, r: f64, a: f64, opts: &Options) -> Option<ShapeChoice> {
     let workload = vat::Workload {
         data_bytes: expected_data_bytes as f64,
-        memtable_bytes: opts.memtable_size as f64,
+        memtable_bytes: opts.tree.memtable_size as f64,
         // Key and value sizes only matter for the value-log designs, not for SST-VAT.
         key_bytes: 16.0,
         value_bytes: 1024.0,
-        table_bytes: opts.target_file_size as f64,
+        table_bytes: opts.tree.target_file_size as f64,
     };
     let rec = vat::recommend(vat::Design::Sst, a.clamp(0.0, 1.0), r, &workload).ok()?;
     let f = rec.growth_factor().clamp(MIN_GROWTH, MAX_GROWTH);
@@ -175,11 +175,15 @@ pub fn choose(expected_data_bytes: u64, r: f64, a: f64, opts: &Options) -> Optio
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::options::TreeOptions;
 
     fn opts() -> Options {
         Options {
-            memtable_size: 64 << 20,
-            target_file_size: 64 << 20,
+            tree: TreeOptions {
+                memtable_size: 64 << 20,
+                target_file_size: 64 << 20,
+                ..Default::default()
+            },
             ..Options::default()
         }
     }

@@ -97,15 +97,15 @@ impl TreeStyle {
     /// The style to pick with now; under `Auto`, re-derived from `v`. `space_target` is
     /// the GC policy's space-amplification target, if it has one.
     pub fn resolve(&self, v: &Version, opts: &Options, space_target: Option<f64>) -> Resolved {
-        match opts.compaction_style {
+        match opts.tree.compaction_style {
             CompactionStyle::Leveled => return Resolved::Leveled,
             CompactionStyle::Tiered => {
                 return Resolved::Tiered {
-                    trigger: super::tiered::run_trigger(opts.growth_factor),
+                    trigger: super::tiered::run_trigger(opts.tree.growth_factor),
                 }
             }
             // `growth_factor = auto` shapes a leveled tree with VAT; the user asked for it.
-            CompactionStyle::Auto if opts.auto_shape.is_some() => return Resolved::Leveled,
+            CompactionStyle::Auto if opts.tree.auto_shape.is_some() => return Resolved::Leveled,
             CompactionStyle::Auto => {}
         }
         let mut st = self.state.lock();
@@ -166,8 +166,8 @@ pub fn choose(
         return None;
     }
     let share = m.tree_bytes / (m.tree_bytes + m.live_value_bytes).max(1.0);
-    let max_trigger = super::tiered::run_trigger(opts.growth_factor)
-        .min(opts.l0_stop_writes_trigger.saturating_sub(1))
+    let max_trigger = super::tiered::run_trigger(opts.tree.growth_factor)
+        .min(opts.tree.l0_stop_writes_trigger.saturating_sub(1))
         .max(2);
     let leveled_traffic = vat::recommend(
         vat::Design::Sst,
@@ -181,7 +181,7 @@ pub fn choose(
             value_bytes: 1024.0,
             // A compaction's unit: a table, at most a flushed one while the tree's
             // tables are smaller than the target size (values are elsewhere).
-            table_bytes: (opts.target_file_size as f64).min(s0),
+            table_bytes: (opts.tree.target_file_size as f64).min(s0),
         },
     )
     .map(|r| r.best.data_ratio)
@@ -230,10 +230,14 @@ pub fn choose(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::options::TreeOptions;
 
     fn opts() -> Options {
         Options {
-            compaction_style: CompactionStyle::Auto,
+            tree: TreeOptions {
+                compaction_style: CompactionStyle::Auto,
+                ..Default::default()
+            },
             ..Options::default()
         }
     }
@@ -314,8 +318,11 @@ mod tests {
         let leveled = Options::default();
         assert_eq!(s.resolve(&v, &leveled, Some(1.5)), Resolved::Leveled);
         let tiered = Options {
-            compaction_style: CompactionStyle::Tiered,
-            growth_factor: 4.0,
+            tree: TreeOptions {
+                compaction_style: CompactionStyle::Tiered,
+                growth_factor: 4.0,
+                ..Default::default()
+            },
             ..Options::default()
         };
         assert_eq!(

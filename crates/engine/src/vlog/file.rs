@@ -11,7 +11,7 @@
 //!         | varint32 value length | Zstandard frame            (codec 2)
 //! ```
 //!
-//! Compression is per record (`Options::value_compression`), with the codecs and the
+//! Compression is per record (`Options::vlog.value_compression`), with the codecs and the
 //! 1/8-saving rule of table blocks ([`crate::sst::compression`]): a value that does not
 //! compress is stored as is, and files written without compression (codec bits zero) read
 //! the same. The checksum covers the stored bytes, so a damaged compressed value is found

@@ -106,7 +106,7 @@ impl BackPressure {
 
 /// Builds the policy the options name.
 pub fn from_options(o: &Options) -> Box<dyn GcPolicy> {
-    match o.gc {
+    match o.vlog.gc {
         GcPolicyConfig::Inline => Box::new(Inline),
         GcPolicyConfig::BlobDb {
             age_cutoff,
@@ -117,13 +117,13 @@ pub fn from_options(o: &Options) -> Box<dyn GcPolicy> {
         }),
         GcPolicyConfig::Titan { garbage_ratio } => Box::new(Titan { garbage_ratio }),
         GcPolicyConfig::Terark { garbage_ratio } => Box::new(Terark { garbage_ratio }),
-        GcPolicyConfig::Lifetime { .. } => match o.lifetime.trigger {
+        GcPolicyConfig::Lifetime { .. } => match o.vlog.lifetime.trigger {
             GcTrigger::Ttl => Box::new(Lifetime {
-                max_batch_bytes: o.lifetime.max_gc_batch_bytes,
+                max_batch_bytes: o.vlog.lifetime.max_gc_batch_bytes,
             }),
             GcTrigger::SpaceAmp { target } => Box::new(SpaceAmp {
                 target,
-                max_batch_bytes: o.lifetime.max_gc_batch_bytes,
+                max_batch_bytes: o.vlog.lifetime.max_gc_batch_bytes,
             }),
         },
     }

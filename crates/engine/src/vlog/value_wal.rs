@@ -1,4 +1,4 @@
-//! The value log as the write-ahead log of separated values (`Options::value_log_wal`;
+//! The value log as the write-ahead log of separated values (`Options::wal.value_log_wal`;
 //! WiscKey's and Badger's design, paper 000's setting).
 //!
 //! Without it every large value is written twice before any GC: once into the WAL with its
@@ -40,9 +40,9 @@ use std::sync::Arc;
 pub(crate) struct LogContext<'a> {
     pub dir: &'a Path,
     pub storage: &'a Arc<dyn Storage>,
-    /// Values at least this long are logged (`Options::min_blob_size`).
+    /// Values at least this long are logged (`Options::vlog.min_blob_size`).
     pub min_blob_size: usize,
-    /// A file is cut once it reaches this size (`Options::blob_file_size`).
+    /// A file is cut once it reaches this size (`Options::vlog.blob_file_size`).
     pub blob_file_size: u64,
     pub compression: Compression,
     /// Where a value goes by its predicted death (the lifetime policies); `None`: class 0.

@@ -552,8 +552,8 @@ pub fn info(sh: &Shared, out: &mut String) {
     }
     // The WAL a primary keeps for replicas to continue from (the engine's WAL archive).
     let o = db.options();
-    kv("repl_wal_keep_seconds", o.wal_ttl_seconds.to_string());
-    kv("repl_wal_keep_bytes", o.wal_size_limit.to_string());
+    kv("repl_wal_keep_seconds", o.wal.wal_ttl_seconds.to_string());
+    kv("repl_wal_keep_bytes", o.wal.wal_size_limit.to_string());
     kv("repl_wal_archive_bytes", archived.to_string());
     let (first, held) = log.held();
     kv("second_repl_offset", "-1".into());

@@ -162,10 +162,10 @@ pub fn oracle_reads(
 fn options(a: &Args, setup: &Setup, warming: &CacheWarmingConfig) -> Options {
     let mut o = super::options(a, warming);
     // A burst is flushed explicitly, and the memtable never fills before it is.
-    o.memtable_size = 256 << 20;
+    o.tree.memtable_size = 256 << 20;
     // Every flush is compacted at once, into the one level that holds the data.
-    o.l0_compaction_trigger = 1;
-    o.level1_max_bytes = 1 << 30;
+    o.tree.l0_compaction_trigger = 1;
+    o.tree.level1_max_bytes = 1 << 30;
     o.background_compactions = 1;
     if setup.direct_reads {
         o.storage = Some(Arc::new(DirectClientReads::default()));
