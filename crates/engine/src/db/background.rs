@@ -740,10 +740,6 @@ impl GcHost for EngineGcHost<'_> {
         Ok(out)
     }
 
-    fn sync_logs(&self) -> Result<()> {
-        write::sync_logs(self.0)
-    }
-
     fn install_with_maps(&self, install: &mut Install) -> Result<()> {
         let inner = self.0;
         let mut st = inner.state.lock();

@@ -47,7 +47,8 @@ pub(crate) trait GcHost {
     fn write_back(&self, entries: Vec<Writeback>) -> Result<Vec<bool>>;
     /// Makes durable what the edit deleting the inputs relies on: the written-back pointers
     /// and the user writes that made the records GC skipped garbage (the lookups saw them
-    /// before any sync).
+    /// before any sync). Both jobs call it: with a WAL it syncs the logs; without one only a
+    /// flushed table keeps those writes.
     fn make_durable(&self) -> Result<()>;
     /// Counts bytes copied.
     fn relocated(&self, bytes: u64);
@@ -66,9 +67,6 @@ pub(crate) trait GcHost {
     /// Whether each record of `records` is live as of `seq`, read by a snapshot only, or
     /// dead; looked up several at a time, all against one view of the tree.
     fn liveness(&self, records: &[Record], seq: SeqNo) -> Result<Vec<Liveness>>;
-    /// Syncs the logs, so that the user writes the lookups saw (which made the records GC
-    /// drops garbage) outlive a power cut before the edit deleting the inputs.
-    fn sync_logs(&self) -> Result<()>;
     /// Runs `install` under the lock that orders version edits, with the current version,
     /// the pointers compactions dropped into the job's inputs while it ran (handed over
     /// once), and the function that installs an edit with index maps; then drops the index

@@ -181,8 +181,9 @@ impl GcJob for IndexMapJob<'_> {
             }
             let copies: Vec<u64> = edit.added_blobs.iter().map(|b| b.number).collect();
             // The lookups saw writes not yet synced: a record they found overwritten is
-            // dropped with its file, so the overwrite must outlive a power cut first.
-            host.sync_logs()?;
+            // dropped with its file, so the overwrite must outlive a power cut first (without
+            // a WAL, only a flush keeps it).
+            host.make_durable()?;
             let mut edit = Some(edit);
             let mut maps = Some(maps);
             host.install_with_maps(&mut |current, drops, apply| {

@@ -310,11 +310,6 @@ impl GcHost for MapHost {
             .collect())
     }
 
-    fn sync_logs(&self) -> Result<()> {
-        self.line("sync".into());
-        Ok(())
-    }
-
     fn install_with_maps(&self, install: &mut Install) -> Result<()> {
         // Compaction dropped the pointers of the keys written meanwhile.
         let drops = self.overwrite_meanwhile();
