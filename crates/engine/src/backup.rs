@@ -125,7 +125,7 @@ impl BackupEngine {
 
     fn fill(&self, db: &DB, id: u64, tmp: &Path, private: &Path) -> Result<CreateReport> {
         let storage = FileStorage::new();
-        let pinned = pin(db)?;
+        let pinned = pin(db.inner())?;
         let shared_dir = self.dir.join(SHARED);
         let (mut files, mut copied, mut reused, mut bytes_written) = (Vec::new(), 0, 0, 0);
         for f in &pinned.files {

@@ -3,7 +3,7 @@
 //!
 //! Tables, value files a version names and index maps never change once a manifest edit
 //! names them, so a hard link is a copy that costs one directory entry. What a checkpoint
-//! does ([`DB::checkpoint`]):
+//! does ([`DB::checkpoint`](crate::DB::checkpoint)):
 //!
 //! 1. It holds off GC, then flushes the memtable (RocksDB's checkpoint with
 //!    `log_size_for_flush` 0). Every write acknowledged before the call is then in a table,
@@ -32,10 +32,12 @@
 //! [`pin`] and [`write_private`] are also what backups are made of ([`crate::backup`]).
 
 use super::inner::Inner;
-use super::{DB, MODEL_FILE};
+use super::{background, write};
 use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
-use crate::filename::{index_map_file_name, manifest_name, wal_file_name, CURRENT};
+use crate::filename::{
+    index_map_file_name, manifest_name, wal_file_name, CURRENT, LIFETIME_MODEL as MODEL_FILE,
+};
 use crate::io::{FileStorage, IoCause, Storage};
 use crate::version::set::{snapshot_edit, write_current};
 use crate::version::{Version, VersionEdit};
@@ -112,13 +114,14 @@ impl Drop for GcPause<'_> {
     }
 }
 
-/// Flushes `db` and pins the files of the resulting version (steps 1 and 2 of the module
-/// docs).
-pub(crate) fn pin(db: &DB) -> Result<Pinned> {
-    let inner = db.inner();
+/// Flushes the database and pins the files of the resulting version (steps 1 and 2 of the
+/// module docs). Takes the engine's state rather than the public `DB`, so that this module
+/// sits below `db/mod.rs`, which calls it.
+pub(crate) fn pin(inner: &Arc<Inner>) -> Result<Pinned> {
     let sequence = inner.visible_seq.load(Ordering::Acquire);
     let pause = GcPause::take(inner)?;
-    db.flush()?;
+    write::force_switch(inner)?;
+    background::wait_flushed(inner)?;
     let st = inner.state.lock();
     let v = st.versions.current();
     // Names in the checkpoint only, above every number its files use.
@@ -257,13 +260,13 @@ pub(crate) fn parent_of(p: &Path) -> PathBuf {
     }
 }
 
-pub(crate) fn create(db: &DB, target: &Path) -> Result<CheckpointInfo> {
+pub(crate) fn create(inner: &Arc<Inner>, target: &Path) -> Result<CheckpointInfo> {
     refuse_existing(target, "checkpoint target")?;
     let tmp = staging(target)?;
     // A leftover from a checkpoint cut short is not removed: it is named in the error, for
     // whoever knows it is one to delete.
     std::fs::create_dir(&tmp).map_err(|e| Error::io(&tmp, e))?;
-    let made = fill(db, &tmp).and_then(|info| {
+    let made = fill(inner, &tmp).and_then(|info| {
         refuse_existing(target, "checkpoint target")?;
         std::fs::rename(&tmp, target).map_err(|e| Error::io(target, e))?;
         FileStorage::new().sync_dir(&parent_of(target))?;
@@ -281,8 +284,8 @@ pub(crate) fn create(db: &DB, target: &Path) -> Result<CheckpointInfo> {
     }
 }
 
-fn fill(db: &DB, dir: &Path) -> Result<CheckpointInfo> {
-    let p = pin(db)?;
+fn fill(inner: &Arc<Inner>, dir: &Path) -> Result<CheckpointInfo> {
+    let p = pin(inner)?;
     let mut linked = 0;
     let mut can_link = true;
     let mut bytes = 0;

@@ -252,7 +252,7 @@ impl DB {
     /// links where the file system allows: every write acknowledged before the call is in
     /// it ([`checkpoint`]).
     pub fn checkpoint(&self, dir: impl AsRef<Path>) -> Result<checkpoint::CheckpointInfo> {
-        checkpoint::create(self, dir.as_ref())
+        checkpoint::create(&self.inner, dir.as_ref())
     }
 
     /// For checkpoints and backups, which pin the live files under the state lock.
