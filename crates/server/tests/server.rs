@@ -705,3 +705,29 @@ fn bitop_and_lolwut() {
     ));
     srv.stop();
 }
+
+/// Two clients blocked in BRPOPLPUSH, the first towards a key of another type: a push
+/// fails the first with WRONGTYPE and the element goes to the second, in the order they
+/// blocked (Redis's "BRPOPLPUSH with multiple blocked clients", with that order fixed).
+#[test]
+fn a_failed_blocked_move_passes_the_element_on() {
+    let t = tempfile::tempdir().unwrap();
+    let srv = Running::start(t.path(), config());
+    let mut c = Client::connect(srv.addr);
+    let mut first = Client::connect(srv.addr);
+    let mut second = Client::connect(srv.addr);
+    assert_eq!(c.cmd(&["SET", "target1", "nolist"]), simple("OK"));
+    first.send(&[b"BRPOPLPUSH", b"blist", b"target1", b"0"]);
+    wait_blocked(&mut c, 1);
+    second.send(&[b"BRPOPLPUSH", b"blist", b"target2", b"0"]);
+    wait_blocked(&mut c, 2);
+    assert_eq!(c.cmd(&["LPUSH", "blist", "foo"]), F::Integer(1));
+    assert!(is_err(&first.read().unwrap(), "WRONGTYPE"));
+    assert_eq!(second.read(), Some(bulk("foo")));
+    assert_eq!(
+        c.cmd(&["LRANGE", "target2", "0", "-1"]),
+        F::Array(vec![bulk("foo")])
+    );
+    assert_eq!(c.cmd(&["LLEN", "blist"]), F::Integer(0));
+    srv.stop();
+}
