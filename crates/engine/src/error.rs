@@ -79,3 +79,12 @@ impl Error {
         matches!(self, Error::Corruption { .. })
     }
 }
+
+/// The option a validation refused (for the option groups' tests).
+#[cfg(test)]
+pub(crate) fn refused_option(r: Result<()>) -> &'static str {
+    match r {
+        Err(Error::InvalidOptions { name, .. }) => name,
+        other => panic!("{other:?}"),
+    }
+}

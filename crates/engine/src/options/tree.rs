@@ -230,13 +230,7 @@ impl TreeOptions {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn name_of(r: Result<()>) -> &'static str {
-        match r {
-            Err(Error::InvalidOptions { name, .. }) => name,
-            other => panic!("{other:?}"),
-        }
-    }
+    use crate::error::refused_option as name_of;
 
     #[test]
     fn bad_fields_are_named() {
