@@ -26,14 +26,7 @@ const WRITES: u64 = 6000;
 
 fn opts(gc: GcPolicyConfig, value_log_wal: bool) -> Options {
     Options {
-        tree: TreeOptions {
-            memtable_size: 64 << 10,
-            level1_max_bytes: 256 << 10,
-            target_file_size: 64 << 10,
-            l0_compaction_trigger: 2,
-            num_levels: 4,
-            ..Default::default()
-        },
+        tree: testkit::small_tree(),
         wal: WalOptions {
             value_log_wal,
             ..Default::default()

@@ -2,20 +2,11 @@
 //! level with its codec, everything reads back (also after reopening with other settings:
 //! the codec is named per block), and compressible data takes less space.
 
-use halflife_engine::{
-    Compression, GcPolicyConfig, Options, TableOptions, TreeOptions, ValueLogOptions, DB,
-};
+use halflife_engine::{Compression, GcPolicyConfig, Options, TableOptions, ValueLogOptions, DB};
 
 fn options(per_level: Vec<Compression>) -> Options {
     Options {
-        tree: TreeOptions {
-            memtable_size: 64 << 10,
-            level1_max_bytes: 256 << 10,
-            target_file_size: 64 << 10,
-            l0_compaction_trigger: 2,
-            num_levels: 4,
-            ..Default::default()
-        },
+        tree: testkit::small_tree(),
         table: TableOptions {
             compression_per_level: per_level,
             ..Default::default()

@@ -14,14 +14,7 @@ fn opts(gc: GcPolicyConfig) -> Options {
 
 fn opts_triggered(gc: GcPolicyConfig, trigger: GcTrigger) -> Options {
     Options {
-        tree: TreeOptions {
-            memtable_size: 64 << 10,
-            level1_max_bytes: 256 << 10,
-            target_file_size: 64 << 10,
-            l0_compaction_trigger: 2,
-            num_levels: 4,
-            ..Default::default()
-        },
+        tree: testkit::small_tree(),
         vlog: ValueLogOptions {
             min_blob_size: 100,
             blob_file_size: 64 << 10,

@@ -8,8 +8,7 @@ use halflife_engine::memtable::seek_key;
 use halflife_engine::types::ValueKind;
 use halflife_engine::vlog::ValuePointer;
 use halflife_engine::{
-    GcPolicyConfig, GcTrigger, LifetimeMode, LifetimeOptions, Options, TreeOptions,
-    ValueLogOptions, DB,
+    GcPolicyConfig, GcTrigger, LifetimeMode, LifetimeOptions, Options, ValueLogOptions, DB,
 };
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -17,14 +16,7 @@ use std::path::Path;
 
 fn opts(mode: LifetimeMode, ttl: u64) -> Options {
     Options {
-        tree: TreeOptions {
-            memtable_size: 64 << 10,
-            level1_max_bytes: 256 << 10,
-            target_file_size: 64 << 10,
-            l0_compaction_trigger: 2,
-            num_levels: 4,
-            ..Default::default()
-        },
+        tree: testkit::small_tree(),
         vlog: ValueLogOptions {
             min_blob_size: 100,
             blob_file_size: 64 << 10,

@@ -4,21 +4,13 @@
 //! less space, and a damaged compressed record is a corruption error naming its file.
 
 use halflife_engine::{
-    Compression, GcPolicyConfig, LifetimeMode, Options, TreeOptions, ValueLogOptions, WalOptions,
-    DB,
+    Compression, GcPolicyConfig, LifetimeMode, Options, ValueLogOptions, WalOptions, DB,
 };
 use std::path::Path;
 
 fn options(gc: GcPolicyConfig, value_compression: Compression) -> Options {
     Options {
-        tree: TreeOptions {
-            memtable_size: 64 << 10,
-            level1_max_bytes: 256 << 10,
-            target_file_size: 64 << 10,
-            l0_compaction_trigger: 2,
-            num_levels: 4,
-            ..Default::default()
-        },
+        tree: testkit::small_tree(),
         vlog: ValueLogOptions {
             min_blob_size: 100,
             blob_file_size: 64 << 10,

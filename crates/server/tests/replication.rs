@@ -39,14 +39,7 @@ fn replica_of(primary: SocketAddr) -> Config {
 /// hundred writes: flushes, compactions and GC all happen within a test's data.
 fn small_engine() -> engine::Options {
     engine::Options {
-        tree: engine::TreeOptions {
-            memtable_size: 64 << 10,
-            level1_max_bytes: 256 << 10,
-            target_file_size: 64 << 10,
-            l0_compaction_trigger: 2,
-            num_levels: 4,
-            ..Default::default()
-        },
+        tree: testkit::small_tree(),
         vlog: engine::ValueLogOptions {
             min_blob_size: 100,
             blob_file_size: 64 << 10,

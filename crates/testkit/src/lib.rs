@@ -124,3 +124,17 @@ pub fn files_with_ext(dir: &std::path::Path, ext: &str) -> Vec<std::path::PathBu
     v.sort();
     v
 }
+
+/// A tree small enough that a test's few hundred writes flush, compact and spread over
+/// levels: 64 KiB memtables and tables, a 256 KiB first level, compaction at two L0
+/// tables, four levels.
+pub fn small_tree() -> engine::TreeOptions {
+    engine::TreeOptions {
+        memtable_size: 64 << 10,
+        level1_max_bytes: 256 << 10,
+        target_file_size: 64 << 10,
+        l0_compaction_trigger: 2,
+        num_levels: 4,
+        ..Default::default()
+    }
+}
