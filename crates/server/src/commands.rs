@@ -1,5 +1,6 @@
 //! Command dispatch: one function per command, each taking its arguments as sent and
-//! returning the reply. Runs on a blocking thread (engine calls block).
+//! returning the reply. Runs on the connection's task when cheap ([`crate::cheap`]), else on
+//! a blocking-pool thread (engine calls may block).
 
 use crate::config::AppendFsync;
 use crate::pattern;

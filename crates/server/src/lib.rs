@@ -5,6 +5,7 @@
 //! expiry, [`record`]); `appendfsync` maps onto WAL syncs ([`AppendFsync`]). See
 //! `docs/serve.md` for the command list and the measurements.
 
+mod cheap;
 mod client;
 mod cluster;
 mod cmd;

@@ -1,8 +1,9 @@
 //! Listening, connections and shutdown.
 //!
 //! Each connection is a task that reads whatever the client has sent, decodes every
-//! complete command in it (a pipeline arrives as many commands in one read), runs them as
-//! one job on tokio's blocking pool (engine calls block on I/O, and a WAL sync can take
+//! complete command in it (a pipeline arrives as many commands in one read), runs them
+//! (on the task itself when every one is cheap, [`crate::cheap`]; otherwise as one job on
+//! tokio's blocking pool, since engine calls may block on I/O and a WAL sync can take
 //! milliseconds), and writes all the replies back in one write. `SHUTDOWN`, SIGTERM and
 //! SIGINT stop the listeners, close the connections, sync the WAL and close the engine.
 
@@ -574,8 +575,10 @@ where
         }
         let full = batch.len() == most;
         if !batch.is_empty() {
-            let writes = crate::pause::may_write(&session, &batch);
-            if shared.pause.holds(writes).is_some() {
+            // A pause in force holds writes at least; only then is the batch looked at.
+            let paused = shared.pause.holds(true).is_some();
+            let writes = paused && crate::pause::may_write(&session, &batch);
+            if paused && shared.pause.holds(writes).is_some() {
                 shared.set_paused(session.id, true);
                 let go_on = shared.pause.wait(writes, &mut shutdown).await;
                 shared.set_paused(session.id, false);
@@ -585,11 +588,19 @@ where
             }
             let max_output = settings.max_output_bytes();
             session.output_budget = max_output.saturating_sub(output.len());
-            let sh = shared.clone();
-            let (s, replies, outcome, rest) =
+            let (s, replies, outcome, rest) = if crate::cheap::runs_inline(shared, &batch) {
+                if full {
+                    // A client that keeps a long pipeline coming would otherwise hold
+                    // this network thread from the other connections on it.
+                    tokio::task::yield_now().await;
+                }
+                run_batch(shared, session, batch)
+            } else {
+                let sh = shared.clone();
                 tokio::task::spawn_blocking(move || run_batch(&sh, session, batch))
                     .await
-                    .map_err(std::io::Error::other)?;
+                    .map_err(std::io::Error::other)?
+            };
             session = s;
             carry = rest;
             for r in replies {
