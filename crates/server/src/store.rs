@@ -113,8 +113,15 @@ impl Batch {
         self.touched.push(k);
     }
 
-    /// A sub-key write (every command that writes one writes its key's metadata too,
-    /// which tells the key's watchers).
+    /// Tells the watchers of `key` that it changed, without rewriting its metadata: a
+    /// command that only rewrites sub-keys of a collection whose metadata stays the same
+    /// (an `HSET` or `ZADD` of existing members) saves a record and a memtable insert.
+    pub fn touch_meta(&mut self, db: u8, key: &[u8]) {
+        self.touched.push(record::meta_key(db, key));
+    }
+
+    /// A sub-key write (every command that writes one writes its key's metadata too, or
+    /// [`Batch::touch_meta`]s it, which tells the key's watchers).
     pub fn put(&mut self, k: &[u8], v: &[u8]) {
         self.wb.put(k, v);
     }
@@ -308,11 +315,20 @@ impl Store {
     /// (not logged: a replica serves no replicas), telling the watchers of the keys whose
     /// metadata it changes.
     pub fn apply_replicated(&self, wb: WriteBatch, sync: bool) -> Result<()> {
-        let touched: Vec<Vec<u8>> = wb
+        // A sub-key written changes its collection even where the metadata was not
+        // rewritten ([`Batch::touch_meta`]); sub-keys deleted alone are the sweep's, of
+        // collections already gone.
+        let mut touched: Vec<Vec<u8>> = wb
             .iter()
-            .filter(|e| record::split_meta_key(e.key).is_some())
-            .map(|e| e.key.to_vec())
+            .filter_map(|e| match record::split_sub_key(e.key) {
+                Some((db, key, _)) if e.kind != ValueKind::Deletion => {
+                    Some(record::meta_key(db, key))
+                }
+                Some(_) => None,
+                None => record::split_meta_key(e.key).map(|_| e.key.to_vec()),
+            })
             .collect();
+        touched.dedup();
         self.db().write(wb, &WriteOptions { sync })?;
         self.touch(&touched);
         Ok(())

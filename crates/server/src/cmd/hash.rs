@@ -52,8 +52,11 @@ fn set_fields(cx: &Ctx, key: &[u8], pairs: &[Bytes], only_new: bool) -> Result<i
         b.put(&cx.sub_key(key, &m, 0, &kv[0]), &kv[1]);
     }
     m.size += added.len() as u64;
-    if !b.is_empty() {
+    if !added.is_empty() {
         b.put_meta(cx.db(), key, &m);
+    } else if !b.is_empty() {
+        // Existing fields only: the collection (and so its metadata) existed already.
+        b.touch_meta(cx.db(), key);
     }
     cx.write(b)?;
     Ok(added.len() as i64)

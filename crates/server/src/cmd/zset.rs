@@ -517,9 +517,13 @@ fn zadd_generic(cx: &Ctx, a: &[Bytes], mut f: AddFlags) -> CmdResult {
         now.insert(member, new);
         last = Some(new);
     }
-    if added > 0 || updated > 0 {
+    if added > 0 {
         m.size += added as u64;
         b.put_meta(cx.db(), key, &m);
+        cx.write(b)?;
+    } else if updated > 0 {
+        // New scores of existing members: the metadata stays as it is.
+        b.touch_meta(cx.db(), key);
         cx.write(b)?;
     }
     Ok(if f.incr {
