@@ -731,3 +731,89 @@ fn a_failed_blocked_move_passes_the_element_on() {
     assert_eq!(c.cmd(&["LLEN", "blist"]), F::Integer(0));
     srv.stop();
 }
+
+/// An `HSET` or `ZADD` that only rewrites existing fields or members leaves the key's
+/// metadata record as it is, yet it still changes the key for a transaction watching it;
+/// the key's size and expiry stay.
+#[test]
+fn rewriting_existing_members_touches_a_watched_key() {
+    let t = tempfile::tempdir().unwrap();
+    // Under everysec, as the commands run on the connection's task then.
+    let srv = Running::start(
+        t.path(),
+        Config {
+            appendfsync: AppendFsync::EverySec,
+            ..config()
+        },
+    );
+    let mut c = Client::connect(srv.addr);
+    let mut watching = Client::connect(srv.addr);
+    assert_eq!(c.cmd(&["HSET", "h", "f", "1"]), F::Integer(1));
+    assert_eq!(c.cmd(&["ZADD", "z", "1", "m"]), F::Integer(1));
+    assert_eq!(c.cmd(&["PEXPIRE", "h", "500000"]), F::Integer(1));
+    for (rewrite, read, expect) in [
+        (["HSET", "h", "f", "2"], ["HGET", "h", "f"], bulk("2")),
+        (["ZADD", "z", "5", "m"], ["ZSCORE", "z", "m"], bulk("5")),
+    ] {
+        assert_eq!(watching.cmd(&["WATCH", rewrite[1]]), simple("OK"));
+        assert_eq!(c.cmd(&rewrite), F::Integer(0));
+        assert_eq!(watching.cmd(&["MULTI"]), simple("OK"));
+        assert_eq!(watching.cmd(&read), simple("QUEUED"));
+        assert_eq!(watching.cmd(&["EXEC"]), F::Null, "{rewrite:?}");
+        assert_eq!(c.cmd(&read), expect);
+    }
+    assert_eq!(c.cmd(&["HLEN", "h"]), F::Integer(1));
+    assert_eq!(c.cmd(&["ZCARD", "z"]), F::Integer(1));
+    assert!(matches!(c.cmd(&["PTTL", "h"]), F::Integer(ms) if ms > 0));
+    srv.stop();
+}
+
+/// A pipeline's replies follow its commands' order and each sees the commands before it,
+/// whether a batch runs on the connection's task (point commands) or on the blocking pool
+/// (a command whose work grows with the data in it), under both sync settings.
+#[test]
+fn pipelined_commands_see_the_ones_before_them() {
+    for fsync in [AppendFsync::EverySec, AppendFsync::Always] {
+        let t = tempfile::tempdir().unwrap();
+        let srv = Running::start(
+            t.path(),
+            Config {
+                appendfsync: fsync,
+                ..config()
+            },
+        );
+        let mut c = Client::connect(srv.addr);
+        let cheap: &[&[&[u8]]] = &[
+            &[b"SET", b"n", b"1"],
+            &[b"INCR", b"n"],
+            &[b"RPUSH", b"l", b"a", b"b"],
+            &[b"LPOP", b"l"],
+            &[b"ZADD", b"z", b"1", b"m"],
+            &[b"ZINCRBY", b"z", b"2", b"m"],
+            &[b"GET", b"n"],
+        ];
+        let mixed: &[&[&[u8]]] = &[&[b"INCR", b"n"], &[b"LRANGE", b"l", b"0", b"-1"]];
+        for cmd in cheap.iter().chain(mixed) {
+            c.send(cmd);
+        }
+        let replies: Vec<F> = (0..cheap.len() + mixed.len())
+            .map(|_| c.read().unwrap())
+            .collect();
+        assert_eq!(
+            replies,
+            vec![
+                simple("OK"),
+                F::Integer(2),
+                F::Integer(2),
+                bulk("a"),
+                F::Integer(1),
+                bulk("3"),
+                bulk("2"),
+                F::Integer(3),
+                F::Array(vec![bulk("b")]),
+            ],
+            "{fsync:?}"
+        );
+        srv.stop();
+    }
+}
