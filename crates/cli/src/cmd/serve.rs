@@ -56,7 +56,8 @@ pub struct Args {
     /// expected number of keys as `halflife bench` does].
     #[arg(long)]
     pub lifetime_initial_ttl: Option<u64>,
-    /// Threads of the network runtime (engine calls run on a separate blocking pool).
+    /// Threads of the network runtime (point commands run on them, other engine calls on a
+    /// separate blocking pool).
     #[arg(long, default_value_t = 2)]
     pub threads: usize,
     /// Start as a read-only replica of the halflife primary at HOST:PORT (REPLICAOF;
