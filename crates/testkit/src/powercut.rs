@@ -361,14 +361,6 @@ impl WritableFile for CutWritable {
         Ok(())
     }
 
-    /// Passed on while the power is on. Not a step of its own: it changes nothing a cut
-    /// keeps or loses (only a sync does), so the moments of existing plans stay put.
-    fn write_behind(&mut self) {
-        if self.state.lock().plan.is_none() {
-            self.inner.write_behind();
-        }
-    }
-
     fn len(&self) -> u64 {
         self.inner.len()
     }

@@ -12,10 +12,6 @@ use std::sync::Arc;
 /// Appends are buffered up to this many bytes before they reach the kernel.
 const WRITE_BUFFER: usize = 256 * 1024;
 
-/// Write-behind works in steps of this many bytes (RocksDB's usual `bytes_per_sync`): a
-/// `sync_file_range` per step starts the write-back of the step just written.
-const WRITE_BEHIND_STEP: u64 = 1 << 20;
-
 /// Plain files in a directory tree.
 #[derive(Default)]
 pub struct FileStorage {
@@ -35,23 +31,9 @@ struct FsWritable {
     len: u64,
     cause: IoCause,
     stats: Arc<IoStats>,
-    /// Bytes whose write-back was started ([`WritableFile::write_behind`]).
-    started: u64,
 }
 
 impl FsWritable {
-    fn new(path: &Path, file: File, len: u64, cause: IoCause, stats: Arc<IoStats>) -> Self {
-        FsWritable {
-            path: path.to_path_buf(),
-            file,
-            buf: Vec::with_capacity(WRITE_BUFFER),
-            len,
-            cause,
-            stats,
-            started: len,
-        }
-    }
-
     fn write_out(&mut self) -> Result<()> {
         if !self.buf.is_empty() {
             self.file
@@ -94,31 +76,7 @@ impl WritableFile for FsWritable {
 
     fn sync(&mut self) -> Result<()> {
         self.write_out()?;
-        sync_data(&self.file, &self.path, &self.stats, self.cause)?;
-        self.started = self.len;
-        Ok(())
-    }
-
-    /// `sync_file_range(SYNC_FILE_RANGE_WRITE)` per [`WRITE_BEHIND_STEP`] handed to the
-    /// kernel: it queues the step's dirty pages for write-back and returns (it waits only
-    /// if the device's queue is full). Errors are ignored: a later `sync` reports any the
-    /// write-back met.
-    fn write_behind(&mut self) {
-        use std::os::fd::AsRawFd;
-        let handed = self.len - self.buf.len() as u64;
-        if handed < self.started + WRITE_BEHIND_STEP {
-            return;
-        }
-        // SAFETY: plain system call on an open descriptor; the range is within the file.
-        unsafe {
-            libc::sync_file_range(
-                self.file.as_raw_fd(),
-                self.started as libc::off64_t,
-                (handed - self.started) as libc::off64_t,
-                libc::SYNC_FILE_RANGE_WRITE,
-            );
-        }
-        self.started = handed;
+        sync_data(&self.file, &self.path, &self.stats, self.cause)
     }
 
     fn len(&self) -> u64 {
@@ -207,13 +165,14 @@ impl Storage for FileStorage {
             let stats = self.stats.clone();
             return Ok(Box::new(MappedWritable::new(path, file, cause, stats)));
         }
-        Ok(Box::new(FsWritable::new(
-            path,
+        Ok(Box::new(FsWritable {
+            path: path.to_path_buf(),
             file,
-            0,
+            buf: Vec::with_capacity(WRITE_BUFFER),
+            len: 0,
             cause,
-            self.stats.clone(),
-        )))
+            stats: self.stats.clone(),
+        }))
     }
 
     fn open_append(&self, path: &Path, cause: IoCause) -> Result<Box<dyn WritableFile>> {
@@ -222,13 +181,14 @@ impl Storage for FileStorage {
             .open(path)
             .map_err(|e| Error::io(path, e))?;
         let len = file.metadata().map_err(|e| Error::io(path, e))?.len();
-        Ok(Box::new(FsWritable::new(
-            path,
+        Ok(Box::new(FsWritable {
+            path: path.to_path_buf(),
             file,
+            buf: Vec::with_capacity(WRITE_BUFFER),
             len,
             cause,
-            self.stats.clone(),
-        )))
+            stats: self.stats.clone(),
+        }))
     }
 
     fn open(&self, path: &Path) -> Result<Arc<dyn ReadableFile>> {

@@ -91,15 +91,6 @@ pub trait WritableFile: Send {
     fn flush(&mut self) -> Result<()>;
     /// Makes everything appended so far durable (fdatasync).
     fn sync(&mut self) -> Result<()>;
-    /// A hint from a writer of a large file (a value file, a table): the storage may start
-    /// writing back the bytes it holds, in steps, so that the file does not fill the cache
-    /// with dirty pages until its sync. Under a memory limit (a cgroup that counts the page
-    /// cache) each new page of the writer reclaims an old one itself, and a dirty page
-    /// cannot be reclaimed before its write-back: the writer waits for it. The pages stay
-    /// cached (reads of values and blocks read them). Changes neither what is durable
-    /// (only [`WritableFile::sync`] does) nor what a read returns; cheap to call after
-    /// every append. The default does nothing.
-    fn write_behind(&mut self) {}
     /// Bytes appended so far (the file's size once flushed).
     fn len(&self) -> u64;
     fn is_empty(&self) -> bool {

@@ -204,8 +204,6 @@ impl TableBuilder {
         trailer[1..].copy_from_slice(&block_checksum(contents, block_type).to_le_bytes());
         self.file.append(contents)?;
         self.file.append(&trailer)?;
-        // Written back as the table grows, not all at its sync; kept cached for reads.
-        self.file.write_behind();
         self.offset += (contents.len() + trailer.len()) as u64;
         Ok(handle)
     }

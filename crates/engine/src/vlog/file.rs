@@ -127,10 +127,6 @@ impl ValueFileWriter {
         let crc = record_crc(&s[4..]);
         s[..4].copy_from_slice(&crc.to_le_bytes());
         self.file.append(s)?;
-        // The file's pages go to disk as it grows instead of staying dirty until the sync
-        // (a whole file, 64 MiB by default, under the writer's memory limit). They stay
-        // cached: point reads of values read them through the page cache.
-        self.file.write_behind();
         self.entries += 1;
         Ok(ValuePointer {
             file: self.number,
