@@ -9,21 +9,26 @@
 #
 #   scripts/db-bench-side-by-side.sh [-b LIST] [-n NUM] [-t THREADS] [-k KEY] [-v VALUE]
 #       [-r COMPRESSION_RATIO] [-c none|lz4|zstd] [-m MEMTABLE_MB] [-C CACHE_MB] [--blob]
-#       [--sync] [-R REPS] [-d DIR] [-o OUTDIR]
+#       [--sync] [-R REPS] [-d DIR] [-o OUTDIR] [-B HALFLIFE_BINARY]
 #
 # Defaults: fillrandom,overwrite,readrandom,readwhilewriting,seekrandom; 500000 keys of
 # 24 B and values of 1000 B; 1 thread; compression none (ratio 0.5, db_bench's default);
 # 64 MiB write buffer, 256 MiB block cache; bloom filters of 10 bits per key on both sides;
 # WAL on, not synced. --blob runs RocksDB's integrated BlobDB (min blob size 512, GC age
-# cutoff 0.8, force threshold 0.2) against halflife's blobdb policy with the same knobs;
-# otherwise values stay in the tree on both sides (halflife's inline policy).
+# cutoff 0.8, force threshold 0.2) against halflife's blobdb policy with the same knobs,
+# twice: "separate-WAL" is like-for-like (BlobDB has a separate WAL too, so every value is
+# written to the WAL and to a value file), "value-log-as-WAL" is halflife's design (each
+# large value is written once, to the value log, and the WAL logs a pointer). Otherwise
+# values stay in the tree on both sides (halflife's inline policy). -B runs a second
+# halflife binary as more sides ("halflife-B..."), alternating with the first: an A/B of
+# two builds within one run.
 # As in db_bench, --num is per thread and is also the key space.
 # The halflife binary is $HALFLIFE, else target/release/halflife (built if missing).
 set -euo pipefail
 
 benchmarks=fillrandom,overwrite,readrandom,readwhilewriting,seekrandom
 num=500000 threads=1 key=24 value=1000 ratio=0.5 compression=none
-memtable_mb=64 cache_mb=256 blob=0 sync=false reps=3 dir="" out=bench-out/db-bench-side
+memtable_mb=64 cache_mb=256 blob=0 sync=false reps=3 dir="" out=bench-out/db-bench-side halflife_b=""
 while [ $# -gt 0 ]; do
     case "$1" in
         -b) benchmarks=$2; shift ;;
@@ -38,9 +43,10 @@ while [ $# -gt 0 ]; do
         -R) reps=$2; shift ;;
         -d) dir=$2; shift ;;
         -o) out=$2; shift ;;
+        -B) halflife_b=$2; shift ;;
         --blob) blob=1 ;;
         --sync) sync=true ;;
-        -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
         *) echo "unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
     shift
@@ -64,12 +70,10 @@ tag="t${threads}-n${num}-v${value}-${compression}$([ $blob = 1 ] && echo -blob |
 rocks_flags=(--benchmarks="$benchmarks" --num="$num" --threads="$threads"
     --key_size="$key" --value_size="$value" --compression_ratio="$ratio"
     --compression_type="$compression" --write_buffer_size=$((memtable_mb << 20))
-    --cache_size=$((cache_mb << 20)) --bloom_bits=10 --sync="$sync" --histogram=true
-    --db="$dir/rocksdb")
+    --cache_size=$((cache_mb << 20)) --bloom_bits=10 --sync="$sync" --histogram=true)
 hl_flags=(bench --benchmarks "$benchmarks" --num "$num" --threads "$threads"
     --key-size "$key" --value-size "$value" --compression-ratio "$ratio"
-    --memtable-mb "$memtable_mb" --cache-mb "$cache_mb" --dir "$dir/halflife"
-    --no-plot)
+    --memtable-mb "$memtable_mb" --cache-mb "$cache_mb" --no-plot)
 [ "$compression" != none ] && hl_flags+=(--compression "$compression")
 [ "$sync" = true ] && hl_flags+=(--sync)
 if [ $blob = 1 ]; then
@@ -81,23 +85,44 @@ else
     hl_flags+=(--policy inline)
 fi
 
+# The sides, in the order they alternate: "name|kind|binary|extra halflife flags". --blob
+# runs halflife twice: like-for-like (a separate WAL, as BlobDB has: every value is
+# written to the WAL and again to a value file at flush) and as designed (the value log
+# as the WAL: each large value is written once, and the WAL logs a pointer).
+sides=("rocksdb|rocksdb||")
+hl_sides() { # $1: name suffix, $2: binary
+    if [ $blob = 1 ]; then
+        sides+=("halflife$1,separate-WAL|halflife|$2|--value-log-wal false")
+        sides+=("halflife$1,value-log-as-WAL|halflife|$2|--value-log-wal true")
+    else
+        sides+=("halflife$1|halflife|$2|")
+    fi
+}
+hl_sides "" "$halflife"
+[ -n "$halflife_b" ] && hl_sides "-B" "$halflife_b"
+
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg) ($(nproc) cores); commit $(git rev-parse --short HEAD 2>/dev/null || echo ?); $reps alternating runs each"
 files=()
 for rep in $(seq 1 "$reps"); do
-    for side in rocksdb halflife; do
-        base="$out/$side-$tag-r$rep"
-        rm -rf "${dir:?}/$side"
+    for i in "${!sides[@]}"; do
+        IFS='|' read -r name kind bin extra <<<"${sides[$i]}"
+        base="$out/$name-$tag-r$rep"
+        rm -rf "${dir:?}/s$i"
         # Each run starts with the previous run's files written back: otherwise a run
         # pays for the other engine's writeback (up to 30 s of dirty pages on Linux).
         sync
-        if [ $side = rocksdb ]; then
-            /usr/bin/time -f "maxrss_kb %M" -o "$base.time" \
-                db_bench "${rocks_flags[@]}" >"$base.txt" 2>&1
+        echo "side $name" >"$base.txt"
+        echo "side $name" >"$base.time"
+        if [ "$kind" = rocksdb ]; then
+            /usr/bin/time -a -f "maxrss_kb %M" -o "$base.time" \
+                db_bench "${rocks_flags[@]}" --db="$dir/s$i" >>"$base.txt" 2>&1
         else
-            /usr/bin/time -f "maxrss_kb %M" -o "$base.time" \
-                "$halflife" "${hl_flags[@]}" --report "$base.json" >"$base.txt" 2>&1
+            # shellcheck disable=SC2086 # $extra is a list of flags
+            /usr/bin/time -a -f "maxrss_kb %M" -o "$base.time" \
+                "$bin" "${hl_flags[@]}" $extra --dir "$dir/s$i" --report "$base.json" \
+                >>"$base.txt" 2>&1
         fi
-        echo "disk_bytes $(du -sb "$dir/$side" | cut -f1)" >>"$base.time"
+        echo "disk_bytes $(du -sb "$dir/s$i" | cut -f1)" >>"$base.time"
         files+=("$base.time" "$base.txt")
     done
 done
@@ -105,28 +130,36 @@ echo "load after:  $(cut -d' ' -f1-3 /proc/loadavg)"
 
 # "name : X micros/op Y ops/sec ..." from both; p99.9 from db_bench's histogram
 # ("Percentiles: P50: a P75: b P99: c P99.9: d P99.99: e") and halflife's latency line.
+# One row per benchmark and side; the ratio is to RocksDB's best.
 awk '
-    FNR == 1 { side = (FILENAME ~ /\/rocksdb-[^\/]*$/) ? 1 : 2; last = ""; run++ }
+    /^side / {
+        side = $2; last = ""; run++
+        if (!(side in known)) { known[side] = 1; sides[++ns] = side }
+        next
+    }
     /^maxrss_kb/ { if ($2 > rss[side]) rss[side] = $2 }
     /^disk_bytes/ { disk[side] = $2 }
     / : .* micros\/op / {
-        last = $1; ops[run, last] = $5
+        last = $1
         if (!(last in seen)) { seen[last] = 1; order[++n] = last }
         if ($5 > best[side, last]) { best[side, last] = $5; bestrun[side, last] = run }
     }
-    side == 1 && /^Percentiles:/ && last != "" && !((run, last) in p999) {
+    /^Percentiles:/ && last != "" && !((run, last) in p999) {
         for (i = 1; i <= NF; i++) if ($i == "P99.9:") p999[run, last] = $(i + 1)
     }
-    side == 2 && /latency us:/ && last != "" {
+    /latency us:/ && last != "" {
         for (i = 1; i <= NF; i++) if ($i == "p99.9") p999[run, last] = $(i + 1)
     }
     END {
-        printf "%-17s %14s %14s %7s %12s %12s\n", "benchmark", "rocksdb ops/s", "halflife ops/s", "ratio", "rocks p99.9", "hl p99.9"
+        printf "%-17s %-32s %12s %7s %12s\n", "benchmark", "side", "best ops/s", "ratio", "p99.9"
         for (i = 1; i <= n; i++) {
-            b = order[i]; r = best[1, b]; h = best[2, b]
-            printf "%-17s %14d %14d %6.2fx %10.1fus %10.1fus\n", b, r, h, (r > 0 ? h / r : 0), p999[bestrun[1, b], b], p999[bestrun[2, b], b]
+            b = order[i]; r = best["rocksdb", b]
+            for (j = 1; j <= ns; j++) {
+                s = sides[j]; h = best[s, b]
+                printf "%-17s %-32s %12d %6.2fx %10.1fus\n", b, s, h, (r > 0 ? h / r : 0), p999[bestrun[s, b], b]
+            }
         }
-        printf "peak RSS: rocksdb %.0f MiB, halflife %.0f MiB\n", rss[1] / 1024, rss[2] / 1024
-        printf "database size at the end: rocksdb %.1f MiB, halflife %.1f MiB\n", disk[1] / 1048576, disk[2] / 1048576
+        for (j = 1; j <= ns; j++)
+            printf "%-32s peak RSS %6.0f MiB, database at the end %8.1f MiB\n", sides[j], rss[sides[j]] / 1024, disk[sides[j]] / 1048576
     }' "${files[@]}"
-echo "outputs: $out/{rocksdb,halflife}-$tag-r*.{txt,time} and $out/halflife-$tag-r*.json"
+echo "outputs: $out/<side>-$tag-r*.{txt,time} and $out/halflife*-$tag-r*.json"

@@ -423,6 +423,9 @@ pub fn run(a: Args) -> Result<()> {
         }
     }
     println!("(ratios are to {baseline}; WA = bytes written / user bytes written; space amp. = bytes on disk / live user bytes)");
+    if let Some(legend) = wal_legend(&names) {
+        println!("{legend}");
+    }
 
     let command = std::env::args().collect::<Vec<_>>().join(" ");
     let compare = CompareReport {
@@ -755,6 +758,37 @@ fn render_comparison(
     t.render()
 }
 
+/// Which WAL each halflife column wrote, in words: `+vwal` is the value log as the WAL
+/// (each large value written once, the WAL logging a pointer), the others a separate WAL
+/// as RocksDB's BlobDB, Badger's memtable log and fjall have. Two columns that differ only
+/// in this are two designs, not two settings of one: the table says which is which.
+fn wal_legend(names: &[String]) -> Option<String> {
+    let ours: Vec<&String> = names
+        .iter()
+        .filter(|n| n.starts_with("halflife-") && !n.starts_with("halflife-inline"))
+        .collect();
+    if ours.is_empty() {
+        return None;
+    }
+    let (vwal, separate): (Vec<&String>, Vec<&String>) =
+        ours.into_iter().partition(|n| n.contains("+vwal"));
+    let list = |v: &[&String]| v.iter().map(|n| n.as_str()).collect::<Vec<_>>().join(", ");
+    let mut parts = Vec::new();
+    if !vwal.is_empty() {
+        parts.push(format!(
+            "value log as the WAL (+vwal: each large value written once): {}",
+            list(&vwal)
+        ));
+    }
+    if !separate.is_empty() {
+        parts.push(format!(
+            "a separate WAL (every value written twice, as in RocksDB's BlobDB): {}",
+            list(&separate)
+        ));
+    }
+    Some(format!("(halflife WAL: {})", parts.join("; ")))
+}
+
 fn draw(path: &Path, title: &str, names: &[String], rows: &[Row]) -> Result<()> {
     let pick = |name: &str, title: &str| -> Option<BarPanel> {
         let row = rows.iter().find(|r| r.name == name)?;
@@ -793,6 +827,30 @@ fn draw(path: &Path, title: &str, names: &[String], rows: &[Row]) -> Result<()> 
 mod tests {
     use super::*;
     use harness::report::Phase;
+
+    #[test]
+    fn the_legend_names_each_halflife_columns_wal() {
+        let names: Vec<String> = [
+            "halflife-titan+vwal",
+            "fjall",
+            "halflife-blobdb",
+            "halflife-inline",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let l = wal_legend(&names).unwrap();
+        assert!(
+            l.contains(
+                "value log as the WAL (+vwal: each large value written once): halflife-titan+vwal;"
+            ),
+            "{l}"
+        );
+        assert!(l.ends_with("BlobDB): halflife-blobdb)"), "{l}");
+        assert!(
+            wal_legend(&["rocksdb-native".to_string(), "halflife-inline".to_string()]).is_none()
+        );
+    }
 
     #[test]
     fn comparison_shows_ratios_to_the_baseline_only_where_meaningful() {

@@ -6,9 +6,14 @@
 //! lookup and ext4's per-call block preparation every time, even when three of four calls
 //! land in a page the previous call already created: measured with 4 writers, 31 % of the
 //! client threads' time was inside `write`, 3 % of it the copy itself. Copying the record
-//! into a mapping costs no system call; the pages of each window are faulted in ahead,
-//! by a short-lived thread that populates the next window while the current one fills
-//! (`madvise(MADV_POPULATE_WRITE)`), so that a copy rarely takes a page fault itself.
+//! into a mapping costs no system call. Each next window is reserved, mapped and faulted
+//! in ahead by a short-lived thread while the current one fills (`fallocate`, `mmap`,
+//! `madvise(MADV_POPULATE_WRITE)`), and the same thread unmaps the window the writer left,
+//! so the writer makes none of these calls: `mmap` and `munmap` take the process's
+//! memory-map lock for writing, behind every page fault in flight in any thread (the
+//! writer's `munmap` was 204 of 1,695 of its blocking switch-outs in a trace,
+//! docs/results/2026-11-27-bench-full-scale-against-fjall.md), and a copy rarely takes a
+//! page fault itself.
 //!
 //! What is kept: bytes copied into the mapping are in the page cache at once, so an
 //! appended record survives a process crash as it does after `write` (a `flush` has
@@ -28,6 +33,7 @@ use crate::error::{Error, Result};
 use std::fs::File;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
+use std::sync::mpsc::{sync_channel, Receiver};
 use std::sync::Arc;
 
 /// Bytes reserved and mapped at a time: large enough that the `fallocate`, `mmap` and
@@ -82,13 +88,46 @@ impl Window {
     }
 }
 
+/// A window being prepared by its thread: it arrives once reserved and mapped (before it
+/// is populated), or as the error that reserving or mapping it met.
+type NextWindow = Receiver<Result<Arc<Window>>>;
+
+fn os_err(path: &Path, what: &str) -> Error {
+    let e = std::io::Error::last_os_error();
+    Error::io(path, std::io::Error::new(e.kind(), format!("{what}: {e}")))
+}
+
+/// Reserves (`fallocate`, extending the file) and maps the window of `file` at `start`.
+fn map_window(file: &File, path: &Path, start: u64) -> Result<Arc<Window>> {
+    let fd = file.as_raw_fd();
+    // SAFETY: system calls on an open descriptor; the mapping is checked before use.
+    let ptr = unsafe {
+        if libc::fallocate(fd, 0, start as libc::off_t, WINDOW as libc::off_t) != 0 {
+            return Err(os_err(path, "reserving a WAL window (fallocate)"));
+        }
+        let p = libc::mmap(
+            std::ptr::null_mut(),
+            WINDOW,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
+            fd,
+            start as libc::off_t,
+        );
+        if p == libc::MAP_FAILED {
+            return Err(os_err(path, "mapping a WAL window (mmap)"));
+        }
+        p.cast()
+    };
+    Ok(Arc::new(Window { ptr }))
+}
+
 pub(crate) struct MappedWritable {
     path: PathBuf,
-    file: File,
+    file: Arc<File>,
     /// The window `len` is in (none before the first append).
     current: Option<Arc<Window>>,
-    /// The window after it, already reserved and being populated.
-    next: Option<Arc<Window>>,
+    /// The window after it, being prepared.
+    next: Option<NextWindow>,
     /// Bytes appended: the file's logical length.
     len: u64,
     /// Bytes of `len` already counted in the I/O statistics.
@@ -103,7 +142,7 @@ impl MappedWritable {
     pub(crate) fn new(path: &Path, file: File, cause: IoCause, stats: Arc<IoStats>) -> Self {
         MappedWritable {
             path: path.to_path_buf(),
-            file,
+            file: Arc::new(file),
             current: None,
             next: None,
             len: 0,
@@ -123,57 +162,45 @@ impl MappedWritable {
         r == 0
     }
 
-    fn err(&self, what: &str) -> Error {
-        let e = std::io::Error::last_os_error();
-        Error::io(
-            &self.path,
-            std::io::Error::new(e.kind(), format!("{what}: {e}")),
-        )
-    }
-
-    /// Reserves (`fallocate`, extending the file) and maps the window at `start`, and
-    /// starts a thread that faults its pages in.
-    fn map_window(&self, start: u64) -> Result<Arc<Window>> {
-        let fd = self.file.as_raw_fd();
-        // SAFETY: system calls on an open descriptor; the mapping is checked before use.
-        let ptr = unsafe {
-            if libc::fallocate(fd, 0, start as libc::off_t, WINDOW as libc::off_t) != 0 {
-                return Err(self.err("reserving a WAL window (fallocate)"));
+    /// Starts a thread that unmaps `retired` (the window the writer left), then reserves,
+    /// maps and populates the window at `start`, handing it over once mapped. Without the
+    /// thread (none could be started) the writer does it all itself: slower, not wrong.
+    fn prepare(&self, start: u64, retired: Option<Arc<Window>>) -> NextWindow {
+        let (tx, rx) = sync_channel(1);
+        let (file, path) = (self.file.clone(), self.path.clone());
+        let work = move || {
+            drop(retired);
+            let w = map_window(&file, &path, start);
+            let ahead = w.as_ref().ok().cloned();
+            let _ = tx.send(w);
+            if let Some(w) = ahead {
+                w.populate();
             }
-            let p = libc::mmap(
-                std::ptr::null_mut(),
-                WINDOW,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                fd,
-                start as libc::off_t,
-            );
-            if p == libc::MAP_FAILED {
-                return Err(self.err("mapping a WAL window (mmap)"));
-            }
-            p.cast()
         };
-        let w = Arc::new(Window { ptr });
-        let ahead = w.clone();
-        // Without the thread the copies fault the pages in themselves: slower, not wrong.
-        let _ = std::thread::Builder::new()
+        if let Err(e) = std::thread::Builder::new()
             .name("halflife-wal-map".into())
-            .spawn(move || ahead.populate());
-        Ok(w)
+            .spawn(work)
+        {
+            let (tx, rx) = sync_channel(1);
+            let _ = tx.send(Err(Error::io(&self.path, e)));
+            return rx;
+        }
+        rx
     }
 
-    /// Moves to the window starting at `len` (a multiple of [`WINDOW`]) and prepares the
-    /// one after it.
+    /// Moves to the window starting at `len` (a multiple of [`WINDOW`]) and starts
+    /// preparing the one after it, which also unmaps the window left.
     fn advance(&mut self) -> Result<()> {
         debug_assert_eq!(self.len % WINDOW as u64, 0);
-        self.current = None;
-        let w = match self.next.take() {
-            Some(w) => w,
-            None => self.map_window(self.len)?,
+        let retired = self.current.take();
+        let w = match self.next.take().map(|rx| rx.recv()) {
+            Some(Ok(Ok(w))) => w,
+            // The first window, or one whose preparation failed (a full disk, no thread):
+            // mapped here, and its error, if any, is the writer's.
+            _ => map_window(&self.file, &self.path, self.len)?,
         };
         self.current = Some(w);
-        // A failure here (a full disk) is reported when the window is needed.
-        self.next = self.map_window(self.len + WINDOW as u64).ok();
+        self.next = Some(self.prepare(self.len + WINDOW as u64, retired));
         Ok(())
     }
 
@@ -229,7 +256,11 @@ impl Drop for MappedWritable {
     fn drop(&mut self) {
         self.count();
         self.current = None;
-        self.next = None;
+        // The next window's thread reserves it (extending the file) before it sends it:
+        // wait for that, so that the cut below comes after.
+        if let Some(rx) = self.next.take() {
+            let _ = rx.recv();
+        }
         // Best effort: the zeros after the last record read as the end of the log anyway.
         let _ = self.file.set_len(self.len);
     }
