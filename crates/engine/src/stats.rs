@@ -225,6 +225,11 @@ pub struct LifetimeStats {
     /// pointers, and those it looked up in the tree (`vlog::recent_pointers`).
     pub superseded_from_recent: u64,
     pub superseded_looked_up: u64,
+    /// Keys the table of recent pointers holds, and its memory (charged to the block cache).
+    #[serde(default)]
+    pub recent_pointer_keys: u64,
+    #[serde(default)]
+    pub recent_pointer_bytes: u64,
     pub born_by_class: Vec<u64>,
     pub copied_by_class: Vec<u64>,
 }
