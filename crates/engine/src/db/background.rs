@@ -106,7 +106,10 @@ fn find_superseded(inner: &Arc<Inner>) -> Result<bool> {
             rt.early.coverage.lose_below(st.versions.next_file_number());
         }
         // Files the table's writes left wholly dead go now, not at the next job.
-        release_dead_value_files(inner, &mut inner.state.lock())
+        let mut st = inner.state.lock();
+        release_dead_value_files(inner, &mut st)?;
+        inner.publish_space_amp(&st.versions.current());
+        Ok(())
     })();
     let mut st = inner.state.lock();
     st.finding_superseded = None;
@@ -576,10 +579,21 @@ impl Inner {
         if let Some(e) = early {
             e.retain(|n| v.blobs.contains_key(&n));
         }
+        self.publish_space_amp(v);
+        self.gc.pick_gc_with(v, busy, now, early)
+    }
+
+    /// Measures the value files' space amplification in `v` (under a target) for the write
+    /// path's pacing: when GC picks, and when the finder has found a table's garbage
+    /// (a GC job can run for seconds; the garbage the flushes make meanwhile counts).
+    pub(crate) fn publish_space_amp(&self, v: &Version) {
+        let early = self.lifetime.as_ref().map(|rt| &rt.early);
         if let Some(amp) = self.gc.space_amp(v, early) {
             self.value_space_amp.store(amp.to_bits(), Ordering::Relaxed);
+            if let Some(p) = &self.gc_pacer {
+                p.observe(amp);
+            }
         }
-        self.gc.pick_gc_with(v, busy, now, early)
     }
 }
 

@@ -99,10 +99,12 @@ pub(crate) struct Inner {
     pub visible_seq: AtomicU64,
     pub counters: EngineCounters,
     /// The value files' space amplification when GC last picked (`f64` bits; 0 before),
-    /// under a space-amplification target: the write path's back-pressure reads it.
+    /// under a space-amplification target (also handed to `gc_pacer`).
     pub value_space_amp: AtomicU64,
     /// Delayed writes before a stop: the flush rate and the write leaders' pacing.
     pub throttle: throttle::WriteController,
+    /// Writes paced to value-file GC, under a space-amplification target.
+    pub gc_pacer: Option<throttle::GcPacer>,
     pub shutdown: AtomicBool,
     /// Set with `State::bg_error` (never cleared): the write path's check without the lock.
     pub bg_failed: AtomicBool,

@@ -211,6 +211,7 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
         &mut report,
     )?;
     let policy = gc::from_options(&opts);
+    let gc_target = policy.space_amp_target();
     let lifetime = super::lifetime::LifetimeRuntime::open(dir, &opts)?;
 
     // 3: a new manifest, the WALs replayed into L0 tables.
@@ -394,6 +395,7 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
         counters: EngineCounters::default(),
         value_space_amp: AtomicU64::new(0),
         throttle: super::throttle::WriteController::new(),
+        gc_pacer: gc_target.map(super::throttle::GcPacer::new),
         shutdown: AtomicBool::new(false),
         bg_failed: AtomicBool::new(false),
         recovery: report,
