@@ -298,6 +298,14 @@ impl GcPolicy for SpaceAmp {
     ) -> Vec<u64> {
         let garbage = |b: &BlobFile| garbage_of(b, early);
         let (mut total, live) = totals(v, early);
+        // What running jobs collect is as good as gone: another job takes only what is
+        // still needed beyond it.
+        let collecting: u64 = busy
+            .iter()
+            .filter_map(|n| v.blobs.get(n))
+            .map(|b| garbage(b))
+            .sum();
+        total -= collecting.min(total);
         let budget = self.target * live as f64;
         if (total as f64) <= budget {
             return Vec::new();
@@ -396,9 +404,16 @@ mod tests {
         // brings the log to 3200 / 2900 = 1.10.
         let v = version(&[(1, 300, None), (2, 800, None), (3, 0, None), (4, 0, None)]);
         assert_eq!(p.pick_gc(&v, &none, 0), vec![2]);
-        // Unless it is busy; a file below 1 - 1/1.25 = 0.2 garbage is never taken.
+        // Unless a running job collects it: that alone brings the space back.
         let busy: HashSet<u64> = [2].into();
-        assert_eq!(p.pick_gc(&v, &busy, 0), vec![1]);
+        assert!(p.pick_gc(&v, &busy, 0).is_empty());
+        // Where it does not, another job takes only what is needed beyond it: 4000 bytes,
+        // 2400 live; without file 2's 800, 3200 / 2400 = 1.33, and file 3 brings it to
+        // 1.13 (counting file 2's garbage, files 3 and 1 would be taken). A file below
+        // 1 - 1/1.25 = 0.2 garbage is never taken.
+        let v = version(&[(1, 300, None), (2, 800, None), (3, 500, None), (4, 0, None)]);
+        assert_eq!(p.pick_gc(&v, &busy, 0), vec![3]);
+        assert_eq!(p.pick_gc(&v, &none, 0), vec![2, 3]);
         let v = version(&[(1, 150, None), (2, 150, None), (3, 900, None)]);
         assert_eq!(p.pick_gc(&v, &[3].into(), 0), Vec::<u64>::new());
         // Enough files to come back to the target: 5000 bytes, 3000 live (1.67); each file
