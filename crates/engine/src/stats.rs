@@ -21,6 +21,7 @@ pub(crate) struct EngineCounters {
     /// Time user writes waited for value-file GC (back-pressure under a
     /// space-amplification target).
     pub gc_delay_micros: AtomicU64,
+    pub gc_delay_count: AtomicU64,
     /// The longest single stop.
     pub stall_max_micros: AtomicU64,
     /// Delayed writes (slowdown before a stop): time slept and sleeps.
@@ -104,9 +105,15 @@ pub struct DbStats {
     pub stall_micros: u64,
     pub stall_count: u64,
     /// Time user writes waited for value-file GC to catch up with its
-    /// space-amplification target.
+    /// space-amplification target, and how many waits (`db::throttle::GcPacer`).
     #[serde(default)]
     pub gc_delay_micros: u64,
+    #[serde(default)]
+    pub gc_delay_count: u64,
+    /// The delayed write rate (bytes per second) writes are held to now because the value
+    /// files' garbage is past the target; `None` while they are not delayed.
+    #[serde(default)]
+    pub gc_write_rate: Option<u64>,
     /// The longest single stop, in microseconds.
     #[serde(default)]
     pub stall_max_micros: u64,
@@ -225,6 +232,11 @@ pub struct LifetimeStats {
     /// pointers, and those it looked up in the tree (`vlog::recent_pointers`).
     pub superseded_from_recent: u64,
     pub superseded_looked_up: u64,
+    /// Keys the table of recent pointers holds, and its memory (charged to the block cache).
+    #[serde(default)]
+    pub recent_pointer_keys: u64,
+    #[serde(default)]
+    pub recent_pointer_bytes: u64,
     pub born_by_class: Vec<u64>,
     pub copied_by_class: Vec<u64>,
 }

@@ -454,6 +454,45 @@ fn model_lifetime_aggressive_space_amp() {
     );
 }
 
+/// Several GC threads: jobs run side by side on distinct files, compactions drop pointers
+/// into files either collects, and every value must survive (index maps and write-back).
+fn run_model_gc_threads(gc: GcPolicyConfig, target: f64, seed: u64, steps: usize) {
+    run_model_with(&gc, seed, steps, &|_| {
+        let o = small_options(gc.clone(), true);
+        Options {
+            background_gc: 3,
+            vlog: ValueLogOptions {
+                lifetime: LifetimeOptions {
+                    trigger: GcTrigger::SpaceAmp { target },
+                    ..o.vlog.lifetime.clone()
+                },
+                ..o.vlog
+            },
+            ..o
+        }
+    });
+}
+
+#[test]
+fn model_lifetime_three_gc_threads() {
+    let gc = GcPolicyConfig::Lifetime {
+        mode: LifetimeMode::Learned,
+    };
+    run_model_gc_threads(gc, 1.05, 23, 2000);
+}
+
+#[test]
+fn model_titan_three_gc_threads() {
+    run_model_gc_threads(
+        GcPolicyConfig::Titan {
+            garbage_ratio: 0.05,
+        },
+        1.5,
+        24,
+        2000,
+    );
+}
+
 #[test]
 fn model_oracle_aggressive_space_amp() {
     run_model_triggered(

@@ -4,8 +4,8 @@
 //! files stay near the target, and every value survives GC and a reopen.
 
 use halflife_engine::{
-    GcPolicyConfig, GcTrigger, LifetimeMode, LifetimeOptions, LifetimeOracle, Options, TreeOptions,
-    ValueLogOptions, DB,
+    CacheOptions, GcPolicyConfig, GcTrigger, LifetimeMode, LifetimeOptions, LifetimeOracle,
+    Options, TreeOptions, ValueLogOptions, DB,
 };
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -321,6 +321,69 @@ fn garbage_found_after_flush_spares_what_a_snapshot_reads() {
     for k in 0..300u32 {
         assert_eq!(db.get(&key(k)).unwrap(), Some(value(k, 2)));
     }
+}
+
+/// The finder's table of recent pointers grows with the keys it sees: over more keys than
+/// the fixed table the same cache gave before (two generations of 1792 keys at a 1 MiB
+/// cache), every flushed key's previous write is still answered from memory, so the
+/// finder needs no tree lookup past the first round and gives up on no table. A fixed
+/// table of the old size forgets most of each round.
+#[test]
+fn recent_pointers_grow_with_the_keys_the_finder_sees() {
+    const KEYS: u32 = 5000;
+    let future = Arc::new(Future::of(&[]));
+    let run = |recent_pointer_bytes: usize| {
+        let dir = tempfile::tempdir().unwrap();
+        let base = options(LifetimeMode::Learned, 5.0, &future);
+        let o = Options {
+            tree: TreeOptions {
+                memtable_size: 1 << 20,
+                l0_compaction_trigger: 1000,
+                l0_slowdown_writes_trigger: 1000,
+                l0_stop_writes_trigger: 2000,
+                compaction_style: halflife_engine::CompactionStyle::Leveled,
+                ..base.tree
+            },
+            cache: CacheOptions {
+                block_cache_capacity: 1 << 20,
+                ..base.cache.clone()
+            },
+            vlog: ValueLogOptions {
+                lifetime: LifetimeOptions {
+                    recent_pointer_bytes,
+                    ..base.vlog.lifetime.clone()
+                },
+                ..base.vlog.clone()
+            },
+            ..base
+        };
+        let db = DB::open(dir.path(), o).unwrap();
+        for r in 0..3 {
+            for k in 0..KEYS {
+                db.put(&key(k), &value(k, r)).unwrap();
+            }
+            db.flush().unwrap();
+            db.wait_idle().unwrap();
+        }
+        for k in (0..KEYS).step_by(97) {
+            assert_eq!(db.get(&key(k)).unwrap(), Some(value(k, 2)));
+        }
+        db.stats().lifetime.unwrap()
+    };
+    let grown = run(0);
+    assert_eq!(grown.superseded_tables_missed, 0);
+    assert!(grown.superseded_tables_searched >= 3);
+    assert_eq!(grown.superseded_looked_up, KEYS as u64);
+    assert_eq!(grown.superseded_from_recent, 2 * KEYS as u64);
+    assert_eq!(grown.recent_pointer_keys, KEYS as u64);
+    assert!(grown.recent_pointer_bytes <= 512 << 10);
+    // The old default at this cache: a fifth of it, fixed.
+    let fixed = run((1 << 20) / 5);
+    assert!(
+        fixed.superseded_looked_up > 2 * KEYS as u64,
+        "{} looked up",
+        fixed.superseded_looked_up
+    );
 }
 
 /// Where the finder runs after every flush, a value file written since the database

@@ -147,7 +147,7 @@ pub fn select(names: &str) -> Result<Vec<Box<dyn Peer>>> {
                  target T, a +vwal suffix on any halflife engine but inline for the \
                  value log as the WAL, +tiered or +leveled for a fixed tree style \
                  instead of the measured choice, and a last +no-readahead for scans that \
-                 read each separated value when they reach it)",
+                 read each separated value when they reach it, then +gc<N> for N GC threads)",
                 list.join(", ")
             );
         };
@@ -163,15 +163,26 @@ pub fn select(names: &str) -> Result<Vec<Box<dyn Peer>>> {
 /// target, a `+vwal` suffix for the value log as the WAL, `+tiered` or `+leveled` for
 /// a fixed compaction style of the tree instead of the engine's choice, and
 /// `+no-readahead` for scans without read-ahead of separated values (the engine before it
-/// had one, so that a compare shows both), in that order when several are given.
+/// had one, so that a compare shows both), and `+gc<N>` for `N` value-file GC threads, in
+/// that order when several are given.
 fn halflife(name: &str) -> Result<Option<Halflife>> {
-    let (base, readahead) = match name.strip_suffix("+no-readahead") {
+    let (base, background_gc) = match name.rsplit_once("+gc") {
+        Some((base, n)) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => {
+            // The engine checks the upper bound (`Options::background_gc`).
+            let n: usize = n.parse().ok().filter(|&n| n >= 1).with_context(|| {
+                format!("{name:?}: the GC threads after +gc must be at least 1")
+            })?;
+            (base, Some(n))
+        }
+        _ => (name, None),
+    };
+    let (base, readahead) = match base.strip_suffix("+no-readahead") {
         Some(base) => (base, false),
-        None => (name, true),
+        None => (base, true),
     };
     let (base, style) = if let Some(base) = base.strip_suffix("+tiered") {
         (base, Some("tiered"))
-    } else if let Some(base) = name.strip_suffix("+leveled") {
+    } else if let Some(base) = base.strip_suffix("+leveled") {
         (base, Some("leveled"))
     } else {
         (base, None)
@@ -194,6 +205,7 @@ fn halflife(name: &str) -> Result<Option<Halflife>> {
     h.value_log_wal = value_log_wal;
     h.style = style;
     h.readahead = readahead;
+    h.background_gc = background_gc;
     Ok(Some(h))
 }
 
@@ -241,6 +253,8 @@ struct Halflife {
     /// Scans read separated values ahead (the engine's default); `false`:
     /// `--scan-readahead-kib 0`.
     readahead: bool,
+    /// `--background-gc`, when set by the name.
+    background_gc: Option<usize>,
 }
 
 impl Halflife {
@@ -252,6 +266,7 @@ impl Halflife {
             value_log_wal: false,
             style: None,
             readahead: true,
+            background_gc: None,
         }
     }
 }
@@ -315,6 +330,9 @@ impl Peer for Halflife {
         }
         if !self.readahead {
             c.args(["--scan-readahead-kib", "0"]);
+        }
+        if let Some(n) = self.background_gc {
+            c.args(["--background-gc", &n.to_string()]);
         }
         Ok(c)
     }
@@ -686,5 +704,14 @@ mod tests {
         let on = args("halflife-lifetime+vwal");
         assert!(!on.iter().any(|a| a == "--scan-readahead-kib"));
         assert!(select("halflife-lifetime+no-readahead+vwal").is_err());
+        // GC threads: the very last suffix; absent, the engine's default.
+        let two = args("halflife-lifetime+vwal+leveled+no-readahead+gc2");
+        assert!(two.windows(2).any(|w| w == ["--background-gc", "2"]));
+        assert!(two
+            .windows(2)
+            .any(|w| w == ["--compaction-style", "leveled"]));
+        assert!(!on.iter().any(|a| a == "--background-gc"));
+        assert!(select("halflife-lifetime+vwal+gc0").is_err());
+        assert!(select("halflife-lifetime+gc2+vwal").is_err());
     }
 }

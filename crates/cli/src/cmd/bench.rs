@@ -107,6 +107,9 @@ pub struct Args {
     /// WAL as well; ignored with --policy inline).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub value_log_wal: bool,
+    /// Value-file GC threads (the engine's `background_gc`) [default: the engine's, 1].
+    #[arg(long, value_name = "N")]
+    pub background_gc: Option<usize>,
     #[command(flatten)]
     pub sizes: flags::SizeArgs,
     /// Sync the WAL on every write.
@@ -318,6 +321,7 @@ fn engine_options(a: &Args, plan: &Plan) -> Result<Options> {
         None
     };
     Ok(Options {
+        background_gc: a.background_gc.unwrap_or(base.background_gc),
         wal: WalOptions {
             value_log_wal: a.value_log_wal,
             ..base.wal

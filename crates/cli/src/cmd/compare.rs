@@ -31,7 +31,8 @@ pub struct Args {
     /// librocksdb), rocksdb, rocksdb-blob (Python, rocksdict), badger, fjall;
     /// halflife-lifetime@T (also -nomodel@T, oracle@T, rate-oracle@T) runs that policy at
     /// space-amplification target T (a curve on the write/space plane); a last
-    /// +no-readahead makes a halflife engine's scans read each value when they reach it.
+    /// +no-readahead makes a halflife engine's scans read each value when they reach it,
+    /// and a last +gc<N> runs it with N value-file GC threads.
     #[arg(short, long, default_value = peers::DEFAULT_ENGINES)]
     pub engines: String,
     /// Ratios are to this engine [default: the first one].

@@ -57,6 +57,11 @@ pub(crate) fn start(inner: &Arc<Inner>) -> Vec<JoinHandle<()>> {
     let gc_low = inner.gc.space_amp_target().is_none();
     if inner.opts.vlog.gc.separates_values() {
         t.push(spawn("halflife-gc", gc_low, gc_one));
+        // More jobs where the device allows, on other files; at the lowest priority, so
+        // that they run in what flush, compaction and the first GC thread leave.
+        for i in 1..inner.opts.background_gc {
+            t.push(spawn(&format!("halflife-gc-{i}"), true, gc_one));
+        }
     }
     if inner
         .lifetime
@@ -106,7 +111,10 @@ fn find_superseded(inner: &Arc<Inner>) -> Result<bool> {
             rt.early.coverage.lose_below(st.versions.next_file_number());
         }
         // Files the table's writes left wholly dead go now, not at the next job.
-        release_dead_value_files(inner, &mut inner.state.lock())
+        let mut st = inner.state.lock();
+        release_dead_value_files(inner, &mut st)?;
+        inner.publish_space_amp(&st.versions.current());
+        Ok(())
     })();
     let mut st = inner.state.lock();
     st.finding_superseded = None;
@@ -230,10 +238,10 @@ fn add_outputs(
     edit.added_blobs.extend(out.blobs);
     edit.blob_garbage
         .extend(crate::vlog::garbage::garbage_where(&now, |r| Some(*r)));
-    if inner.lifetime.is_some() && st.running_gc {
+    if inner.lifetime.is_some() && st.running_gc > 0 {
         let busy = &st.busy_blobs;
         let in_gc = dropped.iter().filter(|(_, r)| busy.contains(&r.file));
-        st.gc_drops.extend(in_gc.map(|d| d.0));
+        st.gc_drops.extend(in_gc.map(|(p, r)| (*p, r.file)));
     }
 }
 
@@ -576,10 +584,21 @@ impl Inner {
         if let Some(e) = early {
             e.retain(|n| v.blobs.contains_key(&n));
         }
+        self.publish_space_amp(v);
+        self.gc.pick_gc_with(v, busy, now, early)
+    }
+
+    /// Measures the value files' space amplification in `v` (under a target) for the write
+    /// path's pacing: when GC picks, and when the finder has found a table's garbage
+    /// (a GC job can run for seconds; the garbage the flushes make meanwhile counts).
+    pub(crate) fn publish_space_amp(&self, v: &Version) {
+        let early = self.lifetime.as_ref().map(|rt| &rt.early);
         if let Some(amp) = self.gc.space_amp(v, early) {
             self.value_space_amp.store(amp.to_bits(), Ordering::Relaxed);
+            if let Some(p) = &self.gc_pacer {
+                p.observe(amp);
+            }
         }
-        self.gc.pick_gc_with(v, busy, now, early)
     }
 }
 
@@ -614,7 +633,7 @@ fn gc_job(inner: &Inner) -> Box<dyn GcJob + '_> {
 fn gc_one(inner: &Arc<Inner>) -> Result<bool> {
     let files = {
         let mut st = inner.state.lock();
-        if st.running_gc || st.bg_error.is_some() {
+        if st.gc_paused || st.bg_error.is_some() {
             return Ok(false);
         }
         let v = st.versions.current();
@@ -624,8 +643,7 @@ fn gc_one(inner: &Arc<Inner>) -> Result<bool> {
         if picked.is_empty() {
             return Ok(false);
         }
-        st.running_gc = true;
-        st.gc_drops.clear();
+        st.running_gc += 1;
         st.busy_blobs.extend(picked.iter().copied());
         let files = picked
             .iter()
@@ -634,13 +652,20 @@ fn gc_one(inner: &Arc<Inner>) -> Result<bool> {
         (files, st.snapshots.keys().copied().collect::<Vec<_>>())
     };
     let (files, snapshots) = files;
-    let r = gc_job(inner).run(&EngineGcHost(inner, &snapshots), &files);
+    let numbers: Vec<u64> = files.iter().map(|f| f.number).collect();
+    let host = EngineGcHost {
+        inner,
+        snapshots: &snapshots,
+        files: &numbers,
+    };
+    let r = gc_job(inner).run(&host, &files);
     // Let go of the collected files before reporting the job done, so that a waiter sees
     // them gone from disk.
-    let numbers: Vec<u64> = files.iter().map(|f| f.number).collect();
     drop(files);
     let mut st = inner.state.lock();
-    st.running_gc = false;
+    st.running_gc -= 1;
+    // Drops into its files a failed job did not settle have no job to settle them.
+    st.gc_drops.retain(|d| !numbers.contains(&d.1));
     for n in numbers {
         st.busy_blobs.remove(&n);
     }
@@ -652,19 +677,23 @@ fn gc_one(inner: &Arc<Inner>) -> Result<bool> {
 }
 
 /// The engine as a GC job sees it ([`GcHost`]), with the snapshots live when the job
-/// started (a record only they read is kept).
-struct EngineGcHost<'a>(&'a Arc<Inner>, &'a [SeqNo]);
+/// started (a record only they read is kept) and the files it collects.
+struct EngineGcHost<'a> {
+    inner: &'a Arc<Inner>,
+    snapshots: &'a [SeqNo],
+    files: &'a [u64],
+}
 
 impl GcHost for EngineGcHost<'_> {
     fn is_live(&self, key: &[u8], ptr: &ValuePointer) -> Result<bool> {
-        let inner = self.0;
+        let inner = self.inner;
         let seq = inner.visible_seq.load(Ordering::Acquire);
         let view = ReadView::take(inner);
         read::points_at(inner, &view, key, seq, ptr)
     }
 
     fn create_value_file(&self) -> Result<(std::path::PathBuf, ValueFileWriter)> {
-        let inner = self.0;
+        let inner = self.inner;
         let n = inner.new_file_number();
         let path = value_file_name(&inner.dir, n);
         let w = ValueFileWriter::new(inner.storage.create(&path, IoCause::GcWrite)?, n)?
@@ -673,54 +702,54 @@ impl GcHost for EngineGcHost<'_> {
     }
 
     fn remove_file(&self, path: &std::path::Path) {
-        let _ = self.0.storage.remove(path);
+        let _ = self.inner.storage.remove(path);
     }
 
     fn apply(&self, edit: VersionEdit) -> Result<()> {
-        self.0.apply_edit(&mut self.0.state.lock(), edit)
+        self.inner.apply_edit(&mut self.inner.state.lock(), edit)
     }
 
     fn write_back(&self, entries: Vec<gc_job::Writeback>) -> Result<Vec<bool>> {
-        write::write_back(self.0, entries)
+        write::write_back(self.inner, entries)
     }
 
     fn make_durable(&self) -> Result<()> {
         // The pointers went through the WAL unsynced, and the lookups saw writes not yet
         // synced. Without a WAL, only a flushed table keeps them.
-        if self.0.opts.wal.use_wal {
-            write::sync_logs(self.0)
+        if self.inner.opts.wal.use_wal {
+            write::sync_logs(self.inner)
         } else {
-            write::force_switch(self.0)?;
-            wait_flushed(self.0)
+            write::force_switch(self.inner)?;
+            wait_flushed(self.inner)
         }
     }
 
     fn relocated(&self, bytes: u64) {
-        EngineCounters::add(&self.0.counters.gc_relocated_bytes, bytes);
+        EngineCounters::add(&self.inner.counters.gc_relocated_bytes, bytes);
     }
 
     fn blob_file_size(&self) -> u64 {
-        self.0.opts.vlog.blob_file_size
+        self.inner.opts.vlog.blob_file_size
     }
 
     fn dir(&self) -> &Path {
-        &self.0.dir
+        &self.inner.dir
     }
 
     fn storage(&self) -> &Arc<dyn Storage> {
-        &self.0.storage
+        &self.inner.storage
     }
 
     fn visible_seq(&self) -> SeqNo {
-        self.0.visible_seq.load(Ordering::Acquire)
+        self.inner.visible_seq.load(Ordering::Acquire)
     }
 
     fn version(&self) -> Arc<Version> {
-        self.0.state.lock().versions.current()
+        self.inner.state.lock().versions.current()
     }
 
     fn liveness(&self, records: &[Record], seq: SeqNo) -> Result<Vec<Liveness>> {
-        let inner = self.0;
+        let inner = self.inner;
         let view = ReadView::take(inner);
         let found = crate::io::parallel::map_in_parallel(
             crate::io::parallel::Pool::Gc,
@@ -731,7 +760,7 @@ impl GcHost for EngineGcHost<'_> {
         for ((ptr, key, _), latest) in records.iter().zip(found) {
             out.push(if read::found_points_at(inner, &view, &latest, ptr)? {
                 Liveness::Live(latest.expect("points_at implies found"))
-            } else if read::needed_by_snapshot(inner, &view, key, self.1, ptr)? {
+            } else if read::needed_by_snapshot(inner, &view, key, self.snapshots, ptr)? {
                 Liveness::ForSnapshot
             } else {
                 Liveness::Dead
@@ -741,9 +770,13 @@ impl GcHost for EngineGcHost<'_> {
     }
 
     fn install_with_maps(&self, install: &mut Install) -> Result<()> {
-        let inner = self.0;
+        let inner = self.inner;
         let mut st = inner.state.lock();
-        let drops = std::mem::take(&mut st.gc_drops);
+        let (drops, others): (Vec<_>, Vec<_>) = std::mem::take(&mut st.gc_drops)
+            .into_iter()
+            .partition(|d| self.files.contains(&d.1));
+        st.gc_drops = others;
+        let drops = drops.into_iter().map(|d| d.0).collect();
         let current = st.versions.current();
         install(&current, drops, &mut |edit, maps| {
             inner.apply_edit_with_maps(&mut st, edit, maps)
@@ -795,7 +828,7 @@ fn wait_idle_jobs(inner: &Inner) -> Result<()> {
         st.imm.is_empty()
             && !st.flushing
             && st.running_compactions == 0
-            && !st.running_gc
+            && st.running_gc == 0
             && st.superseding.is_empty()
             && st.finding_superseded.is_none()
             && picker::pick(

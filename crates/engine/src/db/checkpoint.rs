@@ -84,8 +84,8 @@ pub(crate) struct Pinned {
     src: PathBuf,
 }
 
-/// Keeps new GC jobs from starting (and waits out a running one) while held, by taking the
-/// slot a GC job holds (`State::running_gc`; see the module docs for why).
+/// Keeps new GC jobs from starting (and waits out running ones) while held
+/// (`State::gc_paused`; see the module docs for why).
 struct GcPause<'a>(&'a Inner);
 
 impl<'a> GcPause<'a> {
@@ -98,8 +98,8 @@ impl<'a> GcPause<'a> {
             if inner.shutdown.load(Ordering::SeqCst) {
                 return Err(Error::Closed);
             }
-            if !st.running_gc {
-                st.running_gc = true;
+            if st.running_gc == 0 && !st.gc_paused {
+                st.gc_paused = true;
                 return Ok(GcPause(inner));
             }
             inner.bg_cv.wait_for(&mut st, Duration::from_millis(50));
@@ -109,7 +109,7 @@ impl<'a> GcPause<'a> {
 
 impl Drop for GcPause<'_> {
     fn drop(&mut self) {
-        self.0.state.lock().running_gc = false;
+        self.0.state.lock().gc_paused = false;
         self.0.bg_cv.notify_all();
     }
 }

@@ -40,13 +40,18 @@ pub(crate) struct State {
     pub bg_error: Option<String>,
     pub flushing: bool,
     pub running_compactions: usize,
-    pub running_gc: bool,
+    /// GC jobs running ([`crate::Options::background_gc`] at most).
+    pub running_gc: usize,
+    /// A checkpoint holds new GC jobs back (`db/checkpoint.rs`).
+    pub gc_paused: bool,
     /// Manual compactions in progress hold back automatic ones.
     pub manual: bool,
     pub live_user_bytes: Option<u64>,
     /// Pointers compactions dropped into files an index-map GC job is collecting (see
     /// `vlog::gc_job::IndexMapJob`).
-    pub gc_drops: Vec<crate::vlog::ValuePointer>,
+    /// Each with the value file that holds its record now (the job collecting that file
+    /// settles it).
+    pub gc_drops: Vec<(crate::vlog::ValuePointer, u64)>,
     /// Flushed L0 tables whose keys' previous writes are still to be looked up, oldest
     /// first ([`crate::vlog::superseded`]).
     pub superseding: VecDeque<u64>,
@@ -99,10 +104,12 @@ pub(crate) struct Inner {
     pub visible_seq: AtomicU64,
     pub counters: EngineCounters,
     /// The value files' space amplification when GC last picked (`f64` bits; 0 before),
-    /// under a space-amplification target: the write path's back-pressure reads it.
+    /// under a space-amplification target (also handed to `gc_pacer`).
     pub value_space_amp: AtomicU64,
     /// Delayed writes before a stop: the flush rate and the write leaders' pacing.
     pub throttle: throttle::WriteController,
+    /// Writes paced to value-file GC, under a space-amplification target.
+    pub gc_pacer: Option<throttle::GcPacer>,
     pub shutdown: AtomicBool,
     /// Set with `State::bg_error` (never cleared): the write path's check without the lock.
     pub bg_failed: AtomicBool,

@@ -86,14 +86,19 @@ pub(crate) struct LifetimeRuntime {
 }
 
 /// The placement's hint tables (the write history and the recent pointers) are charged to
-/// the block cache ([`super::inner::Inner::charge_memory`]). Sized from it (the options' 0), each
-/// takes at most this fraction of it, so that blocks keep most of a small cache: a charge
-/// beyond the cache stays resident and leaves no block cached (docs/bench.md, "Memory with
-/// budgets cut to a tenth").
+/// the block cache ([`super::inner::Inner::charge_memory`], after every background job):
+/// what they hold is taken from what blocks may hold. Sized from the cache (the options'
+/// 0), the write history takes at most a fifth of it, so that blocks keep most of a small
+/// cache: a charge beyond the cache stays resident and leaves no block cached
+/// (docs/bench.md, "Memory with budgets cut to a tenth").
 const HINT_TABLE_SHARE: usize = 5;
-/// The sizes from the cache stop here (`LifetimeOptions`' documented defaults).
+/// The recent pointers grow with the keys the finder sees, up to this fraction of the
+/// cache (a fixed fifth, at most 48 MiB, forgot half the keys of a 1M-key database, and
+/// the finder fell behind: docs/results/2026-11-28-gc-pace.md). At the benchmarks' 256 MiB
+/// cache a million keys take 94 MiB.
+const RECENT_POINTER_SHARE: usize = 2;
+/// The history's size from the cache stops here (`LifetimeOptions`' documented default).
 const MAX_HISTORY_SLOTS: usize = 1 << 21;
-const MAX_RECENT_POINTER_BYTES: usize = 48 << 20;
 
 /// The write history's slots: as set, or a fifth of the cache (16 bytes a slot) rounded
 /// down to the power of two the table rounds to.
@@ -107,11 +112,12 @@ fn history_slots(opts: &Options) -> usize {
     }
 }
 
-/// The recent pointers' memory: as set, or a fifth of the cache.
-fn recent_pointer_bytes(opts: &Options) -> usize {
+/// The recent pointers: a fixed table of the memory set, or (the options' 0) one that
+/// holds every key the finder sees within half the cache.
+fn recent_pointers(opts: &Options) -> RecentPointers {
     match opts.vlog.lifetime.recent_pointer_bytes {
-        0 => (opts.cache.block_cache_capacity / HINT_TABLE_SHARE).min(MAX_RECENT_POINTER_BYTES),
-        n => n,
+        0 => RecentPointers::growing(opts.cache.block_cache_capacity / RECENT_POINTER_SHARE),
+        n => RecentPointers::new(n),
     }
 }
 
@@ -202,7 +208,7 @@ impl LifetimeRuntime {
             unit: AtomicU64::new(0),
             early: EarlyGarbage::default(),
             logs_values: opts.logs_values(),
-            recent: Mutex::new(RecentPointers::new(recent_pointer_bytes(opts))),
+            recent: Mutex::new(recent_pointers(opts)),
         }))
     }
 
@@ -420,7 +426,10 @@ impl LifetimeRuntime {
     pub fn stats(&self, v: &Version) -> LifetimeStats {
         let t = self.thresholds.current();
         let c = &self.counters;
-        let recent = self.recent.lock().hits_and_misses();
+        let (recent, recent_keys, recent_bytes) = {
+            let r = self.recent.lock();
+            (r.hits_and_misses(), r.len() as u64, r.memory() as u64)
+        };
         let calls = EngineCounters::get(&c.model_calls);
         let ts = self.trainer.as_ref().map(|t| t.stats());
         let get = |f: fn(&crate::lifetime::model::TrainerStats) -> &AtomicU64| {
@@ -463,6 +472,8 @@ impl LifetimeRuntime {
             superseded_tables_missed: EngineCounters::get(&c.superseded_tables_missed),
             superseded_from_recent: recent.0,
             superseded_looked_up: recent.1,
+            recent_pointer_keys: recent_keys,
+            recent_pointer_bytes: recent_bytes,
             born_by_class: c.born_by_class.iter().map(EngineCounters::get).collect(),
             copied_by_class: c.copied_by_class.iter().map(EngineCounters::get).collect(),
         }
@@ -765,12 +776,12 @@ mod tests {
     }
 
     #[test]
-    fn hint_tables_take_a_fifth_of_the_cache_each_unless_set() {
-        // The benchmarks' 256 MiB cache: both tables at their largest.
+    fn hint_tables_follow_the_cache_unless_set() {
+        // The benchmarks' 256 MiB cache: the history at its largest.
         let o = with(256 << 20, 0, 0);
         assert_eq!(history_slots(&o), MAX_HISTORY_SLOTS);
-        assert_eq!(recent_pointer_bytes(&o), MAX_RECENT_POINTER_BYTES);
-        // A tenth of it: each within its fifth, the history no less than half of it.
+        assert!(recent_pointers(&o).holds_every_key());
+        // A tenth of it: the history within its fifth, no less than half of it.
         let cache = 26 << 20;
         let o = with(cache, 0, 0);
         let history = WriteHistory::new(history_slots(&o)).memory();
@@ -778,13 +789,12 @@ mod tests {
             history <= cache / 5 && history > cache / 10,
             "{history} bytes"
         );
-        assert_eq!(recent_pointer_bytes(&o), cache / 5);
-        // Sizes set in the options are kept, even beyond the share.
+        // Sizes set in the options are kept, even beyond the share; a recent-pointer size
+        // set is a fixed table.
         let o = with(4 << 20, 1 << 18, 4 << 20);
         assert_eq!(history_slots(&o), 1 << 18);
-        assert_eq!(recent_pointer_bytes(&o), 4 << 20);
+        assert!(!recent_pointers(&o).holds_every_key());
         // Without a cache, the smallest tables.
         assert_eq!(history_slots(&with(0, 0, 0)), 2);
-        assert_eq!(recent_pointer_bytes(&with(0, 0, 0)), 0);
     }
 }

@@ -359,6 +359,8 @@ fn stats(inner: &Inner) -> DbStats {
         stall_micros: EngineCounters::get(&c.stall_micros),
         stall_count: EngineCounters::get(&c.stall_count),
         gc_delay_micros: EngineCounters::get(&c.gc_delay_micros),
+        gc_delay_count: EngineCounters::get(&c.gc_delay_count),
+        gc_write_rate: inner.gc_pacer.as_ref().and_then(|p| p.delayed_rate()),
         stall_max_micros: EngineCounters::get(&c.stall_max_micros),
         delay_micros: EngineCounters::get(&c.delay_micros),
         delay_count: EngineCounters::get(&c.delay_count),

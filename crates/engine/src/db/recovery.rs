@@ -211,6 +211,7 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
         &mut report,
     )?;
     let policy = gc::from_options(&opts);
+    let gc_target = policy.space_amp_target();
     let lifetime = super::lifetime::LifetimeRuntime::open(dir, &opts)?;
 
     // 3: a new manifest, the WALs replayed into L0 tables.
@@ -354,7 +355,8 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
         bg_error: None,
         flushing: false,
         running_compactions: 0,
-        running_gc: false,
+        running_gc: 0,
+        gc_paused: false,
         manual: false,
         live_user_bytes: None,
         gc_drops: Vec::new(),
@@ -394,6 +396,7 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
         counters: EngineCounters::default(),
         value_space_amp: AtomicU64::new(0),
         throttle: super::throttle::WriteController::new(),
+        gc_pacer: gc_target.map(super::throttle::GcPacer::new),
         shutdown: AtomicBool::new(false),
         bg_failed: AtomicBool::new(false),
         recovery: report,

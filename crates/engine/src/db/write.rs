@@ -41,7 +41,6 @@ use crate::io::IoCause;
 use crate::memtable::Memtable;
 use crate::stats::EngineCounters;
 use crate::types::ValueKind;
-use crate::vlog::gc::BackPressure;
 use crate::vlog::ValuePointer;
 use crate::wal::LogWriter;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -602,36 +601,23 @@ fn make_room(inner: &Inner, mut force: bool) -> Result<Arc<Memtable>> {
     r
 }
 
-/// Slows user writes down while value-file GC falls behind a space-amplification target
-/// ([`BackPressure`]: how far behind, from the value files' space amplification the GC
-/// policy published when it last picked). Called by a write leader before it gathers its
-/// group, so the whole queue waits; GC's own write-backs never call it.
+/// Holds user writes to the delayed write rate while value-file GC is past its
+/// space-amplification target ([`super::throttle::GcPacer`]): the leader waits for the
+/// bytes written before its group. Called by a write leader before it gathers its group,
+/// so the whole queue waits; GC's own write-backs never call it.
 fn wait_for_gc(inner: &Inner) {
-    let Some(target) = inner.gc.space_amp_target() else {
+    let Some(pacer) = &inner.gc_pacer else {
         return;
     };
-    let bp = BackPressure::for_target(target);
-    let amp = || f64::from_bits(inner.value_space_amp.load(Ordering::Relaxed));
-    let started = Instant::now();
-    loop {
-        match bp.delay(amp()) {
-            Some(d) if d.is_zero() => break,
-            Some(d) => {
-                std::thread::sleep(d);
-                break;
-            }
-            None if started.elapsed() >= BackPressure::MAX_STALL => break,
-            None => {
-                inner.bg_cv.notify_all();
-                std::thread::sleep(BackPressure::MAX_DELAY);
-            }
-        }
+    let c = &inner.counters;
+    let wait = pacer.charge(EngineCounters::get(&c.user_bytes_written), Instant::now());
+    if wait.is_zero() {
+        return;
     }
-    // Zero unless the group slept.
-    let waited = started.elapsed().as_micros() as u64;
-    if waited > 0 {
-        crate::stats::EngineCounters::add(&inner.counters.gc_delay_micros, waited);
-    }
+    inner.bg_cv.notify_all();
+    std::thread::sleep(wait);
+    EngineCounters::add(&c.gc_delay_micros, wait.as_micros() as u64);
+    EngineCounters::add(&c.gc_delay_count, 1);
 }
 
 #[cfg(test)]

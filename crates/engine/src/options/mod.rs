@@ -63,6 +63,12 @@ pub struct Options {
     /// Background compaction threads (flush has its own thread). 1, as RocksDB's default
     /// of two background jobs (one flush, one compaction).
     pub background_compactions: usize,
+    /// Value-file GC threads, each running one job at a time on files no other job holds.
+    /// The first runs at the priority [`Self::lower_background_priority`] gives GC; the
+    /// others always at the lowest, so that they take only what flush, compaction and the
+    /// first leave of the cores. 1 by default: a second on this project's 2-core machine
+    /// measured in docs/results/2026-11-28-gc-pace.md.
+    pub background_gc: usize,
     /// Run compaction, value-file GC and the superseded finder at the lowest CPU priority
     /// (nice 19, Linux only), as RocksDB's `Env::LowerThreadPoolCPUPriority` does for its
     /// compaction pool. On by default: on a machine with fewer cores than busy threads, a
@@ -92,6 +98,7 @@ impl Default for Options {
             max_key_size: 64 << 10,
             max_value_size: 256 << 20,
             background_compactions: 1,
+            background_gc: 1,
             lower_background_priority: true,
             tree: TreeOptions::default(),
             table: TableOptions::default(),
@@ -110,6 +117,7 @@ impl fmt::Debug for Options {
             .field("max_key_size", &self.max_key_size)
             .field("max_value_size", &self.max_value_size)
             .field("background_compactions", &self.background_compactions)
+            .field("background_gc", &self.background_gc)
             .field("lower_background_priority", &self.lower_background_priority)
             .field("tree", &self.tree)
             .field("table", &self.table)
@@ -119,6 +127,9 @@ impl fmt::Debug for Options {
             .finish_non_exhaustive()
     }
 }
+
+/// The most value-file GC threads an engine starts (a thread each).
+pub const MAX_BACKGROUND_GC: usize = 16;
 
 impl Options {
     /// Whether large values are logged in value files by their writes
@@ -134,6 +145,12 @@ impl Options {
             return Err(Error::invalid_option(
                 "background_compactions",
                 "must be at least 1",
+            ));
+        }
+        if self.background_gc == 0 || self.background_gc > MAX_BACKGROUND_GC {
+            return Err(Error::invalid_option(
+                "background_gc",
+                format!("must be between 1 and {MAX_BACKGROUND_GC}"),
             ));
         }
         if self.max_key_size == 0 || self.max_key_size > (1 << 30) {

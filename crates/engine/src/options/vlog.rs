@@ -236,10 +236,12 @@ pub struct LifetimeOptions {
     pub write_history_slots: usize,
     /// Memory for the newest flushed writes of recently flushed keys, so that the garbage
     /// their next flush makes is found without a tree lookup (`vlog::recent_pointers`,
-    /// about 51 bytes per key held). A key it forgets is looked up in the tree. 0, the
-    /// default, sizes it from the block cache it is charged to: a fifth of
-    /// [`CacheOptions::block_cache_capacity`](super::CacheOptions), at most 48 MiB (917K keys; reached from a
-    /// 240 MiB cache).
+    /// 45 bytes per slot, about 51-103 per key held). A key it forgets is looked up in the
+    /// tree. 0, the default, grows the table with the keys it sees, charged to the block
+    /// cache: it holds every key while they fit half of
+    /// [`CacheOptions::block_cache_capacity`](super::CacheOptions) (1.83M keys at a 256
+    /// MiB cache), then keeps the recently flushed ones in two generations of half of
+    /// that each. A size set here is a fixed table of two generations.
     pub recent_pointer_bytes: usize,
 }
 

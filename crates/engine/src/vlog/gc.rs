@@ -56,7 +56,7 @@ pub trait GcPolicy: Send + Sync {
     }
 
     /// The space-amplification target the policy holds the value files to, if it has one:
-    /// the write path slows down when collection falls behind it ([`BackPressure`]).
+    /// the write path slows down when collection falls behind it (`db::throttle::GcPacer`).
     fn space_amp_target(&self) -> Option<f64> {
         None
     }
@@ -65,42 +65,6 @@ pub trait GcPolicy: Send + Sync {
     /// garbage).
     fn space_amp(&self, _version: &Version, _early: Option<&EarlyGarbage>) -> Option<f64> {
         None
-    }
-}
-
-/// How far the writers may run ahead of collection under a space-amplification target `t`
-/// before they are slowed down, as RocksDB slows writes down before it stops them on L0:
-/// from `1 + 2 (t - 1)` (twice the garbage the target allows) each write group waits a
-/// little, up to [`BackPressure::MAX_DELAY`] at `1 + 4 (t - 1)`, where it waits until
-/// collection brings the space back under that bound or [`BackPressure::MAX_STALL`] passed.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct BackPressure {
-    pub slowdown: f64,
-    pub stop: f64,
-}
-
-impl BackPressure {
-    /// The longest wait of one write group below the stop bound.
-    pub const MAX_DELAY: std::time::Duration = std::time::Duration::from_millis(1);
-    /// The longest a write group waits above it (the engine's bound on a write stall).
-    pub const MAX_STALL: std::time::Duration = std::time::Duration::from_millis(100);
-
-    pub fn for_target(target: f64) -> Self {
-        BackPressure {
-            slowdown: 1.0 + 2.0 * (target - 1.0),
-            stop: 1.0 + 4.0 * (target - 1.0),
-        }
-    }
-
-    /// The wait of one write group at space amplification `amp`: none below the slowdown
-    /// bound, growing linearly to `MAX_DELAY` at the stop bound; `None` at or above it
-    /// (wait until it drops).
-    pub fn delay(&self, amp: f64) -> Option<std::time::Duration> {
-        if amp >= self.stop {
-            return None;
-        }
-        let f = ((amp - self.slowdown) / (self.stop - self.slowdown)).clamp(0.0, 1.0);
-        Some(Self::MAX_DELAY.mul_f64(f))
     }
 }
 
@@ -334,6 +298,14 @@ impl GcPolicy for SpaceAmp {
     ) -> Vec<u64> {
         let garbage = |b: &BlobFile| garbage_of(b, early);
         let (mut total, live) = totals(v, early);
+        // What running jobs collect is as good as gone: another job takes only what is
+        // still needed beyond it.
+        let collecting: u64 = busy
+            .iter()
+            .filter_map(|n| v.blobs.get(n))
+            .map(|b| garbage(b))
+            .sum();
+        total -= collecting.min(total);
         let budget = self.target * live as f64;
         if (total as f64) <= budget {
             return Vec::new();
@@ -432,9 +404,16 @@ mod tests {
         // brings the log to 3200 / 2900 = 1.10.
         let v = version(&[(1, 300, None), (2, 800, None), (3, 0, None), (4, 0, None)]);
         assert_eq!(p.pick_gc(&v, &none, 0), vec![2]);
-        // Unless it is busy; a file below 1 - 1/1.25 = 0.2 garbage is never taken.
+        // Unless a running job collects it: that alone brings the space back.
         let busy: HashSet<u64> = [2].into();
-        assert_eq!(p.pick_gc(&v, &busy, 0), vec![1]);
+        assert!(p.pick_gc(&v, &busy, 0).is_empty());
+        // Where it does not, another job takes only what is needed beyond it: 4000 bytes,
+        // 2400 live; without file 2's 800, 3200 / 2400 = 1.33, and file 3 brings it to
+        // 1.13 (counting file 2's garbage, files 3 and 1 would be taken). A file below
+        // 1 - 1/1.25 = 0.2 garbage is never taken.
+        let v = version(&[(1, 300, None), (2, 800, None), (3, 500, None), (4, 0, None)]);
+        assert_eq!(p.pick_gc(&v, &busy, 0), vec![3]);
+        assert_eq!(p.pick_gc(&v, &none, 0), vec![2, 3]);
         let v = version(&[(1, 150, None), (2, 150, None), (3, 900, None)]);
         assert_eq!(p.pick_gc(&v, &[3].into(), 0), Vec::<u64>::new());
         // Enough files to come back to the target: 5000 bytes, 3000 live (1.67); each file
@@ -453,19 +432,6 @@ mod tests {
             max_batch_bytes: 10,
         };
         assert_eq!(capped.pick_gc(&v, &none, 0).len(), 1);
-    }
-
-    #[test]
-    fn back_pressure_grows_with_the_garbage_the_target_allows() {
-        let b = BackPressure::for_target(1.25);
-        assert_eq!((b.slowdown, b.stop), (1.5, 2.0));
-        assert_eq!(b.delay(1.2), Some(std::time::Duration::ZERO));
-        assert_eq!(b.delay(1.5), Some(std::time::Duration::ZERO));
-        assert_eq!(b.delay(1.75), Some(BackPressure::MAX_DELAY / 2));
-        assert_eq!(b.delay(2.0), None);
-        assert_eq!(b.delay(7.0), None);
-        let wide = BackPressure::for_target(2.0);
-        assert_eq!((wide.slowdown, wide.stop), (3.0, 5.0));
     }
 
     #[test]

@@ -18,12 +18,19 @@
 //! of the same key (its sequence number is checked against the new write's), so a stale entry
 //! (a table the finder skipped) names a record that is dead anyway.
 //!
-//! Memory is bounded (`LifetimeOptions::recent_pointer_bytes`, 45 bytes per slot): two
-//! generations of `n` keys each. New entries go to the young generation; a key found in the
-//! old one moves to the young; when the young is full, the old is dropped and the young
-//! becomes old. So a key is kept while it is written again within about `n` to `2n` distinct
-//! keys, which is what a skewed workload's hot keys do. A key forgotten is looked up in the
-//! tree, as before.
+//! Memory follows the keys the finder sees, within a budget
+//! (`LifetimeOptions::recent_pointer_bytes`, 45 bytes per slot). While every key seen fits
+//! the budget the table holds them all: it grows by doubling as keys arrive, so a
+//! database of `n` keys costs about `n` slots, and a uniform workload over more keys than
+//! a fixed table held still has every previous write in memory. (A fixed 48 MiB table
+//! held 458K-917K keys; at full scale, 1M keys at low skew, the finder looked up half the
+//! flushed keys in the tree, fell behind compaction and gave up on a third of the flushed
+//! tables, docs/results/2026-11-27-lifetime-full-scale.md.) Past the budget it keeps two
+//! generations of half of it each: new entries go to the young generation; a key found in
+//! the old one moves to the young; when the young is full, the old is dropped and the
+//! young becomes old. So a key is kept while it is written again within about `g` to `2g`
+//! distinct keys, which is what a skewed workload's hot keys do. A key forgotten is looked
+//! up in the tree, as before.
 
 use super::ValuePointer;
 use crate::types::SeqNo;
@@ -88,26 +95,56 @@ pub const SLOT_BYTES: usize = std::mem::size_of::<(Hash, Packed)>() + 1;
 pub struct RecentPointers {
     young: HashMap<Hash, Packed>,
     old: HashMap<Hash, Packed>,
-    /// Keys per generation.
-    generation: usize,
+    /// Slots of the young generation (a power of two); it holds [`FILL`] of them in keys.
+    slots: usize,
+    /// While growing: the most slots one generation may take within the budget. `None`
+    /// once the table turns generations over.
+    grow_to: Option<usize>,
     hits: u64,
     misses: u64,
 }
 
+/// The slots a growing table starts with (45 KiB).
+const FIRST_SLOTS: usize = 1 << 10;
+
+/// The largest power of two of slots that fits `memory` bytes (at least 2; rounding up
+/// could double the memory).
+fn slots_in(memory: usize) -> usize {
+    let slots = (memory / SLOT_BYTES).max(2);
+    1usize << (usize::BITS - 1 - slots.leading_zeros())
+}
+
 impl RecentPointers {
-    /// A table of at most about `memory` bytes: two generations of a power-of-two number
-    /// of slots each, filled to [`FILL`]. The slots are allocated as keys arrive.
+    /// A table of at most about `memory` bytes from the start: two generations of a
+    /// power-of-two number of slots each, filled to [`FILL`]. The slots are allocated as
+    /// keys arrive.
     pub fn new(memory: usize) -> RecentPointers {
-        let slots = (memory / 2 / SLOT_BYTES).max(2);
-        // The largest power of two that fits (rounding up could double the memory).
-        let slots = 1usize << (usize::BITS - 1 - slots.leading_zeros());
         RecentPointers {
             young: HashMap::new(),
             old: HashMap::new(),
-            generation: (slots * FILL.0 / FILL.1).max(1),
+            slots: slots_in(memory / 2),
+            grow_to: None,
             hits: 0,
             misses: 0,
         }
+    }
+
+    /// A table that holds every key it is given while they fit `budget` bytes (one
+    /// generation, grown by doubling), then turns over two generations of half the budget
+    /// each. Past the budget, for one generation's time, it holds up to one and a half
+    /// times it (the full generation just turned old, and the young one filling).
+    pub fn growing(budget: usize) -> RecentPointers {
+        let max = slots_in(budget);
+        RecentPointers {
+            slots: FIRST_SLOTS.min(max),
+            grow_to: Some(max),
+            ..RecentPointers::new(0)
+        }
+    }
+
+    /// Keys the young generation holds before it grows or turns over.
+    fn generation(&self) -> usize {
+        (self.slots * FILL.0 / FILL.1).max(1)
     }
 
     /// The write before one at `seq` of `key`, if the table holds an older one; the entry
@@ -141,9 +178,25 @@ impl RecentPointers {
         if held.is_some_and(|w| w.unpack().seq >= write.seq) {
             return;
         }
+        // In place: `insert` reserves room for one more key first, and a full generation
+        // would double its slots to update a key it holds.
+        if let Some(held) = self.young.get_mut(&h) {
+            *held = Packed::pack(write);
+            return;
+        }
         self.old.remove(&h);
-        if self.young.len() >= self.generation && !self.young.contains_key(&h) {
-            self.old = std::mem::take(&mut self.young);
+        if self.young.len() >= self.generation() {
+            match self.grow_to {
+                Some(max) if self.slots < max => self.slots *= 2,
+                _ => {
+                    self.old = std::mem::take(&mut self.young);
+                    // Turning over for the first time: two generations of half the
+                    // budget from now on.
+                    if let Some(max) = self.grow_to.take() {
+                        self.slots = (max / 2).max(2);
+                    }
+                }
+            }
         }
         self.young.insert(h, Packed::pack(write));
     }
@@ -157,9 +210,16 @@ impl RecentPointers {
         self.len() == 0
     }
 
-    /// Bytes its two generations hold (slots allocated, used or not).
+    /// Bytes its two generations hold (slots allocated, used or not: a map's capacity is
+    /// [`FILL`] of its slots).
     pub fn memory(&self) -> usize {
-        (self.young.capacity() + self.old.capacity()) * SLOT_BYTES
+        let slots = |m: &HashMap<Hash, Packed>| m.capacity() * FILL.1 / FILL.0;
+        (slots(&self.young) + slots(&self.old)) * SLOT_BYTES
+    }
+
+    /// Whether it still holds every key it was given (it has not turned generations over).
+    pub fn holds_every_key(&self) -> bool {
+        self.grow_to.is_some()
     }
 
     /// Lookups answered, and lookups the table could not answer.
@@ -217,7 +277,7 @@ mod tests {
     fn bounded_and_keeps_keys_written_again() {
         // Two generations of 4 slots, 3 keys each.
         let mut t = RecentPointers::new(8 * SLOT_BYTES);
-        assert_eq!(t.generation, 3);
+        assert_eq!(t.generation(), 3);
         for i in 0..4u64 {
             t.record(&i.to_be_bytes(), w(i + 1, i));
         }
@@ -244,7 +304,49 @@ mod tests {
         // The largest size taken from the cache (`LifetimeOptions::recent_pointer_bytes`).
         let t = RecentPointers::new(48 << 20);
         // Two generations of 2^19 slots (47.2 MB of 48 MiB), 7/8 of them filled.
-        assert_eq!(2 * t.generation, 917_504);
+        assert_eq!(2 * t.generation(), 917_504);
+    }
+
+    #[test]
+    fn a_growing_table_holds_every_key_within_its_budget_then_turns_over() {
+        // A budget of 16K slots: every one of 14K keys (7/8 of them) is held, though a
+        // fixed table of the same memory (two generations of 8K slots) turns over at 7K.
+        let budget = (16 << 10) * SLOT_BYTES;
+        let keys: u64 = 14 << 10;
+        let mut fixed = RecentPointers::new(budget);
+        let mut t = RecentPointers::growing(budget);
+        assert_eq!(t.slots, FIRST_SLOTS);
+        for round in 0..3u64 {
+            for i in 0..keys {
+                let k = i.to_be_bytes();
+                let seq = round * keys + i + 1;
+                if round > 0 {
+                    assert!(t.before(&k, seq).is_some(), "key {i} forgotten");
+                    fixed.before(&k, seq);
+                }
+                t.record(&k, w(seq, i));
+                fixed.record(&k, w(seq, i));
+            }
+        }
+        assert!(t.holds_every_key());
+        assert_eq!(t.len(), keys as usize);
+        assert!(t.memory() <= budget, "{} bytes", t.memory());
+        assert_eq!(t.hits_and_misses(), (2 * keys, 0));
+        // The fixed table forgot most of each sweep.
+        assert!(
+            fixed.hits_and_misses().1 > keys,
+            "{:?}",
+            fixed.hits_and_misses()
+        );
+        // One key more than the budget holds: it turns over, to two generations of half
+        // the budget, and never holds more than one and a half times it.
+        for i in keys..4 * keys {
+            t.record(&i.to_be_bytes(), w(4 * keys + i, i));
+            assert!(t.memory() <= budget * 3 / 2, "{} bytes", t.memory());
+        }
+        assert!(!t.holds_every_key());
+        assert_eq!(t.slots, 8 << 10);
+        assert!(t.memory() <= budget, "{} bytes", t.memory());
     }
 
     #[test]
