@@ -179,18 +179,27 @@ def wait_synced(replica, primary, deadline_s=3600):
     sys.exit("the replica never caught up")
 
 
+def cpu_seconds(node):
+    """User and system CPU seconds a node's process has used (Linux /proc)."""
+    fields = pathlib.Path(f"/proc/{node.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def sync_once(binary, primary_dir, replica_dir, cpus):
     """A fresh replica's full sync from a primary serving `primary_dir`, both run with
     `binary`: seconds from REPLICAOF until the replica is up at the primary's offset, the
-    bytes the replica then holds and the names of its files."""
+    bytes the replica then holds, the names of its files and the CPU seconds both
+    processes spent meanwhile (what the load of other processes changes least)."""
     primary = Node(binary, primary_dir, cpus)
     replica = None
     try:
         replica = Node(binary, replica_dir, cpus)
+        cpu = cpu_seconds(primary) + cpu_seconds(replica)
         t = time.perf_counter()
         replica.client().execute_command("REPLICAOF", "127.0.0.1", primary.port)
         wait_synced(replica, primary)
         secs = time.perf_counter() - t
+        cpu = cpu_seconds(primary) + cpu_seconds(replica) - cpu
         assert replica.client().get("last") == b"1"
         got = data_files(replica_dir)
         held = sum(p.stat().st_size for p in got)
@@ -199,7 +208,7 @@ def sync_once(binary, primary_dir, replica_dir, cpus):
             if node:
                 node.stop()
     shutil.rmtree(replica_dir)
-    return secs, held, {p.name for p in got}
+    return secs, held, {p.name for p in got}, cpu
 
 
 def part_fullsync(a, out):
@@ -224,9 +233,11 @@ def part_fullsync(a, out):
           f"{'dropped from the page cache (fsync + POSIX_FADV_DONTNEED) before each' if a.cold else 'in the page cache'}\n")
     for label, b in binaries:
         print(f"- {label}: {b}")
-    print("\n| round | binary | primary's files cached before | replica's data | seconds | sync rate | dd rate | sync / dd | load average |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("\n| round | binary | primary's files cached before | replica's data | seconds | CPU seconds (both) | sync rate "
+          "| dd rate | sync / dd | load average |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     ratios = {label: [] for label, _ in binaries}
+    cpus = {label: [] for label, _ in binaries}
     for r in range(a.sync_rounds):
         order = binaries if r % 2 == 0 else binaries[::-1]
         for label, b in order:
@@ -236,7 +247,7 @@ def part_fullsync(a, out):
             else:
                 dd_read_mib_s(files)
             cached = cached_fraction(files)
-            secs, held, names = sync_once(b, pdir, out / "replica", a.cpus)
+            secs, held, names, cpu = sync_once(b, pdir, out / "replica", a.cpus)
             # The files the transfer carried, as the primary holds them (the checkpoint's
             # links; its own manifest and empty WAL aside).
             files = [p for p in data_files(pdir) if p.name in names]
@@ -245,12 +256,14 @@ def part_fullsync(a, out):
             dd = dd_read_mib_s(files)
             rate = held / secs / 2**20
             ratios[label].append(rate / dd)
+            cpus[label].append(cpu)
             shown = "?" if cached is None else f"{cached:.0%}"
-            print(f"| {r + 1} | {label} | {shown} | {held / 2**30:.2f} GiB | {secs:.2f} s | {rate:,.0f} MiB/s "
+            print(f"| {r + 1} | {label} | {shown} | {held / 2**30:.2f} GiB | {secs:.2f} s | {cpu:.2f} s | {rate:,.0f} MiB/s "
                   f"| {dd:,.0f} MiB/s | {rate / dd:.2f} | {os.getloadavg()[0]:.1f} |", flush=True)
     print()
     for label, rs in ratios.items():
-        print(f"- {label}: sync / dd median {statistics.median(rs):.2f} over {len(rs)} rounds")
+        print(f"- {label}: sync / dd median {statistics.median(rs):.2f}, CPU seconds median "
+              f"{statistics.median(cpus[label]):.2f}, over {len(rs)} rounds")
 
 
 def part_lag(a, out):
