@@ -8,11 +8,14 @@ the three nodes' total against the single node. On a machine with fewer cores th
 nodes share them: --cpus pins every server to the same cores in both runs (and
 redis-benchmark to the others), so the total is what matters there.
 
-Part `fullsync`: a primary loaded with --sync-mib of 4 KiB values (redis-benchmark SETs over
-distinct keys), then a fresh replica's full sync (checkpoint, files over loopback, install,
-open) timed from REPLICAOF to `master_link_status:up` at the primary's offset; its rate
-against the device's sequential read bandwidth, measured with `dd iflag=direct` over the
-primary's data files just before.
+Part `fullsync`: a primary loaded once with --sync-mib of 4 KiB values (redis-benchmark SETs
+over distinct keys), then per round a fresh replica's full sync (checkpoint, files over
+loopback, install, open) timed from REPLICAOF to `master_link_status:up` at the primary's
+offset, and `dd if=<file> of=/dev/null bs=1M` over the files it carried, as the primary holds
+them; the ratio of the two rates is taken within the round. With --cold the primary's files
+are dropped from the page cache (fsync, POSIX_FADV_DONTNEED) before each sync and each dd;
+without, both read them from the page cache. With --baseline a second binary's syncs alternate
+with --binary's (A B, B A, ...), so that both see the same machine.
 
 Part `lag`: writes at --lag-rate SETs/s (pipelines of 100 every 1/100 s from one client) on
 the primary while a probe client writes a key every 10 ms and waits until the replica
@@ -119,21 +122,46 @@ def part_cluster(a, out):
             print(f"| {t} | {one[t]:,.0f} | {three[t]:,.0f} | {three[t] / 3:,.0f} | {three[t] / one[t]:.2f}x |")
 
 
-def dd_read_mib_s(data):
-    """Sequential read bandwidth of the device under `data`, page cache bypassed."""
-    files = sorted((p for p in data.rglob("*") if p.is_file()), key=lambda p: p.stat().st_size, reverse=True)
-    if not files:
-        sys.exit(f"no files under {data}")
+def data_files(data):
+    return sorted(p for p in data.rglob("*") if p.is_file())
+
+
+def drop_cached(files):
+    """Evicts `files` from the page cache (fsync, then POSIX_FADV_DONTNEED): what an
+    unprivileged run can drop without `echo 3 > /proc/sys/vm/drop_caches`, and only
+    these files' pages, not the machine's."""
+    for f in files:
+        fd = os.open(f, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+
+def cached_fraction(files):
+    """Share of `files`' pages in the page cache (fincore), or None without fincore."""
+    if shutil.which("fincore") is None:
+        return None
+    r = subprocess.run(["fincore", "--bytes", "--noheadings", "--raw", "-o", "RES,SIZE", *map(str, files)],
+                       capture_output=True, text=True)
+    res = size = 0
+    for line in r.stdout.splitlines():
+        a, b = line.split()
+        res, size = res + int(a), size + int(b)
+    return res / size if size else None
+
+
+def dd_read_mib_s(files):
+    """`dd if=<file> of=/dev/null bs=1M` over every file, one after another: bytes read
+    over the seconds the reads took."""
     total, secs = 0, 0.0
-    for f in files[:8]:
+    for f in files:
         t = time.perf_counter()
-        r = subprocess.run(["dd", f"if={f}", "of=/dev/null", "bs=4M", "iflag=direct"],
-                           capture_output=True, text=True)
-        if r.returncode != 0:
-            if not f.exists():
-                continue  # removed by GC or compaction meanwhile
-            sys.exit(f"dd on {f}: {r.stderr.strip()}")
+        r = subprocess.run(["dd", f"if={f}", "of=/dev/null", "bs=1M"], capture_output=True, text=True)
         secs += time.perf_counter() - t
+        if r.returncode != 0:
+            sys.exit(f"dd on {f}: {r.stderr.strip()}")
         total += int(re.match(r"(\d+) bytes", r.stderr.splitlines()[-1]).group(1))
     return total / secs / 2**20
 
@@ -151,33 +179,91 @@ def wait_synced(replica, primary, deadline_s=3600):
     sys.exit("the replica never caught up")
 
 
-def part_fullsync(a, out):
-    primary = Node(a.binary, out / "primary", a.cpus)
+def cpu_seconds(node):
+    """User and system CPU seconds a node's process has used (Linux /proc)."""
+    fields = pathlib.Path(f"/proc/{node.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def sync_once(binary, primary_dir, replica_dir, cpus):
+    """A fresh replica's full sync from a primary serving `primary_dir`, both run with
+    `binary`: seconds from REPLICAOF until the replica is up at the primary's offset, the
+    bytes the replica then holds, the names of its files and the CPU seconds both
+    processes spent meanwhile (what the load of other processes changes least)."""
+    primary = Node(binary, primary_dir, cpus)
     replica = None
     try:
-        n = a.sync_mib * 256
-        subprocess.run(["redis-benchmark", "-p", str(primary.port), "-t", "set", "-n", str(n), "-c", "50",
-                        "-d", "4096", "-r", str(n), "-q"], check=True, capture_output=True)
-        pc = primary.client()
-        pc.execute_command("SET", "last", "1")
-        size = sum(p.stat().st_size for p in (out / "primary").rglob("*") if p.is_file())
-        mib_s = dd_read_mib_s(out / "primary")
-        replica = Node(a.binary, out / "replica", a.cpus)
+        replica = Node(binary, replica_dir, cpus)
+        cpu = cpu_seconds(primary) + cpu_seconds(replica)
         t = time.perf_counter()
         replica.client().execute_command("REPLICAOF", "127.0.0.1", primary.port)
         wait_synced(replica, primary)
         secs = time.perf_counter() - t
+        cpu = cpu_seconds(primary) + cpu_seconds(replica) - cpu
         assert replica.client().get("last") == b"1"
-        sent = sum(p.stat().st_size for p in (out / "replica").rglob("*") if p.is_file())
+        got = data_files(replica_dir)
+        held = sum(p.stat().st_size for p in got)
     finally:
         for node in (replica, primary):
             if node:
                 node.stop()
-    rate = sent / secs / 2**20
-    print(f"\n### Full sync of a {size / 2**30:.2f} GiB primary ({n:,} SETs of 4 KiB)\n")
-    print("| replica's data after sync | REPLICAOF to caught up | rate | device sequential read (dd, direct) | rate / device |")
-    print("| --- | --- | --- | --- | --- |")
-    print(f"| {sent / 2**30:.2f} GiB | {secs:.2f} s | {rate:,.0f} MiB/s | {mib_s:,.0f} MiB/s | {rate / mib_s:.2f} |")
+    shutil.rmtree(replica_dir)
+    return secs, held, {p.name for p in got}, cpu
+
+
+def part_fullsync(a, out):
+    """Loads a primary once, then per round, for each binary (alternated: A B, B A, ...):
+    the primary's files dropped from the page cache (--cold) or read into it, a full sync
+    to a fresh replica, and `dd` over the same files in the same state; the ratio of the
+    two rates is taken within the round."""
+    pdir = out / "primary"
+    primary = Node(a.binary, pdir, a.cpus)
+    try:
+        n = a.sync_mib * 256
+        subprocess.run(["redis-benchmark", "-p", str(primary.port), "-t", "set", "-n", str(n), "-c", "50",
+                        "-d", "4096", "-r", str(n), "-q"], check=True, capture_output=True)
+        primary.client().execute_command("SET", "last", "1")
+    finally:
+        primary.stop()
+    if a.cold and not hasattr(os, "posix_fadvise"):
+        sys.exit("--cold needs os.posix_fadvise (Linux)")
+    binaries = [("A", a.binary)] + ([("B", a.baseline)] if a.baseline else [])
+    print(f"\n### Full sync of {n:,} SETs of 4 KiB: REPLICAOF until the replica is up at the primary's offset, "
+          f"against `dd if=<file> of=/dev/null bs=1M` over the primary's files, "
+          f"{'dropped from the page cache (fsync + POSIX_FADV_DONTNEED) before each' if a.cold else 'in the page cache'}\n")
+    for label, b in binaries:
+        print(f"- {label}: {b}")
+    print("\n| round | binary | primary's files cached before | replica's data | seconds | CPU seconds (both) | sync rate "
+          "| dd rate | sync / dd | load average |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    ratios = {label: [] for label, _ in binaries}
+    cpus = {label: [] for label, _ in binaries}
+    for r in range(a.sync_rounds):
+        order = binaries if r % 2 == 0 else binaries[::-1]
+        for label, b in order:
+            files = data_files(pdir)
+            if a.cold:
+                drop_cached(files)
+            else:
+                dd_read_mib_s(files)
+            cached = cached_fraction(files)
+            secs, held, names, cpu = sync_once(b, pdir, out / "replica", a.cpus)
+            # The files the transfer carried, as the primary holds them (the checkpoint's
+            # links; its own manifest and empty WAL aside).
+            files = [p for p in data_files(pdir) if p.name in names]
+            if a.cold:
+                drop_cached(files)
+            dd = dd_read_mib_s(files)
+            rate = held / secs / 2**20
+            ratios[label].append(rate / dd)
+            cpus[label].append(cpu)
+            shown = "?" if cached is None else f"{cached:.0%}"
+            print(f"| {r + 1} | {label} | {shown} | {held / 2**30:.2f} GiB | {secs:.2f} s | {cpu:.2f} s | {rate:,.0f} MiB/s "
+                  f"| {dd:,.0f} MiB/s | {rate / dd:.2f} | {os.getloadavg()[0]:.1f} |", flush=True)
+    print()
+    for label, rs in ratios.items():
+        print(f"- {label}: sync / dd median {statistics.median(rs):.2f}, CPU seconds median "
+              f"{statistics.median(cpus[label]):.2f}, over {len(rs)} rounds")
 
 
 def part_lag(a, out):
@@ -239,6 +325,11 @@ def main():
     ap.add_argument("--cpus", default="", help="cores the servers run on (taskset list), e.g. 1")
     ap.add_argument("--client-cpus", default="", help="cores redis-benchmark runs on, e.g. 0")
     ap.add_argument("--sync-mib", type=int, default=4096, help="MiB of 4 KiB values on the primary (fullsync)")
+    ap.add_argument("--sync-rounds", type=int, default=3, help="full syncs per binary (fullsync)")
+    ap.add_argument("--baseline", default="", help="a second halflife binary whose full syncs alternate with "
+                    "--binary's (fullsync)")
+    ap.add_argument("--cold", action="store_true", help="drop the primary's files from the page cache before "
+                    "each sync and each dd (fullsync)")
     ap.add_argument("--lag-rate", type=int, default=10000, help="SETs per second on the primary (lag)")
     ap.add_argument("--lag-seconds", type=float, default=30)
     ap.add_argument("--out", default=str(ROOT / "bench-out" / "nodes"))

@@ -8,6 +8,8 @@
 //! - [`history`]: the replication ids of a primary's earlier runs, and how much of each
 //!   its data still holds, for replicas that continue from its WAL after a restart.
 //! - [`wire`]: the handshake lines, the file transfer framing and the write records.
+//! - [`files`]: the disk side of a full sync's transfer (the primary's reads, the
+//!   replica's writes), each on one blocking thread.
 //! - [`primary`]: serving a replica that sent `PSYNC` (a full sync or `+CONTINUE`, then
 //!   the stream, reading its `REPLCONF ACK`s).
 //! - [`replica`]: the replica's link to its primary.
@@ -16,6 +18,7 @@
 //! This module holds the role and what `INFO replication`, `ROLE` and `WAIT` report, and
 //! the commands themselves.
 
+pub mod files;
 pub mod history;
 pub mod install;
 pub mod log;

@@ -16,7 +16,7 @@
 //! behind (during a long file transfer, or reading slowly) finds its next bytes gone, is
 //! dropped, and syncs again when it reconnects.
 
-use super::{log::Gap, wire};
+use super::{files, log::Gap, wire};
 use crate::protocol::{self, Limits};
 use crate::server::Shared;
 use bytes::{Bytes, BytesMut};
@@ -340,33 +340,25 @@ fn list(dir: &Path) -> io::Result<Vec<(String, u64)>> {
     Ok(files)
 }
 
+/// Sends the checkpoint in `dir` in [`wire`]'s framing: a blocking thread reads it
+/// ([`files::read_files`], a few chunks ahead), this task writes the chunks to the socket
+/// and hands each buffer back for reuse.
 async fn send_files<W: AsyncWrite + Unpin>(dir: &Path, wr: &mut W) -> io::Result<()> {
     let d = dir.to_path_buf();
-    let files = tokio::task::spawn_blocking(move || list(&d))
+    let listed = tokio::task::spawn_blocking(move || list(&d))
         .await
         .map_err(io::Error::other)??;
-    let total = files.iter().map(|(_, s)| s).sum();
-    wr.write_all(&wire::sync_header(files.len() as u32, total))
-        .await?;
-    let mut buf = vec![0u8; 256 << 10];
-    for (name, size) in files {
-        wr.write_all(&wire::file_header(&name, size)).await?;
-        let mut f = tokio::fs::File::open(dir.join(&name)).await?;
-        let (mut left, mut crc) = (size, 0u32);
-        while left > 0 {
-            let want = (buf.len() as u64).min(left) as usize;
-            let n = f.read(&mut buf[..want]).await?;
-            if n == 0 {
-                return Err(io::Error::other(format!(
-                    "checkpoint file {name} shrank while being sent"
-                )));
-            }
-            crc = crc32c::crc32c_append(crc, &buf[..n]);
-            wr.write_all(&buf[..n]).await?;
-            left -= n as u64;
-        }
-        wr.write_all(&wire::file_trailer(crc)).await?;
+    let (chunks, mut full) = tokio::sync::mpsc::channel::<Vec<u8>>(files::AHEAD);
+    let (empty, reuse) = std::sync::mpsc::sync_channel::<Vec<u8>>(files::AHEAD + 2);
+    let d = dir.to_path_buf();
+    let reader =
+        tokio::task::spawn_blocking(move || files::read_files(&d, &listed, &chunks, &reuse));
+    while let Some(chunk) = full.recv().await {
+        // A failed write drops `full`: the reader stops at its next chunk.
+        wr.write_all(&chunk).await?;
+        let _ = empty.try_send(chunk);
     }
+    reader.await.map_err(io::Error::other)??;
     wr.flush().await
 }
 

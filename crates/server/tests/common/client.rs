@@ -25,13 +25,19 @@ impl Client {
     }
 
     pub fn send(&mut self, args: &[&[u8]]) {
+        self.try_send(args).unwrap();
+    }
+
+    /// [`Client::send`] that reports a failed write (the server went away) instead of
+    /// panicking.
+    pub fn try_send(&mut self, args: &[&[u8]]) -> std::io::Result<()> {
         let mut out = format!("*{}\r\n", args.len()).into_bytes();
         for a in args {
             out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
             out.extend_from_slice(a);
             out.extend_from_slice(b"\r\n");
         }
-        self.s.write_all(&out).unwrap();
+        self.s.write_all(&out)
     }
 
     /// The next reply, or `None` when the server closed the connection.
