@@ -616,18 +616,20 @@ fn power_cut_during_the_drop_of_expired_value_files_loses_nothing_unexpired() {
         // The first window has passed; the open, its background jobs and one more flush
         // drop its files. The power goes at a chosen moment among those steps.
         clock.set(T0 + 1000);
-        let moment = match rng.random_range(0..4) {
+        let moment = match rng.random_range(0..5) {
             0 => Moment::At {
                 op: Op::Sync,
                 cause: Some(IoCause::Manifest),
-                nth: rng.random_range(1..4),
+                nth: rng.random_range(1..6),
             },
             1 => Moment::At {
                 op: Op::Remove,
                 cause: None,
-                nth: rng.random_range(1..4),
+                nth: rng.random_range(1..6),
             },
-            _ => Moment::AfterOps(rng.random_range(1..60)),
+            // No cut until the end: the drop runs to completion.
+            2 => Moment::Never,
+            _ => Moment::AfterOps(rng.random_range(1..200)),
         };
         let storage = PowerCutStorage::new(
             rng.random(),
@@ -689,4 +691,5 @@ fn power_cut_during_the_drop_of_expired_value_files_loses_nothing_unexpired() {
         "expiry: {trials} trials, {cuts} cut, {dropped} expired value files dropped before a cut"
     );
     assert!(cuts > 0, "no cut landed");
+    assert!(dropped > 0, "no expired value file was dropped");
 }
