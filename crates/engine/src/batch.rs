@@ -6,6 +6,9 @@
 //! entry := kind u8 | varint key_len | key | (varint value_len | value)   -- no value for Deletion
 //! ```
 //!
+//! An expiring entry (kind 3, [`crate::expiry`]) holds its expiry time in front of its
+//! value, within `value_len`.
+//!
 //! Entry i gets sequence number `first_seq + i`.
 //!
 //! The grammar of every file in a database directory is in `docs/format.md`.
@@ -31,12 +34,25 @@ impl Default for WriteBatch {
     }
 }
 
-/// One decoded entry.
+/// One decoded entry. `value` is as stored: an expiring entry's holds its expiry time in
+/// front ([`BatchEntry::expire_at`], [`BatchEntry::payload`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BatchEntry<'a> {
     pub kind: ValueKind,
     pub key: &'a [u8],
     pub value: &'a [u8],
+}
+
+impl<'a> BatchEntry<'a> {
+    /// When the entry expires (ms since the Unix epoch), if it does.
+    pub fn expire_at(&self) -> Option<u64> {
+        crate::expiry::split(self.kind, self.value).and_then(|s| s.expire_at)
+    }
+
+    /// The value without its expiry time.
+    pub fn payload(&self) -> &'a [u8] {
+        crate::expiry::split(self.kind, self.value).map_or(self.value, |s| s.payload)
+    }
 }
 
 impl WriteBatch {
@@ -50,6 +66,36 @@ impl WriteBatch {
 
     pub fn put(&mut self, key: &[u8], value: &[u8]) {
         self.add(ValueKind::Value, key, value);
+    }
+
+    /// A put whose value is gone once the options' clock reaches `expire_at_ms`
+    /// (milliseconds since the Unix epoch): reads then find nothing, and compaction and GC
+    /// reclaim it ([`crate::expiry`]).
+    ///
+    /// On the batch rather than in `WriteOptions`: the expiry belongs to one key, and one
+    /// atomic batch often mixes keys with and without one (a Redis `SET k v EX 10` writes
+    /// the key's record and deletes what else the key held).
+    pub fn put_with_expiry(&mut self, key: &[u8], value: &[u8], expire_at_ms: u64) {
+        self.add_with_expiry(ValueKind::Value, key, value, Some(expire_at_ms));
+    }
+
+    /// [`WriteBatch::add`] for an entry that may carry an expiry time.
+    pub(crate) fn add_with_expiry(
+        &mut self,
+        kind: ValueKind,
+        key: &[u8],
+        value: &[u8],
+        expire_at_ms: Option<u64>,
+    ) {
+        let Some(t) = expire_at_ms else {
+            return self.add(kind, key, value);
+        };
+        let mut v = Vec::with_capacity(crate::expiry::EXPIRY_LEN + value.len());
+        let kind = crate::expiry::encode_into(&mut v, kind, Some(t), value);
+        self.add(kind, key, &v);
+        if kind != ValueKind::ExpiringPointer {
+            self.user_bytes -= crate::expiry::EXPIRY_LEN as u64;
+        }
     }
 
     pub fn delete(&mut self, key: &[u8]) {
@@ -66,7 +112,7 @@ impl WriteBatch {
             self.rep.extend_from_slice(value);
         }
         self.count += 1;
-        if kind != ValueKind::Pointer {
+        if !kind.is_pointer() {
             self.user_bytes += (key.len() + value.len()) as u64;
         }
         self.rep[8..12].copy_from_slice(&self.count.to_le_bytes());
@@ -130,8 +176,8 @@ impl WriteBatch {
         let mut user_bytes = 0u64;
         for e in b.iter_checked(file) {
             let e = e?;
-            if e.kind != ValueKind::Pointer {
-                user_bytes += (e.key.len() + e.value.len()) as u64;
+            if !e.kind.is_pointer() {
+                user_bytes += (e.key.len() + e.payload().len()) as u64;
             }
             n += 1;
         }
@@ -185,6 +231,9 @@ impl WriteBatch {
                     None => return bad("truncated value"),
                 }
             };
+            if crate::expiry::split(kind, value).is_none() {
+                return bad("expiring entry shorter than its expiry time");
+            }
             Some(Ok(BatchEntry { kind, key, value }))
         })
     }
@@ -201,6 +250,7 @@ mod tests {
         b.delete(b"k2");
         b.put(b"k3", &[9u8; 300]);
         b.put(b"k4", b"");
+        b.put_with_expiry(b"k5", b"v5", 1234);
         b.set_first_seq(77);
         let d = WriteBatch::decode(Path::new("x"), b.encoded()).unwrap();
         assert_eq!(d.first_seq(), 77);
@@ -216,8 +266,12 @@ mod tests {
                 (ValueKind::Deletion, b"k2".to_vec(), 0),
                 (ValueKind::Value, b"k3".to_vec(), 300),
                 (ValueKind::Value, b"k4".to_vec(), 0),
+                (ValueKind::ExpiringValue, b"k5".to_vec(), 10),
             ]
         );
+        let last = d.iter().last().unwrap();
+        assert_eq!((last.expire_at(), last.payload()), (Some(1234), &b"v5"[..]));
+        assert_eq!(b.user_bytes(), 2 + 2 + 2 + 2 + 300 + 2 + 2 + 2);
         let enc = b.encoded();
         assert!(WriteBatch::decode(Path::new("x"), &enc[..enc.len() - 1]).is_err());
         let mut bad = enc.to_vec();

@@ -167,7 +167,7 @@ pub fn check(dir: &Path, opts: &Options, progress: Progress<'_>) -> Result<Check
                 )
             });
         }
-        walk_tree(&v, Some(&logged), &mut r, &mut refs);
+        walk_tree(&v, Some(&logged), opts.clock.now_ms(), &mut r, &mut refs);
     }
 
     // Every file on its own.
@@ -234,11 +234,13 @@ fn key_hash(key: &[u8]) -> u64 {
 }
 
 /// Walks every entry of every table (and of `logged`, the WALs' writes) in key order: the
-/// newest version of each key that is a pointer must resolve; every pointer that resolves
-/// marks its record referenced.
+/// newest version of each key that is a pointer must resolve (unless it expired at
+/// `now_ms`: its value file may have been dropped whole, [`crate::expiry`]); every pointer
+/// that resolves marks its record referenced.
 pub(crate) fn walk_tree(
     v: &Version,
     logged: Option<&Arc<crate::memtable::Memtable>>,
+    now_ms: u64,
     r: &mut CheckReport,
     refs: &mut Refs,
 ) {
@@ -265,8 +267,16 @@ pub(crate) fn walk_tree(
         if newest {
             last = Some(p.user_key.to_vec());
         }
-        if p.kind == ValueKind::Pointer {
-            match ValuePointer::decode(Path::new("<tree>"), it.value()) {
+        let Some(s) = crate::expiry::split(p.kind, it.value()) else {
+            r.problem(
+                Path::new("<tree>"),
+                "expiring entry shorter than its expiry time",
+            );
+            return;
+        };
+        let expired = s.expired(now_ms);
+        if s.kind == ValueKind::Pointer {
+            match ValuePointer::decode(Path::new("<tree>"), s.payload) {
                 Err(e) => r.error(e),
                 Ok((ptr, _)) => match v.resolve(&ptr) {
                     Some(at) => {
@@ -277,8 +287,9 @@ pub(crate) fn walk_tree(
                             r.pointers_verified += 1;
                         }
                     }
-                    // An older version GC did not keep is garbage by design.
-                    None if !newest => {}
+                    // An older version GC did not keep is garbage by design, and so is an
+                    // expired value.
+                    None if !newest || expired => {}
                     None => r.problem(
                         &value_file_name(Path::new(""), ptr.file),
                         format!(

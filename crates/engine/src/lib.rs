@@ -20,6 +20,7 @@ pub mod compaction;
 pub mod db;
 pub use db::checkpoint;
 pub mod error;
+pub mod expiry;
 pub mod filename;
 pub mod io;
 pub mod lifetime;

@@ -281,7 +281,7 @@ pub fn repair(dir: &Path, opts: &Options, progress: Progress<'_>) -> Result<Repa
     let tree = values.apply_with_maps(&edit, dir, &storage, &None, &HashMap::new());
     let mut walk = CheckReport::default();
     let mut refs = HashMap::new();
-    walk_tree(&tree, None, &mut walk, &mut refs);
+    walk_tree(&tree, None, opts.clock.now_ms(), &mut walk, &mut refs);
     // Pointers that lead nowhere, or to a record that is not intact.
     rep.keys_with_lost_values = walk.problems.len() as u64;
     for b in &mut blobs {
@@ -370,6 +370,7 @@ fn scan_value_file(storage: &Arc<dyn Storage>, p: &Path, n: u64) -> Result<Scan>
         garbage_bytes: 0,
         garbage_entries: 0,
         lifetime: None,
+        expiry: crate::vlog::FileExpiry::None,
     };
     let mut offsets = HashMap::new();
     let mut reader = match ValueFileReader::new(p, data, n) {

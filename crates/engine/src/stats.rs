@@ -32,6 +32,10 @@ pub(crate) struct EngineCounters {
     pub gc_jobs: AtomicU64,
     pub gc_relocated_bytes: AtomicU64,
     pub gc_writeback_entries: AtomicU64,
+    /// Expired entries flushes and compactions turned into deletions or dropped, and value
+    /// files dropped whole because every value in them expired ([`crate::expiry`]).
+    pub expired_entries: AtomicU64,
+    pub expired_value_files: AtomicU64,
     pub write_groups: AtomicU64,
     /// Sum of per-compaction merge amplification, in millionths, and its count.
     pub merge_amp_micros: AtomicU64,
@@ -128,6 +132,12 @@ pub struct DbStats {
     pub gc_jobs: u64,
     pub gc_relocated_bytes: u64,
     pub gc_writeback_entries: u64,
+    /// Expired entries flushes and compactions turned into deletions or dropped.
+    #[serde(default)]
+    pub expired_entries: u64,
+    /// Value files dropped whole, unread, because every value in them expired.
+    #[serde(default)]
+    pub expired_value_files: u64,
     /// Mean merge amplification `a` over all compactions (paper 003, sec. 3.2).
     pub merge_amplification: Option<f64>,
     /// The same mean with `a` measured in bytes instead of files (see

@@ -21,11 +21,15 @@ pub enum ValueKind {
     Value = 1,
     /// A pointer to a record in a value file (see `vlog::ValuePointer`).
     Pointer = 2,
+    /// A value with an expiry time in front of it ([`crate::expiry`]).
+    ExpiringValue = 3,
+    /// A value pointer with an expiry time in front of it ([`crate::expiry`]).
+    ExpiringPointer = 4,
 }
 
 /// The kind used in seek keys: the largest, so it sorts before every real entry of the same
 /// sequence number.
-pub const KIND_SEEK: ValueKind = ValueKind::Pointer;
+pub const KIND_SEEK: ValueKind = ValueKind::ExpiringPointer;
 
 impl ValueKind {
     pub fn from_u8(b: u8) -> Option<ValueKind> {
@@ -33,7 +37,37 @@ impl ValueKind {
             0 => Some(ValueKind::Deletion),
             1 => Some(ValueKind::Value),
             2 => Some(ValueKind::Pointer),
+            3 => Some(ValueKind::ExpiringValue),
+            4 => Some(ValueKind::ExpiringPointer),
             _ => None,
+        }
+    }
+
+    /// Whether the entry carries an expiry time in front of its value.
+    pub fn expires(self) -> bool {
+        matches!(self, ValueKind::ExpiringValue | ValueKind::ExpiringPointer)
+    }
+
+    /// Whether the entry's value is a value pointer (behind its expiry time, if any).
+    pub fn is_pointer(self) -> bool {
+        matches!(self, ValueKind::Pointer | ValueKind::ExpiringPointer)
+    }
+
+    /// The kind of the same entry without an expiry time.
+    pub fn without_expiry(self) -> ValueKind {
+        match self {
+            ValueKind::ExpiringValue => ValueKind::Value,
+            ValueKind::ExpiringPointer => ValueKind::Pointer,
+            k => k,
+        }
+    }
+
+    /// The kind of the same entry with an expiry time (a deletion has none).
+    pub fn with_expiry(self) -> ValueKind {
+        match self {
+            ValueKind::Value => ValueKind::ExpiringValue,
+            ValueKind::Pointer => ValueKind::ExpiringPointer,
+            k => k,
         }
     }
 }

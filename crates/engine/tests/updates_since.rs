@@ -89,7 +89,10 @@ fn stream(db: &DB, seq: SeqNo) -> Result<Vec<(SeqNo, Vec<Op>)>, Error> {
             .map(|e| match e.kind {
                 ValueKind::Value => Op::Put(e.key.to_vec(), e.value.to_vec()),
                 ValueKind::Deletion => Op::Delete(e.key.to_vec()),
-                ValueKind::Pointer => panic!("a pointer in the change stream"),
+                ValueKind::ExpiringValue => panic!("no expiring write in these tests"),
+                ValueKind::Pointer | ValueKind::ExpiringPointer => {
+                    panic!("a pointer in the change stream")
+                }
             })
             .collect();
         out.push((first, ops));

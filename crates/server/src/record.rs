@@ -234,6 +234,18 @@ impl Head {
     }
 }
 
+/// The expiry the engine is told of for a metadata record ([`engine::expiry`]): a
+/// string's. The engine then reads an expired string as absent without the server writing
+/// its deletion, drops it in compaction and never copies it in GC. A collection keeps its
+/// expiry in its header only: its members are sub-keys the store's sweep deletes once it
+/// finds the collection gone, and the sweep counts the expired keys it deletes.
+pub fn engine_expiry(raw: &[u8]) -> Option<u64> {
+    Head::decode(raw)
+        .ok()
+        .filter(|h| h.kind == Kind::String)
+        .and_then(|h| h.expire_at_ms)
+}
+
 fn u64_at(b: &[u8], at: usize) -> u64 {
     u64::from_be_bytes(b[at..at + 8].try_into().expect("8 bytes"))
 }

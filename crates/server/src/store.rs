@@ -103,7 +103,7 @@ impl Batch {
 
     pub fn put_meta(&mut self, db: u8, key: &[u8], m: &Meta) {
         let k = record::meta_key(db, key);
-        self.wb.put(&k, &m.encode());
+        put_record(&mut self.wb, &k, &m.encode());
         self.touched.push(k);
     }
 
@@ -140,6 +140,16 @@ impl Batch {
     }
 }
 
+/// Adds a metadata record to `wb`, with the engine's expiry for a string that has one
+/// ([`record::engine_expiry`]); the record's header keeps the expiry too, which is what the
+/// server reads (and what databases written before the engine knew expiry hold).
+fn put_record(wb: &mut WriteBatch, k: &[u8], raw: &[u8]) {
+    match record::engine_expiry(raw) {
+        Some(t) => wb.put_with_expiry(k, raw, t),
+        None => wb.put(k, raw),
+    }
+}
+
 /// The stream's form of a batch's records (the body of `HLBATCH`, [`wire`]), but the
 /// server's own records (only data is replicated: [`record::is_data_key`]).
 pub fn stream_ops(wb: &WriteBatch) -> Vec<u8> {
@@ -149,7 +159,9 @@ pub fn stream_ops(wb: &WriteBatch) -> Vec<u8> {
             .map(|e| wire::Op {
                 put: e.kind != ValueKind::Deletion,
                 key: e.key,
-                value: e.value,
+                // The record without the engine's expiry: the replica derives it from the
+                // record's header as the primary did ([`Store::apply_replicated`]).
+                value: e.payload(),
             }),
     )
 }
@@ -329,7 +341,19 @@ impl Store {
             })
             .collect();
         touched.dedup();
-        self.db().write(wb, &WriteOptions { sync })?;
+        // The stream carries records as the server wrote them; the engine's expiry of a
+        // string is derived from its header, as on the primary.
+        let mut with_expiry = WriteBatch::new();
+        for e in wb.iter() {
+            match e.kind {
+                ValueKind::Deletion => with_expiry.delete(e.key),
+                _ if record::split_meta_key(e.key).is_some() => {
+                    put_record(&mut with_expiry, e.key, e.payload())
+                }
+                _ => with_expiry.put(e.key, e.payload()),
+            }
+        }
+        self.db().write(with_expiry, &WriteOptions { sync })?;
         self.touch(&touched);
         Ok(())
     }
@@ -403,7 +427,7 @@ impl Store {
         b.delete(&key);
         done.moved.insert(key);
         if exp.is_none_or(|t| t > now) {
-            b.put(&target, &Meta::string(value.to_vec(), exp).encode());
+            put_record(b, &target, &Meta::string(value.to_vec(), exp).encode());
             done.written.insert(target);
         }
         Ok(())
@@ -860,6 +884,74 @@ mod tests {
     }
 
     #[test]
+    fn a_string_expires_in_the_engine_and_a_collection_in_its_header() {
+        let t = tempfile::tempdir().unwrap();
+        let clock = Arc::new(engine::expiry::ManualClock::new(record::now_ms()));
+        let opts = engine::Options {
+            clock: clock.clone(),
+            ..engine::Options::default()
+        };
+        let s = Store::open(DB::open(t.path(), opts).unwrap(), 1 << 20).unwrap();
+        let later = record::now_ms() + 3_600_000;
+        put(&s, 0, b"str", &Meta::string(b"v".to_vec(), Some(later)));
+        let mut h = Meta::collection(Kind::Hash, 1);
+        h.expire_at_ms = Some(later);
+        put(&s, 0, b"hash", &h);
+        put(&s, 0, b"plain", &Meta::string(b"p".to_vec(), None));
+        // The engine's clock past the expiry (the server's is not): the engine no longer
+        // returns the string's record, and keeps the others.
+        clock.set(later);
+        assert!(s.db().get(&record::meta_key(0, b"str")).unwrap().is_none());
+        assert!(s.db().get(&record::meta_key(0, b"hash")).unwrap().is_some());
+        assert!(s
+            .db()
+            .get(&record::meta_key(0, b"plain"))
+            .unwrap()
+            .is_some());
+        // PERSIST's rewrite (no expiry) is a plain record again.
+        clock.set(record::now_ms());
+        put(&s, 0, b"str", &Meta::string(b"v".to_vec(), None));
+        clock.set(later);
+        assert!(s.db().get(&record::meta_key(0, b"str")).unwrap().is_some());
+    }
+
+    #[test]
+    fn a_database_written_before_the_engine_knew_expiry_reads_as_before() {
+        // Written by `halflife serve` before this change: `SET ttl1 val EX 100000000`,
+        // `SET ttlpast val PX 1`, 20 small and 20 large strings, `HSET h f1 v1 f2 v2`,
+        // `SET bigttl <701 bytes> EX 100000000`, `DEL s20`. The expiries are in the
+        // records' headers only.
+        let fixture =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../engine/tests/fixtures/before-expiry");
+        let t = tempfile::tempdir().unwrap();
+        for e in std::fs::read_dir(&fixture).unwrap() {
+            let p = e.unwrap().path();
+            std::fs::copy(&p, t.path().join(p.file_name().unwrap())).unwrap();
+        }
+        let s = Store::open(
+            DB::open(t.path(), engine::Options::default()).unwrap(),
+            1 << 20,
+        )
+        .unwrap();
+        let ttl = s.read(0, b"ttl1", false).unwrap().unwrap();
+        assert_eq!(ttl.value, b"val");
+        assert!(ttl.expire_at_ms.is_some_and(|t| t > record::now_ms()));
+        assert!(s
+            .read(0, b"bigttl", false)
+            .unwrap()
+            .unwrap()
+            .expire_at_ms
+            .is_some());
+        assert_eq!(s.read(0, b"ttlpast", true).unwrap(), None);
+        assert_eq!(s.read(0, b"s1", false).unwrap().unwrap().value, b"small1");
+        assert_eq!(s.read(0, b"s20", false).unwrap(), None);
+        assert_eq!(s.read(0, b"b7", false).unwrap().unwrap().value.len(), 701);
+        assert_eq!(s.read(0, b"h", false).unwrap().unwrap().size, 2);
+        let live = s.live_keys(0).unwrap().count();
+        assert_eq!(live, 19 + 20 + 1 + 1 + 1);
+    }
+
+    #[test]
     fn the_sweep_deletes_expired_keys_and_stale_sub_keys() {
         let (_t, s) = store();
         for i in 0..10u8 {
@@ -875,6 +967,11 @@ mod tests {
         b.put(&record::sub_key(0, b"h", 4, 0, b"f"), b"0");
         b.put(&record::sub_key(0, b"h", 4, 0, b"g"), b"0");
         s.write(b, false).unwrap();
+        // An expired hash: its expiry is in its header only (a collection's), the sweep
+        // deletes its record.
+        let mut gone = Meta::collection(Kind::Hash, 6);
+        gone.expire_at_ms = Some(1);
+        put(&s, 0, b"gone", &gone);
         // Pages of 3 entries: 16 entries (10 + 1 meta + 3 sub + marker + h... ) to the end.
         let (mut at, mut purged) = (None, 0);
         loop {
@@ -885,7 +982,16 @@ mod tests {
                 None => break,
             }
         }
-        assert_eq!(purged, 5);
+        // The expired strings are the engine's to hide and reclaim: the sweep writes no
+        // deletion for them (it never sees them).
+        assert_eq!(purged, 1);
+        for i in (0..10u8).filter(|i| i % 2 == 0) {
+            assert!(s
+                .db()
+                .get(&record::meta_key(0, &[b'k', i]))
+                .unwrap()
+                .is_none());
+        }
         let (page, _) = s.scan(0, None, 100).unwrap();
         let left: Vec<_> = page.iter().map(|(k, _)| k.clone()).collect();
         let mut want: Vec<Vec<u8>> = (0..10u8)
@@ -921,8 +1027,12 @@ mod tests {
     #[test]
     fn a_scan_page_examines_at_most_its_limit_expired_keys_included() {
         let (_t, s) = store();
+        // Expired collections: their expiry is the server's (an expired string the engine
+        // hides, so a page never examines it).
         for i in 0..10u8 {
-            put(&s, 0, &[b'e', i], &Meta::string(vec![i], Some(1)));
+            let mut m = Meta::collection(Kind::Hash, u64::from(i) + 1);
+            m.expire_at_ms = Some(1);
+            put(&s, 0, &[b'e', i], &m);
         }
         put(&s, 0, b"live", &Meta::string(vec![], None));
         // Ten expired keys first: a page of 4 holds none of them and is not the end.

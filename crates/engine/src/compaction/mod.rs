@@ -16,7 +16,7 @@ use crate::sst::{InternalIterator, TableBuilder, TableOptions};
 use crate::types::{parse_internal_key, user_key, SeqNo, ValueKind};
 use crate::version::{FileMeta, Version};
 use crate::vlog::file::BlobMeta;
-use crate::vlog::{FileLifetime, ValueFileWriter, ValuePointer};
+use crate::vlog::{FileExpiry, FileLifetime, ValueFileWriter, ValuePointer};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -102,6 +102,8 @@ pub struct JobOutput {
     pub relocated_bytes: u64,
     /// Pointers to collected value files rewritten through index maps.
     pub lazy_rewrites: u64,
+    /// Expired entries the job turned into deletions or dropped.
+    pub expired: u64,
     /// Feature records linked to the key's previous write.
     pub links: u64,
     /// Flush: pointers of the keys' previous writes in the tree that this flush hides from
@@ -110,11 +112,32 @@ pub struct JobOutput {
     pub superseded: Vec<ValuePointer>,
 }
 
+/// Expiry windows with a value file open at once in one job; past it the window written
+/// to least recently is closed (a later value of it starts a new file).
+const MAX_EXPIRY_WRITERS: usize = 32;
+
+/// The open value file of an expiry window.
+struct ExpiryWriter {
+    writer: ValueFileWriter,
+    /// The latest expiry of a value in it.
+    latest: u64,
+    /// When it was last written to (the job's count of values written to windows).
+    used: u64,
+}
+
 struct Outputs<'a> {
     spec: &'a JobSpec<'a>,
     table: Option<(TableBuilder, u64, Option<u64>)>,
     /// The open value file of each placement class (one, class 0, without placement).
     value_writers: Vec<Option<ValueFileWriter>>,
+    /// Placement classes whose open value file holds a value with an expiry (placement
+    /// by expiry off, or a relocated one): the file is marked [`FileExpiry::Mixed`].
+    mixed_classes: Vec<bool>,
+    /// The open value file of each expiry window ([`crate::expiry::window`]).
+    expiry_writers: std::collections::HashMap<(u64, u64), ExpiryWriter>,
+    expiry_writes: u64,
+    /// The wall-clock time the job judges expiry at, taken when it starts.
+    now_ms: u64,
     out: JobOutput,
     created: Vec<std::path::PathBuf>,
 }
@@ -197,6 +220,10 @@ impl Outputs<'_> {
         if let Some(w) = self.value_writers.get_mut(class).and_then(Option::take) {
             let mut meta = w.finish()?;
             meta.lifetime = self.spec.lifetime.and_then(|l| l.file_lifetime(class));
+            if self.mixed_classes.get(class).is_some_and(|m| *m) {
+                meta.expiry = FileExpiry::Mixed;
+                self.mixed_classes[class] = false;
+            }
             self.out.blobs.push(meta);
         }
         Ok(())
@@ -205,6 +232,76 @@ impl Outputs<'_> {
     fn finish_value_files(&mut self) -> Result<()> {
         for class in 0..self.value_writers.len() {
             self.finish_value_file(class)?;
+        }
+        let windows: Vec<_> = self.expiry_writers.keys().copied().collect();
+        for w in windows {
+            self.finish_expiry_file(w)?;
+        }
+        Ok(())
+    }
+
+    /// Appends a value that expires at `expire_at` to the value file of its expiry window
+    /// (cut at `blob_file_size`), or with the others if placement by expiry is off.
+    fn write_expiring_value(
+        &mut self,
+        expire_at: u64,
+        key: &[u8],
+        value: &[u8],
+        cause: IoCause,
+    ) -> Result<ValuePointer> {
+        let divisor = self.spec.opts.vlog.expiry_window_divisor;
+        let Some(window) = crate::expiry::window(expire_at, self.now_ms, divisor) else {
+            let ptr = self.write_value(0, key, value, cause)?;
+            if self.mixed_classes.is_empty() {
+                self.mixed_classes.push(false);
+            }
+            self.mixed_classes[0] = true;
+            return Ok(ptr);
+        };
+        if self
+            .expiry_writers
+            .get(&window)
+            .is_some_and(|w| w.writer.len() >= self.spec.opts.vlog.blob_file_size)
+        {
+            self.finish_expiry_file(window)?;
+        }
+        if !self.expiry_writers.contains_key(&window) {
+            if self.expiry_writers.len() >= MAX_EXPIRY_WRITERS {
+                let lru = self
+                    .expiry_writers
+                    .iter()
+                    .min_by_key(|(_, w)| w.used)
+                    .map(|(k, _)| *k)
+                    .expect("writers are open");
+                self.finish_expiry_file(lru)?;
+            }
+            let n = (self.spec.new_file_number)();
+            let path = value_file_name(self.spec.dir, n);
+            self.created.push(path.clone());
+            let f = self.spec.storage.create(&path, cause)?;
+            let writer =
+                ValueFileWriter::new(f, n)?.with_compression(self.spec.opts.vlog.value_compression);
+            self.expiry_writers.insert(
+                window,
+                ExpiryWriter {
+                    writer,
+                    latest: expire_at,
+                    used: 0,
+                },
+            );
+        }
+        self.expiry_writes += 1;
+        let w = self.expiry_writers.get_mut(&window).expect("opened above");
+        w.latest = w.latest.max(expire_at);
+        w.used = self.expiry_writes;
+        w.writer.add(key, value)
+    }
+
+    fn finish_expiry_file(&mut self, window: (u64, u64)) -> Result<()> {
+        if let Some(w) = self.expiry_writers.remove(&window) {
+            let mut meta = w.writer.finish()?;
+            meta.expiry = FileExpiry::AllBy(w.latest);
+            self.out.blobs.push(meta);
         }
         Ok(())
     }
@@ -227,6 +324,10 @@ pub fn run(spec: &JobSpec<'_>, input: &mut dyn InternalIterator) -> Result<JobOu
         spec,
         table: None,
         value_writers: Vec::new(),
+        mixed_classes: Vec::new(),
+        expiry_writers: Default::default(),
+        expiry_writes: 0,
+        now_ms: spec.opts.clock.now_ms(),
         out: JobOutput::default(),
         created: Vec::new(),
     };
@@ -236,6 +337,7 @@ pub fn run(spec: &JobSpec<'_>, input: &mut dyn InternalIterator) -> Result<JobOu
         Err(e) => {
             drop(o.table.take());
             o.value_writers.clear();
+            o.expiry_writers.clear();
             for p in &o.created {
                 let _ = spec.storage.remove(p);
             }
@@ -421,6 +523,84 @@ fn link_group(
     Ok(())
 }
 
+/// Writes an unexpired expiring entry: a large value is separated (into the value file of
+/// its expiry window), a pointer is rewritten through the index maps or relocated as
+/// [`process`] does for others; the expiry time stays in front. Expiring values carry no
+/// feature record: their lifetime is the one the application stated.
+fn process_expiring(
+    spec: &JobSpec<'_>,
+    o: &mut Outputs,
+    ks: &mut KeyState,
+    user_key: &[u8],
+    seq: SeqNo,
+    s: crate::expiry::Split<'_>,
+) -> Result<()> {
+    let expire_at = s.expire_at.expect("an expiring entry");
+    let ptr = match s.kind {
+        ValueKind::Value
+            if spec.separate_values && s.payload.len() >= spec.opts.vlog.min_blob_size =>
+        {
+            o.write_expiring_value(expire_at, user_key, s.payload, IoCause::ValueLog)?
+        }
+        ValueKind::Pointer => {
+            let (stored, _) = ValuePointer::decode(spec.dir, s.payload)?;
+            let mut ptr = match spec.version.resolve(&stored) {
+                Some(r) if r != stored => {
+                    o.out.lazy_rewrites += 1;
+                    r
+                }
+                _ => stored,
+            };
+            if spec.relocate.is_some_and(|f| f(&ptr)) {
+                let v = read_for_relocation(spec, &ptr, user_key)?;
+                let np = o.write_expiring_value(expire_at, user_key, &v, IoCause::GcWrite)?;
+                o.out.relocated_bytes += np.size as u64;
+                o.out.dropped.push(ptr);
+                ptr = np;
+            }
+            ptr
+        }
+        _ => {
+            ks.new_key.clear();
+            crate::types::append_internal_key(
+                &mut ks.new_key,
+                user_key,
+                seq,
+                ValueKind::ExpiringValue,
+            );
+            ks.new_value.clear();
+            crate::expiry::encode_into(
+                &mut ks.new_value,
+                ValueKind::Value,
+                Some(expire_at),
+                s.payload,
+            );
+            return o.emit(&ks.new_key, &ks.new_value, None);
+        }
+    };
+    ks.new_key.clear();
+    crate::types::append_internal_key(&mut ks.new_key, user_key, seq, ValueKind::ExpiringPointer);
+    ks.new_value.clear();
+    crate::expiry::encode_into(
+        &mut ks.new_value,
+        ValueKind::Pointer,
+        Some(expire_at),
+        &ptr.encode(),
+    );
+    o.emit(&ks.new_key, &ks.new_value, Some(ptr))
+}
+
+/// Reads the value `ptr` names from the job's version, to write it again elsewhere.
+fn read_for_relocation(spec: &JobSpec<'_>, ptr: &ValuePointer, user_key: &[u8]) -> Result<Vec<u8>> {
+    let old = spec.version.blobs.get(&ptr.file).ok_or_else(|| {
+        Error::corruption(
+            spec.dir,
+            format!("pointer to missing value file {}", ptr.file),
+        )
+    })?;
+    old.read(ptr, user_key, IoCause::GcRead)
+}
+
 /// Keeps or drops one entry (newest versions of a key first) and writes what is kept.
 fn process(
     spec: &JobSpec<'_>,
@@ -447,20 +627,48 @@ fn process(
         ks.have_key = true;
         ks.last_seq = None;
     }
+    let s = crate::expiry::split(p.kind, value).ok_or_else(|| {
+        Error::corruption(spec.dir, "expiring entry shorter than its expiry time")
+    })?;
+    // An expired entry is a deletion to every reader, whatever its snapshot (expiry is
+    // judged by the clock, not the sequence number): it is written as one, so that it
+    // keeps hiding older versions below the output (RocksDB's compaction filter turns a
+    // removed entry into a deletion marker for the same reason), and dropped where a
+    // tombstone would be. Its value, if separated, is garbage now.
+    let expired = s.expired(o.now_ms);
     let shadowed = ks.last_seq.is_some_and(|s| s <= spec.smallest_snapshot);
-    let dead_tombstone =
-        p.kind == ValueKind::Deletion && spec.drop_tombstones && p.seq <= spec.smallest_snapshot;
+    let dead_tombstone = (p.kind == ValueKind::Deletion || expired)
+        && spec.drop_tombstones
+        && p.seq <= spec.smallest_snapshot;
     ks.last_seq = Some(p.seq);
     let logged = match (p.kind, spec.logged) {
         (ValueKind::Value, Some(f)) => f(p.seq),
         _ => None,
     };
-    if shadowed || dead_tombstone {
-        if p.kind == ValueKind::Pointer {
-            o.out.dropped.push(ValuePointer::decode(spec.dir, value)?.0);
+    if shadowed || dead_tombstone || expired {
+        if s.kind == ValueKind::Pointer {
+            o.out
+                .dropped
+                .push(ValuePointer::decode(spec.dir, s.payload)?.0);
         }
         o.out.dropped.extend(logged);
+        if expired {
+            o.out.expired += 1;
+        }
+        if expired && !shadowed && !dead_tombstone {
+            ks.new_key.clear();
+            crate::types::append_internal_key(
+                &mut ks.new_key,
+                p.user_key,
+                p.seq,
+                ValueKind::Deletion,
+            );
+            return o.emit(&ks.new_key, &[], None);
+        }
         return Ok(());
+    }
+    if p.kind.expires() {
+        return process_expiring(spec, o, ks, p.user_key, p.seq, s);
     }
     match p.kind {
         ValueKind::Value if spec.separate_values && value.len() >= spec.opts.vlog.min_blob_size => {
@@ -502,13 +710,7 @@ fn process(
                 _ => stored,
             };
             if spec.relocate.is_some_and(|f| f(&ptr)) {
-                let old = spec.version.blobs.get(&ptr.file).ok_or_else(|| {
-                    Error::corruption(
-                        spec.dir,
-                        format!("pointer to missing value file {}", ptr.file),
-                    )
-                })?;
-                let v = old.read(&ptr, p.user_key, IoCause::GcRead)?;
+                let v = read_for_relocation(spec, &ptr, p.user_key)?;
                 let np = o.write_value(0, p.user_key, &v, IoCause::GcWrite)?;
                 o.out.relocated_bytes += np.size as u64;
                 o.out.dropped.push(ptr);

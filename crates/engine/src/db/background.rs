@@ -219,6 +219,7 @@ fn add_outputs(
     out: JobOutput,
     resolved: Vec<(ValuePointer, Option<ValuePointer>)>,
 ) {
+    EngineCounters::add(&inner.counters.expired_entries, out.expired);
     let v = st.versions.current();
     // (as the table had it, where the record is now). Resolving again from where the
     // record was costs one lookup while its file is live, and follows the maps on from
@@ -354,17 +355,30 @@ pub(crate) fn remove_old_wals(inner: &Inner, below: u64) {
 }
 
 /// Drops value files whose every record is garbage (no reader can reach any of them):
-/// counted by compaction, or known by position to the lifetime runtime.
+/// counted by compaction, known by position to the lifetime runtime, or expired (the
+/// file holds only values with an expiry and the clock passed the latest of them: every
+/// entry pointing into it reads as a deletion, so it goes unread, [`crate::expiry`]).
+/// The edit is synced to the manifest before the file is unlinked (when its last reader
+/// lets go), so recovery never finds a file gone that the manifest still names.
 pub(crate) fn release_dead_value_files(inner: &Inner, st: &mut State) -> Result<()> {
     let v = st.versions.current();
+    let now = inner.opts.clock.now_ms();
     let dead_by_position =
         |b: &crate::vlog::BlobFile| inner.lifetime.as_ref().is_some_and(|rt| rt.all_garbage(b));
+    let expired = |b: &crate::vlog::BlobFile| b.expiry.all_expired(now);
+    let mut expired_files = 0;
     let dead: Vec<u64> = v
         .blobs
         .values()
-        .filter(|b| (b.all_garbage() || dead_by_position(b)) && !st.busy_blobs.contains(&b.number))
+        .filter(|b| !st.busy_blobs.contains(&b.number))
+        .filter(|b| {
+            let e = expired(b);
+            expired_files += u64::from(e);
+            e || b.all_garbage() || dead_by_position(b)
+        })
         .map(|b| b.number)
         .collect();
+    EngineCounters::add(&inner.counters.expired_value_files, expired_files);
     if dead.is_empty() {
         return Ok(());
     }
@@ -636,6 +650,8 @@ fn gc_one(inner: &Arc<Inner>) -> Result<bool> {
         if st.gc_paused || st.bg_error.is_some() {
             return Ok(false);
         }
+        // Expired files go whole first: GC never picks them to copy what is left.
+        release_dead_value_files(inner, &mut st)?;
         let v = st.versions.current();
         let mut picked = inner.pick_gc(&v, &st.busy_blobs);
         // Index-map GC scans its inputs in file-number order (maps are sorted by source).
@@ -751,10 +767,11 @@ impl GcHost for EngineGcHost<'_> {
     fn liveness(&self, records: &[Record], seq: SeqNo) -> Result<Vec<Liveness>> {
         let inner = self.inner;
         let view = ReadView::take(inner);
+        let now = inner.opts.clock.now_ms();
         let found = crate::io::parallel::map_in_parallel(
             crate::io::parallel::Pool::Gc,
             records,
-            |(_, key, _)| view.lookup(key, seq),
+            |(_, key, _)| view.lookup(key, seq, now),
         )?;
         let mut out = Vec::with_capacity(records.len());
         for ((ptr, key, _), latest) in records.iter().zip(found) {
@@ -970,8 +987,10 @@ fn written_back(
         if p.user_key != key {
             break;
         }
-        if p.kind == ValueKind::Pointer && ValuePointer::decode(&inner.dir, tree.value())?.0 == *ptr
-        {
+        let s = crate::expiry::split(p.kind, tree.value()).ok_or_else(|| {
+            Error::corruption(&inner.dir, "expiring entry shorter than its expiry time")
+        })?;
+        if s.kind == ValueKind::Pointer && ValuePointer::decode(&inner.dir, s.payload)?.0 == *ptr {
             return Ok(true);
         }
         tree.next()?;

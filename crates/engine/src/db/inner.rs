@@ -142,18 +142,23 @@ impl ReadView {
         }
     }
 
-    pub fn lookup(&self, key: &[u8], seq: SeqNo) -> Result<Option<Found>> {
-        for m in &self.mems {
-            if let Some(f) = m.get(key, seq) {
-                return Ok(Some(Found {
-                    kind: f.kind,
-                    seq: f.seq,
-                    value: f.value,
-                }));
-            }
-        }
-        self.version
-            .get(key, &seek_key(key, seq), IoCause::ClientRead)
+    /// The newest version of `key` visible at `seq`, as a reader sees it at `now_ms`
+    /// (an expired entry reads as a deletion: [`Found::as_of`]).
+    pub fn lookup(&self, key: &[u8], seq: SeqNo, now_ms: u64) -> Result<Option<Found>> {
+        let found = match self.mems.iter().find_map(|m| m.get(key, seq)) {
+            Some(f) => Some(Found {
+                kind: f.kind,
+                seq: f.seq,
+                value: f.value,
+                expire_at: None,
+            }),
+            None => self
+                .version
+                .get(key, &seek_key(key, seq), IoCause::ClientRead)?,
+        };
+        found
+            .map(|f| f.as_of(std::path::Path::new("<tree>"), now_ms))
+            .transpose()
     }
 }
 

@@ -128,6 +128,9 @@ const MAX_SEQUENTIAL_SKIP: usize = 8;
 struct Visible {
     merged: MergingIterator,
     seq: SeqNo,
+    /// The wall-clock time the walk judges expiry at (taken once, when the walk starts, so
+    /// that one scan sees one state).
+    now_ms: u64,
     last_key: Option<Vec<u8>>,
     /// Versions of the same user key skipped in a row, and that key.
     skipped: usize,
@@ -137,10 +140,11 @@ struct Visible {
 }
 
 impl Visible {
-    fn new(merged: MergingIterator, seq: SeqNo, last_key: Option<Vec<u8>>) -> Visible {
+    fn new(merged: MergingIterator, seq: SeqNo, now_ms: u64, last_key: Option<Vec<u8>>) -> Visible {
         Visible {
             merged,
             seq,
+            now_ms,
             last_key,
             skipped: 0,
             skipping: Vec::new(),
@@ -148,7 +152,9 @@ impl Visible {
         }
     }
 
-    /// Next live entry as (user key, kind, raw value), tombstones skipped.
+    /// Next live entry as (user key, kind, raw value), tombstones and expired entries
+    /// skipped (an expired entry hides the older versions of its key, as a tombstone does);
+    /// an expiring entry's time is split off (the kind is `Value` or `Pointer`).
     fn next_entry(&mut self) -> Result<Option<RawEntry>> {
         while self.merged.valid() {
             let ikey = self.merged.key();
@@ -175,10 +181,14 @@ impl Visible {
                 continue;
             }
             self.last_key = Some(p.user_key.to_vec());
-            let out = (p.user_key.to_vec(), p.kind, self.merged.value().to_vec());
+            let s = crate::expiry::split(p.kind, self.merged.value()).ok_or_else(|| {
+                Error::corruption("<scan>", "expiring entry shorter than its expiry time")
+            })?;
+            let live = s.kind != ValueKind::Deletion && !s.expired(self.now_ms);
+            let out = live.then(|| (p.user_key.to_vec(), s.kind, s.payload.to_vec()));
             self.merged.next()?;
-            if out.1 != ValueKind::Deletion {
-                return Ok(Some(out));
+            if out.is_some() {
+                return Ok(out);
             }
         }
         Ok(None)
@@ -221,7 +231,7 @@ impl DbIter {
         }
         Ok(DbIter {
             inner: inner.clone(),
-            visible: Visible::new(merged, seq, last_key),
+            visible: Visible::new(merged, seq, inner.opts.clock.now_ms(), last_key),
             version: view.version.clone(),
             pinned: snap.map(|s| Arc::new(s.blobs().clone())),
             upper: match upper {
@@ -326,6 +336,7 @@ pub(crate) fn live_bytes(inner: &Arc<Inner>) -> Result<u64> {
     let mut v = Visible::new(
         MergingIterator::new(children(&view, IoCause::Other)?),
         inner.visible_seq.load(Ordering::Acquire),
+        inner.opts.clock.now_ms(),
         None,
     );
     v.merged.seek_to_first()?;

@@ -90,6 +90,14 @@ impl DB {
         self.write(b, o)
     }
 
+    /// A put that reads as not found once the options' clock reaches `expire_at_ms`
+    /// (see [`WriteBatch::put_with_expiry`]).
+    pub fn put_with_expiry(&self, key: &[u8], value: &[u8], expire_at_ms: u64) -> Result<()> {
+        let mut b = WriteBatch::new();
+        b.put_with_expiry(key, value, expire_at_ms);
+        self.write(b, &self.default_write_options())
+    }
+
     pub fn delete(&self, key: &[u8]) -> Result<()> {
         let mut b = WriteBatch::new();
         b.delete(key);
@@ -127,9 +135,9 @@ impl DB {
                     max: o.max_key_size,
                 });
             }
-            if e.value.len() > o.max_value_size {
+            if e.payload().len() > o.max_value_size {
                 return Err(Error::ValueTooLarge {
-                    len: e.value.len(),
+                    len: e.payload().len(),
                     max: o.max_value_size,
                 });
             }
@@ -370,6 +378,8 @@ fn stats(inner: &Inner) -> DbStats {
         gc_jobs: EngineCounters::get(&c.gc_jobs),
         gc_relocated_bytes: EngineCounters::get(&c.gc_relocated_bytes),
         gc_writeback_entries: EngineCounters::get(&c.gc_writeback_entries),
+        expired_entries: EngineCounters::get(&c.expired_entries),
+        expired_value_files: EngineCounters::get(&c.expired_value_files),
         merge_amplification: match EngineCounters::get(&c.merge_amp_count) {
             0 => None,
             n => Some(EngineCounters::get(&c.merge_amp_micros) as f64 / 1e6 / n as f64),

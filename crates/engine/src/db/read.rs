@@ -18,7 +18,7 @@ pub(crate) fn get(inner: &Inner, key: &[u8], snap: Option<&Snapshot>) -> Result<
     let view = ReadView::take(inner);
     let seq = snap.map_or_else(|| inner.visible_seq.load(Ordering::Acquire), |s| s.seq());
     let misses = crate::cache::thread_misses();
-    let found = view.lookup(key, seq);
+    let found = view.lookup(key, seq, inner.opts.clock.now_ms());
     let missed = crate::cache::thread_misses() != misses;
     inner.warming.record_read(key, missed);
     let Some(found) = found? else {
@@ -43,6 +43,10 @@ pub(crate) fn resolve(
             let (ptr, _) = ValuePointer::decode(&inner.dir, &found.value)?;
             read_pointer(inner, version, pinned, key, &ptr).map(Some)
         }
+        ValueKind::ExpiringValue | ValueKind::ExpiringPointer => Err(Error::corruption(
+            &inner.dir,
+            "an expiring entry reached a read without its expiry split off",
+        )),
     }
 }
 
@@ -81,7 +85,8 @@ pub(crate) fn locate(
 }
 
 /// Whether the tree, as `view` sees it at `seq`, still points at the value record `ptr`
-/// (directly or through index maps): GC's validity test.
+/// (directly or through index maps): GC's validity test. An expired entry points nowhere:
+/// GC never copies an expired value, it is garbage.
 pub(crate) fn points_at(
     inner: &Inner,
     view: &ReadView,
@@ -89,7 +94,12 @@ pub(crate) fn points_at(
     seq: SeqNo,
     ptr: &ValuePointer,
 ) -> Result<bool> {
-    found_points_at(inner, view, &view.lookup(key, seq)?, ptr)
+    found_points_at(
+        inner,
+        view,
+        &view.lookup(key, seq, inner.opts.clock.now_ms())?,
+        ptr,
+    )
 }
 
 /// [`points_at`] for an entry already looked up.

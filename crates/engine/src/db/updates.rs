@@ -298,6 +298,7 @@ fn read_logged(
         garbage_bytes: 0,
         garbage_entries: 0,
         lifetime: None,
+        expiry: crate::vlog::FileExpiry::None,
     };
     match BlobFile::new(&meta, &inner.dir, inner.storage.clone()).read(ptr, key, IoCause::Other) {
         Ok(value) => Ok(value),

@@ -101,9 +101,10 @@ fn check_writebacks(inner: &Inner, entries: Vec<Writeback>) -> Result<CheckedWri
     let mem = ReadView::take(inner).mems[0].clone();
     let seq = inner.visible_seq.load(Ordering::Acquire);
     let view = ReadView::take(inner);
+    let now = inner.opts.clock.now_ms();
     let mut checked = Vec::with_capacity(entries.len());
     for e in entries {
-        let still = points_at_old(inner, &view.lookup(&e.0, seq)?, &e.1)?;
+        let still = points_at_old(inner, &view.lookup(&e.0, seq, now)?, &e.1)?;
         checked.push((e, still));
     }
     Ok(CheckedWriteback {
@@ -114,17 +115,21 @@ fn check_writebacks(inner: &Inner, entries: Vec<Writeback>) -> Result<CheckedWri
 }
 
 /// Whether the entry found for a key is a pointer to `old` (as written, not resolved: a
-/// relocation replaces exactly the pointer GC found).
+/// relocation replaces exactly the pointer GC found), and if so its expiry time, which the
+/// pointer written back keeps (`None` if it is not).
 fn points_at_old(
     inner: &Inner,
     found: &Option<crate::version::Found>,
     old: &ValuePointer,
-) -> Result<bool> {
+) -> Result<Option<Option<u64>>> {
     Ok(match found {
-        Some(f) if f.kind == ValueKind::Pointer => {
-            ValuePointer::decode(&inner.dir, &f.value)?.0 == *old
+        Some(f)
+            if f.kind == ValueKind::Pointer
+                && ValuePointer::decode(&inner.dir, &f.value)?.0 == *old =>
+        {
+            Some(f.expire_at)
         }
-        _ => false,
+        _ => None,
     })
 }
 
@@ -349,9 +354,9 @@ fn insert_member(inner: &Arc<Inner>, w: &Writer, g: &Arc<Group>) {
         g.mem.add(seq, e.kind, e.key, e.value);
         inner.warming.record_write(e.key);
         match e.kind {
-            ValueKind::Value => puts += 1,
+            ValueKind::Value | ValueKind::ExpiringValue => puts += 1,
             ValueKind::Deletion => deletes += 1,
-            ValueKind::Pointer => {}
+            ValueKind::Pointer | ValueKind::ExpiringPointer => {}
         }
     }
     let c = &inner.counters;
@@ -432,20 +437,20 @@ fn writeback_batch(
         .iter()
         .position(|m| Arc::ptr_eq(m, &checked.mem))
         .map(|i| &view.mems[..=i]);
+    let now = inner.opts.clock.now_ms();
     for ((key, old, new), checked_still) in checked.entries {
         let still = match since {
-            Some(mems) => {
-                checked_still
-                    && !mems
-                        .iter()
-                        .any(|m| m.newest_seq(&key).is_some_and(|s| s > checked.seq))
-            }
-            None => points_at_old(inner, &view.lookup(&key, seq)?, &old)?,
+            Some(mems) => checked_still.filter(|_| {
+                !mems
+                    .iter()
+                    .any(|m| m.newest_seq(&key).is_some_and(|s| s > checked.seq))
+            }),
+            None => points_at_old(inner, &view.lookup(&key, seq, now)?, &old)?,
         };
-        if still {
-            b.add(ValueKind::Pointer, &key, &new.encode());
+        if let Some(expire_at) = still {
+            b.add_with_expiry(ValueKind::Pointer, &key, &new.encode(), expire_at);
         }
-        flags.push(still);
+        flags.push(still.is_some());
     }
     EngineCounters::add(&inner.counters.gc_writeback_entries, b.len() as u64);
     Ok((b, flags))

@@ -15,7 +15,9 @@ use std::sync::Arc;
 /// at the old record as of `seq`; every write after `seq` is in `mem` or a memtable
 /// newer than it (see `check_writebacks` in [`super::write`]).
 pub(crate) struct CheckedWriteback {
-    pub entries: Vec<(Writeback, bool)>,
+    /// Each relocation, whether its key still pointed at the old record when checked, and
+    /// then the entry's expiry time (a written-back pointer keeps it).
+    pub entries: Vec<(Writeback, Option<Option<u64>>)>,
     pub seq: SeqNo,
     pub mem: Arc<Memtable>,
 }

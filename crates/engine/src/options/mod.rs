@@ -87,6 +87,9 @@ pub struct Options {
     pub vlog: ValueLogOptions,
     /// The block cache and cache warming.
     pub cache: CacheOptions,
+    /// The wall clock expiry times are compared with ([`crate::expiry`]): the system's by
+    /// default; tests inject a [`crate::expiry::ManualClock`].
+    pub clock: Arc<dyn crate::expiry::Clock>,
 }
 
 impl Default for Options {
@@ -105,6 +108,7 @@ impl Default for Options {
             wal: WalOptions::default(),
             vlog: ValueLogOptions::default(),
             cache: CacheOptions::default(),
+            clock: Arc::new(crate::expiry::SystemClock),
         }
     }
 }
@@ -124,6 +128,7 @@ impl fmt::Debug for Options {
             .field("wal", &self.wal)
             .field("vlog", &self.vlog)
             .field("cache", &self.cache)
+            .field("clock", &self.clock)
             .finish_non_exhaustive()
     }
 }

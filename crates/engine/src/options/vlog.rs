@@ -330,6 +330,16 @@ pub struct ValueLogOptions {
     /// The future, for the `oracle` policies only: the benchmark that generated the
     /// workload knows each key's next write. `None` by default.
     pub lifetime_oracle: Option<Arc<dyn LifetimeOracle>>,
+    /// Placement of separated values that carry an expiry ([`crate::expiry`]): they go to
+    /// value files by expiry window, each file dropped whole once its latest expiry has
+    /// passed. A value whose time to live is `t` when it is written out goes to a window
+    /// of width `t / expiry_window_divisor` (rounded down to a power of two ms, at least
+    /// 1 s, windows aligned on multiples of their width), so a value is kept at most
+    /// 1/divisor of its time to live past its expiry, whatever the spread of TTLs (a width
+    /// fixed from the largest TTL would hold a 10 s value as long as a one-day one).
+    /// 8 by default; 0 turns the placement off (expiring values share files with the
+    /// others and are reclaimed by GC only).
+    pub expiry_window_divisor: u64,
 }
 
 impl Default for ValueLogOptions {
@@ -341,6 +351,7 @@ impl Default for ValueLogOptions {
             gc: GcPolicyConfig::default(),
             lifetime: LifetimeOptions::default(),
             lifetime_oracle: None,
+            expiry_window_divisor: 8,
         }
     }
 }
@@ -354,6 +365,7 @@ impl fmt::Debug for ValueLogOptions {
             .field("gc", &self.gc)
             .field("lifetime", &self.lifetime)
             .field("lifetime_oracle", &self.lifetime_oracle.is_some())
+            .field("expiry_window_divisor", &self.expiry_window_divisor)
             .finish()
     }
 }

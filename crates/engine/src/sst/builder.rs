@@ -141,8 +141,8 @@ impl TableBuilder {
         p.raw_value_bytes += value.len() as u64;
         match parsed.kind {
             ValueKind::Deletion => p.num_deletions += 1,
-            ValueKind::Pointer => p.num_pointers += 1,
-            ValueKind::Value => {}
+            ValueKind::Pointer | ValueKind::ExpiringPointer => p.num_pointers += 1,
+            ValueKind::Value | ValueKind::ExpiringValue => {}
         }
         if let Some((last, handle)) = self.pending_index.take() {
             let sep = separator(&last, parsed.user_key);

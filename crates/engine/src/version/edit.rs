@@ -16,6 +16,9 @@
 //!  12 add value index map: target v | count v | source v * count
 //!  13 delete value index map: target v
 //!  14 sorted run of a table added by this edit (tiered levels): number v | run v
+//!  15 the value file just added by tag 6 holds values with an expiry: number v |
+//!     latest v (> 0: only such values, none expiring later, in ms since the Unix epoch;
+//!     0: among values without one)
 //! bytes := varint length | raw
 //! ```
 //!
@@ -23,7 +26,7 @@
 
 use crate::error::{Error, Result};
 use crate::lifetime::LifetimeClass;
-use crate::vlog::file::{BlobMeta, FileLifetime};
+use crate::vlog::file::{BlobMeta, FileExpiry, FileLifetime};
 use integer_encoding::{VarInt, VarIntWriter};
 use std::path::Path;
 
@@ -121,6 +124,11 @@ impl VersionEdit {
                     &mut v,
                 );
             }
+            match b.expiry {
+                FileExpiry::None => {}
+                FileExpiry::Mixed => w(15, &[b.number, 0], &mut v),
+                FileExpiry::AllBy(t) => w(15, &[b.number, t.max(1)], &mut v),
+            }
         }
         for &(n, bytes, entries) in &self.blob_garbage {
             w(7, &[n, bytes, entries], &mut v);
@@ -212,6 +220,7 @@ impl VersionEdit {
                         garbage_bytes: num(&mut pos)?,
                         garbage_entries: num(&mut pos)?,
                         lifetime: None,
+                        expiry: FileExpiry::None,
                     };
                     e.added_blobs.push(b);
                 }
@@ -255,6 +264,20 @@ impl VersionEdit {
                     let n = num(&mut pos)?;
                     e.table_runs.push((n, num(&mut pos)?));
                 }
+                15 => {
+                    let number = num(&mut pos)?;
+                    let t = num(&mut pos)?;
+                    let b = e
+                        .added_blobs
+                        .iter_mut()
+                        .rev()
+                        .find(|b| b.number == number)
+                        .ok_or_else(|| bad("expiry of a value file the edit does not add"))?;
+                    b.expiry = match t {
+                        0 => FileExpiry::Mixed,
+                        t => FileExpiry::AllBy(t),
+                    };
+                }
                 t => return Err(bad(&format!("unknown tag {t}"))),
             }
         }
@@ -296,9 +319,10 @@ mod tests {
                 added: (0..files).map(|n| ((n % 7) as usize, meta(n))).collect(),
                 deleted: dels,
                 added_blobs: vec![
-                    BlobMeta { number: 5, size: 1 << 30, entries: 7, garbage_bytes: 3, garbage_entries: 1, lifetime: None },
+                    BlobMeta { number: 5, size: 1 << 30, entries: 7, garbage_bytes: 3, garbage_entries: 1, lifetime: None, expiry: FileExpiry::AllBy(1_700_000_000_123) },
+                    BlobMeta { number: 7, size: 9, entries: 1, garbage_bytes: 0, garbage_entries: 0, lifetime: None, expiry: FileExpiry::Mixed },
                     BlobMeta { number: 6, size: 9, entries: 1, garbage_bytes: 0, garbage_entries: 0,
-                               lifetime: Some(FileLifetime { class: LifetimeClass::Short, created_seq: 77, ttl: 1 << 22 }) },
+                               lifetime: Some(FileLifetime { class: LifetimeClass::Short, created_seq: 77, ttl: 1 << 22 }), expiry: FileExpiry::None },
                 ],
                 blob_garbage: garbage,
                 deleted_blobs: vec![4, 8],

@@ -120,12 +120,39 @@ impl Drop for TableFile {
     }
 }
 
-/// An entry found by a point lookup.
+/// An entry found by a point lookup: as stored ([`Version::get`]), or as readers see it
+/// ([`Found::as_of`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Found {
     pub kind: ValueKind,
     pub seq: SeqNo,
     pub value: Vec<u8>,
+    /// When it expires, once [`Found::as_of`] split the time off the value.
+    pub expire_at: Option<u64>,
+}
+
+impl Found {
+    /// The entry as a reader sees it at `now_ms` ([`crate::expiry`]): the expiry time split
+    /// off the value and the kind without expiry; an expired entry is a deletion at its
+    /// sequence number, hiding older versions as one.
+    pub fn as_of(mut self, dir: &Path, now_ms: u64) -> crate::Result<Found> {
+        if !self.kind.expires() {
+            return Ok(self);
+        }
+        let s = crate::expiry::split(self.kind, &self.value).ok_or_else(|| {
+            crate::Error::corruption(dir, "expiring entry shorter than its expiry time")
+        })?;
+        let (kind, expire_at, expired) = (s.kind, s.expire_at, s.expired(now_ms));
+        if expired {
+            self.value.clear();
+            self.kind = ValueKind::Deletion;
+        } else {
+            self.value.drain(..crate::expiry::EXPIRY_LEN);
+            self.kind = kind;
+            self.expire_at = expire_at;
+        }
+        Ok(self)
+    }
 }
 
 /// An immutable snapshot of the tree's shape.
@@ -306,6 +333,7 @@ impl Version {
                         kind: p.kind,
                         seq: p.seq,
                         value,
+                        expire_at: None,
                     }));
                 }
             }

@@ -171,6 +171,7 @@ impl ValueFileWriter {
             garbage_bytes: 0,
             garbage_entries: 0,
             lifetime: None,
+            expiry: FileExpiry::None,
         })
     }
 }
@@ -204,6 +205,53 @@ pub struct BlobMeta {
     pub garbage_entries: u64,
     /// Set for files of the lifetime-aware policies.
     pub lifetime: Option<FileLifetime>,
+    /// Whether the file holds values with an expiry ([`crate::expiry`]), and if it holds
+    /// only such values, the latest of their times.
+    pub expiry: FileExpiry,
+}
+
+/// What a value file holds of values with an expiry ([`crate::expiry`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum FileExpiry {
+    /// None: its records die only by being overwritten or deleted.
+    #[default]
+    None,
+    /// Some, among values without one: a record may die by expiry without any write, so
+    /// GC looks every record of it up (the early-garbage positions cannot cover it).
+    Mixed,
+    /// Only values with an expiry, none later than this time (ms since the Unix epoch):
+    /// once the clock passes it, every value in the file has expired and the file is
+    /// dropped whole, unread (an expiry window's file).
+    AllBy(u64),
+}
+
+impl FileExpiry {
+    /// Whether some record may die by expiry.
+    pub fn holds_expiring(self) -> bool {
+        self != FileExpiry::None
+    }
+
+    /// Whether every record has expired at `now_ms`.
+    pub fn all_expired(self, now_ms: u64) -> bool {
+        matches!(self, FileExpiry::AllBy(t) if t <= now_ms)
+    }
+
+    /// The expiry of a GC output: what its inputs `files` held (it holds copies of some of
+    /// their records).
+    pub fn of_copies(files: &[Arc<BlobFile>]) -> FileExpiry {
+        let mut it = files.iter().map(|f| f.expiry);
+        let first = it.next().unwrap_or_default();
+        it.fold(first, FileExpiry::merge)
+    }
+
+    /// The expiry of a file holding the records of files with `self` and `other`.
+    pub fn merge(self, other: FileExpiry) -> FileExpiry {
+        match (self, other) {
+            (FileExpiry::None, FileExpiry::None) => FileExpiry::None,
+            (FileExpiry::AllBy(a), FileExpiry::AllBy(b)) => FileExpiry::AllBy(a.max(b)),
+            _ => FileExpiry::Mixed,
+        }
+    }
 }
 
 /// A value file as a version holds it. When a version edit removes it, it is marked
@@ -215,6 +263,8 @@ pub struct BlobFile {
     pub size: u64,
     pub entries: u64,
     pub lifetime: Option<FileLifetime>,
+    /// See [`BlobMeta::expiry`].
+    pub expiry: FileExpiry,
     garbage_bytes: AtomicU64,
     garbage_entries: AtomicU64,
     obsolete: AtomicBool,
@@ -232,6 +282,7 @@ impl BlobFile {
             size: meta.size,
             entries: meta.entries,
             lifetime: meta.lifetime,
+            expiry: meta.expiry,
             garbage_bytes: AtomicU64::new(meta.garbage_bytes),
             garbage_entries: AtomicU64::new(meta.garbage_entries),
             obsolete: AtomicBool::new(false),
@@ -249,6 +300,7 @@ impl BlobFile {
             garbage_bytes: self.garbage_bytes(),
             garbage_entries: self.garbage_entries.load(Relaxed),
             lifetime: self.lifetime,
+            expiry: self.expiry,
         }
     }
 

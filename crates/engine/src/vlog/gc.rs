@@ -381,6 +381,7 @@ mod tests {
                     created_seq,
                     ttl,
                 }),
+                expiry: crate::vlog::FileExpiry::None,
             };
             let f = BlobFile::new(&meta, std::path::Path::new("/nonexistent"), storage.clone());
             blobs.insert(number, Arc::new(f));

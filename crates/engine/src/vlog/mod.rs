@@ -19,6 +19,6 @@ pub(crate) mod superseded;
 pub mod value_wal;
 pub mod write_history;
 
-pub use file::{BlobFile, FileLifetime, ValueFileReader, ValueFileWriter};
+pub use file::{BlobFile, FileExpiry, FileLifetime, ValueFileReader, ValueFileWriter};
 pub use index_map::{IndexMap, IndexMapBuilder};
 pub use pointer::ValuePointer;

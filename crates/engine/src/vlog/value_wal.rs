@@ -127,6 +127,7 @@ impl SealedValueFile {
                 garbage_bytes: 0,
                 garbage_entries: 0,
                 lifetime: *lifetime,
+                expiry: crate::vlog::FileExpiry::None,
             });
         }
         match &*s {
@@ -477,6 +478,7 @@ impl<'a> Replay<'a> {
             garbage_bytes: 0,
             garbage_entries: 0,
             lifetime: None,
+            expiry: crate::vlog::FileExpiry::None,
         };
         let file = BlobFile::new(&meta, self.dir, self.storage.clone());
         let mut records = HashMap::new();
@@ -550,6 +552,7 @@ impl<'a> Replay<'a> {
                 garbage_bytes: record_bytes - f.used_bytes,
                 garbage_entries: entries - f.used_entries,
                 lifetime: None,
+                expiry: crate::vlog::FileExpiry::None,
             });
         }
         Ok((metas, cut))

@@ -97,7 +97,9 @@ impl GcJob for IndexMapJob<'_> {
                 let class_idx = f.lifetime.map_or(0, |l| l.class as usize);
                 // Every dead record of a covered file is known (but for those of writes not
                 // found yet): the others are kept without a lookup.
-                let covered = early.coverage.covers(f.number);
+                // Not a file holding values with an expiry: those die without a write, so
+                // no position of theirs is known dead.
+                let covered = early.coverage.covers(f.number) && !f.expiry.holds_expiring();
                 // Records known dead are neither read nor looked up.
                 let extents =
                     early.live_extents(f.number, FILE_HEADER as u64, f.size, READ_THROUGH_GAP);
@@ -171,6 +173,7 @@ impl GcJob for IndexMapJob<'_> {
             let mut maps = Vec::new();
             for (slot, mut meta, map) in std::mem::take(&mut outputs.done) {
                 meta.lifetime = place.output_lifetime(slot);
+                meta.expiry = crate::vlog::file::FileExpiry::of_copies(files);
                 maps.push(Arc::new(map.finish(
                     host.dir(),
                     host.storage(),

@@ -300,6 +300,7 @@ impl GcHost for MapHost {
                         kind: ValueKind::Pointer,
                         seq: 1,
                         value: ptr.encode(),
+                        expire_at: None,
                     })
                 } else if snapshot.contains(ptr) {
                     Liveness::ForSnapshot

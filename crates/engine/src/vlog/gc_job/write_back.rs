@@ -57,6 +57,9 @@ impl GcJob for WriteBack {
             }
             return Err(e);
         }
+        for o in &mut outputs {
+            o.expiry = crate::vlog::file::FileExpiry::of_copies(files);
+        }
         // New files first, so that pointers written back into them can be read at once.
         if !outputs.is_empty() {
             host.apply(VersionEdit {

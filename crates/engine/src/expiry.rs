@@ -1,0 +1,198 @@
+//! Expiry: a lifetime the application states. A write may carry the wall-clock time (ms
+//! since the Unix epoch) after which its value is gone ([`crate::WriteBatch::put_with_expiry`]).
+//!
+//! The entry is stored under its own kinds ([`ValueKind::ExpiringValue`],
+//! [`ValueKind::ExpiringPointer`]) with the time in front of the value:
+//!
+//! ```text
+//! expiring value := expire_at_ms u64 LE | value            (kind 3)
+//! expiring pointer := expire_at_ms u64 LE | value pointer  (kind 4)
+//! ```
+//!
+//! New kinds rather than a flag on the old ones: every piece of code that predates expiry
+//! takes an entry it does not know for a value it must not follow (a pointer it does not
+//! recognise is not followed, not misread), and a database holding none of them is the
+//! old format unchanged. Readers see an entry whose time has passed as a deletion at the
+//! same sequence number: it hides older versions exactly as a tombstone written at that
+//! time would (RocksDB's DBWithTTL instead hands a compaction filter the stale value and
+//! leaves reads to the application; Cassandra, like this, reads an expired cell as a
+//! tombstone).
+//!
+//! The clock is [`Clock`], in the options: the system clock unless a test injects a
+//! [`ManualClock`].
+
+use crate::types::ValueKind;
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Bytes of the expiry time in front of an expiring entry's value.
+pub const EXPIRY_LEN: usize = 8;
+
+/// Wall-clock time in milliseconds since the Unix epoch.
+pub trait Clock: Send + Sync + fmt::Debug {
+    fn now_ms(&self) -> u64;
+}
+
+/// The system's wall clock (the default).
+#[derive(Debug, Default)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now_ms(&self) -> u64 {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64)
+    }
+}
+
+/// A clock that moves only when told (tests: no test sleeps to let a value expire).
+#[derive(Debug, Default)]
+pub struct ManualClock(AtomicU64);
+
+impl ManualClock {
+    pub fn new(now_ms: u64) -> ManualClock {
+        ManualClock(AtomicU64::new(now_ms))
+    }
+
+    pub fn set(&self, now_ms: u64) {
+        self.0.store(now_ms, Ordering::SeqCst);
+    }
+
+    pub fn advance(&self, ms: u64) {
+        self.0.fetch_add(ms, Ordering::SeqCst);
+    }
+}
+
+impl Clock for ManualClock {
+    fn now_ms(&self) -> u64 {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+/// Narrowest expiry window (about a second, a power of two).
+pub const MIN_WINDOW_MS: u64 = 1024;
+
+/// The expiry window a separated value goes to when it is written out at `now_ms` with
+/// expiry `expire_at` (see `ValueLogOptions::expiry_window_divisor`): `(width, index)`,
+/// the window covering `[index * width, (index + 1) * width)`. `None` when placement by
+/// expiry is off (`divisor` 0).
+pub fn window(expire_at: u64, now_ms: u64, divisor: u64) -> Option<(u64, u64)> {
+    if divisor == 0 {
+        return None;
+    }
+    let ttl = expire_at.saturating_sub(now_ms);
+    let width = (ttl / divisor).max(MIN_WINDOW_MS);
+    // The largest power of two not above it: windows of different widths nest.
+    let width = 1u64 << (63 - width.leading_zeros());
+    Some((width, expire_at / width))
+}
+
+/// An entry's value as the tree stores it, split into what it means.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Split<'a> {
+    /// The kind without expiry: `Deletion`, `Value` or `Pointer`.
+    pub kind: ValueKind,
+    /// When the entry expires, if it does.
+    pub expire_at: Option<u64>,
+    /// The value (or the value pointer) without the expiry time.
+    pub payload: &'a [u8],
+}
+
+impl Split<'_> {
+    /// Whether the entry has expired at `now_ms` (an entry expires *at* its time, as a
+    /// Redis key whose time has come is gone).
+    pub fn expired(&self, now_ms: u64) -> bool {
+        self.expire_at.is_some_and(|t| t <= now_ms)
+    }
+}
+
+/// Splits a stored entry; `None` if an expiring entry is too short to hold its time.
+pub fn split(kind: ValueKind, value: &[u8]) -> Option<Split<'_>> {
+    if !kind.expires() {
+        return Some(Split {
+            kind,
+            expire_at: None,
+            payload: value,
+        });
+    }
+    let (t, payload) = value.split_at_checked(EXPIRY_LEN)?;
+    Some(Split {
+        kind: kind.without_expiry(),
+        expire_at: Some(u64::from_le_bytes(t.try_into().expect("8 bytes"))),
+        payload,
+    })
+}
+
+/// Appends a stored value: `payload` behind the expiry time if there is one. Returns the
+/// kind to store it under (`kind` with expiry if `expire_at` is set).
+pub fn encode_into(
+    dst: &mut Vec<u8>,
+    kind: ValueKind,
+    expire_at: Option<u64>,
+    payload: &[u8],
+) -> ValueKind {
+    match expire_at {
+        Some(t) if kind != ValueKind::Deletion => {
+            dst.extend_from_slice(&t.to_le_bytes());
+            dst.extend_from_slice(payload);
+            kind.with_expiry()
+        }
+        _ => {
+            dst.extend_from_slice(payload);
+            kind
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn split_round_trips_and_refuses_a_short_time() {
+        let mut v = Vec::new();
+        let kind = encode_into(&mut v, ValueKind::Pointer, Some(77), b"ptr");
+        assert_eq!(kind, ValueKind::ExpiringPointer);
+        let s = split(kind, &v).unwrap();
+        assert_eq!(
+            (s.kind, s.expire_at, s.payload),
+            (ValueKind::Pointer, Some(77), &b"ptr"[..])
+        );
+        assert!(!s.expired(76));
+        assert!(s.expired(77));
+        let plain = split(ValueKind::Value, b"v").unwrap();
+        assert_eq!(plain.expire_at, None);
+        assert!(!plain.expired(u64::MAX));
+        assert!(split(ValueKind::ExpiringValue, b"short").is_none());
+        let mut d = Vec::new();
+        assert_eq!(
+            encode_into(&mut d, ValueKind::Deletion, Some(5), b""),
+            ValueKind::Deletion
+        );
+        assert!(d.is_empty());
+    }
+
+    #[test]
+    fn windows_scale_with_the_time_to_live() {
+        assert_eq!(window(5_000, 0, 0), None);
+        // A short TTL gets the narrowest window.
+        assert_eq!(window(5_000, 0, 8), Some((1024, 4)));
+        // An hour: about 7.5 minutes, rounded down to a power of two.
+        let (w, i) = window(3_600_000 + 10, 10, 8).unwrap();
+        assert_eq!(w, 1 << 18);
+        assert_eq!(i, 3_600_010 / w);
+        // An expired value (the caller never places one) still gets a window.
+        assert_eq!(window(5, 10, 8).unwrap().0, 1024);
+    }
+
+    #[test]
+    fn manual_clock_moves_only_when_told() {
+        let c = ManualClock::new(10);
+        assert_eq!(c.now_ms(), 10);
+        c.advance(5);
+        assert_eq!(c.now_ms(), 15);
+        c.set(3);
+        assert_eq!(c.now_ms(), 3);
+        assert!(SystemClock.now_ms() > 1_600_000_000_000);
+    }
+}
