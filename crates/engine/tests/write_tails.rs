@@ -154,7 +154,7 @@ fn gc_write_back_keeps_writes_made_while_it_runs() {
     check(&DB::open(dir.path(), opts).unwrap(), KEYS, want);
 }
 
-/// Nice values of this process's threads whose name starts with `prefix`.
+/// Nice values of this process's threads named `prefix` or `prefix-N`.
 #[cfg(target_os = "linux")]
 fn nice_of_threads(prefix: &str) -> Vec<i64> {
     let mut out = Vec::new();
@@ -166,7 +166,15 @@ fn nice_of_threads(prefix: &str) -> Vec<i64> {
         ) else {
             continue; // the thread ended meanwhile
         };
-        if !comm.starts_with(prefix) {
+        // The role's thread ("halflife-gc") or its numbered siblings ("halflife-gc-1"),
+        // not another role that shares the prefix (the GC read pool's "halflife-gc-read-0",
+        // cut to "halflife-gc-rea", which another test's GC job may have started).
+        let comm = comm.trim_end();
+        let numbered = comm
+            .strip_prefix(prefix)
+            .and_then(|r| r.strip_prefix('-'))
+            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+        if comm != prefix && !numbered {
             continue;
         }
         // After the name's closing parenthesis: field 3 (state) onwards; nice is field 19.
