@@ -362,7 +362,7 @@ pub(crate) fn remove_old_wals(inner: &Inner, below: u64) {
 /// lets go), so recovery never finds a file gone that the manifest still names.
 pub(crate) fn release_dead_value_files(inner: &Inner, st: &mut State) -> Result<()> {
     let v = st.versions.current();
-    let now = inner.opts.clock.now_ms();
+    let now = inner.now_ms();
     let dead_by_position =
         |b: &crate::vlog::BlobFile| inner.lifetime.as_ref().is_some_and(|rt| rt.all_garbage(b));
     let expired = |b: &crate::vlog::BlobFile| b.expiry.all_expired(now);
@@ -767,7 +767,7 @@ impl GcHost for EngineGcHost<'_> {
     fn liveness(&self, records: &[Record], seq: SeqNo) -> Result<Vec<Liveness>> {
         let inner = self.inner;
         let view = ReadView::take(inner);
-        let now = inner.opts.clock.now_ms();
+        let now = inner.now_ms();
         let found = crate::io::parallel::map_in_parallel(
             crate::io::parallel::Pool::Gc,
             records,

@@ -99,6 +99,9 @@ pub(crate) struct Inner {
     /// to ([`value_wal`]).
     pub value_wal: Mutex<value_wal::ActiveValueFiles>,
     /// Last sequence number assigned (only the write leader advances it).
+    /// The latest time [`Inner::now_ms`] returned: expiry is judged by a clock that never
+    /// goes back within a run (see there).
+    pub clock_floor: AtomicU64,
     pub last_seq: AtomicU64,
     /// Last sequence number whose write is fully in the memtable.
     pub visible_seq: AtomicU64,
@@ -163,6 +166,16 @@ impl ReadView {
 }
 
 impl Inner {
+    /// The time expiry is judged by: the options' clock, but never earlier than a time this
+    /// engine already used. A file dropped whole at time `t` holds values that expired by
+    /// `t`; if the wall clock then stepped back (NTP), reading its pointers with the earlier
+    /// time would find them unexpired and their file missing (a false corruption error).
+    /// Time stands still instead until the clock passes `t` again.
+    pub fn now_ms(&self) -> u64 {
+        let now = self.opts.clock.now_ms();
+        self.clock_floor.fetch_max(now, Ordering::SeqCst).max(now)
+    }
+
     /// The compaction style a pick uses now (re-derived under `CompactionStyle::Auto`).
     /// The growth factor `growth_factor = auto` chose, if it is on and has chosen.
     pub fn chosen_growth_factor(&self) -> Option<f64> {

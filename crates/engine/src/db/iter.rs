@@ -231,7 +231,7 @@ impl DbIter {
         }
         Ok(DbIter {
             inner: inner.clone(),
-            visible: Visible::new(merged, seq, inner.opts.clock.now_ms(), last_key),
+            visible: Visible::new(merged, seq, inner.now_ms(), last_key),
             version: view.version.clone(),
             pinned: snap.map(|s| Arc::new(s.blobs().clone())),
             upper: match upper {
@@ -336,7 +336,7 @@ pub(crate) fn live_bytes(inner: &Arc<Inner>) -> Result<u64> {
     let mut v = Visible::new(
         MergingIterator::new(children(&view, IoCause::Other)?),
         inner.visible_seq.load(Ordering::Acquire),
-        inner.opts.clock.now_ms(),
+        inner.now_ms(),
         None,
     );
     v.merged.seek_to_first()?;

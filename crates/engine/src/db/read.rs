@@ -18,7 +18,7 @@ pub(crate) fn get(inner: &Inner, key: &[u8], snap: Option<&Snapshot>) -> Result<
     let view = ReadView::take(inner);
     let seq = snap.map_or_else(|| inner.visible_seq.load(Ordering::Acquire), |s| s.seq());
     let misses = crate::cache::thread_misses();
-    let found = view.lookup(key, seq, inner.opts.clock.now_ms());
+    let found = view.lookup(key, seq, inner.now_ms());
     let missed = crate::cache::thread_misses() != misses;
     inner.warming.record_read(key, missed);
     let Some(found) = found? else {
@@ -94,12 +94,7 @@ pub(crate) fn points_at(
     seq: SeqNo,
     ptr: &ValuePointer,
 ) -> Result<bool> {
-    found_points_at(
-        inner,
-        view,
-        &view.lookup(key, seq, inner.opts.clock.now_ms())?,
-        ptr,
-    )
+    found_points_at(inner, view, &view.lookup(key, seq, inner.now_ms())?, ptr)
 }
 
 /// [`points_at`] for an entry already looked up.

@@ -391,6 +391,7 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
         older_wals: Mutex::new(Vec::new()),
         dir_unsynced: AtomicBool::new(false),
         value_wal: Mutex::new(Default::default()),
+        clock_floor: AtomicU64::new(0),
         last_seq: AtomicU64::new(last_seq),
         visible_seq: AtomicU64::new(last_seq),
         counters: EngineCounters::default(),

@@ -101,7 +101,7 @@ fn check_writebacks(inner: &Inner, entries: Vec<Writeback>) -> Result<CheckedWri
     let mem = ReadView::take(inner).mems[0].clone();
     let seq = inner.visible_seq.load(Ordering::Acquire);
     let view = ReadView::take(inner);
-    let now = inner.opts.clock.now_ms();
+    let now = inner.now_ms();
     let mut checked = Vec::with_capacity(entries.len());
     for e in entries {
         let still = points_at_old(inner, &view.lookup(&e.0, seq, now)?, &e.1)?;
@@ -437,7 +437,7 @@ fn writeback_batch(
         .iter()
         .position(|m| Arc::ptr_eq(m, &checked.mem))
         .map(|i| &view.mems[..=i]);
-    let now = inner.opts.clock.now_ms();
+    let now = inner.now_ms();
     for ((key, old, new), checked_still) in checked.entries {
         let still = match since {
             Some(mems) => checked_still.filter(|_| {
