@@ -118,6 +118,9 @@ fn compaction_drops_expired_entries_at_the_bottom_and_keeps_them_as_deletions_ab
         .unwrap();
     }
     db.flush().unwrap();
+    // A compaction the flush started runs at T0 and keeps the entries; let it end before
+    // the clock moves, so that the compaction below is the one that meets them expired.
+    db.wait_idle().unwrap();
     clock.set(T0 + 1000);
     let check_all = |db: &DB| {
         for i in 0..200u32 {
@@ -128,6 +131,14 @@ fn compaction_drops_expired_entries_at_the_bottom_and_keeps_them_as_deletions_ab
         assert_eq!(scan_all(db).len(), 100);
     };
     check_all(&db);
+    // A level-0 file spanning every key (two deletions at the ends), so that the
+    // compaction below rewrites every bottom file: a lone bottom level is not rewritten
+    // by `compact_range` (no forced bottom-level compaction yet).
+    for k in [&b"k"[..], b"k9999"] {
+        db.put(k, b"x").unwrap();
+        db.delete(k).unwrap();
+    }
+    db.flush().unwrap();
     db.compact_range(None, None).unwrap();
     check_all(&db);
     // Everything is at the bottom now: no expired entry is left at all, so setting the
@@ -150,14 +161,15 @@ fn gc_never_copies_an_expired_value() {
     let dir = tempfile::tempdir().unwrap();
     let clock = Arc::new(ManualClock::new(T0));
     // Placement by expiry off: expiring and plain values share value files. The lifetime
-    // policy under its TTL trigger collects a file once 150 writes passed since it was
-    // written, whatever the garbage counted in it: it reads every record and asks the tree
+    // policy under its TTL trigger collects a file once 500 writes passed since it was
+    // written (counted from no earlier than the first write, so no file is due before the
+    // clock moves below: a job started then would rightly copy values not yet expired), whatever the garbage counted in it: it reads every record and asks the tree
     // whether it is live, and the tree still points at the expired ones (no compaction
     // rewrote them).
     let mut o = opts(&clock, "lifetime".parse().unwrap(), 0);
     o.vlog.lifetime = LifetimeOptions {
         thresholds: ThresholdParams {
-            initial_ttl: 150,
+            initial_ttl: 500,
             ..ThresholdParams::default()
         },
         trigger: GcTrigger::Ttl,
@@ -178,13 +190,19 @@ fn gc_never_copies_an_expired_value() {
     db.flush().unwrap();
     clock.set(T0 + 1000);
     // Other keys, inline, to move the sequence numbers past the files' TTL.
-    for i in 0..400u32 {
+    for i in 0..1000u32 {
         db.put(format!("other{i:04}").as_bytes(), b"o").unwrap();
     }
     db.flush().unwrap();
+    // The TTL trigger is looked at by the GC thread on its own schedule: wait for the
+    // job (the deadline only guards against a hang), then for the engine to settle.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while db.stats().gc_jobs == 0 {
+        assert!(std::time::Instant::now() < deadline, "no GC job ran");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
     db.wait_idle().unwrap();
     let s = db.stats();
-    assert!(s.gc_jobs > 0, "GC ran");
     let live_bytes = 100 * 400;
     assert!(
         s.gc_relocated_bytes <= live_bytes + 100 * 64,
