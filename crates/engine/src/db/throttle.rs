@@ -27,6 +27,31 @@ use std::time::{Duration, Instant};
 /// preset were delayed, and the update p99.9 was a delay (docs/bench.md).
 const MIN_SLEEP: Duration = Duration::from_millis(1);
 
+/// One step of a delayed write rate (both delays share it): `written` bytes at `rate`
+/// bytes per second take the next slot after `next` (or after `now`, if that passed),
+/// held to `cap` from now where given. Returns how long to sleep: zero below
+/// [`MIN_SLEEP`], whose debt carries over to the next call.
+fn pace(
+    next: &mut Option<Instant>,
+    now: Instant,
+    written: u64,
+    rate: f64,
+    cap: Option<Duration>,
+) -> Duration {
+    let start = next.filter(|&t| t > now).unwrap_or(now);
+    let mut slot = start + Duration::from_secs_f64(written as f64 / rate);
+    if let Some(cap) = cap {
+        slot = slot.min(now + cap);
+    }
+    *next = Some(slot);
+    let wait = slot.saturating_duration_since(now);
+    if wait >= MIN_SLEEP {
+        wait
+    } else {
+        Duration::ZERO
+    }
+}
+
 /// The flush is expected to take this much longer than the measured rate says (it shares
 /// the cores with the writers and with compaction and GC).
 const FLUSH_MARGIN: f64 = 1.25;
@@ -119,16 +144,13 @@ impl WriteController {
             p.next = None;
             return Duration::ZERO;
         }
-        let now = Instant::now();
-        let start = p.next.filter(|&t| t > now).unwrap_or(now);
-        let next = start + Duration::from_secs_f64(written as f64 / rate as f64);
-        p.next = Some(next);
-        let wait = next.saturating_duration_since(now);
-        if wait >= MIN_SLEEP {
-            wait
-        } else {
-            Duration::ZERO
-        }
+        pace(
+            &mut p.next,
+            Instant::now(),
+            written as u64,
+            rate as f64,
+            None,
+        )
     }
 }
 
@@ -250,15 +272,7 @@ impl GcPacer {
         };
         p.window = None;
         let rate = Self::rate(base, p.debt);
-        let start = p.next.filter(|&t| t > now).unwrap_or(now);
-        let next = (start + Duration::from_secs_f64(written as f64 / rate)).min(now + MAX_GC_WAIT);
-        p.next = Some(next);
-        let wait = next.saturating_duration_since(now);
-        if wait >= MIN_SLEEP {
-            wait
-        } else {
-            Duration::ZERO
-        }
+        pace(&mut p.next, now, written, rate, Some(MAX_GC_WAIT))
     }
 }
 
