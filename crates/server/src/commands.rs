@@ -417,7 +417,7 @@ pub fn set_many(sh: &Shared, s: &Session, cmds: &[Vec<Bytes>]) -> Vec<Reply> {
         b.put_meta(s.ext.db, &c[1], &Meta::string(c[2].to_vec(), None));
     }
     let reply = match sh.store.write(b, sync(sh)) {
-        Ok(()) => Reply::ok(),
+        Ok(_) => Reply::ok(),
         Err(e) => e.into(),
     };
     vec![reply; cmds.len()]

@@ -600,14 +600,15 @@ impl Store {
         Ok((next, purged))
     }
 
-    /// Applies `batch` atomically and tells the watchers of the keys it changed.
-    pub fn write(&self, batch: Batch, sync: bool) -> Result<()> {
+    /// Applies `batch` atomically and tells the watchers of the keys it changed; returns
+    /// those keys (the metadata keys the batch wrote).
+    pub fn write(&self, batch: Batch, sync: bool) -> Result<Vec<Vec<u8>>> {
         if batch.wb.is_empty() {
-            return Ok(());
+            return Ok(Vec::new());
         }
         self.apply(batch.wb, sync)?;
         self.touch(&batch.touched);
-        Ok(())
+        Ok(batch.touched)
     }
 
     /// The user keys of `db`'s metadata records from `lower` on, each with its type and

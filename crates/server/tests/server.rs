@@ -361,6 +361,32 @@ fn blocking_pops_wake_in_fifo_order_and_time_out() {
     srv.stop();
 }
 
+/// A push sent while a blocking pop is still registering is never lost: the pop either
+/// sees the pushed element in its first attempt or is woken by the push (a writer that
+/// asked "is anyone blocked?" before its write used to miss a waiter that registered in
+/// between, and the pop then waited forever; Redis's `BRPOPLPUSH maintains order of
+/// elements after failure` hung on it one run in a few).
+#[test]
+fn a_push_racing_a_blocking_pop_is_never_lost() {
+    let t = tempfile::tempdir().unwrap();
+    let srv = Running::start(t.path(), config());
+    let mut c = Client::connect(srv.addr);
+    let mut popper = Client::connect(srv.addr);
+    for i in 0..300 {
+        let key = format!("race{i}");
+        popper.send(&[b"BLPOP", key.as_bytes(), b"0"]);
+        c.send(&[b"RPUSH", key.as_bytes(), b"x"]);
+        assert_eq!(c.read(), Some(F::Integer(1)));
+        // The read times out (30 s) and returns `None` if the pop was never woken.
+        assert_eq!(
+            popper.read(),
+            Some(F::Array(vec![bulk(&key), bulk("x")])),
+            "round {i}"
+        );
+    }
+    srv.stop();
+}
+
 /// A client blocked in BRPOPLPUSH has not touched its destination yet: a transaction that
 /// watches it commits. The push that wakes the pop is sent after EXEC's reply, so the order
 /// of the two requests is fixed (Redis's own test pipelines them, see skip.txt).

@@ -169,9 +169,18 @@ impl Registry {
         self.waiting.load(Ordering::Relaxed)
     }
 
-    /// Whether any client is blocked (a write then reports the keys it changed).
+    /// Whether any client is blocked.
     pub fn any(&self) -> bool {
         self.blocked_clients() > 0
+    }
+
+    /// Whether any client is blocked, asked by a write after it was applied (it then
+    /// reports the keys it changed). The fence pairs with the one in [`Registry::register`]
+    /// (Dekker's pattern): either this sees the new waiter, or the waiter's first attempt,
+    /// made after it registered, sees the write.
+    pub fn any_after_write(&self) -> bool {
+        std::sync::atomic::fence(Ordering::SeqCst);
+        self.waiting.load(Ordering::SeqCst) > 0
     }
 
     fn register(&self, w: &Arc<Waiter>) {
@@ -183,7 +192,8 @@ impl Registry {
                 .or_default()
                 .push_back(w.clone());
         }
-        self.waiting.fetch_add(1, Ordering::Relaxed);
+        self.waiting.fetch_add(1, Ordering::SeqCst);
+        std::sync::atomic::fence(Ordering::SeqCst);
     }
 
     /// Takes `w` out of every queue (the caller has just taken its slot).

@@ -90,10 +90,12 @@ impl Ctx<'_> {
     /// Applies `b`; the keys it changed that clients are blocked on become ready for
     /// [`blocking::serve_ready`].
     pub fn write(&self, b: Batch) -> Result<(), Reply> {
-        let touched = self.sh.blocked.any().then(|| b.touched().to_vec());
-        self.sh.store.write(b, self.sync())?;
-        if let Some(t) = touched {
-            self.sh.blocked.signal(&t);
+        let touched = self.sh.store.write(b, self.sync())?;
+        // Asked after the write, never before: a client that registers between a check
+        // made before the write and the write itself would have looked at the key before
+        // the write landed and would wait for a signal nobody sends (a lost wakeup).
+        if self.sh.blocked.any_after_write() {
+            self.sh.blocked.signal(&touched);
         }
         Ok(())
     }
