@@ -133,11 +133,6 @@ impl Batch {
     pub fn is_empty(&self) -> bool {
         self.wb.is_empty()
     }
-
-    /// The metadata keys this batch writes or deletes.
-    pub fn touched(&self) -> &[Vec<u8>] {
-        &self.touched
-    }
 }
 
 /// Adds a metadata record to `wb`, with the engine's expiry for a string that has one
