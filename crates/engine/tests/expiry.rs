@@ -203,9 +203,13 @@ fn gc_never_copies_an_expired_value() {
     }
     db.wait_idle().unwrap();
     let s = db.stats();
+    // Each job copies at most the live values (plus their headers): one that copied the
+    // expired ones too would copy four times as much. A job's output file can itself fall
+    // due before the writes end (when the first job ran early among them), so the live
+    // values may be copied once per job.
     let live_bytes = 100 * 400;
     assert!(
-        s.gc_relocated_bytes <= live_bytes + 100 * 64,
+        s.gc_relocated_bytes <= s.gc_jobs * (live_bytes + 100 * 64),
         "GC copied {} bytes in {} jobs, the live values are {live_bytes}",
         s.gc_relocated_bytes,
         s.gc_jobs
