@@ -52,7 +52,10 @@ class Node:
         cmd = [binary, "serve", "--dir", str(data), "--port", "0", *extra]
         if cpus:
             cmd = ["taskset", "-c", cpus, *cmd]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        # Its log beside its data directory (the full-sync part reads the phases' times).
+        self.log = data.with_name(data.name + ".log")
+        with open(self.log, "w") as log:
+            self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True)
         line = self.proc.stdout.readline()
         m = re.search(r"tcp 127\.0\.0\.1:(\d+)", line)
         if not m:
@@ -185,11 +188,23 @@ def cpu_seconds(node):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def phases(primary, replica):
+    """The full sync's phases as the two servers log them: `checkpoint / transfer /
+    install` seconds, or `?` for a binary that does not log them."""
+    def grab(log, pattern):
+        m = re.search(pattern, log.read_text(errors="replace"))
+        return float(m.group(1)) if m else None
+    got = [grab(primary.log, r"checkpoint in ([\d.]+) s"), grab(replica.log, r"received in ([\d.]+) s"),
+           grab(replica.log, r"installed in ([\d.]+) s")]
+    return " / ".join("?" if g is None else f"{g:.2f}" for g in got)
+
+
 def sync_once(binary, primary_dir, replica_dir, cpus):
     """A fresh replica's full sync from a primary serving `primary_dir`, both run with
     `binary`: seconds from REPLICAOF until the replica is up at the primary's offset, the
-    bytes the replica then holds, the names of its files and the CPU seconds both
-    processes spent meanwhile (what the load of other processes changes least)."""
+    bytes the replica then holds, the names of its files, the CPU seconds both processes
+    spent meanwhile (what the load of other processes changes least) and the phases'
+    seconds as the servers log them."""
     primary = Node(binary, primary_dir, cpus)
     replica = None
     try:
@@ -208,7 +223,7 @@ def sync_once(binary, primary_dir, replica_dir, cpus):
             if node:
                 node.stop()
     shutil.rmtree(replica_dir)
-    return secs, held, {p.name for p in got}, cpu
+    return secs, held, {p.name for p in got}, cpu, phases(primary, replica)
 
 
 def part_fullsync(a, out):
@@ -233,9 +248,9 @@ def part_fullsync(a, out):
           f"{'dropped from the page cache (fsync + POSIX_FADV_DONTNEED) before each' if a.cold else 'in the page cache'}\n")
     for label, b in binaries:
         print(f"- {label}: {b}")
-    print("\n| round | binary | primary's files cached before | replica's data | seconds | CPU seconds (both) | sync rate "
-          "| dd rate | sync / dd | load average |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("\n| round | binary | primary's files cached before | replica's data | seconds | checkpoint / transfer / install s "
+          "| CPU seconds (both) | sync rate | dd rate | sync / dd | load average |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     ratios = {label: [] for label, _ in binaries}
     cpus = {label: [] for label, _ in binaries}
     for r in range(a.sync_rounds):
@@ -247,7 +262,7 @@ def part_fullsync(a, out):
             else:
                 dd_read_mib_s(files)
             cached = cached_fraction(files)
-            secs, held, names, cpu = sync_once(b, pdir, out / "replica", a.cpus)
+            secs, held, names, cpu, phase = sync_once(b, pdir, out / "replica", a.cpus)
             # The files the transfer carried, as the primary holds them (the checkpoint's
             # links; its own manifest and empty WAL aside).
             files = [p for p in data_files(pdir) if p.name in names]
@@ -258,7 +273,7 @@ def part_fullsync(a, out):
             ratios[label].append(rate / dd)
             cpus[label].append(cpu)
             shown = "?" if cached is None else f"{cached:.0%}"
-            print(f"| {r + 1} | {label} | {shown} | {held / 2**30:.2f} GiB | {secs:.2f} s | {cpu:.2f} s | {rate:,.0f} MiB/s "
+            print(f"| {r + 1} | {label} | {shown} | {held / 2**30:.2f} GiB | {secs:.2f} s | {phase} | {cpu:.2f} s | {rate:,.0f} MiB/s "
                   f"| {dd:,.0f} MiB/s | {rate / dd:.2f} | {os.getloadavg()[0]:.1f} |", flush=True)
     print()
     for label, rs in ratios.items():

@@ -103,8 +103,8 @@ pub enum ToDisk {
 
 /// Writes the files of a transfer into `dir` as the pieces arrive, until the sender is
 /// dropped. A file that exists is refused (the directory is fresh, and a name twice in a
-/// transfer is a lie); each is synced at its [`ToDisk::End`].
-pub fn write_files(dir: &Path, mut rx: mpsc::Receiver<ToDisk>) -> Result<(), String> {
+/// transfer is a lie); each is synced at its [`ToDisk::End`]. Returns the bytes written.
+pub fn write_files(dir: &Path, mut rx: mpsc::Receiver<ToDisk>) -> Result<u64, String> {
     /// The file being written: its name, and the bytes written and handed to write-back.
     struct Current {
         name: String,
@@ -113,6 +113,7 @@ pub fn write_files(dir: &Path, mut rx: mpsc::Receiver<ToDisk>) -> Result<(), Str
         started: u64,
     }
     let mut cur: Option<Current> = None;
+    let mut total = 0;
     while let Some(piece) = rx.blocking_recv() {
         match piece {
             ToDisk::Create(name) => {
@@ -133,6 +134,7 @@ pub fn write_files(dir: &Path, mut rx: mpsc::Receiver<ToDisk>) -> Result<(), Str
                 c.f.write_all(&b)
                     .map_err(|e| format!("writing {}: {e}", c.name))?;
                 c.written += b.len() as u64;
+                total += b.len() as u64;
                 if c.written - c.started >= WRITEBACK_STEP {
                     start_writeback(&c.f, c.started, c.written - c.started);
                     c.started = c.written;
@@ -145,7 +147,7 @@ pub fn write_files(dir: &Path, mut rx: mpsc::Receiver<ToDisk>) -> Result<(), Str
             }
         }
     }
-    Ok(())
+    Ok(total)
 }
 
 /// Tells the kernel the file will be read from start to end (a larger read-ahead). A hint:
@@ -209,7 +211,7 @@ mod tests {
 
     /// Decodes `input` fed in pieces of `piece` bytes and writes the files into `dir`
     /// as the replica does.
-    fn received(input: &[u8], piece: usize, dir: &Path) -> Result<(), String> {
+    fn received(input: &[u8], piece: usize, dir: &Path) -> Result<u64, String> {
         let (tx, rx) = mpsc::channel(AHEAD);
         let d = dir.to_path_buf();
         let writer = std::thread::spawn(move || write_files(&d, rx));

@@ -308,6 +308,7 @@ async fn full_sync<W: AsyncWrite + Unpin>(
     let dir = CheckpointDir(super::install::sibling(&data, &format!("repl-{id}")));
     let path = dir.0.clone();
     let s = sh.clone();
+    let started = std::time::Instant::now();
     let (replid, offset, seq) = tokio::task::spawn_blocking(move || {
         let _c = s.store.command_lock();
         let _ = std::fs::remove_dir_all(&path);
@@ -316,10 +317,16 @@ async fn full_sync<W: AsyncWrite + Unpin>(
     .await
     .map_err(io::Error::other)?
     .map_err(io::Error::other)?;
+    let checkpointed = started.elapsed();
     wr.write_all(format!("+FULLRESYNC {replid} {offset} {seq}\r\n").as_bytes())
         .await?;
     sh.repl.set_peer_state(id, "send_bulk");
     send_files(&dir.0, wr).await?;
+    eprintln!(
+        "halflife serve: replication: full sync to replica {id}: checkpoint in {:.3} s, sent in {:.3} s",
+        checkpointed.as_secs_f64(),
+        (started.elapsed() - checkpointed).as_secs_f64()
+    );
     Ok(offset)
 }
 

@@ -268,24 +268,32 @@ async fn receive(sh: &Arc<Shared>, c: &mut Conn, pos: &Position, gen: u64) -> Re
         .await
         .map_err(|e| e.to_string())?
         .map_err(|e| format!("preparing the sync directory: {e}"))?;
+    let started = std::time::Instant::now();
     let received = transfer(c, &dir).await;
+    let transferred = started.elapsed();
     let (s, p) = (sh.clone(), pos.clone());
     let d = dir.clone();
     let installed = match received {
-        Ok(()) => tokio::task::spawn_blocking(move || super::install::install(&s, &d, &p, gen))
+        Ok(bytes) => tokio::task::spawn_blocking(move || super::install::install(&s, &d, &p, gen))
             .await
             .map_err(|e| e.to_string())
-            .and_then(|r| r.map_err(|e| format!("installing the full sync: {e}"))),
+            .and_then(|r| r.map_err(|e| format!("installing the full sync: {e}")))
+            .map(|()| bytes),
         Err(e) => Err(e),
     };
     if installed.is_err() {
         // What arrived of a failed sync is of no use.
         let _ = tokio::fs::remove_dir_all(&dir).await;
     }
-    installed?;
+    let bytes = installed?;
+    // The two phases' times, for an operator (and `scripts/nodes-bench.py`) to see where
+    // a full sync's time goes.
+    let secs = transferred.as_secs_f64();
     eprintln!(
-        "halflife serve: replication: full sync installed at offset {}",
-        pos.offset.unwrap_or(0)
+        "halflife serve: replication: full sync installed at offset {}: {bytes} bytes received in {secs:.3} s ({:.0} MiB/s), installed in {:.3} s",
+        pos.offset.unwrap_or(0),
+        bytes as f64 / secs.max(1e-9) / f64::from(1 << 20),
+        (started.elapsed() - transferred).as_secs_f64()
     );
     Ok(())
 }
@@ -294,10 +302,11 @@ async fn receive(sh: &Arc<Shared>, c: &mut Conn, pos: &Position, gen: u64) -> Re
 /// to disk in pieces of up to this size.
 const TRANSFER_READ: usize = 1 << 20;
 
-/// Receives the transfer's files into `dir`, each synced as it ends: this task reads the
-/// socket and checks the framing and each file's crc32c ([`SyncDecoder`]), a blocking
-/// thread writes the files ([`files::write_files`]), a few pieces behind.
-async fn transfer(c: &mut Conn, dir: &std::path::Path) -> Result<(), String> {
+/// Receives the transfer's files into `dir`, each synced as it ends, and returns the bytes
+/// written: this task reads the socket and checks the framing and each file's crc32c
+/// ([`SyncDecoder`]), a blocking thread writes the files ([`files::write_files`]), a few
+/// pieces behind.
+async fn transfer(c: &mut Conn, dir: &std::path::Path) -> Result<u64, String> {
     let (tx, rx) = tokio::sync::mpsc::channel(files::AHEAD);
     let d = dir.to_path_buf();
     let writer = tokio::task::spawn_blocking(move || files::write_files(&d, rx));
@@ -305,7 +314,8 @@ async fn transfer(c: &mut Conn, dir: &std::path::Path) -> Result<(), String> {
     drop(tx);
     let written = writer.await.map_err(|e| e.to_string())?;
     // When the writer failed, the receiving stopped for that reason.
-    written.and(received)
+    let bytes = written?;
+    received.map(|()| bytes)
 }
 
 /// Reads the transfer off the socket, hands its pieces to the writer thread, and checks
