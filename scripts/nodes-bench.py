@@ -169,6 +169,25 @@ def dd_read_mib_s(files):
     return total / secs / 2**20
 
 
+def dd_copy_mib_s(files, dest):
+    """What the disks do for the same copy without halflife: `dd` reads `files` (as in
+    `dd_read_mib_s`) while another `dd` writes as many bytes into `dest` with
+    `conv=fdatasync`; bytes over the seconds until both are done. On one disk the reads and
+    the writes share it; with `dest` on another device this is about the read alone."""
+    total = sum(f.stat().st_size for f in files)
+    out = dest / "dd-copy"
+    dest.mkdir(parents=True, exist_ok=True)
+    writer = subprocess.Popen(["dd", "if=/dev/zero", f"of={out}", "bs=1M", f"count={max(1, total >> 20)}",
+                               "conv=fdatasync"], stderr=subprocess.DEVNULL)
+    t = time.perf_counter()
+    for f in files:
+        subprocess.run(["dd", f"if={f}", "of=/dev/null", "bs=1M"], capture_output=True, check=True)
+    writer.wait()
+    secs = time.perf_counter() - t
+    out.unlink()
+    return total / secs / 2**20
+
+
 def wait_synced(replica, primary, deadline_s=3600):
     pc, rc = primary.client(), replica.client()
     end = time.time() + deadline_s
@@ -232,6 +251,11 @@ def part_fullsync(a, out):
     to a fresh replica, and `dd` over the same files in the same state; the ratio of the
     two rates is taken within the round."""
     pdir = out / "primary"
+    # The replica's directory: another device's if given (this machine may have one disk,
+    # which a replica on another machine would not share with its primary).
+    rdir = pathlib.Path(a.replica_dir) if a.replica_dir else out / "replica"
+    if rdir.exists():
+        sys.exit(f"--replica-dir {rdir} exists: give a path that does not")
     primary = Node(a.binary, pdir, a.cpus)
     try:
         n = a.sync_mib * 256
@@ -248,11 +272,14 @@ def part_fullsync(a, out):
           f"{'dropped from the page cache (fsync + POSIX_FADV_DONTNEED) before each' if a.cold else 'in the page cache'}\n")
     for label, b in binaries:
         print(f"- {label}: {b}")
+    print(f"- the primary's data in {pdir}, the replica's in {rdir} "
+          f"({'the same' if os.stat(pdir).st_dev == os.stat(rdir.parent).st_dev else 'another'} file system)")
     print("\n| round | binary | primary's files cached before | replica's data | seconds | checkpoint / transfer / install s "
-          "| CPU seconds (both) | sync rate | dd rate | sync / dd | load average |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+          "| CPU seconds (both) | sync rate | dd read | sync / dd read | dd read + write | sync / dd read + write | load average |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     ratios = {label: [] for label, _ in binaries}
     cpus = {label: [] for label, _ in binaries}
+    copies = {label: [] for label, _ in binaries}
     for r in range(a.sync_rounds):
         order = binaries if r % 2 == 0 else binaries[::-1]
         for label, b in order:
@@ -262,22 +289,29 @@ def part_fullsync(a, out):
             else:
                 dd_read_mib_s(files)
             cached = cached_fraction(files)
-            secs, held, names, cpu, phase = sync_once(b, pdir, out / "replica", a.cpus)
+            secs, held, names, cpu, phase = sync_once(b, pdir, rdir, a.cpus)
             # The files the transfer carried, as the primary holds them (the checkpoint's
             # links; its own manifest and empty WAL aside).
             files = [p for p in data_files(pdir) if p.name in names]
             if a.cold:
                 drop_cached(files)
             dd = dd_read_mib_s(files)
+            if a.cold:
+                drop_cached(files)
+            copy = dd_copy_mib_s(files, rdir)
             rate = held / secs / 2**20
             ratios[label].append(rate / dd)
+            copies[label].append(rate / copy)
             cpus[label].append(cpu)
             shown = "?" if cached is None else f"{cached:.0%}"
             print(f"| {r + 1} | {label} | {shown} | {held / 2**30:.2f} GiB | {secs:.2f} s | {phase} | {cpu:.2f} s | {rate:,.0f} MiB/s "
-                  f"| {dd:,.0f} MiB/s | {rate / dd:.2f} | {os.getloadavg()[0]:.1f} |", flush=True)
+                  f"| {dd:,.0f} MiB/s | {rate / dd:.2f} | {copy:,.0f} MiB/s | {rate / copy:.2f} | {os.getloadavg()[0]:.1f} |",
+                  flush=True)
+    shutil.rmtree(rdir, ignore_errors=True)
     print()
     for label, rs in ratios.items():
-        print(f"- {label}: sync / dd median {statistics.median(rs):.2f}, CPU seconds median "
+        print(f"- {label}: sync / dd read median {statistics.median(rs):.2f}, sync / dd read + write median "
+              f"{statistics.median(copies[label]):.2f}, CPU seconds median "
               f"{statistics.median(cpus[label]):.2f}, over {len(rs)} rounds")
 
 
@@ -345,6 +379,8 @@ def main():
                     "--binary's (fullsync)")
     ap.add_argument("--cold", action="store_true", help="drop the primary's files from the page cache before "
                     "each sync and each dd (fullsync)")
+    ap.add_argument("--replica-dir", default="", help="the replica's data directory in the full sync (must not "
+                    "exist; default <out>/replica), e.g. on another device than the primary's")
     ap.add_argument("--lag-rate", type=int, default=10000, help="SETs per second on the primary (lag)")
     ap.add_argument("--lag-seconds", type=float, default=30)
     ap.add_argument("--out", default=str(ROOT / "bench-out" / "nodes"))
