@@ -909,7 +909,7 @@ pub(crate) fn compact_range(
                 execute(inner, st, c, v)?;
             }
         }
-        Ok(())
+        rewrite_expired_bottom(inner, start, end)
     })();
     let mut st = inner.state.lock();
     st.manual = false;
@@ -917,6 +917,50 @@ pub(crate) fn compact_range(
     drop(st);
     wait_purged(inner);
     r
+}
+
+/// The last step of [`compact_range`]: the range's tables at the last level holding data
+/// are rewritten into that level when one of their entries has expired (the table's
+/// `earliest_expiry` has passed), which drops the expired entries as a compaction to the
+/// bottom drops tombstones. Other last-level tables are left alone: rewriting them would
+/// change nothing. RocksDB's manual compaction does the same with its default
+/// `BottommostLevelCompaction::kIfHaveCompactionFilter`, expiry being our filter.
+fn rewrite_expired_bottom(
+    inner: &Arc<Inner>,
+    start: Option<&[u8]>,
+    end: Option<&[u8]>,
+) -> Result<()> {
+    let now = inner.now_ms();
+    let st = inner.state.lock();
+    let v = st.versions.current();
+    let Some(bottom) = (0..v.num_levels())
+        .rev()
+        .find(|&l| !picker::files_in_range(&v, l, start, end).is_empty())
+    else {
+        return Ok(());
+    };
+    if bottom == 0 {
+        // Level 0 is never the last level after the steps above.
+        return Ok(());
+    }
+    let mut expired = Vec::new();
+    for f in picker::files_in_range(&v, bottom, start, end) {
+        let e = f.table()?.properties().earliest_expiry;
+        if e != 0 && e <= now {
+            expired.push(f);
+        }
+    }
+    match picker::build(
+        &v,
+        bottom,
+        bottom,
+        expired,
+        &st.busy_tables,
+        "manual-expired",
+    ) {
+        Some(c) => execute(inner, st, c, v),
+        None => Ok(()),
+    }
 }
 
 /// Settles GC outputs left pending by a process that died between installing them and

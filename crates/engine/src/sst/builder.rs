@@ -144,6 +144,13 @@ impl TableBuilder {
             ValueKind::Pointer | ValueKind::ExpiringPointer => p.num_pointers += 1,
             ValueKind::Value | ValueKind::ExpiringValue => {}
         }
+        if let Some(t) = crate::expiry::split(parsed.kind, value).and_then(|s| s.expire_at) {
+            // 0 means "none": an entry expiring at the epoch counts as expiring at 1 ms.
+            let t = t.max(1);
+            if p.earliest_expiry == 0 || t < p.earliest_expiry {
+                p.earliest_expiry = t;
+            }
+        }
         if let Some((last, handle)) = self.pending_index.take() {
             let sep = separator(&last, parsed.user_key);
             self.index_block.add(&sep, &handle);

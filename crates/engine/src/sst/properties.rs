@@ -35,6 +35,12 @@ pub struct TableProperties {
     pub smallest_seq: u64,
     pub largest_seq: u64,
     pub num_data_blocks: u64,
+    /// The earliest expiry time (ms since the Unix epoch) of the table's expiring entries;
+    /// 0 when it has none (and in tables written before expiry existed). A compaction of
+    /// the range down to the last level rewrites a last-level table only once this time
+    /// has passed, as RocksDB's manual compaction rewrites the bottommost level only when a
+    /// compaction filter may drop something.
+    pub earliest_expiry: u64,
 }
 
 const TAG_NUM_ENTRIES: u32 = 1;
@@ -47,6 +53,7 @@ const TAG_LARGEST_KEY: u32 = 7;
 const TAG_SMALLEST_SEQ: u32 = 8;
 const TAG_LARGEST_SEQ: u32 = 9;
 const TAG_NUM_DATA_BLOCKS: u32 = 10;
+const TAG_EARLIEST_EXPIRY: u32 = 11;
 
 fn put_record(dst: &mut Vec<u8>, tag: u32, payload: &[u8]) {
     put_varint32(dst, tag);
@@ -74,6 +81,11 @@ impl TableProperties {
         put_u64_record(&mut out, TAG_SMALLEST_SEQ, self.smallest_seq);
         put_u64_record(&mut out, TAG_LARGEST_SEQ, self.largest_seq);
         put_u64_record(&mut out, TAG_NUM_DATA_BLOCKS, self.num_data_blocks);
+        // Only when there is one: tables without expiring entries stay byte for byte what
+        // earlier builds wrote.
+        if self.earliest_expiry != 0 {
+            put_u64_record(&mut out, TAG_EARLIEST_EXPIRY, self.earliest_expiry);
+        }
         out
     }
 
@@ -107,6 +119,7 @@ impl TableProperties {
                 TAG_SMALLEST_SEQ => p.smallest_seq = int()?,
                 TAG_LARGEST_SEQ => p.largest_seq = int()?,
                 TAG_NUM_DATA_BLOCKS => p.num_data_blocks = int()?,
+                TAG_EARLIEST_EXPIRY => p.earliest_expiry = int()?,
                 _ => {} // A property from a newer writer.
             }
         }
@@ -132,6 +145,7 @@ mod tests {
             smallest_seq: 1,
             largest_seq: u64::MAX >> 8,
             num_data_blocks: 4,
+            earliest_expiry: 1_700_000_000_123,
         };
         let mut bytes = p.encode();
         put_record(&mut bytes, 999, b"future");
