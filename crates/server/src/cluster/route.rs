@@ -282,14 +282,19 @@ fn decide<'a, 'b, I: Iterator<Item = &'b [Bytes]>>(
     asking: bool,
     cmds: impl Fn() -> I,
 ) -> Result<Admitted<'a>, Reply> {
-    let (verdict, guard) = match route(&c.read(), readonly, asking, cmds())? {
+    // The state's read lock is released before the guard is taken (a temporary in the
+    // `match` would live through it): a read lock taken twice in one thread waits behind
+    // a queued writer (a SETSLOT), which waits for the first.
+    let first = route(&c.read(), readonly, asking, cmds())?;
+    let (verdict, guard) = match first {
         Verdict::Here => return Ok(None),
         Verdict::Importing => (Verdict::Importing, None),
         Verdict::Migrating { .. } => {
             // The guard first, then the state again: a MIGRATE or SETSLOT may have run
             // in between.
             let guard = c.command_on_moving_slot();
-            (route(&c.read(), readonly, asking, cmds())?, Some(guard))
+            let again = route(&c.read(), readonly, asking, cmds())?;
+            (again, Some(guard))
         }
     };
     match verdict {
