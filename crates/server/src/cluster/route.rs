@@ -115,6 +115,10 @@ fn route<'a>(
     let t = st.topology.as_ref().ok_or_else(down)?;
     let owner = t.owner(slot).ok_or_else(down)?;
     if owner.id == st.myid {
+        // All its keys left (`CLUSTERX MIGRATE`): the destination serves it already.
+        if let Some(dst) = st.migrated.get(&slot).and_then(|id| t.node(id)) {
+            return Err(Reply::Error(format!("MOVED {slot} {}", dst.addr())));
+        }
         return Ok(match st.migrating.get(&slot).and_then(|id| t.node(id)) {
             Some(dst) => Verdict::Migrating {
                 slot,
@@ -122,6 +126,11 @@ fn route<'a>(
             },
             None => Verdict::Here,
         });
+    }
+    // All its keys arrived (`CLUSTER IMPORT <slot> 1`): served here before the topology
+    // says so, as Kvrocks' destination does.
+    if st.imported.contains_key(&slot) {
+        return Ok(Verdict::Here);
     }
     if asking && st.importing.contains_key(&slot) {
         return Ok(Verdict::Importing);
@@ -137,8 +146,9 @@ fn route<'a>(
 }
 
 /// After a change of the state: clients blocked (`BLPOP` ...) on a key of a slot this
-/// node no longer serves get `-MOVED` to its owner (`-CLUSTERDOWN` if none), as Redis
-/// answers them; those of a slot it migrates stay blocked here, as there.
+/// node no longer serves get `-MOVED` to its owner (`-CLUSTERDOWN` if none), or to the
+/// destination of a slot whose keys all left by `CLUSTERX MIGRATE`, as Redis answers
+/// them; those of a slot it migrates stay blocked here, as there.
 pub fn redirect_blocked(sh: &Shared) {
     let Some(c) = &sh.cluster else {
         return;
@@ -149,9 +159,17 @@ pub fn redirect_blocked(sh: &Shared) {
     let st = c.read().clone();
     sh.blocked.refuse(|key| {
         let slot = key_slot(key);
-        match st.topology.as_ref().and_then(|t| t.owner(slot)) {
+        let t = st.topology.as_ref();
+        if let Some(dst) = st.migrated.get(&slot).and_then(|id| t?.node(id)) {
+            return Some(Reply::Error(format!("MOVED {slot} {}", dst.addr())));
+        }
+        match t.and_then(|t| t.owner(slot)) {
             None => Some(down()),
-            Some(n) if n.id != st.myid && !st.importing.contains_key(&slot) => {
+            Some(n)
+                if n.id != st.myid
+                    && !st.importing.contains_key(&slot)
+                    && !st.imported.contains_key(&slot) =>
+            {
                 Some(Reply::Error(format!("MOVED {slot} {}", n.addr())))
             }
             _ => None,
@@ -283,15 +301,16 @@ fn decide<'a, 'b, I: Iterator<Item = &'b [Bytes]>>(
     cmds: impl Fn() -> I,
 ) -> Result<Admitted<'a>, Reply> {
     // The state's read lock is released before the guard is taken (a temporary in the
-    // `match` would live through it): a read lock taken twice in one thread waits behind
-    // a queued writer (a SETSLOT), which waits for the first.
+    // `match` would live through it): the slot-migration job takes the guard's lock
+    // before the state's ([`super::migration`]), and a read lock taken twice in one
+    // thread waits behind a queued writer.
     let first = route(&c.read(), readonly, asking, cmds())?;
     let (verdict, guard) = match first {
         Verdict::Here => return Ok(None),
         Verdict::Importing => (Verdict::Importing, None),
         Verdict::Migrating { .. } => {
-            // The guard first, then the state again: a MIGRATE or SETSLOT may have run
-            // in between.
+            // The guard first, then the state again: a MIGRATE, SETSLOT or the job may
+            // have run in between.
             let guard = c.command_on_moving_slot();
             let again = route(&c.read(), readonly, asking, cmds())?;
             (again, Some(guard))
@@ -351,6 +370,8 @@ mod tests {
             topology: None,
             migrating: Default::default(),
             importing: Default::default(),
+            migrated: Default::default(),
+            imported: Default::default(),
         };
         let one = |st: &State, readonly, cmd: &[&str]| {
             let c = args(cmd);
