@@ -1124,6 +1124,21 @@ fn clusterx_migrate_moves_a_slot() {
         assert_eq!(text(&cl.client(node).cmd(&cmd)), err, "{cmd:?}");
     }
 
+    // CLUSTER IMPORT, what the source's job sends the destination.
+    for (node, args, err) in [
+        (dst, [s.as_str(), "3"], "ERR Invalid import state"),
+        (
+            dst,
+            [&s, "1"],
+            &format!("ERR Slot {sl} is not being imported"),
+        ),
+        (src, [&s, "0"], "ERR Can't import slot which belongs to me"),
+    ] {
+        let mut cmd = vec!["CLUSTER", "IMPORT"];
+        cmd.extend(args);
+        assert_eq!(text(&cl.client(node).cmd(&cmd)), err, "{cmd:?}");
+    }
+
     assert_eq!(
         sc.cmd(&["CLUSTERX", "MIGRATE", &s, IDS[dst], "SYNC"]),
         simple("OK")
