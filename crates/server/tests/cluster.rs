@@ -1345,3 +1345,69 @@ fn clusterx_migrate_to_an_unreachable_node_fails() {
         n.stop();
     }
 }
+
+/// While a `MIGRATE` batch waits for the destination, the source serves the slot's other
+/// keys; a command on a key in flight waits for the batch's end and is then sent on.
+#[test]
+fn keys_not_in_flight_are_served_during_a_migrate() {
+    use std::time::{Duration, Instant};
+    let cl = three();
+    let ports = cl.ports();
+    let mut c = cl.client(0);
+    let sl = tag_of(&mut c, "x");
+    drop(c);
+    let mut src = cl.client(Cluster::owner(sl));
+    assert_eq!(src.cmd(&["SET", "{t}a", "1"]), simple("OK"));
+    assert_eq!(src.cmd(&["SET", "{t}b", "2"]), simple("OK"));
+    let mv = Move::open(&cl, sl);
+    // The destination holds writes: the batch stays in flight until it is unpaused.
+    let mut dst = cl.client(mv.dst);
+    assert_eq!(
+        dst.cmd(&["CLIENT", "PAUSE", "600000", "WRITE"]),
+        simple("OK")
+    );
+    let port = ports[mv.dst].to_string();
+    let mut migrating = cl.client(mv.src);
+    migrating.send(&[
+        b"MIGRATE",
+        b"127.0.0.1",
+        port.as_bytes(),
+        b"{t}a",
+        b"0",
+        b"60000",
+    ]);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !text(&dst.cmd(&["CLIENT", "LIST"])).contains("flags=b") {
+        assert!(
+            Instant::now() < deadline,
+            "the batch never reached the destination"
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    // Another key of the slot: served at once, read and written.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let mut other = cl.client(mv.src);
+    std::thread::spawn(move || {
+        tx.send((
+            other.cmd(&["GET", "{t}b"]),
+            other.cmd(&["SET", "{t}b", "3"]),
+        ))
+        .unwrap()
+    });
+    assert_eq!(
+        rx.recv_timeout(Duration::from_secs(60))
+            .expect("a key not in flight waited"),
+        (bulk("2"), simple("OK"))
+    );
+    // The key in flight: answered once the batch ends, by the destination.
+    let mut waiting = cl.client(mv.src);
+    waiting.send(&[b"GET", b"{t}a"]);
+    assert_eq!(dst.cmd(&["CLIENT", "UNPAUSE"]), simple("OK"));
+    assert_eq!(migrating.read().unwrap(), simple("OK"));
+    assert_eq!(waiting.read().unwrap(), text_ask(sl, ports[mv.dst]));
+    assert_eq!(src.cmd(&["GET", "{t}b"]), bulk("3"));
+    drop((src, dst, migrating, waiting));
+    for n in cl.nodes {
+        n.stop();
+    }
+}

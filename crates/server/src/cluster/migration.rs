@@ -37,8 +37,8 @@ use bytes::Bytes;
 use parking_lot::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-/// Most keys one batch moves: the slot's commands wait while a batch is in flight (one
-/// round trip to the destination), as with `MIGRATE`.
+/// Most keys one batch moves: commands on them (and on keys sharing their lock stripes)
+/// wait while the batch is in flight (one round trip to the destination).
 const BATCH_KEYS: usize = 100;
 /// Most key bytes of one batch (a batch holds its keys' names in memory).
 const BATCH_KEY_BYTES: usize = 1 << 20;
@@ -361,11 +361,11 @@ fn walk(
             batch.push(Bytes::from(k));
             if batch.len() == BATCH_KEYS || bytes >= BATCH_KEY_BYTES || keys.peek().is_none() {
                 // MIGRATE's locks, in its order.
-                let _moving = c.migration();
+                let moving = c.migration();
                 let _cmd = sh.store.command_lock();
                 still_migrating(&c.read(), slot, dst)?;
                 *sent = true;
-                move_keys(sh, 0, target, &batch, false, true).map_err(text)?;
+                move_keys(sh, 0, target, &batch, false, true, Some(moving)).map_err(text)?;
                 batch.clear();
                 bytes = 0;
             }

@@ -11,8 +11,9 @@
 use super::slot::parse_slot;
 use super::topology::{valid_id, Topology, ID_LEN};
 use anyhow::{bail, Context, Result};
-use parking_lot::RwLock;
-use std::collections::BTreeMap;
+use bytes::Bytes;
+use parking_lot::{Condvar, Mutex, RwLock};
+use std::collections::{BTreeMap, HashSet};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -166,10 +167,33 @@ pub struct Cluster {
     state: RwLock<State>,
     /// Held shared by a command on a slot this node migrates, from its routing check (which
     /// looks at which of its keys are still here) to its end, and exclusively by `MIGRATE`
-    /// while it moves keys: a key never leaves while a command that found it here runs.
+    /// while it picks the keys it moves and marks them `departing`: a key never leaves
+    /// while a command that found it here runs.
     moving: RwLock<()>,
+    /// Keys of `MIGRATE` batches in flight (sent, not yet acknowledged and deleted): a
+    /// command on one waits for `departed` rather than run on a key about to leave; the
+    /// other keys of the slot are served meanwhile.
+    departing: Mutex<HashSet<Vec<u8>>>,
+    departed: Condvar,
     /// The last `CLUSTERX MIGRATE` job ([`super::migration`]), kept in memory only.
     pub jobs: super::migration::Jobs,
+}
+
+/// Keys marked leaving by [`Cluster::depart`]: dropped once they are deleted here (or
+/// stay, refused by the destination), which wakes the commands waiting on them.
+pub struct Departing<'a> {
+    c: &'a Cluster,
+    keys: Vec<Vec<u8>>,
+}
+
+impl Drop for Departing<'_> {
+    fn drop(&mut self) {
+        let mut d = self.c.departing.lock();
+        for k in &self.keys {
+            d.remove(k);
+        }
+        self.c.departed.notify_all();
+    }
 }
 
 /// A new random node id, as Redis gives a node on its first start.
@@ -207,6 +231,8 @@ impl Cluster {
             path,
             state: RwLock::new(state),
             moving: RwLock::new(()),
+            departing: Default::default(),
+            departed: Condvar::new(),
             jobs: Default::default(),
         })
     }
@@ -216,9 +242,30 @@ impl Cluster {
         self.moving.read()
     }
 
-    /// What `MIGRATE` holds while it moves keys.
+    /// What `MIGRATE` holds while it picks the keys it moves.
     pub fn migration(&self) -> parking_lot::RwLockWriteGuard<'_, ()> {
         self.moving.write()
+    }
+
+    /// Marks `keys` as leaving (the caller holds [`Cluster::migration`] and the keys'
+    /// locks) until the returned guard is dropped.
+    pub fn depart(&self, keys: Vec<Vec<u8>>) -> Departing<'_> {
+        self.departing.lock().extend(keys.iter().cloned());
+        Departing { c: self, keys }
+    }
+
+    /// Whether one of `keys` is leaving.
+    pub fn departing<'a>(&self, mut keys: impl Iterator<Item = &'a Bytes>) -> bool {
+        let d = self.departing.lock();
+        !d.is_empty() && keys.any(|k| d.contains(&k[..]))
+    }
+
+    /// Waits until none of `keys` is leaving.
+    pub fn wait_departed(&self, keys: &[&Bytes]) {
+        let mut d = self.departing.lock();
+        while keys.iter().any(|k| d.contains(&k[..])) {
+            self.departed.wait(&mut d);
+        }
     }
 
     /// The current state (a read lock: hold it briefly).

@@ -5,11 +5,13 @@
 //!
 //! `MIGRATE` is atomic per key, as in Redis: it holds its keys' locks (exclusively) from
 //! the moment it reads them until it has deleted the ones the target acknowledged, so no
-//! write to them can fall between the copy and the delete; in cluster mode it also holds
-//! the cluster's migration lock, which every command on a migrating slot holds shared
-//! from its routing check to its end ([`crate::cluster::route::admit`]), so a key never
-//! leaves while a command that found it here runs. The target writes each key with one
-//! engine batch: a reader there sees all of a collection or none of it.
+//! write to them can fall between the copy and the delete. In cluster mode it picks its
+//! keys under the cluster's migration lock, which every command on a migrating slot holds
+//! shared from its routing check to its end ([`crate::cluster::route::admit`]), and marks
+//! them leaving before it releases it, so a key never leaves while a command that found
+//! it here runs; during the round trip the slot's other keys are served, and a command on
+//! a key in flight waits for its end. The target writes each key with one engine batch:
+//! a reader there sees all of a collection or none of it.
 
 use super::{eq, int, syntax, CmdResult, Ctx, MAX_STRING};
 use crate::dump;
@@ -151,7 +153,7 @@ pub fn migrate(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     }
     // Lock order: the cluster's migration lock, the exec lock, the keys (as commands on
     // a migrating slot take them; MIGRATE is run without the exec lock for this).
-    let _moving = cx.sh.cluster.as_ref().map(|c| c.migration());
+    let moving = cx.sh.cluster.as_ref().map(|c| c.migration());
     let _cmd = cx.sh.store.command_lock();
     let mut prelude: Vec<Vec<&[u8]>> = Vec::new();
     if !auth.is_empty() {
@@ -162,7 +164,7 @@ pub fn migrate(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     let db_text = target_db.to_string();
     prelude.push(vec![b"SELECT", db_text.as_bytes()]);
     let mut target = Target::new(host, port, Duration::from_millis(timeout), &prelude);
-    move_keys(cx.sh, cx.db(), &mut target, keys, copy, replace)
+    move_keys(cx.sh, cx.db(), &mut target, keys, copy, replace, moving)
 }
 
 /// A client connection to the server keys move to, opened at its first use: `MIGRATE`
@@ -291,11 +293,16 @@ impl Conn {
     }
 }
 
-/// `MIGRATE`'s transfer (the caller holds the cluster's migration lock and the exec
-/// lock, in that order): locks `keys`, sends those that exist here to `target` with
-/// `RESTORE-ASKING` (absolute expiry), then deletes those it acknowledged (unless
-/// `copy`). `+NOKEY` if none exists. One payload is held at a time, each bounded by
-/// [`max_payload`]; the keys' count is the caller's (a request's, or a job's batch).
+/// `MIGRATE`'s transfer (the caller holds the exec lock, and in cluster mode the
+/// cluster's migration lock, `moving`, taken before it): locks `keys`, sends those that
+/// exist here to `target` with `RESTORE-ASKING` (absolute expiry), then deletes those it
+/// acknowledged (unless `copy`). `+NOKEY` if none exists. One payload is held at a time,
+/// each bounded by [`max_payload`]; the keys' count is the caller's (a request's, or a
+/// job's batch).
+///
+/// The migration lock is released once the keys are picked and marked leaving
+/// ([`crate::cluster::Cluster::depart`]): during the round trip, commands on the slot's
+/// other keys run, and those on a key in flight wait for its end.
 pub fn move_keys(
     sh: &Shared,
     db: u8,
@@ -303,6 +310,7 @@ pub fn move_keys(
     keys: &[Bytes],
     copy: bool,
     replace: bool,
+    moving: Option<parking_lot::RwLockWriteGuard<'_, ()>>,
 ) -> CmdResult {
     let _keys = sh.store.lock(db, keys);
     let (mut here, mut seen) = (Vec::new(), std::collections::HashSet::new());
@@ -314,6 +322,12 @@ pub fn move_keys(
     if here.is_empty() {
         return Ok(Reply::Simple("NOKEY"));
     }
+    // Dropped after the deletes (declared before them), before the keys' locks.
+    let _leaving = match (&sh.cluster, &moving) {
+        (Some(c), Some(_)) if !copy => Some(c.depart(here.iter().map(|k| k.to_vec()).collect())),
+        _ => None,
+    };
+    drop(moving);
     let max = max_payload(sh);
     let first_error = target.with(|c| {
         for k in &here {
