@@ -1411,3 +1411,35 @@ fn keys_not_in_flight_are_served_during_a_migrate() {
         n.stop();
     }
 }
+
+/// After `CLUSTERX MIGRATE`'s success and before the controller's `SETSLOT`, a restarted
+/// source still sends the slot's clients to the destination, and a restarted destination
+/// still serves it.
+#[test]
+fn a_migrated_slot_is_routed_the_same_after_a_restart() {
+    let cl = three();
+    let ports = cl.ports();
+    let mut c = cl.client(0);
+    let sl = tag_of(&mut c, "x");
+    drop(c);
+    let (src, dst) = (Cluster::owner(sl), (Cluster::owner(sl) + 1) % 3);
+    let s = sl.to_string();
+    let mut sc = cl.client(src);
+    assert_eq!(sc.cmd(&["SET", "{t}a", "1"]), simple("OK"));
+    assert_eq!(
+        sc.cmd(&["CLUSTERX", "MIGRATE", &s, IDS[dst], "SYNC"]),
+        simple("OK")
+    );
+    drop(sc);
+    let Cluster { _dirs: dirs, nodes } = cl;
+    for n in nodes {
+        n.stop();
+    }
+    let moved = F::Error(format!("MOVED {sl} 127.0.0.1:{}", ports[dst]).into());
+    let srv = Running::start(dirs[src].path(), config(true));
+    assert_eq!(Client::connect(srv.addr).cmd(&["GET", "{t}a"]), moved);
+    srv.stop();
+    let srv = Running::start(dirs[dst].path(), config(true));
+    assert_eq!(Client::connect(srv.addr).cmd(&["GET", "{t}a"]), bulk("1"));
+    srv.stop();
+}
