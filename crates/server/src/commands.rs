@@ -173,13 +173,14 @@ pub fn execute(sh: &Shared, s: &mut Session, args: &[Bytes]) -> (Reply, Outcome)
     if let Some(r) = crate::cmd::multi::queue(s, &name, args) {
         return (r, Outcome::Continue);
     }
-    // EXEC and REPLICAOF take the exec lock exclusively themselves, WAIT, which may
-    // block for long, holds none, and MIGRATE takes it after the cluster's migration lock
-    // (the order every command on a migrating slot takes them in); every other command
-    // holds it shared.
+    // EXEC and REPLICAOF take the exec lock exclusively themselves, WAIT and CLUSTERX
+    // (whose MIGRATE ... SYNC waits for a job that takes the exec lock), which may block
+    // for long, hold none, and MIGRATE takes it after the cluster's migration lock (the
+    // order every command on a migrating slot takes them in); every other command holds
+    // it shared.
     let exclusive = matches!(
         name.as_str(),
-        "exec" | "replicaof" | "slaveof" | "wait" | "migrate"
+        "exec" | "replicaof" | "slaveof" | "wait" | "migrate" | "clusterx"
     );
     let _g = (!exclusive).then(|| sh.store.command_lock());
     run_named(sh, s, &name, args)

@@ -446,10 +446,11 @@ fn versions_setslot_and_bad_topologies() {
         format!("MOVED {s} 127.0.0.1:{}", ports[1])
     );
     assert_eq!(c.cmd(&["CLUSTERX", "VERSION"]), F::Integer(2));
-    assert!(is_err(
-        &c.cmd(&["CLUSTERX", "MIGRATE", &s, IDS[1]]),
-        "ERR CLUSTERX MIGRATE is not supported: move a slot with CLUSTER SETSLOT"
-    ));
+    // The slot left this node: it cannot migrate it.
+    assert_eq!(
+        text(&c.cmd(&["CLUSTERX", "MIGRATE", &s, IDS[1]])),
+        "ERR Can't migrate slot which doesn't belong to me"
+    );
     // Redis's CLUSTER SETSLOT ... NODE: the next version, to masters of the topology.
     let replica = topo.replace(
         &format!("{} 127.0.0.1 {} master - 10923-16383", IDS[2], ports[2]),
@@ -1010,4 +1011,435 @@ fn blocked_clients_follow_their_slot() {
     for n in cl.nodes {
         n.stop();
     }
+}
+
+/// Waits (as a controller polls `CLUSTER INFO`) until the source's `CLUSTERX MIGRATE` of
+/// `slot` is in `state`; the deadline only guards against a hang.
+fn wait_migration(c: &mut Client, slot: u16, state: &str) -> String {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let info = text(&c.cmd(&["CLUSTER", "INFO"]));
+        if info.contains(&format!("migrating_slot: {slot}\r\n"))
+            && info.contains(&format!("migrating_state: {state}\r\n"))
+        {
+            return info;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no migrating_state {state}: {info}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+}
+
+/// Fills the slot of `{t}` on `c`: `n` strings, a hash, a list, a set, an expiring
+/// sorted set. Returns the number of keys.
+fn fill_slot(c: &mut Client, n: usize) -> i64 {
+    for chunk in (0..n).collect::<Vec<_>>().chunks(500) {
+        let kv: Vec<String> = chunk
+            .iter()
+            .flat_map(|i| [format!("{{t}}s:{i}"), i.to_string()])
+            .collect();
+        let mut cmd = vec!["MSET"];
+        cmd.extend(kv.iter().map(String::as_str));
+        assert_eq!(c.cmd(&cmd), simple("OK"));
+    }
+    let fields: Vec<String> = (0..200)
+        .flat_map(|i| [format!("f{i}"), i.to_string()])
+        .collect();
+    let mut cmd = vec!["HSET", "{t}h"];
+    cmd.extend(fields.iter().map(String::as_str));
+    assert_eq!(c.cmd(&cmd), F::Integer(200));
+    let elems: Vec<String> = (0..100).map(|i| format!("e{i}")).collect();
+    let mut cmd = vec!["RPUSH", "{t}l"];
+    cmd.extend(elems.iter().map(String::as_str));
+    assert_eq!(c.cmd(&cmd), F::Integer(100));
+    assert_eq!(c.cmd(&["SADD", "{t}set", "a", "b", "c"]), F::Integer(3));
+    assert_eq!(
+        c.cmd(&["ZADD", "{t}z", "1.5", "a", "-2", "b"]),
+        F::Integer(2)
+    );
+    assert_eq!(c.cmd(&["EXPIRE", "{t}z", "100000"]), F::Integer(1));
+    n as i64 + 4
+}
+
+/// What [`fill_slot`] wrote, read on `c`, `fields` the hash's fields by then.
+fn check_filled(c: &mut Client, n: usize, fields: i64) {
+    for i in 0..n {
+        assert_eq!(
+            c.cmd(&["GET", &format!("{{t}}s:{i}")]),
+            bulk(&i.to_string())
+        );
+    }
+    assert_eq!(c.cmd(&["HLEN", "{t}h"]), F::Integer(fields));
+    assert_eq!(c.cmd(&["HGET", "{t}h", "f123"]), bulk("123"));
+    assert_eq!(c.cmd(&["LINDEX", "{t}l", "99"]), bulk("e99"));
+    assert_eq!(c.cmd(&["SISMEMBER", "{t}set", "b"]), F::Integer(1));
+    assert_eq!(c.cmd(&["ZSCORE", "{t}z", "b"]), bulk("-2"));
+    let ttl = int(&c.cmd(&["TTL", "{t}z"]));
+    assert!((1..=100000).contains(&ttl), "{ttl}");
+}
+
+/// Kvrocks' controller protocol: `CLUSTERX MIGRATE <slot> <dst> SYNC` on the source moves
+/// the slot's keys by itself; the source then sends the slot's clients on (`MOVED`) and
+/// the destination serves them, before and after the controller's `SETSLOT`.
+#[test]
+fn clusterx_migrate_moves_a_slot() {
+    let cl = three();
+    let ports = cl.ports();
+    let mut c = cl.client(0);
+    let sl = tag_of(&mut c, "x");
+    drop(c);
+    let (src, dst) = (Cluster::owner(sl), (Cluster::owner(sl) + 1) % 3);
+    let other = 3 - src - dst;
+    let s = sl.to_string();
+    let mut sc = cl.client(src);
+    let mut dc = cl.client(dst);
+    let keys = fill_slot(&mut sc, 1000);
+    assert!(!text(&sc.cmd(&["CLUSTER", "INFO"])).contains("migrating_slot"));
+
+    // Kvrocks' errors.
+    for (node, args, err) in [
+        (
+            src,
+            vec![s.as_str(), &"f".repeat(40)],
+            "ERR Can't find the destination node id",
+        ),
+        (src, vec![&s, IDS[src]], "ERR Can't migrate slot to myself"),
+        (
+            dst,
+            vec![&s, IDS[src]],
+            "ERR Can't migrate slot which doesn't belong to me",
+        ),
+        (src, vec!["16384", IDS[dst]], "ERR Slot is out of range"),
+        (src, vec![&s, IDS[dst], "later"], "ERR Invalid sync flag"),
+        (
+            src,
+            vec![&s, IDS[dst], "async", "5"],
+            "ERR Async migration does not support timeout",
+        ),
+    ] {
+        let mut cmd = vec!["CLUSTERX", "MIGRATE"];
+        cmd.extend(args);
+        assert_eq!(text(&cl.client(node).cmd(&cmd)), err, "{cmd:?}");
+    }
+
+    // CLUSTER IMPORT, what the source's job sends the destination.
+    for (node, args, err) in [
+        (dst, [s.as_str(), "3"], "ERR Invalid import state"),
+        (
+            dst,
+            [&s, "1"],
+            &format!("ERR Slot {sl} is not being imported"),
+        ),
+        (src, [&s, "0"], "ERR Can't import slot which belongs to me"),
+    ] {
+        let mut cmd = vec!["CLUSTER", "IMPORT"];
+        cmd.extend(args);
+        assert_eq!(text(&cl.client(node).cmd(&cmd)), err, "{cmd:?}");
+    }
+
+    assert_eq!(
+        sc.cmd(&["CLUSTERX", "MIGRATE", &s, IDS[dst], "SYNC"]),
+        simple("OK")
+    );
+    let info = wait_migration(&mut sc, sl, "success");
+    assert!(
+        info.contains(&format!("destination_node: {}\r\n", IDS[dst])),
+        "{info}"
+    );
+    assert_eq!(sc.cmd(&["CLUSTER", "COUNTKEYSINSLOT", &s]), F::Integer(0));
+    assert_eq!(
+        dc.cmd(&["CLUSTER", "COUNTKEYSINSLOT", &s]),
+        F::Integer(keys)
+    );
+    // Before the controller's SETSLOT: the source sends every command on the slot to the
+    // destination, which serves it; another node still sends clients to the source.
+    let moved_to = |port: u16| F::Error(format!("MOVED {sl} 127.0.0.1:{port}").into());
+    assert_eq!(sc.cmd(&["GET", "{t}s:1"]), moved_to(ports[dst]));
+    assert_eq!(sc.cmd(&["SET", "{t}new", "1"]), moved_to(ports[dst]));
+    assert_eq!(sc.cmd(&["HLEN", "{t}h"]), moved_to(ports[dst]));
+    assert_eq!(
+        cl.client(other).cmd(&["GET", "{t}s:1"]),
+        moved_to(ports[src])
+    );
+    check_filled(&mut dc, 1000, 200);
+    assert_eq!(dc.cmd(&["SET", "{t}new", "1"]), simple("OK"));
+    assert_eq!(
+        text(&sc.cmd(&["CLUSTERX", "MIGRATE", &s, IDS[dst]])),
+        "ERR Can't migrate slot which has been migrated"
+    );
+    // The controller gives the slot to the destination on every node.
+    for i in [dst, src, other] {
+        assert_eq!(
+            cl.client(i)
+                .cmd(&["CLUSTERX", "SETSLOT", &s, "NODE", IDS[dst], "2"]),
+            simple("OK"),
+            "node {i}"
+        );
+    }
+    assert_eq!(sc.cmd(&["GET", "{t}s:1"]), moved_to(ports[dst]));
+    assert_eq!(
+        cl.client(other).cmd(&["GET", "{t}s:1"]),
+        moved_to(ports[dst])
+    );
+    check_filled(&mut dc, 1000, 200);
+    assert_eq!(dc.cmd(&["GET", "{t}new"]), bulk("1"));
+    drop((sc, dc));
+    for n in cl.nodes {
+        n.stop();
+    }
+}
+
+/// An asynchronous `CLUSTERX MIGRATE` while a client that follows ASK and MOVED writes
+/// to the slot: every acknowledged write is on the destination afterwards.
+#[test]
+fn clusterx_migrate_while_a_client_writes() {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+    let cl = three();
+    let mut c = cl.client(0);
+    let sl = tag_of(&mut c, "x");
+    drop(c);
+    let (src, dst) = (Cluster::owner(sl), (Cluster::owner(sl) + 1) % 3);
+    let s = sl.to_string();
+    let mut sc = cl.client(src);
+    let keys = fill_slot(&mut sc, 3000);
+
+    let done = Arc::new(AtomicUsize::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut w = Follower::new(&cl);
+    let writer = {
+        let (done, stop) = (done.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut i = 0usize;
+            while !stop.load(SeqCst) {
+                let (n, e) = (i.to_string(), format!("w{i}"));
+                assert_eq!(
+                    w.cmd(sl, &["RPUSH", "{t}l", &e]),
+                    F::Integer(101 + i as i64)
+                );
+                assert_eq!(w.cmd(sl, &["HSET", "{t}h", &e, &n]), F::Integer(1));
+                assert_eq!(
+                    w.cmd(sl, &["SET", &format!("{{t}}w:{i}"), &n]),
+                    simple("OK")
+                );
+                i += 1;
+                done.store(i, SeqCst);
+            }
+        })
+    };
+    let progress = |n: usize| {
+        let want = done.load(SeqCst) + n;
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while done.load(SeqCst) < want {
+            assert!(Instant::now() < deadline, "the writer is stuck");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    };
+    progress(3);
+    assert_eq!(sc.cmd(&["CLUSTERX", "MIGRATE", &s, IDS[dst]]), simple("OK"));
+    wait_migration(&mut sc, sl, "success");
+    // Writes go on between the job's end and the controller's SETSLOT, and after it.
+    progress(3);
+    for i in [dst, src, 3 - src - dst] {
+        assert_eq!(
+            cl.client(i)
+                .cmd(&["CLUSTERX", "SETSLOT", &s, "NODE", IDS[dst], "2"]),
+            simple("OK")
+        );
+    }
+    progress(3);
+    stop.store(true, SeqCst);
+    writer.join().unwrap();
+    let rounds = done.load(SeqCst);
+
+    let mut dc = cl.client(dst);
+    assert_eq!(sc.cmd(&["CLUSTER", "COUNTKEYSINSLOT", &s]), F::Integer(0));
+    assert_eq!(
+        dc.cmd(&["CLUSTER", "COUNTKEYSINSLOT", &s]),
+        F::Integer(keys + rounds as i64)
+    );
+    assert_eq!(dc.cmd(&["LLEN", "{t}l"]), F::Integer(100 + rounds as i64));
+    assert_eq!(dc.cmd(&["HLEN", "{t}h"]), F::Integer(200 + rounds as i64));
+    for i in 0..rounds {
+        let n = i.to_string();
+        assert_eq!(
+            dc.cmd(&["LINDEX", "{t}l", &(100 + i).to_string()]),
+            bulk(&format!("w{i}"))
+        );
+        assert_eq!(dc.cmd(&["HGET", "{t}h", &format!("w{i}")]), bulk(&n));
+        assert_eq!(dc.cmd(&["GET", &format!("{{t}}w:{i}")]), bulk(&n));
+    }
+    check_filled(&mut dc, 3000, 200 + rounds as i64);
+    drop((sc, dc));
+    for n in cl.nodes {
+        n.stop();
+    }
+}
+
+/// A `CLUSTERX MIGRATE` to a node that does not answer fails, and leaves the slot as it
+/// was: every key on the source, served there, no MIGRATING mark.
+#[test]
+fn clusterx_migrate_to_an_unreachable_node_fails() {
+    let cl = three();
+    let ports = cl.ports();
+    // A port nothing listens on.
+    let dead_port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let dead = "4444444444444444444444444444444444444444";
+    let topo = format!(
+        "{}{dead} 127.0.0.1 {dead_port} master -\n",
+        topology(&ports)
+    );
+    for i in 0..3 {
+        assert_eq!(
+            cl.client(i).cmd(&["CLUSTERX", "SETNODES", &topo, "2"]),
+            simple("OK")
+        );
+    }
+    let mut c = cl.client(0);
+    let sl = tag_of(&mut c, "x");
+    drop(c);
+    let src = Cluster::owner(sl);
+    let s = sl.to_string();
+    let mut sc = cl.client(src);
+    let keys = fill_slot(&mut sc, 300);
+
+    assert_eq!(sc.cmd(&["CLUSTERX", "MIGRATE", &s, dead]), simple("OK"));
+    let info = wait_migration(&mut sc, sl, "fail");
+    assert!(
+        info.contains(&format!("destination_node: {dead}\r\n")),
+        "{info}"
+    );
+    let r = text(&sc.cmd(&["CLUSTERX", "MIGRATE", &s, dead, "SYNC"]));
+    assert!(
+        r.starts_with(&format!("ERR Failed to migrate slot {sl}: IOERR")),
+        "{r}"
+    );
+    wait_migration(&mut sc, sl, "fail");
+    assert_eq!(
+        sc.cmd(&["CLUSTER", "COUNTKEYSINSLOT", &s]),
+        F::Integer(keys)
+    );
+    check_filled(&mut sc, 300, 200);
+    assert_eq!(sc.cmd(&["SET", "{t}new", "1"]), simple("OK"));
+    let nodes = text(&sc.cmd(&["CLUSTER", "NODES"]));
+    assert!(!nodes.contains("->-"), "{nodes}");
+    // The slot can still move elsewhere.
+    let dst = (src + 1) % 3;
+    assert_eq!(
+        sc.cmd(&["CLUSTERX", "MIGRATE", &s, IDS[dst], "SYNC"]),
+        simple("OK")
+    );
+    assert_eq!(
+        cl.client(dst).cmd(&["CLUSTER", "COUNTKEYSINSLOT", &s]),
+        F::Integer(keys + 1)
+    );
+    drop(sc);
+    for n in cl.nodes {
+        n.stop();
+    }
+}
+
+/// While a `MIGRATE` batch waits for the destination, the source serves the slot's other
+/// keys; a command on a key in flight waits for the batch's end and is then sent on.
+#[test]
+fn keys_not_in_flight_are_served_during_a_migrate() {
+    use std::time::{Duration, Instant};
+    let cl = three();
+    let ports = cl.ports();
+    let mut c = cl.client(0);
+    let sl = tag_of(&mut c, "x");
+    drop(c);
+    let mut src = cl.client(Cluster::owner(sl));
+    assert_eq!(src.cmd(&["SET", "{t}a", "1"]), simple("OK"));
+    assert_eq!(src.cmd(&["SET", "{t}b", "2"]), simple("OK"));
+    let mv = Move::open(&cl, sl);
+    // The destination holds writes: the batch stays in flight until it is unpaused.
+    let mut dst = cl.client(mv.dst);
+    assert_eq!(
+        dst.cmd(&["CLIENT", "PAUSE", "600000", "WRITE"]),
+        simple("OK")
+    );
+    let port = ports[mv.dst].to_string();
+    let mut migrating = cl.client(mv.src);
+    migrating.send(&[
+        b"MIGRATE",
+        b"127.0.0.1",
+        port.as_bytes(),
+        b"{t}a",
+        b"0",
+        b"60000",
+    ]);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !text(&dst.cmd(&["CLIENT", "LIST"])).contains("flags=b") {
+        assert!(
+            Instant::now() < deadline,
+            "the batch never reached the destination"
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    // Another key of the slot: served at once, read and written.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let mut other = cl.client(mv.src);
+    std::thread::spawn(move || {
+        tx.send((
+            other.cmd(&["GET", "{t}b"]),
+            other.cmd(&["SET", "{t}b", "3"]),
+        ))
+        .unwrap()
+    });
+    assert_eq!(
+        rx.recv_timeout(Duration::from_secs(60))
+            .expect("a key not in flight waited"),
+        (bulk("2"), simple("OK"))
+    );
+    // The key in flight: answered once the batch ends, by the destination.
+    let mut waiting = cl.client(mv.src);
+    waiting.send(&[b"GET", b"{t}a"]);
+    assert_eq!(dst.cmd(&["CLIENT", "UNPAUSE"]), simple("OK"));
+    assert_eq!(migrating.read().unwrap(), simple("OK"));
+    assert_eq!(waiting.read().unwrap(), text_ask(sl, ports[mv.dst]));
+    assert_eq!(src.cmd(&["GET", "{t}b"]), bulk("3"));
+    drop((src, dst, migrating, waiting));
+    for n in cl.nodes {
+        n.stop();
+    }
+}
+
+/// After `CLUSTERX MIGRATE`'s success and before the controller's `SETSLOT`, a restarted
+/// source still sends the slot's clients to the destination, and a restarted destination
+/// still serves it.
+#[test]
+fn a_migrated_slot_is_routed_the_same_after_a_restart() {
+    let cl = three();
+    let ports = cl.ports();
+    let mut c = cl.client(0);
+    let sl = tag_of(&mut c, "x");
+    drop(c);
+    let (src, dst) = (Cluster::owner(sl), (Cluster::owner(sl) + 1) % 3);
+    let s = sl.to_string();
+    let mut sc = cl.client(src);
+    assert_eq!(sc.cmd(&["SET", "{t}a", "1"]), simple("OK"));
+    assert_eq!(
+        sc.cmd(&["CLUSTERX", "MIGRATE", &s, IDS[dst], "SYNC"]),
+        simple("OK")
+    );
+    drop(sc);
+    let Cluster { _dirs: dirs, nodes } = cl;
+    for n in nodes {
+        n.stop();
+    }
+    let moved = F::Error(format!("MOVED {sl} 127.0.0.1:{}", ports[dst]).into());
+    let srv = Running::start(dirs[src].path(), config(true));
+    assert_eq!(Client::connect(srv.addr).cmd(&["GET", "{t}a"]), moved);
+    srv.stop();
+    let srv = Running::start(dirs[dst].path(), config(true));
+    assert_eq!(Client::connect(srv.addr).cmd(&["GET", "{t}a"]), bulk("1"));
+    srv.stop();
 }

@@ -40,6 +40,7 @@ const HELP: &[&str] = &[
     "CLUSTER <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
     "COUNTKEYSINSLOT <slot>",
     "GETKEYSINSLOT <slot> <count>",
+    "IMPORT <slot> 0|1|2 (start, success, fail: sent by a CLUSTERX MIGRATE source)",
     "INFO",
     "KEYSLOT <key>",
     "MYID",
@@ -65,7 +66,7 @@ pub fn cluster(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
         "help" => Ok(Reply::Array(
             HELP.iter().copied().map(Reply::Simple).collect(),
         )),
-        "info" => arity(1).map(|_| Reply::Text(info(&c.read()))),
+        "info" => arity(1).map(|_| Reply::Text(info(&c.read()) + &super::migration::info(c))),
         "nodes" => arity(1).map(|_| Reply::Text(nodes(&c.read(), cx.sh.tcp_port))),
         "slots" => arity(1).map(|_| slots(&c.read())),
         "shards" => arity(1).map(|_| shards(&c.read())),
@@ -85,6 +86,10 @@ pub fn cluster(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
             Ok(Reply::Int(n))
         }
         "setslot" => setslot(cx, c, &a[1..]),
+        "import" => {
+            arity(3)?;
+            import(cx, c, &a[1], &a[2])
+        }
         "getkeysinslot" => {
             arity(3)?;
             let (slot, count) = (int(&a[1])?, int(&a[2])?);
@@ -357,6 +362,8 @@ fn not_saved(e: anyhow::Error) -> Reply {
 ///   version is refused and the same one ignored unless `FORCE`.
 /// - `SETSLOT <slot> NODE <id> <version>`: gives one slot to a master; `version` must be
 ///   the current one plus one.
+/// - `MIGRATE <slot> <dst id> [ASYNC | SYNC [timeout]]`: this node moves the slot's keys
+///   to `dst` by itself ([`super::migration`]); `SYNC` replies at the end.
 /// - `VERSION`, `MYID`.
 pub fn clusterx(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     let c = cluster_of(cx)?;
@@ -402,9 +409,12 @@ pub fn clusterx(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
             let [slot, kw, id, v] = args else {
                 return Err(wrong());
             };
-            let slot = parse_slot(slot).ok_or_else(|| Reply::err("Invalid or out of range slot"))?;
+            let slot =
+                parse_slot(slot).ok_or_else(|| Reply::err("Invalid or out of range slot"))?;
             if !eq(kw, "node") {
-                return Err(Reply::err("Invalid slot subcommand: only NODE is supported"));
+                return Err(Reply::err(
+                    "Invalid slot subcommand: only NODE is supported",
+                ));
             }
             let (id, v) = (node_id(id)?, version(v)?);
             // A slot being migrated from here is given away only once its keys are gone
@@ -412,7 +422,8 @@ pub fn clusterx(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
             // no longer served).
             let moving_out = {
                 let st = c.read();
-                st.migrating.contains_key(&slot) && id != st.myid
+                (st.migrating.contains_key(&slot) || st.migrated.contains_key(&slot))
+                    && id != st.myid
             };
             if moving_out {
                 no_keys_left(cx, slot)?;
@@ -426,9 +437,32 @@ pub fn clusterx(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
                 Ok(())
             })
         }
-        "migrate" => Err(Reply::err(
-            "CLUSTERX MIGRATE is not supported: move a slot with CLUSTER SETSLOT IMPORTING/MIGRATING, MIGRATE and CLUSTERX SETSLOT (docs/cluster.md)",
-        )),
+        "migrate" => {
+            use super::migration::Wait;
+            let (slot, dst, wait) = match args {
+                [slot, dst] => (slot, dst, Wait::No),
+                [slot, dst, w] if eq(w, "async") => (slot, dst, Wait::No),
+                [slot, dst, w] if eq(w, "sync") => (slot, dst, Wait::Sync(None)),
+                [slot, dst, w, t] if eq(w, "sync") => {
+                    // Seconds, 0 for no limit (Kvrocks').
+                    let t = int(t)?;
+                    if t < 0 {
+                        return Err(Reply::err("timeout is negative"));
+                    }
+                    let t = (t > 0).then(|| std::time::Duration::from_secs(t as u64));
+                    (slot, dst, Wait::Sync(t))
+                }
+                [_, _, w] | [_, _, w, _] if !eq(w, "sync") && !eq(w, "async") => {
+                    return Err(Reply::err("Invalid sync flag"))
+                }
+                [_, _, _, _] => return Err(Reply::err("Async migration does not support timeout")),
+                _ => return Err(wrong()),
+            };
+            let slot = parse_slot(slot).ok_or_else(|| Reply::err("Slot is out of range"))?;
+            let dst = std::str::from_utf8(dst)
+                .map_err(|_| Reply::err("Can't find the destination node id"))?;
+            super::migration::migrate(cx.sh, c, slot, dst, wait).map(|_| Reply::ok())
+        }
         "version" | "myid" => Err(wrong()),
         _ => Err(unknown_sub("CLUSTERX", &a[0])),
     }
@@ -538,6 +572,8 @@ fn setslot(cx: &Ctx, c: &Cluster, a: &[Bytes]) -> CmdResult {
         ("stable", None) => update(cx.sh, c, &|s| {
             s.migrating.remove(&slot);
             s.importing.remove(&slot);
+            s.migrated.remove(&slot);
+            s.imported.remove(&slot);
             Ok(())
         }),
         ("node", Some(id)) => {
@@ -566,6 +602,52 @@ fn setslot(cx: &Ctx, c: &Cluster, a: &[Bytes]) -> CmdResult {
         }
         _ => Err(action_error()),
     }
+}
+
+/// `CLUSTER IMPORT <slot> <state>`, what a `CLUSTERX MIGRATE` source tells its
+/// destination (Kvrocks' command between nodes): `0` the import starts (the slot is
+/// IMPORTING from its owner, as `CLUSTER SETSLOT <slot> IMPORTING <owner>`), `1` all its
+/// keys arrived (the slot is served here to every client until the topology gives it
+/// here or elsewhere), `2` it failed (the IMPORTING mark goes; keys that arrived stay,
+/// unserved, as after `SETSLOT STABLE`).
+fn import(cx: &Ctx, c: &Cluster, slot: &[u8], state: &[u8]) -> CmdResult {
+    let slot = parse_slot(slot).ok_or_else(|| Reply::err("Invalid or out of range slot"))?;
+    let state = int(state)
+        .ok()
+        .filter(|s| (0..=2).contains(s))
+        .ok_or_else(|| Reply::err("Invalid import state"))?;
+    if cx.sh.store.is_replica() {
+        return Err(Reply::err("Slave can't import slot"));
+    }
+    update(cx.sh, c, &|s| {
+        let owner = s
+            .topology
+            .as_ref()
+            .ok_or_else(|| Reply::err("no topology set: CLUSTERX SETNODES first"))?
+            .owner(slot)
+            .map(|n| n.id.clone())
+            .ok_or_else(|| Reply::err(format!("Slot {slot} has no owner to import it from")))?;
+        if owner == s.myid {
+            return Err(Reply::err("Can't import slot which belongs to me"));
+        }
+        match state {
+            0 => {
+                s.imported.remove(&slot);
+                s.importing.insert(slot, owner);
+            }
+            1 => {
+                let src = s
+                    .importing
+                    .remove(&slot)
+                    .ok_or_else(|| Reply::err(format!("Slot {slot} is not being imported")))?;
+                s.imported.insert(slot, src);
+            }
+            _ => {
+                s.importing.remove(&slot);
+            }
+        }
+        Ok(())
+    })
 }
 
 /// Why a state change failed: refused by its checks, or not saved.

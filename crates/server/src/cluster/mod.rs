@@ -10,14 +10,17 @@
 //! - [`route`]: the check before each command (MOVED, ASK, TRYAGAIN, CROSSSLOT,
 //!   CLUSTERDOWN);
 //! - [`cmd`]: `CLUSTER ...` (with Redis's `SETSLOT ... MIGRATING|IMPORTING|STABLE|NODE`),
-//!   `CLUSTERX ...`, `READONLY`, `READWRITE`, `ASKING`.
+//!   `CLUSTERX ...`, `READONLY`, `READWRITE`, `ASKING`;
+//! - [`migration`]: Kvrocks' `CLUSTERX MIGRATE`, the source moving a slot by itself.
 //!
 //! A slot moves as in Redis Cluster: the keys go with `MIGRATE` ([`crate::cmd::migrate`])
-//! while both nodes serve, the source answering `-ASK` for the keys already gone.
-//! Not implemented: Kvrocks' `CLUSTERX MIGRATE` (the source streaming a slot by itself),
-//! failure detection and failover (the controller's job in Kvrocks' design too).
+//! while both nodes serve, the source answering `-ASK` for the keys already gone; the
+//! controller drives the steps, or asks the source to with `CLUSTERX MIGRATE`.
+//! Not implemented: failure detection and failover (the controller's job in Kvrocks'
+//! design too).
 
 pub mod cmd;
+pub mod migration;
 pub mod route;
 pub mod slot;
 pub mod state;

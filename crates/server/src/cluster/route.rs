@@ -10,7 +10,9 @@
 //! split; the destination runs a request on the slot only after `ASKING` (one command, or
 //! one transaction), `-TRYAGAIN` if it names several keys and some have not arrived, and
 //! sends any other to the owner (`-MOVED`). On the source the count and the command hold
-//! the migration lock shared ([`Admitted`]), so `MIGRATE` cannot take a key between them.
+//! the migration lock shared ([`Admitted`]), so `MIGRATE` cannot take a key between them;
+//! a request naming a key of a `MIGRATE` batch in flight waits for the batch's end, then
+//! is routed again.
 //!
 //! Inside `MULTI` each command is checked as it is queued (a refused one makes `EXEC`
 //! fail, as any refused command does), and `EXEC` checks the keys of all queued commands
@@ -115,6 +117,10 @@ fn route<'a>(
     let t = st.topology.as_ref().ok_or_else(down)?;
     let owner = t.owner(slot).ok_or_else(down)?;
     if owner.id == st.myid {
+        // All its keys left (`CLUSTERX MIGRATE`): the destination serves it already.
+        if let Some(dst) = st.migrated.get(&slot).and_then(|id| t.node(id)) {
+            return Err(Reply::Error(format!("MOVED {slot} {}", dst.addr())));
+        }
         return Ok(match st.migrating.get(&slot).and_then(|id| t.node(id)) {
             Some(dst) => Verdict::Migrating {
                 slot,
@@ -122,6 +128,11 @@ fn route<'a>(
             },
             None => Verdict::Here,
         });
+    }
+    // All its keys arrived (`CLUSTER IMPORT <slot> 1`): served here before the topology
+    // says so, as Kvrocks' destination does.
+    if st.imported.contains_key(&slot) {
+        return Ok(Verdict::Here);
     }
     if asking && st.importing.contains_key(&slot) {
         return Ok(Verdict::Importing);
@@ -137,8 +148,9 @@ fn route<'a>(
 }
 
 /// After a change of the state: clients blocked (`BLPOP` ...) on a key of a slot this
-/// node no longer serves get `-MOVED` to its owner (`-CLUSTERDOWN` if none), as Redis
-/// answers them; those of a slot it migrates stay blocked here, as there.
+/// node no longer serves get `-MOVED` to its owner (`-CLUSTERDOWN` if none), or to the
+/// destination of a slot whose keys all left by `CLUSTERX MIGRATE`, as Redis answers
+/// them; those of a slot it migrates stay blocked here, as there.
 pub fn redirect_blocked(sh: &Shared) {
     let Some(c) = &sh.cluster else {
         return;
@@ -149,9 +161,17 @@ pub fn redirect_blocked(sh: &Shared) {
     let st = c.read().clone();
     sh.blocked.refuse(|key| {
         let slot = key_slot(key);
-        match st.topology.as_ref().and_then(|t| t.owner(slot)) {
+        let t = st.topology.as_ref();
+        if let Some(dst) = st.migrated.get(&slot).and_then(|id| t?.node(id)) {
+            return Some(Reply::Error(format!("MOVED {slot} {}", dst.addr())));
+        }
+        match t.and_then(|t| t.owner(slot)) {
             None => Some(down()),
-            Some(n) if n.id != st.myid && !st.importing.contains_key(&slot) => {
+            Some(n)
+                if n.id != st.myid
+                    && !st.importing.contains_key(&slot)
+                    && !st.imported.contains_key(&slot) =>
+            {
                 Some(Reply::Error(format!("MOVED {slot} {}", n.addr())))
             }
             _ => None,
@@ -175,25 +195,27 @@ fn presence<'a>(
 ) -> Result<(usize, usize), Reply> {
     let mut seen = std::collections::HashSet::new();
     let (mut present, mut missing) = (0, 0);
-    for args in cmds {
-        let Some(spec) = table::find(&command_name(&args[0])) else {
-            continue;
-        };
-        if !spec.arity_ok(args.len()) || spec.name == "migrate" {
+    for k in request_keys(cmds) {
+        if !seen.insert(k) {
             continue;
         }
-        for k in keys(spec, args) {
-            if !seen.insert(k) {
-                continue;
-            }
-            if sh.store.read(0, k, false)?.is_some() {
-                present += 1;
-            } else {
-                missing += 1;
-            }
+        if sh.store.read(0, k, false)?.is_some() {
+            present += 1;
+        } else {
+            missing += 1;
         }
     }
     Ok((present, missing))
+}
+
+/// The keys a request names, by each command's key positions (repeats included; none of
+/// a command with the wrong arity, which fails by itself, nor of `MIGRATE`).
+fn request_keys<'a>(cmds: impl Iterator<Item = &'a [Bytes]>) -> impl Iterator<Item = &'a Bytes> {
+    cmds.filter_map(|args| {
+        let spec = table::find(&command_name(&args[0]))?;
+        (spec.arity_ok(args.len()) && spec.name != "migrate").then(|| keys(spec, args))
+    })
+    .flatten()
 }
 
 /// Whether the command `args` may run here as it is, outside a transaction and without
@@ -282,27 +304,45 @@ fn decide<'a, 'b, I: Iterator<Item = &'b [Bytes]>>(
     asking: bool,
     cmds: impl Fn() -> I,
 ) -> Result<Admitted<'a>, Reply> {
-    let (verdict, guard) = match route(&c.read(), readonly, asking, cmds())? {
-        Verdict::Here => return Ok(None),
-        Verdict::Importing => (Verdict::Importing, None),
-        Verdict::Migrating { .. } => {
-            // The guard first, then the state again: a MIGRATE or SETSLOT may have run
-            // in between.
-            let guard = c.command_on_moving_slot();
-            (route(&c.read(), readonly, asking, cmds())?, Some(guard))
+    loop {
+        // The state's read lock is released before the guard is taken (a temporary in
+        // the `match` would live through it): the slot-migration job takes the guard's
+        // lock before the state's ([`super::migration`]), and a read lock taken twice in
+        // one thread waits behind a queued writer.
+        let first = route(&c.read(), readonly, asking, cmds())?;
+        let (verdict, guard) = match first {
+            Verdict::Here => return Ok(None),
+            Verdict::Importing => (Verdict::Importing, None),
+            Verdict::Migrating { .. } => {
+                // The guard first, then the state again: a MIGRATE, SETSLOT or the job
+                // may have run in between.
+                let guard = c.command_on_moving_slot();
+                let again = route(&c.read(), readonly, asking, cmds())?;
+                (again, Some(guard))
+            }
+        };
+        if let Verdict::Migrating { slot, to } = verdict {
+            // A key of a MIGRATE batch in flight is here until the destination answers:
+            // the request waits for that (without the guard, so that the batches after
+            // can go), then looks again.
+            if c.departing(request_keys(cmds())) {
+                drop(guard);
+                c.wait_departed(&request_keys(cmds()).collect::<Vec<_>>());
+                continue;
+            }
+            return match presence(sh, cmds())? {
+                (_, 0) => Ok(guard),
+                (0, _) => Err(Reply::Error(format!("ASK {slot} {to}"))),
+                _ => Err(try_again()),
+            };
         }
-    };
-    match verdict {
-        Verdict::Here => Ok(None),
-        Verdict::Migrating { slot, to } => match presence(sh, cmds())? {
-            (_, 0) => Ok(guard),
-            (0, _) => Err(Reply::Error(format!("ASK {slot} {to}"))),
-            _ => Err(try_again()),
-        },
-        Verdict::Importing => match presence(sh, cmds())? {
-            (present, missing) if missing > 0 && present + missing > 1 => Err(try_again()),
+        return match verdict {
+            Verdict::Importing => match presence(sh, cmds())? {
+                (present, missing) if missing > 0 && present + missing > 1 => Err(try_again()),
+                _ => Ok(None),
+            },
             _ => Ok(None),
-        },
+        };
     }
 }
 
@@ -346,6 +386,8 @@ mod tests {
             topology: None,
             migrating: Default::default(),
             importing: Default::default(),
+            migrated: Default::default(),
+            imported: Default::default(),
         };
         let one = |st: &State, readonly, cmd: &[&str]| {
             let c = args(cmd);

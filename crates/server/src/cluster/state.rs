@@ -11,8 +11,9 @@
 use super::slot::parse_slot;
 use super::topology::{valid_id, Topology, ID_LEN};
 use anyhow::{bail, Context, Result};
-use parking_lot::RwLock;
-use std::collections::BTreeMap;
+use bytes::Bytes;
+use parking_lot::{Condvar, Mutex, RwLock};
+use std::collections::{BTreeMap, HashSet};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -31,6 +32,14 @@ pub struct State {
     pub migrating: BTreeMap<u16, String>,
     /// Slots being moved in: slot -> the source's id.
     pub importing: BTreeMap<u16, String>,
+    /// Slots of this node whose keys have all left for another master
+    /// (`CLUSTERX MIGRATE`'s success), slot -> the destination's id: their commands are
+    /// sent there (`-MOVED`) until the controller gives the slot to it.
+    pub migrated: BTreeMap<u16, String>,
+    /// Slots whose keys have all arrived from their owner (`CLUSTER IMPORT <slot> 1`, sent
+    /// by a `CLUSTERX MIGRATE` job), slot -> the source's id: served here to every
+    /// client until the controller gives the slot to this node.
+    pub imported: BTreeMap<u16, String>,
 }
 
 impl State {
@@ -39,6 +48,8 @@ impl State {
         for (what, m) in [
             ("migrating", &self.migrating),
             ("importing", &self.importing),
+            ("migrated", &self.migrated),
+            ("imported", &self.imported),
         ] {
             for (slot, id) in m {
                 s.push_str(&format!("{what} {slot} {id}\n"));
@@ -69,14 +80,17 @@ impl State {
             .parse()
             .context("version is not a number")?;
         let mut rest = lines.next().unwrap_or("");
-        let (mut migrating, mut importing) = (BTreeMap::new(), BTreeMap::new());
-        // `migrating|importing <slot> <id>` lines, then the topology (whose lines start
-        // with a node id).
+        let [mut migrating, mut importing, mut migrated, mut imported] =
+            std::array::from_fn(|_| BTreeMap::new());
+        // `migrating|importing|migrated|imported <slot> <id>` lines, then the topology
+        // (whose lines start with a node id).
         while let Some((line, tail)) = rest.split_once('\n') {
             let mut w = line.split(' ');
             let map = match w.next() {
                 Some("migrating") => &mut migrating,
                 Some("importing") => &mut importing,
+                Some("migrated") => &mut migrated,
+                Some("imported") => &mut imported,
                 _ => break,
             };
             let (Some(slot), Some(id), None) = (
@@ -103,30 +117,42 @@ impl State {
             topology,
             migrating,
             importing,
+            migrated,
+            imported,
         };
         st.drop_stale_moves();
         Ok(st)
     }
 
-    /// Forgets the moves the topology no longer allows: a slot migrates out only while
-    /// this node owns it, towards another master of the topology; it is imported only
-    /// while another node owns it, from a node of the topology. Run after every change.
+    /// Forgets the moves the topology no longer allows: a slot migrates out (or counts as
+    /// migrated) only while this node owns it, towards another master of the topology
+    /// (once the slot is given to its destination, it is routed as any other slot of
+    /// that node); it is imported only while another node owns it, from a node of the
+    /// topology, and counts as imported only while its source owns it. Run after every
+    /// change.
     pub fn drop_stale_moves(&mut self) {
         let Some(t) = &self.topology else {
             self.migrating.clear();
             self.importing.clear();
+            self.migrated.clear();
+            self.imported.clear();
             return;
         };
         let me = &self.myid;
         let owner = |slot: u16| t.owner(slot).map(|n| n.id.as_str());
-        self.migrating.retain(|&slot, dst| {
+        let moving_out = |slot: u16, dst: &String| {
             owner(slot) == Some(me.as_str())
                 && dst != me
                 && t.node(dst).is_some_and(|n| n.master.is_none())
-        });
+        };
+        self.migrating.retain(|&slot, dst| moving_out(slot, dst));
+        self.migrated.retain(|&slot, dst| moving_out(slot, dst));
         self.importing.retain(|&slot, src| {
             owner(slot) != Some(me.as_str()) && src != me && t.node(src).is_some()
         });
+        // Served here only while the topology still gives the slot to the source.
+        self.imported
+            .retain(|&slot, src| owner(slot) == Some(src.as_str()) && src != me);
     }
 
     /// This node in the topology, if the topology names it.
@@ -141,8 +167,33 @@ pub struct Cluster {
     state: RwLock<State>,
     /// Held shared by a command on a slot this node migrates, from its routing check (which
     /// looks at which of its keys are still here) to its end, and exclusively by `MIGRATE`
-    /// while it moves keys: a key never leaves while a command that found it here runs.
+    /// while it picks the keys it moves and marks them `departing`: a key never leaves
+    /// while a command that found it here runs.
     moving: RwLock<()>,
+    /// Keys of `MIGRATE` batches in flight (sent, not yet acknowledged and deleted): a
+    /// command on one waits for `departed` rather than run on a key about to leave; the
+    /// other keys of the slot are served meanwhile.
+    departing: Mutex<HashSet<Vec<u8>>>,
+    departed: Condvar,
+    /// The last `CLUSTERX MIGRATE` job ([`super::migration`]), kept in memory only.
+    pub jobs: super::migration::Jobs,
+}
+
+/// Keys marked leaving by [`Cluster::depart`]: dropped once they are deleted here (or
+/// stay, refused by the destination), which wakes the commands waiting on them.
+pub struct Departing<'a> {
+    c: &'a Cluster,
+    keys: Vec<Vec<u8>>,
+}
+
+impl Drop for Departing<'_> {
+    fn drop(&mut self) {
+        let mut d = self.c.departing.lock();
+        for k in &self.keys {
+            d.remove(k);
+        }
+        self.c.departed.notify_all();
+    }
 }
 
 /// A new random node id, as Redis gives a node on its first start.
@@ -168,6 +219,8 @@ impl Cluster {
                     topology: None,
                     migrating: BTreeMap::new(),
                     importing: BTreeMap::new(),
+                    migrated: BTreeMap::new(),
+                    imported: BTreeMap::new(),
                 };
                 save(&path, &s)?;
                 s
@@ -178,6 +231,9 @@ impl Cluster {
             path,
             state: RwLock::new(state),
             moving: RwLock::new(()),
+            departing: Default::default(),
+            departed: Condvar::new(),
+            jobs: Default::default(),
         })
     }
 
@@ -186,9 +242,30 @@ impl Cluster {
         self.moving.read()
     }
 
-    /// What `MIGRATE` holds while it moves keys.
+    /// What `MIGRATE` holds while it picks the keys it moves.
     pub fn migration(&self) -> parking_lot::RwLockWriteGuard<'_, ()> {
         self.moving.write()
+    }
+
+    /// Marks `keys` as leaving (the caller holds [`Cluster::migration`] and the keys'
+    /// locks) until the returned guard is dropped.
+    pub fn depart(&self, keys: Vec<Vec<u8>>) -> Departing<'_> {
+        self.departing.lock().extend(keys.iter().cloned());
+        Departing { c: self, keys }
+    }
+
+    /// Whether one of `keys` is leaving.
+    pub fn departing<'a>(&self, mut keys: impl Iterator<Item = &'a Bytes>) -> bool {
+        let d = self.departing.lock();
+        !d.is_empty() && keys.any(|k| d.contains(&k[..]))
+    }
+
+    /// Waits until none of `keys` is leaving.
+    pub fn wait_departed(&self, keys: &[&Bytes]) {
+        let mut d = self.departing.lock();
+        while keys.iter().any(|k| d.contains(&k[..])) {
+            self.departed.wait(&mut d);
+        }
     }
 
     /// The current state (a read lock: hold it briefly).
@@ -261,11 +338,15 @@ mod tests {
             // this node does not own, a slot it owns "imported", an unknown node.
             s.migrating = moves(&[(5, &b), (300, &b), (6, &"c".repeat(40))]);
             s.importing = moves(&[(300, &b), (7, &b)]);
+            s.migrated = moves(&[(200, &b), (300, &b)]);
+            s.imported = moves(&[(300, &b), (301, &b), (302, &id)]);
             Ok(())
         })
         .unwrap();
         assert_eq!(c.read().migrating, moves(&[(5, &b)]));
         assert_eq!(c.read().importing, moves(&[(300, &b)]));
+        assert_eq!(c.read().migrated, moves(&[(200, &b)]));
+        assert_eq!(c.read().imported, moves(&[(300, &b)]));
         // A refused change leaves memory and disk as they were.
         let refused = c.update(|s| -> Result<()> {
             s.version = 8;
@@ -282,6 +363,8 @@ mod tests {
                 topology: Some(t),
                 migrating: moves(&[(5, &b)]),
                 importing: moves(&[(300, &b)]),
+                migrated: moves(&[(200, &b)]),
+                imported: moves(&[(300, &b)]),
             }
         );
         assert!(!d.path().join("CLUSTER-NODES.tmp").exists());

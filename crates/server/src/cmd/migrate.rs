@@ -5,17 +5,20 @@
 //!
 //! `MIGRATE` is atomic per key, as in Redis: it holds its keys' locks (exclusively) from
 //! the moment it reads them until it has deleted the ones the target acknowledged, so no
-//! write to them can fall between the copy and the delete; in cluster mode it also holds
-//! the cluster's migration lock, which every command on a migrating slot holds shared
-//! from its routing check to its end ([`crate::cluster::route::admit`]), so a key never
-//! leaves while a command that found it here runs. The target writes each key with one
-//! engine batch: a reader there sees all of a collection or none of it.
+//! write to them can fall between the copy and the delete. In cluster mode it picks its
+//! keys under the cluster's migration lock, which every command on a migrating slot holds
+//! shared from its routing check to its end ([`crate::cluster::route::admit`]), and marks
+//! them leaving before it releases it, so a key never leaves while a command that found
+//! it here runs; during the round trip the slot's other keys are served, and a command on
+//! a key in flight waits for its end. The target writes each key with one engine batch:
+//! a reader there sees all of a collection or none of it.
 
 use super::{eq, int, syntax, CmdResult, Ctx, MAX_STRING};
 use crate::dump;
 use crate::protocol::Reply;
 use crate::record;
 use crate::repl::wire;
+use crate::server::Shared;
 use crate::store::Batch;
 use bytes::Bytes;
 use std::io::{BufRead, BufReader, BufWriter, Write};
@@ -27,15 +30,15 @@ const MAX_REPLY_LINE: u64 = 64 << 10;
 
 /// The largest payload this server builds or takes: the request size limit
 /// (`proto-max-bulk-len`), so that a payload built here is one the target can receive.
-fn max_payload(cx: &Ctx) -> usize {
-    cx.sh.settings.max_request_bytes().min(MAX_STRING as usize)
+fn max_payload(sh: &Shared) -> usize {
+    sh.settings.max_request_bytes().min(MAX_STRING as usize)
 }
 
 /// `DUMP key`: the key's payload, nil if it does not exist.
 pub fn dump_cmd(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     let _g = cx.lock(&a[..1]);
     Ok(
-        match dump::dump(&cx.sh.store, cx.db(), &a[0], max_payload(cx))? {
+        match dump::dump(&cx.sh.store, cx.db(), &a[0], max_payload(cx.sh))? {
             Some((p, _)) => Reply::Bulk(p.into()),
             None => Reply::Nil,
         },
@@ -150,101 +153,215 @@ pub fn migrate(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     }
     // Lock order: the cluster's migration lock, the exec lock, the keys (as commands on
     // a migrating slot take them; MIGRATE is run without the exec lock for this).
-    let _moving = cx.sh.cluster.as_ref().map(|c| c.migration());
+    let moving = cx.sh.cluster.as_ref().map(|c| c.migration());
     let _cmd = cx.sh.store.command_lock();
-    let _keys = cx.lock(keys);
-    let db = cx.db();
-    let (mut here, mut seen) = (Vec::new(), std::collections::HashSet::new());
-    for k in keys {
-        if seen.insert(k) && cx.meta(k)?.is_some() {
-            here.push(k);
-        }
-    }
-    if here.is_empty() {
-        return Ok(Reply::Simple("NOKEY"));
-    }
-    fn io(what: &'static str) -> impl Fn(std::io::Error) -> Reply {
-        move |_| Reply::Error(format!("IOERR error or timeout {what} target instance"))
-    }
-    let t = Duration::from_millis(timeout);
-    let addr = (host, port)
-        .to_socket_addrs()
-        .ok()
-        .and_then(|mut a| a.next())
-        .ok_or_else(|| Reply::Error("IOERR error or timeout connecting to the client".into()))?;
-    let conn = TcpStream::connect_timeout(&addr, t)
-        .map_err(|_| Reply::Error("IOERR error or timeout connecting to the client".into()))?;
-    conn.set_read_timeout(Some(t)).map_err(io("reading from"))?;
-    conn.set_write_timeout(Some(t)).map_err(io("writing to"))?;
-    let mut wr = BufWriter::new(conn.try_clone().map_err(io("writing to"))?);
-    let mut rd = BufReader::new(conn);
-    let mut sent = 0;
+    let mut prelude: Vec<Vec<&[u8]>> = Vec::new();
     if !auth.is_empty() {
         let mut cmd: Vec<&[u8]> = vec![b"AUTH"];
         cmd.extend(auth.iter().map(|x| &x[..]));
-        wr.write_all(&wire::command(&cmd))
-            .map_err(io("writing to"))?;
-        sent += 1;
+        prelude.push(cmd);
     }
     let db_text = target_db.to_string();
-    wr.write_all(&wire::command(&[b"SELECT", db_text.as_bytes()]))
-        .map_err(io("writing to"))?;
-    sent += 1;
-    let max = max_payload(cx);
-    for k in &here {
-        // Read under the keys' locks: exists (checked above), whole.
-        let (payload, exp) = dump::dump(&cx.sh.store, db, k, max)?.ok_or_else(|| {
-            Reply::err("a key to migrate vanished under its lock (this is a bug)")
-        })?;
-        let ttl = exp.unwrap_or(0).to_string();
-        let mut cmd: Vec<&[u8]> = vec![b"RESTORE-ASKING", k, ttl.as_bytes(), &payload, b"ABSTTL"];
-        if replace {
-            cmd.push(b"REPLACE");
+    prelude.push(vec![b"SELECT", db_text.as_bytes()]);
+    let mut target = Target::new(host, port, Duration::from_millis(timeout), &prelude);
+    move_keys(cx.sh, cx.db(), &mut target, keys, copy, replace, moving)
+}
+
+/// A client connection to the server keys move to, opened at its first use: `MIGRATE`
+/// makes one per call, the slot-migration job ([`crate::cluster::migration`]) one per
+/// job. Commands of the prelude (`AUTH`, `SELECT`) go first on the connection, their
+/// replies read with the first reply awaited. After an error the connection is closed
+/// (what was in flight is unknown) and the next use opens another.
+pub struct Target {
+    host: String,
+    port: u16,
+    timeout: Duration,
+    prelude: Vec<Vec<u8>>,
+    conn: Option<Conn>,
+}
+
+struct Conn {
+    wr: BufWriter<TcpStream>,
+    rd: BufReader<TcpStream>,
+    /// Replies of the prelude not read yet.
+    prelude_replies: usize,
+}
+
+fn io_error(what: &'static str) -> impl Fn(std::io::Error) -> Reply {
+    move |_| Reply::Error(format!("IOERR error or timeout {what} target instance"))
+}
+
+fn target_error(line: &[u8]) -> Reply {
+    Reply::err(format!(
+        "Target instance replied with error: {}",
+        String::from_utf8_lossy(&line[1..])
+    ))
+}
+
+impl Target {
+    /// `timeout` bounds the connection and each read and write.
+    pub fn new(host: &str, port: u16, timeout: Duration, prelude: &[Vec<&[u8]>]) -> Target {
+        Target {
+            host: host.to_string(),
+            port,
+            timeout,
+            prelude: prelude.iter().map(|c| wire::command(c)).collect(),
+            conn: None,
         }
-        wr.write_all(&wire::command(&cmd))
-            .map_err(io("writing to"))?;
     }
-    wr.flush().map_err(io("writing to"))?;
-    let mut line = Vec::new();
-    let mut read_reply = |line: &mut Vec<u8>| -> Result<(), Reply> {
-        line.clear();
-        std::io::Read::take(&mut rd, MAX_REPLY_LINE)
-            .read_until(b'\n', line)
-            .map_err(io("reading from"))?;
+
+    fn conn(&mut self) -> Result<&mut Conn, Reply> {
+        if self.conn.is_none() {
+            let refused = || Reply::Error("IOERR error or timeout connecting to the client".into());
+            let addr = (self.host.as_str(), self.port)
+                .to_socket_addrs()
+                .ok()
+                .and_then(|mut a| a.next())
+                .ok_or_else(refused)?;
+            let conn = TcpStream::connect_timeout(&addr, self.timeout).map_err(|_| refused())?;
+            conn.set_read_timeout(Some(self.timeout))
+                .map_err(io_error("reading from"))?;
+            conn.set_write_timeout(Some(self.timeout))
+                .map_err(io_error("writing to"))?;
+            let mut wr = BufWriter::new(conn.try_clone().map_err(io_error("writing to"))?);
+            for cmd in &self.prelude {
+                wr.write_all(cmd).map_err(io_error("writing to"))?;
+            }
+            self.conn = Some(Conn {
+                wr,
+                rd: BufReader::new(conn),
+                prelude_replies: self.prelude.len(),
+            });
+        }
+        Ok(self.conn.as_mut().expect("connected above"))
+    }
+
+    /// Runs `f` on the connection; an error closes it.
+    fn with<T>(&mut self, f: impl FnOnce(&mut Conn) -> Result<T, Reply>) -> Result<T, Reply> {
+        let r = self.conn().and_then(f);
+        if r.is_err() {
+            self.conn = None;
+        }
+        r
+    }
+
+    /// Sends one command and reads its reply line: `Ok` with the line (a `+`/`:` reply),
+    /// `Err` for an error reply (`ERR Target instance replied with error: ...`) or when
+    /// the target cannot be reached (`IOERR ...`).
+    pub fn call(&mut self, cmd: &[&[u8]]) -> Result<Vec<u8>, Reply> {
+        self.with(|c| {
+            c.wr.write_all(&wire::command(cmd))
+                .map_err(io_error("writing to"))?;
+            c.wr.flush().map_err(io_error("writing to"))?;
+            c.prelude_done()?;
+            let line = c.reply()?;
+            match line.first() {
+                Some(b'-') => Err(target_error(&line)),
+                _ => Ok(line),
+            }
+        })
+    }
+}
+
+impl Conn {
+    /// One reply line, without its CRLF: the target's replies here are `+OK`, an
+    /// integer or an error line.
+    fn reply(&mut self) -> Result<Vec<u8>, Reply> {
+        let mut line = Vec::new();
+        std::io::Read::take(&mut self.rd, MAX_REPLY_LINE)
+            .read_until(b'\n', &mut line)
+            .map_err(io_error("reading from"))?;
         if !line.ends_with(b"\r\n") {
             return Err(Reply::Error(
                 "IOERR error or timeout reading from target instance".into(),
             ));
         }
         line.truncate(line.len() - 2);
+        Ok(line)
+    }
+
+    /// Reads the prelude's replies if not read yet: an error among them fails the use.
+    fn prelude_done(&mut self) -> Result<(), Reply> {
+        while self.prelude_replies > 0 {
+            let line = self.reply()?;
+            if line.first() == Some(&b'-') {
+                return Err(target_error(&line));
+            }
+            self.prelude_replies -= 1;
+        }
         Ok(())
-    };
-    let target_error = |line: &[u8]| {
-        Reply::err(format!(
-            "Target instance replied with error: {}",
-            String::from_utf8_lossy(&line[1..])
-        ))
-    };
-    for _ in 0..sent {
-        read_reply(&mut line)?;
-        if line.first() == Some(&b'-') {
-            return Err(target_error(&line));
+    }
+}
+
+/// `MIGRATE`'s transfer (the caller holds the exec lock, and in cluster mode the
+/// cluster's migration lock, `moving`, taken before it): locks `keys`, sends those that
+/// exist here to `target` with `RESTORE-ASKING` (absolute expiry), then deletes those it
+/// acknowledged (unless `copy`). `+NOKEY` if none exists. One payload is held at a time,
+/// each bounded by [`max_payload`]; the keys' count is the caller's (a request's, or a
+/// job's batch).
+///
+/// The migration lock is released once the keys are picked and marked leaving
+/// ([`crate::cluster::Cluster::depart`]): during the round trip, commands on the slot's
+/// other keys run, and those on a key in flight wait for its end.
+pub fn move_keys(
+    sh: &Shared,
+    db: u8,
+    target: &mut Target,
+    keys: &[Bytes],
+    copy: bool,
+    replace: bool,
+    moving: Option<parking_lot::RwLockWriteGuard<'_, ()>>,
+) -> CmdResult {
+    let _keys = sh.store.lock(db, keys);
+    let (mut here, mut seen) = (Vec::new(), std::collections::HashSet::new());
+    for k in keys {
+        if seen.insert(k) && sh.store.read(db, k, false)?.is_some() {
+            here.push(k);
         }
     }
-    let mut b = Batch::new();
-    let mut first_error = None;
-    for k in &here {
-        read_reply(&mut line)?;
-        if line.first() == Some(&b'-') {
-            first_error.get_or_insert_with(|| target_error(&line));
-        } else if !copy {
-            b.del_meta(db, k);
-        }
+    if here.is_empty() {
+        return Ok(Reply::Simple("NOKEY"));
     }
-    // Synced whatever appendfsync says: a source that came back after a crash with a
-    // moved key (the delete lost) would serve that old copy, and a later MIGRATE ...
-    // REPLACE would put it over the newer writes the destination took meanwhile.
-    cx.sh.store.write(b, true)?;
+    // Dropped after the deletes (declared before them), before the keys' locks.
+    let _leaving = match (&sh.cluster, &moving) {
+        (Some(c), Some(_)) if !copy => Some(c.depart(here.iter().map(|k| k.to_vec()).collect())),
+        _ => None,
+    };
+    drop(moving);
+    let max = max_payload(sh);
+    let first_error = target.with(|c| {
+        for k in &here {
+            // Read under the keys' locks: exists (checked above), whole.
+            let (payload, exp) = dump::dump(&sh.store, db, k, max)?.ok_or_else(|| {
+                Reply::err("a key to migrate vanished under its lock (this is a bug)")
+            })?;
+            let ttl = exp.unwrap_or(0).to_string();
+            let mut cmd: Vec<&[u8]> =
+                vec![b"RESTORE-ASKING", k, ttl.as_bytes(), &payload, b"ABSTTL"];
+            if replace {
+                cmd.push(b"REPLACE");
+            }
+            c.wr.write_all(&wire::command(&cmd))
+                .map_err(io_error("writing to"))?;
+        }
+        c.wr.flush().map_err(io_error("writing to"))?;
+        c.prelude_done()?;
+        let mut b = Batch::new();
+        let mut first_error = None;
+        for k in &here {
+            let line = c.reply()?;
+            if line.first() == Some(&b'-') {
+                first_error.get_or_insert_with(|| target_error(&line));
+            } else if !copy {
+                b.del_meta(db, k);
+            }
+        }
+        // Synced whatever appendfsync says: a source that came back after a crash with a
+        // moved key (the delete lost) would serve that old copy, and a later MIGRATE ...
+        // REPLACE would put it over the newer writes the destination took meanwhile.
+        sh.store.write(b, true)?;
+        Ok(first_error)
+    })?;
     match first_error {
         Some(e) => Err(e),
         None => Ok(Reply::ok()),

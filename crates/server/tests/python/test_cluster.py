@@ -1,7 +1,8 @@
 """Cluster mode with a real cluster client: three `halflife serve --cluster-enabled`
 processes, a topology pushed to each as a controller would, and redis-py's RedisCluster
 routing 200 keys across them by the slots it reads from CLUSTER SLOTS, and following
-the -ASK redirections of a slot being moved while it writes."""
+the -ASK and -MOVED redirections of a slot being moved while it writes (by Redis's
+commands, or by the source itself with Kvrocks' CLUSTERX MIGRATE)."""
 
 import threading
 import time
@@ -162,6 +163,96 @@ def test_slot_moves_while_redis_cluster_writes(cluster):
     assert dst.zrange(f"{tag}z", 0, -1, withscores=True) == [("b", -2.0), ("a", 1.5)]
     assert 0 < dst.pttl(f"{tag}ttl") <= 1_000_000
     # redis-py shows MOVED as its arguments only.
+    moved = rf"{slot} 127\.0\.0\.1:{cluster[dst_i].port}"
+    with pytest.raises(redis.exceptions.ResponseError, match=moved):
+        src.get(f"{tag}s:1")
+    src.close()
+    dst.close()
+
+
+def migration_state(c):
+    """CLUSTER INFO's migration lines (Kvrocks': `migrating_state: success`)."""
+    text = redis.utils.str_if_bytes
+    info = c.execute_command("CLUSTER", "INFO")
+    if isinstance(info, (bytes, str)):
+        info = dict(line.split(":", 1) for line in text(info).splitlines() if line)
+    info = {text(k).strip(): text(v).strip() for k, v in info.items()}
+    return info.get("migrating_slot"), info.get("destination_node"), info.get("migrating_state")
+
+
+def test_clusterx_migrate_while_redis_cluster_writes(cluster):
+    """Kvrocks' controller protocol: CLUSTERX MIGRATE to the source, CLUSTER INFO polled
+    until `migrating_state: success`, CLUSTERX SETSLOT ... NODE to every node, while a
+    RedisCluster client writes to the slot: every write it saw acknowledged is on the
+    new owner afterwards, with what was there before."""
+    tag = "{cx}"
+    slot = key_slot(tag.encode())
+    src_i = next(i for i, (a, b) in enumerate(RANGES) if a <= slot <= b)
+    dst_i = (src_i + 1) % 3
+    src, dst = cluster[src_i].client(), cluster[dst_i].client(decode_responses=True)
+    startup = [ClusterNode("127.0.0.1", cluster[0].port)]
+    rc = RedisCluster(startup_nodes=startup, decode_responses=True)
+    for j in range(0, 2000, 500):
+        rc.mset({f"{tag}s:{i}": i for i in range(j, j + 500)})
+    rc.rpush(f"{tag}l", *[f"e{i}" for i in range(20)])
+    rc.hset(f"{tag}h", mapping={f"f{i}": i for i in range(20)})
+    rc.close()
+
+    acked, failed, stop = [], [], threading.Event()
+
+    def writer():
+        wc = RedisCluster(startup_nodes=startup, decode_responses=True)
+        i = 0
+        try:
+            while not stop.is_set():
+                wc.set(f"{tag}w:{i}", i)
+                wc.rpush(f"{tag}l", f"w{i}")
+                wc.hset(f"{tag}h", f"w{i}", i)
+                acked.append(i)
+                i += 1
+        except Exception as e:  # reported by the main thread
+            failed.append(e)
+        finally:
+            wc.close()
+
+    def progress(n):
+        """Waits for `n` more acknowledged rounds (the deadline only guards a hang)."""
+        want, deadline = len(acked) + n, time.monotonic() + 60
+        while len(acked) < want:
+            assert not failed, failed
+            assert time.monotonic() < deadline, "the writer is stuck"
+            time.sleep(0.001)
+
+    t = threading.Thread(target=writer)
+    t.start()
+    try:
+        progress(3)
+        assert src.execute_command("CLUSTERX", "MIGRATE", slot, IDS[dst_i]) == b"OK"
+        deadline = time.monotonic() + 60
+        while (state := migration_state(src)) != (str(slot), IDS[dst_i], "success"):
+            assert not failed, failed
+            assert state == (str(slot), IDS[dst_i], "start"), state
+            assert time.monotonic() < deadline, "the migration does not end"
+            time.sleep(0.002)
+        progress(3)
+        for i in (dst_i, src_i, 3 - src_i - dst_i):
+            c = cluster[i].client()
+            assert c.execute_command("CLUSTERX", "SETSLOT", slot, "NODE", IDS[dst_i], 2)
+            c.close()
+        progress(3)
+    finally:
+        stop.set()
+        t.join()
+    assert not failed, failed
+    n = len(acked)
+    assert acked == list(range(n))
+    assert src.execute_command("CLUSTER", "COUNTKEYSINSLOT", slot) == 0
+    assert dst.execute_command("CLUSTER", "COUNTKEYSINSLOT", slot) == 2000 + 2 + n
+    assert [dst.get(f"{tag}s:{i}") for i in range(2000)] == [str(i) for i in range(2000)]
+    assert [dst.get(f"{tag}w:{i}") for i in range(n)] == [str(i) for i in range(n)]
+    assert dst.lrange(f"{tag}l", 0, -1) == [f"e{i}" for i in range(20)] + [f"w{i}" for i in range(n)]
+    h = dst.hgetall(f"{tag}h")
+    assert h == {**{f"f{i}": str(i) for i in range(20)}, **{f"w{i}": str(i) for i in range(n)}}
     moved = rf"{slot} 127\.0\.0\.1:{cluster[dst_i].port}"
     with pytest.raises(redis.exceptions.ResponseError, match=moved):
         src.get(f"{tag}s:1")
