@@ -11,8 +11,11 @@
 //! (`KEYS`, `SMEMBERS`, `ZRANGEBYSCORE`, `DEL` of many keys...), anything that waits
 //! (`WAIT`, blocking pops, `EXEC`, which waits for the exec lock), and every write under
 //! `appendfsync always`, whose WAL sync would hold a network thread for a disk flush.
-//! In cluster mode every batch goes to the pool: a command there may wait for a slot's
-//! migration (`MIGRATE` holds it while it talks to the other node).
+//! In cluster mode the same holds while no slot is being moved to or from the node; while
+//! one is, every batch goes to the pool, as a command on a key of a `MIGRATE` batch in
+//! flight waits for the other node's answer. A move that starts just after the check
+//! makes such a command wait on its network thread for one batch's round trip, as a
+//! `MIGRATE` outside cluster mode makes a command on its keys wait for their locks.
 //!
 //! The engine may still block such a command (a table block read from disk, a write
 //! stall); it then holds one network thread for that while, as it would hold Redis's.
@@ -49,7 +52,7 @@ const MAX_NAME: usize = 16;
 /// Whether `batch` may run on the connection's task (see the module's doc).
 pub fn runs_inline(sh: &Shared, batch: &[Vec<Bytes>]) -> bool {
     sh.settings.appendfsync() != AppendFsync::Always
-        && sh.cluster.is_none()
+        && sh.cluster.as_ref().is_none_or(|c| !c.moving_slots())
         && batch.iter().all(|c| is_cheap(c))
 }
 

@@ -268,6 +268,13 @@ impl Cluster {
         }
     }
 
+    /// Whether a slot is being moved to or from this node (a command on it may then wait
+    /// for a `MIGRATE` batch in flight).
+    pub fn moving_slots(&self) -> bool {
+        let s = self.state.read();
+        !s.migrating.is_empty() || !s.importing.is_empty()
+    }
+
     /// The current state (a read lock: hold it briefly).
     pub fn read(&self) -> parking_lot::RwLockReadGuard<'_, State> {
         self.state.read()
