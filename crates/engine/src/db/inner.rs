@@ -37,6 +37,13 @@ pub(crate) struct State {
     pub busy_blobs: HashSet<u64>,
     /// Live snapshots: sequence number -> count.
     pub snapshots: BTreeMap<SeqNo, usize>,
+    /// Value files an edit deleted while snapshots were live, each with the sequence
+    /// number visible at its deletion (Titan's obsolete sequence): a snapshot older than
+    /// that may still read records in it that no GC copied (write-back GC judges records
+    /// by the newest version only), and the file need not be among those the snapshot
+    /// pinned when it was taken (a later flush or the value log's open file made it).
+    /// Held until no snapshot older than the deletion is left ([`Inner::release_kept`]).
+    pub kept_for_snapshots: Vec<(SeqNo, Arc<crate::vlog::BlobFile>)>,
     pub bg_error: Option<String>,
     pub flushing: bool,
     pub running_compactions: usize,
@@ -224,9 +231,49 @@ impl Inner {
         edit: crate::version::VersionEdit,
         maps: Vec<Arc<crate::vlog::IndexMap>>,
     ) -> Result<()> {
+        let kept: Vec<_> = if st.snapshots.is_empty() {
+            Vec::new()
+        } else {
+            let v = st.versions.current();
+            edit.deleted_blobs
+                .iter()
+                .filter_map(|n| v.blobs.get(n).cloned())
+                .collect()
+        };
         let r = st.versions.log_and_apply_with_maps(edit, maps);
+        if r.is_ok() && !kept.is_empty() {
+            let at = self.visible_seq.load(Ordering::Acquire);
+            st.kept_for_snapshots
+                .extend(kept.into_iter().map(|f| (at, f)));
+        }
         self.publish(st);
         r
+    }
+
+    /// The value files kept for snapshots that no live snapshot needs any more (none is
+    /// older than their deletion), taken out of the state for the caller to drop once it
+    /// has let go of the state lock (dropping the last reference deletes a file).
+    pub fn release_kept(&self, st: &mut State) -> Vec<Arc<crate::vlog::BlobFile>> {
+        let oldest = st.snapshots.keys().next().copied();
+        let mut released = Vec::new();
+        st.kept_for_snapshots.retain(|(at, f)| {
+            let needed = oldest.is_some_and(|o| o < *at);
+            if !needed {
+                released.push(f.clone());
+            }
+            needed
+        });
+        released
+    }
+
+    /// A value file kept for snapshots ([`State::kept_for_snapshots`]), by number.
+    pub fn kept_for_snapshot(&self, number: u64) -> Option<Arc<crate::vlog::BlobFile>> {
+        self.state
+            .lock()
+            .kept_for_snapshots
+            .iter()
+            .find(|(_, f)| f.number == number)
+            .map(|(_, f)| f.clone())
     }
 
     /// What the value log's write path needs of the engine ([`value_wal`]).

@@ -63,7 +63,8 @@ pub(crate) fn read_pointer(
 }
 
 /// Where the value `ptr` names is: in its file if live, else where the index maps moved
-/// it, else in a value file a snapshot pinned.
+/// it, else (for a snapshot's read) in a value file the snapshot pinned or one kept for
+/// snapshots.
 pub(crate) fn locate(
     inner: &Inner,
     version: &Version,
@@ -75,13 +76,20 @@ pub(crate) fn locate(
             return Ok((f.clone(), r));
         }
     }
-    let file = pinned.and_then(|p| p.get(&ptr.file)).ok_or_else(|| {
+    let file = match pinned {
+        Some(p) => p
+            .get(&ptr.file)
+            .cloned()
+            .or_else(|| inner.kept_for_snapshot(ptr.file)),
+        None => None,
+    }
+    .ok_or_else(|| {
         Error::corruption(
             &inner.dir,
             format!("value pointer to value file {} which is not live", ptr.file),
         )
     })?;
-    Ok((file.clone(), *ptr))
+    Ok((file, *ptr))
 }
 
 /// Whether the tree, as `view` sees it at `seq`, still points at the value record `ptr`

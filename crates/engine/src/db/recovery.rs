@@ -352,6 +352,7 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
         busy_tables: HashSet::new(),
         busy_blobs: HashSet::new(),
         snapshots: BTreeMap::new(),
+        kept_for_snapshots: Vec::new(),
         bg_error: None,
         flushing: false,
         running_compactions: 0,

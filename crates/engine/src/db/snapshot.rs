@@ -1,6 +1,8 @@
 //! Snapshots: a sequence number registered with the database so that compaction keeps the
 //! versions it can see, plus a pin on the value files live when it was taken (a GC that
-//! writes back pointers would otherwise release files the snapshot's older pointers need).
+//! writes back pointers would otherwise release files the snapshot's older pointers need);
+//! value files that appear later and are collected while it lives are kept for it by
+//! [`super::inner::State::kept_for_snapshots`].
 
 use super::inner::Inner;
 use crate::types::SeqNo;
@@ -39,13 +41,18 @@ impl Snapshot {
 impl Drop for Snapshot {
     fn drop(&mut self) {
         if let Some(inner) = self.inner.upgrade() {
-            let mut st = inner.state.lock();
-            if let Some(n) = st.snapshots.get_mut(&self.seq) {
-                *n -= 1;
-                if *n == 0 {
-                    st.snapshots.remove(&self.seq);
+            let released = {
+                let mut st = inner.state.lock();
+                if let Some(n) = st.snapshots.get_mut(&self.seq) {
+                    *n -= 1;
+                    if *n == 0 {
+                        st.snapshots.remove(&self.seq);
+                    }
                 }
-            }
+                inner.release_kept(&mut st)
+            };
+            // Deleted here, outside the state lock, if nothing else holds them.
+            drop(released);
         }
     }
 }
