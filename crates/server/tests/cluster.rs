@@ -41,6 +41,17 @@ impl Cluster {
         Client::connect(self.nodes[i].addr)
     }
 
+    /// The slot of the keys `{t}...` the move tests use, as node 0 computes it.
+    fn tag_slot(&self) -> u16 {
+        tag_of(&mut self.client(0), "x")
+    }
+
+    fn stop(self) {
+        for n in self.nodes {
+            n.stop();
+        }
+    }
+
     fn owner(slot: u16) -> usize {
         RANGES
             .iter()
@@ -247,9 +258,7 @@ fn keys_are_served_by_their_owner_and_moved_elsewhere() {
         "ERR Invalid slot"
     ));
     drop(cs);
-    for n in cl.nodes {
-        n.stop();
-    }
+    cl.stop();
 }
 
 #[test]
@@ -283,9 +292,7 @@ fn transactions_route_as_one_request() {
         F::Array(vec![simple("OK"), F::Integer(2)])
     );
     drop(c);
-    for n in cl.nodes {
-        n.stop();
-    }
+    cl.stop();
 }
 
 /// CLUSTER NODES parsed back: (id, addr, flags, master, slot ranges).
@@ -371,9 +378,7 @@ fn cluster_replies_have_redis_formats() {
     assert_eq!(c.cmd(&["READONLY"]), simple("OK"));
     assert_eq!(c.cmd(&["READWRITE"]), simple("OK"));
     drop(c);
-    for n in cl.nodes {
-        n.stop();
-    }
+    cl.stop();
 }
 
 #[test]
@@ -471,9 +476,7 @@ fn versions_setslot_and_bad_topologies() {
     assert_eq!(c.cmd(&["CLUSTERX", "VERSION"]), F::Integer(4));
     assert_eq!(c.cmd(&["GET", "bar"]), F::Null);
     drop(c);
-    for n in cl.nodes {
-        n.stop();
-    }
+    cl.stop();
 }
 
 #[test]
@@ -966,9 +969,7 @@ fn a_slot_moves_while_a_client_writes() {
     assert!((1..=1_000_000).contains(&pttl), "{pttl}");
     assert_eq!(dst.cmd(&["PTTL", "{t}s:3"]), F::Integer(-1));
     drop((src, dst));
-    for n in cl.nodes {
-        n.stop();
-    }
+    cl.stop();
 }
 
 fn text_ask(slot: u16, port: u16) -> F {
@@ -1008,9 +1009,7 @@ fn blocked_clients_follow_their_slot() {
     );
     wait_blocked(&mut src, "0");
     drop((blocked, src));
-    for n in cl.nodes {
-        n.stop();
-    }
+    cl.stop();
 }
 
 /// Waits (as a controller polls `CLUSTER INFO`) until the source's `CLUSTERX MIGRATE` of
@@ -1087,9 +1086,7 @@ fn check_filled(c: &mut Client, n: usize, fields: i64) {
 fn clusterx_migrate_moves_a_slot() {
     let cl = three();
     let ports = cl.ports();
-    let mut c = cl.client(0);
-    let sl = tag_of(&mut c, "x");
-    drop(c);
+    let sl = cl.tag_slot();
     let (src, dst) = (Cluster::owner(sl), (Cluster::owner(sl) + 1) % 3);
     let other = 3 - src - dst;
     let s = sl.to_string();
@@ -1186,9 +1183,7 @@ fn clusterx_migrate_moves_a_slot() {
     check_filled(&mut dc, 1000, 200);
     assert_eq!(dc.cmd(&["GET", "{t}new"]), bulk("1"));
     drop((sc, dc));
-    for n in cl.nodes {
-        n.stop();
-    }
+    cl.stop();
 }
 
 /// An asynchronous `CLUSTERX MIGRATE` while a client that follows ASK and MOVED writes
@@ -1199,9 +1194,7 @@ fn clusterx_migrate_while_a_client_writes() {
     use std::sync::Arc;
     use std::time::{Duration, Instant};
     let cl = three();
-    let mut c = cl.client(0);
-    let sl = tag_of(&mut c, "x");
-    drop(c);
+    let sl = cl.tag_slot();
     let (src, dst) = (Cluster::owner(sl), (Cluster::owner(sl) + 1) % 3);
     let s = sl.to_string();
     let mut sc = cl.client(src);
@@ -1274,9 +1267,7 @@ fn clusterx_migrate_while_a_client_writes() {
     }
     check_filled(&mut dc, 3000, 200 + rounds as i64);
     drop((sc, dc));
-    for n in cl.nodes {
-        n.stop();
-    }
+    cl.stop();
 }
 
 /// A `CLUSTERX MIGRATE` to a node that does not answer fails, and leaves the slot as it
@@ -1302,9 +1293,7 @@ fn clusterx_migrate_to_an_unreachable_node_fails() {
             simple("OK")
         );
     }
-    let mut c = cl.client(0);
-    let sl = tag_of(&mut c, "x");
-    drop(c);
+    let sl = cl.tag_slot();
     let src = Cluster::owner(sl);
     let s = sl.to_string();
     let mut sc = cl.client(src);
@@ -1341,9 +1330,7 @@ fn clusterx_migrate_to_an_unreachable_node_fails() {
         F::Integer(keys + 1)
     );
     drop(sc);
-    for n in cl.nodes {
-        n.stop();
-    }
+    cl.stop();
 }
 
 /// While a `MIGRATE` batch waits for the destination, the source serves the slot's other
@@ -1353,9 +1340,7 @@ fn keys_not_in_flight_are_served_during_a_migrate() {
     use std::time::{Duration, Instant};
     let cl = three();
     let ports = cl.ports();
-    let mut c = cl.client(0);
-    let sl = tag_of(&mut c, "x");
-    drop(c);
+    let sl = cl.tag_slot();
     let mut src = cl.client(Cluster::owner(sl));
     assert_eq!(src.cmd(&["SET", "{t}a", "1"]), simple("OK"));
     assert_eq!(src.cmd(&["SET", "{t}b", "2"]), simple("OK"));
@@ -1407,9 +1392,7 @@ fn keys_not_in_flight_are_served_during_a_migrate() {
     assert_eq!(waiting.read().unwrap(), text_ask(sl, ports[mv.dst]));
     assert_eq!(src.cmd(&["GET", "{t}b"]), bulk("3"));
     drop((src, dst, migrating, waiting));
-    for n in cl.nodes {
-        n.stop();
-    }
+    cl.stop();
 }
 
 /// After `CLUSTERX MIGRATE`'s success and before the controller's `SETSLOT`, a restarted
@@ -1419,9 +1402,7 @@ fn keys_not_in_flight_are_served_during_a_migrate() {
 fn a_migrated_slot_is_routed_the_same_after_a_restart() {
     let cl = three();
     let ports = cl.ports();
-    let mut c = cl.client(0);
-    let sl = tag_of(&mut c, "x");
-    drop(c);
+    let sl = cl.tag_slot();
     let (src, dst) = (Cluster::owner(sl), (Cluster::owner(sl) + 1) % 3);
     let s = sl.to_string();
     let mut sc = cl.client(src);

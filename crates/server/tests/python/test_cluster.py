@@ -78,6 +78,69 @@ def test_plain_client_is_redirected(cluster):
     wrong.close()
 
 
+class SlotWriter:
+    """A RedisCluster client writing to the keys of `tag` on its own thread, one round
+    after another (`SET {tag}w:i`, `RPUSH {tag}l wi`, `HSET {tag}h wi i`), until stopped:
+    what a slot move must not lose. The keys `{tag}l` and `{tag}h` start with 20 elements
+    `e0..e19` / fields `f0..f19`."""
+
+    def __init__(self, startup, tag):
+        self.tag, self.acked, self.failed = tag, [], []
+        self._stop = threading.Event()
+        self._startup = startup
+        self._thread = threading.Thread(target=self._run)
+        self._thread.start()
+
+    def _run(self):
+        wc = RedisCluster(startup_nodes=self._startup, decode_responses=True)
+        i, tag = 0, self.tag
+        try:
+            while not self._stop.is_set():
+                wc.set(f"{tag}w:{i}", i)
+                wc.rpush(f"{tag}l", f"w{i}")
+                wc.hset(f"{tag}h", f"w{i}", i)
+                self.acked.append(i)
+                i += 1
+        except Exception as e:  # reported by the main thread
+            self.failed.append(e)
+        finally:
+            wc.close()
+
+    def progress(self, n):
+        """Waits for `n` more acknowledged rounds: writes fall between every two steps of
+        a move, however fast either side runs (the deadline only guards a hang)."""
+        want, deadline = len(self.acked) + n, time.monotonic() + 60
+        while len(self.acked) < want:
+            assert not self.failed, self.failed
+            assert time.monotonic() < deadline, "the writer is stuck"
+            time.sleep(0.001)
+
+    def stop(self):
+        """Stops the writer; returns the rounds acknowledged (all of them, in order)."""
+        self._stop.set()
+        self._thread.join()
+        assert not self.failed, self.failed
+        n = len(self.acked)
+        assert self.acked == list(range(n))
+        return n
+
+    def check(self, c):
+        """Every acknowledged round is on the node `c`, after what was there before."""
+        tag, n = self.tag, len(self.acked)
+        assert [c.get(f"{tag}w:{i}") for i in range(n)] == [str(i) for i in range(n)]
+        assert c.lrange(f"{tag}l", 0, -1) == [f"e{i}" for i in range(20)] + [f"w{i}" for i in range(n)]
+        h = c.hgetall(f"{tag}h")
+        assert h == {**{f"f{i}": str(i) for i in range(20)}, **{f"w{i}": str(i) for i in range(n)}}
+
+
+def give_slot(cluster, slot, src_i, dst_i):
+    """The controller's last step: `CLUSTERX SETSLOT <slot> NODE <dst> 2` on every node."""
+    for i in (dst_i, src_i, 3 - src_i - dst_i):
+        c = cluster[i].client()
+        assert c.execute_command("CLUSTERX", "SETSLOT", slot, "NODE", IDS[dst_i], 2)
+        c.close()
+
+
 def test_slot_moves_while_redis_cluster_writes(cluster):
     """A slot moved with CLUSTER SETSLOT MIGRATING/IMPORTING, MIGRATE in batches and
     CLUSTERX SETSLOT, while a RedisCluster client writes to it: every write it saw
@@ -97,41 +160,14 @@ def test_slot_moves_while_redis_cluster_writes(cluster):
     rc.set(f"{tag}ttl", "v", px=1_000_000)
     rc.close()
 
-    acked, failed, stop = [], [], threading.Event()
-
-    def writer():
-        wc = RedisCluster(startup_nodes=startup, decode_responses=True)
-        i = 0
-        try:
-            while not stop.is_set():
-                wc.set(f"{tag}w:{i}", i)
-                wc.rpush(f"{tag}l", f"w{i}")
-                wc.hset(f"{tag}h", f"w{i}", i)
-                acked.append(i)
-                i += 1
-        except Exception as e:  # reported by the main thread
-            failed.append(e)
-        finally:
-            wc.close()
-
-    def progress(n):
-        """Waits for `n` more acknowledged rounds: writes fall between every two steps
-        of the move, however fast either side runs (the deadline only guards a hang)."""
-        want, deadline = len(acked) + n, time.monotonic() + 60
-        while len(acked) < want:
-            assert not failed, failed
-            assert time.monotonic() < deadline, "the writer is stuck"
-            time.sleep(0.001)
-
-    t = threading.Thread(target=writer)
-    t.start()
+    w = SlotWriter(startup, tag)
     try:
-        progress(3)
+        w.progress(3)
         assert dst.execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", IDS[src_i])
         assert src.execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", IDS[dst_i])
         batches = 0
         while True:
-            progress(2)
+            w.progress(2)
             keys = src.execute_command("CLUSTER", "GETKEYSINSLOT", slot, 10)
             if not keys:
                 break
@@ -140,26 +176,16 @@ def test_slot_moves_while_redis_cluster_writes(cluster):
             )
             assert r == b"OK"
             batches += 1
-        progress(2)
-        for i in (dst_i, src_i, 3 - src_i - dst_i):
-            c = cluster[i].client()
-            assert c.execute_command("CLUSTERX", "SETSLOT", slot, "NODE", IDS[dst_i], 2)
-            c.close()
-        progress(2)
+        w.progress(2)
+        give_slot(cluster, slot, src_i, dst_i)
+        w.progress(2)
     finally:
-        stop.set()
-        t.join()
-    assert not failed, failed
+        n = w.stop()
     assert batches >= 8
-    n = len(acked)
-    assert acked == list(range(n))
     assert src.execute_command("CLUSTER", "COUNTKEYSINSLOT", slot) == 0
     assert dst.execute_command("CLUSTER", "COUNTKEYSINSLOT", slot) == 60 + 4 + n
     assert [dst.get(f"{tag}s:{i}") for i in range(60)] == [str(i) for i in range(60)]
-    assert [dst.get(f"{tag}w:{i}") for i in range(n)] == [str(i) for i in range(n)]
-    assert dst.lrange(f"{tag}l", 0, -1) == [f"e{i}" for i in range(20)] + [f"w{i}" for i in range(n)]
-    h = dst.hgetall(f"{tag}h")
-    assert h == {**{f"f{i}": str(i) for i in range(20)}, **{f"w{i}": str(i) for i in range(n)}}
+    w.check(dst)
     assert dst.zrange(f"{tag}z", 0, -1, withscores=True) == [("b", -2.0), ("a", 1.5)]
     assert 0 < dst.pttl(f"{tag}ttl") <= 1_000_000
     # redis-py shows MOVED as its arguments only.
@@ -198,61 +224,25 @@ def test_clusterx_migrate_while_redis_cluster_writes(cluster):
     rc.hset(f"{tag}h", mapping={f"f{i}": i for i in range(20)})
     rc.close()
 
-    acked, failed, stop = [], [], threading.Event()
-
-    def writer():
-        wc = RedisCluster(startup_nodes=startup, decode_responses=True)
-        i = 0
-        try:
-            while not stop.is_set():
-                wc.set(f"{tag}w:{i}", i)
-                wc.rpush(f"{tag}l", f"w{i}")
-                wc.hset(f"{tag}h", f"w{i}", i)
-                acked.append(i)
-                i += 1
-        except Exception as e:  # reported by the main thread
-            failed.append(e)
-        finally:
-            wc.close()
-
-    def progress(n):
-        """Waits for `n` more acknowledged rounds (the deadline only guards a hang)."""
-        want, deadline = len(acked) + n, time.monotonic() + 60
-        while len(acked) < want:
-            assert not failed, failed
-            assert time.monotonic() < deadline, "the writer is stuck"
-            time.sleep(0.001)
-
-    t = threading.Thread(target=writer)
-    t.start()
+    w = SlotWriter(startup, tag)
     try:
-        progress(3)
+        w.progress(3)
         assert src.execute_command("CLUSTERX", "MIGRATE", slot, IDS[dst_i]) == b"OK"
         deadline = time.monotonic() + 60
         while (state := migration_state(src)) != (str(slot), IDS[dst_i], "success"):
-            assert not failed, failed
+            assert not w.failed, w.failed
             assert state == (str(slot), IDS[dst_i], "start"), state
             assert time.monotonic() < deadline, "the migration does not end"
             time.sleep(0.002)
-        progress(3)
-        for i in (dst_i, src_i, 3 - src_i - dst_i):
-            c = cluster[i].client()
-            assert c.execute_command("CLUSTERX", "SETSLOT", slot, "NODE", IDS[dst_i], 2)
-            c.close()
-        progress(3)
+        w.progress(3)
+        give_slot(cluster, slot, src_i, dst_i)
+        w.progress(3)
     finally:
-        stop.set()
-        t.join()
-    assert not failed, failed
-    n = len(acked)
-    assert acked == list(range(n))
+        n = w.stop()
     assert src.execute_command("CLUSTER", "COUNTKEYSINSLOT", slot) == 0
     assert dst.execute_command("CLUSTER", "COUNTKEYSINSLOT", slot) == 2000 + 2 + n
     assert [dst.get(f"{tag}s:{i}") for i in range(2000)] == [str(i) for i in range(2000)]
-    assert [dst.get(f"{tag}w:{i}") for i in range(n)] == [str(i) for i in range(n)]
-    assert dst.lrange(f"{tag}l", 0, -1) == [f"e{i}" for i in range(20)] + [f"w{i}" for i in range(n)]
-    h = dst.hgetall(f"{tag}h")
-    assert h == {**{f"f{i}": str(i) for i in range(20)}, **{f"w{i}": str(i) for i in range(n)}}
+    w.check(dst)
     moved = rf"{slot} 127\.0\.0\.1:{cluster[dst_i].port}"
     with pytest.raises(redis.exceptions.ResponseError, match=moved):
         src.get(f"{tag}s:1")
