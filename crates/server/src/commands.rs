@@ -182,7 +182,8 @@ pub fn execute(sh: &Shared, s: &mut Session, args: &[Bytes]) -> (Reply, Outcome)
         name.as_str(),
         "exec" | "replicaof" | "slaveof" | "wait" | "migrate" | "clusterx"
     );
-    let _g = (!exclusive).then(|| sh.store.command_lock());
+    // A run of combined commands holds it for all of them (`combine::run`).
+    let _g = (!exclusive && s.ext.combining.is_none()).then(|| sh.store.command_lock());
     run_named(sh, s, &name, args)
 }
 

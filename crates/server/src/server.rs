@@ -829,6 +829,13 @@ fn run_batch(
             i += run;
             continue;
         }
+        let run = crate::combine::run_len(sh, &s, &batch[i..]);
+        if run > 1 {
+            replies.extend(crate::combine::run(sh, &mut s, &batch[i..i + run]));
+            i += run;
+            blocking::serve_ready(sh);
+            continue;
+        }
         sh.stats.commands.fetch_add(1, Relaxed);
         let (reply, o) = commands::execute(sh, &mut s, &batch[i]);
         let silent = s.replies.after_command();

@@ -86,6 +86,9 @@ pub struct Store {
 pub enum KeyLocks<'a> {
     Shared(#[allow(dead_code)] Vec<RwLockReadGuard<'a, ()>>),
     Exclusive(#[allow(dead_code)] Vec<RwLockWriteGuard<'a, ()>>),
+    /// Held already, for the whole run of commands this one belongs to
+    /// ([`crate::combine`]).
+    Held,
 }
 
 /// A command's writes, applied atomically by [`Store::write`]; remembers which user keys
@@ -133,6 +136,33 @@ impl Batch {
     pub fn is_empty(&self) -> bool {
         self.wb.is_empty()
     }
+
+    /// How many records the batch writes.
+    pub fn len(&self) -> usize {
+        self.wb.len()
+    }
+
+    /// Appends `other`'s records after this batch's (a later write of a key wins, as it
+    /// would applied after it).
+    pub fn append(&mut self, other: Batch) {
+        for e in other.wb.iter() {
+            match (e.kind, e.expire_at()) {
+                (ValueKind::Deletion, _) => self.wb.delete(e.key),
+                (_, Some(t)) => self.wb.put_with_expiry(e.key, e.payload(), t),
+                (_, None) => self.wb.put(e.key, e.payload()),
+            }
+        }
+        self.touched.extend(other.touched);
+    }
+
+    /// Each record as a read would see it once the batch is applied: the key and the
+    /// value, or `None` for a deletion.
+    pub fn records(&self) -> impl Iterator<Item = (&[u8], Option<&[u8]>)> {
+        self.wb.iter().map(|e| match e.kind {
+            ValueKind::Deletion => (e.key, None),
+            _ => (e.key, Some(e.payload())),
+        })
+    }
 }
 
 /// Adds a metadata record to `wb`, with the engine's expiry for a string that has one
@@ -143,6 +173,12 @@ fn put_record(wb: &mut WriteBatch, k: &[u8], raw: &[u8]) {
         Some(t) => wb.put_with_expiry(k, raw, t),
         None => wb.put(k, raw),
     }
+}
+
+/// The metadata in the record `raw`, or `None` if it expired.
+pub fn live_meta(raw: &[u8]) -> Result<Option<Meta>> {
+    let m = Meta::decode(raw)?;
+    Ok((!m.is_expired(record::now_ms())).then_some(m))
 }
 
 /// The stream's form of a batch's records (the body of `HLBATCH`, [`wire`]), but the
@@ -507,14 +543,11 @@ impl Store {
         let Some(raw) = self.db().get(&mk)? else {
             return Ok(None);
         };
-        let m = Meta::decode(&raw)?;
-        if m.is_expired(record::now_ms()) {
-            if purge && !self.is_replica() {
-                self.purge_expired(&mk)?;
-            }
-            return Ok(None);
+        let live = live_meta(&raw)?;
+        if live.is_none() && purge && !self.is_replica() {
+            self.purge_expired(&mk)?;
         }
-        Ok(Some(m))
+        Ok(live)
     }
 
     /// Deletes the metadata key `mk` if it is (still) expired: a write in between may have

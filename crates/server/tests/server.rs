@@ -799,6 +799,133 @@ fn rewriting_existing_members_touches_a_watched_key() {
 /// A pipeline's replies follow its commands' order and each sees the commands before it,
 /// whether a batch runs on the connection's task (point commands) or on the blocking pool
 /// (a command whose work grows with the data in it), under both sync settings.
+/// A pipeline's commands on one key run as one engine write (`combine.rs`): each must
+/// reply as it would have alone, read what the ones before it wrote, fail alone on a wrong
+/// type, and leave what a restart reads back.
+#[test]
+fn a_pipeline_on_one_key_replies_as_its_commands_one_by_one() {
+    let script: &[&[&str]] = &[
+        &["HSET", "h", "a", "1", "b", "2"],
+        &["HGET", "h", "a"],
+        &["HSET", "h", "a", "3"],
+        &["HINCRBY", "h", "a", "4"],
+        &["HINCRBY", "h", "b", "x"],
+        &["HSETNX", "h", "a", "9"],
+        &["HMGET", "h", "a", "b", "c"],
+        &["LPUSH", "h", "wrong"],
+        &["HLEN", "h"],
+        &["HEXISTS", "h", "c"],
+        &["HSTRLEN", "h", "a"],
+        &["ZADD", "z", "1", "m", "2", "n"],
+        &["ZINCRBY", "z", "5", "m"],
+        &["ZADD", "z", "XX", "CH", "0", "n", "7", "o"],
+        &["ZSCORE", "z", "m"],
+        &["ZCARD", "z"],
+        &["SADD", "s", "a", "b", "a"],
+        &["SREM", "s", "a", "c"],
+        &["SISMEMBER", "s", "b"],
+        &["SREM", "s", "b"],
+        &["SCARD", "s"],
+        &["SADD", "s", "c"],
+        &["RPUSH", "l", "a", "b"],
+        &["LPUSH", "l", "c"],
+        &["LLEN", "l"],
+        &["HSET", "l", "f", "v"],
+        &["RPUSH", "l", "d"],
+    ];
+    let state: &[&[&str]] = &[
+        &["HGETALL", "h"],
+        &["ZRANGE", "z", "0", "-1", "WITHSCORES"],
+        &["SMEMBERS", "s"],
+        &["LRANGE", "l", "0", "-1"],
+    ];
+    for fsync in [AppendFsync::EverySec, AppendFsync::Always] {
+        let cfg = || Config {
+            appendfsync: fsync,
+            ..config()
+        };
+        let t = tempfile::tempdir().unwrap();
+        let srv = Running::start(t.path(), cfg());
+        let mut c = Client::connect(srv.addr);
+        // Database 1, one command at a time: what each reply must be.
+        assert_eq!(c.cmd(&["SELECT", "1"]), simple("OK"));
+        let alone: Vec<F> = script.iter().map(|cmd| c.cmd(cmd)).collect();
+        let alone_state: Vec<F> = state.iter().map(|cmd| c.cmd(cmd)).collect();
+        // Database 0, the whole script in one pipeline.
+        assert_eq!(c.cmd(&["SELECT", "0"]), simple("OK"));
+        for cmd in script {
+            let args: Vec<&[u8]> = cmd.iter().map(|a| a.as_bytes()).collect();
+            c.send(&args);
+        }
+        let piped: Vec<F> = script.iter().map(|_| c.read().unwrap()).collect();
+        assert_eq!(piped, alone, "{fsync:?}");
+        srv.stop();
+        let srv = Running::start(t.path(), cfg());
+        let mut c = Client::connect(srv.addr);
+        let after: Vec<F> = state.iter().map(|cmd| c.cmd(cmd)).collect();
+        assert_eq!(after, alone_state, "{fsync:?}");
+        srv.stop();
+    }
+}
+
+/// Runs of pipelined increments of one key from several connections at once: each run
+/// holds the key for its whole length, so no increment is lost.
+#[test]
+fn pipelined_increments_from_many_connections_are_all_kept() {
+    let t = tempfile::tempdir().unwrap();
+    let srv = Running::start(
+        t.path(),
+        Config {
+            appendfsync: AppendFsync::EverySec,
+            ..config()
+        },
+    );
+    let (threads, rounds, per_round) = (4, 20, 40);
+    std::thread::scope(|scope| {
+        for _ in 0..threads {
+            scope.spawn(|| {
+                let mut c = Client::connect(srv.addr);
+                for _ in 0..rounds {
+                    for _ in 0..per_round {
+                        c.send(&[b"HINCRBY", b"h", b"n", b"1"]);
+                        c.send(&[b"ZINCRBY", b"z", b"1", b"m"]);
+                    }
+                    for _ in 0..2 * per_round {
+                        assert!(matches!(c.read(), Some(F::Integer(_) | F::BulkString(_))));
+                    }
+                }
+            });
+        }
+    });
+    let mut c = Client::connect(srv.addr);
+    let total = (threads * rounds * per_round).to_string();
+    assert_eq!(c.cmd(&["HGET", "h", "n"]), bulk(&total));
+    assert_eq!(c.cmd(&["ZSCORE", "z", "m"]), bulk(&total));
+    srv.stop();
+}
+
+/// Redis serves a client blocked on a list between two pushes of one pipeline: the
+/// pushes are then not combined.
+#[test]
+fn a_blocked_client_is_served_between_two_pipelined_pushes() {
+    let t = tempfile::tempdir().unwrap();
+    let srv = Running::start(t.path(), config());
+    let mut c = Client::connect(srv.addr);
+    let mut waiter = Client::connect(srv.addr);
+    waiter.send(&[b"BLPOP", b"l", b"0"]);
+    wait_blocked(&mut c, 1);
+    c.send(&[b"LPUSH", b"l", b"a"]);
+    c.send(&[b"LPUSH", b"l", b"b"]);
+    assert_eq!(c.read(), Some(F::Integer(1)));
+    assert_eq!(c.read(), Some(F::Integer(1)));
+    assert_eq!(waiter.read(), Some(F::Array(vec![bulk("l"), bulk("a")])));
+    assert_eq!(
+        c.cmd(&["LRANGE", "l", "0", "-1"]),
+        F::Array(vec![bulk("b")])
+    );
+    srv.stop();
+}
+
 #[test]
 fn pipelined_commands_see_the_ones_before_them() {
     for fsync in [AppendFsync::EverySec, AppendFsync::Always] {

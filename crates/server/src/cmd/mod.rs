@@ -72,7 +72,19 @@ impl Ctx<'_> {
     /// The live metadata of `key` (expired keys are absent; not purged, so it may be
     /// called under the key's lock).
     pub fn meta(&self, key: &[u8]) -> Result<Option<Meta>, Reply> {
+        if let Some(p) = self.combining(key) {
+            return Ok(p.meta(&self.sh.store)?);
+        }
         Ok(self.sh.store.read(self.db(), key, false)?)
+    }
+
+    /// The run of commands on `key` this command belongs to ([`crate::combine`]), if any.
+    fn combining(&self, key: &[u8]) -> Option<&crate::combine::Pending> {
+        self.s
+            .ext
+            .combining
+            .as_ref()
+            .filter(|p| p.covers(self.db(), key))
     }
 
     /// Like [`Ctx::meta`], and an error unless the key is absent or of `kind`.
@@ -84,12 +96,20 @@ impl Ctx<'_> {
     }
 
     pub fn lock<K: AsRef<[u8]>>(&self, keys: &[K]) -> KeyLocks<'_> {
-        self.sh.store.lock(self.db(), keys)
+        match keys {
+            [k] if self.combining(k.as_ref()).is_some() => KeyLocks::Held,
+            _ => self.sh.store.lock(self.db(), keys),
+        }
     }
 
     /// Applies `b`; the keys it changed that clients are blocked on become ready for
     /// [`blocking::serve_ready`].
     pub fn write(&self, b: Batch) -> Result<(), Reply> {
+        if let Some(p) = &self.s.ext.combining {
+            // Applied, and its clients signalled, at the end of the run.
+            p.add(b);
+            return Ok(());
+        }
         let touched = self.sh.store.write(b, self.sync())?;
         // Asked after the write, never before: a client that registers between a check
         // made before the write and the write itself would have looked at the key before
@@ -129,7 +149,11 @@ impl Ctx<'_> {
         tag: u8,
         member: &[u8],
     ) -> Result<Option<Vec<u8>>, Reply> {
-        Ok(self.sh.store.db().get(&self.sub_key(key, m, tag, member))?)
+        let k = self.sub_key(key, m, tag, member);
+        if let Some(p) = self.combining(key) {
+            return Ok(p.get(&self.sh.store, &k)?);
+        }
+        Ok(self.sh.store.db().get(&k)?)
     }
 
     /// Every (member, value) of a collection with `tag`, refused when it has more than
@@ -192,6 +216,9 @@ pub struct SessionExt {
     /// Cluster mode's `ASKING`: the next command (or transaction) may run on a slot this
     /// node imports.
     pub cluster_asking: bool,
+    /// The run of commands on one key this connection is executing as one engine write
+    /// ([`crate::combine`]).
+    pub combining: Option<crate::combine::Pending>,
 }
 
 /// Open collection-scan cursors a connection keeps; older ones are forgotten.
