@@ -13,7 +13,7 @@
 //! client sees what it would have seen had the commands run one by one.
 //!
 //! What may join a run: [`COMBINABLE`] commands, every one of which reads only its key's
-//! metadata record and sub-keys by point lookups ([`crate::cmd::Ctx::meta`],
+//! metadata record and sub-keys by point lookups (a pop only without a count) ([`crate::cmd::Ctx::meta`],
 //! [`crate::cmd::Ctx::sub_get`]) and writes only those; not in a transaction, on a
 //! replica or in cluster mode (a slot move orders its own locks); list pushes only while no
 //! client is blocked on a key (Redis serves a blocked client between two pushes of a
@@ -35,8 +35,12 @@ use std::sync::atomic::Ordering::Relaxed;
 const COMBINABLE: &[&str] = &[
     "hset", "hmset", "hsetnx", "hget", "hmget", "hexists", "hlen", "hstrlen", "hincrby",
     "hincrbyfloat", "sadd", "srem", "sismember", "scard", "zadd", "zincrby", "zscore",
-    "zcard", "lpush", "rpush", "llen",
+    "zcard", "lpush", "rpush", "llen", "lpop", "rpop",
 ];
+
+/// Commands that join a run only without their optional count (a pop of many elements
+/// scans, and a scan does not read through the run's writes).
+const WITHOUT_COUNT: &[&str] = &["lpop", "rpop"];
 
 /// Commands that wake clients blocked on their key.
 const PUSHES: &[&str] = &["lpush", "rpush"];
@@ -116,6 +120,7 @@ pub fn run_len(sh: &Shared, s: &Session, cmds: &[Vec<Bytes>]) -> usize {
             c.get(1) == Some(key)
                 && name_in(&c[0], COMBINABLE)
                 && !(blocked && name_in(&c[0], PUSHES))
+                && !(c.len() > 2 && name_in(&c[0], WITHOUT_COUNT))
         })
         .count()
 }

@@ -832,6 +832,16 @@ fn a_pipeline_on_one_key_replies_as_its_commands_one_by_one() {
         &["LLEN", "l"],
         &["HSET", "l", "f", "v"],
         &["RPUSH", "l", "d"],
+        &["LPOP", "l"],
+        &["RPOP", "l"],
+        &["LPOP", "l", "2"],
+        &["RPUSH", "l", "x", "y"],
+        &["LPOP", "l"],
+        &["RPOP", "l"],
+        &["LLEN", "l"],
+        &["LPOP", "l"],
+        &["RPUSH", "l", "z"],
+        &["LPOP", "nothing"],
     ];
     let state: &[&[&str]] = &[
         &["HGETALL", "h"],

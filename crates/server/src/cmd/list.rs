@@ -36,6 +36,22 @@ fn at(cx: &Ctx, key: &[u8], m: &Meta, pos: u64) -> Vec<u8> {
     cx.sub_key(key, m, 0, &m.head.wrapping_add(pos).to_be_bytes())
 }
 
+/// Pops of at most this many elements read each by its position (a point read, served
+/// from the memtable for a recent push) rather than by a scan, whose iterator over every
+/// memtable and level costs more than a few point reads.
+const POINT_READS: u64 = 8;
+
+/// The element at position `pos` (< the list's size; positions are dense from `head`).
+fn element(cx: &Ctx, key: &[u8], m: &Meta, pos: u64) -> Result<Vec<u8>, Reply> {
+    cx.sub_get(key, m, 0, &m.head.wrapping_add(pos).to_be_bytes())?
+        .ok_or_else(|| {
+            Reply::err(format!(
+                "list element {pos} of a list of {} is missing",
+                m.size
+            ))
+        })
+}
+
 /// Elements at positions `from..=to` (checked against the reply limit).
 fn range(cx: &Ctx, key: &[u8], m: &Meta, from: u64, to: u64) -> Result<Vec<Vec<u8>>, Reply> {
     check_reply_size(to - from + 1)?;
@@ -118,10 +134,13 @@ fn pop_n(
     if n == 0 {
         return Ok(Vec::new());
     }
-    let mut items = if left {
-        range(cx, key, m, 0, n - 1)?
+    let first = if left { 0 } else { m.size - n };
+    let mut items = if n <= POINT_READS {
+        (first..first + n)
+            .map(|p| element(cx, key, m, p))
+            .collect::<Result<_, _>>()?
     } else {
-        range(cx, key, m, m.size - n, m.size - 1)?
+        range(cx, key, m, first, first + n - 1)?
     };
     for i in 0..n {
         let pos = if left { i } else { m.size - n + i };
@@ -202,12 +221,7 @@ fn lindex(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     let Some(p) = position(i, m.size) else {
         return Ok(Reply::Nil);
     };
-    Ok(cx
-        .sh
-        .store
-        .db()
-        .get(&at(cx, &a[0], &m, p))?
-        .map_or(Reply::Nil, bulk))
+    Ok(bulk(element(cx, &a[0], &m, p)?))
 }
 
 fn lset(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
