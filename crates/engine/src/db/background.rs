@@ -786,6 +786,16 @@ impl GcHost for EngineGcHost<'_> {
         Ok(out)
     }
 
+    fn hidden_by_memtable(&self, key: &[u8], ptr: &ValuePointer, seq: SeqNo) -> Result<bool> {
+        let inner = self.inner;
+        let view = ReadView::take(inner);
+        let Some(newest) = view.lookup_memtables(key, seq, inner.now_ms())? else {
+            return Ok(false);
+        };
+        Ok(!read::found_points_at(inner, &view, &Some(newest), ptr)?
+            && !read::needed_by_snapshot(inner, &view, key, self.snapshots, ptr)?)
+    }
+
     fn install_with_maps(&self, install: &mut Install) -> Result<()> {
         let inner = self.inner;
         let mut st = inner.state.lock();

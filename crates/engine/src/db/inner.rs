@@ -155,20 +155,36 @@ impl ReadView {
     /// The newest version of `key` visible at `seq`, as a reader sees it at `now_ms`
     /// (an expired entry reads as a deletion: [`Found::as_of`]).
     pub fn lookup(&self, key: &[u8], seq: SeqNo, now_ms: u64) -> Result<Option<Found>> {
-        let found = match self.mems.iter().find_map(|m| m.get(key, seq)) {
-            Some(f) => Some(Found {
-                kind: f.kind,
-                seq: f.seq,
-                value: f.value,
-                expire_at: None,
-            }),
+        let found = match self.in_memtables(key, seq) {
+            Some(f) => Some(f),
             None => self
                 .version
                 .get(key, &seek_key(key, seq), IoCause::ClientRead)?,
         };
-        found
-            .map(|f| f.as_of(std::path::Path::new("<tree>"), now_ms))
+        found.map(|f| Self::as_read(f, now_ms)).transpose()
+    }
+
+    /// [`ReadView::lookup`] in the memtables only: `None` if none holds a version of `key`
+    /// visible at `seq` (the tree may). A memtable read needs no device read, so GC asks
+    /// it where the tree's answer is known without a lookup.
+    pub fn lookup_memtables(&self, key: &[u8], seq: SeqNo, now_ms: u64) -> Result<Option<Found>> {
+        self.in_memtables(key, seq)
+            .map(|f| Self::as_read(f, now_ms))
             .transpose()
+    }
+
+    fn in_memtables(&self, key: &[u8], seq: SeqNo) -> Option<Found> {
+        let f = self.mems.iter().find_map(|m| m.get(key, seq))?;
+        Some(Found {
+            kind: f.kind,
+            seq: f.seq,
+            value: f.value,
+            expire_at: None,
+        })
+    }
+
+    fn as_read(f: Found, now_ms: u64) -> Result<Found> {
+        f.as_of(std::path::Path::new("<tree>"), now_ms)
     }
 }
 

@@ -219,6 +219,15 @@ impl LifetimeRuntime {
         self.predictor.is_some() && self.logs_values
     }
 
+    /// Whether every flushed key's previous write is found (after the flush by the finder
+    /// where the write path logs values, else by the flush's own lookups, which place the
+    /// values), so that a value file written from now on has every dead record known by
+    /// position ([`crate::vlog::early_garbage::Coverage`]) and GC keeps its other records
+    /// without a lookup. Only placement by the write history looks previous writes up.
+    pub fn finds_every_superseded(&self) -> bool {
+        self.predictor.is_some()
+    }
+
     /// Counts a flushed table whose keys' previous writes were looked up after the flush
     /// (`searched`), or given up because a compaction took it first.
     pub fn count_superseded_table(&self, searched: bool) {

@@ -333,12 +333,10 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
         &mut report,
     )?;
 
-    if let Some(rt) = lifetime
-        .as_ref()
-        .filter(|rt| rt.finds_superseded_after_flush())
-    {
+    if let Some(rt) = lifetime.as_ref().filter(|rt| rt.finds_every_superseded()) {
         // Every file created from now on is written, and its records hidden, under the
-        // finder: its dead records will all be known (`vlog::early_garbage::Coverage`).
+        // finder or the flush's lookups: its dead records will all be known
+        // (`vlog::early_garbage::Coverage`).
         rt.early.coverage.cover_from(versions.next_file_number());
     }
     let memtable_chunks = ChunkPool::new(opts.tree.memtable_size);

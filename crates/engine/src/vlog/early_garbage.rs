@@ -13,9 +13,11 @@
 //! being read (docs/lifetime.md, "Garbage known by position"). It is memory only: after a
 //! reopen, garbage is as counted, and GC looks records up again.
 //!
-//! Complete knowledge: where every write is flushed and its finder runs, a file written
-//! since the database opened has all of its dead records known by position, except those
-//! hidden by writes not found yet (in memtables, or in tables the finder has not reached).
+//! Complete knowledge: where every flushed key's previous write is found (by the finder
+//! after the flush, or by the flush's own lookups where the write path does not log
+//! values), a file written since the database opened has all of its dead records known by
+//! position, except those hidden by writes not found yet (in memtables, or in tables the
+//! finder has not reached).
 //! GC then keeps a record of such a file without looking it up ([`Coverage`]). Keeping a
 //! dead record is safe (the index map sends no reader to it; it is counted when its
 //! pointer is dropped), so a gap in the knowledge costs space, never data.
@@ -45,7 +47,7 @@ pub struct EarlyGarbage {
 
 /// The value files whose dead records are all known by position, but for those hidden by
 /// writes the finder has not reached yet. Nothing is covered until [`Coverage::cover_from`]
-/// is called (after recovery, where a finder runs after every flush); after a reopen the
+/// is called (after recovery, where every flush's hidden records are found); after a reopen the
 /// knowledge is gone, so only files created since are covered.
 pub struct Coverage {
     /// Files numbered from here on are covered, unless in `uncovered`.

@@ -67,6 +67,11 @@ pub(crate) trait GcHost {
     /// Whether each record of `records` is live as of `seq`, read by a snapshot only, or
     /// dead; looked up several at a time, all against one view of the tree.
     fn liveness(&self, records: &[Record], seq: SeqNo) -> Result<Vec<Liveness>>;
+    /// Whether a memtable holds a write of `key`, visible as of `seq`, that hides the record
+    /// `ptr` from every reader, snapshots included. In a file whose dead records are all
+    /// known by position, these are the only dead records not known yet (no flush has
+    /// found them): answered from memory, without a tree lookup.
+    fn hidden_by_memtable(&self, key: &[u8], ptr: &ValuePointer, seq: SeqNo) -> Result<bool>;
     /// Runs `install` under the lock that orders version edits, with the current version,
     /// the pointers compactions dropped into the job's inputs while it ran (handed over
     /// once), and the function that installs an edit with index maps; then drops the index

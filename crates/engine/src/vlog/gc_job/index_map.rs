@@ -6,7 +6,8 @@
 //!
 //! Garbage known by position ([`EarlyGarbage`]) spares work: a record known dead is neither
 //! read nor looked up, and in a file whose dead records are all known the others are kept
-//! without a lookup.
+//! without a tree lookup (but for those a write still in a memtable hides, which the
+//! memtables answer).
 
 use super::host::{GcHost, GcJob, Liveness, Record};
 use crate::error::Result;
@@ -124,6 +125,15 @@ impl GcJob for IndexMapJob<'_> {
                             continue;
                         }
                         if covered {
+                            // Its only dead records not known by position: those hidden by
+                            // writes still in a memtable. Copied, they would be garbage no
+                            // one knows of (a fifth of what GC copied at the `lifetime`
+                            // preset with a 64 MiB memtable).
+                            if host.hidden_by_memtable(key, &ptr, now)? {
+                                garbage += ptr.size as u64;
+                                by_class[class_idx].1 += ptr.size as u64;
+                                continue;
+                            }
                             let slot = place.unlooked(&v, f, key, &ptr);
                             outputs.add(host, slot, &ptr, key, value)?;
                             unlooked += 1;
@@ -392,6 +402,23 @@ mod tests {
             "tally: input 28 garbage ratio 0.00 lookups 2 unlooked 0 skipped 0\n"
         );
         assert_eq!(host.tree(), "a->102 b->? c->102 d->101 e->101");
+        // A covered file's record hidden by a write still in a memtable (no flush has
+        // found it yet) is garbage too: the memtables say so without a tree lookup, and it
+        // is not copied. A key still pointing at its record is kept.
+        let c = host.input(3, &[("f", "6", Live), ("g", "7", Live)]);
+        host.tree.borrow_mut().remove(&b"f"[..]);
+        *host.in_memtable.borrow_mut() = vec![b"f".to_vec(), b"g".to_vec()];
+        host.take_log();
+        let (r, tally) = run(&host, &early, &[c]);
+        r.unwrap();
+        assert_eq!(
+            tally,
+            "tally: input 28 garbage ratio 0.50 lookups 0 unlooked 1 skipped 0\n"
+        );
+        assert_eq!(
+            host.take_log(),
+            "create 103\nsync\nedit added=[103(1 entries)] maps=[103<-[3]] deleted=[3]\n"
+        );
     }
 
     #[test]

@@ -48,6 +48,9 @@ pub(crate) struct MapHost {
     pub overwritten_meanwhile: RefCell<Vec<Vec<u8>>>,
     /// Records (by key) that only a snapshot reads.
     snapshot_reads: RefCell<Vec<ValuePointer>>,
+    /// Keys whose newest write is still in a memtable (no flush has found the record it
+    /// hides); the tree already gives that write.
+    pub in_memtable: RefCell<Vec<Vec<u8>>>,
     /// The n-th file creation fails (1-based), if set.
     pub fail_create: Option<u64>,
     pub file_size: u64,
@@ -64,6 +67,7 @@ impl MapHost {
             log: RefCell::default(),
             overwritten_meanwhile: RefCell::default(),
             snapshot_reads: RefCell::default(),
+            in_memtable: RefCell::default(),
             fail_create: None,
             file_size: 1 << 20,
         }
@@ -309,6 +313,13 @@ impl GcHost for MapHost {
                 }
             })
             .collect())
+    }
+
+    fn hidden_by_memtable(&self, key: &[u8], ptr: &ValuePointer, seq: SeqNo) -> Result<bool> {
+        assert_eq!(seq, VISIBLE_SEQ);
+        Ok(self.in_memtable.borrow().iter().any(|k| k == key)
+            && !self.points_at(key, ptr)
+            && !self.snapshot_reads.borrow().contains(ptr))
     }
 
     fn install_with_maps(&self, install: &mut Install) -> Result<()> {
