@@ -15,12 +15,12 @@
 //! What may join a run: [`COMBINABLE`] commands, every one of which reads only its key's
 //! metadata record and sub-keys by point lookups ([`crate::cmd::Ctx::meta`],
 //! [`crate::cmd::Ctx::sub_get`]; pops only without a count) and writes only those; not in
-//! a transaction, on a replica or in cluster mode (a slot move orders its own locks), and
-//! never across `FLUSHDB`/`FLUSHALL`, which are no more atomic with a run than with one
-//! command (`Store::flush`); list pushes only while no
+//! a transaction, on a replica or in cluster mode (a slot move orders its own locks); list
+//! pushes only while no
 //! client is blocked on a key (Redis serves a blocked client between two pushes of a
 //! pipeline; a client that blocks while the run is under way waits for its end, as if it
-//! had blocked after the pipeline).
+//! had blocked after the pipeline). Another client's `FLUSHDB` is no more atomic with a run
+//! than with a single command (`Store::flush`).
 
 use crate::commands::{self, Session};
 use crate::protocol::Reply;
