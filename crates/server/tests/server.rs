@@ -11,9 +11,13 @@ use std::io::{Read, Write};
 use std::time::Duration;
 
 fn config() -> Config {
+    with_fsync(AppendFsync::Always)
+}
+
+fn with_fsync(appendfsync: AppendFsync) -> Config {
     Config {
         tcp: Some("127.0.0.1:0".parse().unwrap()),
-        appendfsync: AppendFsync::Always,
+        appendfsync,
         ..Config::default()
     }
 }
@@ -767,13 +771,7 @@ fn a_failed_blocked_move_passes_the_element_on() {
 fn rewriting_existing_members_touches_a_watched_key() {
     let t = tempfile::tempdir().unwrap();
     // Under everysec, as the commands run on the connection's task then.
-    let srv = Running::start(
-        t.path(),
-        Config {
-            appendfsync: AppendFsync::EverySec,
-            ..config()
-        },
-    );
+    let srv = Running::start(t.path(), with_fsync(AppendFsync::EverySec));
     let mut c = Client::connect(srv.addr);
     let mut watching = Client::connect(srv.addr);
     assert_eq!(c.cmd(&["HSET", "h", "f", "1"]), F::Integer(1));
@@ -850,12 +848,8 @@ fn a_pipeline_on_one_key_replies_as_its_commands_one_by_one() {
         &["LRANGE", "l", "0", "-1"],
     ];
     for fsync in [AppendFsync::EverySec, AppendFsync::Always] {
-        let cfg = || Config {
-            appendfsync: fsync,
-            ..config()
-        };
         let t = tempfile::tempdir().unwrap();
-        let srv = Running::start(t.path(), cfg());
+        let srv = Running::start(t.path(), with_fsync(fsync));
         let mut c = Client::connect(srv.addr);
         // Database 1, one command at a time: what each reply must be.
         assert_eq!(c.cmd(&["SELECT", "1"]), simple("OK"));
@@ -870,7 +864,7 @@ fn a_pipeline_on_one_key_replies_as_its_commands_one_by_one() {
         let piped: Vec<F> = script.iter().map(|_| c.read().unwrap()).collect();
         assert_eq!(piped, alone, "{fsync:?}");
         srv.stop();
-        let srv = Running::start(t.path(), cfg());
+        let srv = Running::start(t.path(), with_fsync(fsync));
         let mut c = Client::connect(srv.addr);
         let after: Vec<F> = state.iter().map(|cmd| c.cmd(cmd)).collect();
         assert_eq!(after, alone_state, "{fsync:?}");
@@ -883,13 +877,7 @@ fn a_pipeline_on_one_key_replies_as_its_commands_one_by_one() {
 #[test]
 fn pipelined_increments_from_many_connections_are_all_kept() {
     let t = tempfile::tempdir().unwrap();
-    let srv = Running::start(
-        t.path(),
-        Config {
-            appendfsync: AppendFsync::EverySec,
-            ..config()
-        },
-    );
+    let srv = Running::start(t.path(), with_fsync(AppendFsync::EverySec));
     let (threads, rounds, per_round) = (4, 20, 40);
     std::thread::scope(|scope| {
         for _ in 0..threads {
@@ -940,13 +928,7 @@ fn a_blocked_client_is_served_between_two_pipelined_pushes() {
 fn pipelined_commands_see_the_ones_before_them() {
     for fsync in [AppendFsync::EverySec, AppendFsync::Always] {
         let t = tempfile::tempdir().unwrap();
-        let srv = Running::start(
-            t.path(),
-            Config {
-                appendfsync: fsync,
-                ..config()
-            },
-        );
+        let srv = Running::start(t.path(), with_fsync(fsync));
         let mut c = Client::connect(srv.addr);
         let cheap: &[&[&[u8]]] = &[
             &[b"SET", b"n", b"1"],
