@@ -349,3 +349,53 @@ fn a_database_of_the_format_before_expiry_opens_and_reads() {
         assert!(report.is_ok(), "{}: {:?}", d.display(), report.problems);
     }
 }
+
+/// `DB::contains` answers as `get` does (live, deleted, expired, absent; from a memtable
+/// and from the tables) but never reads a separated value from its file.
+#[test]
+fn contains_answers_as_get_without_reading_a_separated_value() {
+    use halflife_engine::io::IoCause;
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(T0));
+    let db = DB::open(
+        dir.path(),
+        opts(&clock, GcPolicyConfig::Titan { garbage_ratio: 0.5 }, 8),
+    )
+    .unwrap();
+    let large = vec![b'v'; 64 << 10];
+    db.put(b"inline", b"small").unwrap();
+    db.put(b"separated", &large).unwrap();
+    db.put(b"deleted", &large).unwrap();
+    db.delete(b"deleted").unwrap();
+    let mut b = WriteBatch::new();
+    b.put_with_expiry(b"expiring", &large, T0 + 10);
+    db.write(b, &Default::default()).unwrap();
+    let keys: [&[u8]; 5] = [b"inline", b"separated", b"deleted", b"expiring", b"absent"];
+    for flushed in [false, true] {
+        for now in [T0, T0 + 10] {
+            clock.set(now);
+            for k in keys {
+                let want = db.get(k).unwrap().is_some();
+                assert_eq!(
+                    db.contains(k).unwrap(),
+                    want,
+                    "{k:?} flushed={flushed} now={now}"
+                );
+            }
+        }
+        clock.set(T0);
+        db.flush().unwrap();
+    }
+    let read = |db: &DB| db.stats().io.cause(IoCause::ClientRead).bytes_read;
+    let before = read(&db);
+    assert_eq!(db.get(b"separated").unwrap().unwrap(), large);
+    let by_get = read(&db) - before;
+    assert!(by_get >= large.len() as u64, "get read {by_get} bytes");
+    let before = read(&db);
+    assert!(db.contains(b"separated").unwrap());
+    let by_contains = read(&db) - before;
+    assert!(
+        by_contains < large.len() as u64,
+        "contains read {by_contains} bytes"
+    );
+}

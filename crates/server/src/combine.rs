@@ -78,6 +78,15 @@ impl Pending {
         Ok(v)
     }
 
+    /// Whether the engine record `k` will exist once the run's writes are applied, without
+    /// reading its value unless the run has it already.
+    pub fn contains(&self, store: &Store, k: &[u8]) -> engine::Result<bool> {
+        match self.records.borrow().get(k) {
+            Some(v) => Ok(v.is_some()),
+            None => store.db().contains(k),
+        }
+    }
+
     /// The key's live metadata as it will read once the run's writes are applied.
     pub fn meta(&self, store: &Store) -> store::Result<Option<Meta>> {
         match self.get(store, &crate::record::meta_key(self.db, &self.key))? {

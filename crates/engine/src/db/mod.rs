@@ -149,6 +149,13 @@ impl DB {
         read::get(&self.inner, key, None)
     }
 
+    /// Whether `key` has a live value, without reading it: a value kept in a value file is
+    /// not read (a caller that only needs to know, such as a server counting the new fields
+    /// of a hash, saves that read).
+    pub fn contains(&self, key: &[u8]) -> Result<bool> {
+        read::contains(&self.inner, key)
+    }
+
     /// Reads `key` as of `snap`.
     pub fn get_at(&self, key: &[u8], snap: &Snapshot) -> Result<Option<Vec<u8>>> {
         read::get(&self.inner, key, Some(snap))

@@ -14,6 +14,25 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 pub(crate) fn get(inner: &Inner, key: &[u8], snap: Option<&Snapshot>) -> Result<Option<Vec<u8>>> {
+    let Some((view, found)) = find(inner, key, snap)? else {
+        return Ok(None);
+    };
+    let pinned = snap.map(|s| s.blobs());
+    resolve(inner, &view.version, pinned, key, found)
+}
+
+/// Whether `key` has a live value, found as [`get`] finds it but without following a
+/// pointer into its value file.
+pub(crate) fn contains(inner: &Inner, key: &[u8]) -> Result<bool> {
+    Ok(find(inner, key, None)?.is_some_and(|(_, f)| f.kind != ValueKind::Deletion))
+}
+
+/// The newest entry of `key` visible at `snap` (or now), with the view it was found in.
+fn find(
+    inner: &Inner,
+    key: &[u8],
+    snap: Option<&Snapshot>,
+) -> Result<Option<(Arc<ReadView>, Found)>> {
     EngineCounters::add(&inner.counters.gets, 1);
     let view = ReadView::take(inner);
     let seq = snap.map_or_else(|| inner.visible_seq.load(Ordering::Acquire), |s| s.seq());
@@ -21,11 +40,7 @@ pub(crate) fn get(inner: &Inner, key: &[u8], snap: Option<&Snapshot>) -> Result<
     let found = view.lookup(key, seq, inner.now_ms());
     let missed = crate::cache::thread_misses() != misses;
     inner.warming.record_read(key, missed);
-    let Some(found) = found? else {
-        return Ok(None);
-    };
-    let pinned = snap.map(|s| s.blobs());
-    resolve(inner, &view.version, pinned, key, found)
+    Ok(found?.map(|f| (view, f)))
 }
 
 /// Turns a found entry into the user's value.

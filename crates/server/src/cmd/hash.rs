@@ -42,7 +42,7 @@ fn set_fields(cx: &Ctx, key: &[u8], pairs: &[Bytes], only_new: bool) -> Result<i
     let mut b = Batch::new();
     let mut added = HashSet::new();
     for kv in pairs.chunks(2) {
-        let exists = added.contains(&kv[0]) || cx.sub_get(key, &m, 0, &kv[0])?.is_some();
+        let exists = added.contains(&kv[0]) || cx.sub_exists(key, &m, 0, &kv[0])?;
         if exists && only_new {
             continue;
         }
@@ -107,7 +107,7 @@ fn hdel(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     let mut b = Batch::new();
     let mut gone = HashSet::new();
     for f in &a[1..] {
-        if !gone.contains(f) && cx.sub_get(key, &m, 0, f)?.is_some() {
+        if !gone.contains(f) && cx.sub_exists(key, &m, 0, f)? {
             b.delete(&cx.sub_key(key, &m, 0, f));
             gone.insert(f.clone());
         }
@@ -134,7 +134,11 @@ fn hstrlen(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
 }
 
 fn hexists(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
-    Ok(Reply::Int(field(cx, &a[0], &a[1])?.is_some() as i64))
+    let exists = match cx.typed(&a[0], Kind::Hash)? {
+        Some(m) => cx.sub_exists(&a[0], &m, 0, &a[1])?,
+        None => false,
+    };
+    Ok(Reply::Int(exists as i64))
 }
 
 /// Rewrites one field with `f(old value)`; returns the new value.

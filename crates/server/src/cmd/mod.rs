@@ -156,6 +156,16 @@ impl Ctx<'_> {
         Ok(self.sh.store.db().get(&k)?)
     }
 
+    /// Whether a sub-key exists, without reading its value (a large one stays in its
+    /// value file).
+    pub fn sub_exists(&self, key: &[u8], m: &Meta, tag: u8, member: &[u8]) -> Result<bool, Reply> {
+        let k = self.sub_key(key, m, tag, member);
+        if let Some(p) = self.combining(key) {
+            return Ok(p.contains(&self.sh.store, &k)?);
+        }
+        Ok(self.sh.store.db().contains(&k)?)
+    }
+
     /// Every (member, value) of a collection with `tag`, refused when it has more than
     /// [`MAX_REPLY_ITEMS`] members.
     pub fn members(&self, key: &[u8], m: &Meta, tag: u8) -> Result<Members, Reply> {

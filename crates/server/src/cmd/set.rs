@@ -31,7 +31,7 @@ pub static COMMANDS: &[super::table::Spec] = &[
 ];
 
 fn has(cx: &Ctx, key: &[u8], m: &Meta, member: &[u8]) -> Result<bool, Reply> {
-    Ok(cx.sub_get(key, m, 0, member)?.is_some())
+    cx.sub_exists(key, m, 0, member)
 }
 
 /// Every member of the set `key` (empty if absent).
