@@ -145,13 +145,7 @@ impl Batch {
     /// Appends `other`'s records after this batch's (a later write of a key wins, as it
     /// would applied after it).
     pub fn append(&mut self, other: Batch) {
-        for e in other.wb.iter() {
-            match (e.kind, e.expire_at()) {
-                (ValueKind::Deletion, _) => self.wb.delete(e.key),
-                (_, Some(t)) => self.wb.put_with_expiry(e.key, e.payload(), t),
-                (_, None) => self.wb.put(e.key, e.payload()),
-            }
-        }
+        self.wb.append(&other.wb);
         self.touched.extend(other.touched);
     }
 
