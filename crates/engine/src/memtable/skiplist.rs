@@ -1,0 +1,528 @@
+//! The memtable's ordered index: a concurrent skip list whose nodes live in an arena with
+//! their internal key and value inline.
+//!
+//! Why hand-written (it replaced `crossbeam_skiplist`): a node there is its own heap
+//! allocation holding a handle to the key, which lived in a second place (the arena), so
+//! every comparison of a search loaded two unrelated cache lines. In a pipelined `ZADD` of
+//! the server half of the time went to that search and a quarter of all samples were
+//! `memcmp` waiting for key bytes (docs/results/2026-11-28-memtable-inline-skiplist.md).
+//! Here a node is one piece of arena memory: its tower of next pointers, a header, the key
+//! and the value, so a comparison reads the lines the search has just loaded. The design is
+//! LevelDB's and RocksDB's inline skip list: nodes are never removed (a memtable only grows
+//! until it is flushed and dropped whole), which keeps the lock-free insert simple (one
+//! compare-and-swap per level, a search of that level again on a lost race), and readers
+//! need no epochs or reference counts, only the memtable kept alive.
+//!
+//! A node's address points at its header; the tower sits just below it, level 0 nearest,
+//! so the key is at a fixed offset whatever the node's height:
+//!
+//! ```text
+//! [next[h-1]] ... [next[1]] [next[0]] | key_len: u32 | value_len: u32 | key | value
+//!                                     ^ node
+//! ```
+
+use crate::types::{user_key, TRAILER_LEN};
+use parking_lot::Mutex;
+use std::cmp::Ordering as CmpOrdering;
+use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+/// Tallest tower; with a branching factor of 4 it indexes 4^12 = 16M entries well, more
+/// than a memtable holds.
+const MAX_HEIGHT: usize = 12;
+
+/// Header bytes between a node's tower and its key.
+const HEADER: usize = 8;
+
+const WORD: usize = std::mem::size_of::<usize>();
+
+/// Arena chunk size; larger nodes get a chunk of their own.
+pub(super) const CHUNK: usize = 1 << 20;
+
+/// Arena shards: concurrent inserters allocate from different chunks. As RocksDB's
+/// `ConcurrentArena` (per-core shards): with one chunk under one lock, 4 writers on 2 cores
+/// queued on it, and a writer that took a page fault on a fresh chunk (zeroing a huge
+/// page) did so holding the lock; parking_lot's spin-then-yield on that lock was 10 % of
+/// the writers' context switches (docs/bench.md, "Writes with 4 threads").
+const ARENA_SHARDS: usize = 8;
+
+thread_local! {
+    /// This thread's arena shard, assigned round robin on first use.
+    static ARENA_SHARD: usize = {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        NEXT.fetch_add(1, Ordering::Relaxed) % ARENA_SHARDS
+    };
+}
+
+/// A chunk of arena memory, in words so that every node is aligned for its pointers.
+type Chunk = Box<[usize]>;
+
+fn new_chunk(bytes: usize) -> Chunk {
+    vec![0usize; bytes.div_ceil(WORD)].into_boxed_slice()
+}
+
+/// The chunks of dropped memtables, kept for the next ones (at most one memtable's worth).
+///
+/// Why: a fresh chunk is fresh memory, and the allocator returns freed memory to the
+/// system within 10 ms (`halflife` sets mimalloc's purge delay so, to bound RSS). So every
+/// memtable faulted its whole size in again, zeroing a huge page per 2 MiB and, inside a
+/// memory cgroup at its limit, reclaiming page cache to charge it: at full scale a
+/// fifth of the writing client thread's time went to those faults (docs/bench.md,
+/// "Memtable chunks reused"). A chunk kept here stays resident and charged; the memtables
+/// in use plus this pool stay within the two memtables' budget, since the pool fills only
+/// as a flushed memtable is dropped and empties as the next one fills.
+pub struct ChunkPool {
+    chunks: Mutex<Vec<Chunk>>,
+    max_chunks: usize,
+}
+
+impl ChunkPool {
+    /// A pool holding at most `bytes` of chunks (a memtable's size).
+    pub fn new(bytes: usize) -> Arc<ChunkPool> {
+        Arc::new(ChunkPool {
+            chunks: Mutex::new(Vec::new()),
+            max_chunks: bytes / CHUNK,
+        })
+    }
+
+    fn take(&self) -> Option<Chunk> {
+        self.chunks.lock().pop()
+    }
+
+    /// Keeps `chunk` if it is a standard one and the pool has room. Nothing refers to a
+    /// dropped memtable's memory any more: readers hold the memtable itself.
+    fn give(&self, chunk: Chunk) {
+        let mut chunks = self.chunks.lock();
+        if chunk.len() * WORD == CHUNK && chunks.len() < self.max_chunks {
+            chunks.push(chunk);
+        }
+    }
+
+    /// Chunks held.
+    #[cfg(test)]
+    pub(super) fn len(&self) -> usize {
+        self.chunks.lock().len()
+    }
+}
+
+/// A shard's free space in its current chunk, on its own cache line.
+#[repr(align(64))]
+struct Shard(Mutex<Free>);
+
+struct Free {
+    at: *mut u8,
+    left: usize,
+}
+
+// SAFETY: `at` points into a chunk owned by the arena, which outlives every shard's use of
+// it; the mutex makes the bump exclusive.
+unsafe impl Send for Free {}
+
+impl Default for Shard {
+    fn default() -> Self {
+        Shard(Mutex::new(Free {
+            at: std::ptr::null_mut(),
+            left: 0,
+        }))
+    }
+}
+
+/// Word-aligned bump allocation from per-thread shards of large chunks (as in LevelDB's
+/// arena); memory is freed only with the whole arena.
+struct Arena {
+    shards: [Shard; ARENA_SHARDS],
+    /// Every chunk handed out, owned here until the arena is dropped.
+    chunks: Mutex<Vec<Chunk>>,
+    pool: Option<Arc<ChunkPool>>,
+}
+
+impl Arena {
+    /// `bytes` (a multiple of the word size) of memory nothing else uses, valid until the
+    /// arena is dropped. Its contents are unspecified.
+    fn alloc(&self, bytes: usize) -> *mut u8 {
+        debug_assert_eq!(bytes % WORD, 0);
+        let shard = ARENA_SHARD.with(|s| *s);
+        let mut free = self.shards[shard].0.lock();
+        if free.left < bytes {
+            if bytes > CHUNK / 4 {
+                // A large node takes a chunk of its own; the shard keeps its free space.
+                let mut chunk = new_chunk(bytes);
+                let at = chunk.as_mut_ptr().cast::<u8>();
+                self.chunks.lock().push(chunk);
+                return at;
+            }
+            let mut chunk = self
+                .pool
+                .as_ref()
+                .and_then(|p| p.take())
+                .unwrap_or_else(|| new_chunk(CHUNK));
+            free.at = chunk.as_mut_ptr().cast::<u8>();
+            free.left = CHUNK;
+            // Moving the box does not move the memory it owns.
+            self.chunks.lock().push(chunk);
+        }
+        let at = free.at;
+        // SAFETY: `bytes <= left`, so the result stays inside the current chunk.
+        free.at = unsafe { at.add(bytes) };
+        free.left -= bytes;
+        at
+    }
+}
+
+impl Drop for Arena {
+    fn drop(&mut self) {
+        if let Some(pool) = &self.pool {
+            for chunk in self.chunks.get_mut().drain(..) {
+                pool.give(chunk);
+            }
+        }
+    }
+}
+
+/// A node's address (its header), or null for the end of a level.
+type Node = *mut u8;
+
+/// The slot of `node`'s next pointer at `level`.
+///
+/// # Safety
+/// `node` is a node of this list whose height is above `level`.
+#[inline]
+unsafe fn slot<'a>(node: Node, level: usize) -> &'a AtomicPtr<u8> {
+    &*node.cast::<AtomicPtr<u8>>().sub(level + 1)
+}
+
+/// # Safety
+/// As [`slot`].
+#[inline]
+unsafe fn next(node: Node, level: usize) -> Node {
+    slot(node, level).load(Ordering::Acquire)
+}
+
+/// The internal key of a published node.
+///
+/// # Safety
+/// `node` is a published node (not the head) of a list that outlives `'a`.
+#[inline]
+pub(super) unsafe fn key<'a>(node: Node) -> &'a [u8] {
+    let len = node.cast::<u32>().read() as usize;
+    std::slice::from_raw_parts(node.add(HEADER), len)
+}
+
+/// The value of a published node.
+///
+/// # Safety
+/// As [`key`].
+#[inline]
+pub(super) unsafe fn value<'a>(node: Node) -> &'a [u8] {
+    let key_len = node.cast::<u32>().read() as usize;
+    let len = node.cast::<u32>().add(1).read() as usize;
+    std::slice::from_raw_parts(node.add(HEADER + key_len), len)
+}
+
+/// What a search compares nodes with: an internal key given as its two parts, so that a
+/// point lookup needs no buffer to build it in.
+#[derive(Clone, Copy)]
+pub(super) struct Target<'a> {
+    pub user_key: &'a [u8],
+    pub trailer: u64,
+}
+
+impl Target<'_> {
+    /// The target of an internal key.
+    pub fn of(ikey: &[u8]) -> Target<'_> {
+        let n = ikey.len().saturating_sub(TRAILER_LEN);
+        let mut t = [0u8; TRAILER_LEN];
+        let tail = &ikey[n..];
+        t[..tail.len()].copy_from_slice(tail);
+        Target {
+            user_key: &ikey[..n],
+            trailer: u64::from_le_bytes(t),
+        }
+    }
+
+    /// How the internal key `ikey` orders against the target (as `cmp_internal`: user keys
+    /// ascending, then trailers descending, newest first).
+    #[inline]
+    fn order_of(&self, ikey: &[u8]) -> CmpOrdering {
+        user_key(ikey).cmp(self.user_key).then_with(|| {
+            let t = u64::from_le_bytes(ikey[ikey.len() - TRAILER_LEN..].try_into().unwrap());
+            self.trailer.cmp(&t)
+        })
+    }
+}
+
+pub(super) struct SkipList {
+    /// The head's tower (`MAX_HEIGHT` pointers, then a header of an empty node), which
+    /// `head` points into.
+    _head_memory: Box<[usize]>,
+    head: Node,
+    /// Levels in use; searches start at the top one.
+    height: AtomicUsize,
+    len: AtomicUsize,
+    arena: Arena,
+}
+
+// SAFETY: nodes are immutable once published (only their next pointers change, atomically),
+// and their memory lives as long as the list.
+unsafe impl Send for SkipList {}
+unsafe impl Sync for SkipList {}
+
+impl SkipList {
+    pub fn new(pool: Option<Arc<ChunkPool>>) -> SkipList {
+        let mut head_memory = vec![0usize; MAX_HEIGHT + HEADER / WORD].into_boxed_slice();
+        // SAFETY: the head's header starts after its tower, inside the allocation; the
+        // zeroed tower is null at every level and the zeroed header an empty key.
+        let head = unsafe { head_memory.as_mut_ptr().add(MAX_HEIGHT).cast::<u8>() };
+        SkipList {
+            _head_memory: head_memory,
+            head,
+            height: AtomicUsize::new(1),
+            len: AtomicUsize::new(0),
+            arena: Arena {
+                shards: Default::default(),
+                chunks: Mutex::default(),
+                pool,
+            },
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.len.load(Ordering::Relaxed)
+    }
+
+    /// The first node at or after `target`, or null.
+    pub fn seek(&self, target: Target<'_>) -> Node {
+        let mut x = self.head;
+        let mut level = self.height.load(Ordering::Relaxed) - 1;
+        loop {
+            // SAFETY: `x` is the head or a node reached at `level`, so its height exceeds it.
+            let n = unsafe { next(x, level) };
+            // SAFETY: a non-null next pointer is a published node.
+            if !n.is_null() && target.order_of(unsafe { key(n) }) == CmpOrdering::Less {
+                x = n;
+            } else if level == 0 {
+                return n;
+            } else {
+                level -= 1;
+            }
+        }
+    }
+
+    /// The first node, or null.
+    pub fn first(&self) -> Node {
+        // SAFETY: the head has every level.
+        unsafe { next(self.head, 0) }
+    }
+
+    /// The node after `node`, or null.
+    ///
+    /// # Safety
+    /// `node` is a published node of this list.
+    pub unsafe fn after(&self, node: Node) -> Node {
+        next(node, 0)
+    }
+
+    /// Inserts an entry whose internal key is `user_key` followed by `trailer`. Safe to call
+    /// from several threads at once; readers see the entry once this returns (and may see
+    /// it earlier, complete). Returns the bytes the node took from the arena.
+    pub fn insert(&self, user_key: &[u8], trailer: u64, value: &[u8]) -> usize {
+        let key_len = user_key.len() + TRAILER_LEN;
+        let height = random_height();
+        let size = (height * WORD + HEADER + key_len + value.len()).next_multiple_of(WORD);
+        let base = self.arena.alloc(size);
+        // SAFETY: `base` is `size` bytes of fresh, word-aligned arena memory that nothing
+        // else refers to until the node is linked below.
+        let node = unsafe {
+            let node = base.add(height * WORD);
+            for level in 0..height {
+                slot(node, level).store(std::ptr::null_mut(), Ordering::Relaxed);
+            }
+            node.cast::<u32>().write(key_len as u32);
+            node.cast::<u32>().add(1).write(value.len() as u32);
+            let k = node.add(HEADER);
+            std::ptr::copy_nonoverlapping(user_key.as_ptr(), k, user_key.len());
+            std::ptr::copy_nonoverlapping(
+                trailer.to_le_bytes().as_ptr(),
+                k.add(user_key.len()),
+                TRAILER_LEN,
+            );
+            std::ptr::copy_nonoverlapping(value.as_ptr(), k.add(key_len), value.len());
+            node
+        };
+        let target = Target { user_key, trailer };
+
+        let mut top = self.height.load(Ordering::Relaxed);
+        while height > top {
+            match self.height.compare_exchange_weak(
+                top,
+                height,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => top = height,
+                Err(now) => top = now,
+            }
+        }
+        // The node's neighbours at every level, found by one search from the top.
+        let mut prev = [self.head; MAX_HEIGHT];
+        let mut succ = [std::ptr::null_mut(); MAX_HEIGHT];
+        let mut x = self.head;
+        for level in (0..top).rev() {
+            (prev[level], succ[level]) = self.find_at(target, x, level);
+            x = prev[level];
+        }
+        // Link from the bottom up, so that a node reachable at a level is already in every
+        // level below it.
+        for level in 0..height {
+            loop {
+                // SAFETY: `node` has `height` levels; `prev[level]` is the head or a node
+                // found at `level`.
+                let won = unsafe {
+                    slot(node, level).store(succ[level], Ordering::Relaxed);
+                    slot(prev[level], level)
+                        .compare_exchange(succ[level], node, Ordering::Release, Ordering::Relaxed)
+                        .is_ok()
+                };
+                if won {
+                    break;
+                }
+                // Another insert linked a node between them: search this level again from
+                // the same predecessor, which still precedes the target.
+                (prev[level], succ[level]) = self.find_at(target, prev[level], level);
+            }
+        }
+        self.len.fetch_add(1, Ordering::Relaxed);
+        size
+    }
+
+    /// At `level`, starting from `from` (which precedes `target`), the last node before
+    /// `target` and the node after it (null at the end).
+    fn find_at(&self, target: Target<'_>, from: Node, level: usize) -> (Node, Node) {
+        let mut x = from;
+        loop {
+            // SAFETY: `x` is the head or a node reached at `level`.
+            let n = unsafe { next(x, level) };
+            // An equal internal key (the same sequence number twice) goes before the one
+            // already there, so a lookup finds the newer insert first.
+            // SAFETY: a non-null next pointer is a published node.
+            if n.is_null() || target.order_of(unsafe { key(n) }) != CmpOrdering::Less {
+                return (x, n);
+            }
+            x = n;
+        }
+    }
+}
+
+/// A tower height: 1 with probability 3/4, each level above with 1/4 of the one below
+/// (LevelDB's branching factor).
+fn random_height() -> usize {
+    thread_local! {
+        /// A per-thread xorshift state: heights need no more than independent fair bits.
+        static STATE: std::cell::Cell<u64> = {
+            static SEED: AtomicUsize = AtomicUsize::new(0);
+            let n = SEED.fetch_add(1, Ordering::Relaxed) as u64;
+            std::cell::Cell::new((n + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+        };
+    }
+    let bits = STATE.with(|s| {
+        let mut x = s.get();
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        s.set(x);
+        x
+    });
+    (1 + (bits as u32).trailing_zeros() as usize / 2).min(MAX_HEIGHT)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::{cmp_internal, make_internal_key, pack_trailer, ValueKind};
+    use proptest::prelude::*;
+
+    fn walk(list: &SkipList) -> Vec<(Vec<u8>, Vec<u8>)> {
+        let mut out = vec![];
+        let mut n = list.first();
+        while !n.is_null() {
+            // SAFETY: published nodes of `list`.
+            unsafe {
+                out.push((key(n).to_vec(), value(n).to_vec()));
+                n = list.after(n);
+            }
+        }
+        out
+    }
+
+    proptest! {
+        /// Any inserts read back in internal-key order, and a seek lands where a sorted
+        /// model's lower bound does.
+        #[test]
+        fn matches_a_sorted_model(
+            entries in proptest::collection::vec(
+                (proptest::collection::vec(0u8..4, 0..6), 1u64..50, proptest::collection::vec(any::<u8>(), 0..40)),
+                0..200,
+            ),
+            seeks in proptest::collection::vec((proptest::collection::vec(0u8..4, 0..6), 0u64..60), 1..20),
+        ) {
+            let list = SkipList::new(None);
+            let mut model: Vec<(Vec<u8>, Vec<u8>)> = vec![];
+            for (i, (k, seq, v)) in entries.iter().enumerate() {
+                // Distinct sequence numbers, as the write path assigns them.
+                let seq = seq * 1000 + i as u64;
+                list.insert(k, pack_trailer(seq, ValueKind::Value), v);
+                model.push((make_internal_key(k, seq, ValueKind::Value), v.clone()));
+            }
+            model.sort_by(|a, b| cmp_internal(&a.0, &b.0));
+            prop_assert_eq!(walk(&list), model.clone());
+            prop_assert_eq!(list.len(), model.len());
+            for (k, seq) in seeks {
+                let t = make_internal_key(&k, seq * 1000, ValueKind::Pointer);
+                let want = model.iter().find(|(m, _)| cmp_internal(m, &t) != CmpOrdering::Less);
+                let got = list.seek(Target::of(&t));
+                // SAFETY: a published node of `list`.
+                let got = (!got.is_null()).then(|| unsafe { key(got).to_vec() });
+                prop_assert_eq!(got, want.map(|(k, _)| k.clone()));
+            }
+        }
+    }
+
+    #[test]
+    fn concurrent_inserts_keep_every_entry_in_order() {
+        let list = SkipList::new(None);
+        std::thread::scope(|s| {
+            for t in 0..4u64 {
+                let list = &list;
+                s.spawn(move || {
+                    for i in 0..5000u64 {
+                        // Interleaved keys, so that threads race for the same neighbours.
+                        let k = format!("{:06}", i * 4 + t);
+                        let seq = t * 10_000 + i + 1;
+                        list.insert(
+                            k.as_bytes(),
+                            pack_trailer(seq, ValueKind::Value),
+                            k.as_bytes(),
+                        );
+                    }
+                });
+            }
+        });
+        let got = walk(&list);
+        assert_eq!(got.len(), 20_000);
+        for (i, (k, v)) in got.iter().enumerate() {
+            assert_eq!(user_key(k), format!("{i:06}").as_bytes());
+            assert_eq!(v.as_slice(), user_key(k));
+        }
+    }
+
+    #[test]
+    fn a_large_value_gets_a_chunk_of_its_own_and_reads_back() {
+        let list = SkipList::new(None);
+        let big = vec![9u8; 3 * CHUNK];
+        list.insert(b"b", pack_trailer(2, ValueKind::Value), &big);
+        list.insert(b"a", pack_trailer(1, ValueKind::Value), b"small");
+        let got = walk(&list);
+        assert_eq!(got[0].1, b"small");
+        assert_eq!(got[1].1, big);
+    }
+}
