@@ -11,7 +11,7 @@ use super::write_queue::WriteQueue;
 use crate::cache::{BlockCache, CacheCharge};
 use crate::error::{Error, Result};
 use crate::io::{IoCause, Storage};
-use crate::memtable::Memtable;
+use crate::memtable::{Copy, Memtable};
 use crate::options::Options;
 use crate::stats::EngineCounters;
 use crate::types::{seek_key, SeqNo};
@@ -155,7 +155,18 @@ impl ReadView {
     /// The newest version of `key` visible at `seq`, as a reader sees it at `now_ms`
     /// (an expired entry reads as a deletion: [`Found::as_of`]).
     pub fn lookup(&self, key: &[u8], seq: SeqNo, now_ms: u64) -> Result<Option<Found>> {
-        let found = match self.in_memtables(key, seq) {
+        self.lookup_as(key, seq, now_ms, Copy::Value)
+    }
+
+    /// [`ReadView::lookup`], copying out of a memtable only what `copy` asks for.
+    pub fn lookup_as(
+        &self,
+        key: &[u8],
+        seq: SeqNo,
+        now_ms: u64,
+        copy: Copy,
+    ) -> Result<Option<Found>> {
+        let found = match self.in_memtables(key, seq, copy) {
             Some(f) => Some(f),
             None => self
                 .version
@@ -168,13 +179,13 @@ impl ReadView {
     /// visible at `seq` (the tree may). A memtable read needs no device read, so GC asks
     /// it where the tree's answer is known without a lookup.
     pub fn lookup_memtables(&self, key: &[u8], seq: SeqNo, now_ms: u64) -> Result<Option<Found>> {
-        self.in_memtables(key, seq)
+        self.in_memtables(key, seq, Copy::Value)
             .map(|f| Self::as_read(f, now_ms))
             .transpose()
     }
 
-    fn in_memtables(&self, key: &[u8], seq: SeqNo) -> Option<Found> {
-        let f = self.mems.iter().find_map(|m| m.get(key, seq))?;
+    fn in_memtables(&self, key: &[u8], seq: SeqNo, copy: Copy) -> Option<Found> {
+        let f = self.mems.iter().find_map(|m| m.get_as(key, seq, copy))?;
         Some(Found {
             kind: f.kind,
             seq: f.seq,

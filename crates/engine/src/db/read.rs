@@ -5,6 +5,7 @@ use super::inner::{Inner, ReadView};
 use super::Snapshot;
 use crate::error::{Error, Result};
 use crate::io::IoCause;
+use crate::memtable::Copy;
 use crate::stats::EngineCounters;
 use crate::types::{SeqNo, ValueKind};
 use crate::version::{Found, Version};
@@ -14,7 +15,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 pub(crate) fn get(inner: &Inner, key: &[u8], snap: Option<&Snapshot>) -> Result<Option<Vec<u8>>> {
-    let Some((view, found)) = find(inner, key, snap)? else {
+    let Some((view, found)) = find(inner, key, snap, Copy::Value)? else {
         return Ok(None);
     };
     let pinned = snap.map(|s| s.blobs());
@@ -24,7 +25,8 @@ pub(crate) fn get(inner: &Inner, key: &[u8], snap: Option<&Snapshot>) -> Result<
 /// Whether `key` has a live value, found as [`get`] finds it but without following a
 /// pointer into its value file.
 pub(crate) fn contains(inner: &Inner, key: &[u8]) -> Result<bool> {
-    Ok(find(inner, key, None)?.is_some_and(|(_, f)| f.kind != ValueKind::Deletion))
+    let found = find(inner, key, None, Copy::Expiry)?;
+    Ok(found.is_some_and(|(_, f)| f.kind != ValueKind::Deletion))
 }
 
 /// The newest entry of `key` visible at `snap` (or now), with the view it was found in.
@@ -32,12 +34,13 @@ fn find(
     inner: &Inner,
     key: &[u8],
     snap: Option<&Snapshot>,
+    copy: Copy,
 ) -> Result<Option<(Arc<ReadView>, Found)>> {
     EngineCounters::add(&inner.counters.gets, 1);
     let view = ReadView::take(inner);
     let seq = snap.map_or_else(|| inner.visible_seq.load(Ordering::Acquire), |s| s.seq());
     let misses = crate::cache::thread_misses();
-    let found = view.lookup(key, seq, inner.now_ms());
+    let found = view.lookup_as(key, seq, inner.now_ms(), copy);
     let missed = crate::cache::thread_misses() != misses;
     inner.warming.record_read(key, missed);
     Ok(found?.map(|f| (view, f)))

@@ -48,6 +48,16 @@ pub struct Found {
     pub value: Vec<u8>,
 }
 
+/// How much of a found entry's value a lookup copies out of the memtable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Copy {
+    /// All of it.
+    Value,
+    /// Only an expiring entry's expiry time: enough to tell whether the key is live
+    /// (`DB::contains`) without copying a value that may be kilobytes long.
+    Expiry,
+}
+
 impl Memtable {
     pub fn new(wal_number: u64) -> Self {
         Self::with_list(wal_number, SkipList::new(None))
@@ -140,8 +150,20 @@ impl Memtable {
 
     /// The newest entry for `user_key` with sequence number <= `snapshot`.
     pub fn get(&self, user_key: &[u8], snapshot: SeqNo) -> Option<Found> {
+        self.get_as(user_key, snapshot, Copy::Value)
+    }
+
+    /// As [`Memtable::get`], copying only as much of the value as `copy` asks for.
+    pub fn get_as(&self, user_key: &[u8], snapshot: SeqNo, copy: Copy) -> Option<Found> {
         let (key, value) = self.newest(user_key, snapshot)?;
         let p = parse_internal_key(key)?;
+        let value = match copy {
+            Copy::Value => value,
+            Copy::Expiry if p.kind.expires() => {
+                &value[..value.len().min(crate::expiry::EXPIRY_LEN)]
+            }
+            Copy::Expiry => &[],
+        };
         Some(Found {
             kind: p.kind,
             seq: p.seq,
