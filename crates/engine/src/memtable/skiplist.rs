@@ -274,6 +274,12 @@ impl Target<'_> {
     }
 }
 
+/// Where an entry goes: its predecessor and successor at each level.
+struct Splice {
+    prev: [Node; MAX_HEIGHT],
+    succ: [Node; MAX_HEIGHT],
+}
+
 pub(super) struct SkipList {
     /// The head's tower (`MAX_HEIGHT` pointers, then a header of an empty node), which
     /// `head` points into.
@@ -349,8 +355,24 @@ impl SkipList {
     /// from several threads at once; readers see the entry once this returns (and may see
     /// it earlier, complete). Returns the bytes the entry took from the arena.
     pub fn insert(&self, user_key: &[u8], trailer: u64, value: &[u8]) -> usize {
-        let key_len = user_key.len() + TRAILER_LEN;
         let height = random_height();
+        let (node, taken) = self.new_node(user_key, trailer, value, height);
+        let target = Target { user_key, trailer };
+        let splice = self.splice(target, height);
+        self.link(node, height, target, splice);
+        taken
+    }
+
+    /// A node of `height` levels holding the entry, not yet linked, and the arena bytes it
+    /// took.
+    fn new_node(
+        &self,
+        user_key: &[u8],
+        trailer: u64,
+        value: &[u8],
+        height: usize,
+    ) -> (Node, usize) {
+        let key_len = user_key.len() + TRAILER_LEN;
         let inline = value.len() <= INLINE_VALUE_MAX;
         let body = key_len + if inline { value.len() } else { WORD };
         let size = (height * WORD + HEADER + body).next_multiple_of(WORD);
@@ -390,8 +412,12 @@ impl SkipList {
             std::ptr::copy_nonoverlapping(value.as_ptr(), v, value.len());
             node
         };
-        let target = Target { user_key, trailer };
+        (node, taken)
+    }
 
+    /// The neighbours `target` goes between at every level up to `height`, found by one
+    /// search from the top (raising the list's height to `height` first).
+    fn splice(&self, target: Target<'_>, height: usize) -> Splice {
         let mut top = self.height.load(Ordering::Relaxed);
         while height > top {
             match self.height.compare_exchange_weak(
@@ -412,8 +438,15 @@ impl SkipList {
             (prev[level], succ[level]) = self.find_at(target, x, level);
             x = prev[level];
         }
-        // Link from the bottom up, so that a node reachable at a level is already in every
-        // level below it.
+        Splice { prev, succ }
+    }
+
+    /// Links `node` (of `height` levels, holding `target`) between the neighbours of
+    /// `splice`, from the bottom up, so that a node reachable at a level is already in
+    /// every level below it. The splice may be stale: other inserts may have linked nodes
+    /// into it since.
+    fn link(&self, node: Node, height: usize, target: Target<'_>, splice: Splice) {
+        let Splice { mut prev, mut succ } = splice;
         for level in 0..height {
             loop {
                 // SAFETY: `node` has `height` levels; `prev[level]` is the head or a node
@@ -433,7 +466,6 @@ impl SkipList {
             }
         }
         self.len.fetch_add(1, Ordering::Relaxed);
-        taken
     }
 
     /// At `level`, starting from `from` (which precedes `target`), the last node before
@@ -553,6 +585,106 @@ mod tests {
         for (i, (k, v)) in got.iter().enumerate() {
             assert_eq!(user_key(k), format!("{i:06}").as_bytes());
             assert_eq!(v.as_slice(), user_key(k));
+        }
+    }
+
+    #[test]
+    fn readers_during_inserts_see_an_ordered_list_holding_every_published_entry() {
+        const N: u64 = 50_000;
+        let list = SkipList::new(None);
+        let name = |i: u64, t: u64| format!("{:08}", i * 2 + t);
+        // Per writer, how many of its entries are inserted (published after each insert).
+        let done = [AtomicUsize::new(0), AtomicUsize::new(0)];
+        std::thread::scope(|s| {
+            for t in 0..2u64 {
+                let (list, done) = (&list, &done);
+                s.spawn(move || {
+                    // Interleaved keys in the same order: the two race for the same
+                    // neighbours all along.
+                    for i in 0..N {
+                        let n = i;
+                        let k = name(i, t);
+                        let v = vec![t as u8; (i % 300) as usize];
+                        list.insert(
+                            k.as_bytes(),
+                            pack_trailer(i * 2 + t + 1, ValueKind::Value),
+                            &v,
+                        );
+                        done[t as usize].store(n as usize + 1, Ordering::Release);
+                    }
+                });
+            }
+            let (list, done) = (&list, &done);
+            s.spawn(move || {
+                let mut probe = 1u64;
+                while done.iter().any(|d| d.load(Ordering::Acquire) < N as usize) {
+                    // Every entry a writer published is found by a seek, whole.
+                    for t in 0..2u64 {
+                        let n = done[t as usize].load(Ordering::Acquire) as u64;
+                        if n == 0 {
+                            continue;
+                        }
+                        probe = probe.wrapping_mul(6364136223846793005).wrapping_add(1);
+                        let i = probe % n;
+                        let k = name(i, t);
+                        let node = list.seek(Target {
+                            user_key: k.as_bytes(),
+                            trailer: u64::MAX,
+                        });
+                        assert!(!node.is_null(), "published entry {k} not found");
+                        // SAFETY: a published node of `list`.
+                        let (got_k, got_v) = unsafe { (key(node), value(node)) };
+                        assert_eq!(user_key(got_k), k.as_bytes());
+                        assert_eq!(got_v, vec![t as u8; (i % 300) as usize].as_slice());
+                    }
+                    // A walk sees strictly ascending keys at any moment.
+                    let mut n = list.first();
+                    let mut prev: Option<&[u8]> = None;
+                    while !n.is_null() {
+                        // SAFETY: published nodes of `list`.
+                        let k = unsafe { key(n) };
+                        if let Some(p) = prev {
+                            assert_eq!(cmp_internal(p, k), CmpOrdering::Less);
+                        }
+                        prev = Some(k);
+                        // SAFETY: as above.
+                        n = unsafe { list.after(n) };
+                    }
+                }
+            });
+        });
+        assert_eq!(walk(&list).len(), 2 * N as usize);
+    }
+
+    #[test]
+    fn an_insert_whose_neighbours_changed_after_its_search_still_links_in_order() {
+        let list = SkipList::new(None);
+        let t = |k: &'static [u8]| Target {
+            user_key: k,
+            trailer: pack_trailer(1, ValueKind::Value),
+        };
+        for k in [&b"a"[..], b"d"] {
+            list.insert(k, t(k).trailer, k);
+        }
+        // `b` searches, finding `a` and `d` around it at every level...
+        let (b, _) = list.new_node(b"b", t(b"b").trailer, b"b", 3);
+        let stale = list.splice(t(b"b"), 3);
+        // ... then `c` (after `b`) and `a0` (before it) are linked between them first.
+        for k in [&b"c"[..], b"a0"] {
+            let (n, _) = list.new_node(k, t(k).trailer, k, 3);
+            let splice = list.splice(t(k), 3);
+            list.link(n, 3, t(k), splice);
+        }
+        list.link(b, 3, t(b"b"), stale);
+        let keys: Vec<Vec<u8>> = walk(&list)
+            .into_iter()
+            .map(|(k, _)| user_key(&k).to_vec())
+            .collect();
+        assert_eq!(keys, [&b"a"[..], b"a0", b"b", b"c", b"d"]);
+        // Every level is in order too: a seek from the top finds each key.
+        for k in [&b"a"[..], b"a0", b"b", b"c", b"d"] {
+            // SAFETY: a published node of `list`.
+            assert_eq!(unsafe { user_key(key(list.seek(t(k)))) }, k);
         }
     }
 
