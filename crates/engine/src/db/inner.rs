@@ -11,7 +11,7 @@ use super::write_queue::WriteQueue;
 use crate::cache::{BlockCache, CacheCharge};
 use crate::error::{Error, Result};
 use crate::io::{IoCause, Storage};
-use crate::memtable::{Copy, Memtable};
+use crate::memtable::{Memtable, ValueCopy};
 use crate::options::Options;
 use crate::stats::EngineCounters;
 use crate::types::{seek_key, SeqNo};
@@ -155,7 +155,7 @@ impl ReadView {
     /// The newest version of `key` visible at `seq`, as a reader sees it at `now_ms`
     /// (an expired entry reads as a deletion: [`Found::as_of`]).
     pub fn lookup(&self, key: &[u8], seq: SeqNo, now_ms: u64) -> Result<Option<Found>> {
-        self.lookup_as(key, seq, now_ms, Copy::Value)
+        self.lookup_as(key, seq, now_ms, ValueCopy::Whole)
     }
 
     /// [`ReadView::lookup`], copying out of a memtable only what `copy` asks for.
@@ -164,7 +164,7 @@ impl ReadView {
         key: &[u8],
         seq: SeqNo,
         now_ms: u64,
-        copy: Copy,
+        copy: ValueCopy,
     ) -> Result<Option<Found>> {
         let found = match self.in_memtables(key, seq, copy) {
             Some(f) => Some(f),
@@ -179,12 +179,12 @@ impl ReadView {
     /// visible at `seq` (the tree may). A memtable read needs no device read, so GC asks
     /// it where the tree's answer is known without a lookup.
     pub fn lookup_memtables(&self, key: &[u8], seq: SeqNo, now_ms: u64) -> Result<Option<Found>> {
-        self.in_memtables(key, seq, Copy::Value)
+        self.in_memtables(key, seq, ValueCopy::Whole)
             .map(|f| Self::as_read(f, now_ms))
             .transpose()
     }
 
-    fn in_memtables(&self, key: &[u8], seq: SeqNo, copy: Copy) -> Option<Found> {
+    fn in_memtables(&self, key: &[u8], seq: SeqNo, copy: ValueCopy) -> Option<Found> {
         let f = self.mems.iter().find_map(|m| m.get_as(key, seq, copy))?;
         Some(Found {
             kind: f.kind,

@@ -5,7 +5,7 @@ use super::inner::{Inner, ReadView};
 use super::Snapshot;
 use crate::error::{Error, Result};
 use crate::io::IoCause;
-use crate::memtable::Copy;
+use crate::memtable::ValueCopy;
 use crate::stats::EngineCounters;
 use crate::types::{SeqNo, ValueKind};
 use crate::version::{Found, Version};
@@ -15,7 +15,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 pub(crate) fn get(inner: &Inner, key: &[u8], snap: Option<&Snapshot>) -> Result<Option<Vec<u8>>> {
-    let Some((view, found)) = find(inner, key, snap, Copy::Value)? else {
+    let Some((view, found)) = find(inner, key, snap, ValueCopy::Whole)? else {
         return Ok(None);
     };
     let pinned = snap.map(|s| s.blobs());
@@ -25,7 +25,7 @@ pub(crate) fn get(inner: &Inner, key: &[u8], snap: Option<&Snapshot>) -> Result<
 /// Whether `key` has a live value, found as [`get`] finds it but without following a
 /// pointer into its value file.
 pub(crate) fn contains(inner: &Inner, key: &[u8]) -> Result<bool> {
-    let found = find(inner, key, None, Copy::Expiry)?;
+    let found = find(inner, key, None, ValueCopy::ExpiryOnly)?;
     Ok(found.is_some_and(|(_, f)| f.kind != ValueKind::Deletion))
 }
 
@@ -34,7 +34,7 @@ fn find(
     inner: &Inner,
     key: &[u8],
     snap: Option<&Snapshot>,
-    copy: Copy,
+    copy: ValueCopy,
 ) -> Result<Option<(Arc<ReadView>, Found)>> {
     EngineCounters::add(&inner.counters.gets, 1);
     let view = ReadView::take(inner);

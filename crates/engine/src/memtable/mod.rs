@@ -50,12 +50,12 @@ pub struct Found {
 
 /// How much of a found entry's value a lookup copies out of the memtable.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Copy {
+pub enum ValueCopy {
     /// All of it.
-    Value,
+    Whole,
     /// Only an expiring entry's expiry time: enough to tell whether the key is live
     /// (`DB::contains`) without copying a value that may be kilobytes long.
-    Expiry,
+    ExpiryOnly,
 }
 
 impl Memtable {
@@ -150,19 +150,19 @@ impl Memtable {
 
     /// The newest entry for `user_key` with sequence number <= `snapshot`.
     pub fn get(&self, user_key: &[u8], snapshot: SeqNo) -> Option<Found> {
-        self.get_as(user_key, snapshot, Copy::Value)
+        self.get_as(user_key, snapshot, ValueCopy::Whole)
     }
 
     /// As [`Memtable::get`], copying only as much of the value as `copy` asks for.
-    pub fn get_as(&self, user_key: &[u8], snapshot: SeqNo, copy: Copy) -> Option<Found> {
+    pub fn get_as(&self, user_key: &[u8], snapshot: SeqNo, copy: ValueCopy) -> Option<Found> {
         let (key, value) = self.newest(user_key, snapshot)?;
         let p = parse_internal_key(key)?;
         let value = match copy {
-            Copy::Value => value,
-            Copy::Expiry if p.kind.expires() => {
+            ValueCopy::Whole => value,
+            ValueCopy::ExpiryOnly if p.kind.expires() => {
                 &value[..value.len().min(crate::expiry::EXPIRY_LEN)]
             }
-            Copy::Expiry => &[],
+            ValueCopy::ExpiryOnly => &[],
         };
         Some(Found {
             kind: p.kind,
