@@ -393,8 +393,8 @@ impl SkipList {
             for level in 0..height {
                 slot(node, level).store(std::ptr::null_mut(), Ordering::Relaxed);
             }
-            node.cast::<u32>().write(key_len as u32);
-            node.cast::<u32>().add(1).write(value.len() as u32);
+            node.cast::<u32>().write(len_u32(key_len));
+            node.cast::<u32>().add(1).write(len_u32(value.len()));
             let k = node.add(HEADER);
             std::ptr::copy_nonoverlapping(user_key.as_ptr(), k, user_key.len());
             std::ptr::copy_nonoverlapping(
@@ -484,6 +484,12 @@ impl SkipList {
             x = n;
         }
     }
+}
+
+/// A key's or value's length as the node's header stores it. `Options::max_key_size` and
+/// `max_value_size` are validated below 4 GiB, so a longer one is a bug, not an input.
+fn len_u32(len: usize) -> u32 {
+    u32::try_from(len).expect("a memtable entry's key or value is shorter than 4 GiB")
 }
 
 /// A tower height: 1 with probability 3/4, each level above with 1/4 of the one below
