@@ -18,8 +18,8 @@
 //! a transaction, on a replica or in cluster mode (a slot move orders its own locks); list
 //! pushes only while no client is blocked on a key (Redis serves a blocked client between
 //! two pushes of a pipeline; a client that blocks while the run is under way waits for its
-//! end, as if it had blocked after the pipeline). Another client's `FLUSHDB` is no more atomic with a run
-//! than with a single command (`Store::flush`).
+//! end, as if it had blocked after the pipeline). Another client's `FLUSHDB` is no more
+//! atomic with a run than with a single command (`Store::flush`).
 
 use crate::commands::{self, Session};
 use crate::protocol::Reply;

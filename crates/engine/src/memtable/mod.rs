@@ -199,7 +199,6 @@ pub struct MemtableIter {
 // SAFETY: `node` is a node of `mem`'s list, immutable once published and alive as long as
 // `mem`, which the iterator holds.
 unsafe impl Send for MemtableIter {}
-unsafe impl Sync for MemtableIter {}
 
 impl InternalIterator for MemtableIter {
     fn valid(&self) -> bool {
