@@ -322,7 +322,7 @@ fn stats(inner: &Inner) -> DbStats {
     let st = inner.state.lock();
     let v = st.versions.current();
     let mem_bytes: usize =
-        st.mem.approximate_size() + st.imm.iter().map(|m| m.approximate_size()).sum::<usize>();
+        st.mem.memory_bytes() + st.imm.iter().map(|m| m.memory_bytes()).sum::<usize>();
     let live = st.live_user_bytes;
     drop(st);
     let c = &inner.counters;

@@ -92,6 +92,11 @@ impl ChunkPool {
         })
     }
 
+    /// The memtable budget the pool was made for.
+    pub(super) fn memtable_bytes(&self) -> usize {
+        self.max_chunks * CHUNK
+    }
+
     fn take(&self) -> Option<Chunk> {
         self.chunks.lock().pop()
     }
@@ -197,7 +202,7 @@ impl Drop for Arena {
 }
 
 /// A node's address (its header), or null for the end of a level.
-type Node = *mut u8;
+pub(super) type Node = *mut u8;
 
 /// The slot of `node`'s next pointer at `level`.
 ///
@@ -353,14 +358,15 @@ impl SkipList {
 
     /// Inserts an entry whose internal key is `user_key` followed by `trailer`. Safe to call
     /// from several threads at once; readers see the entry once this returns (and may see
-    /// it earlier, complete). Returns the bytes the entry took from the arena.
-    pub fn insert(&self, user_key: &[u8], trailer: u64, value: &[u8]) -> usize {
+    /// it earlier, complete). Returns the linked node and the bytes the entry took from the
+    /// arena.
+    pub fn insert(&self, user_key: &[u8], trailer: u64, value: &[u8]) -> (Node, usize) {
         let height = random_height();
         let (node, taken) = self.new_node(user_key, trailer, value, height);
         let target = Target { user_key, trailer };
         let splice = self.splice(target, height);
         self.link(node, height, target, splice);
-        taken
+        (node, taken)
     }
 
     /// A node of `height` levels holding the entry, not yet linked, and the arena bytes it
