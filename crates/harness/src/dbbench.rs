@@ -382,8 +382,8 @@ pub fn render(r: &BenchResult) -> String {
     }
     if let Some(l) = &r.latency_us {
         s.push_str(&format!(
-            "\n{:<16}   latency us: p50 {:.2} p99 {:.2} p99.9 {:.2} max {:.0}",
-            "", l.p50, l.p99, l.p999, l.max
+            "\n{:<16}   latency us: p50 {:.2} p99 {:.2} p99.9 {:.2} p99.99 {:.2} max {:.0}",
+            "", l.p50, l.p99, l.p999, l.p9999, l.max
         ));
     }
     if let Some(w) = &r.writer_latency_us {

@@ -63,6 +63,7 @@ fn summarize(h: &Histogram<u64>) -> Option<LatencySummary> {
         p50: us(h.value_at_quantile(0.50)),
         p99: us(h.value_at_quantile(0.99)),
         p999: us(h.value_at_quantile(0.999)),
+        p9999: us(h.value_at_quantile(0.9999)),
         max: us(h.max()),
     })
 }

@@ -642,7 +642,9 @@ pub fn render_summary(r: &RunReport) -> String {
     out.push_str(&t.render());
     out.push('\n');
 
-    let mut t = table::Table::new(["latency", "count", "mean", "p50", "p99", "p99.9", "max"]);
+    let mut t = table::Table::new([
+        "latency", "count", "mean", "p50", "p99", "p99.9", "p99.99", "max",
+    ]);
     let mut lat_row = |name: &str, s: &report::LatencySummary| {
         t.row([
             name.to_string(),
@@ -651,6 +653,7 @@ pub fn render_summary(r: &RunReport) -> String {
             table::micros(s.p50),
             table::micros(s.p99),
             table::micros(s.p999),
+            table::micros(s.p9999),
             table::micros(s.max),
         ]);
     };

@@ -586,6 +586,9 @@ fn metric_rows(results: &[EngineResult], live: u64) -> Vec<Row> {
         push(&format!("{op} p99.9"), fmt_us, true, &|r| {
             lat(r).map(|l| l.p999)
         });
+        push(&format!("{op} p99.99"), fmt_us, true, &|r| {
+            lat(r).map(|l| l.p9999).filter(|&v| v > 0.0)
+        });
     }
     let user = |r: &EngineResult| r.report.user_bytes_written;
     push("user bytes written", fmt_bytes, false, &|r| {
