@@ -303,6 +303,13 @@ fn write_group(
 /// then `wal` (the current WAL). Called with the WAL's lock held, by a synced group's
 /// leader and by [`sync_logs`].
 fn sync_wal(inner: &Inner, wal: &mut LogWriter) -> Result<()> {
+    sync_older_wals(inner)?;
+    wal.sync()
+}
+
+/// The part of [`sync_wal`] before the current WAL: the WALs switched out and not yet
+/// synced, and the directory entries of logs created since the directory was last synced.
+fn sync_older_wals(inner: &Inner) -> Result<()> {
     {
         // Held while syncing: `background::remove_old_wals` waits for it before it
         // removes a flushed WAL's file.
@@ -318,21 +325,38 @@ fn sync_wal(inner: &Inner, wal: &mut LogWriter) -> Result<()> {
             return Err(e);
         }
     }
-    wal.sync()
+    Ok(())
 }
 
 /// Makes every write acknowledged so far durable, as a synced write would: the value
 /// files of the value log as the WAL, then every WAL ([`sync_wal`]). Without a WAL there
 /// is nothing to sync (unflushed writes are not durable).
+///
+/// The disk's work runs outside the value log's and the WAL's locks where the storage
+/// allows ([`crate::io::WritableFile::sync_later`]): GC calls this after every job, and
+/// under the locks each of its syncs held the write leader for the length of an
+/// `fdatasync` of the value files' dirty pages (up to 175 ms at the `lifetime` preset,
+/// docs/bench.md). The value files go first: the WAL's records point into them.
 pub(crate) fn sync_logs(inner: &Inner) -> Result<()> {
     if !inner.opts.wal.use_wal {
         return Ok(());
     }
-    inner.value_wal.lock().flush(true)?;
-    match inner.wal.lock().as_mut() {
-        Some(w) => sync_wal(inner, w),
-        None => Err(Error::Closed),
-    }
+    let values = inner.value_wal.lock().start_sync()?;
+    values.run()?;
+    inner.value_wal.lock().synced(values);
+    let current = match inner.wal.lock().as_mut() {
+        Some(w) => {
+            // The WALs switched out and the directory, as `sync_wal` does; then the
+            // current WAL apart from its lock, or under it if its storage cannot.
+            sync_older_wals(inner)?;
+            match w.sync_later()? {
+                Some(h) => h,
+                None => return w.sync(),
+            }
+        }
+        None => return Err(Error::Closed),
+    };
+    current.sync()
 }
 
 /// The WAL may now hold a partial record: refuse further writes until reopen, which cuts

@@ -1,7 +1,7 @@
 //! [`Storage`] on the local file system, with metering.
 
 use super::mapped::MappedWritable;
-use super::{IoCause, IoStats, ReadableFile, Storage, WritableFile};
+use super::{IoCause, IoStats, ReadableFile, Storage, SyncHandle, WritableFile};
 use crate::error::{Error, Result};
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -79,12 +79,48 @@ impl WritableFile for FsWritable {
         sync_data(&self.file, &self.path, &self.stats, self.cause)
     }
 
+    fn sync_later(&mut self) -> Result<Option<Box<dyn SyncHandle>>> {
+        self.write_out()?;
+        sync_handle(&self.file, &self.path, &self.stats, self.cause).map(Some)
+    }
+
     fn len(&self) -> u64 {
         self.len
     }
 
     fn path(&self) -> &Path {
         &self.path
+    }
+}
+
+/// A handle that `fdatasync`s `file` through a second descriptor of it: that makes durable
+/// every byte written to the file (or through a shared mapping of it) before the call,
+/// whoever wrote it.
+pub(super) fn sync_handle(
+    file: &File,
+    path: &Path,
+    stats: &Arc<IoStats>,
+    cause: IoCause,
+) -> Result<Box<dyn SyncHandle>> {
+    let file = file.try_clone().map_err(|e| Error::io(path, e))?;
+    Ok(Box::new(FsSync {
+        file,
+        path: path.to_path_buf(),
+        cause,
+        stats: stats.clone(),
+    }))
+}
+
+struct FsSync {
+    file: File,
+    path: PathBuf,
+    cause: IoCause,
+    stats: Arc<IoStats>,
+}
+
+impl SyncHandle for FsSync {
+    fn sync(&self) -> Result<()> {
+        sync_data(&self.file, &self.path, &self.stats, self.cause)
     }
 }
 

@@ -243,6 +243,11 @@ impl WritableFile for MappedWritable {
         super::fs::sync_data(&self.file, &self.path, &self.stats, self.cause)
     }
 
+    fn sync_later(&mut self) -> Result<Option<Box<dyn super::SyncHandle>>> {
+        self.count();
+        super::fs::sync_handle(&self.file, &self.path, &self.stats, self.cause).map(Some)
+    }
+
     fn len(&self) -> u64 {
         self.len
     }

@@ -91,12 +91,27 @@ pub trait WritableFile: Send {
     fn flush(&mut self) -> Result<()>;
     /// Makes everything appended so far durable (fdatasync).
     fn sync(&mut self) -> Result<()>;
+    /// Hands buffered bytes to the operating system and returns a handle that makes
+    /// everything appended so far durable when called, from any thread, while this writer
+    /// goes on appending: so that a sync need not hold the lock the writer is under (a GC
+    /// job's sync held the value log's and the WAL's locks for the length of an fdatasync,
+    /// and a user write waited behind it for up to 175 ms, docs/bench.md). `None` when the
+    /// storage cannot sync apart from the writer; the caller then calls [`Self::sync`].
+    fn sync_later(&mut self) -> Result<Option<Box<dyn SyncHandle>>> {
+        Ok(None)
+    }
     /// Bytes appended so far (the file's size once flushed).
     fn len(&self) -> u64;
     fn is_empty(&self) -> bool {
         self.len() == 0
     }
     fn path(&self) -> &Path;
+}
+
+/// Makes durable what a file's writer had appended when the handle was taken
+/// ([`WritableFile::sync_later`]).
+pub trait SyncHandle: Send {
+    fn sync(&self) -> Result<()>;
 }
 
 /// A file open for positional reads, shared between threads.

@@ -26,7 +26,7 @@
 use super::ValuePointer;
 use crate::checksum;
 use crate::error::{Error, Result};
-use crate::io::{IoCause, ReadableFile, Storage, WritableFile};
+use crate::io::{IoCause, ReadableFile, Storage, SyncHandle, WritableFile};
 use crate::lifetime::LifetimeClass;
 use crate::sst::compression::{compress, decompress, Compression, BLOCK_TYPE_UNCOMPRESSED};
 use crate::types::SeqNo;
@@ -147,6 +147,12 @@ impl ValueFileWriter {
     /// Makes the appended records durable without finishing the file.
     pub fn sync(&mut self) -> Result<()> {
         self.file.sync()
+    }
+
+    /// Hands the appended records to the operating system and returns a handle that makes
+    /// them durable apart from this writer ([`WritableFile::sync_later`]).
+    pub fn sync_later(&mut self) -> Result<Option<Box<dyn SyncHandle>>> {
+        self.file.sync_later()
     }
 
     pub fn len(&self) -> u64 {

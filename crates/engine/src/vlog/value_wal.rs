@@ -27,7 +27,7 @@ use super::{BlobFile, FileLifetime, ValueFileWriter, ValuePointer};
 use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
 use crate::filename::value_file_name;
-use crate::io::{IoCause, Storage};
+use crate::io::{IoCause, Storage, SyncHandle};
 use crate::options::{Compression, WalRecoveryMode};
 use crate::types::{SeqNo, ValueKind};
 use parking_lot::Mutex;
@@ -239,11 +239,73 @@ impl ActiveValueFiles {
         Ok(())
     }
 
+    /// The first half of a sync that does not hold the value log's lock while the disk
+    /// works (`DB::sync_wal` and GC's `make_durable`; a synced write group syncs under the
+    /// lock, as its writers wait for it anyway): hands every appended record to the
+    /// operating system and returns what makes them durable. Run it with
+    /// [`PendingSync::run`] after the lock is released, then give it back to
+    /// [`Self::synced`].
+    pub fn start_sync(&mut self) -> Result<PendingSync> {
+        let mut p = PendingSync {
+            sealed: self.sealed.clone(),
+            active: Vec::new(),
+        };
+        for (class, f) in self.by_class.iter_mut().enumerate() {
+            let Some(f) = f.as_mut().filter(|f| f.unsynced) else {
+                continue;
+            };
+            match f.writer.sync_later()? {
+                Some(h) => p.active.push((class, f.writer.number(), f.writer.len(), h)),
+                // A storage that cannot sync apart from the writer: synced here.
+                None => {
+                    f.writer.sync()?;
+                    (f.unflushed, f.unsynced) = (false, false);
+                }
+            }
+            f.unflushed = false;
+        }
+        Ok(p)
+    }
+
+    /// Marks what `done` synced: an active file counts as synced if nothing was appended
+    /// to it since [`Self::start_sync`] (later records stay unsynced for the next sync).
+    pub fn synced(&mut self, done: PendingSync) {
+        for (class, number, len, _) in done.active {
+            if let Some(f) = self.by_class.get_mut(class).and_then(Option::as_mut) {
+                if f.writer.number() == number && f.writer.len() == len {
+                    f.unsynced = false;
+                }
+            }
+        }
+        self.sealed.retain(|s| !s.is_synced());
+    }
+
     /// Hands every file to `mem` (being switched out), whose flush syncs and installs them.
     pub fn seal_all(&mut self, mem: &dyn LoggedMemtable) -> Result<()> {
         self.sealed.retain(|s| !s.is_synced());
         for slot in &mut self.by_class {
             seal(slot, mem, &mut self.sealed)?;
+        }
+        Ok(())
+    }
+}
+
+/// A sync of the value log taken under its lock and run outside it
+/// ([`ActiveValueFiles::start_sync`]).
+pub(crate) struct PendingSync {
+    sealed: Vec<Arc<SealedValueFile>>,
+    /// Per active file: its class, number, length when the sync was taken, and handle.
+    active: Vec<(usize, u64, u64, Box<dyn SyncHandle>)>,
+}
+
+impl PendingSync {
+    /// Makes durable every record appended when the sync was taken.
+    pub fn run(&self) -> Result<()> {
+        for s in &self.sealed {
+            s.sync()?;
+        }
+        for (_, _, _, h) in &self.active {
+            h.sync()?;
         }
         Ok(())
     }

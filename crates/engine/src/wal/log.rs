@@ -30,7 +30,7 @@
 use super::WalRecoveryMode;
 use crate::checksum;
 use crate::error::{Error, Result};
-use crate::io::WritableFile;
+use crate::io::{SyncHandle, WritableFile};
 use std::path::{Path, PathBuf};
 
 pub const BLOCK_SIZE: usize = 32 * 1024;
@@ -100,6 +100,12 @@ impl LogWriter {
     /// Makes every record so far durable.
     pub fn sync(&mut self) -> Result<()> {
         self.file.sync()
+    }
+
+    /// A handle that makes every record so far durable apart from this writer
+    /// ([`WritableFile::sync_later`]), or `None` if the file cannot.
+    pub fn sync_later(&mut self) -> Result<Option<Box<dyn SyncHandle>>> {
+        self.file.sync_later()
     }
 
     pub fn len(&self) -> u64 {
