@@ -18,9 +18,10 @@
 //! sequence numbers are published (`db::write`), so a reader at a published snapshot
 //! finds in the index everything the list holds at or below it.
 
-use super::skiplist::{self, Node};
+use super::skiplist::{self, ChunkPool, Node};
 use crate::types::{user_key, TRAILER_LEN};
 use std::sync::atomic::{AtomicPtr, Ordering};
+use std::sync::Arc;
 
 /// Slots a key may probe. A table more than about three quarters full starts failing to
 /// index keys at this bound; those are then found by searching the list.
@@ -42,17 +43,24 @@ pub(super) enum Lookup {
 pub(super) struct Index {
     slots: Box<[AtomicPtr<u8>]>,
     mask: usize,
+    /// Where the table goes, cleared, when the memtable is dropped.
+    pool: Option<Arc<ChunkPool>>,
 }
 
 impl Index {
-    /// An index of at least `slots` slots (a power of two).
-    pub fn new(slots: usize) -> Index {
+    /// An index of at least `slots` slots (a power of two), its table from `pool`'s spare
+    /// if it has one of that size.
+    pub fn new(slots: usize, pool: Option<Arc<ChunkPool>>) -> Index {
         let n = slots.max(MIN_SLOTS).next_power_of_two();
+        let table = pool.as_ref().and_then(|p| p.take_index(n));
         Index {
-            slots: (0..n)
-                .map(|_| AtomicPtr::new(std::ptr::null_mut()))
-                .collect(),
+            slots: table.unwrap_or_else(|| {
+                (0..n)
+                    .map(|_| AtomicPtr::new(std::ptr::null_mut()))
+                    .collect()
+            }),
             mask: n - 1,
+            pool,
         }
     }
 
@@ -111,6 +119,17 @@ impl Index {
     }
 }
 
+impl Drop for Index {
+    fn drop(&mut self) {
+        if let Some(pool) = &self.pool {
+            for s in self.slots.iter() {
+                s.store(std::ptr::null_mut(), Ordering::Relaxed);
+            }
+            pool.give_index(std::mem::take(&mut self.slots));
+        }
+    }
+}
+
 /// The trailer (sequence number and kind) of an internal key.
 pub(super) fn trailer_of(ikey: &[u8]) -> u64 {
     let at = ikey.len() - TRAILER_LEN;
@@ -143,7 +162,7 @@ mod tests {
     #[test]
     fn answers_the_newest_entry_and_proves_absence() {
         let list = SkipList::new(None);
-        let index = Index::new(0);
+        let index = Index::new(0, None);
         insert(&list, &index, b"a", 5);
         insert(&list, &index, b"a", 9);
         // An older entry recorded late (a relocation at its original sequence number)
@@ -160,7 +179,7 @@ mod tests {
         // Every key of the same hash: the first MAX_PROBES take the slots from it on, the
         // rest are not indexed.
         let list = SkipList::new(None);
-        let index = Index::new(0);
+        let index = Index::new(0, None);
         let keys: Vec<Vec<u8>> = (0..MAX_PROBES as u32 + 4)
             .map(|i| i.to_be_bytes().to_vec())
             .collect();

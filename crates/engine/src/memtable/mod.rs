@@ -64,7 +64,7 @@ pub enum ValueCopy {
 
 impl Memtable {
     pub fn new(wal_number: u64) -> Self {
-        Self::with_list(wal_number, SkipList::new(None), 0)
+        Self::with_list(wal_number, SkipList::new(None), Index::new(0, None))
     }
 
     /// A memtable whose chunks come from `pool` and go back to it when it is dropped.
@@ -72,14 +72,14 @@ impl Memtable {
         // A slot per 128 bytes of the memtable's budget (an eighth of a word per byte):
         // room for every key of entries of 200 bytes or more at under three quarters full;
         // keys beyond that are found by the list's search.
-        let slots = pool.memtable_bytes() / 128;
-        Self::with_list(wal_number, SkipList::new(Some(pool)), slots)
+        let index = Index::new(pool.memtable_bytes() / 128, Some(pool.clone()));
+        Self::with_list(wal_number, SkipList::new(Some(pool)), index)
     }
 
-    fn with_list(wal_number: u64, list: SkipList, index_slots: usize) -> Self {
+    fn with_list(wal_number: u64, list: SkipList, index: Index) -> Self {
         Memtable {
             list,
-            index: Index::new(index_slots),
+            index,
             size: AtomicUsize::new(0),
             wal_number,
             logged: Mutex::new(HashMap::new()),
@@ -318,6 +318,25 @@ mod tests {
                 prop_assert_eq!(m.newest_seq(&[k]), newest);
             }
         }
+    }
+
+    #[test]
+    fn a_dropped_memtables_index_is_reused_cleared() {
+        let pool = ChunkPool::new(1 << 20);
+        let m = Memtable::with_pool(1, pool.clone());
+        m.add(1, ValueKind::Value, b"a", b"1");
+        assert!(!pool.has_spare_index());
+        drop(m);
+        assert!(pool.has_spare_index());
+        let m = Memtable::with_pool(2, pool.clone());
+        assert!(!pool.has_spare_index(), "the new memtable took the spare");
+        assert_eq!(
+            m.get(b"a", MAX_SEQ),
+            None,
+            "nothing of the old memtable is left"
+        );
+        m.add(5, ValueKind::Value, b"b", b"2");
+        assert_eq!(m.get(b"b", MAX_SEQ).map(|f| f.seq), Some(5));
     }
 
     #[test]

@@ -81,6 +81,10 @@ fn new_chunk(bytes: usize) -> Chunk {
 pub struct ChunkPool {
     chunks: Mutex<Vec<Chunk>>,
     max_chunks: usize,
+    /// A dropped memtable's index, cleared, for the next memtable: a fresh one faults in
+    /// its pages in the writer that switches memtables, and under a memory cgroup at its
+    /// limit those faults waited in reclaim for up to 82 ms (docs/bench.md).
+    spare_index: Mutex<Option<Box<[AtomicPtr<u8>]>>>,
 }
 
 impl ChunkPool {
@@ -89,12 +93,28 @@ impl ChunkPool {
         Arc::new(ChunkPool {
             chunks: Mutex::new(Vec::new()),
             max_chunks: bytes / CHUNK,
+            spare_index: Mutex::new(None),
         })
     }
 
     /// The memtable budget the pool was made for.
     pub(super) fn memtable_bytes(&self) -> usize {
         self.max_chunks * CHUNK
+    }
+
+    /// The spare index table if it has `len` slots (all null).
+    pub(super) fn take_index(&self, len: usize) -> Option<Box<[AtomicPtr<u8>]>> {
+        let mut spare = self.spare_index.lock();
+        if spare.as_ref().is_some_and(|s| s.len() == len) {
+            spare.take()
+        } else {
+            None
+        }
+    }
+
+    /// Keeps `slots` (cleared by the caller) as the spare index table.
+    pub(super) fn give_index(&self, slots: Box<[AtomicPtr<u8>]>) {
+        *self.spare_index.lock() = Some(slots);
     }
 
     fn take(&self) -> Option<Chunk> {
@@ -108,6 +128,12 @@ impl ChunkPool {
         if chunk.len() * WORD == CHUNK && chunks.len() < self.max_chunks {
             chunks.push(chunk);
         }
+    }
+
+    /// Whether a spare index table is held.
+    #[cfg(test)]
+    pub(super) fn has_spare_index(&self) -> bool {
+        self.spare_index.lock().is_some()
     }
 
     /// Chunks held.
