@@ -33,8 +33,8 @@ use crate::error::{Error, Result};
 use std::fs::File;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
-use std::sync::mpsc::{sync_channel, Receiver};
-use std::sync::Arc;
+use std::sync::mpsc::{channel, sync_channel, Receiver, Sender};
+use std::sync::{Arc, OnceLock};
 
 /// Bytes reserved and mapped at a time: large enough that the `fallocate`, `mmap` and
 /// populating thread per window are rare (one per 4,000 puts of 1 KiB), small enough that
@@ -162,8 +162,8 @@ impl MappedWritable {
         r == 0
     }
 
-    /// Starts a thread that unmaps `retired` (the window the writer left), then reserves,
-    /// maps and populates the window at `start`, handing it over once mapped. Without the
+    /// Has the mapping thread unmap `retired` (the window the writer left), then reserve,
+    /// map and populate the window at `start`, handing it over once mapped. Without the
     /// thread (none could be started) the writer does it all itself: slower, not wrong.
     fn prepare(&self, start: u64, retired: Option<Arc<Window>>) -> NextWindow {
         let (tx, rx) = sync_channel(1);
@@ -177,12 +177,13 @@ impl MappedWritable {
                 w.populate();
             }
         };
-        if let Err(e) = std::thread::Builder::new()
-            .name("halflife-wal-map".into())
-            .spawn(work)
-        {
+        let sent = mapper().is_some_and(|tx| tx.send(Box::new(work)).is_ok());
+        if !sent {
             let (tx, rx) = sync_channel(1);
-            let _ = tx.send(Err(Error::io(&self.path, e)));
+            let _ = tx.send(Err(Error::io(
+                &self.path,
+                std::io::Error::other("no thread to map the WAL's next window"),
+            )));
             return rx;
         }
         rx
@@ -210,6 +211,30 @@ impl MappedWritable {
             self.counted = self.len;
         }
     }
+}
+
+type MapJob = Box<dyn FnOnce() + Send>;
+
+/// The one long-lived thread that prepares every mapped WAL's next window. A thread per
+/// window, spawned by the writer that reached the window's end, made that writer fault in
+/// the new thread's stack: under a memory cgroup at its limit, the spawn waited in reclaim
+/// for up to 104 ms (docs/bench.md, "Where a thread waits"). `None` if it could not start.
+fn mapper() -> Option<&'static Sender<MapJob>> {
+    static MAPPER: OnceLock<Option<Sender<MapJob>>> = OnceLock::new();
+    MAPPER
+        .get_or_init(|| {
+            let (tx, rx) = channel::<MapJob>();
+            std::thread::Builder::new()
+                .name("halflife-wal-map".into())
+                .spawn(move || {
+                    for job in rx {
+                        job();
+                    }
+                })
+                .ok()
+                .map(|_| tx)
+        })
+        .as_ref()
 }
 
 impl WritableFile for MappedWritable {
