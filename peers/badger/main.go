@@ -189,6 +189,7 @@ func (h *histogram) summary() map[string]any {
 		"p50":   h.quantile(0.50) / 1000,
 		"p99":   h.quantile(0.99) / 1000,
 		"p999":  h.quantile(0.999) / 1000,
+		"p9999": h.quantile(0.9999) / 1000,
 		"max":   float64(h.max) / 1000,
 	}
 }

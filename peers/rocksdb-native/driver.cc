@@ -206,9 +206,9 @@ class Histogram {
     std::snprintf(buf, sizeof buf,
                   "{\"count\": %" PRIu64
                   ", \"mean\": %.3f, \"p50\": %.3f, \"p99\": %.3f, \"p999\": %.3f, "
-                  "\"max\": %.3f}",
+                  "\"p9999\": %.3f, \"max\": %.3f}",
                   n_, total_ / 1000.0 / n_, quantile(0.5) / 1000, quantile(0.99) / 1000,
-                  quantile(0.999) / 1000, max_ / 1000.0);
+                  quantile(0.999) / 1000, quantile(0.9999) / 1000, max_ / 1000.0);
     return buf;
   }
 

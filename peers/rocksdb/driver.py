@@ -150,6 +150,7 @@ class Histogram:
             "p50": self.quantile(0.50) / 1000.0,
             "p99": self.quantile(0.99) / 1000.0,
             "p999": self.quantile(0.999) / 1000.0,
+            "p9999": self.quantile(0.9999) / 1000.0,
             "max": self.max / 1000.0,
         }
 

@@ -112,7 +112,8 @@ fn summary(h: &Histogram<u64>) -> serde_json::Value {
     json!({
         "count": h.len(), "mean": h.mean(),
         "p50": h.value_at_quantile(0.5) as f64, "p99": h.value_at_quantile(0.99) as f64,
-        "p999": h.value_at_quantile(0.999) as f64, "max": h.max() as f64,
+        "p999": h.value_at_quantile(0.999) as f64,
+        "p9999": h.value_at_quantile(0.9999) as f64, "max": h.max() as f64,
     })
 }
 
