@@ -8,14 +8,18 @@ thread), and the halflife server is sampled on the CPU (`perf record -F 999`, st
 pointers) during that run. Each sample is charged to the innermost frame that names a part
 of a request's path:
 
-  decode        the RESP decoder (protocol::Decoder)
-  command       the command's own logic: dispatch, type encoding, locks, write combining
-  engine read   the engine answering a lookup (memtable, tables, caches, value files)
-  engine write  the engine applying a batch (group commit, WAL, memtable inserts)
+  background    the engine's own threads (flush, compaction, GC), whatever they do
+  wait/wake     futexes and the scheduler: hand-offs between threads
   reply         encoding replies and sending them (the socket write included)
   request read  reading the socket
-  wait/wake     futexes and the scheduler: hand-offs between threads
+  decode        the RESP decoder (protocol::Decoder)
+  engine write  the engine applying a batch (group commit, value log, WAL, memtable inserts)
+  engine read   the engine answering a lookup (memtable, tables, caches, value files)
+  command       the command's own logic: dispatch, type encoding, locks, write combining
   other         the runtime, allocation and anything not above
+
+The first four are matched from the innermost frame outwards (a futex inside an engine
+write is a wait); the engine's parts by any frame of the stack.
 
     scripts/serve-profile.py --binary target/release/halflife \
         [--tests zadd,hset,sadd,lpop] [--size 100] [--pipeline 16] [--requests 200000] \
@@ -38,19 +42,21 @@ import sys
 import tempfile
 import time
 
-# Innermost matching frame wins; patterns are tried on each frame from the leaf outwards.
-CATEGORIES = [
+# Tried on each frame from the innermost outwards; the first frame that matches wins.
+INNERMOST = [
     ("wait/wake", re.compile(r"futex|try_to_wake_up|__schedule|parking_lot.*(park|unpark)")),
     ("reply", re.compile(r"tcp_sendmsg|sock_write_iter|writev|protocol::Reply|encode_resp|"
                          r"server::flush")),
     ("request read", re.compile(r"tcp_recvmsg|sock_read_iter|sock_recvmsg")),
     ("decode", re.compile(r"protocol::Decoder")),
-    ("engine write", re.compile(r"halflife_engine::db::write|halflife_engine::wal|"
-                                r"SkipList::insert|Memtable::insert|halflife_engine::batch")),
+]
+# Then the first of these that any frame of the stack matches.
+ANYWHERE = [
+    ("engine write", re.compile(r"halflife_engine::db::DB::write|halflife_engine::db::write::")),
     ("engine read", re.compile(r"halflife_engine::")),
     ("command", re.compile(r"halflife_server::")),
 ]
-NAMES = [n for n, _ in CATEGORIES] + ["other"]
+NAMES = (["background"] + [n for n, _ in INNERMOST] + [n for n, _ in ANYWHERE] + ["other"])
 
 
 def free_port():
@@ -99,23 +105,30 @@ def start(kind, a, data):
     return p, port
 
 
-def classify(frames):
+def classify(thread, frames):
+    if thread.startswith("halflife-"):
+        return "background"
     for f in frames:
-        for name, pat in CATEGORIES:
+        for name, pat in INNERMOST:
             if pat.search(f):
                 return name
+    for name, pat in ANYWHERE:
+        if any(pat.search(f) for f in frames):
+            return name
     return "other"
 
 
 def shares(data):
-    out = subprocess.run(["perf", "script", "-i", data, "-F", "ip,sym"], capture_output=True,
-                         text=True, errors="replace").stdout
+    out = subprocess.run(["perf", "script", "-i", data, "-F", "comm,ip,sym"],
+                         capture_output=True, text=True, errors="replace").stdout
     counts = dict.fromkeys(NAMES, 0)
     for sample in out.split("\n\n"):
-        frames = [line.strip().split(None, 1)[1] for line in sample.splitlines()
+        lines = sample.strip("\n").splitlines()
+        if len(lines) < 2:
+            continue
+        frames = [line.strip().split(None, 1)[1] for line in lines[1:]
                   if len(line.strip().split(None, 1)) == 2]
-        if frames:
-            counts[classify(frames)] += 1
+        counts[classify(lines[0].strip(), frames)] += 1
     total = sum(counts.values()) or 1
     return {k: v / total for k, v in counts.items()}
 
@@ -124,7 +137,9 @@ def measure(kind, test, a, work):
     data = tempfile.mkdtemp(dir=work)
     p, port = start(kind, a, data)
     try:
-        benchmark(port, test, a, a.requests // 10)  # fills the key space, warms up
+        # Fills the key space and warms up; redis-benchmark's LRANGE tests read the list
+        # its LPUSH test fills.
+        benchmark(port, "lpush" if test.startswith("lrange") else test, a, a.requests // 10)
         perf = None
         if kind == "halflife":
             perf = subprocess.Popen(
