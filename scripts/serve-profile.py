@@ -32,11 +32,11 @@ it, with the raw shares, to OUT/serve-profile.json and OUT/serve-profile.md.
 """
 
 import argparse
+import importlib.util
 import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -59,22 +59,12 @@ ANYWHERE = [
 NAMES = (["background"] + [n for n, _ in INNERMOST] + [n for n, _ in ANYWHERE] + ["other"])
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_port(port, proc, what):
-    for _ in range(200):
-        if proc.poll() is not None:
-            sys.exit(f"{what} exited with {proc.returncode} before listening")
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    sys.exit(f"{what} did not listen on port {port}")
+# Starting servers and waiting for their port: as the side-by-side benchmark does.
+_spec = importlib.util.spec_from_file_location(
+    "serve_bench", os.path.join(os.path.dirname(os.path.abspath(__file__)), "serve-bench.py"))
+serve_bench = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(serve_bench)
+free_port, wait_port = serve_bench.free_port, serve_bench.wait_port
 
 
 def cpu_seconds(pid):

@@ -581,13 +581,37 @@ mod tests {
         PowerCutStorage::new(seed, Moment::Never, config, &dir.join("shadow"))
     }
 
+    /// A fresh power-cut storage with one file open: its directory, the storage, the
+    /// file's path and its writer.
+    fn one_file(
+        seed: u64,
+        cause: IoCause,
+    ) -> (
+        tempfile::TempDir,
+        Arc<PowerCutStorage>,
+        PathBuf,
+        Box<dyn WritableFile>,
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        let s = storage(dir.path(), seed, CutConfig::default());
+        let p = dir.path().join("f");
+        let w = s.create(&p, cause).unwrap();
+        (dir, s, p, w)
+    }
+
+    /// A file of 1000 bytes of 1 made durable, then 1000 bytes of 2 that were not: after
+    /// the cut the first are all there, and of the rest any part.
+    fn assert_kept_the_durable_1000(p: &Path) {
+        let b = std::fs::read(p).unwrap();
+        assert!(b.len() >= 1000 && b.len() <= 2000, "{}", b.len());
+        assert!(b[..1000].iter().all(|&x| x == 1));
+        assert!(b[1000..].iter().all(|&x| x == 2 || x == 0));
+    }
+
     #[test]
     fn synced_bytes_survive_and_unsynced_ones_may_not() {
         for seed in 0..40 {
-            let dir = tempfile::tempdir().unwrap();
-            let s = storage(dir.path(), seed, CutConfig::default());
-            let p = dir.path().join("f");
-            let mut w = s.create(&p, IoCause::Wal).unwrap();
+            let (_dir, s, p, mut w) = one_file(seed, IoCause::Wal);
             w.append(&[1u8; 1000]).unwrap();
             w.sync().unwrap();
             w.append(&[2u8; 1000]).unwrap();
@@ -596,20 +620,14 @@ mod tests {
             assert!(w.append(b"x").is_err() && w.sync().is_err());
             drop(w);
             s.apply();
-            let b = std::fs::read(&p).unwrap();
-            assert!(b.len() >= 1000 && b.len() <= 2000, "{}", b.len());
-            assert!(b[..1000].iter().all(|&x| x == 1));
-            assert!(b[1000..].iter().all(|&x| x == 2 || x == 0));
+            assert_kept_the_durable_1000(&p);
         }
     }
 
     #[test]
     fn a_sync_apart_from_the_writer_keeps_what_was_appended_when_it_was_taken() {
         for seed in 0..40 {
-            let dir = tempfile::tempdir().unwrap();
-            let s = storage(dir.path(), seed, CutConfig::default());
-            let p = dir.path().join("f");
-            let mut w = s.create(&p, IoCause::ValueLog).unwrap();
+            let (_dir, s, p, mut w) = one_file(seed, IoCause::ValueLog);
             w.append(&[1u8; 1000]).unwrap();
             let h = w.sync_later().unwrap().expect("plain files sync apart");
             // Appended after the handle was taken, before it runs: not covered by it.
@@ -620,17 +638,11 @@ mod tests {
             assert!(h.sync().is_err(), "a sync after the cut fails");
             drop(w);
             s.apply();
-            let b = std::fs::read(&p).unwrap();
-            assert!(b.len() >= 1000 && b.len() <= 2000, "{}", b.len());
-            assert!(b[..1000].iter().all(|&x| x == 1));
-            assert!(b[1000..].iter().all(|&x| x == 2 || x == 0));
+            assert_kept_the_durable_1000(&p);
         }
         // Not run before the cut: it made nothing durable.
         let lost = (0..40).any(|seed| {
-            let dir = tempfile::tempdir().unwrap();
-            let s = storage(dir.path(), seed, CutConfig::default());
-            let p = dir.path().join("f");
-            let mut w = s.create(&p, IoCause::ValueLog).unwrap();
+            let (_dir, s, p, mut w) = one_file(seed, IoCause::ValueLog);
             w.append(&[1u8; 1000]).unwrap();
             let _h = w.sync_later().unwrap();
             s.cut();
