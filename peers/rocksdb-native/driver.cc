@@ -3,7 +3,7 @@
 //
 //   rocksdb-driver --ops FILE --dir DIR --report FILE [--engine-name NAME]
 //                  [--memtable-mb N] [--cache-mb N] [--background-jobs N] [--sync]
-//                  [--compression none|lz4|zstd]
+//                  [--compression none|lz4|zstd] [--ttl]
 //                  [--blob --min-blob-size N --blob-file-mb N --age-cutoff F
 //                   --force-threshold F]
 //
@@ -18,8 +18,18 @@
 // low digits below 24 bytes); value = (keynum, version) header + a slice of the 1 MiB
 // xoshiro256** pool seeded with VALUE_SEED. So this driver writes the same bytes as
 // `halflife bench --ops` and the fjall driver, which matters once compression is on.
+//
+// Expiring updates (op code 6) need --ttl: every value then starts with the tick it
+// expires at (8 bytes little endian, 0 for none; time is one tick per op, the load's and
+// the run's ops in one count, as `halflife bench` keeps it), reads treat an expired value
+// as absent, and a compaction filter removes expired values (RocksDB turns a removal into
+// a deletion at the entry's sequence number, so no older version comes back). This is
+// RocksDB's way to per-key TTLs (DBWithTTL keeps one TTL per column family, in wall-clock
+// seconds, and so cannot replay per-key lifetimes counted in ops). The 8 bytes per value
+// are not counted in the user bytes.
 
 #include <rocksdb/cache.h>
+#include <rocksdb/compaction_filter.h>
 #include <rocksdb/db.h>
 #include <rocksdb/filter_policy.h>
 #include <rocksdb/iterator.h>
@@ -31,6 +41,7 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cinttypes>
 #include <cstdint>
@@ -168,10 +179,10 @@ class OpReader {
     if (!f_.read(r, 9)) die(path_ + ": truncated record " + std::to_string(read_));
     *code = static_cast<uint8_t>(r[0]);
     std::memcpy(key, r + 1, 8);
-    *len = 0;
-    if (*code == 3 && !f_.read(reinterpret_cast<char*>(len), 4))
-      die(path_ + ": truncated scan record " + std::to_string(read_));
-    if (*code > 5) die(path_ + ": unknown op code " + std::to_string(*code));
+    *len = 0;  // a scan's length or an expiring update's TTL
+    if (*code > 6) die(path_ + ": unknown op code " + std::to_string(*code));
+    if ((*code == 3 || *code == 6) && !f_.read(reinterpret_cast<char*>(len), 4))
+      die(path_ + ": truncated record " + std::to_string(read_));
     read_++;
     return true;
   }
@@ -265,10 +276,37 @@ std::string json_str(const std::string& s) {
   return o + "\"";
 }
 
+// ---- expiry (--ttl) ----
+
+// The current tick, read by the compaction filter on RocksDB's background threads.
+std::atomic<uint64_t> g_tick{0};
+
+constexpr size_t kExpiryLen = 8;
+
+uint64_t expiry_of(const rocksdb::Slice& v) {
+  uint64_t at = 0;
+  if (v.size() >= kExpiryLen) std::memcpy(&at, v.data(), kExpiryLen);
+  return at;
+}
+
+bool expired(const rocksdb::Slice& v) {
+  uint64_t at = expiry_of(v);
+  return at != 0 && at <= g_tick.load(std::memory_order_relaxed);
+}
+
+class ExpiryFilter : public rocksdb::CompactionFilter {
+ public:
+  bool Filter(int, const rocksdb::Slice&, const rocksdb::Slice& value, std::string*,
+              bool*) const override {
+    return expired(value);
+  }
+  const char* Name() const override { return "halflife-expiry"; }
+};
+
 struct Args {
   std::string ops, dir, report, name, compression = "none";
   uint64_t memtable_mb = 64, cache_mb = 64, background_jobs = 2;
-  bool sync = false, blob = false;
+  bool sync = false, blob = false, ttl = false;
   uint64_t min_blob_size = 512, blob_file_mb = 256;
   double age_cutoff = 0.8, force_threshold = 0.2;
 };
@@ -283,6 +321,10 @@ Args parse_args(int argc, char** argv) {
     }
     if (f == "--blob") {
       a.blob = true;
+      continue;
+    }
+    if (f == "--ttl") {
+      a.ttl = true;
       continue;
     }
     if (i + 1 >= argc) die(f + " needs a value");
@@ -360,6 +402,8 @@ int main(int argc, char** argv) {
     o.blob_garbage_collection_age_cutoff = a.age_cutoff;
     o.blob_garbage_collection_force_threshold = a.force_threshold;
   }
+  ExpiryFilter expiry_filter;
+  if (a.ttl) o.compaction_filter = &expiry_filter;
   rocksdb::BlockBasedTableOptions t;
   t.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10, false));
   t.block_cache = rocksdb::NewLRUCache(a.cache_mb << 20);
@@ -394,11 +438,20 @@ int main(int argc, char** argv) {
     }
   };
 
+  // With --ttl, `value` is the expiry tick and then the value.
+  auto fill = [&](uint64_t keynum, uint64_t version, uint64_t expire_at) {
+    values.fill(keynum, version, vs, &value);
+    if (a.ttl) value.insert(0, reinterpret_cast<const char*>(&expire_at), kExpiryLen);
+  };
+  // A read's or scan's value, absent if it expired.
+  auto live = [&](const rocksdb::Slice& v) { return !a.ttl || !expired(v); };
+
   Histogram load_lat;
   auto t0 = clock();
   for (uint64_t k = 0; k < h.record_count; k++) {
     format_key(k, ks, &key);
-    values.fill(k, 0, vs, &value);
+    fill(k, 0, 0);
+    g_tick.store(k, std::memory_order_relaxed);
     auto s = clock();
     check(db->Put(wo, key, value), "put");
     load_lat.record(ns(clock() - s));
@@ -412,45 +465,52 @@ int main(int argc, char** argv) {
   uint8_t code;
   uint64_t k;
   uint32_t len;
-  auto write = [&](uint64_t keynum) {
+  auto write = [&](uint64_t keynum, uint64_t expire_at) {
     if (keynum >= versions.size()) versions.resize(keynum + 1, 0);
-    values.fill(keynum, ++versions[keynum], vs, &value);
+    fill(keynum, ++versions[keynum], expire_at);
     check(db->Put(wo, key, value), "put");
     user_bytes += ks + vs;
   };
   t0 = clock();
+  uint64_t tick = h.record_count;
+  auto get = [&] {
+    auto st = db->Get(ro, key, &got);
+    if (st.IsNotFound() || (st.ok() && !live(got))) not_found++;
+    else check(st, "get");
+  };
   while (ops.next(&code, &k, &len)) {
+    g_tick.store(tick, std::memory_order_relaxed);
     format_key(k, ks, &key);
+    if (code == 6 && !a.ttl) die("expiring updates (op code 6) need --ttl");
     auto s = clock();
     switch (code) {
       case 0:
       case 1:
-        write(k);
+        write(k, 0);
         break;
-      case 2: {
-        auto st = db->Get(ro, key, &got);
-        if (st.IsNotFound()) not_found++;
-        else check(st, "get");
+      case 2:
+        get();
         break;
-      }
       case 3: {
         std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(ro));
         uint32_t i = 0;
-        for (it->Seek(key); i < len && it->Valid(); it->Next(), i++) {
+        for (it->Seek(key); i < len && it->Valid(); it->Next()) {
+          if (!live(it->value())) continue;
           got.assign(it->key().data(), it->key().size());
           got.assign(it->value().data(), it->value().size());
+          i++;
         }
         check(it->status(), "scan");
         scanned += i;
         break;
       }
-      case 4: {
-        auto st = db->Get(ro, key, &got);
-        if (st.IsNotFound()) not_found++;
-        else check(st, "get");
-        write(k);
+      case 4:
+        get();
+        write(k, 0);
         break;
-      }
+      case 6:
+        write(k, tick + len);
+        break;
       case 5:
         // A delete writes a tombstone of the key; the key's version count is kept, so the
         // update that re-creates it writes the next version (crates/workload/src/opfile.rs).
@@ -458,7 +518,8 @@ int main(int argc, char** argv) {
         user_bytes += ks;
         break;
     }
-    lat[code].record(ns(clock() - s));
+    lat[code == 6 ? 1 : code].record(ns(clock() - s));  // an expiring update is an update
+    tick++;
     progress();
   }
   const double run_secs = secs(clock() - t0);
@@ -520,7 +581,8 @@ int main(int argc, char** argv) {
     << ", \"sync\": " << (a.sync ? "true" : "false") << ", \"blob\": " << (a.blob ? "true" : "false")
     << ", \"min_blob_size\": " << a.min_blob_size << ", \"blob_file_mb\": " << a.blob_file_mb
     << ", \"age_cutoff\": " << a.age_cutoff << ", \"force_threshold\": " << a.force_threshold
-    << ", \"compression\": " << json_str(a.compression) << ", \"rocksdb\": "
+    << ", \"compression\": " << json_str(a.compression)
+    << ", \"ttl\": " << (a.ttl ? "true" : "false") << ", \"rocksdb\": "
     << json_str(std::to_string(ROCKSDB_MAJOR) + "." + std::to_string(ROCKSDB_MINOR) + "." +
                 std::to_string(ROCKSDB_PATCH))
     << "},\n";

@@ -62,3 +62,53 @@ fn mixed_and_shifting_run_every_engine_on_the_same_ops() {
     assert_eq!(r["workload"]["hot_set_phases"], 4);
     assert_eq!(r["live_user_bytes"], 800 * (256 + 1024));
 }
+
+#[test]
+fn expiring_updates_reach_the_engine_or_the_sweep_and_expired_keys_are_not_live() {
+    let dir = tempfile::tempdir().unwrap();
+    let report = dir.path().join("r.json");
+    let out = Command::new(env!("CARGO_BIN_EXE_halflife"))
+        .args(["compare", "--preset", "small", "--records", "800"])
+        .args(["--op-count", "3000", "--value-size", "1024"])
+        .args(["--workload", "expiring", "--memtable-mb", "1"])
+        .args(["--engines", "halflife-lifetime,halflife-titan+sweep"])
+        .args(["--memory-limit-mb", "0"])
+        .arg("--work-dir")
+        .arg(dir.path().join("work"))
+        .arg("--report")
+        .arg(&report)
+        .output()
+        .expect("running halflife compare");
+    assert!(
+        out.status.success(),
+        "halflife compare failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    let spec: workload::WorkloadSpec = serde_json::from_value(r["workload"].clone()).unwrap();
+    let ops: Vec<workload::Op> = workload::Workload::new(spec).unwrap().run_ops().collect();
+    // Live at the end (tick 3000): keys whose last write carries no expiry or one after it.
+    let mut expires = std::collections::HashMap::new();
+    for (i, op) in ops.iter().enumerate() {
+        expires.insert(op.key(), op.ttl().map(|t| i as u64 + u64::from(t)));
+    }
+    let expired = expires
+        .values()
+        .filter(|e| e.is_some_and(|e| e <= 3000))
+        .count() as u64;
+    assert!(expired > 10, "{expired}");
+    assert_eq!(r["live_user_bytes"], (800 - expired) * (256 + 1024));
+    let engines = r["engines"].as_array().unwrap();
+    for e in engines {
+        assert!(e["failed"].is_null(), "{}: {}", e["name"], e["failed"]);
+        assert_eq!(e["report"]["latency_us"]["update"]["count"], 3000);
+    }
+    let (told, swept) = (&engines[0]["report"], &engines[1]["report"]);
+    assert_eq!(told["settings"]["expiry"], "engine");
+    assert_eq!(told["settings"]["swept_expiries"], 0);
+    assert!(told["engine_stats"]["expired_entries"].as_u64().unwrap() > 0);
+    assert_eq!(swept["settings"]["expiry"], "sweep");
+    assert!(swept["settings"]["swept_expiries"].as_u64().unwrap() >= expired);
+    assert_eq!(swept["engine_stats"]["expired_entries"], 0);
+}

@@ -9,11 +9,16 @@
 //! (a progress display and samples of the engine's counters, or nothing).
 
 use crate::latency::{Latencies, OP_NAMES};
-use crate::ops::{self, ClientOp, SharedReceiver, DELETE, INSERT, READ, RMW, SCAN, UPDATE};
+use crate::ops::{
+    self, ClientOp, SharedReceiver, DELETE, EXPIRING_UPDATE, INSERT, READ, RMW, SCAN, UPDATE,
+};
 use crate::spikes::IntervalLatencies;
 use anyhow::{anyhow, bail, Context, Result};
+use engine::expiry::ManualClock;
 use engine::{ReadOptions, DB};
 use rand::{RngCore, SeedableRng};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
 use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::mpsc::{self, RecvTimeoutError};
@@ -85,6 +90,78 @@ pub struct Clients<'a> {
     /// When set, read latencies are also recorded per interval: the interval a read lands
     /// in is this counter's value when it finishes (a sampler advances it).
     pub epoch: Option<&'a AtomicUsize>,
+    pub expiry: Expiry<'a>,
+}
+
+/// How time passes and expiring updates reach the engine. Time is counted in ops: an op's
+/// tick is [`Counters::ops_done`] when it starts (the load's and the run's ops in one
+/// count), and an expiring update at tick `t` with TTL `ttl` expires at tick `t + ttl`, so
+/// every engine sees the same lifetimes whatever its speed (the op file's convention).
+#[derive(Clone, Copy)]
+pub enum Expiry<'a> {
+    /// The engine is told each expiry (`put_with_expiry`) and reads the time from
+    /// `clock` (its `Options::clock`), which the clients set to `start_ms` plus one
+    /// millisecond per tick before each op.
+    Engine {
+        clock: &'a ManualClock,
+        start_ms: u64,
+    },
+    /// The engine is never told: an expiring update is a plain write, and at its expiry
+    /// tick the client deletes the key unless it was written or deleted since. This is a
+    /// server that keeps expiries in its own records and sweeps them (as `halflife serve`
+    /// did before the engine knew expiry), for which every expiry is a deletion the engine
+    /// must write and a value GC may copy until then. One client thread only: the record
+    /// of pending expiries is the thread's.
+    Sweep,
+    /// Time is not kept and an expiring update is a plain update (experiments whose ops
+    /// never expire).
+    Ignore,
+}
+
+/// The pending expiries of [`Expiry::Sweep`].
+#[derive(Default)]
+struct Sweep {
+    /// (expiry tick, key, tick of the write), earliest first.
+    due: BinaryHeap<Reverse<(u64, u64, u64)>>,
+    /// Per key with a pending expiry, the tick of the expiring write; removed by any later
+    /// write or delete of the key, so an expiry that was overtaken deletes nothing.
+    pending: HashMap<u64, u64>,
+}
+
+impl Sweep {
+    /// Notes `op` at `tick` (before it runs).
+    fn note(&mut self, op: &ClientOp, tick: u64) {
+        match op.code {
+            EXPIRING_UPDATE => {
+                self.pending.insert(op.key, tick);
+                self.due
+                    .push(Reverse((tick + u64::from(op.ttl), op.key, tick)));
+            }
+            INSERT | UPDATE | RMW | DELETE => {
+                self.pending.remove(&op.key);
+            }
+            _ => {}
+        }
+    }
+
+    /// Deletes every key whose expiry tick is at or before `tick` and still pending.
+    fn run(&mut self, db: &DB, tick: u64, key_size: usize, key: &mut Vec<u8>) -> Result<u64> {
+        let mut deleted = 0;
+        while let Some(&Reverse((at, k, written))) = self.due.peek() {
+            if at > tick {
+                break;
+            }
+            self.due.pop();
+            if self.pending.get(&k) == Some(&written) {
+                self.pending.remove(&k);
+                workload::keys::format_key(k, key_size, key);
+                db.delete(key)
+                    .with_context(|| format!("sweeping the expired key number {k}"))?;
+                deleted += 1;
+            }
+        }
+        Ok(deleted)
+    }
 }
 
 /// What the clients of a phase measured together.
@@ -98,6 +175,8 @@ pub struct PhaseResult {
     pub not_found: u64,
     /// Records the scans returned.
     pub scanned: u64,
+    /// Keys deleted at their expiry by [`Expiry::Sweep`].
+    pub swept: u64,
 }
 
 impl PhaseResult {
@@ -108,6 +187,7 @@ impl PhaseResult {
             per_interval: IntervalLatencies::default(),
             not_found: 0,
             scanned: 0,
+            swept: 0,
         }
     }
 
@@ -116,6 +196,7 @@ impl PhaseResult {
         self.per_interval.merge(&o.per_interval);
         self.not_found += o.not_found;
         self.scanned += o.scanned;
+        self.swept += o.swept;
     }
 }
 
@@ -131,6 +212,9 @@ pub fn drive<I>(
 where
     I: Iterator<Item = Result<ClientOp>> + Send + 'static,
 {
+    if matches!(c.expiry, Expiry::Sweep) && c.threads != 1 {
+        bail!("expiries swept by the client need one client thread");
+    }
     let start = Instant::now();
     let stop = AtomicBool::new(false);
     let (rx, producer) = ops::produce(ops, c.threads);
@@ -198,6 +282,7 @@ fn client(
 ) -> Result<PhaseResult> {
     let mut r = PhaseResult::new();
     let mut key = Vec::with_capacity(c.key_size);
+    let mut sweep = Sweep::default();
     let values = c.values;
     let mut offset = (id * 7919) % values.offsets;
     let write_bytes = (c.key_size + values.size) as u64;
@@ -206,22 +291,41 @@ fn client(
             break;
         }
         for op in &batch {
+            let tick = c.counters.ops_done.load(Relaxed);
+            let expire_at = match c.expiry {
+                Expiry::Engine { clock, start_ms } => {
+                    clock.set(start_ms + tick);
+                    (op.code == EXPIRING_UPDATE).then(|| start_ms + tick + u64::from(op.ttl))
+                }
+                Expiry::Sweep => {
+                    r.swept += sweep.run(db, tick, c.key_size, &mut key)?;
+                    sweep.note(op, tick);
+                    None
+                }
+                Expiry::Ignore => None,
+            };
             workload::keys::format_key(op.key, c.key_size, &mut key);
             let value = values.at(offset);
             let t = Instant::now();
-            let done = exec(db, &c.read, op, &key, value).with_context(|| {
+            let done = exec(db, &c.read, op, &key, value, expire_at).with_context(|| {
                 let n = c.counters.ops_done.load(Relaxed);
                 let name = OP_NAMES.get(op.code as usize).unwrap_or(&"op");
                 format!("{name} of key number {} (after {n} ops)", op.key)
             })?;
             let nanos = t.elapsed().as_nanos() as u64;
-            r.latencies.record(op.code as usize, nanos);
+            // An expiring update is an update to whoever reads the latencies.
+            let kind = if op.code == EXPIRING_UPDATE {
+                UPDATE
+            } else {
+                op.code
+            };
+            r.latencies.record(kind as usize, nanos);
             if let (READ, Some(e)) = (op.code, c.epoch) {
                 r.per_interval.record(e.load(Relaxed), nanos);
             }
             r.not_found += u64::from(!done.found);
             r.scanned += done.scanned;
-            if op.code == INSERT || op.code == UPDATE || op.code == RMW {
+            if matches!(op.code, INSERT | UPDATE | RMW | EXPIRING_UPDATE) {
                 offset = (offset + 4093) % values.offsets;
                 c.counters.user_bytes.fetch_add(write_bytes, Relaxed);
             } else if op.code == DELETE {
@@ -240,11 +344,26 @@ struct Done {
     scanned: u64,
 }
 
-/// Executes one op.
-fn exec(db: &DB, read: &ReadOptions, op: &ClientOp, key: &[u8], value: &[u8]) -> Result<Done> {
+/// Executes one op; `expire_at` is the engine time an expiring update expires at (none:
+/// the engine is not told, it is a plain update).
+fn exec(
+    db: &DB,
+    read: &ReadOptions,
+    op: &ClientOp,
+    key: &[u8],
+    value: &[u8],
+    expire_at: Option<u64>,
+) -> Result<Done> {
     let found = |found| Done { found, scanned: 0 };
     Ok(match op.code {
         INSERT | UPDATE => found(db.put(key, value).map(|_| true)?),
+        EXPIRING_UPDATE => found(
+            match expire_at {
+                Some(at) => db.put_with_expiry(key, value, at),
+                None => db.put(key, value),
+            }
+            .map(|_| true)?,
+        ),
         READ => found(db.get(key)?.is_some()),
         SCAN => {
             let iter = db.scan_opt(Bound::Included(key), Bound::Unbounded, None, read)?;
@@ -274,7 +393,12 @@ mod tests {
     use crate::spikes::{intervals, Edge};
 
     fn op(code: u8, key: u64, len: u32) -> Result<ClientOp> {
-        Ok(ClientOp { code, key, len })
+        Ok(ClientOp {
+            code,
+            key,
+            len,
+            ttl: 0,
+        })
     }
 
     #[test]
@@ -291,6 +415,7 @@ mod tests {
             read: ReadOptions::default(),
             counters: &counters,
             epoch: Some(&epoch),
+            expiry: Expiry::Ignore,
         };
         let load = drive(&db, (0..1000).map(|k| op(INSERT, k, 0)), &c, || Ok(())).unwrap();
         assert_eq!(load.latencies.summary(INSERT as usize).unwrap().count, 1000);
@@ -319,6 +444,88 @@ mod tests {
         assert_eq!(db.get(&keys(999)).unwrap().unwrap().len(), 100);
     }
 
+    /// Keys 0..4 loaded (ticks 0-3); then at tick 4 key 0 is written to expire in 3 ticks
+    /// (at 7), at tick 5 key 1 in 2 (at 7) but written plainly at tick 6, at tick 7 key 2
+    /// in 100; reads of keys 0, 1 and 2 at ticks 8-10.
+    fn expiring_run(mode: &str) -> (PhaseResult, Vec<Option<Vec<u8>>>) {
+        use engine::expiry::Clock as _;
+        let dir = tempfile::tempdir().unwrap();
+        let clock = Arc::new(ManualClock::new(1_000));
+        let mut opts = engine::Options::default();
+        let expiry = match mode {
+            "engine" => {
+                opts.clock = clock.clone();
+                Expiry::Engine {
+                    clock: &clock,
+                    start_ms: 1_000,
+                }
+            }
+            _ => Expiry::Sweep,
+        };
+        let db = DB::open(dir.path(), opts).unwrap();
+        let values = Values::fixed(b"v");
+        let counters = Counters::default();
+        let c = Clients {
+            threads: 1,
+            key_size: 16,
+            values: &values,
+            read: ReadOptions::default(),
+            counters: &counters,
+            epoch: None,
+            expiry,
+        };
+        drive(&db, (0..4).map(|k| op(INSERT, k, 0)), &c, || Ok(())).unwrap();
+        let expiring = |key, ttl| {
+            Ok(ClientOp {
+                code: EXPIRING_UPDATE,
+                key,
+                len: 0,
+                ttl,
+            })
+        };
+        let ops = vec![
+            expiring(0, 3),
+            expiring(1, 2),
+            op(UPDATE, 1, 0),
+            expiring(2, 100),
+            op(READ, 0, 0),
+            op(READ, 1, 0),
+            op(READ, 2, 0),
+        ];
+        let run = drive(&db, ops.into_iter(), &c, || Ok(())).unwrap();
+        if mode == "engine" {
+            assert_eq!(
+                clock.now_ms(),
+                1_000 + 10,
+                "the clock is at the last op's tick"
+            );
+        }
+        let found = (0..4).map(|k| db.get(&keys(k)).unwrap()).collect();
+        (run, found)
+    }
+
+    #[test]
+    fn an_expiring_update_is_gone_at_its_tick_whoever_keeps_the_expiry() {
+        for mode in ["engine", "sweep"] {
+            let (run, found) = expiring_run(mode);
+            assert_eq!(run.not_found, 1, "{mode}: the read of key 0 at tick 8");
+            assert!(found[0].is_none(), "{mode}: key 0 expired");
+            assert!(found[1].is_some(), "{mode}: key 1 was written again");
+            assert!(found[2].is_some(), "{mode}: key 2 expires at tick 107");
+            assert!(found[3].is_some(), "{mode}: key 3 never expires");
+            assert_eq!(
+                run.swept,
+                u64::from(mode == "sweep"),
+                "{mode}: only the sweep deletes, and only key 0"
+            );
+            assert_eq!(
+                run.latencies.summary(UPDATE as usize).unwrap().count,
+                4,
+                "{mode}: expiring updates count as updates"
+            );
+        }
+    }
+
     fn keys(k: u64) -> Vec<u8> {
         let mut key = Vec::new();
         workload::keys::format_key(k, 16, &mut key);
@@ -338,6 +545,7 @@ mod tests {
             read: ReadOptions::default(),
             counters: &counters,
             epoch: None,
+            expiry: Expiry::Ignore,
         };
         let ops = (0..10).map(|k| op(INSERT, k, 0)).chain([op(9, 7, 0)]);
         let Err(e) = drive(&db, ops, &c, || Ok(())) else {
@@ -362,6 +570,7 @@ mod tests {
             read: ReadOptions::default(),
             counters: &counters,
             epoch: None,
+            expiry: Expiry::Ignore,
         };
         let ops = (0..10).map(|k| op(INSERT, k, 0));
         let Err(e) = drive(&db, ops, &c, || bail!("sampler failed")) else {

@@ -3,7 +3,7 @@
 //! that exist after them, the denominator of space amplification.
 
 use anyhow::{Context, Result};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::io::BufWriter;
 use std::path::Path;
 use workload::opfile::{Header, OpFileReader, OpFileWriter};
@@ -14,8 +14,10 @@ use workload::{Op, Workload, WorkloadSpec};
 pub struct Summary {
     pub header: Header,
     /// Keys that exist after the load and the ops: loaded and inserted, less the deleted
-    /// ones not written since.
+    /// ones not written since and those whose last write expired.
     pub live_keys: u64,
+    /// Ops that write a value with an expiry.
+    pub expiring_updates: u64,
 }
 
 impl Summary {
@@ -41,6 +43,7 @@ pub fn write(spec: &WorkloadSpec, path: &Path) -> Result<Summary> {
     Ok(Summary {
         header,
         live_keys: live.count(),
+        expiring_updates: live.expiring_updates,
     })
 }
 
@@ -55,14 +58,21 @@ pub fn summarize(path: &Path) -> Result<Summary> {
     Ok(Summary {
         header,
         live_keys: live.count(),
+        expiring_updates: live.expiring_updates,
     })
 }
 
 /// The keys that exist after an op stream: loaded and inserted, less the deleted ones not
-/// written since.
+/// written since, less those whose last write expired by the end (the op file's ticks:
+/// run-phase op `i` at tick `i`, the end at tick `op_count`).
 struct LiveKeys {
     created: u64,
     deleted: HashSet<u64>,
+    /// Per key whose last write is an expiring update, the tick it expires at.
+    expiring: HashMap<u64, u64>,
+    /// Ticks so far (ops applied).
+    tick: u64,
+    expiring_updates: u64,
 }
 
 impl LiveKeys {
@@ -70,6 +80,9 @@ impl LiveKeys {
         LiveKeys {
             created: record_count,
             deleted: HashSet::new(),
+            expiring: HashMap::new(),
+            tick: 0,
+            expiring_updates: 0,
         }
     }
 
@@ -78,16 +91,29 @@ impl LiveKeys {
             Op::Insert { .. } => self.created += 1,
             Op::Delete { key } => {
                 self.deleted.insert(key);
+                self.expiring.remove(&key);
             }
             Op::Update { key } | Op::ReadModifyWrite { key } => {
                 self.deleted.remove(&key);
+                self.expiring.remove(&key);
+            }
+            Op::ExpiringUpdate { key, ttl } => {
+                self.deleted.remove(&key);
+                self.expiring.insert(key, self.tick + u64::from(ttl));
+                self.expiring_updates += 1;
             }
             Op::Read { .. } | Op::Scan { .. } => {}
         }
+        self.tick += 1;
     }
 
     fn count(&self) -> u64 {
-        self.created - self.deleted.len() as u64
+        let expired = self
+            .expiring
+            .values()
+            .filter(|&&at| at <= self.tick)
+            .count();
+        self.created - self.deleted.len() as u64 - expired as u64
     }
 }
 
@@ -152,5 +178,20 @@ mod tests {
             "{}",
             l.count()
         );
+    }
+
+    #[test]
+    fn a_key_whose_last_write_expired_by_the_end_is_not_live() {
+        let mut l = LiveKeys::new(4);
+        for op in [
+            Op::ExpiringUpdate { key: 0, ttl: 2 }, // tick 0, expires at 2
+            Op::ExpiringUpdate { key: 1, ttl: 9 }, // tick 1, expires at 10: live at 5
+            Op::ExpiringUpdate { key: 2, ttl: 1 }, // tick 2, then written plainly
+            Op::Update { key: 2 },
+            Op::ExpiringUpdate { key: 3, ttl: 1 }, // tick 4, expires at 5 = the end
+        ] {
+            l.apply(&op);
+        }
+        assert_eq!(l.count(), 2, "keys 1 and 2");
     }
 }

@@ -14,6 +14,7 @@ pub const READ: u8 = 2;
 pub const SCAN: u8 = 3;
 pub const RMW: u8 = 4;
 pub const DELETE: u8 = 5;
+pub const EXPIRING_UPDATE: u8 = 6;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ClientOp {
@@ -21,6 +22,9 @@ pub struct ClientOp {
     pub key: u64,
     /// Scan length (0 for other ops).
     pub len: u32,
+    /// An expiring update's time to live in ticks, one per op (0 for other ops; see
+    /// [`crate::client::Expiry`]).
+    pub ttl: u32,
 }
 
 impl From<workload::Op> for ClientOp {
@@ -33,6 +37,7 @@ impl From<workload::Op> for ClientOp {
             code: op.code(),
             key: op.key(),
             len,
+            ttl: op.ttl().unwrap_or(0),
         }
     }
 }
@@ -46,6 +51,7 @@ pub fn load(records: u64) -> impl Iterator<Item = anyhow::Result<ClientOp>> + Se
             code: INSERT,
             key,
             len: 0,
+            ttl: 0,
         })
     })
 }
@@ -104,6 +110,7 @@ mod tests {
                 code: INSERT,
                 key: k,
                 len: 0,
+                ttl: 0,
             })
         });
         let (rx, producer) = produce(ops, 3);

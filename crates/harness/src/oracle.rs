@@ -8,7 +8,7 @@
 //! before it (that value's next write is the delete's sequence number), and the update that
 //! re-creates the key is the next write after the delete.
 
-use super::ops::{ClientOp, DELETE, INSERT, RMW, UPDATE};
+use super::ops::{ClientOp, DELETE, EXPIRING_UPDATE, INSERT, RMW, UPDATE};
 use anyhow::Result;
 use engine::LifetimeOracle;
 use std::collections::HashMap;
@@ -44,7 +44,7 @@ impl WorkloadOracle {
         }
         for op in ops {
             let op = op?;
-            if matches!(op.code, INSERT | UPDATE | RMW | DELETE) {
+            if matches!(op.code, INSERT | UPDATE | RMW | EXPIRING_UPDATE | DELETE) {
                 add(op.key, &mut key)?;
             }
         }
@@ -74,7 +74,14 @@ mod tests {
     fn next_write_follows_op_order() {
         // Two records loaded (seq 1, 2); then update 1 (3), read 0 (none), update 1 (4),
         // update 0 (5).
-        let op = |code, key| Ok(ClientOp { code, key, len: 0 });
+        let op = |code, key| {
+            Ok(ClientOp {
+                code,
+                key,
+                len: 0,
+                ttl: 0,
+            })
+        };
         let ops = vec![
             op(UPDATE, 1),
             op(super::super::ops::READ, 0),
@@ -97,7 +104,14 @@ mod tests {
     #[test]
     fn a_delete_is_the_death_of_the_value_before_it() {
         // One record (seq 1); update 0 (2), delete 0 (3), read 0 (none), update 0 (4).
-        let op = |code, key| Ok(ClientOp { code, key, len: 0 });
+        let op = |code, key| {
+            Ok(ClientOp {
+                code,
+                key,
+                len: 0,
+                ttl: 0,
+            })
+        };
         let ops = vec![
             op(UPDATE, 0),
             op(DELETE, 0),

@@ -30,6 +30,9 @@ pub struct EngineSettings {
     pub force_threshold: f64,
     /// Titan- and Badger-style GC: collect a file once this fraction of it is garbage.
     pub garbage_ratio: f64,
+    /// The op file has expiring updates: drivers that keep expiries only on request
+    /// (the native RocksDB one, `--ttl`) keep them.
+    pub expiry: bool,
 }
 
 /// One run of one engine: where its inputs and outputs are.
@@ -147,7 +150,8 @@ pub fn select(names: &str) -> Result<Vec<Box<dyn Peer>>> {
                  target T, a +vwal suffix on any halflife engine but inline for the \
                  value log as the WAL, +tiered or +leveled for a fixed tree style \
                  instead of the measured choice, and a last +no-readahead for scans that \
-                 read each separated value when they reach it, then +gc<N> for N GC threads)",
+                 read each separated value when they reach it, then +gc<N> for N GC threads, \
+                 then +sweep for an engine not told of expiries)",
                 list.join(", ")
             );
         };
@@ -163,10 +167,15 @@ pub fn select(names: &str) -> Result<Vec<Box<dyn Peer>>> {
 /// target, a `+vwal` suffix for the value log as the WAL, `+tiered` or `+leveled` for
 /// a fixed compaction style of the tree instead of the engine's choice, and
 /// `+no-readahead` for scans without read-ahead of separated values (the engine before it
-/// had one, so that a compare shows both), and `+gc<N>` for `N` value-file GC threads, in
-/// that order when several are given.
+/// had one, so that a compare shows both), `+gc<N>` for `N` value-file GC threads, and
+/// `+sweep` for an engine never told of expiries (the client deletes expired keys, see
+/// `halflife bench --expiry`), in that order when several are given.
 fn halflife(name: &str) -> Result<Option<Halflife>> {
-    let (base, background_gc) = match name.rsplit_once("+gc") {
+    let (base, sweep) = match name.strip_suffix("+sweep") {
+        Some(base) => (base, true),
+        None => (name, false),
+    };
+    let (base, background_gc) = match base.rsplit_once("+gc") {
         Some((base, n)) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => {
             // The engine checks the upper bound (`Options::background_gc`).
             let n: usize = n.parse().ok().filter(|&n| n >= 1).with_context(|| {
@@ -174,7 +183,7 @@ fn halflife(name: &str) -> Result<Option<Halflife>> {
             })?;
             (base, Some(n))
         }
-        _ => (name, None),
+        _ => (base, None),
     };
     let (base, readahead) = match base.strip_suffix("+no-readahead") {
         Some(base) => (base, false),
@@ -206,6 +215,7 @@ fn halflife(name: &str) -> Result<Option<Halflife>> {
     h.style = style;
     h.readahead = readahead;
     h.background_gc = background_gc;
+    h.sweep = sweep;
     Ok(Some(h))
 }
 
@@ -255,6 +265,8 @@ struct Halflife {
     readahead: bool,
     /// `--background-gc`, when set by the name.
     background_gc: Option<usize>,
+    /// `--expiry sweep`: the engine is not told of expiries.
+    sweep: bool,
 }
 
 impl Halflife {
@@ -267,6 +279,7 @@ impl Halflife {
             style: None,
             readahead: true,
             background_gc: None,
+            sweep: false,
         }
     }
 }
@@ -334,6 +347,9 @@ impl Peer for Halflife {
         if let Some(n) = self.background_gc {
             c.args(["--background-gc", &n.to_string()]);
         }
+        if self.sweep {
+            c.args(["--expiry", "sweep"]);
+        }
         Ok(c)
     }
 }
@@ -393,6 +409,9 @@ impl Peer for RocksDbNative {
     fn command(&self, ctx: &PeerContext, run: &RunPaths, s: &EngineSettings) -> Result<Command> {
         let mut c = Command::new(ctx.peers_dir.join("rocksdb-native/rocksdb-driver"));
         rocksdb_args(&mut c, self.name(), self.blob, run, s);
+        if s.expiry {
+            c.arg("--ttl");
+        }
         Ok(c)
     }
 }
@@ -685,6 +704,7 @@ mod tests {
                 age_cutoff: 0.8,
                 force_threshold: 0.2,
                 garbage_ratio: 0.2,
+                expiry: false,
             };
             let c = e[0].command(&ctx, &run, &s).unwrap();
             c.get_args()
@@ -704,7 +724,7 @@ mod tests {
         let on = args("halflife-lifetime+vwal");
         assert!(!on.iter().any(|a| a == "--scan-readahead-kib"));
         assert!(select("halflife-lifetime+no-readahead+vwal").is_err());
-        // GC threads: the very last suffix; absent, the engine's default.
+        // GC threads: last but +sweep; absent, the engine's default.
         let two = args("halflife-lifetime+vwal+leveled+no-readahead+gc2");
         assert!(two.windows(2).any(|w| w == ["--background-gc", "2"]));
         assert!(two
@@ -713,5 +733,10 @@ mod tests {
         assert!(!on.iter().any(|a| a == "--background-gc"));
         assert!(select("halflife-lifetime+vwal+gc0").is_err());
         assert!(select("halflife-lifetime+gc2+vwal").is_err());
+        let sweep = args("halflife-titan+vwal+gc2+sweep");
+        assert!(sweep.windows(2).any(|w| w == ["--expiry", "sweep"]));
+        assert!(sweep.windows(2).any(|w| w == ["--background-gc", "2"]));
+        assert!(!args("halflife-titan").iter().any(|a| a == "--expiry"));
+        assert!(select("halflife-titan+sweep+vwal").is_err());
     }
 }

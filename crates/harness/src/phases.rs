@@ -3,7 +3,7 @@
 //! pending), with samples of the engine's counters throughout. `halflife bench` is this
 //! plus its flags, the report and the printing.
 
-use crate::client::{self, Clients, Counters, PhaseResult, Values};
+use crate::client::{self, Clients, Counters, Expiry, PhaseResult, Values};
 use crate::ops::{self, ClientOp};
 use crate::plan::Plan;
 use crate::report::Sample;
@@ -14,7 +14,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::time::Instant;
 
 /// How a plan runs.
-pub struct Settings {
+pub struct Settings<'a> {
     /// Client threads.
     pub threads: usize,
     /// How scans read separated values ahead.
@@ -23,6 +23,8 @@ pub struct Settings {
     pub samples: u64,
     /// Measure live bytes with a tree scan in each sample (the final sample always does).
     pub live_scans: bool,
+    /// How time passes and expiring updates reach the engine.
+    pub expiry: Expiry<'a>,
 }
 
 /// Where a run is, for a display: the phase, then ops done (of load and run together).
@@ -55,6 +57,7 @@ pub fn run(db: &DB, plan: &Plan, s: &Settings, progress: &dyn Progress) -> Resul
         read: s.read,
         counters: &counters,
         epoch: None,
+        expiry: s.expiry,
     };
     let sample_every = ((plan.info.record_count + plan.info.op_count) / s.samples.max(1)).max(1);
     let mut sampler = Sampler::new(sample_every, s.live_scans);

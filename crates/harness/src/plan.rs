@@ -108,10 +108,11 @@ pub struct SpecChoice<'a> {
 pub fn build_spec(a: &SpecChoice) -> Result<WorkloadSpec> {
     let w = a.workload.to_ascii_lowercase();
     let mut spec = match w.as_str() {
-        "write-intensive" | "wi" | "zipfian" | "shifting" | "mixed" => {
+        "write-intensive" | "wi" | "zipfian" | "shifting" | "mixed" | "expiring" => {
             let records = a.records.unwrap_or(DEFAULT_WRITE_INTENSIVE_RECORDS);
             let spec = match w.as_str() {
                 "shifting" => WorkloadSpec::shifting(a.theta)?,
+                "expiring" => WorkloadSpec::expiring(a.theta)?,
                 "mixed" => WorkloadSpec::mixed()?,
                 _ => WorkloadSpec::write_intensive(a.theta)?,
             };
@@ -126,7 +127,7 @@ pub fn build_spec(a: &SpecChoice) -> Result<WorkloadSpec> {
             .with_record_count(a.records.unwrap_or(DEFAULT_SCAN_RECORDS))
             .with_operation_count(a.op_count.unwrap_or(DEFAULT_SCAN_OPS)),
         _ => bail!(
-            "unknown workload {:?}: use write-intensive (alias zipfian), shifting, mixed, scan, or a YCSB workload a-f",
+            "unknown workload {:?}: use write-intensive (alias zipfian), shifting, mixed, expiring, scan, or a YCSB workload a-f",
             a.workload
         ),
     };

@@ -29,5 +29,5 @@ pub use compressible::CompressibleValues;
 pub use generator::{Distribution, DistributionError, KeyChooser};
 pub use keys::{format_key, ValueGen};
 pub use op::Op;
-pub use spec::{Proportions, SpecError, WorkloadSpec};
+pub use spec::{ExpirySpec, Proportions, SpecError, WorkloadSpec};
 pub use workload::{RunOps, Workload};

@@ -15,9 +15,10 @@
 //!                              5 delete
 //!                 key  u64     key number (the start key for a scan)
 //!                 len  u32     scan length; present only when code == 3
+//!                 ttl  u32     ops until the value expires; only when code == 6
 //! ```
 //!
-//! Records are 9 bytes, 13 for scans. The file ends right after the last record; trailing
+//! Records are 9 bytes, 13 for scans and expiring updates. The file ends right after the last record; trailing
 //! bytes are an error, so a file cut exactly at a record boundary is still detected by the
 //! count in the header.
 //!
@@ -31,8 +32,15 @@
 //! removes the key and leaves its version count alone: the update that re-creates it
 //! writes the version after the last one written.
 //!
-//! Deletes (code 5) came after the first drivers; a driver that does not know them stops
-//! at the record with an unknown-op-code error rather than skipping it.
+//! Deletes (code 5) came after the first drivers, and expiring updates (code 6) after
+//! deletes; a driver that does not know one stops at the record with an unknown-op-code
+//! error rather than skipping it.
+//!
+//! **Time in an op file is counted in ops**: run-phase record `i` (from 0) happens at
+//! tick `i`, and an expiring update at tick `i` with `ttl` writes a value that has
+//! expired at tick `i + ttl` (a read from that op on finds nothing unless the key was
+//! written again). Drivers give their engine a clock that reads the op index, so that
+//! every engine sees the same lifetimes whatever its speed.
 
 use std::fs::File;
 use std::io::{self, BufReader, BufWriter, Read, Write};
@@ -54,6 +62,7 @@ const CODE_READ: u8 = 2;
 const CODE_SCAN: u8 = 3;
 const CODE_RMW: u8 = 4;
 const CODE_DELETE: u8 = 5;
+const CODE_EXPIRING_UPDATE: u8 = 6;
 
 /// The fixed header after the magic.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -160,8 +169,8 @@ impl<W: Write> OpFileWriter<W> {
         rec[0] = op.code();
         rec[1..9].copy_from_slice(&op.key().to_le_bytes());
         let len = match op {
-            Op::Scan { len, .. } => {
-                rec[9..13].copy_from_slice(&len.to_le_bytes());
+            Op::Scan { len: n, .. } | Op::ExpiringUpdate { ttl: n, .. } => {
+                rec[9..13].copy_from_slice(&n.to_le_bytes());
                 13
             }
             _ => 9,
@@ -285,7 +294,7 @@ impl<R: Read> OpFileReader<R> {
         };
         let mut rec = [0u8; 13];
         let got = read_full(&mut self.inner, &mut rec[..9], start)?;
-        if got >= 1 && rec[0] > CODE_DELETE {
+        if got >= 1 && rec[0] > CODE_EXPIRING_UPDATE {
             return Err(OpFileError::UnknownOpCode {
                 index,
                 offset: start,
@@ -296,7 +305,7 @@ impl<R: Read> OpFileReader<R> {
             return Err(truncated(got));
         }
         let mut len = 9;
-        if rec[0] == CODE_SCAN {
+        if rec[0] == CODE_SCAN || rec[0] == CODE_EXPIRING_UPDATE {
             let got = read_full(&mut self.inner, &mut rec[9..13], start + 9)?;
             if got < 4 {
                 return Err(truncated(9 + got));
@@ -314,6 +323,10 @@ impl<R: Read> OpFileReader<R> {
             },
             CODE_RMW => Op::ReadModifyWrite { key },
             CODE_DELETE => Op::Delete { key },
+            CODE_EXPIRING_UPDATE => Op::ExpiringUpdate {
+                key,
+                ttl: u32::from_le_bytes(rec[9..13].try_into().expect("4 bytes")),
+            },
             code => unreachable!("op code {code} checked above"),
         };
         self.offset += len;
@@ -384,6 +397,10 @@ mod tests {
             Op::Scan { start: 7, len: 100 },
             Op::ReadModifyWrite { key: 1 << 40 },
             Op::Delete { key: 258 },
+            Op::ExpiringUpdate {
+                key: 3,
+                ttl: 70_000,
+            },
         ]
     }
 
@@ -408,14 +425,19 @@ mod tests {
         assert_eq!(&bytes[8..12], &24u32.to_le_bytes());
         assert_eq!(&bytes[12..16], &1000u32.to_le_bytes());
         assert_eq!(&bytes[16..24], &10u64.to_le_bytes());
-        assert_eq!(&bytes[24..32], &6u64.to_le_bytes());
+        assert_eq!(&bytes[24..32], &7u64.to_le_bytes());
         assert_eq!(&bytes[32..41], &[0, 5, 0, 0, 0, 0, 0, 0, 0]);
         assert_eq!(bytes[41], 1);
         // Scan record: code 3, key 7, len 100.
         assert_eq!(&bytes[59..72], &[3, 7, 0, 0, 0, 0, 0, 0, 0, 100, 0, 0, 0]);
         // Delete record: code 5, key 258.
         assert_eq!(&bytes[81..90], &[5, 2, 1, 0, 0, 0, 0, 0, 0]);
-        assert_eq!(bytes.len(), 32 + 5 * 9 + 13);
+        // Expiring update: code 6, key 3, ttl 70,000.
+        assert_eq!(
+            &bytes[90..103],
+            &[6, 3, 0, 0, 0, 0, 0, 0, 0, 0x70, 0x11, 1, 0]
+        );
+        assert_eq!(bytes.len(), 32 + 5 * 9 + 2 * 13);
     }
 
     #[test]
@@ -480,14 +502,14 @@ mod tests {
     #[test]
     fn malformed_files_are_refused() {
         let mut bytes = encode(&sample_ops());
-        bytes[41] = 6;
+        bytes[41] = 7;
         let err = read_all(&bytes[..]).unwrap_err();
         assert!(matches!(
             err,
             OpFileError::UnknownOpCode {
                 index: 1,
                 offset: 41,
-                code: 6
+                code: 7
             }
         ));
         assert!(err.to_string().contains("byte offset 41"), "{err}");
@@ -496,7 +518,7 @@ mod tests {
         bytes.push(0);
         assert!(matches!(
             read_all(&bytes[..]).unwrap_err(),
-            OpFileError::TrailingData { offset: 90, .. }
+            OpFileError::TrailingData { offset: 103, .. }
         ));
 
         let mut bytes = encode(&sample_ops());

@@ -108,7 +108,25 @@ pub struct WorkloadSpec {
     /// hot set is a different set of keys in each phase (1: it never moves). See
     /// [`crate::workload::Workload::run_ops`].
     pub hot_set_phases: u32,
+    /// Updates that carry an expiry (none: no op expires).
+    pub expiry: Option<ExpirySpec>,
 }
+
+/// Which updates expire and when: a share `proportion` of the updates become
+/// [`crate::Op::ExpiringUpdate`]s whose time to live, in ops, is drawn log-uniformly from
+/// `min_ttl..=max_ttl`: as many TTLs between 1 and 10 times the shortest as between 100
+/// and 1000 times it, the heavy tail of real expiries (a session of minutes, a cache
+/// entry of hours).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExpirySpec {
+    pub proportion: f64,
+    pub min_ttl: u32,
+    pub max_ttl: u32,
+}
+
+/// Share of [`WorkloadSpec::expiring`]'s updates that carry an expiry.
+pub const EXPIRING_PROPORTION: f64 = 0.7;
 
 /// Why a spec is not runnable.
 #[derive(Debug, Clone, PartialEq, Error)]
@@ -141,6 +159,8 @@ pub enum SpecError {
     ScanLengthRange { min: u32, max: u32 },
     #[error("hot_set_phases must be at least 1 (1: the hot set never moves)")]
     NoPhases,
+    #[error("expiry: proportion {proportion} is not in [0, 1] or the TTLs {min}..={max} are not 1 <= min <= max")]
+    Expiry { proportion: f64, min: u32, max: u32 },
     #[error("request distribution: {0}")]
     Distribution(#[from] DistributionError),
 }
@@ -235,6 +255,21 @@ impl WorkloadSpec {
         Ok(spec)
     }
 
+    /// [`WorkloadSpec::write_intensive`] where a share [`EXPIRING_PROPORTION`] of the
+    /// updates expire, with TTLs log-uniform from 1/1000 to 1/2 of the run's length
+    /// ([`WorkloadSpec::with_operation_count`] rescales them): seconds to hours, scaled to
+    /// the run. A key whose last write expired is dead until its next update.
+    pub fn expiring(theta: f64) -> Result<Self, SpecError> {
+        let mut spec = Self::write_intensive(theta)?;
+        spec.name = format!("expiring-{theta}");
+        spec.expiry = Some(ExpirySpec {
+            proportion: EXPIRING_PROPORTION,
+            min_ttl: 0,
+            max_ttl: 0,
+        });
+        Ok(spec.with_operation_count(DEFAULT_OPERATION_COUNT))
+    }
+
     /// Range scans over separated values, YCSB E's mix with 4 KiB values: 95 % scans whose
     /// start key follows YCSB's scrambled Zipfian (theta 0.99) and whose length is uniform
     /// in `10..=100` records, 5 % inserts of new keys; 24-byte keys. With values this large
@@ -266,6 +301,7 @@ impl WorkloadSpec {
             min_scan_length: DEFAULT_MIN_SCAN_LENGTH,
             seed: DEFAULT_SEED,
             hot_set_phases: 1,
+            expiry: None,
         };
         spec.validate()?;
         Ok(spec)
@@ -276,8 +312,15 @@ impl WorkloadSpec {
         self
     }
 
+    /// Sets the run's length; an [`WorkloadSpec::expiring`] spec's TTLs follow it (1/1000
+    /// to 1/2 of the run).
     pub fn with_operation_count(mut self, operation_count: u64) -> Self {
         self.operation_count = operation_count;
+        if let Some(e) = &mut self.expiry {
+            let ops = u32::try_from(operation_count).unwrap_or(u32::MAX);
+            e.max_ttl = (ops / 2).max(1);
+            e.min_ttl = (ops / 1000).clamp(1, e.max_ttl);
+        }
         self
     }
 
@@ -364,6 +407,15 @@ impl WorkloadSpec {
         }
         if self.hot_set_phases == 0 {
             return Err(SpecError::NoPhases);
+        }
+        if let Some(e) = self.expiry {
+            if !(0.0..=1.0).contains(&e.proportion) || e.min_ttl == 0 || e.min_ttl > e.max_ttl {
+                return Err(SpecError::Expiry {
+                    proportion: e.proportion,
+                    min: e.min_ttl,
+                    max: e.max_ttl,
+                });
+            }
         }
         self.request_distribution.validate()?;
         Ok(())

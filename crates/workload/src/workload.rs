@@ -5,7 +5,7 @@ use std::collections::HashSet;
 use crate::generator::KeyChooser;
 use crate::op::Op;
 use crate::rng::WorkloadRng;
-use crate::spec::{SpecError, WorkloadSpec};
+use crate::spec::{ExpirySpec, SpecError, WorkloadSpec};
 
 /// A validated spec that can produce its operations any number of times, identically.
 #[derive(Debug, Clone)]
@@ -100,6 +100,7 @@ impl Workload {
             cumulative,
             min_scan_length: u64::from(spec.min_scan_length),
             max_scan_length: u64::from(spec.max_scan_length),
+            expiry: spec.expiry,
         }
     }
 }
@@ -119,6 +120,7 @@ pub struct RunOps {
     cumulative: Vec<(f64, Kind)>,
     min_scan_length: u64,
     max_scan_length: u64,
+    expiry: Option<ExpirySpec>,
 }
 
 impl RunOps {
@@ -177,7 +179,19 @@ impl Iterator for RunOps {
             Kind::Update => {
                 let key = self.draw();
                 self.deleted.remove(&key);
-                Op::Update { key }
+                match self.expiry {
+                    // Two more draws only when the spec has expiries, so every other
+                    // workload's ops are what they were before expiries existed.
+                    Some(e) if self.rng.next_f64() < e.proportion => {
+                        let (lo, hi) = (f64::from(e.min_ttl).ln(), f64::from(e.max_ttl).ln());
+                        let ttl = (lo + self.rng.next_f64() * (hi - lo)).exp().round() as u32;
+                        Op::ExpiringUpdate {
+                            key,
+                            ttl: ttl.clamp(e.min_ttl, e.max_ttl),
+                        }
+                    }
+                    _ => Op::Update { key },
+                }
             }
             Kind::ReadModifyWrite => {
                 let key = self.draw();
@@ -551,5 +565,45 @@ mod tests {
             Workload::new(s),
             Err(SpecError::ProportionSum { .. })
         ));
+    }
+
+    #[test]
+    fn expiring_updates_take_their_share_and_a_log_uniform_ttl() {
+        let w = Workload::new(
+            WorkloadSpec::expiring(0.9)
+                .unwrap()
+                .with_record_count(1000)
+                .with_operation_count(100_000),
+        )
+        .unwrap();
+        let e = w.spec().expiry.unwrap();
+        assert_eq!(
+            (e.min_ttl, e.max_ttl),
+            (100, 50_000),
+            "1/1000 to 1/2 of the run"
+        );
+        let ttls: Vec<u32> = w.run_ops().filter_map(|op| op.ttl()).collect();
+        let share = ttls.len() as f64 / 100_000.0;
+        assert!((share - 0.7).abs() < 0.01, "{share}");
+        assert!(ttls.iter().all(|t| (100..=50_000).contains(t)));
+        // Log-uniform: as many below the geometric mean of the bounds as above it.
+        let mid = (100.0f64 * 50_000.0).sqrt();
+        let below = ttls.iter().filter(|&&t| f64::from(t) < mid).count() as f64;
+        assert!((below / ttls.len() as f64 - 0.5).abs() < 0.02);
+        // The other ops are plain updates, and the same spec gives the same ops.
+        assert!(w
+            .run_ops()
+            .all(|op| matches!(op, Op::Update { .. } | Op::ExpiringUpdate { .. })));
+        assert!(w.run_ops().eq(w.run_ops()));
+        // A spec without expiries draws exactly what it drew before expiries existed.
+        let plain = WorkloadSpec::write_intensive(0.9).unwrap();
+        assert!(plain.expiry.is_none());
+        let mut bad = w.spec().clone();
+        bad.expiry = Some(ExpirySpec {
+            proportion: 0.5,
+            min_ttl: 10,
+            max_ttl: 5,
+        });
+        assert!(matches!(bad.validate(), Err(SpecError::Expiry { .. })));
     }
 }

@@ -14,11 +14,13 @@
 
 use crate::flags;
 use anyhow::{anyhow, bail, Context, Result};
+use engine::expiry::{Clock, ManualClock, SystemClock};
 use engine::lifetime::ThresholdParams;
 use engine::{
     CacheOptions, GcPolicyConfig, LifetimeMode, LifetimeOptions, Options, ReadOptions,
     TableOptions, TreeOptions, ValueLogOptions, WalOptions, DB,
 };
+use harness::client::Expiry;
 use harness::latency::OP_NAMES;
 use harness::ops::INSERT;
 use harness::oracle::WorkloadOracle;
@@ -41,7 +43,8 @@ pub struct Args {
     /// Workload preset: a, b, c, d, e, f (YCSB core workloads), write-intensive (alias
     /// zipfian; paper 000 section 5.2: updates only, 256-byte keys, 4 KiB values), shifting
     /// (the same with the hot set moved every quarter of the run), mixed (keys with their
-    /// own write periods, 10% deletes) or scan (YCSB E with 4 KiB values: 95% scans of
+    /// own write periods, 10% deletes), expiring (the write-intensive updates, 70% with a
+    /// TTL log-uniform from 1/1000 to 1/2 of the run, see --expiry) or scan (YCSB E with 4 KiB values: 95% scans of
     /// 10-100 records from a Zipfian start key, 5% inserts; 100,000 records, 10,000 ops).
     #[arg(short, long, default_value = "write-intensive")]
     pub workload: String,
@@ -120,6 +123,13 @@ pub struct Args {
     /// the scan reaches it [default: the engine's, 256].
     #[arg(long, value_name = "KIB")]
     pub scan_readahead_kib: Option<usize>,
+
+    /// Who keeps expiring updates' expiries: `engine` (the engine is told each one and
+    /// drops what expired) or `sweep` (the engine is never told; the client deletes each
+    /// key at its expiry unless it was written since, as a server keeping expiries in its
+    /// own records does; one thread only). Time is one millisecond per op either way.
+    #[arg(long, value_enum, default_value_t = ExpiryArg::Engine)]
+    pub expiry: ExpiryArg,
 
     /// Client threads.
     #[arg(short, long, default_value_t = 1)]
@@ -279,6 +289,12 @@ pub fn gc_policy(a: &Args) -> Result<GcPolicyConfig> {
     })
 }
 
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ExpiryArg {
+    Engine,
+    Sweep,
+}
+
 /// Records of paper 000's 200 GB load of 256 B keys and 4 KiB values.
 const PAPER_RECORDS: u64 = 200_000_000_000 / (256 + 4096);
 
@@ -310,6 +326,9 @@ fn engine_options(a: &Args, plan: &Plan) -> Result<Options> {
     let lifetime_oracle = if gc.lifetime_mode().is_some_and(LifetimeMode::needs_oracle) {
         if a.threads != 1 {
             bail!("--policy oracle needs --threads 1 (it numbers writes in op order)");
+        }
+        if a.expiry == ExpiryArg::Sweep {
+            bail!("--policy oracle needs --expiry engine (the sweep's deletions are writes the oracle does not know)");
         }
         let oracle = WorkloadOracle::build(
             plan.info.record_count,
@@ -448,6 +467,20 @@ pub fn run(a: Args) -> Result<()> {
         );
     }
 
+    // The engine's time is the op count (one millisecond per op from now), so every
+    // engine of a compare sees the same lifetimes whatever its speed.
+    let start_ms = SystemClock.now_ms();
+    let clock = Arc::new(ManualClock::new(start_ms));
+    let expiry = match a.expiry {
+        ExpiryArg::Engine => {
+            opts.clock = clock.clone();
+            Expiry::Engine {
+                clock: &clock,
+                start_ms,
+            }
+        }
+        ExpiryArg::Sweep => Expiry::Sweep,
+    };
     let db = Arc::new(
         DB::open(&dir, opts).with_context(|| format!("opening the engine in {}", dir.display()))?,
     );
@@ -456,6 +489,7 @@ pub fn run(a: Args) -> Result<()> {
         read: read_options(&a),
         samples: a.samples,
         live_scans: !a.no_live_scans,
+        expiry,
     };
     let m = phases::run(&db, &plan, &settings, &progress)?;
     let record_count = plan.info.record_count;
@@ -492,6 +526,8 @@ pub fn run(a: Args) -> Result<()> {
             "value_compression": a.value_compression,
             "space_amp_target": a.space_amp_target, "value_log_wal": a.value_log_wal,
             "scan_readahead_kib": read_options(&a).readahead_size >> 10,
+            "expiry": match a.expiry { ExpiryArg::Engine => "engine", ExpiryArg::Sweep => "sweep" },
+            "swept_expiries": m.run.swept,
         }),
         workload: plan.info.clone(),
         phases,

@@ -49,7 +49,11 @@ pub struct Args {
     /// Workload. write-intensive (alias zipfian): scrambled-Zipfian updates (--theta).
     /// shifting: the same, with the hot set moved to other keys every quarter of the run.
     /// mixed: keys in classes with their own write periods (hot, warm, cool, cold),
-    /// 10% of ops deletes (a deleted key comes back at its next write). scan: YCSB E with
+    /// 10% of ops deletes (a deleted key comes back at its next write). expiring: the
+    /// write-intensive updates, 70% of them with a TTL log-uniform from 1/1000 to 1/2 of
+    /// the run (time counted in ops); a halflife engine is told the expiries (+sweep: the
+    /// client deletes expired keys instead), native RocksDB drops them in a compaction
+    /// filter, the other peers cannot run it. scan: YCSB E with
     /// 4 KiB values (95% scans of 10-100 records from a scrambled-Zipfian start key, 5%
     /// inserts); the table adds scans/s and records/s. Or a YCSB core workload a-f. All
     /// take the preset's record and op counts [default: the preset's workload,
@@ -243,7 +247,7 @@ pub fn run(a: Args) -> Result<()> {
     if !engines.iter().any(|e| e.name() == baseline) {
         bail!("--baseline {baseline} is not among --engines");
     }
-    let settings = EngineSettings {
+    let mut settings = EngineSettings {
         memtable_mb: a.memtable_mb,
         cache_mb: a.cache_mib.unwrap_or(p.cache_mb),
         sync: a.sync,
@@ -252,6 +256,7 @@ pub fn run(a: Args) -> Result<()> {
         age_cutoff: a.age_cutoff,
         force_threshold: a.force_threshold,
         garbage_ratio: a.garbage_ratio,
+        expiry: false,
     };
     let memory_limit = match a.memory_limit_mb.unwrap_or(p.memory_limit_mb) {
         0 => None,
@@ -309,6 +314,7 @@ pub fn run(a: Args) -> Result<()> {
     };
     let header = summary.header;
     let live_user_bytes = summary.live_user_bytes();
+    settings.expiry = summary.expiring_updates > 0;
 
     let device = match BlockDevice::of_path(&work) {
         Ok(d) => Some(d),

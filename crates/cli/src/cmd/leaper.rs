@@ -533,6 +533,7 @@ fn run_one(a: &Args, spec: &WorkloadSpec, warming: &CacheWarmingConfig) -> Resul
         read: ReadOptions::default(),
         counters: &counters,
         epoch: Some(&epoch),
+        expiry: harness::client::Expiry::Ignore,
     };
     let cpu0 = cpu_seconds()?;
     let start = Instant::now();
@@ -565,6 +566,7 @@ fn load(db: &Arc<DB>, spec: &WorkloadSpec, threads: usize, value: &[u8]) -> Resu
         read: ReadOptions::default(),
         counters: &Counters::default(),
         epoch: None,
+        expiry: harness::client::Expiry::Ignore,
     };
     client::drive(db, ops::load(spec.record_count), &clients, || Ok(()))?;
     db.wait_idle()?;

@@ -326,7 +326,8 @@ fn run_one(
             Op::Read { .. } => {
                 db.get(&k)?;
             }
-            Op::Update { key } | Op::Insert { key } => {
+            // Vigil's workloads carry no expiries (an expiring update would be an update).
+            Op::Update { key } | Op::Insert { key } | Op::ExpiringUpdate { key, .. } => {
                 vals.fill(key, i as u64 + 1, spec.value_size as usize, &mut v);
                 db.put(&k, &v)?;
             }

@@ -153,6 +153,7 @@ pub fn oracle_reads(
         code: READ,
         key,
         len: 0,
+        ttl: 0,
     };
     Ok((0..spec.record_count)
         .chain(run_reads(spec)?.take(setup.run_reads() as usize))

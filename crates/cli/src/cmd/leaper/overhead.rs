@@ -84,6 +84,7 @@ pub fn paired(
             read: ReadOptions::default(),
             counters: &Counters::default(),
             epoch: None,
+            expiry: harness::client::Expiry::Ignore,
         };
         client::drive(db, ops, &clients, || Ok(()))
     };
