@@ -309,6 +309,60 @@ fn value_files_of_an_expiry_window_are_dropped_whole_once_it_passed() {
 }
 
 #[test]
+fn a_flush_of_more_expiry_windows_than_it_keeps_open_writes_no_more_files_and_drops_nothing_early()
+{
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(T0));
+    let o = opts(&clock, "titan".parse().unwrap(), 8);
+    // One flush of every value: a memtable that holds them all.
+    let o = Options {
+        tree: halflife_engine::TreeOptions {
+            memtable_size: 4 << 20,
+            ..o.tree
+        },
+        ..o
+    };
+    let db = DB::open(dir.path(), o).unwrap();
+    // 400 values with TTLs from 2 s to about 7.5 hours (1.1x apart every 4 values): some
+    // 100 windows of ttl / 8, three times the 32 a job keeps open.
+    let ttl = |i: u32| (2_000.0 * 1.1f64.powi((i / 4) as i32)) as u64;
+    for i in 0..400u32 {
+        let k = format!("k{i:04}");
+        db.put_with_expiry(k.as_bytes(), &big("e", i), T0 + ttl(i))
+            .unwrap();
+    }
+    db.flush().unwrap();
+    let files = db.version().blobs.len();
+    assert!((2..=32).contains(&files), "{files} value files");
+    // Step the clock through every expiry: each value reads until its own time, and is
+    // gone from it; the files are all dropped by the last one.
+    let mut expiries: Vec<u64> = (0..400).map(ttl).collect();
+    expiries.dedup();
+    for at in expiries {
+        clock.set(T0 + at - 1);
+        db.put(b"tick", b"x").unwrap();
+        db.flush().unwrap();
+        db.wait_idle().unwrap();
+        for i in 0..400u32 {
+            let got = db.get(format!("k{i:04}").as_bytes()).unwrap();
+            let want = (ttl(i) > at - 1).then(|| big("e", i));
+            assert_eq!(got, want, "key {i} (TTL {} ms) at {} ms", ttl(i), at - 1);
+        }
+    }
+    clock.set(T0 + ttl(399));
+    db.put(b"tick", b"y").unwrap();
+    db.flush().unwrap();
+    db.wait_idle().unwrap();
+    let v = db.version();
+    assert!(
+        v.blobs.values().all(|b| b.expiry == FileExpiry::None),
+        "every expiring file dropped: {:?}",
+        v.blobs.values().map(|b| b.expiry).collect::<Vec<_>>()
+    );
+    assert!(db.stats().expired_value_files >= files as u64 - 1);
+}
+
+#[test]
 fn a_database_of_the_format_before_expiry_opens_and_reads() {
     // Written by the code path that predates expiry (plain puts and deletes, no expiring
     // kind, no manifest tag 15): the bytes are the old format's, unchanged.
