@@ -2,11 +2,12 @@
 //! each large value is written once, writes acknowledged before a crash come back from the
 //! value files through the WAL's pointers, a value append cut by the crash is cut off at
 //! open, and a damaged value record a WAL record points to fails open naming the file and
-//! offset.
+//! offset. Values with an expiry are logged like the others (to the files of their expiry
+//! windows) and keep it through the crash.
 
 use halflife_engine::io::IoCause;
 use halflife_engine::{
-    GcPolicyConfig, Options, TreeOptions, ValueLogOptions, WalOptions, WriteOptions, DB,
+    GcPolicyConfig, Options, TreeOptions, ValueLogOptions, WalOptions, WriteBatch, WriteOptions, DB,
 };
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -81,8 +82,12 @@ fn vwal_child_writer() {
     let db = DB::open(&dir, options(true)).unwrap();
     let mut out = std::io::stdout().lock();
     for i in 0..KEYS {
-        db.put_opt(&key(i), &value(i), &WriteOptions { sync: true })
-            .unwrap();
+        let mut b = WriteBatch::new();
+        match expiry(i) {
+            Some(at) => b.put_with_expiry(&key(i), &value(i), at),
+            None => b.put(&key(i), &value(i)),
+        }
+        db.write(b, &WriteOptions { sync: true }).unwrap();
         use std::io::Write;
         writeln!(out, "ack {i}").unwrap();
         out.flush().unwrap();
@@ -104,9 +109,25 @@ fn killed_writer(dir: &Path) {
     );
 }
 
+/// Write `i`'s expiry: a day from now for every third write, in the past (expired when
+/// written) for the one after it, none for the rest. Values with an expiry are logged to
+/// the value files of their expiry windows.
+fn expiry(i: u64) -> Option<u64> {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    match i % 3 {
+        1 => Some(now + 86_400_000),
+        2 => Some(now - 1_000),
+        _ => None,
+    }
+}
+
 fn verify(db: &DB) {
     for i in 0..KEYS {
-        assert_eq!(db.get(&key(i)).unwrap(), Some(value(i)), "write {i}");
+        let want = (i % 3 != 2).then(|| value(i));
+        assert_eq!(db.get(&key(i)).unwrap(), want, "write {i}");
     }
 }
 

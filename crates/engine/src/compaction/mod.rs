@@ -544,9 +544,13 @@ fn process_expiring(
     user_key: &[u8],
     seq: SeqNo,
     s: crate::expiry::Split<'_>,
+    logged: Option<ValuePointer>,
 ) -> Result<()> {
     let expire_at = s.expire_at.expect("an expiring entry");
     let ptr = match s.kind {
+        // Logged by the write path into its expiry window's file (the value log as the
+        // WAL): the flush points at it.
+        ValueKind::Value if logged.is_some() => logged.expect("matched"),
         ValueKind::Value
             if spec.separate_values && s.payload.len() >= spec.opts.vlog.min_blob_size =>
         {
@@ -652,7 +656,7 @@ fn process(
         && p.seq <= spec.smallest_snapshot;
     ks.last_seq = Some(p.seq);
     let logged = match (p.kind, spec.logged) {
-        (ValueKind::Value, Some(f)) => f(p.seq),
+        (ValueKind::Value | ValueKind::ExpiringValue, Some(f)) => f(p.seq),
         _ => None,
     };
     if shadowed || dead_tombstone || expired {
@@ -678,7 +682,7 @@ fn process(
         return Ok(());
     }
     if p.kind.expires() {
-        return process_expiring(spec, o, ks, p.user_key, p.seq, s);
+        return process_expiring(spec, o, ks, p.user_key, p.seq, s, logged);
     }
     match p.kind {
         ValueKind::Value if spec.separate_values && value.len() >= spec.opts.vlog.min_blob_size => {

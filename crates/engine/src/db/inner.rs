@@ -320,6 +320,8 @@ impl Inner {
                 .map(|rt| rt as &dyn value_wal::WritePlacement),
             new_file_number,
             dir_unsynced: &self.dir_unsynced,
+            now_ms: self.now_ms(),
+            expiry_window_divisor: self.opts.vlog.expiry_window_divisor,
         }
     }
 

@@ -248,19 +248,24 @@ fn user_writes(
     b: &WriteBatch,
 ) -> std::result::Result<WriteBatch, ResolveError> {
     let mut out = WriteBatch::new();
+    let mut value = Vec::new();
     for e in b.iter() {
-        if e.kind != ValueKind::Pointer {
+        if !matches!(e.kind, ValueKind::Pointer | ValueKind::ExpiringPointer) {
             out.add(e.kind, e.key, e.value);
             continue;
         }
-        let Some(ptr) = value_wal::logged_pointer(wal, e.kind, e.value) else {
+        // A pointer that is not a logged value is a GC write-back: no update.
+        let Ok(Some((ptr, expire_at))) = value_wal::logged(wal, e.kind, e.value) else {
             continue;
         };
-        out.add(
+        value.clear();
+        let kind = crate::expiry::encode_into(
+            &mut value,
             ValueKind::Value,
-            e.key,
+            expire_at,
             &read_logged(inner, v, &ptr, e.key)?,
         );
+        out.add(kind, e.key, &value);
     }
     out.set_first_seq(b.first_seq());
     Ok(out)

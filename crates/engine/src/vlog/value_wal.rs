@@ -23,7 +23,7 @@
 //! write group or a replayed record goes to), so it can be read, and changed, on its own.
 
 use super::file::{record_size, BlobMeta, FILE_HEADER};
-use super::{BlobFile, FileLifetime, ValueFileWriter, ValuePointer};
+use super::{BlobFile, FileExpiry, FileLifetime, ValueFileWriter, ValuePointer};
 use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
 use crate::filename::value_file_name;
@@ -51,6 +51,11 @@ pub(crate) struct LogContext<'a> {
     pub new_file_number: &'a dyn Fn() -> u64,
     /// Set when a file is created: the next synced write syncs the directory.
     pub dir_unsynced: &'a AtomicBool,
+    /// The engine's time, and `ValueLogOptions::expiry_window_divisor`: a value with an
+    /// expiry goes to the file of its expiry window ([`crate::expiry::window`]), as flush
+    /// would place it, so that it is written once and its file still dropped whole.
+    pub now_ms: u64,
+    pub expiry_window_divisor: u64,
 }
 
 /// Placement of logged values by predicted death (see [`super::placement`]).
@@ -85,6 +90,9 @@ const LOGGED: u8 = b'L';
 #[derive(Default)]
 pub(crate) struct ActiveValueFiles {
     by_class: Vec<Option<ActiveFile>>,
+    /// The files of values with an expiry, by expiry window (at most
+    /// [`MAX_EXPIRY_FILES`]).
+    by_window: HashMap<(u64, u64), ActiveFile>,
     /// Files cut since the last synced group, perhaps not synced yet: a synced group (or
     /// `DB::sync_wal`) syncs them too, since its WAL sync makes durable the records that
     /// point into them.
@@ -105,20 +113,30 @@ enum Sealed {
     Unsynced {
         writer: ValueFileWriter,
         lifetime: Option<FileLifetime>,
+        expiry: FileExpiry,
     },
     Synced(BlobMeta),
 }
 
 impl SealedValueFile {
-    fn new(writer: ValueFileWriter, lifetime: Option<FileLifetime>) -> Self {
-        SealedValueFile(Mutex::new(Sealed::Unsynced { writer, lifetime }))
+    fn new(writer: ValueFileWriter, lifetime: Option<FileLifetime>, expiry: FileExpiry) -> Self {
+        SealedValueFile(Mutex::new(Sealed::Unsynced {
+            writer,
+            lifetime,
+            expiry,
+        }))
     }
 
     /// Syncs the file unless that was done, and returns its metadata for the manifest
     /// (closing it: nothing is appended after the cut).
     pub fn sync(&self) -> Result<BlobMeta> {
         let mut s = self.0.lock();
-        if let Sealed::Unsynced { writer, lifetime } = &mut *s {
+        if let Sealed::Unsynced {
+            writer,
+            lifetime,
+            expiry,
+        } = &mut *s
+        {
             writer.sync()?;
             *s = Sealed::Synced(BlobMeta {
                 number: writer.number(),
@@ -127,7 +145,7 @@ impl SealedValueFile {
                 garbage_bytes: 0,
                 garbage_entries: 0,
                 lifetime: *lifetime,
-                expiry: crate::vlog::FileExpiry::None,
+                expiry: *expiry,
             });
         }
         match &*s {
@@ -145,11 +163,37 @@ struct ActiveFile {
     writer: ValueFileWriter,
     /// The horizon of the file's class, from when it was opened.
     lifetime: Option<FileLifetime>,
+    /// An expiry window's file: the latest expiry of a value in it.
+    latest_expiry: Option<u64>,
     /// Appended to since the last flush, and since the last sync: a synced group must
     /// sync what earlier unsynced groups appended too, since syncing the WAL makes their
     /// records durable as well.
     unflushed: bool,
     unsynced: bool,
+}
+
+/// Expiry windows with an active file at once (see [`ActiveValueFiles::window_file`]).
+const MAX_EXPIRY_FILES: usize = 32;
+
+impl ActiveFile {
+    fn create(
+        cx: &LogContext<'_>,
+        lifetime: Option<FileLifetime>,
+        latest_expiry: Option<u64>,
+    ) -> Result<ActiveFile> {
+        let n = (cx.new_file_number)();
+        let f = cx
+            .storage
+            .create(&value_file_name(cx.dir, n), IoCause::ValueLog)?;
+        cx.dir_unsynced.store(true, Ordering::SeqCst);
+        Ok(ActiveFile {
+            writer: ValueFileWriter::new(f, n)?.with_compression(cx.compression),
+            lifetime,
+            latest_expiry,
+            unflushed: true,
+            unsynced: true,
+        })
+    }
 }
 
 impl ActiveValueFiles {
@@ -163,58 +207,137 @@ impl ActiveValueFiles {
         mem: &dyn LoggedMemtable,
         batch: &WriteBatch,
     ) -> Result<Option<WriteBatch>> {
-        let large = |kind, len| kind == ValueKind::Value && len >= cx.min_blob_size;
         let rt = cx.placement;
         if let Some(rt) = rt {
             rt.deleted(batch);
         }
-        if !batch.iter().any(|e| large(e.kind, e.value.len())) {
+        // What a WAL entry is logged as: the value and, for one with an expiry, its time
+        // and window (values with an expiry are logged only where they have a window).
+        let target = |kind: ValueKind, value| {
+            let s = crate::expiry::split(kind, value)?;
+            if s.kind != ValueKind::Value || s.payload.len() < cx.min_blob_size {
+                return None;
+            }
+            match s.expire_at {
+                None => Some((s.payload, None)),
+                Some(t) => crate::expiry::window(t, cx.now_ms, cx.expiry_window_divisor)
+                    .map(|w| (s.payload, Some((t, w)))),
+            }
+        };
+        if !batch.iter().any(|e| target(e.kind, e.value).is_some()) {
             return Ok(None);
         }
         let mut out = WriteBatch::new();
         let mut logged = Vec::new();
         for (seq, e) in (batch.first_seq()..).zip(batch.iter()) {
-            if !large(e.kind, e.value.len()) {
+            let Some((value, expiry)) = target(e.kind, e.value) else {
                 out.add(e.kind, e.key, e.value);
                 continue;
-            }
-            let class = rt.map_or(0, |rt| rt.place_logged(e.key, seq));
-            if self.by_class.len() <= class {
-                self.by_class.resize_with(class + 1, || None);
-            }
-            let slot = &mut self.by_class[class];
-            if slot
-                .as_ref()
-                .is_some_and(|f| f.writer.len() >= cx.blob_file_size)
-            {
-                self.sealed.retain(|s| !s.is_synced());
-                seal(slot, mem, &mut self.sealed)?;
-            }
-            if slot.is_none() {
-                let n = (cx.new_file_number)();
-                let f = cx
-                    .storage
-                    .create(&value_file_name(cx.dir, n), IoCause::ValueLog)?;
-                cx.dir_unsynced.store(true, Ordering::SeqCst);
-                *slot = Some(ActiveFile {
-                    writer: ValueFileWriter::new(f, n)?.with_compression(cx.compression),
-                    lifetime: rt.and_then(|rt| rt.file_lifetime(class, seq)),
-                    unflushed: true,
-                    unsynced: true,
-                });
-            }
-            let f = slot.as_mut().expect("opened above");
-            let ptr = f.writer.add(e.key, e.value)?;
+            };
+            let f = match expiry {
+                None => {
+                    let class = rt.map_or(0, |rt| rt.place_logged(e.key, seq));
+                    self.class_file(cx, mem, class, seq)?
+                }
+                Some((t, window)) => self.window_file(cx, mem, window, t)?,
+            };
+            let ptr = f.writer.add(e.key, value)?;
             f.unflushed = true;
             f.unsynced = true;
-            let mut v = ptr.encode();
+            let mut v = Vec::new();
+            let kind = crate::expiry::encode_into(
+                &mut v,
+                ValueKind::Pointer,
+                expiry.map(|(t, _)| t),
+                &ptr.encode(),
+            );
             v.push(LOGGED);
-            out.add(ValueKind::Pointer, e.key, &v);
+            out.add(kind, e.key, &v);
             logged.push((seq, ptr));
         }
         out.set_first_seq(batch.first_seq());
         mem.log_values(logged);
         Ok(Some(out))
+    }
+
+    /// The active file of placement class `class`, cut first if full, opened if none.
+    fn class_file(
+        &mut self,
+        cx: &LogContext<'_>,
+        mem: &dyn LoggedMemtable,
+        class: usize,
+        seq: SeqNo,
+    ) -> Result<&mut ActiveFile> {
+        if self.by_class.len() <= class {
+            self.by_class.resize_with(class + 1, || None);
+        }
+        let slot = &mut self.by_class[class];
+        if slot
+            .as_ref()
+            .is_some_and(|f| f.writer.len() >= cx.blob_file_size)
+        {
+            self.sealed.retain(|s| !s.is_synced());
+            seal(slot, mem, &mut self.sealed)?;
+        }
+        if slot.is_none() {
+            let lifetime = cx.placement.and_then(|rt| rt.file_lifetime(class, seq));
+            *slot = Some(ActiveFile::create(cx, lifetime, None)?);
+        }
+        Ok(slot.as_mut().expect("opened above"))
+    }
+
+    /// The active file of expiry window `window` for a value expiring at `t` (its latest
+    /// expiry raised to `t`), cut first if full, opened if none; past
+    /// [`MAX_EXPIRY_FILES`] windows, the open window that ends soonest after this one (or
+    /// else last), as flush places them (`compaction::MAX_EXPIRY_WRITERS`).
+    fn window_file(
+        &mut self,
+        cx: &LogContext<'_>,
+        mem: &dyn LoggedMemtable,
+        mut window: (u64, u64),
+        t: u64,
+    ) -> Result<&mut ActiveFile> {
+        if !self.by_window.contains_key(&window) && self.by_window.len() >= MAX_EXPIRY_FILES {
+            let end = |(width, index): (u64, u64)| (index + 1).saturating_mul(width);
+            let own_end = end(window);
+            window = *self
+                .by_window
+                .keys()
+                .min_by_key(|&&w| {
+                    let e = end(w);
+                    if e >= own_end {
+                        (0, e)
+                    } else {
+                        (1, u64::MAX - e)
+                    }
+                })
+                .expect("files are open");
+        }
+        if self
+            .by_window
+            .get(&window)
+            .is_some_and(|f| f.writer.len() >= cx.blob_file_size)
+        {
+            self.sealed.retain(|s| !s.is_synced());
+            let mut slot = self.by_window.remove(&window);
+            seal(&mut slot, mem, &mut self.sealed)?;
+        }
+        let f = match self.by_window.entry(window) {
+            std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
+            std::collections::hash_map::Entry::Vacant(v) => {
+                v.insert(ActiveFile::create(cx, None, Some(t))?)
+            }
+        };
+        f.latest_expiry = f.latest_expiry.max(Some(t));
+        Ok(f)
+    }
+
+    /// Every open file.
+    fn open_files(&mut self) -> impl Iterator<Item = &mut ActiveFile> {
+        self.by_class
+            .iter_mut()
+            .flatten()
+            .chain(self.by_window.values_mut())
     }
 
     /// Makes the appended records as durable as the WAL records that will point into them:
@@ -227,7 +350,7 @@ impl ActiveValueFiles {
             }
             self.sealed.clear();
         }
-        for f in self.by_class.iter_mut().flatten() {
+        for f in self.open_files() {
             if sync && f.unsynced {
                 f.writer.sync()?;
                 (f.unflushed, f.unsynced) = (false, false);
@@ -250,16 +373,13 @@ impl ActiveValueFiles {
             sealed: self.sealed.clone(),
             active: Vec::new(),
         };
-        for (class, f) in self.by_class.iter_mut().enumerate() {
-            let Some(f) = f.as_mut().filter(|f| f.unsynced) else {
-                continue;
-            };
+        for f in self.open_files().filter(|f| f.unsynced) {
             match f.writer.sync_later()? {
-                Some(h) => p.active.push((class, f.writer.number(), f.writer.len(), h)),
+                Some(h) => p.active.push((f.writer.number(), f.writer.len(), h)),
                 // A storage that cannot sync apart from the writer: synced here.
                 None => {
                     f.writer.sync()?;
-                    (f.unflushed, f.unsynced) = (false, false);
+                    f.unsynced = false;
                 }
             }
             f.unflushed = false;
@@ -270,9 +390,9 @@ impl ActiveValueFiles {
     /// Marks what `done` synced: an active file counts as synced if nothing was appended
     /// to it since [`Self::start_sync`] (later records stay unsynced for the next sync).
     pub fn synced(&mut self, done: PendingSync) {
-        for (class, number, len, _) in done.active {
-            if let Some(f) = self.by_class.get_mut(class).and_then(Option::as_mut) {
-                if f.writer.number() == number && f.writer.len() == len {
+        for (number, len, _) in done.active {
+            if let Some(f) = self.open_files().find(|f| f.writer.number() == number) {
+                if f.writer.len() == len {
                     f.unsynced = false;
                 }
             }
@@ -286,6 +406,9 @@ impl ActiveValueFiles {
         for slot in &mut self.by_class {
             seal(slot, mem, &mut self.sealed)?;
         }
+        for (_, f) in self.by_window.drain() {
+            seal(&mut Some(f), mem, &mut self.sealed)?;
+        }
         Ok(())
     }
 }
@@ -294,8 +417,8 @@ impl ActiveValueFiles {
 /// ([`ActiveValueFiles::start_sync`]).
 pub(crate) struct PendingSync {
     sealed: Vec<Arc<SealedValueFile>>,
-    /// Per active file: its class, number, length when the sync was taken, and handle.
-    active: Vec<(usize, u64, u64, Box<dyn SyncHandle>)>,
+    /// Per active file: its number, length when the sync was taken, and handle.
+    active: Vec<(u64, u64, Box<dyn SyncHandle>)>,
 }
 
 impl PendingSync {
@@ -304,7 +427,7 @@ impl PendingSync {
         for s in &self.sealed {
             s.sync()?;
         }
-        for (_, _, _, h) in &self.active {
+        for (_, _, h) in &self.active {
             h.sync()?;
         }
         Ok(())
@@ -321,7 +444,8 @@ fn seal(
 ) -> Result<()> {
     if let Some(mut f) = slot.take() {
         f.writer.flush()?;
-        let s = Arc::new(SealedValueFile::new(f.writer, f.lifetime));
+        let expiry = f.latest_expiry.map_or(FileExpiry::None, FileExpiry::AllBy);
+        let s = Arc::new(SealedValueFile::new(f.writer, f.lifetime, expiry));
         if f.unsynced {
             sealed.push(s.clone());
         }
@@ -351,23 +475,39 @@ pub(crate) fn charge_dropped(
     (charged, rest)
 }
 
-/// The pointer of a logged value, if a WAL record's entry is one (and not a value, a
-/// tombstone, or the bare pointer of a GC write-back).
-pub(crate) fn logged_pointer(file: &Path, kind: ValueKind, value: &[u8]) -> Option<ValuePointer> {
-    match ValuePointer::decode(file, value) {
-        Ok((ptr, [LOGGED])) if kind == ValueKind::Pointer => Some(ptr),
-        _ => None,
+/// The pointer and expiry of a logged value, if a WAL record's entry is one (and not a
+/// value, a tombstone, or the bare pointer of a GC write-back). Fails on a malformed
+/// pointer.
+pub(crate) fn logged(
+    file: &Path,
+    kind: ValueKind,
+    value: &[u8],
+) -> Result<Option<(ValuePointer, Option<u64>)>> {
+    if !matches!(kind, ValueKind::Pointer | ValueKind::ExpiringPointer) {
+        return Ok(None);
     }
+    let s = crate::expiry::split(kind, value)
+        .ok_or_else(|| Error::corruption(file, "expiring pointer shorter than its expiry time"))?;
+    let (ptr, rest) = ValuePointer::decode(file, s.payload)?;
+    Ok((rest == [LOGGED]).then_some((ptr, s.expire_at)))
 }
 
 /// The batch with the logged values' pointers as plain pointers: `repair` registers every
 /// value file it finds, so the pointers resolve as any other.
 pub(crate) fn plain_pointers(file: &Path, batch: &WriteBatch) -> WriteBatch {
     let mut out = WriteBatch::new();
+    let mut v = Vec::new();
     for e in batch.iter() {
-        match ValuePointer::decode(file, e.value) {
-            Ok((ptr, [LOGGED])) if e.kind == ValueKind::Pointer => {
-                out.add(ValueKind::Pointer, e.key, &ptr.encode())
+        match logged(file, e.kind, e.value) {
+            Ok(Some((ptr, expire_at))) => {
+                v.clear();
+                let kind = crate::expiry::encode_into(
+                    &mut v,
+                    ValueKind::Pointer,
+                    expire_at,
+                    &ptr.encode(),
+                );
+                out.add(kind, e.key, &v)
             }
             _ => out.add(e.kind, e.key, e.value),
         }
@@ -377,14 +517,17 @@ pub(crate) fn plain_pointers(file: &Path, batch: &WriteBatch) -> WriteBatch {
 }
 
 /// The entries of a WAL record as `check` reads them: a logged value (a pointer into a
-/// value file no edit names yet, installed by the next open) as an empty value, which
-/// hides the key's older versions without being resolved.
+/// value file no edit names yet, installed by the next open) as an empty value (with its
+/// expiry), which hides the key's older versions without being resolved.
 pub(crate) fn unresolved_logged(file: &Path, batch: &WriteBatch) -> WriteBatch {
     let mut out = WriteBatch::new();
+    let mut v = Vec::new();
     for e in batch.iter() {
-        match ValuePointer::decode(file, e.value) {
-            Ok((_, [LOGGED])) if e.kind == ValueKind::Pointer => {
-                out.add(ValueKind::Value, e.key, b"")
+        match logged(file, e.kind, e.value) {
+            Ok(Some((_, expire_at))) => {
+                v.clear();
+                let kind = crate::expiry::encode_into(&mut v, ValueKind::Value, expire_at, b"");
+                out.add(kind, e.key, &v)
             }
             _ => out.add(e.kind, e.key, e.value),
         }
@@ -423,6 +566,8 @@ struct ReplayedFile {
     /// Bytes and records some replayed pointer uses.
     used_bytes: u64,
     used_entries: u64,
+    /// Some replayed pointer into it carries an expiry.
+    expiring: bool,
 }
 
 impl<'a> Replay<'a> {
@@ -442,13 +587,9 @@ impl<'a> Replay<'a> {
     /// naming the value file and offset.
     pub fn check(&mut self, batch: &WriteBatch, mode: WalRecoveryMode) -> Result<bool> {
         for e in batch.iter() {
-            if e.kind != ValueKind::Pointer {
+            let Some((ptr, _)) = logged(self.dir, e.kind, e.value)? else {
                 continue;
-            }
-            let (ptr, rest) = ValuePointer::decode(self.dir, e.value)?;
-            if rest != [LOGGED] {
-                continue;
-            }
+            };
             let f = self.file(ptr.file)?;
             if f.records.get(&ptr.offset) == Some(&ptr.size) {
                 continue;
@@ -486,22 +627,25 @@ impl<'a> Replay<'a> {
     /// The batch was checked ([`Replay::check`]). Returns the last sequence number.
     pub fn insert(&mut self, batch: &WriteBatch, mem: &dyn LoggedMemtable) -> Result<SeqNo> {
         let mut seq = batch.first_seq();
-        let mut logged = Vec::new();
+        let mut logged_values = Vec::new();
+        let mut v = Vec::new();
         for e in batch.iter() {
-            if e.kind == ValueKind::Pointer {
-                let (ptr, rest) = ValuePointer::decode(self.dir, e.value)?;
-                if rest == [LOGGED] {
-                    let value = self.read(&ptr, e.key)?;
-                    mem.add(seq, ValueKind::Value, e.key, &value);
-                    logged.push((seq, ptr));
-                    seq += 1;
-                    continue;
+            if let Some((ptr, expire_at)) = logged(self.dir, e.kind, e.value)? {
+                let value = self.read(&ptr, e.key)?;
+                v.clear();
+                let kind = crate::expiry::encode_into(&mut v, ValueKind::Value, expire_at, &value);
+                mem.add(seq, kind, e.key, &v);
+                if expire_at.is_some() {
+                    self.file(ptr.file)?.expiring = true;
                 }
+                logged_values.push((seq, ptr));
+                seq += 1;
+                continue;
             }
             mem.add(seq, e.kind, e.key, e.value);
             seq += 1;
         }
-        mem.log_values(logged);
+        mem.log_values(logged_values);
         Ok(seq - 1)
     }
 
@@ -585,6 +729,7 @@ impl<'a> Replay<'a> {
             torn,
             used_bytes: 0,
             used_entries: 0,
+            expiring: false,
         })
     }
 
@@ -614,7 +759,14 @@ impl<'a> Replay<'a> {
                 garbage_bytes: record_bytes - f.used_bytes,
                 garbage_entries: entries - f.used_entries,
                 lifetime: None,
-                expiry: crate::vlog::FileExpiry::None,
+                // Replay does not know the latest expiry of every record (a record whose
+                // WAL record was lost is garbage but still in the file), so a file of
+                // values with an expiry is never dropped by time; GC collects it.
+                expiry: if f.expiring {
+                    FileExpiry::Mixed
+                } else {
+                    FileExpiry::None
+                },
             });
         }
         Ok((metas, cut))
