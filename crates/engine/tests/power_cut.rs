@@ -338,7 +338,7 @@ fn trial(policy: &str, vwal: bool, sync: Sync, posix: bool, seed: u64, t: &mut T
                             // (the year 2096): with the value log as the WAL they are logged
                             // to the files of their expiry windows, whose cuts and replays
                             // this covers too.
-                            Some(v) if write_number(v) % 4 == 0 => {
+                            Some(v) if write_number(v).is_multiple_of(4) => {
                                 b.put_with_expiry(k, v, 4_000_000_000_000)
                             }
                             Some(v) => b.put(k, v),

@@ -112,16 +112,6 @@ pub struct JobOutput {
     pub superseded: Vec<ValuePointer>,
 }
 
-/// Expiry windows with a value file open at once in one job. Past it a value goes to the
-/// open window that ends soonest after its own (or, if none does, the one that ends
-/// last): that file is dropped later than the value's window would have been, but the job
-/// writes no more files. Closing a window to open another instead thrashes: TTLs that
-/// span nine octaves need about 70 windows of `ttl / 8`, and values come in key order, so
-/// a flush closed and reopened windows for almost every value (900 files and fsyncs per
-/// 64 MiB flush in the expiring workload, a fifth of the throughput of the same run with
-/// the engine not told of expiries).
-const MAX_EXPIRY_WRITERS: usize = 32;
-
 /// The open value file of an expiry window.
 struct ExpiryWriter {
     writer: ValueFileWriter,
@@ -261,32 +251,18 @@ impl Outputs<'_> {
             self.mixed_classes[0] = true;
             return Ok(ptr);
         };
+        if !self.expiry_writers.contains_key(&window)
+            && self.expiry_writers.len() >= crate::expiry::MAX_OPEN_WINDOWS
+        {
+            window = crate::expiry::spill_window(window, self.expiry_writers.keys().copied())
+                .expect("windows are open");
+        }
         if self
             .expiry_writers
             .get(&window)
             .is_some_and(|w| w.writer.len() >= self.spec.opts.vlog.blob_file_size)
         {
             self.finish_expiry_file(window)?;
-        }
-        if !self.expiry_writers.contains_key(&window)
-            && self.expiry_writers.len() >= MAX_EXPIRY_WRITERS
-        {
-            let end = |(width, index): (u64, u64)| (index + 1).saturating_mul(width);
-            let own_end = end(window);
-            window = *self
-                .expiry_writers
-                .keys()
-                .min_by_key(|&&w| {
-                    let e = end(w);
-                    // Windows ending at or after this one first, the soonest of them; then
-                    // the one ending last.
-                    if e >= own_end {
-                        (0, e)
-                    } else {
-                        (1, u64::MAX - e)
-                    }
-                })
-                .expect("writers are open");
         }
         if !self.expiry_writers.contains_key(&window) {
             let n = (self.spec.new_file_number)();

@@ -91,7 +91,7 @@ const LOGGED: u8 = b'L';
 pub(crate) struct ActiveValueFiles {
     by_class: Vec<Option<ActiveFile>>,
     /// The files of values with an expiry, by expiry window (at most
-    /// [`MAX_EXPIRY_FILES`]).
+    /// [`crate::expiry::MAX_OPEN_WINDOWS`]).
     by_window: HashMap<(u64, u64), ActiveFile>,
     /// Files cut since the last synced group, perhaps not synced yet: a synced group (or
     /// `DB::sync_wal`) syncs them too, since its WAL sync makes durable the records that
@@ -171,9 +171,6 @@ struct ActiveFile {
     unflushed: bool,
     unsynced: bool,
 }
-
-/// Expiry windows with an active file at once (see [`ActiveValueFiles::window_file`]).
-const MAX_EXPIRY_FILES: usize = 32;
 
 impl ActiveFile {
     fn create(
@@ -288,8 +285,8 @@ impl ActiveValueFiles {
 
     /// The active file of expiry window `window` for a value expiring at `t` (its latest
     /// expiry raised to `t`), cut first if full, opened if none; past
-    /// [`MAX_EXPIRY_FILES`] windows, the open window that ends soonest after this one (or
-    /// else last), as flush places them (`compaction::MAX_EXPIRY_WRITERS`).
+    /// [`crate::expiry::MAX_OPEN_WINDOWS`], the open window
+    /// [`crate::expiry::spill_window`] picks, as flush places them.
     fn window_file(
         &mut self,
         cx: &LogContext<'_>,
@@ -297,21 +294,11 @@ impl ActiveValueFiles {
         mut window: (u64, u64),
         t: u64,
     ) -> Result<&mut ActiveFile> {
-        if !self.by_window.contains_key(&window) && self.by_window.len() >= MAX_EXPIRY_FILES {
-            let end = |(width, index): (u64, u64)| (index + 1).saturating_mul(width);
-            let own_end = end(window);
-            window = *self
-                .by_window
-                .keys()
-                .min_by_key(|&&w| {
-                    let e = end(w);
-                    if e >= own_end {
-                        (0, e)
-                    } else {
-                        (1, u64::MAX - e)
-                    }
-                })
-                .expect("files are open");
+        if !self.by_window.contains_key(&window)
+            && self.by_window.len() >= crate::expiry::MAX_OPEN_WINDOWS
+        {
+            window = crate::expiry::spill_window(window, self.by_window.keys().copied())
+                .expect("windows are open");
         }
         if self
             .by_window
