@@ -31,6 +31,7 @@ pub(crate) struct EngineCounters {
     pub compactions: AtomicU64,
     pub gc_jobs: AtomicU64,
     pub gc_relocated_bytes: AtomicU64,
+    pub gc_relocated_expiring_bytes: AtomicU64,
     pub gc_writeback_entries: AtomicU64,
     /// Expired entries flushes and compactions turned into deletions or dropped, and value
     /// files dropped whole because every value in them expired ([`crate::expiry`]).
@@ -131,6 +132,11 @@ pub struct DbStats {
     pub compactions: u64,
     pub gc_jobs: u64,
     pub gc_relocated_bytes: u64,
+    /// Of `gc_relocated_bytes`, those copied out of value files holding values with an
+    /// expiry ([`crate::expiry`]: an expiry window's file, which is otherwise dropped
+    /// whole once its last value expired, or a `Mixed` one).
+    #[serde(default)]
+    pub gc_relocated_expiring_bytes: u64,
     pub gc_writeback_entries: u64,
     /// Expired entries flushes and compactions turned into deletions or dropped.
     #[serde(default)]

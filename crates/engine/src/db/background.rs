@@ -740,8 +740,12 @@ impl GcHost for EngineGcHost<'_> {
         }
     }
 
-    fn relocated(&self, bytes: u64) {
-        EngineCounters::add(&self.inner.counters.gc_relocated_bytes, bytes);
+    fn relocated(&self, bytes: u64, from_expiring: bool) {
+        let c = &self.inner.counters;
+        EngineCounters::add(&c.gc_relocated_bytes, bytes);
+        if from_expiring {
+            EngineCounters::add(&c.gc_relocated_expiring_bytes, bytes);
+        }
     }
 
     fn blob_file_size(&self) -> u64 {

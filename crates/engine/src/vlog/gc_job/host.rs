@@ -50,8 +50,8 @@ pub(crate) trait GcHost {
     /// before any sync). Both jobs call it: with a WAL it syncs the logs; without one only a
     /// flushed table keeps those writes.
     fn make_durable(&self) -> Result<()>;
-    /// Counts bytes copied.
-    fn relocated(&self, bytes: u64);
+    /// Counts bytes copied (`from_expiring`: out of a file holding values with an expiry).
+    fn relocated(&self, bytes: u64, from_expiring: bool);
     /// Output files are cut at this size.
     fn blob_file_size(&self) -> u64;
 

@@ -100,7 +100,8 @@ impl GcJob for IndexMapJob<'_> {
                 // found yet): the others are kept without a lookup.
                 // Not a file holding values with an expiry: those die without a write, so
                 // no position of theirs is known dead.
-                let covered = early.coverage.covers(f.number) && !f.expiry.holds_expiring();
+                let expiring = f.expiry.holds_expiring();
+                let covered = early.coverage.covers(f.number) && !expiring;
                 // Records known dead are neither read nor looked up.
                 let extents =
                     early.live_extents(f.number, FILE_HEADER as u64, f.size, READ_THROUGH_GAP);
@@ -135,7 +136,7 @@ impl GcJob for IndexMapJob<'_> {
                                 continue;
                             }
                             let slot = place.unlooked(&v, f, key, &ptr);
-                            outputs.add(host, slot, &ptr, key, value)?;
+                            outputs.add(host, slot, &ptr, key, value, expiring)?;
                             unlooked += 1;
                             continue;
                         }
@@ -155,7 +156,7 @@ impl GcJob for IndexMapJob<'_> {
                                 continue;
                             }
                         };
-                        outputs.add(host, slot, ptr, key, value)?;
+                        outputs.add(host, slot, ptr, key, value, expiring)?;
                     }
                 }
                 // What was not read is known garbage.
@@ -279,7 +280,8 @@ impl Outputs {
         }
     }
 
-    /// Copies the record at `ptr` into the output of `slot`, mapping its old place.
+    /// Copies the record at `ptr` (of a file holding values with an expiry if
+    /// `from_expiring`) into the output of `slot`, mapping its old place.
     fn add(
         &mut self,
         host: &dyn GcHost,
@@ -287,6 +289,7 @@ impl Outputs {
         ptr: &ValuePointer,
         key: &[u8],
         value: &[u8],
+        from_expiring: bool,
     ) -> Result<()> {
         if self.open[slot]
             .as_ref()
@@ -308,7 +311,7 @@ impl Outputs {
         let o = self.open[slot].as_mut().expect("opened above");
         let np = o.writer.add(key, value)?;
         o.map.add(ptr, &np);
-        host.relocated(np.size as u64);
+        host.relocated(np.size as u64, from_expiring);
         Ok(())
     }
 

@@ -271,7 +271,7 @@ impl GcHost for MapHost {
         Ok(())
     }
 
-    fn relocated(&self, _bytes: u64) {}
+    fn relocated(&self, _bytes: u64, _from_expiring: bool) {}
 
     fn blob_file_size(&self) -> u64 {
         self.file_size

@@ -41,7 +41,7 @@ impl GcJob for WriteBack {
                         }
                     };
                     let np = w.add(key, value)?;
-                    host.relocated(np.size as u64);
+                    host.relocated(np.size as u64, f.expiry.holds_expiring());
                     writebacks.push((key.to_vec(), ptr, np));
                 }
             }
