@@ -5,12 +5,16 @@
 use std::process::Command;
 
 fn compare(workload: &str, dir: &std::path::Path) -> serde_json::Value {
+    compare_engines(workload, "halflife-titan,halflife-oracle", dir)
+}
+
+fn compare_engines(workload: &str, engines: &str, dir: &std::path::Path) -> serde_json::Value {
     let report = dir.join("r.json");
     let out = Command::new(env!("CARGO_BIN_EXE_halflife"))
         .args(["compare", "--preset", "small", "--records", "800"])
         .args(["--op-count", "3000", "--value-size", "1024"])
         .args(["--workload", workload, "--memtable-mb", "1"])
-        .args(["--engines", "halflife-titan,halflife-oracle"])
+        .args(["--engines", engines])
         .args(["--memory-limit-mb", "0"])
         .arg("--work-dir")
         .arg(dir.join("work"))
@@ -66,26 +70,11 @@ fn mixed_and_shifting_run_every_engine_on_the_same_ops() {
 #[test]
 fn expiring_updates_reach_the_engine_or_the_sweep_and_expired_keys_are_not_live() {
     let dir = tempfile::tempdir().unwrap();
-    let report = dir.path().join("r.json");
-    let out = Command::new(env!("CARGO_BIN_EXE_halflife"))
-        .args(["compare", "--preset", "small", "--records", "800"])
-        .args(["--op-count", "3000", "--value-size", "1024"])
-        .args(["--workload", "expiring", "--memtable-mb", "1"])
-        .args(["--engines", "halflife-lifetime,halflife-titan+sweep"])
-        .args(["--memory-limit-mb", "0"])
-        .arg("--work-dir")
-        .arg(dir.path().join("work"))
-        .arg("--report")
-        .arg(&report)
-        .output()
-        .expect("running halflife compare");
-    assert!(
-        out.status.success(),
-        "halflife compare failed: {}",
-        String::from_utf8_lossy(&out.stderr)
+    let r = compare_engines(
+        "expiring",
+        "halflife-lifetime,halflife-titan+sweep",
+        dir.path(),
     );
-    let r: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
     let spec: workload::WorkloadSpec = serde_json::from_value(r["workload"].clone()).unwrap();
     let ops: Vec<workload::Op> = workload::Workload::new(spec).unwrap().run_ops().collect();
     // Live at the end (tick 3000): keys whose last write carries no expiry or one after it.

@@ -394,10 +394,8 @@ mod tests {
 
     fn op(code: u8, key: u64, len: u32) -> Result<ClientOp> {
         Ok(ClientOp {
-            code,
-            key,
             len,
-            ttl: 0,
+            ..ClientOp::on(code, key)
         })
     }
 
@@ -477,10 +475,8 @@ mod tests {
         drive(&db, (0..4).map(|k| op(INSERT, k, 0)), &c, || Ok(())).unwrap();
         let expiring = |key, ttl| {
             Ok(ClientOp {
-                code: EXPIRING_UPDATE,
-                key,
-                len: 0,
                 ttl,
+                ..ClientOp::on(EXPIRING_UPDATE, key)
             })
         };
         let ops = vec![

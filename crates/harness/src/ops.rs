@@ -27,6 +27,18 @@ pub struct ClientOp {
     pub ttl: u32,
 }
 
+impl ClientOp {
+    /// An op of `code` on `key` that is neither a scan nor an expiring update.
+    pub fn on(code: u8, key: u64) -> ClientOp {
+        ClientOp {
+            code,
+            key,
+            len: 0,
+            ttl: 0,
+        }
+    }
+}
+
 impl From<workload::Op> for ClientOp {
     fn from(op: workload::Op) -> ClientOp {
         let len = match op {
@@ -46,14 +58,7 @@ pub const BATCH: usize = 1024;
 
 /// The ops of a load phase: an insert of every key number below `records`, in order.
 pub fn load(records: u64) -> impl Iterator<Item = anyhow::Result<ClientOp>> + Send + 'static {
-    (0..records).map(|key| {
-        Ok(ClientOp {
-            code: INSERT,
-            key,
-            len: 0,
-            ttl: 0,
-        })
-    })
+    (0..records).map(|key| Ok(ClientOp::on(INSERT, key)))
 }
 
 /// The receiving end shared by the client threads.
@@ -105,14 +110,7 @@ mod tests {
 
     #[test]
     fn batches_reach_every_client_once() {
-        let ops = (0..5000u64).map(|k| {
-            Ok(ClientOp {
-                code: INSERT,
-                key: k,
-                len: 0,
-                ttl: 0,
-            })
-        });
+        let ops = (0..5000u64).map(|k| Ok(ClientOp::on(INSERT, k)));
         let (rx, producer) = produce(ops, 3);
         let clients: Vec<_> = (0..3)
             .map(|_| {

@@ -74,14 +74,7 @@ mod tests {
     fn next_write_follows_op_order() {
         // Two records loaded (seq 1, 2); then update 1 (3), read 0 (none), update 1 (4),
         // update 0 (5).
-        let op = |code, key| {
-            Ok(ClientOp {
-                code,
-                key,
-                len: 0,
-                ttl: 0,
-            })
-        };
+        let op = |code, key| Ok(ClientOp::on(code, key));
         let ops = vec![
             op(UPDATE, 1),
             op(super::super::ops::READ, 0),
@@ -104,14 +97,7 @@ mod tests {
     #[test]
     fn a_delete_is_the_death_of_the_value_before_it() {
         // One record (seq 1); update 0 (2), delete 0 (3), read 0 (none), update 0 (4).
-        let op = |code, key| {
-            Ok(ClientOp {
-                code,
-                key,
-                len: 0,
-                ttl: 0,
-            })
-        };
+        let op = |code, key| Ok(ClientOp::on(code, key));
         let ops = vec![
             op(UPDATE, 0),
             op(DELETE, 0),

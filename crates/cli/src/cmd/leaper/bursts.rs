@@ -149,15 +149,9 @@ pub fn oracle_reads(
     spec: &WorkloadSpec,
     setup: &Setup,
 ) -> Result<impl Iterator<Item = Result<ClientOp>>> {
-    let read = |key| ClientOp {
-        code: READ,
-        key,
-        len: 0,
-        ttl: 0,
-    };
     Ok((0..spec.record_count)
         .chain(run_reads(spec)?.take(setup.run_reads() as usize))
-        .map(move |k| Ok(read(k))))
+        .map(move |k| Ok(ClientOp::on(READ, k))))
 }
 
 fn options(a: &Args, setup: &Setup, warming: &CacheWarmingConfig) -> Options {

@@ -77,14 +77,7 @@ mod tests {
 
     #[test]
     fn reads_are_numbered_in_op_order() {
-        let op = |code, key| {
-            Ok(ClientOp {
-                code,
-                key,
-                len: 0,
-                ttl: 0,
-            })
-        };
+        let op = |code, key| Ok(ClientOp::on(code, key));
         let ops = vec![
             op(READ, 3),
             op(UPDATE, 3),
