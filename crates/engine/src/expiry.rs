@@ -117,6 +117,18 @@ pub fn spill_window(
     })
 }
 
+/// The window whose file a value of `window` goes to, given the windows with a file open:
+/// its own if open or if another may be opened, else [`spill_window`]'s pick.
+pub fn window_to_write<V>(
+    window: (u64, u64),
+    open: &std::collections::HashMap<(u64, u64), V>,
+) -> (u64, u64) {
+    if open.contains_key(&window) || open.len() < MAX_OPEN_WINDOWS {
+        return window;
+    }
+    spill_window(window, open.keys().copied()).expect("windows are open")
+}
+
 /// An entry's value as the tree stores it, split into what it means.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Split<'a> {

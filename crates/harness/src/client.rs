@@ -356,8 +356,7 @@ fn exec(
 ) -> Result<Done> {
     let found = |found| Done { found, scanned: 0 };
     Ok(match op.code {
-        INSERT | UPDATE => found(db.put(key, value).map(|_| true)?),
-        EXPIRING_UPDATE => found(
+        INSERT | UPDATE | EXPIRING_UPDATE => found(
             match expire_at {
                 Some(at) => db.put_with_expiry(key, value, at),
                 None => db.put(key, value),

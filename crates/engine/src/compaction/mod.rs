@@ -243,7 +243,7 @@ impl Outputs<'_> {
         cause: IoCause,
     ) -> Result<ValuePointer> {
         let divisor = self.spec.opts.vlog.expiry_window_divisor;
-        let Some(mut window) = crate::expiry::window(expire_at, self.now_ms, divisor) else {
+        let Some(window) = crate::expiry::window(expire_at, self.now_ms, divisor) else {
             let ptr = self.write_value(0, key, value, cause)?;
             if self.mixed_classes.is_empty() {
                 self.mixed_classes.push(false);
@@ -251,12 +251,7 @@ impl Outputs<'_> {
             self.mixed_classes[0] = true;
             return Ok(ptr);
         };
-        if !self.expiry_writers.contains_key(&window)
-            && self.expiry_writers.len() >= crate::expiry::MAX_OPEN_WINDOWS
-        {
-            window = crate::expiry::spill_window(window, self.expiry_writers.keys().copied())
-                .expect("windows are open");
-        }
+        let window = crate::expiry::window_to_write(window, &self.expiry_writers);
         if self
             .expiry_writers
             .get(&window)

@@ -291,15 +291,10 @@ impl ActiveValueFiles {
         &mut self,
         cx: &LogContext<'_>,
         mem: &dyn LoggedMemtable,
-        mut window: (u64, u64),
+        window: (u64, u64),
         t: u64,
     ) -> Result<&mut ActiveFile> {
-        if !self.by_window.contains_key(&window)
-            && self.by_window.len() >= crate::expiry::MAX_OPEN_WINDOWS
-        {
-            window = crate::expiry::spill_window(window, self.by_window.keys().copied())
-                .expect("windows are open");
-        }
+        let window = crate::expiry::window_to_write(window, &self.by_window);
         if self
             .by_window
             .get(&window)
