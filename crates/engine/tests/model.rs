@@ -162,8 +162,12 @@ fn run_model_warmed(
 
 /// Tiered compaction with growth factor `f` (a level merges at `f` runs), or alternating
 /// between tiered and leveled every eight reopenings when `switch` is set (leveled then
-/// meets levels of several runs and must merge them down whole).
+/// meets levels of several runs and must merge them down whole). `f` is at least 3, so
+/// that a level rests at two runs between merges: at 2 it holds two runs only until the
+/// background merge that the second one triggers, and whether a step sees that depends on
+/// how fast the merge runs.
 fn run_model_tiered(gc: GcPolicyConfig, seed: u64, steps: usize, f: f64, switch: bool) {
+    assert!(f >= 3.0, "see above");
     let runs = run_model_with(&gc, seed, steps, &|opening| {
         let tiered = !switch || (opening / 8) % 2 == 0;
         {
@@ -601,7 +605,7 @@ fn model_tiered_inline() {
 
 #[test]
 fn model_tiered_blobdb() {
-    run_model_tiered(GcPolicyConfig::blobdb(), 8, 3000, 2.0, false);
+    run_model_tiered(GcPolicyConfig::blobdb(), 8, 3000, 3.0, false);
 }
 
 #[test]
@@ -631,7 +635,7 @@ fn model_tiered_blobdb_aggressive_gc() {
         },
         12,
         2000,
-        2.0,
+        3.0,
         false,
     );
 }

@@ -46,6 +46,22 @@ const CHEAP: &[&str] = &[
     "zadd", "zincrby", "zscore", "zmscore", "zcard", "zrem",
 ];
 
+/// Most elements of an `LRANGE` run on the connection's task: a scan of that many
+/// sub-keys (one seek, then steps) costs less than the pool's two thread hand-offs and the
+/// fresh memory of a pool thread's heap, which were 40 % of the server's CPU for
+/// `LRANGE 0 99` (docs/serve.md, "Where a request's time goes").
+const SHORT_RANGE: i64 = 128;
+
+/// Whether `LRANGE key start end` reads at most [`SHORT_RANGE`] elements whatever the
+/// list's length: both indexes count from the same end.
+fn short_range(start: &[u8], end: &[u8]) -> bool {
+    let parse = |b: &[u8]| std::str::from_utf8(b).ok()?.parse::<i64>().ok();
+    match (parse(start), parse(end)) {
+        (Some(s), Some(e)) if (s >= 0) == (e >= 0) => e.saturating_sub(s) < SHORT_RANGE,
+        _ => false,
+    }
+}
+
 /// Longest command name in [`CHEAP`] (names longer than this are not looked up).
 const MAX_NAME: usize = 16;
 
@@ -56,12 +72,8 @@ pub fn runs_inline(sh: &Shared, batch: &[Vec<Bytes>]) -> bool {
         && batch.iter().all(|c| is_cheap(c))
 }
 
-/// Whether one command is cheap (see [`CHEAP`]); `LPOP`/`RPOP` without a count are too.
-///
-/// `LRANGE` is not, even over a short range: one of 100 elements (a scan, a 10 KB reply)
-/// run here was slower under `redis-benchmark` than on the pool in two rounds of three
-/// (docs/serve.md, "Benchmark"), as it holds the network thread from the other
-/// connections' reads and writes for that long.
+/// Whether one command is cheap (see [`CHEAP`]); `LPOP`/`RPOP` without a count are too,
+/// and an `LRANGE` whose indexes alone bound it to [`SHORT_RANGE`] elements.
 fn is_cheap(cmd: &[Bytes]) -> bool {
     let Some(name) = cmd.first() else {
         return false;
@@ -76,6 +88,7 @@ fn is_cheap(cmd: &[Bytes]) -> bool {
     let lower = &*lower;
     match lower {
         b"lpop" | b"rpop" => cmd.len() == 2,
+        b"lrange" => cmd.len() == 4 && short_range(&cmd[2], &cmd[3]),
         _ => CHEAP.iter().any(|c| c.as_bytes() == lower),
     }
 }
@@ -96,6 +109,9 @@ mod tests {
         assert!(is_cheap(&cmd(&["GET", "k"])));
         assert!(is_cheap(&cmd(&["zAdd", "z", "1", "m"])));
         assert!(is_cheap(&cmd(&["lpop", "l"])));
+        assert!(is_cheap(&cmd(&["LRANGE", "l", "0", "99"])));
+        assert!(is_cheap(&cmd(&["lrange", "l", "-100", "-1"])));
+        assert!(is_cheap(&cmd(&["lrange", "l", "5", "1"])));
     }
 
     #[test]
@@ -104,7 +120,10 @@ mod tests {
             &["keys", "*"][..],
             &["smembers", "s"],
             &["lpop", "l", "1000"],
-            &["lrange", "l", "0", "99"],
+            &["lrange", "l", "0", "-1"],
+            &["lrange", "l", "0", "128"],
+            &["lrange", "l", "-1000", "-1"],
+            &["lrange", "l", "x", "1"],
             &["wait", "1", "0"],
             &["exec"],
             &["blpop", "l", "0"],

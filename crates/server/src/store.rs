@@ -706,12 +706,13 @@ impl Store {
     }
 
     /// The entries (sub-key without `prefix`, value) whose keys start with `prefix`, from
-    /// `from` (a suffix, inclusive) on, while `keep` says so.
+    /// `from` (a suffix, inclusive) on, while `keep` says so. The value is handed over, so
+    /// that a caller keeping it (a range's reply) does not copy it again.
     pub fn sub_range(
         &self,
         prefix: &[u8],
         from: Option<&[u8]>,
-        mut keep: impl FnMut(&[u8], &[u8]) -> bool,
+        mut keep: impl FnMut(&[u8], Vec<u8>) -> bool,
     ) -> Result<()> {
         let start = match from {
             Some(f) => [prefix, f].concat(),
@@ -721,7 +722,7 @@ impl Store {
         let upper = end.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
         for kv in self.db().scan(Bound::Included(start.as_slice()), upper)? {
             let (k, v) = kv?;
-            if !keep(&k[prefix.len()..], &v) {
+            if !keep(&k[prefix.len()..], v) {
                 break;
             }
         }

@@ -235,7 +235,7 @@ fn copy_value(
     let mut to = record::sub_prefix(dst_db, dst, new.version, 0);
     to.pop();
     cx.sh.store.sub_range(&from, None, |rest, v| {
-        b.put(&[&to[..], rest].concat(), v);
+        b.put(&[&to[..], rest].concat(), &v);
         true
     })?;
     b.put_meta(dst_db, dst, &new);

@@ -60,7 +60,7 @@ fn range(cx: &Ctx, key: &[u8], m: &Meta, from: u64, to: u64) -> Result<Vec<Vec<u
     cx.sh
         .store
         .sub_range(&cx.sub_prefix(key, m, 0), Some(&start), |_, v| {
-            out.push(v.to_vec());
+            out.push(v);
             (out.len() as u64) < to - from + 1
         })?;
     Ok(out)

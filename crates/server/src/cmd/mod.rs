@@ -174,7 +174,7 @@ impl Ctx<'_> {
         self.sh
             .store
             .sub_range(&self.sub_prefix(key, m, tag), None, |k, v| {
-                out.push((k.to_vec(), v.to_vec()));
+                out.push((k.to_vec(), v));
                 true
             })?;
         Ok(out)
@@ -312,7 +312,7 @@ pub fn coll_scan(
             more = true;
             return false;
         }
-        page.push((k.to_vec(), v.to_vec()));
+        page.push((k.to_vec(), v));
         true
     })?;
     let next = match (more, page.last()) {

@@ -285,7 +285,7 @@ fn walk_range(
                     if !lr.above_min(member) {
                         return true;
                     }
-                    lr.below_max(member) && f(member, score_from_bytes(v))
+                    lr.below_max(member) && f(member, score_from_bytes(&v))
                 })?;
             Ok(())
         }

@@ -50,7 +50,7 @@ pub fn dump(store: &Store, db: u8, key: &[u8], max: usize) -> Result<Option<Dump
                         over = true;
                         return false;
                     }
-                    payload::push_entry(&mut out, tag, k, v);
+                    payload::push_entry(&mut out, tag, k, &v);
                     true
                 },
             )?;
