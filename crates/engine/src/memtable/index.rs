@@ -1,16 +1,18 @@
-//! A hash index beside the skip list: from a user key to the node of its newest entry.
+//! A hash index beside the skip list: from a user key to its node (whose chain holds the
+//! key's later versions, [`super::skiplist`]).
 //!
 //! Why: a point lookup in the skip list visits about `4 * log4(n)` nodes spread over the
 //! arena, and once the memtable outgrows the CPU caches most of them are cache misses
 //! (a pipelined `ZADD` on the server spent 13 % of its CPU in memtable lookups, most of it
 //! waiting for nodes). The index answers "the newest entry of this key" in one or two
 //! misses, and "no entry of this key" (every lookup of a key that lives in the tables)
-//! without a search, as RocksDB's hash-based memtables answer a prefix.
+//! without a search, as RocksDB's hash-based memtables answer a prefix; and a write of a
+//! key the memtable holds goes onto its node's chain with no search either.
 //!
 //! What it holds: open addressing with linear probing over a fixed number of slots, each
-//! null or a node of the list. A key's slot, once taken, is never cleared or given to
-//! another key, and is replaced only by a newer entry of the same key; a key that finds
-//! no slot within [`MAX_PROBES`] of its hash is not indexed. So a lookup that reaches a
+//! null or a node of the list. A key's slot, once taken, is never cleared, replaced or
+//! given to another key (the list has one node per user key); a key that finds no slot
+//! within [`MAX_PROBES`] of its hash is not indexed. So a lookup that reaches a
 //! null slot before finding its key proves the key has no entry (had it been indexed, its
 //! slot would come first; had it failed to be, every slot it probed was taken, and still
 //! is), and one that probes [`MAX_PROBES`] taken slots without finding it knows nothing
@@ -19,7 +21,7 @@
 //! finds in the index everything the list holds at or below it.
 
 use super::skiplist::{self, ChunkPool, Node};
-use crate::types::{user_key, TRAILER_LEN};
+use crate::types::user_key;
 use std::sync::atomic::{AtomicPtr, Ordering};
 use std::sync::Arc;
 
@@ -32,8 +34,8 @@ const MIN_SLOTS: usize = 1 << 10;
 
 /// What the index knows of a key.
 pub(super) enum Lookup {
-    /// The node of the key's newest entry.
-    Newest(Node),
+    /// The key's node.
+    Node(Node),
     /// The memtable has no entry of the key.
     Absent,
     /// Not indexed: search the list.
@@ -73,29 +75,24 @@ impl Index {
         xxhash_rust::xxh3::xxh3_64(user_key)
     }
 
-    /// Records `node`, just linked into the list and holding `key` (of hash `hash`) with
-    /// `trailer`, as its key's newest entry unless a newer one is recorded (an equal
-    /// trailer replaces: the list puts the later of two equal internal keys first).
-    pub fn record(&self, hash: u64, key: &[u8], trailer: u64, node: Node) {
+    /// Records `node`, the list's node of `key` (of hash `hash`), unless it is recorded.
+    pub fn record(&self, hash: u64, key: &[u8], node: Node) {
         let mut i = hash as usize & self.mask;
         for _ in 0..MAX_PROBES {
             let slot = &self.slots[i];
-            let mut cur = slot.load(Ordering::Acquire);
-            loop {
-                if !cur.is_null() {
-                    // SAFETY: a slot holds only nodes of this memtable's list, published.
-                    let held = unsafe { skiplist::key(cur) };
-                    if user_key(held) != key {
-                        break;
-                    }
-                    if trailer_of(held) > trailer {
-                        return;
-                    }
-                }
-                match slot.compare_exchange(cur, node, Ordering::AcqRel, Ordering::Acquire) {
-                    Ok(_) => return,
-                    Err(now) => cur = now,
-                }
+            let cur = match slot.compare_exchange(
+                std::ptr::null_mut(),
+                node,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return,
+                Err(now) => now,
+            };
+            // SAFETY: a slot holds only nodes of this memtable's list, published.
+            if user_key(unsafe { skiplist::key(cur) }) == key {
+                debug_assert_eq!(cur, node, "one node per user key");
+                return;
             }
             i = (i + 1) & self.mask;
         }
@@ -111,7 +108,7 @@ impl Index {
             }
             // SAFETY: as in `record`.
             if user_key(unsafe { skiplist::key(cur) }) == key {
-                return Lookup::Newest(cur);
+                return Lookup::Node(cur);
             }
             i = (i + 1) & self.mask;
         }
@@ -130,12 +127,6 @@ impl Drop for Index {
     }
 }
 
-/// The trailer (sequence number and kind) of an internal key.
-pub(super) fn trailer_of(ikey: &[u8]) -> u64 {
-    let at = ikey.len() - TRAILER_LEN;
-    u64::from_le_bytes(ikey[at..].try_into().expect("a trailer is 8 bytes"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -144,34 +135,26 @@ mod tests {
     use skiplist::SkipList;
 
     fn insert(list: &SkipList, index: &Index, key: &[u8], seq: u64) -> Node {
-        let trailer = pack_trailer(seq, ValueKind::Value);
-        let (node, _) = list.insert(key, trailer, b"v");
-        index.record(Index::hash(key), key, trailer, node);
+        let (node, _) = list.insert(key, pack_trailer(seq, ValueKind::Value), b"v");
+        index.record(Index::hash(key), key, node);
         node
     }
 
-    fn seq_of(lookup: Lookup) -> Option<u64> {
-        match lookup {
-            // SAFETY: nodes of the test's list, alive with it.
-            Lookup::Newest(n) => Some(trailer_of(unsafe { skiplist::key(n) }) >> 8),
-            Lookup::Absent => None,
-            Lookup::Unknown => panic!("an index with room answers every key"),
-        }
-    }
-
     #[test]
-    fn answers_the_newest_entry_and_proves_absence() {
+    fn answers_the_node_of_a_key_and_proves_absence() {
         let list = SkipList::new(None);
         let index = Index::new(0, None);
-        insert(&list, &index, b"a", 5);
-        insert(&list, &index, b"a", 9);
-        // An older entry recorded late (a relocation at its original sequence number)
-        // does not replace the newer one.
-        insert(&list, &index, b"a", 7);
-        insert(&list, &index, b"b", 1);
-        assert_eq!(seq_of(index.lookup(Index::hash(b"a"), b"a")), Some(9));
-        assert_eq!(seq_of(index.lookup(Index::hash(b"b"), b"b")), Some(1));
-        assert_eq!(seq_of(index.lookup(Index::hash(b"c"), b"c")), None);
+        let a = insert(&list, &index, b"a", 5);
+        // Later versions join the key's node: the index keeps answering it.
+        assert_eq!(insert(&list, &index, b"a", 9), a);
+        assert_eq!(insert(&list, &index, b"a", 7), a);
+        let b = insert(&list, &index, b"b", 1);
+        assert!(matches!(index.lookup(Index::hash(b"a"), b"a"), Lookup::Node(n) if n == a));
+        assert!(matches!(index.lookup(Index::hash(b"b"), b"b"), Lookup::Node(n) if n == b));
+        assert!(matches!(
+            index.lookup(Index::hash(b"c"), b"c"),
+            Lookup::Absent
+        ));
     }
 
     #[test]
@@ -183,17 +166,18 @@ mod tests {
         let keys: Vec<Vec<u8>> = (0..MAX_PROBES as u32 + 4)
             .map(|i| i.to_be_bytes().to_vec())
             .collect();
+        let mut nodes = Vec::new();
         for (seq, k) in keys.iter().enumerate() {
             let trailer = pack_trailer(seq as u64 + 1, ValueKind::Value);
             let (node, _) = list.insert(k, trailer, b"v");
-            index.record(42, k, trailer, node);
+            index.record(42, k, node);
+            nodes.push(node);
         }
         for (seq, k) in keys.iter().enumerate() {
             match index.lookup(42, k) {
-                Lookup::Newest(n) => {
+                Lookup::Node(n) => {
                     assert!(seq < MAX_PROBES);
-                    // SAFETY: a node of `list`.
-                    assert_eq!(trailer_of(unsafe { skiplist::key(n) }) >> 8, seq as u64 + 1);
+                    assert_eq!(n, nodes[seq]);
                 }
                 Lookup::Unknown => assert!(seq >= MAX_PROBES),
                 Lookup::Absent => panic!("key {seq} was inserted"),

@@ -1,6 +1,7 @@
-//! The ordered in-memory table: a lock-free skip list of internal keys ([`skiplist`]),
-//! whose nodes hold their key and value in the memtable's own arena, and a hash index
-//! from each user key to its newest entry ([`index`]) that answers point lookups.
+//! The ordered in-memory table: a lock-free skip list of user keys ([`skiplist`]), whose
+//! nodes hold their key and value in the memtable's own arena and chain the key's later
+//! versions, and a hash index from each user key to its node ([`index`]) that answers
+//! point lookups and lets a rewrite of a key skip the list's search.
 //!
 //! The members of a write group insert their batches concurrently (the arena is sharded
 //! by thread), and readers run concurrently with them without locks, seeing only sequence
@@ -23,7 +24,7 @@ use crate::vlog::ValuePointer;
 use index::{Index, Lookup};
 use parking_lot::Mutex;
 pub use skiplist::ChunkPool;
-use skiplist::{SkipList, Target};
+use skiplist::{Position, SkipList, Target};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -126,8 +127,16 @@ impl Memtable {
 
     pub fn add(&self, seq: SeqNo, kind: ValueKind, key: &[u8], value: &[u8]) {
         let trailer = pack_trailer(seq, kind);
-        let (node, bytes) = self.list.insert(key, trailer, value);
-        self.index.record(Index::hash(key), key, trailer, node);
+        let hash = Index::hash(key);
+        let bytes = match self.index.lookup(hash, key) {
+            // SAFETY: the index holds published nodes of this memtable's list.
+            Lookup::Node(node) => unsafe { self.list.insert_version(node, key, trailer, value) },
+            Lookup::Absent | Lookup::Unknown => {
+                let (node, bytes) = self.list.insert(key, trailer, value);
+                self.index.record(hash, key, node);
+                bytes
+            }
+        };
         self.size.fetch_add(bytes, Ordering::Relaxed);
     }
 
@@ -153,28 +162,21 @@ impl Memtable {
     /// The newest entry of `user_key` with a sequence number <= `snapshot`: its node's
     /// internal key and value, borrowed from the memtable.
     fn newest(&self, user_key: &[u8], snapshot: SeqNo) -> Option<(&[u8], &[u8])> {
-        match self.index.lookup(Index::hash(user_key), user_key) {
+        let node = match self.index.lookup(Index::hash(user_key), user_key) {
             Lookup::Absent => return None,
-            Lookup::Newest(node) => {
-                // SAFETY: the index holds published nodes of this memtable's list.
-                let (key, value) = unsafe { (skiplist::key(node), skiplist::value(node)) };
-                if index::trailer_of(key) >> 8 <= snapshot {
-                    return Some((key, value));
-                }
-                // Newer than the snapshot: an older entry may be visible; search for it.
-            }
-            Lookup::Unknown => {}
-        }
-        let node = self.list.seek(Target {
-            user_key,
-            trailer: pack_trailer(snapshot, KIND_SEEK),
-        });
+            Lookup::Node(node) => node,
+            Lookup::Unknown => self.list.find(user_key),
+        };
         if node.is_null() {
             return None;
         }
-        // SAFETY: a published node of this memtable's list, alive as long as `self`.
-        let (key, value) = unsafe { (skiplist::key(node), skiplist::value(node)) };
-        (crate::types::user_key(key) == user_key).then_some((key, value))
+        // SAFETY: published nodes of this memtable's list, alive as long as `self`.
+        unsafe {
+            let v = self
+                .list
+                .version_at(node, pack_trailer(snapshot, KIND_SEEK));
+            (!v.is_null()).then(|| (skiplist::key(v), skiplist::value(v)))
+        }
     }
 
     /// The newest entry for `user_key` with sequence number <= `snapshot`.
@@ -209,59 +211,67 @@ impl Memtable {
     pub fn iter(self: &Arc<Self>) -> MemtableIter {
         MemtableIter {
             mem: self.clone(),
-            node: std::ptr::null_mut(),
+            at: None,
         }
     }
 }
 
-/// An owning cursor over the memtable: it holds the memtable, so the node it stands on
-/// stays valid, and steps along the list's bottom level. Entries inserted after the
-/// cursor passed their place are not seen; entries inserted ahead of it may be, with
-/// sequence numbers above any snapshot taken before they were published, which a reader
-/// skips anyway.
+/// An owning cursor over the memtable: it holds the memtable, so the nodes it stands on
+/// stay valid, and walks each key's versions, then the next key's node along the list's
+/// bottom level. Entries inserted after the cursor passed their place are not seen;
+/// entries inserted ahead of it may be, with sequence numbers above any snapshot taken
+/// before they were published, which a reader skips anyway.
 pub struct MemtableIter {
     mem: Arc<Memtable>,
-    /// The current node, null when not valid.
-    node: *mut u8,
+    /// Where it stands; `None` before the first seek.
+    at: Option<Position>,
 }
 
-// SAFETY: `node` is a node of `mem`'s list, immutable once published and alive as long as
-// `mem`, which the iterator holds.
+// SAFETY: the position's nodes are nodes of `mem`'s list, immutable once published and
+// alive as long as `mem`, which the iterator holds.
 unsafe impl Send for MemtableIter {}
+
+impl MemtableIter {
+    fn position(&self) -> &Position {
+        self.at
+            .as_ref()
+            .filter(|p| p.valid())
+            .expect("valid iterator")
+    }
+}
 
 impl InternalIterator for MemtableIter {
     fn valid(&self) -> bool {
-        !self.node.is_null()
+        self.at.is_some_and(|p| p.valid())
     }
 
     fn seek_to_first(&mut self) -> Result<()> {
-        self.node = self.mem.list.first();
+        self.at = Some(self.mem.list.first());
         Ok(())
     }
 
     fn seek(&mut self, target: &[u8]) -> Result<()> {
-        self.node = self.mem.list.seek(Target::of(target));
+        self.at = Some(self.mem.list.seek(Target::of(target)));
         Ok(())
     }
 
     fn next(&mut self) -> Result<()> {
-        if !self.node.is_null() {
-            // SAFETY: a published node of the list the iterator holds.
-            self.node = unsafe { self.mem.list.after(self.node) };
+        if let Some(p) = self.at.as_mut().filter(|p| p.valid()) {
+            // SAFETY: a valid position in the list the iterator holds.
+            unsafe { p.advance() };
         }
         Ok(())
     }
 
     fn key(&self) -> &[u8] {
-        assert!(self.valid(), "valid iterator");
-        // SAFETY: as for `next`; the slice borrows `self`, which holds the memtable.
-        unsafe { skiplist::key(self.node) }
+        // SAFETY: a published node of the list the iterator holds; the slice borrows
+        // `self`, which holds the memtable.
+        unsafe { skiplist::key(self.position().at) }
     }
 
     fn value(&self) -> &[u8] {
-        assert!(self.valid(), "valid iterator");
         // SAFETY: as for `key`.
-        unsafe { skiplist::value(self.node) }
+        unsafe { skiplist::value(self.position().at) }
     }
 }
 

@@ -17,9 +17,21 @@
 //! so the key is at a fixed offset whatever the node's height:
 //!
 //! ```text
-//! [next[h-1]] ... [next[1]] [next[0]] | key_len: u32 | value_len: u32 | key | value
+//! [next[h-1]] ... [next[1]] [next[0]] | key_len: u32 | value_len: u32 | versions | key | value
 //!                                     ^ node
 //! ```
+//!
+//! **One node per user key; later versions in its chain.** The levels link one node per
+//! user key (the first version inserted). Every other version of that key is a record of
+//! height 1 (the same layout) in the node's `versions` chain, newest first, linked through
+//! the record's level-0 pointer. Why: the server rewrites the same keys all the time (a
+//! hash's field, a sorted set's member), and each rewrite searched the list from the top,
+//! a cache miss per step once the memtable outgrew the caches: a pipelined `ZADD` spent a
+//! third of the server's CPU in that search (docs/serve.md). A key already in the memtable
+//! is found by the hash index ([`super::index`]) in a miss or two, and its new version is
+//! pushed onto the chain by one compare-and-swap, with no search. Walks see each key's
+//! versions in internal-key order (trailers descending), the node's own version in its
+//! place among them.
 //!
 //! A value longer than [`INLINE_VALUE_MAX`] is not in the node: the node holds its address,
 //! and the value is in separate chunks. Nodes then stay dense in memory, so that a search
@@ -35,8 +47,12 @@ use std::sync::Arc;
 /// than a memtable holds.
 const MAX_HEIGHT: usize = 12;
 
-/// Header bytes between a node's tower and its key.
-const HEADER: usize = 8;
+/// Header bytes between a node's tower and its key: the two lengths and the head of the
+/// versions chain.
+const HEADER: usize = 16;
+
+/// Offset of the versions chain's head in the header.
+const VERSIONS: usize = 8;
 
 /// Longest value kept inside its node.
 const INLINE_VALUE_MAX: usize = 128;
@@ -246,6 +262,25 @@ unsafe fn next(node: Node, level: usize) -> Node {
     slot(node, level).load(Ordering::Acquire)
 }
 
+/// The head of `node`'s versions chain (null if the key has one version).
+///
+/// # Safety
+/// `node` is a node (or the head) of this list.
+#[inline]
+unsafe fn versions<'a>(node: Node) -> &'a AtomicPtr<u8> {
+    &*node.add(VERSIONS).cast::<AtomicPtr<u8>>()
+}
+
+/// The trailer (sequence number and kind) of a published node's internal key.
+///
+/// # Safety
+/// As [`key`].
+#[inline]
+pub(super) unsafe fn trailer(node: Node) -> u64 {
+    let k = key(node);
+    u64::from_le_bytes(k[k.len() - TRAILER_LEN..].try_into().expect("8 bytes"))
+}
+
 /// The internal key of a published node.
 ///
 /// # Safety
@@ -305,6 +340,95 @@ impl Target<'_> {
     }
 }
 
+/// Where a walk stands: on one version of one key. The versions of a key are walked in
+/// internal-key order: the records of its chain whose trailers are at least the node's own,
+/// then the node, then the rest of the chain (a record inserted with the node's own trailer
+/// is the later insert, and goes first).
+#[derive(Clone, Copy)]
+pub(super) struct Position {
+    /// The key's node; null past the end.
+    node: Node,
+    /// The version stood on: `node` itself or a record of its chain; null past the end.
+    pub at: Node,
+    /// With `at == node`: the chain record after it in the walk (null if none).
+    rest: Node,
+    /// Whether the walk has passed the node's own version.
+    node_done: bool,
+}
+
+impl Position {
+    const END: Position = Position {
+        node: std::ptr::null_mut(),
+        at: std::ptr::null_mut(),
+        rest: std::ptr::null_mut(),
+        node_done: false,
+    };
+
+    /// Whether it stands on a version (not past the end).
+    pub fn valid(&self) -> bool {
+        !self.at.is_null()
+    }
+
+    /// The first version at `node` from chain record `chain` on (its own version if not
+    /// `node_done` and its turn has come), moving on to the next keys' nodes if `node` has
+    /// none left.
+    ///
+    /// # Safety
+    /// `node` is null or a published node of a list alive while the position is used, and
+    /// `chain` null or a record of its chain.
+    unsafe fn settle(mut node: Node, mut chain: Node, mut node_done: bool) -> Position {
+        loop {
+            if node.is_null() {
+                return Position::END;
+            }
+            if !node_done && (chain.is_null() || trailer(chain) < trailer(node)) {
+                return Position {
+                    node,
+                    at: node,
+                    rest: chain,
+                    node_done: false,
+                };
+            }
+            if !chain.is_null() {
+                return Position {
+                    node,
+                    at: chain,
+                    rest: std::ptr::null_mut(),
+                    node_done,
+                };
+            }
+            node = next(node, 0);
+            node_done = false;
+            if !node.is_null() {
+                chain = versions(node).load(Ordering::Acquire);
+            }
+        }
+    }
+
+    /// The first version of `node` (null for the end).
+    ///
+    /// # Safety
+    /// As [`Position::settle`].
+    unsafe fn at_node(node: Node) -> Position {
+        if node.is_null() {
+            return Position::END;
+        }
+        Position::settle(node, versions(node).load(Ordering::Acquire), false)
+    }
+
+    /// The version after this one in internal-key order.
+    ///
+    /// # Safety
+    /// The position is valid, in a list alive while it is used.
+    pub unsafe fn advance(&mut self) {
+        *self = if self.at == self.node {
+            Position::settle(self.node, self.rest, true)
+        } else {
+            Position::settle(self.node, next(self.at, 0), self.node_done)
+        };
+    }
+}
+
 /// Where an entry goes: its predecessor and successor at each level.
 struct Splice {
     prev: [Node; MAX_HEIGHT],
@@ -350,8 +474,12 @@ impl SkipList {
         self.len.load(Ordering::Relaxed)
     }
 
-    /// The first node at or after `target`, or null.
-    pub fn seek(&self, target: Target<'_>) -> Node {
+    /// The node of the first user key at or after `user_key`, or null.
+    fn seek_node(&self, user_key: &[u8]) -> Node {
+        let target = Target {
+            user_key,
+            trailer: u64::MAX,
+        };
         let mut x = self.head;
         let mut level = self.height.load(Ordering::Relaxed) - 1;
         loop {
@@ -368,31 +496,109 @@ impl SkipList {
         }
     }
 
-    /// The first node, or null.
-    pub fn first(&self) -> Node {
-        // SAFETY: the head has every level.
-        unsafe { next(self.head, 0) }
+    /// The node of `user_key`, or null if the list has no version of it.
+    pub fn find(&self, user_key: &[u8]) -> Node {
+        let n = self.seek_node(user_key);
+        // SAFETY: a published node of this list.
+        if !n.is_null() && crate::types::user_key(unsafe { key(n) }) == user_key {
+            n
+        } else {
+            std::ptr::null_mut()
+        }
     }
 
-    /// The node after `node`, or null.
+    /// The first version at or after `target` in internal-key order.
+    pub fn seek(&self, target: Target<'_>) -> Position {
+        let node = self.seek_node(target.user_key);
+        // SAFETY: a published node of this list (or null), alive with it.
+        unsafe {
+            let mut p = Position::at_node(node);
+            // Within the target's own key, the versions newer than it come first.
+            if !node.is_null() && crate::types::user_key(key(node)) == target.user_key {
+                while p.node == node && trailer(p.at) > target.trailer {
+                    p.advance();
+                }
+            }
+            p
+        }
+    }
+
+    /// The newest version of `node`'s key whose trailer is at most `max_trailer` (for a
+    /// snapshot: its sequence number with [`crate::types::KIND_SEEK`]), or null.
     ///
     /// # Safety
     /// `node` is a published node of this list.
-    pub unsafe fn after(&self, node: Node) -> Node {
-        next(node, 0)
+    pub unsafe fn version_at(&self, node: Node, max_trailer: u64) -> Node {
+        let mut p = Position::at_node(node);
+        while p.node == node && p.valid() {
+            if trailer(p.at) <= max_trailer {
+                return p.at;
+            }
+            p.advance();
+        }
+        std::ptr::null_mut()
+    }
+
+    /// The first version of the first key (invalid if the list is empty).
+    pub fn first(&self) -> Position {
+        // SAFETY: the head has every level; its next is null or a published node.
+        unsafe { Position::at_node(next(self.head, 0)) }
     }
 
     /// Inserts an entry whose internal key is `user_key` followed by `trailer`. Safe to call
     /// from several threads at once; readers see the entry once this returns (and may see
-    /// it earlier, complete). Returns the linked node and the bytes the entry took from the
-    /// arena.
+    /// it earlier, complete). Returns the node of its user key (a new one, or the one it
+    /// joined as a version) and the bytes the entry took from the arena.
     pub fn insert(&self, user_key: &[u8], trailer: u64, value: &[u8]) -> (Node, usize) {
         let height = random_height();
         let (node, taken) = self.new_node(user_key, trailer, value, height);
-        let target = Target { user_key, trailer };
-        let splice = self.splice(target, height);
-        self.link(node, height, target, splice);
-        (node, taken)
+        let splice = self.splice(user_key, height);
+        (self.link(node, height, user_key, splice), taken)
+    }
+
+    /// Inserts a version of the key of `node` (which holds `user_key`), with no search:
+    /// onto its chain. As safe to call concurrently as [`SkipList::insert`]. Returns the
+    /// bytes it took from the arena.
+    ///
+    /// # Safety
+    /// `node` is a published node of this list.
+    pub unsafe fn insert_version(
+        &self,
+        node: Node,
+        user_key: &[u8],
+        trailer: u64,
+        value: &[u8],
+    ) -> usize {
+        debug_assert_eq!(crate::types::user_key(key(node)), user_key);
+        let (record, taken) = self.new_node(user_key, trailer, value, 1);
+        self.push_version(node, record);
+        taken
+    }
+
+    /// Links `record` (a fresh node, its own chain empty) into `node`'s chain, before the
+    /// first record whose trailer is not above its own.
+    ///
+    /// # Safety
+    /// `node` is a published node of this list; `record` a node of it not linked anywhere.
+    unsafe fn push_version(&self, node: Node, record: Node) {
+        let t = trailer(record);
+        let mut link = versions(node);
+        loop {
+            let cur = link.load(Ordering::Acquire);
+            if !cur.is_null() && trailer(cur) > t {
+                link = slot(cur, 0);
+                continue;
+            }
+            slot(record, 0).store(cur, Ordering::Relaxed);
+            if link
+                .compare_exchange(cur, record, Ordering::Release, Ordering::Relaxed)
+                .is_ok()
+            {
+                break;
+            }
+            // Another version was linked here first: look at this link again.
+        }
+        self.len.fetch_add(1, Ordering::Relaxed);
     }
 
     /// A node of `height` levels holding the entry, not yet linked, and the arena bytes it
@@ -427,6 +633,7 @@ impl SkipList {
             }
             node.cast::<u32>().write(len_u32(key_len));
             node.cast::<u32>().add(1).write(len_u32(value.len()));
+            versions(node).store(std::ptr::null_mut(), Ordering::Relaxed);
             let k = node.add(HEADER);
             std::ptr::copy_nonoverlapping(user_key.as_ptr(), k, user_key.len());
             std::ptr::copy_nonoverlapping(
@@ -447,9 +654,13 @@ impl SkipList {
         (node, taken)
     }
 
-    /// The neighbours `target` goes between at every level up to `height`, found by one
-    /// search from the top (raising the list's height to `height` first).
-    fn splice(&self, target: Target<'_>, height: usize) -> Splice {
+    /// The neighbours the node of `user_key` goes between at every level up to `height`,
+    /// found by one search from the top (raising the list's height to `height` first).
+    fn splice(&self, user_key: &[u8], height: usize) -> Splice {
+        let target = Target {
+            user_key,
+            trailer: u64::MAX,
+        };
         let mut top = self.height.load(Ordering::Relaxed);
         while height > top {
             match self.height.compare_exchange_weak(
@@ -473,14 +684,28 @@ impl SkipList {
         Splice { prev, succ }
     }
 
-    /// Links `node` (of `height` levels, holding `target`) between the neighbours of
+    /// Links `node` (of `height` levels, holding `user_key`) between the neighbours of
     /// `splice`, from the bottom up, so that a node reachable at a level is already in
-    /// every level below it. The splice may be stale: other inserts may have linked nodes
-    /// into it since.
-    fn link(&self, node: Node, height: usize, target: Target<'_>, splice: Splice) {
+    /// every level below it; or, if the list has a node of `user_key` already, into that
+    /// node's chain. Returns the node of the key. The splice may be stale: other inserts
+    /// may have linked nodes into it since.
+    fn link(&self, node: Node, height: usize, user_key: &[u8], splice: Splice) -> Node {
+        let target = Target {
+            user_key,
+            trailer: u64::MAX,
+        };
         let Splice { mut prev, mut succ } = splice;
         for level in 0..height {
             loop {
+                if level == 0 && !succ[0].is_null() {
+                    // SAFETY: a published node of this list; `node` is linked nowhere yet.
+                    unsafe {
+                        if crate::types::user_key(key(succ[0])) == user_key {
+                            self.push_version(succ[0], node);
+                            return succ[0];
+                        }
+                    }
+                }
                 // SAFETY: `node` has `height` levels; `prev[level]` is the head or a node
                 // found at `level`.
                 let won = unsafe {
@@ -498,6 +723,7 @@ impl SkipList {
             }
         }
         self.len.fetch_add(1, Ordering::Relaxed);
+        node
     }
 
     /// At `level`, starting from `from` (which precedes `target`), the last node before
@@ -507,8 +733,6 @@ impl SkipList {
         loop {
             // SAFETY: `x` is the head or a node reached at `level`.
             let n = unsafe { next(x, level) };
-            // An equal internal key (the same sequence number twice) goes before the one
-            // already there, so a lookup finds the newer insert first.
             // SAFETY: a non-null next pointer is a published node.
             if n.is_null() || target.order_of(unsafe { key(n) }) != CmpOrdering::Less {
                 return (x, n);
@@ -554,12 +778,12 @@ mod tests {
 
     fn walk(list: &SkipList) -> Vec<(Vec<u8>, Vec<u8>)> {
         let mut out = vec![];
-        let mut n = list.first();
-        while !n.is_null() {
+        let mut p = list.first();
+        while p.valid() {
             // SAFETY: published nodes of `list`.
             unsafe {
-                out.push((key(n).to_vec(), value(n).to_vec()));
-                n = list.after(n);
+                out.push((key(p.at).to_vec(), value(p.at).to_vec()));
+                p.advance();
             }
         }
         out
@@ -592,7 +816,20 @@ mod tests {
                 let want = model.iter().find(|(m, _)| cmp_internal(m, &t) != CmpOrdering::Less);
                 let got = list.seek(Target::of(&t));
                 // SAFETY: a published node of `list`.
-                let got = (!got.is_null()).then(|| unsafe { key(got).to_vec() });
+                let got = got.valid().then(|| unsafe { key(got.at).to_vec() });
+                prop_assert_eq!(got, want.map(|(k, _)| k.clone()));
+                // The newest version at or below the seek's sequence number, by the key's
+                // node: what a point lookup at that snapshot answers.
+                let node = list.find(&k);
+                let want = model
+                    .iter()
+                    .find(|(m, _)| user_key(m) == k.as_slice() && cmp_internal(m, &t) != CmpOrdering::Less);
+                // SAFETY: a published node of `list`, when not null.
+                let got = (!node.is_null())
+                    .then(|| unsafe { list.version_at(node, Target::of(&t).trailer) })
+                    .filter(|v| !v.is_null())
+                    // SAFETY: as above.
+                    .map(|v| unsafe { key(v).to_vec() });
                 prop_assert_eq!(got, want.map(|(k, _)| k.clone()));
             }
         }
@@ -665,28 +902,28 @@ mod tests {
                         probe = probe.wrapping_mul(6364136223846793005).wrapping_add(1);
                         let i = probe % n;
                         let k = name(i, t);
-                        let node = list.seek(Target {
+                        let p = list.seek(Target {
                             user_key: k.as_bytes(),
                             trailer: u64::MAX,
                         });
-                        assert!(!node.is_null(), "published entry {k} not found");
+                        assert!(p.valid(), "published entry {k} not found");
                         // SAFETY: a published node of `list`.
-                        let (got_k, got_v) = unsafe { (key(node), value(node)) };
+                        let (got_k, got_v) = unsafe { (key(p.at), value(p.at)) };
                         assert_eq!(user_key(got_k), k.as_bytes());
                         assert_eq!(got_v, vec![t as u8; (i % 300) as usize].as_slice());
                     }
                     // A walk sees strictly ascending keys at any moment.
                     let mut n = list.first();
                     let mut prev: Option<&[u8]> = None;
-                    while !n.is_null() {
+                    while n.valid() {
                         // SAFETY: published nodes of `list`.
-                        let k = unsafe { key(n) };
+                        let k = unsafe { key(n.at) };
                         if let Some(p) = prev {
                             assert_eq!(cmp_internal(p, k), CmpOrdering::Less);
                         }
                         prev = Some(k);
                         // SAFETY: as above.
-                        n = unsafe { list.after(n) };
+                        unsafe { n.advance() };
                     }
                 }
             });
@@ -706,14 +943,14 @@ mod tests {
         }
         // `b` searches, finding `a` and `d` around it at every level...
         let (b, _) = list.new_node(b"b", t(b"b").trailer, b"b", 3);
-        let stale = list.splice(t(b"b"), 3);
+        let stale = list.splice(b"b", 3);
         // ... then `c` (after `b`) and `a0` (before it) are linked between them first.
         for k in [&b"c"[..], b"a0"] {
             let (n, _) = list.new_node(k, t(k).trailer, k, 3);
-            let splice = list.splice(t(k), 3);
-            list.link(n, 3, t(k), splice);
+            let splice = list.splice(k, 3);
+            list.link(n, 3, k, splice);
         }
-        list.link(b, 3, t(b"b"), stale);
+        list.link(b, 3, b"b", stale);
         let keys: Vec<Vec<u8>> = walk(&list)
             .into_iter()
             .map(|(k, _)| user_key(&k).to_vec())
@@ -722,7 +959,55 @@ mod tests {
         // Every level is in order too: a seek from the top finds each key.
         for k in [&b"a"[..], b"a0", b"b", b"c", b"d"] {
             // SAFETY: a published node of `list`.
-            assert_eq!(unsafe { user_key(key(list.seek(t(k)))) }, k);
+            assert_eq!(unsafe { user_key(key(list.seek(t(k)).at)) }, k);
+        }
+    }
+
+    #[test]
+    fn an_insert_that_finds_its_key_linked_since_its_search_joins_its_chain() {
+        let list = SkipList::new(None);
+        list.insert(b"a", pack_trailer(1, ValueKind::Value), b"a1");
+        // The second `b` searches before the first is linked...
+        let (late, _) = list.new_node(b"b", pack_trailer(3, ValueKind::Value), b"b3", 2);
+        let stale = list.splice(b"b", 2);
+        let (first, _) = list.insert(b"b", pack_trailer(2, ValueKind::Value), b"b2");
+        // ... and becomes a version of it, ahead of the older one.
+        assert_eq!(list.link(late, 2, b"b", stale), first);
+        let got: Vec<(Vec<u8>, Vec<u8>)> = walk(&list);
+        let want: Vec<(Vec<u8>, Vec<u8>)> = [
+            (&b"a"[..], 1, &b"a1"[..]),
+            (b"b", 3, b"b3"),
+            (b"b", 2, b"b2"),
+        ]
+        .into_iter()
+        .map(|(k, s, v)| (make_internal_key(k, s, ValueKind::Value), v.to_vec()))
+        .collect();
+        assert_eq!(got, want);
+        assert_eq!(list.len(), 3);
+    }
+
+    #[test]
+    fn concurrent_versions_of_the_same_keys_keep_their_order() {
+        let list = SkipList::new(None);
+        std::thread::scope(|s| {
+            for t in 0..4u64 {
+                let list = &list;
+                s.spawn(move || {
+                    for i in 0..3000u64 {
+                        // Ten keys, each written by every thread: new keys race to be
+                        // linked, versions race onto the same chains.
+                        let k = format!("{:02}", (i * 7 + t) % 10);
+                        let seq = i * 4 + t + 1;
+                        list.insert(k.as_bytes(), pack_trailer(seq, ValueKind::Value), b"");
+                    }
+                });
+            }
+        });
+        let got = walk(&list);
+        assert_eq!(got.len(), 12_000);
+        assert_eq!(list.len(), 12_000);
+        for w in got.windows(2) {
+            assert_eq!(cmp_internal(&w[0].0, &w[1].0), CmpOrdering::Less);
         }
     }
 
