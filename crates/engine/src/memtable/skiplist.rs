@@ -17,7 +17,7 @@
 //! so the key is at a fixed offset whatever the node's height:
 //!
 //! ```text
-//! [next[h-1]] ... [next[1]] [next[0]] | key_len: u32 | value_len: u32 | versions | key | value
+//! [next[h-1]] ... [next[1]] [next[0]] | key_len: u32 | value_len: u32 | versions | oldest | key | value
 //!                                     ^ node
 //! ```
 //!
@@ -31,7 +31,11 @@
 //! is found by the hash index ([`super::index`]) in a miss or two, and its new version is
 //! pushed onto the chain by one compare-and-swap, with no search. Walks see each key's
 //! versions in internal-key order (trailers descending), the node's own version in its
-//! place among them.
+//! place among them. `oldest`, the smallest trailer among a key's versions, lets a seek
+//! past all of them (a scan moving on from a key it has stepped over eight versions of,
+//! `db::iter`) jump to the next key's node instead of walking the chain. A seek to a
+//! snapshot older than a key's newest versions still walks past those newer ones: a read
+//! at an old snapshot of a key rewritten many times since costs a step per rewrite.
 //!
 //! A value longer than [`INLINE_VALUE_MAX`] is not in the node: the node holds its address,
 //! and the value is in separate chunks. Nodes then stay dense in memory, so that a search
@@ -40,19 +44,22 @@
 use crate::types::{user_key, TRAILER_LEN};
 use parking_lot::Mutex;
 use std::cmp::Ordering as CmpOrdering;
-use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 /// Tallest tower; with a branching factor of 4 it indexes 4^12 = 16M entries well, more
 /// than a memtable holds.
 const MAX_HEIGHT: usize = 12;
 
-/// Header bytes between a node's tower and its key: the two lengths and the head of the
-/// versions chain.
-const HEADER: usize = 16;
+/// Header bytes between a node's tower and its key: the two lengths, the head of the
+/// versions chain and the oldest version's trailer.
+const HEADER: usize = 24;
 
 /// Offset of the versions chain's head in the header.
 const VERSIONS: usize = 8;
+
+/// Offset of the smallest trailer among the key's versions (the node's own included).
+const OLDEST: usize = 16;
 
 /// Longest value kept inside its node.
 const INLINE_VALUE_MAX: usize = 128;
@@ -269,6 +276,15 @@ unsafe fn next(node: Node, level: usize) -> Node {
 #[inline]
 unsafe fn versions<'a>(node: Node) -> &'a AtomicPtr<u8> {
     &*node.add(VERSIONS).cast::<AtomicPtr<u8>>()
+}
+
+/// The smallest trailer among the versions of `node`'s key.
+///
+/// # Safety
+/// As [`versions`].
+#[inline]
+unsafe fn oldest<'a>(node: Node) -> &'a AtomicU64 {
+    &*node.add(OLDEST).cast::<AtomicU64>()
 }
 
 /// The trailer (sequence number and kind) of a published node's internal key.
@@ -513,8 +529,12 @@ impl SkipList {
         // SAFETY: a published node of this list (or null), alive with it.
         unsafe {
             let mut p = Position::at_node(node);
-            // Within the target's own key, the versions newer than it come first.
+            // Within the target's own key, the versions newer than it come first; past the
+            // oldest of them, the next key's node.
             if !node.is_null() && crate::types::user_key(key(node)) == target.user_key {
+                if target.trailer < oldest(node).load(Ordering::Acquire) {
+                    return Position::at_node(next(node, 0));
+                }
                 while p.node == node && trailer(p.at) > target.trailer {
                     p.advance();
                 }
@@ -529,6 +549,9 @@ impl SkipList {
     /// # Safety
     /// `node` is a published node of this list.
     pub unsafe fn version_at(&self, node: Node, max_trailer: u64) -> Node {
+        if max_trailer < oldest(node).load(Ordering::Acquire) {
+            return std::ptr::null_mut();
+        }
         let mut p = Position::at_node(node);
         while p.node == node && p.valid() {
             if trailer(p.at) <= max_trailer {
@@ -582,6 +605,9 @@ impl SkipList {
     /// `node` is a published node of this list; `record` a node of it not linked anywhere.
     unsafe fn push_version(&self, node: Node, record: Node) {
         let t = trailer(record);
+        // Before the record is linked: a reader that finds it finds the bound lowered. (A
+        // reader at a snapshot sees every version at or below it, and so this bound.)
+        oldest(node).fetch_min(t, Ordering::AcqRel);
         let mut link = versions(node);
         loop {
             let cur = link.load(Ordering::Acquire);
@@ -634,6 +660,7 @@ impl SkipList {
             node.cast::<u32>().write(len_u32(key_len));
             node.cast::<u32>().add(1).write(len_u32(value.len()));
             versions(node).store(std::ptr::null_mut(), Ordering::Relaxed);
+            oldest(node).store(trailer, Ordering::Relaxed);
             let k = node.add(HEADER);
             std::ptr::copy_nonoverlapping(user_key.as_ptr(), k, user_key.len());
             std::ptr::copy_nonoverlapping(
@@ -984,6 +1011,37 @@ mod tests {
         .collect();
         assert_eq!(got, want);
         assert_eq!(list.len(), 3);
+    }
+
+    #[test]
+    fn a_seek_below_a_keys_oldest_version_lands_on_the_next_key() {
+        let list = SkipList::new(None);
+        for seq in [5u64, 9, 7, 3] {
+            list.insert(b"a", pack_trailer(seq, ValueKind::Value), b"");
+        }
+        list.insert(b"b", pack_trailer(1, ValueKind::Value), b"");
+        let at = |seq| {
+            let p = list.seek(Target::of(&make_internal_key(
+                b"a",
+                seq,
+                ValueKind::Pointer,
+            )));
+            // SAFETY: a published node of `list`.
+            let k = unsafe { key(p.at) };
+            (
+                user_key(k).to_vec(),
+                u64::from_le_bytes(k[k.len() - 8..].try_into().unwrap()) >> 8,
+            )
+        };
+        assert_eq!(at(0), (b"b".to_vec(), 1));
+        assert_eq!(at(2), (b"b".to_vec(), 1));
+        assert_eq!(at(3), (b"a".to_vec(), 3));
+        assert_eq!(at(8), (b"a".to_vec(), 7));
+        // SAFETY: the node of `a`.
+        assert!(
+            unsafe { list.version_at(list.find(b"a"), pack_trailer(2, ValueKind::Pointer)) }
+                .is_null()
+        );
     }
 
     #[test]
