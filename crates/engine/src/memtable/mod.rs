@@ -211,7 +211,7 @@ impl Memtable {
     pub fn iter(self: &Arc<Self>) -> MemtableIter {
         MemtableIter {
             mem: self.clone(),
-            at: None,
+            at: Position::END,
         }
     }
 }
@@ -223,8 +223,8 @@ impl Memtable {
 /// before they were published, which a reader skips anyway.
 pub struct MemtableIter {
     mem: Arc<Memtable>,
-    /// Where it stands; `None` before the first seek.
-    at: Option<Position>,
+    /// Where it stands (past the end before the first seek).
+    at: Position,
 }
 
 // SAFETY: the position's nodes are nodes of `mem`'s list, immutable once published and
@@ -232,33 +232,32 @@ pub struct MemtableIter {
 unsafe impl Send for MemtableIter {}
 
 impl MemtableIter {
-    fn position(&self) -> &Position {
-        self.at
-            .as_ref()
-            .filter(|p| p.valid())
-            .expect("valid iterator")
+    /// The version it stands on.
+    fn entry(&self) -> *mut u8 {
+        assert!(self.at.valid(), "valid iterator");
+        self.at.at
     }
 }
 
 impl InternalIterator for MemtableIter {
     fn valid(&self) -> bool {
-        self.at.is_some_and(|p| p.valid())
+        self.at.valid()
     }
 
     fn seek_to_first(&mut self) -> Result<()> {
-        self.at = Some(self.mem.list.first());
+        self.at = self.mem.list.first();
         Ok(())
     }
 
     fn seek(&mut self, target: &[u8]) -> Result<()> {
-        self.at = Some(self.mem.list.seek(Target::of(target)));
+        self.at = self.mem.list.seek(Target::of(target));
         Ok(())
     }
 
     fn next(&mut self) -> Result<()> {
-        if let Some(p) = self.at.as_mut().filter(|p| p.valid()) {
+        if self.at.valid() {
             // SAFETY: a valid position in the list the iterator holds.
-            unsafe { p.advance() };
+            unsafe { self.at.advance() };
         }
         Ok(())
     }
@@ -266,12 +265,12 @@ impl InternalIterator for MemtableIter {
     fn key(&self) -> &[u8] {
         // SAFETY: a published node of the list the iterator holds; the slice borrows
         // `self`, which holds the memtable.
-        unsafe { skiplist::key(self.position().at) }
+        unsafe { skiplist::key(self.entry()) }
     }
 
     fn value(&self) -> &[u8] {
         // SAFETY: as for `key`.
-        unsafe { skiplist::value(self.position().at) }
+        unsafe { skiplist::value(self.entry()) }
     }
 }
 

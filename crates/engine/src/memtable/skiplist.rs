@@ -52,7 +52,8 @@ use std::sync::Arc;
 const MAX_HEIGHT: usize = 12;
 
 /// Header bytes between a node's tower and its key: the two lengths, the head of the
-/// versions chain and the oldest version's trailer.
+/// versions chain and the oldest version's trailer (16 bytes more per entry than the
+/// lengths alone: a memtable of 60-byte entries holds a fifth fewer of them).
 const HEADER: usize = 24;
 
 /// Offset of the versions chain's head in the header.
@@ -373,7 +374,8 @@ pub(super) struct Position {
 }
 
 impl Position {
-    const END: Position = Position {
+    /// Past the end.
+    pub const END: Position = Position {
         node: std::ptr::null_mut(),
         at: std::ptr::null_mut(),
         rest: std::ptr::null_mut(),
