@@ -101,10 +101,7 @@ pub const MAX_OPEN_WINDOWS: usize = 32;
 /// ends soonest at or after it, or else the one that ends last. The file records the
 /// latest expiry it holds, so the value is never dropped early, only kept past its own
 /// window by up to the gap to the next open one. `None` if none is open.
-pub fn spill_window(
-    window: (u64, u64),
-    open: impl Iterator<Item = (u64, u64)>,
-) -> Option<(u64, u64)> {
+fn spill_window(window: (u64, u64), open: impl Iterator<Item = (u64, u64)>) -> Option<(u64, u64)> {
     let end = |(width, index): (u64, u64)| (index + 1).saturating_mul(width);
     let own_end = end(window);
     open.min_by_key(|&w| {

@@ -55,8 +55,8 @@ const SHORT_RANGE: i64 = 128;
 /// Whether `LRANGE key start end` reads at most [`SHORT_RANGE`] elements whatever the
 /// list's length: both indexes count from the same end.
 fn short_range(start: &[u8], end: &[u8]) -> bool {
-    let parse = |b: &[u8]| std::str::from_utf8(b).ok()?.parse::<i64>().ok();
-    match (parse(start), parse(end)) {
+    use crate::cmd::parse_int;
+    match (parse_int(start), parse_int(end)) {
         (Some(s), Some(e)) if (s >= 0) == (e >= 0) => e.saturating_sub(s) < SHORT_RANGE,
         _ => false,
     }

@@ -414,27 +414,6 @@ pub fn one_line(msg: &str) -> String {
     msg.replace(['\r', '\n'], " ")
 }
 
-/// `n` in decimal, written into the end of `buf`. Why not `to_string()`: every bulk
-/// string of a reply has its length in decimal, and a heap string per element was a
-/// tenth of an `LRANGE` reply's encoding.
-fn decimal(buf: &mut [u8; 20], n: i64) -> &[u8] {
-    let mut u = n.unsigned_abs();
-    let mut i = buf.len();
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (u % 10) as u8;
-        u /= 10;
-        if u == 0 {
-            break;
-        }
-    }
-    if n < 0 {
-        i -= 1;
-        buf[i] = b'-';
-    }
-    &buf[i..]
-}
-
 /// A reply, independent of the protocol version it will be encoded in.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Reply {
@@ -490,25 +469,33 @@ impl Reply {
         }
         fn bulk(out: &mut BytesMut, b: &[u8]) {
             out.reserve(b.len() + 24);
-            line(out, b'$', decimal(&mut [0; 20], b.len() as i64));
+            line(out, b'$', itoa::Buffer::new().format(b.len()).as_bytes());
             out.extend_from_slice(b);
             out.extend_from_slice(b"\r\n");
         }
         match self {
             Reply::Simple(s) => line(out, b'+', s.as_bytes()),
             Reply::Error(e) => line(out, b'-', one_line(&e).as_bytes()),
-            Reply::Int(i) => line(out, b':', decimal(&mut [0; 20], i)),
+            Reply::Int(i) => line(out, b':', itoa::Buffer::new().format(i).as_bytes()),
             Reply::Bulk(b) => bulk(out, &b),
             Reply::Text(t) => bulk(out, t.as_bytes()),
             Reply::Double(d) => bulk(out, fmt_double(d).as_bytes()),
             Reply::Nil => out.extend_from_slice(b"$-1\r\n"),
             Reply::NilArray => out.extend_from_slice(b"*-1\r\n"),
             Reply::Array(items) => {
-                line(out, b'*', decimal(&mut [0; 20], items.len() as i64));
+                line(
+                    out,
+                    b'*',
+                    itoa::Buffer::new().format(items.len()).as_bytes(),
+                );
                 items.into_iter().for_each(|r| r.encode_resp2(out));
             }
             Reply::Map(pairs) => {
-                line(out, b'*', decimal(&mut [0; 20], pairs.len() as i64 * 2));
+                line(
+                    out,
+                    b'*',
+                    itoa::Buffer::new().format(pairs.len() * 2).as_bytes(),
+                );
                 for (k, v) in pairs {
                     k.encode_resp2(out);
                     v.encode_resp2(out);
@@ -599,13 +586,6 @@ fn trim_zeros(s: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn decimals_match_to_string() {
-        for n in [0, 7, -1, 10, 99, -100, 1234567, i64::MAX, i64::MIN] {
-            assert_eq!(decimal(&mut [0; 20], n), n.to_string().as_bytes());
-        }
-    }
 
     const BIG: Limits = Limits {
         max_args: MAX_ARGS,

@@ -530,18 +530,11 @@ impl SkipList {
         let node = self.seek_node(target.user_key);
         // SAFETY: a published node of this list (or null), alive with it.
         unsafe {
-            let mut p = Position::at_node(node);
-            // Within the target's own key, the versions newer than it come first; past the
-            // oldest of them, the next key's node.
             if !node.is_null() && crate::types::user_key(key(node)) == target.user_key {
-                if target.trailer < oldest(node).load(Ordering::Acquire) {
-                    return Position::at_node(next(node, 0));
-                }
-                while p.node == node && trailer(p.at) > target.trailer {
-                    p.advance();
-                }
+                Self::within(node, target.trailer)
+            } else {
+                Position::at_node(node)
             }
-            p
         }
     }
 
@@ -551,17 +544,29 @@ impl SkipList {
     /// # Safety
     /// `node` is a published node of this list.
     pub unsafe fn version_at(&self, node: Node, max_trailer: u64) -> Node {
+        let p = Self::within(node, max_trailer);
+        if p.node == node {
+            p.at
+        } else {
+            std::ptr::null_mut()
+        }
+    }
+
+    /// The first version of `node`'s key whose trailer is at most `max_trailer`, or, if
+    /// none is, the first version of the next key: the versions newer than it are walked
+    /// past, and past the oldest of them the walk jumps to the next key's node.
+    ///
+    /// # Safety
+    /// `node` is a published node of this list.
+    unsafe fn within(node: Node, max_trailer: u64) -> Position {
         if max_trailer < oldest(node).load(Ordering::Acquire) {
-            return std::ptr::null_mut();
+            return Position::at_node(next(node, 0));
         }
         let mut p = Position::at_node(node);
-        while p.node == node && p.valid() {
-            if trailer(p.at) <= max_trailer {
-                return p.at;
-            }
+        while p.node == node && trailer(p.at) > max_trailer {
             p.advance();
         }
-        std::ptr::null_mut()
+        p
     }
 
     /// The first version of the first key (invalid if the list is empty).
