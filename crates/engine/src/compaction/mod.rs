@@ -351,7 +351,7 @@ fn run_inner(spec: &JobSpec<'_>, input: &mut dyn InternalIterator, o: &mut Outpu
     // memtable holds that write too.
     let Some(hooks) = spec.lifetime else {
         while input.valid() {
-            process(spec, o, &mut ks, input.key(), input.value())?;
+            process(spec, o, &mut ks, input.key(), input.value(), None)?;
             input.next()?;
         }
         o.finish_table()?;
@@ -362,16 +362,23 @@ fn run_inner(spec: &JobSpec<'_>, input: &mut dyn InternalIterator, o: &mut Outpu
     } else {
         Vec::new().into_iter()
     };
-    let mut group: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+    let mut group: Vec<Held> = Vec::new();
     input.seek_to_first()?;
     while input.valid() {
         let same = group
             .first()
-            .is_some_and(|(k, _)| user_key(k) == user_key(input.key()));
+            .is_some_and(|(k, ..)| user_key(k) == user_key(input.key()));
         if !same && !group.is_empty() {
             process_group(spec, hooks, o, &mut ks, &mut group, below.next().flatten())?;
         }
-        group.push((input.key().to_vec(), input.value().to_vec()));
+        let (k, v) = (input.key(), input.value());
+        let logged = logged_value(spec, k, v)?;
+        let bytes = if logged.is_some() {
+            Vec::new()
+        } else {
+            v.to_vec()
+        };
+        group.push((k.to_vec(), bytes, logged));
         input.next()?;
     }
     if !group.is_empty() {
@@ -379,6 +386,35 @@ fn run_inner(spec: &JobSpec<'_>, input: &mut dyn InternalIterator, o: &mut Outpu
     }
     o.finish_table()?;
     o.finish_value_files()
+}
+
+/// One version of a key, held until the job has seen the key's every version: internal
+/// key, value, and for a value the write path logged, [`logged_value`] (its value is then
+/// left empty).
+type Held = (Vec<u8>, Vec<u8>, Option<(ValuePointer, usize)>);
+
+/// Where the write path logged `value` (a flush with the value log as the WAL), with the
+/// value's length, if the flush will point at that record: a plain value large enough to be
+/// separated. Why: the flush never reads such a value's bytes, and copying each one into
+/// the key's group was a quarter of the flush thread's CPU at full scale (4 KiB values,
+/// docs/results/2026-11-29-background-cpu.md).
+fn logged_value(
+    spec: &JobSpec<'_>,
+    ikey: &[u8],
+    value: &[u8],
+) -> Result<Option<(ValuePointer, usize)>> {
+    let Some(logged) = spec.logged else {
+        return Ok(None);
+    };
+    if !spec.separate_values || value.len() < spec.opts.vlog.min_blob_size {
+        return Ok(None);
+    }
+    let p = parse_internal_key(ikey)
+        .ok_or_else(|| Error::corruption(spec.dir, "malformed internal key in job input"))?;
+    if p.kind != ValueKind::Value {
+        return Ok(None);
+    }
+    Ok(logged(p.seq).map(|ptr| (ptr, value.len())))
 }
 
 /// The write before each key's oldest version in `input` (one entry per user key, in
@@ -404,13 +440,13 @@ fn process_group(
     hooks: &dyn LifetimeHooks,
     o: &mut Outputs,
     ks: &mut KeyState,
-    group: &mut Vec<(Vec<u8>, Vec<u8>)>,
+    group: &mut Vec<Held>,
     below: Option<Previous>,
 ) -> Result<()> {
     // The write before the group's oldest version: looked up by a flush that places values
     // or finds garbage early, and then superseded if no reader can see it any more.
     if spec.separate_values && hooks.looks_up_previous() {
-        let (oldest, _) = group.last().expect("groups are not empty");
+        let (oldest, ..) = group.last().expect("groups are not empty");
         let seq = seq_of(spec, oldest)?;
         if let Some(p) = below.as_ref().and_then(|b| b.pointer) {
             if seq <= spec.smallest_snapshot {
@@ -421,7 +457,7 @@ fn process_group(
         link_group(spec, hooks, group, &mut o.out)?;
     }
     let mut previous = Vec::with_capacity(group.len());
-    for (k, _) in group.iter().skip(1) {
+    for (k, ..) in group.iter().skip(1) {
         previous.push(Some(Previous {
             seq: seq_of(spec, k)?,
             features: None,
@@ -429,9 +465,9 @@ fn process_group(
         }));
     }
     previous.push(below);
-    for ((k, v), prev) in group.drain(..).zip(previous) {
+    for ((k, v, logged), prev) in group.drain(..).zip(previous) {
         ks.previous = prev;
-        process(spec, o, ks, &k, &v)?;
+        process(spec, o, ks, &k, &v, logged)?;
     }
     Ok(())
 }
@@ -448,7 +484,7 @@ fn seq_of(spec: &JobSpec<'_>, ikey: &[u8]) -> Result<SeqNo> {
 fn link_group(
     spec: &JobSpec<'_>,
     hooks: &dyn LifetimeHooks,
-    group: &mut [(Vec<u8>, Vec<u8>)],
+    group: &mut [Held],
     out: &mut JobOutput,
 ) -> Result<()> {
     let parse = |k: &[u8]| {
@@ -587,12 +623,14 @@ fn read_for_relocation(spec: &JobSpec<'_>, ptr: &ValuePointer, user_key: &[u8]) 
 }
 
 /// Keeps or drops one entry (newest versions of a key first) and writes what is kept.
+/// `known` is [`logged_value`] if the caller looked it up (`value` is then empty).
 fn process(
     spec: &JobSpec<'_>,
     o: &mut Outputs,
     ks: &mut KeyState,
     ikey: &[u8],
     value: &[u8],
+    known: Option<(ValuePointer, usize)>,
 ) -> Result<()> {
     let p = parse_internal_key(ikey)
         .ok_or_else(|| Error::corruption(spec.dir, "malformed internal key in job input"))?;
@@ -626,9 +664,10 @@ fn process(
         && spec.drop_tombstones
         && p.seq <= spec.smallest_snapshot;
     ks.last_seq = Some(p.seq);
-    let logged = match (p.kind, spec.logged) {
-        (ValueKind::Value | ValueKind::ExpiringValue, Some(f)) => f(p.seq),
-        _ => None,
+    let (logged, len) = match (known, p.kind, spec.logged) {
+        (Some((ptr, len)), ..) => (Some(ptr), len),
+        (None, ValueKind::Value | ValueKind::ExpiringValue, Some(f)) => (f(p.seq), value.len()),
+        _ => (None, value.len()),
     };
     if shadowed || dead_tombstone || expired {
         if s.kind == ValueKind::Pointer {
@@ -656,7 +695,7 @@ fn process(
         return process_expiring(spec, o, ks, p.user_key, p.seq, s, logged);
     }
     match p.kind {
-        ValueKind::Value if spec.separate_values && value.len() >= spec.opts.vlog.min_blob_size => {
+        ValueKind::Value if spec.separate_values && len >= spec.opts.vlog.min_blob_size => {
             let ptr = match logged {
                 Some(ptr) => ptr,
                 None => {
@@ -670,7 +709,7 @@ fn process(
             ks.new_value.clear();
             ptr.encode_into(&mut ks.new_value);
             if let Some(h) = spec.lifetime {
-                let mut rec = h.fresh_features(value.len());
+                let mut rec = h.fresh_features(len);
                 rec.set_pending_link(h.links_features());
                 rec.encode_into(&mut ks.new_value);
             }

@@ -261,7 +261,7 @@ impl IndexMap {
     /// Why not one binary search: compaction and reads resolve pointers in key order, so
     /// each lookup lands anywhere in maps of tens of thousands of entries, and each of a
     /// binary search's dependent probes missed the cache: at full scale, resolving pointers
-    /// was 38 % of the compaction thread's time (docs/results/2026-11-29-index-map-lookup.md).
+    /// was 38 % of the compaction thread's time (docs/results/2026-11-29-background-cpu.md).
     /// A source's records were appended one after another, so their offsets grow about
     /// evenly with their index: the entry is guessed from the offset by interpolation, then
     /// bracketed by galloping from the guess (a few neighbouring entries when values are of
