@@ -5,10 +5,16 @@
 //! its cgroup before exec); relay its progress; wait for it; `sync`; read the counter again.
 //! The child reports its own `/proc/self/io` as its last act, since a parent cannot read
 //! `/proc/<pid>/io` of a child that has exited.
+//!
+//! A driver that takes no samples of its own (every peer but halflife) gets them from
+//! here: the bytes of its data directory, read at its progress lines about
+//! [`OUTSIDE_SAMPLES`] times over the whole run. Without them a peer's space is known only
+//! at the end, after its settle, while halflife's is averaged over the run: comparing the
+//! two would credit a peer for space it held only once its background work had finished.
 
 use super::cgroup::MemoryCgroup;
 use super::device::BlockDevice;
-use super::report::RunReport;
+use super::report::{RunReport, Sample};
 use anyhow::{bail, Context, Result};
 use indicatif::ProgressBar;
 use serde::Serialize;
@@ -35,7 +41,13 @@ pub struct IsolateOptions<'a> {
     /// `None`: no cgroup (the caller has already warned).
     pub memory_limit: Option<u64>,
     pub log: &'a Path,
+    /// The engine's data directory, sampled from outside when the driver takes no samples.
+    pub data_dir: Option<&'a Path>,
 }
+
+/// About how many samples of a driver's data directory are taken over its whole run (load
+/// and updates), as the halflife driver samples its own counters.
+pub const OUTSIDE_SAMPLES: u64 = 200;
 
 /// Runs `cmd` and returns its report (read from `report`) and the outside measurements.
 pub fn run(
@@ -88,11 +100,22 @@ pub fn run(
         .with_context(|| format!("starting {:?}", cmd.get_program()))?;
     let stderr = child.stderr.take().expect("piped");
     let mut log_w = std::io::LineWriter::new(log);
+    let mut samples: Vec<Sample> = Vec::new();
     for line in BufReader::new(stderr).lines() {
         let line = line?;
         if let Some((done, total)) = parse_progress(&line) {
             bar.set_length(total);
             bar.set_position(done);
+            let step = (total / OUTSIDE_SAMPLES).max(1);
+            let due = samples.last().map_or(0, |s| s.ops_done + step);
+            if let (Some(dir), true) = (opts.data_dir, done >= due) {
+                samples.push(Sample {
+                    seconds: start.elapsed().as_secs_f64(),
+                    ops_done: done,
+                    disk_bytes: dir_bytes(dir),
+                    ..Default::default()
+                });
+            }
         } else {
             use std::io::Write;
             writeln!(log_w, "{line}")?;
@@ -123,8 +146,27 @@ pub fn run(
             opts.log.display()
         );
     }
-    let report = RunReport::load(report)?;
+    let mut report = RunReport::load(report)?;
+    if report.samples.is_empty() {
+        report.samples = samples;
+    }
     Ok((report, outside))
+}
+
+/// Bytes of the files under `dir` (their lengths, as halflife's `disk_bytes` counts them),
+/// skipping what disappears while it is walked (the engine deletes files meanwhile).
+pub fn dir_bytes(dir: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .map(|e| match e.file_type() {
+            Ok(t) if t.is_dir() => dir_bytes(&e.path()),
+            Ok(t) if t.is_file() => e.metadata().map_or(0, |m| m.len()),
+            _ => 0,
+        })
+        .sum()
 }
 
 /// `progress DONE TOTAL`.
@@ -151,5 +193,55 @@ mod tests {
         assert_eq!(parse_progress("progress 10"), None);
         assert_eq!(parse_progress("progress 10 200 x"), None);
         assert_eq!(parse_progress("INFO progress 1 2"), None);
+    }
+
+    /// A driver without samples of its own gets its data directory's bytes (nested
+    /// directories included) at its progress lines; one with samples keeps its own.
+    #[test]
+    fn samples_the_data_directory_of_a_driver_without_samples() {
+        let t = tempfile::tempdir().unwrap();
+        let data = t.path().join("data");
+        std::fs::create_dir_all(data.join("sub")).unwrap();
+        let report = t.path().join("report.json");
+        let log = t.path().join("log");
+        let script = format!(
+            "head -c 1000 /dev/zero > {d}/a; echo 'progress 5 10' >&2; \
+             head -c 500 /dev/zero > {d}/sub/b; echo 'a line for the log' >&2; \
+             echo 'progress 10 10' >&2",
+            d = data.display()
+        );
+        let opts = IsolateOptions {
+            name: "test",
+            device: None,
+            memory_limit: None,
+            log: &log,
+            data_dir: Some(&data),
+        };
+        let drive = |own: Vec<Sample>| {
+            let r = RunReport {
+                samples: own,
+                ..Default::default()
+            };
+            r.save(&report).unwrap();
+            let mut cmd = Command::new("sh");
+            cmd.arg("-c").arg(&script);
+            run(cmd, &report, &opts, &ProgressBar::hidden()).unwrap().0
+        };
+        let got: Vec<(u64, u64)> = drive(Vec::new())
+            .samples
+            .iter()
+            .map(|s| (s.ops_done, s.disk_bytes))
+            .collect();
+        assert_eq!(got, [(5, 1000), (10, 1500)]);
+        assert!(std::fs::read_to_string(&log)
+            .unwrap()
+            .contains("a line for the log"));
+
+        let own = Sample {
+            ops_done: 7,
+            disk_bytes: 1,
+            ..Default::default()
+        };
+        assert_eq!(drive(vec![own]).samples, [own]);
     }
 }

@@ -106,7 +106,9 @@ pub struct RunReport {
     pub max_rss_bytes: Option<u64>,
     #[serde(default)]
     pub engine_stats: serde_json::Value,
-    /// Time series sampled during the run (halflife only).
+    /// Time series sampled during the run: by the halflife driver from its counters, or,
+    /// for a peer, by the harness from the bytes of its data directory (`disk_bytes` and
+    /// `ops_done` only; [`crate::isolate`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub samples: Vec<Sample>,
 }

@@ -362,6 +362,7 @@ pub fn run(a: Args) -> Result<()> {
             device: device.as_ref(),
             memory_limit,
             log: &log,
+            data_dir: Some(&dir),
         };
         let (r, outside) = match isolate::run(cmd, &report, &opts, &bar) {
             Ok(done) => done,
