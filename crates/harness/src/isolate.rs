@@ -14,7 +14,7 @@
 
 use super::cgroup::MemoryCgroup;
 use super::device::BlockDevice;
-use super::report::{RunReport, Sample};
+use super::report::{dir_bytes, RunReport, Sample};
 use anyhow::{bail, Context, Result};
 use indicatif::ProgressBar;
 use serde::Serialize;
@@ -151,22 +151,6 @@ pub fn run(
         report.samples = samples;
     }
     Ok((report, outside))
-}
-
-/// Bytes of the files under `dir` (their lengths, as halflife's `disk_bytes` counts them),
-/// skipping what disappears while it is walked (the engine deletes files meanwhile).
-pub fn dir_bytes(dir: &Path) -> u64 {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return 0;
-    };
-    entries
-        .flatten()
-        .map(|e| match e.file_type() {
-            Ok(t) if t.is_dir() => dir_bytes(&e.path()),
-            Ok(t) if t.is_file() => e.metadata().map_or(0, |m| m.len()),
-            _ => 0,
-        })
-        .sum()
 }
 
 /// `progress DONE TOTAL`.
