@@ -188,11 +188,16 @@ mod tests {
         std::fs::create_dir_all(data.join("sub")).unwrap();
         let report = t.path().join("report.json");
         let log = t.path().join("log");
+        // The harness reads the driver's stderr on its own schedule, so the driver waits
+        // until its next line has reached the log (the harness handles lines in order)
+        // before it writes the second file: the first sample has been taken by then.
         let script = format!(
             "head -c 1000 /dev/zero > {d}/a; echo 'progress 5 10' >&2; \
-             head -c 500 /dev/zero > {d}/sub/b; echo 'a line for the log' >&2; \
-             echo 'progress 10 10' >&2",
-            d = data.display()
+             echo 'a line for the log' >&2; \
+             until grep -q 'a line for the log' {l}; do sleep 0.01; done; \
+             head -c 500 /dev/zero > {d}/sub/b; echo 'progress 10 10' >&2",
+            d = data.display(),
+            l = log.display()
         );
         let opts = IsolateOptions {
             name: "test",
