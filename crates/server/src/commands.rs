@@ -11,6 +11,7 @@ use crate::server::Shared;
 use crate::store::{Batch, StoreError};
 use bytes::Bytes;
 use std::collections::BTreeMap;
+use std::time::Instant;
 
 /// What the connection does after a command's reply is sent.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -73,6 +74,10 @@ pub struct Session {
     pub psync: Option<Vec<Bytes>>,
     /// `CLIENT REPLY`'s state.
     pub replies: crate::client::Replies,
+    /// When the last command ended, while the connection runs a batch of them: the next
+    /// command's time counts from there, so that each command reads the clock once
+    /// ([`crate::cmdstats`]). `None` outside a batch.
+    pub clock: Option<Instant>,
 }
 
 impl Session {
@@ -89,6 +94,7 @@ impl Session {
             repl_port: 0,
             psync: None,
             replies: Default::default(),
+            clock: None,
         }
     }
 }
@@ -146,32 +152,35 @@ pub fn command_name(b: &[u8]) -> String {
 /// Runs one command.
 pub fn execute(sh: &Shared, s: &mut Session, args: &[Bytes]) -> (Reply, Outcome) {
     let name = command_name(&args[0]);
-    if sh.settings.requirepass().is_some()
-        && !s.authed
+    let refuse = |r: Reply| {
+        sh.cmdstats.rejected(&name, args, &r);
+        (r, Outcome::Continue)
+    };
+    // `authed` first: it is true for every connection while no password is set.
+    if !s.authed
+        && sh.settings.requirepass().is_some()
         && !matches!(name.as_str(), "auth" | "hello" | "quit" | "reset")
     {
-        return (
-            Reply::Error("NOAUTH Authentication required.".into()),
-            Outcome::Continue,
-        );
+        return refuse(Reply::Error("NOAUTH Authentication required.".into()));
     }
     // Held to the end of the command: see `cluster::route::Admitted`.
     let _moving = match crate::cluster::admit(sh, s, &name, args) {
         Ok(g) => g,
-        Err(r) => return (r, Outcome::Continue),
+        Err(r) => return refuse(r),
     };
     if sh.store.is_replica() && sh.settings.replica_read_only() && is_write(&name) {
         // Refused when queued too, as Redis does: the transaction then fails as a whole.
         if s.ext.multi.is_some() {
             s.ext.multi_failed = true;
         }
-        return (
-            Reply::Error("READONLY You can't write against a read only replica.".into()),
-            Outcome::Continue,
-        );
+        return refuse(Reply::Error(
+            "READONLY You can't write against a read only replica.".into(),
+        ));
     }
-    if let Some(r) = crate::cmd::multi::queue(s, &name, args) {
-        return (r, Outcome::Continue);
+    match crate::cmd::multi::queue(s, &name, args) {
+        Some(r @ Reply::Error(_)) => return refuse(r),
+        Some(queued) => return (queued, Outcome::Continue),
+        None => {}
     }
     // EXEC and REPLICAOF take the exec lock exclusively themselves, WAIT and CLUSTERX
     // (whose MIGRATE ... SYNC waits for a job that takes the exec lock), which may block
@@ -198,8 +207,34 @@ pub fn run(sh: &Shared, s: &mut Session, args: &[Bytes]) -> (Reply, Outcome) {
     run_named(sh, s, &name, args)
 }
 
+/// Runs the command and counts it ([`crate::cmdstats`]): an unknown command or a wrong
+/// number of arguments as rejected, anything else as a call that took its time.
 fn run_named(sh: &Shared, s: &mut Session, name: &str, args: &[Bytes]) -> (Reply, Outcome) {
-    if let Some(r) = crate::cmd::dispatch(sh, s, name, args) {
+    let spec = crate::cmd::table::find_numbered(name);
+    let start = s.clock.take().unwrap_or_else(Instant::now);
+    let (reply, outcome) = run_uncounted(sh, s, name, spec.map(|(_, spec)| spec), args);
+    let end = Instant::now();
+    s.clock = Some(end);
+    match spec {
+        Some((number, spec)) if spec.arity_ok(args.len()) => {
+            if let Some(b) = s.ext.blocked.as_mut() {
+                b.command = spec.name;
+            }
+            sh.cmdstats.ran(number, args, &reply, end - start);
+        }
+        _ => sh.cmdstats.rejected(name, args, &reply),
+    }
+    (reply, outcome)
+}
+
+fn run_uncounted(
+    sh: &Shared,
+    s: &mut Session,
+    name: &str,
+    spec: Option<&crate::cmd::table::Spec>,
+    args: &[Bytes],
+) -> (Reply, Outcome) {
+    if let Some(r) = spec.and_then(|spec| crate::cmd::dispatch(sh, s, spec, args)) {
         return (r.unwrap_or_else(|e| e), Outcome::Continue);
     }
     let a = &args[1..];
@@ -310,7 +345,7 @@ fn hello(sh: &Shared, s: &mut Session, a: &[Bytes]) -> CmdResult {
             return Err(syntax());
         }
     }
-    if sh.settings.requirepass().is_some() && !s.authed {
+    if !s.authed && sh.settings.requirepass().is_some() {
         return Err(Reply::Error(
             "NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time".into(),
         ));
@@ -385,7 +420,7 @@ fn auth(sh: &Shared, s: &mut Session, a: &[Bytes]) -> CmdResult {
     match a {
         [pass] => check_password(sh, s, b"default", pass)?,
         [user, pass] => check_password(sh, s, user, pass)?,
-        _ => return Err(wrong_args("auth")),
+        _ => return Err(syntax()),
     }
     Ok(Reply::ok())
 }
@@ -550,6 +585,16 @@ fn config_params(sh: &Shared) -> Vec<(&'static str, String, bool)> {
             st.repl_backlog_bytes().to_string(),
             true,
         ),
+        (
+            "latency-tracking",
+            yes_no(sh.cmdstats.tracking()).into(),
+            true,
+        ),
+        (
+            "latency-tracking-info-percentiles",
+            sh.cmdstats.percentiles_text(),
+            true,
+        ),
         ("halflife-gc-policy", o.vlog.gc.to_string(), false),
         (
             "halflife-memtable-size",
@@ -644,13 +689,22 @@ fn config(sh: &Shared, a: &[Bytes]) -> CmdResult {
                         settings.set_masterauth(Some(value.clone()))
                     }));
                 }
-                "replica-read-only" | "slave-read-only" => {
+                "replica-read-only" | "slave-read-only" | "latency-tracking" => {
                     let on = match value.to_ascii_lowercase().as_str() {
                         "yes" => true,
                         "no" => false,
                         _ => return Err(bad("argument must be 'yes' or 'no'".into())),
                     };
-                    apply.push(Box::new(move || settings.set_replica_read_only(on)));
+                    if name == "latency-tracking" {
+                        apply.push(Box::new(move || sh.cmdstats.set_tracking(on)));
+                    } else {
+                        apply.push(Box::new(move || settings.set_replica_read_only(on)));
+                    }
+                }
+                "latency-tracking-info-percentiles" => {
+                    let p =
+                        crate::cmdstats::CommandStats::parse_percentiles(&value).map_err(bad)?;
+                    apply.push(Box::new(move || sh.cmdstats.set_percentiles(p.clone())));
                 }
                 "repl-backlog-size" => {
                     let n: usize =
@@ -698,6 +752,7 @@ fn config(sh: &Shared, a: &[Bytes]) -> CmdResult {
         Ok(Reply::ok())
     } else if eq(sub, "resetstat") {
         sh.stats.reset();
+        sh.cmdstats.reset();
         Ok(Reply::ok())
     } else {
         Err(Reply::err(format!(

@@ -132,8 +132,6 @@ pub const COMPAT_PARAMS: &[(&str, &str)] = &[
     ("hash-max-ziplist-entries", "128"),
     ("hash-max-ziplist-value", "64"),
     ("hz", "10"),
-    ("latency-tracking", "yes"),
-    ("latency-tracking-info-percentiles", "50 99 99.9"),
     ("lazyfree-lazy-user-del", "no"),
     ("lazyfree-lazy-user-flush", "no"),
     ("list-compress-depth", "0"),

@@ -17,7 +17,7 @@ use std::sync::atomic::Ordering::Relaxed;
 /// features on it.
 pub const REDIS_VERSION: &str = "7.0.15";
 
-const SECTIONS: [&str; 12] = [
+const SECTIONS: [&str; 14] = [
     "server",
     "clients",
     "memory",
@@ -26,11 +26,17 @@ const SECTIONS: [&str; 12] = [
     "replication",
     "cpu",
     "modules",
+    "commandstats",
     "errorstats",
+    "latencystats",
     "cluster",
     "keyspace",
     "halflife",
 ];
+
+/// Sections `INFO` leaves out unless asked by name or by `all`/`everything`, as Redis
+/// does: a line per command ever called.
+const NOT_DEFAULT: [&str; 2] = ["commandstats", "latencystats"];
 
 /// Keys and keys with an expiry of every non-empty database, by a walk of the metadata
 /// records that holds one at a time ([`crate::store::Store::live_keys`]). A database whose
@@ -90,21 +96,22 @@ fn cpu_seconds() -> (f64, f64) {
     (ticks(11), ticks(12))
 }
 
-/// The INFO text for the requested sections (all of them by default, as `INFO all`).
+/// The INFO text for the requested sections: by default all but [`NOT_DEFAULT`], as Redis.
 pub fn render(sh: &Shared, args: &[Bytes]) -> String {
     let wanted: Vec<String> = args
         .iter()
         .map(|a| String::from_utf8_lossy(a).to_ascii_lowercase())
         .collect();
-    let all = wanted.is_empty()
-        || wanted
-            .iter()
-            .any(|w| matches!(w.as_str(), "all" | "default" | "everything"));
+    let all = wanted
+        .iter()
+        .any(|w| matches!(w.as_str(), "all" | "everything"));
+    let default = wanted.is_empty() || wanted.iter().any(|w| w == "default");
 
     let stats = sh.store.db().stats();
     let mut out = String::new();
     for section in SECTIONS {
-        if !all && !wanted.iter().any(|w| w == section) {
+        let by_default = default && !NOT_DEFAULT.contains(&section);
+        if !all && !by_default && !wanted.iter().any(|w| w == section) {
             continue;
         }
         if !out.is_empty() {
@@ -163,6 +170,10 @@ pub fn render(sh: &Shared, args: &[Bytes]) -> String {
                 kv("keyspace_hits", s.hits.load(Relaxed).to_string());
                 kv("keyspace_misses", s.misses.load(Relaxed).to_string());
                 kv("expired_keys", s.expired.load(Relaxed).to_string());
+                kv(
+                    "total_error_replies",
+                    sh.cmdstats.total_errors().to_string(),
+                );
                 kv("evicted_keys", "0".into());
                 kv("pubsub_channels", "0".into());
                 kv("pubsub_patterns", "0".into());
@@ -217,7 +228,10 @@ pub fn render(sh: &Shared, args: &[Bytes]) -> String {
                 kv("used_cpu_sys", format!("{sys:.6}"));
                 kv("used_cpu_user", format!("{user:.6}"));
             }
-            "modules" | "errorstats" => {}
+            "modules" => {}
+            "commandstats" => sh.cmdstats.render_commands(&mut out),
+            "errorstats" => sh.cmdstats.render_errors(&mut out),
+            "latencystats" => sh.cmdstats.render_latency(&mut out),
             "cluster" => kv("cluster_enabled", (sh.cluster.is_some() as u8).to_string()),
             "keyspace" => {
                 for (db, keys, expires) in keyspace(sh) {

@@ -9,6 +9,7 @@ mod cheap;
 mod client;
 mod cluster;
 mod cmd;
+mod cmdstats;
 mod combine;
 mod commands;
 mod config;

@@ -108,6 +108,8 @@ pub(crate) struct Shared {
     pub blocked: Registry,
     pub settings: Arc<Settings>,
     pub stats: Stats,
+    /// `INFO commandstats`, `errorstats`, `latencystats`.
+    pub cmdstats: crate::cmdstats::CommandStats,
     pub clients: Mutex<BTreeMap<u64, ClientEntry>>,
     pub started: Instant,
     pub tcp_port: u16,
@@ -138,6 +140,7 @@ impl Shared {
             blocked: Registry::default(),
             settings: Arc::new(Settings::new(config)),
             stats: Stats::default(),
+            cmdstats: Default::default(),
             clients: Mutex::new(BTreeMap::new()),
             started: Instant::now(),
             tcp_port: 0,
@@ -284,6 +287,7 @@ impl Server {
                 blocked: Registry::default(),
                 settings: Arc::new(Settings::new(config)),
                 stats: Stats::default(),
+                cmdstats: Default::default(),
                 clients: Mutex::new(BTreeMap::new()),
                 started: Instant::now(),
                 tcp_port,
@@ -487,7 +491,10 @@ async fn admit<S>(
         );
         stop
     };
-    let session = Session::new(id);
+    let mut session = Session::new(id);
+    // As in Redis, a connection made while no password is set is authenticated, and stays
+    // so when `CONFIG SET requirepass` sets one later (or an `AUTH` of it fails).
+    session.authed = shared.settings.requirepass().is_none();
     conns.spawn(connection(shared.clone(), stream, session, stop));
 }
 
@@ -658,8 +665,12 @@ where
                 return Ok(false);
             }
             if let Some(b) = session.ext.blocked.take() {
+                let command = b.command;
                 let waited =
                     wait_blocked(shared, b, rd, wr, &mut input, &mut output, &mut shutdown).await?;
+                if let Some(r) = &waited {
+                    shared.cmdstats.answered(command, r);
+                }
                 match waited {
                     Some(_) if session.replies.blocked_silent => {}
                     Some(r) => r.encode(session.proto, &mut output),
@@ -673,7 +684,9 @@ where
         }
         if let Some(e) = bad.take() {
             // Replies to the commands before the bad one are in `output` already.
-            Reply::err(e.to_string()).encode(session.proto, &mut output);
+            let reply = Reply::err(e.to_string());
+            shared.cmdstats.replied(&reply);
+            reply.encode(session.proto, &mut output);
             flush(wr, &mut output, &mut shutdown).await?;
             return Ok(true);
         }
@@ -742,6 +755,7 @@ where
         waiter,
         mut reply,
         deadline,
+        ..
     } = b;
     let until = async move {
         match deadline {
@@ -817,6 +831,7 @@ fn run_batch(
     let mut replies = Vec::with_capacity(batch.len());
     let mut outcome = Outcome::Continue;
     note_batch(sh, &s, batch.last());
+    s.clock = Some(Instant::now());
     let mut i = 0;
     while i < batch.len() {
         let run = batch[i..]
@@ -825,13 +840,20 @@ fn run_batch(
             .count();
         if run > 1 {
             sh.stats.commands.fetch_add(run as u64, Relaxed);
-            replies.extend(commands::set_many(sh, &s, &batch[i..i + run]));
+            let start = s.clock.take().unwrap_or_else(Instant::now);
+            let done = commands::set_many(sh, &s, &batch[i..i + run]);
+            let end = Instant::now();
+            s.clock = Some(end);
+            sh.cmdstats.ran_together("set", &done, end - start);
+            replies.extend(done);
             i += run;
             continue;
         }
         let run = crate::combine::run_len(sh, &s, &batch[i..]);
         if run > 1 {
             replies.extend(crate::combine::run(sh, &mut s, &batch[i..i + run]));
+            // The run's write, applied after its last command, is no one command's time.
+            s.clock = Some(Instant::now());
             i += run;
             blocking::serve_ready(sh);
             continue;
@@ -845,6 +867,7 @@ fn run_batch(
         if s.ext.blocked.is_some() {
             s.replies.blocked_silent = silent;
             let rest = batch.split_off(i);
+            s.clock = None;
             return (s, replies, outcome, rest);
         }
         if !silent && !matches!(o, Outcome::Shutdown | Outcome::Replicate) {
@@ -855,6 +878,7 @@ fn run_batch(
             break;
         }
     }
+    s.clock = None;
     (s, replies, outcome, Vec::new())
 }
 

@@ -964,3 +964,133 @@ fn pipelined_commands_see_the_ones_before_them() {
         srv.stop();
     }
 }
+
+/// The `field:value` line of an INFO section, if present.
+fn info_line(c: &mut Client, section: &str, field: &str) -> Option<String> {
+    let F::BulkString(info) = c.cmd(&["INFO", section]) else {
+        panic!("INFO is a bulk string")
+    };
+    let prefix = format!("{field}:");
+    String::from_utf8_lossy(&info)
+        .lines()
+        .find_map(|l| l.strip_prefix(&prefix).map(str::to_string))
+}
+
+#[test]
+fn info_counts_calls_rejections_failures_errors_and_latency() {
+    let t = tempfile::tempdir().unwrap();
+    let srv = Running::start(t.path(), with_fsync(AppendFsync::EverySec));
+    let mut c = Client::connect(srv.addr);
+    let mut other = Client::connect(srv.addr);
+    assert_eq!(c.cmd(&["CONFIG", "RESETSTAT"]), simple("OK"));
+    // A pipeline of plain SETs runs as one write; each counts as a call.
+    for i in 0..3 {
+        c.send(&[b"SET", format!("k{i}").as_bytes(), b"v"]);
+    }
+    for _ in 0..3 {
+        assert_eq!(c.read(), Some(simple("OK")));
+    }
+    assert!(is_err(
+        &c.cmd(&["SET", "k"]),
+        "ERR wrong number of arguments"
+    ));
+    assert!(is_err(
+        &c.cmd(&["INCR", "k0"]),
+        "ERR value is not an integer"
+    ));
+    assert!(is_err(&c.cmd(&["NOSUCH"]), "ERR unknown command"));
+    assert!(is_err(
+        &c.cmd(&["CLIENT", "NOSUCH"]),
+        "ERR unknown subcommand"
+    ));
+    // A blocked pop answered with an error later fails then.
+    let F::Integer(id) = other.cmd(&["CLIENT", "ID"]) else {
+        panic!("an id")
+    };
+    other.send(&[b"BLPOP", b"none", b"0"]);
+    wait_blocked(&mut c, 1);
+    let id = id.to_string();
+    assert_eq!(c.cmd(&["CLIENT", "UNBLOCK", &id, "ERROR"]), F::Integer(1));
+    assert!(is_err(&other.read().unwrap(), "UNBLOCKED"));
+
+    let stat =
+        |c: &mut Client, name: &str| info_line(c, "commandstats", &format!("cmdstat_{name}"));
+    let set = stat(&mut c, "set").unwrap();
+    assert!(set.starts_with("calls=3,"), "{set}");
+    assert!(set.ends_with(",rejected_calls=1,failed_calls=0"), "{set}");
+    let incr = stat(&mut c, "incr").unwrap();
+    assert!(incr.ends_with(",rejected_calls=0,failed_calls=1"), "{incr}");
+    let blpop = stat(&mut c, "blpop").unwrap();
+    assert!(
+        blpop.starts_with("calls=1,") && blpop.ends_with("failed_calls=1"),
+        "{blpop}"
+    );
+    assert!(stat(&mut c, "client|unblock")
+        .unwrap()
+        .starts_with("calls=1,"));
+    assert_eq!(stat(&mut c, "client|nosuch"), None);
+    assert_eq!(stat(&mut c, "nosuch"), None);
+    // ERR: arity, INCR, the unknown command and subcommand; UNBLOCKED: the pop.
+    assert_eq!(
+        info_line(&mut c, "errorstats", "errorstat_ERR").unwrap(),
+        "count=4"
+    );
+    assert_eq!(
+        info_line(&mut c, "errorstats", "errorstat_UNBLOCKED").unwrap(),
+        "count=1"
+    );
+    assert_eq!(
+        info_line(&mut c, "stats", "total_error_replies").unwrap(),
+        "5"
+    );
+    let p = info_line(&mut c, "latencystats", "latency_percentiles_usec_set").unwrap();
+    assert!(
+        p.starts_with("p50=") && p.contains(",p99=") && p.contains(",p99.9="),
+        "{p}"
+    );
+    // Neither section is in the default INFO (a line per command), both are in `all`.
+    assert_eq!(info_line(&mut c, "", "cmdstat_set"), None);
+    assert!(info_line(&mut c, "all", "cmdstat_set").is_some());
+
+    assert_eq!(
+        c.cmd(&["CONFIG", "SET", "latency-tracking", "no"]),
+        simple("OK")
+    );
+    assert_eq!(c.cmd(&["CONFIG", "RESETSTAT"]), simple("OK"));
+    assert_eq!(c.cmd(&["GET", "k0"]), bulk("v"));
+    assert!(stat(&mut c, "get").unwrap().starts_with("calls=1,"));
+    assert_eq!(
+        info_line(&mut c, "latencystats", "latency_percentiles_usec_get"),
+        None
+    );
+    assert_eq!(info_line(&mut c, "errorstats", "errorstat_ERR"), None);
+    assert!(is_err(
+        &c.cmd(&[
+            "CONFIG",
+            "SET",
+            "latency-tracking-info-percentiles",
+            "50 101"
+        ]),
+        "ERR CONFIG SET failed"
+    ));
+    srv.stop();
+}
+
+#[test]
+fn a_connection_made_before_a_password_is_set_stays_authenticated() {
+    let t = tempfile::tempdir().unwrap();
+    let srv = Running::start(t.path(), config());
+    let mut before = Client::connect(srv.addr);
+    assert_eq!(
+        before.cmd(&["CONFIG", "SET", "requirepass", "pw"]),
+        simple("OK")
+    );
+    // As in Redis: a failed AUTH does not take its authentication away either.
+    assert!(is_err(&before.cmd(&["AUTH", "wrong"]), "WRONGPASS"));
+    assert_eq!(before.cmd(&["SET", "k", "v"]), simple("OK"));
+    let mut after = Client::connect(srv.addr);
+    assert!(is_err(&after.cmd(&["GET", "k"]), "NOAUTH"));
+    assert_eq!(after.cmd(&["AUTH", "pw"]), simple("OK"));
+    assert_eq!(after.cmd(&["GET", "k"]), bulk("v"));
+    srv.stop();
+}

@@ -136,6 +136,8 @@ pub struct Blocked {
     pub reply: oneshot::Receiver<Reply>,
     /// `None`: no timeout.
     pub deadline: Option<Instant>,
+    /// The command's name in the table, for its counters when it is answered.
+    pub command: &'static str,
 }
 
 impl Blocked {
@@ -429,6 +431,7 @@ fn block_on(
         reply: rx,
         // A deadline past what the clock can hold (centuries away) is no deadline.
         deadline: timeout.and_then(|t| Instant::now().checked_add(t)),
+        command: "",
     });
     // Not sent: the connection answers with what the wait gives.
     Ok(Reply::Nil)

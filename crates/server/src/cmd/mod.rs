@@ -506,10 +506,14 @@ pub fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
-/// Runs `name` if it is one of this module's commands (`None`: not one, the caller's
+/// Runs the command of `spec` if it is one of this module's commands (`None`: not one, the caller's
 /// dispatch goes on).
-pub fn dispatch(sh: &Shared, s: &mut Session, name: &str, args: &[Bytes]) -> Option<CmdResult> {
-    let spec = table::find(name)?;
+pub fn dispatch(
+    sh: &Shared,
+    s: &mut Session,
+    spec: &table::Spec,
+    args: &[Bytes],
+) -> Option<CmdResult> {
     let handler = spec.handler?;
     if !spec.arity_ok(args.len()) {
         return Some(Err(wrong_args(spec.name)));

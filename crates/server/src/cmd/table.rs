@@ -139,9 +139,14 @@ pub static COMMANDS: &[Spec] = &[
 
 /// The spec of `name` (lower case), from [`COMMANDS`] or a data-type group's table.
 pub fn find(name: &str) -> Option<&'static Spec> {
-    static INDEX: OnceLock<HashMap<&'static str, &'static Spec>> = OnceLock::new();
+    find_numbered(name).map(|(_, s)| s)
+}
+
+/// [`find`], with the command's position in [`all`] (its number in per-command arrays).
+pub fn find_numbered(name: &str) -> Option<(usize, &'static Spec)> {
+    static INDEX: OnceLock<HashMap<&'static str, (usize, &'static Spec)>> = OnceLock::new();
     INDEX
-        .get_or_init(|| all().map(|s| (s.name, s)).collect())
+        .get_or_init(|| all().enumerate().map(|(i, s)| (s.name, (i, s))).collect())
         .get(name)
         .copied()
 }

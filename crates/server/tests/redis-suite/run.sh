@@ -9,6 +9,9 @@
 # is never part of this repository. The server is target/debug/halflife (built here) or
 # $HALFLIFE_BIN, started for each unit on a free port over a fresh directory.
 #
+# Units in OWN_MODE run in the suite's own mode instead: it starts a server per block
+# through `redis-server` next to this script, a stand-in that runs halflife serve.
+#
 # Tests listed in skip.txt (next to this script, with the reason for each group) and
 # tests with the tags in SKIP_TAGS are not run; external-mode runs skip `external:skip`
 # tests by themselves. Prints passed/failed/skipped per unit and exits non-zero if any
@@ -19,6 +22,10 @@ ROOT="$(cd "$HERE/../../../.." && pwd)"
 
 UNITS_DEFAULT=(type/string type/incr expire keyspace scan auth info multi
   type/hash type/set type/list type/zset protocol dump)
+# Units run in the suite's own mode, where it starts each server itself from a config
+# file (through the `redis-server` next to this script): every test of theirs is tagged
+# `external:skip`, as it needs a server started with a password or a second server.
+OWN_MODE=(auth info)
 # Tags of tests that need what an external, non-Redis server cannot offer: DEBUG,
 # replication, RDB saves, CONFIG of Redis's memory and eviction internals, DEBUG-like
 # HyperLogLog and latency introspection.
@@ -84,16 +91,35 @@ start_server() {
 TAGS=()
 for t in "${SKIP_TAGS[@]}"; do TAGS+=(--tags "$t"); done
 
+# A tree for the suite's own mode: Redis's tests and runtest, and the stand-in server as
+# src/redis-server (the suite starts `src/redis-server CONFIG` from its working directory).
+OWN="$OUT/own-mode"
+mkdir -p "$OWN/src"
+ln -s "$SRC/tests" "$OWN/tests"
+cp "$SRC/runtest" "$OWN/runtest"
+cp "$HERE/redis-server" "$OWN/src/redis-server"
+export HALFLIFE_BIN="$BIN"
+
+# Runs one unit; its output goes to $1.
+run_unit() {
+  local log="$1" unit="$2"
+  local common=(--single "unit/$unit" --durable --clients 1 --timeout 600
+    --skipfile "$HERE/skip.txt" "${TAGS[@]}")
+  if [[ " ${OWN_MODE[*]} " == *" $unit "* ]]; then
+    (cd "$OWN" && timeout 1800 ./runtest "${common[@]}")
+  else
+    start_server "$(echo "$unit" | tr / _)"
+    (cd "$SRC" && timeout 1800 ./runtest --host 127.0.0.1 --port "$PORT" "${common[@]}")
+    stop_server
+  fi 2>&1 | sed 's/\x1b\[[0-9;]*m//g' >"$log" || true
+}
+
 status=0
 printf '%-14s %6s %6s %6s\n' unit passed failed skipped
 for unit in "${UNITS[@]}"; do
   name="$(echo "$unit" | tr / _)"
   log="$OUT/$name.log"
-  start_server "$name"
-  (cd "$SRC" && timeout 1800 ./runtest --host 127.0.0.1 --port "$PORT" --single "unit/$unit" \
-    --durable --clients 1 --timeout 600 --skipfile "$HERE/skip.txt" "${TAGS[@]}") \
-    2>&1 | sed 's/\x1b\[[0-9;]*m//g' >"$log" || true
-  stop_server
+  run_unit "$log" "$unit"
   ok=$(grep -ac '^\[ok\]' "$log" || true)
   err=$(grep -acE '^\[(err|exception|TIMEOUT)\]' "$log" || true)
   skip=$(grep -ac '^\[skip\]' "$log" || true)
