@@ -1,5 +1,5 @@
 //! What `INFO commandstats`, `errorstats` and `latencystats` report, as Redis 7.0 does:
-//! per command its calls, their time, and how many were rejected before running (unknown
+//! per command its calls, their time, and how many were rejected before running (wrong
 //! arity, `NOAUTH`, a transaction's refused command, `READONLY`, a cluster redirect) or
 //! failed while running (an error reply); per error code the error replies sent; and per
 //! command the latency percentiles of its calls (`latency-tracking`, on by default, with
