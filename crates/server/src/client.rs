@@ -281,10 +281,8 @@ pub fn reset(sh: &Shared, s: &mut Session) -> CmdResult {
     if !s.ext.watched.is_empty() {
         sh.store.unwatch(s.id);
     }
-    let authed = sh.settings.requirepass().is_none();
     let (id, name) = (s.id, s.name.is_some());
-    *s = Session::new(id);
-    s.authed = authed;
+    *s = Session::connected(id, sh);
     if name {
         sh.set_client_name(s, None);
     }

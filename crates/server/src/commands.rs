@@ -97,6 +97,16 @@ impl Session {
             clock: None,
         }
     }
+
+    /// A new connection's session (and `RESET`'s): as in Redis, authenticated when no
+    /// password is set, and it stays so when `CONFIG SET requirepass` sets one later (or
+    /// an `AUTH` of it fails).
+    pub fn connected(id: u64, sh: &Shared) -> Session {
+        Session {
+            authed: sh.settings.requirepass().is_none(),
+            ..Session::new(id)
+        }
+    }
 }
 
 type CmdResult = Result<Reply, Reply>;

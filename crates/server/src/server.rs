@@ -491,10 +491,7 @@ async fn admit<S>(
         );
         stop
     };
-    let mut session = Session::new(id);
-    // As in Redis, a connection made while no password is set is authenticated, and stays
-    // so when `CONFIG SET requirepass` sets one later (or an `AUTH` of it fails).
-    session.authed = shared.settings.requirepass().is_none();
+    let session = Session::connected(id, shared);
     conns.spawn(connection(shared.clone(), stream, session, stop));
 }
 

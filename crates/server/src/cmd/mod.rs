@@ -506,8 +506,8 @@ pub fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
-/// Runs the command of `spec` if it is one of this module's commands (`None`: not one, the caller's
-/// dispatch goes on).
+/// Runs the command of `spec` if it is one of this module's (`None`: not one, the
+/// caller's dispatch goes on).
 pub fn dispatch(
     sh: &Shared,
     s: &mut Session,
