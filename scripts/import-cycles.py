@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""List the import circles between the engine's modules.
+"""List the import circles between the modules of a crate (the engine by default).
 
 Reads every `.rs` file under a crate's `src/`, collects the paths it names
 (`use crate::a::b::{c, d::E}` trees, inline `crate::a::b` paths, and `super::`
@@ -19,10 +19,16 @@ anywhere without making the layers depend on each other.
 A path through a `pub use` re-export counts as an edge to the module that defines the
 item, not to the re-exporting `mod.rs`.
 
-Usage: scripts/import-cycles.py [--level top|file|both] [--tests] [--edges] [SRC_DIR]
+Usage: scripts/import-cycles.py [--level top|file|both] [--tests] [--edges] [--check]
+                                [SRC_DIR ...]
 (`--edges` lists every edge, and the edges inside file-level circles.)
-(SRC_DIR defaults to crates/engine/src). Exit status is 0 either way; the output is
-the report. Needs only a Python 3 standard library.
+SRC_DIR is a crate's `src/` (default crates/engine/src); with several, each is reported
+on its own (a crate's modules never import another crate's by `crate::`).
+
+Without `--check` the exit status is 0 whatever was found: the output is the report.
+With `--check` it is 1 when any SRC_DIR has a top-level circle (file-level circles are
+reported but do not fail it), so that CI can keep the layering from growing a circle
+back. Needs only a Python 3 standard library.
 """
 import argparse
 import os
@@ -146,18 +152,35 @@ def module_of_file(src, path):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("src", nargs="?", default="crates/engine/src")
+    ap.add_argument("src", nargs="*", default=["crates/engine/src"])
     ap.add_argument("--level", choices=["top", "file", "both"], default="both")
     ap.add_argument("--tests", action="store_true", help="count #[cfg(test)] code too")
     ap.add_argument("--edges", action="store_true", help="also print every edge")
+    ap.add_argument("--check", action="store_true",
+                    help="exit 1 if a top-level circle is found")
     a = ap.parse_args()
+    failed = []
+    for src in a.src:
+        if not os.path.isdir(src):
+            ap.error(f"{src}: not a directory")
+        if len(a.src) > 1:
+            print(f"# {src}")
+        if analyse(src, a) and a.check:
+            failed.append(src)
+    if failed:
+        print("top-level import circle(s) in " + ", ".join(failed), file=sys.stderr)
+        sys.exit(1)
 
+
+def analyse(src, a):
+    """Prints the report for one crate's `src/`; returns its number of top-level
+    circles (0 if only the file level was asked for)."""
     files = {}
-    for root, _, names in os.walk(a.src):
+    for root, _, names in os.walk(src):
         for name in names:
             if name.endswith(".rs"):
                 p = os.path.join(root, name)
-                files[module_of_file(a.src, p)] = p
+                files[module_of_file(src, p)] = p
     modules = set(files)
 
     def resolve(path):
@@ -256,9 +279,15 @@ def main():
                 for t in sorted(g.get(f, {})):
                     print(f"    {name(f)} -> {name(t)}")
         print()
+        return len(big)
 
-    for level in (["top", "file"] if a.level == "both" else [a.level]):
-        report(level)
+    levels = ["top", "file"] if a.level == "both" else [a.level]
+    if a.check and "top" not in levels:
+        levels.insert(0, "top")  # what the check is about
+    found = {}
+    for level in levels:
+        found[level] = report(level)
+    return found.get("top", 0)
 
 
 def tarjan(nodes, succ):
