@@ -14,7 +14,7 @@ import re
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
+LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")  # the text may span lines
 FENCE = re.compile(r"^(```|~~~)")
 
 
@@ -57,20 +57,20 @@ def main():
     pages = [ROOT / "README.md"] + sorted((ROOT / "docs").rglob("*.md"))
     broken = []
     for page in pages:
-        for lineno, line in enumerate(strip_code(page.read_text()), 1):
-            for target in LINK.findall(line):
-                if re.match(r"^[a-z][a-z0-9+.-]*:", target):
-                    continue
-                path, _, anchor = target.partition("#")
-                dest = (page.parent / path).resolve() if path else page
-                rel = page.relative_to(ROOT)
-                if not dest.exists():
-                    broken.append(f"{rel}:{lineno}: {target}: no such file")
-                elif anchor and dest.suffix == ".md":
-                    if anchor not in anchors(dest):
-                        broken.append(f"{rel}:{lineno}: {target}: no heading #{anchor}")
-                elif not dest.resolve().is_relative_to(ROOT):
-                    broken.append(f"{rel}:{lineno}: {target}: outside the repository")
+        text = "\n".join(strip_code(page.read_text()))
+        rel = page.relative_to(ROOT)
+        for m in LINK.finditer(text):
+            target, lineno = m.group(1), text.count("\n", 0, m.start()) + 1
+            if re.match(r"^[a-z][a-z0-9+.-]*:", target):
+                continue
+            path, _, anchor = target.partition("#")
+            dest = (page.parent / path).resolve() if path else page
+            if not dest.exists():
+                broken.append(f"{rel}:{lineno}: {target}: no such file")
+            elif not dest.is_relative_to(ROOT):
+                broken.append(f"{rel}:{lineno}: {target}: outside the repository")
+            elif anchor and dest.suffix == ".md" and anchor not in anchors(dest):
+                broken.append(f"{rel}:{lineno}: {target}: no heading #{anchor}")
     for b in broken:
         print(b)
     print(f"{len(pages)} pages, {len(broken)} broken links")
