@@ -434,6 +434,14 @@ pub enum Reply {
     Text(String),
     /// A score: RESP3 double, RESP2 bulk string in Redis's `%.17g` ([`fmt_double`]).
     Double(f64),
+    /// A status line made at run time (a script's `{ok=...}`), one line.
+    Status(String),
+    /// RESP3 boolean; RESP2 integer 1 or 0.
+    Bool(bool),
+    /// RESP3 set; RESP2 array.
+    Set(Vec<Reply>),
+    /// RESP3 big number; RESP2 bulk string.
+    BigNumber(String),
 }
 
 impl Reply {
@@ -475,14 +483,17 @@ impl Reply {
         }
         match self {
             Reply::Simple(s) => line(out, b'+', s.as_bytes()),
+            Reply::Status(s) => line(out, b'+', one_line(&s).as_bytes()),
             Reply::Error(e) => line(out, b'-', one_line(&e).as_bytes()),
             Reply::Int(i) => line(out, b':', itoa::Buffer::new().format(i).as_bytes()),
+            Reply::Bool(b) => line(out, b':', if b { b"1" } else { b"0" }),
             Reply::Bulk(b) => bulk(out, &b),
+            Reply::BigNumber(n) => bulk(out, n.as_bytes()),
             Reply::Text(t) => bulk(out, t.as_bytes()),
             Reply::Double(d) => bulk(out, fmt_double(d).as_bytes()),
             Reply::Nil => out.extend_from_slice(b"$-1\r\n"),
             Reply::NilArray => out.extend_from_slice(b"*-1\r\n"),
-            Reply::Array(items) => {
+            Reply::Array(items) | Reply::Set(items) => {
                 line(
                     out,
                     b'*',
@@ -510,8 +521,24 @@ impl Reply {
                 data: Bytes::from_static(s.as_bytes()),
                 attributes: None,
             },
+            Reply::Status(s) => Frame3::SimpleString {
+                data: Bytes::from(one_line(&s)),
+                attributes: None,
+            },
             Reply::Error(e) => Frame3::SimpleError {
                 data: Str::from(one_line(&e)),
+                attributes: None,
+            },
+            Reply::Bool(data) => Frame3::Boolean {
+                data,
+                attributes: None,
+            },
+            Reply::BigNumber(n) => Frame3::BigNumber {
+                data: Bytes::from(one_line(&n)),
+                attributes: None,
+            },
+            Reply::Set(items) => Frame3::Set {
+                data: items.into_iter().map(Reply::into_resp3).collect(),
                 attributes: None,
             },
             Reply::Int(i) => Frame3::Number {
