@@ -20,50 +20,10 @@
 //! The engine may still block such a command (a table block read from disk, a write
 //! stall); it then holds one network thread for that while, as it would hold Redis's.
 
+use crate::cmd::table::{self, Flags};
 use crate::config::AppendFsync;
-use crate::server::Shared;
+use crate::shared::Shared;
 use bytes::Bytes;
-
-/// Commands whose work is a few point reads and at most one write, whatever the data.
-#[rustfmt::skip]
-const CHEAP: &[&str] = &[
-    // connection
-    "ping", "echo", "select",
-    // strings: one metadata record each
-    "get", "set", "setnx", "setex", "psetex", "getset", "getdel", "getex", "incr", "decr",
-    "incrby", "decrby", "incrbyfloat", "append", "strlen", "getbit",
-    // several keys: work grows with the request, not with the data
-    "mget", "mset",
-    // keys: one metadata record (a collection's sub-keys are left to the sweep)
-    "exists", "type", "ttl", "pttl", "expiretime", "pexpiretime", "expire", "pexpire",
-    "expireat", "pexpireat", "persist",
-    // hashes, sets: the metadata record and one sub-key per field or member
-    "hset", "hsetnx", "hmset", "hget", "hmget", "hdel", "hlen", "hstrlen", "hexists",
-    "hincrby", "hincrbyfloat", "sadd", "srem", "sismember", "smismember", "scard",
-    // lists: the metadata record and the sub-keys at one end
-    "lpush", "rpush", "lpushx", "rpushx", "llen",
-    // sorted sets: the metadata record, the member's score and its index entry
-    "zadd", "zincrby", "zscore", "zmscore", "zcard", "zrem",
-];
-
-/// Most elements of an `LRANGE` run on the connection's task: a scan of that many
-/// sub-keys (one seek, then steps) costs less than the pool's two thread hand-offs and the
-/// fresh memory of a pool thread's heap, which were 40 % of the server's CPU for
-/// `LRANGE 0 99` (docs/serve.md, "Where a request's time goes").
-const SHORT_RANGE: i64 = 128;
-
-/// Whether `LRANGE key start end` reads at most [`SHORT_RANGE`] elements whatever the
-/// list's length: both indexes count from the same end.
-fn short_range(start: &[u8], end: &[u8]) -> bool {
-    use crate::cmd::parse_int;
-    match (parse_int(start), parse_int(end)) {
-        (Some(s), Some(e)) if (s >= 0) == (e >= 0) => e.saturating_sub(s) < SHORT_RANGE,
-        _ => false,
-    }
-}
-
-/// Longest command name in [`CHEAP`] (names longer than this are not looked up).
-const MAX_NAME: usize = 16;
 
 /// Whether `batch` may run on the connection's task (see the module's doc).
 pub fn runs_inline(sh: &Shared, batch: &[Vec<Bytes>]) -> bool {
@@ -72,25 +32,10 @@ pub fn runs_inline(sh: &Shared, batch: &[Vec<Bytes>]) -> bool {
         && batch.iter().all(|c| is_cheap(c))
 }
 
-/// Whether one command is cheap (see [`CHEAP`]); `LPOP`/`RPOP` without a count are too,
-/// and an `LRANGE` whose indexes alone bound it to [`SHORT_RANGE`] elements.
+/// Whether one command is cheap: its spec says so ([`Flags::CHEAP`], with its
+/// [`crate::cmd::table::Spec::point_if`]).
 fn is_cheap(cmd: &[Bytes]) -> bool {
-    let Some(name) = cmd.first() else {
-        return false;
-    };
-    if name.len() > MAX_NAME {
-        return false;
-    }
-    let mut buf = [0u8; MAX_NAME];
-    let lower = &mut buf[..name.len()];
-    lower.copy_from_slice(name);
-    lower.make_ascii_lowercase();
-    let lower = &*lower;
-    match lower {
-        b"lpop" | b"rpop" => cmd.len() == 2,
-        b"lrange" => cmd.len() == 4 && short_range(&cmd[2], &cmd[3]),
-        _ => CHEAP.iter().any(|c| c.as_bytes() == lower),
-    }
+    table::find(&cmd[0]).is_some_and(|s| s.runs_as(Flags::CHEAP, cmd))
 }
 
 #[cfg(test)]

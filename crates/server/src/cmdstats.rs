@@ -107,7 +107,7 @@ impl Entry {
     }
 }
 
-/// The server's command, error and latency statistics (in [`crate::server::Shared`]).
+/// The server's command, error and latency statistics (in [`crate::shared::Shared`]).
 pub struct CommandStats {
     /// Per shard, an entry per command, by its number in [`table::all`].
     shards: Vec<Box<[Entry]>>,
@@ -160,7 +160,8 @@ impl CommandStats {
             (Some(sub), Some(parent)) => {
                 let key = format!(
                     "{parent}|{}",
-                    crate::commands::command_name(sub)
+                    crate::cmd::text(&sub[..sub.len().min(crate::cmd::table::MAX_NAME)])
+                        .to_ascii_lowercase()
                         .replace(|c: char| !c.is_ascii_graphic(), "_")
                 );
                 let mut subs = self.subcommands.lock();
@@ -174,16 +175,17 @@ impl CommandStats {
         }
     }
 
-    /// A command refused before it ran: `reply` is its error. `name` is lowercase.
-    pub fn rejected(&self, name: &str, args: &[Bytes], reply: &Reply) {
+    /// A command refused before it ran: `reply` is its error. `name`: its name in the
+    /// table (`None`: an unknown command).
+    pub fn rejected(&self, name: Option<&str>, args: &[Bytes], reply: &Reply) {
         self.replied(reply);
-        if let (Some((number, _)), false) = (table::find_numbered(name), unknown_subcommand(reply))
-        {
+        let found = name.and_then(|n| table::lookup(n.as_bytes()));
+        if let (Some((number, _)), false) = (found, unknown_subcommand(reply)) {
             self.with_entry(number, args, Entry::rejected);
         }
     }
 
-    /// Command `number` ([`table::find_numbered`]) ran for `took` and answered `reply`
+    /// Command `number` ([`table::lookup`]) ran for `took` and answered `reply`
     /// (an error counts as failed).
     pub fn ran(&self, number: usize, args: &[Bytes], reply: &Reply, took: Duration) {
         self.replied(reply);
@@ -198,7 +200,7 @@ impl CommandStats {
     /// `replies.len()` calls of `name` that ran together for `took` (a pipeline's plain
     /// `SET`s applied as one write): each gets an equal share of the time.
     pub fn ran_together(&self, name: &str, replies: &[Reply], took: Duration) {
-        let Some((number, _)) = table::find_numbered(name) else {
+        let Some((number, _)) = table::lookup(name.as_bytes()) else {
             return;
         };
         let e = &self.shards[shard()][number];
@@ -215,7 +217,7 @@ impl CommandStats {
     pub fn answered(&self, command: &str, reply: &Reply) {
         if let Reply::Error(_) = reply {
             self.replied(reply);
-            if let Some((number, _)) = table::find_numbered(command) {
+            if let Some((number, _)) = table::lookup(command.as_bytes()) {
                 self.shards[shard()][number].failed();
             }
         }
@@ -366,7 +368,7 @@ mod tests {
     use super::*;
 
     fn number(name: &str) -> usize {
-        table::find_numbered(name).unwrap().0
+        table::lookup(name.as_bytes()).unwrap().0
     }
 
     fn args(words: &[&str]) -> Vec<Bytes> {
@@ -408,8 +410,8 @@ mod tests {
             &Reply::err("x"),
             ms,
         );
-        st.rejected("set", &args(&["set"]), &Reply::err("wrong number"));
-        st.rejected("nosuch", &args(&["nosuch"]), &Reply::err("unknown command"));
+        st.rejected(Some("set"), &args(&["set"]), &Reply::err("wrong number"));
+        st.rejected(None, &args(&["nosuch"]), &Reply::err("unknown command"));
         st.ran(
             number("exec"),
             &args(&["exec"]),

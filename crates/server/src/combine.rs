@@ -12,7 +12,7 @@
 //! applied (and, under `appendfsync always`, synced once) before any reply is sent, so a
 //! client sees what it would have seen had the commands run one by one.
 //!
-//! What may join a run: [`COMBINABLE`] commands, every one of which reads only its key's
+//! What may join a run: commands flagged [`Flags::COMBINABLE`], every one of which reads only its key's
 //! metadata record and sub-keys by point lookups ([`crate::cmd::Ctx::meta`],
 //! [`crate::cmd::Ctx::sub_get`]; pops only without a count) and writes only those; not in
 //! a transaction, on a replica or in cluster mode (a slot move orders its own locks); list
@@ -21,30 +21,17 @@
 //! end, as if it had blocked after the pipeline). Another client's `FLUSHDB` is no more
 //! atomic with a run than with a single command (`Store::flush`).
 
-use crate::commands::{self, Session};
+use crate::cmd::table::{self, Flags};
+use crate::dispatch;
 use crate::protocol::Reply;
 use crate::record::Meta;
-use crate::server::Shared;
+use crate::session::Session;
+use crate::shared::Shared;
 use crate::store::{self, Batch, Store};
 use bytes::Bytes;
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::atomic::Ordering::Relaxed;
-
-/// Commands that may join a run (see the module's doc), lowercase.
-#[rustfmt::skip]
-const COMBINABLE: &[&str] = &[
-    "hset", "hmset", "hsetnx", "hget", "hmget", "hexists", "hlen", "hstrlen", "hincrby",
-    "hincrbyfloat", "sadd", "srem", "sismember", "scard", "zadd", "zincrby", "zscore",
-    "zcard", "lpush", "rpush", "llen", "lpop", "rpop",
-];
-
-/// Commands that join a run only without their optional count (a pop of many elements
-/// scans, and a scan does not read through the run's writes).
-const WITHOUT_COUNT: &[&str] = &["lpop", "rpop"];
-
-/// Commands that wake clients blocked on their key.
-const PUSHES: &[&str] = &["lpush", "rpush"];
 
 /// Most commands in one run: bounds the batch a run builds (each command is already
 /// bounded by the request's size).
@@ -128,17 +115,11 @@ pub fn run_len(sh: &Shared, s: &Session, cmds: &[Vec<Bytes>]) -> usize {
         .take(MAX_RUN)
         .take_while(|c| {
             c.get(1) == Some(key)
-                && name_in(&c[0], COMBINABLE)
-                && !(blocked && name_in(&c[0], PUSHES))
-                && !(c.len() > 2 && name_in(&c[0], WITHOUT_COUNT))
+                && table::find(&c[0]).is_some_and(|s| {
+                    s.runs_as(Flags::COMBINABLE, c) && !(blocked && s.has(Flags::WAKES))
+                })
         })
         .count()
-}
-
-fn name_in(name: &[u8], names: &[&str]) -> bool {
-    names
-        .iter()
-        .any(|n| name.eq_ignore_ascii_case(n.as_bytes()))
 }
 
 /// Runs `cmds` (a run found by [`run_len`]) as one engine write; their replies, in order.
@@ -159,7 +140,7 @@ pub fn run(sh: &Shared, s: &mut Session, cmds: &[Vec<Bytes>]) -> Vec<Reply> {
     for c in cmds {
         sh.stats.commands.fetch_add(1, Relaxed);
         let before = s.ext.combining.as_ref().map_or(0, Pending::writes);
-        let (reply, _) = commands::execute(sh, s, c);
+        let (reply, _) = dispatch::execute(sh, s, c);
         if s.ext.combining.as_ref().map_or(0, Pending::writes) > before {
             wrote.push(replies.len());
         }

@@ -7,7 +7,7 @@
 //! metadata records (Redis keeps counters), so it costs a pass over the key space;
 //! `INFO` without arguments includes it, as Redis's default does.
 
-use crate::server::Shared;
+use crate::shared::Shared;
 use bytes::Bytes;
 use engine::io::IoCause;
 use std::fmt::Write;

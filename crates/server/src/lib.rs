@@ -6,13 +6,12 @@
 //! `docs/serve.md` for the command list and the measurements.
 
 mod cheap;
-mod client;
 mod cluster;
 mod cmd;
 mod cmdstats;
 mod combine;
-mod commands;
 mod config;
+mod dispatch;
 mod dump;
 mod info;
 mod pattern;
@@ -26,6 +25,8 @@ mod repl;
 #[allow(dead_code)]
 mod script;
 mod server;
+mod session;
+mod shared;
 mod store;
 
 pub use config::{AppendFsync, Config};

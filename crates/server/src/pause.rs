@@ -3,7 +3,8 @@
 //! blocked pop does ([`crate::cmd::blocking`]): it holds no worker thread, and
 //! `CLIENT UNPAUSE` or the deadline wakes it.
 
-use crate::commands::{command_name, Session};
+use crate::cmd::table::{self, Flags};
+use crate::session::Session;
 use bytes::Bytes;
 use parking_lot::Mutex;
 use std::time::Duration;
@@ -69,7 +70,10 @@ impl Pause {
 /// Whether a batch may write, for a pause of writes: a command flagged `write`, or an
 /// `EXEC` of queued commands of which one is (Redis's "may replicate" commands).
 pub fn may_write(s: &Session, batch: &[Vec<Bytes>]) -> bool {
-    let write = |c: &Vec<Bytes>| crate::commands::is_write(&command_name(&c[0]));
-    let exec = batch.iter().any(|c| command_name(&c[0]) == "exec");
+    let flagged = |c: &Vec<Bytes>, f| table::find(&c[0]).is_some_and(|s| s.has(f));
+    let write = |c: &Vec<Bytes>| flagged(c, Flags::WRITE);
+    let exec = batch
+        .iter()
+        .any(|c| table::find(&c[0]).is_some_and(|s| s.name == "exec"));
     batch.iter().any(write) || (exec && s.ext.multi.iter().flatten().any(write))
 }

@@ -6,10 +6,11 @@
 //! well-formed frame. Case counts are small so that `cargo test` stays quick; the
 //! `cargo-fuzz` target in `crates/server/fuzz` runs the decoder for as long as one likes.
 
-use crate::commands::{self, Session};
 use crate::config::Config;
+use crate::dispatch;
 use crate::protocol::{Decoder, Limits, ProtocolError, Reply, MAX_INLINE};
-use crate::server::Shared;
+use crate::session::Session;
+use crate::shared::Shared;
 use bytes::{Bytes, BytesMut};
 use proptest::prelude::*;
 use proptest::test_runner::{Config as PtConfig, TestRunner};
@@ -285,7 +286,7 @@ fn commands_from_hostile_input_get_well_formed_replies() {
                 {
                     continue;
                 }
-                let (reply, _) = commands::execute(&sh, &mut s, &c);
+                let (reply, _) = dispatch::execute(&sh, &mut s, &c);
                 s.proto = 2;
                 one_frame(reply)?;
             }

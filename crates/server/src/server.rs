@@ -8,9 +8,11 @@
 //! SIGINT stop the listeners, close the connections, sync the WAL and close the engine.
 
 use crate::cmd::blocking::{self, Blocked, Registry};
-use crate::commands::{self, Outcome, Session};
 use crate::config::{AppendFsync, Config, Settings};
+use crate::dispatch;
 use crate::protocol::{self, Reply};
+use crate::session::{Outcome, Session};
+use crate::shared::{ClientEntry, Shared, Stats};
 use crate::store::Store;
 use anyhow::{Context, Result};
 use bytes::{Bytes, BytesMut};
@@ -29,208 +31,6 @@ use tokio::task::JoinSet;
 
 /// Commands run in one blocking job at most; the rest of a long pipeline waits for the next.
 const MAX_BATCH: usize = 1024;
-
-/// Counters INFO reports.
-#[derive(Default)]
-pub(crate) struct Stats {
-    pub connections: AtomicU64,
-    pub commands: AtomicU64,
-    pub rejected: AtomicU64,
-    pub hits: AtomicU64,
-    pub misses: AtomicU64,
-    /// Expired keys the active expiry sweep deleted.
-    pub expired: AtomicU64,
-}
-
-impl Stats {
-    pub fn count_lookup(&self, hit: bool) {
-        if hit { &self.hits } else { &self.misses }.fetch_add(1, Relaxed);
-    }
-
-    pub fn reset(&self) {
-        for c in [
-            &self.connections,
-            &self.commands,
-            &self.rejected,
-            &self.hits,
-            &self.misses,
-            &self.expired,
-        ] {
-            c.store(0, Relaxed);
-        }
-    }
-}
-
-/// A connected client, for `CLIENT LIST` and `CLIENT KILL`.
-pub(crate) struct ClientEntry {
-    pub addr: String,
-    /// The server's end of the connection (`CLIENT LIST`'s `laddr`).
-    pub laddr: String,
-    pub name: Option<String>,
-    since: Instant,
-    /// When its last batch of commands ran (`idle`).
-    active: Instant,
-    last_command: String,
-    /// The session's database, protocol and flags as of its last batch.
-    db: u8,
-    resp: u8,
-    pub no_evict: bool,
-    /// The connection became a replica's (`TYPE replica`).
-    pub replica: bool,
-    /// Its commands wait for a `CLIENT PAUSE` to end (flag `b`, blocked, as in Redis).
-    paused: bool,
-    /// Closes the connection (`CLIENT KILL`, shutdown): its tasks watch this in place of
-    /// the server's shutdown signal.
-    kill: watch::Sender<bool>,
-}
-
-impl ClientEntry {
-    /// `CLIENT KILL` and `CLIENT LIST`'s type: `normal` or `replica` (a halflife replica's
-    /// link to its primary is an outgoing connection, not a client; pub/sub is not
-    /// implemented, so no client is of type `master` or `pubsub`).
-    pub fn kind(&self) -> &'static str {
-        if self.replica {
-            "replica"
-        } else {
-            "normal"
-        }
-    }
-
-    pub fn kill(&self) {
-        self.kill.send_replace(true);
-    }
-}
-
-/// What every connection shares.
-pub(crate) struct Shared {
-    pub store: Store,
-    /// Clients blocked in `BLPOP` and the like, by key.
-    pub blocked: Registry,
-    pub settings: Arc<Settings>,
-    pub stats: Stats,
-    /// `INFO commandstats`, `errorstats`, `latencystats`.
-    pub cmdstats: crate::cmdstats::CommandStats,
-    pub clients: Mutex<BTreeMap<u64, ClientEntry>>,
-    pub started: Instant,
-    pub tcp_port: u16,
-    /// Cluster mode's state; `None` when it is off.
-    pub cluster: Option<crate::cluster::Cluster>,
-    /// Random, per start (INFO's `run_id`).
-    pub run_id: u128,
-    next_id: AtomicU64,
-    shutdown: Arc<watch::Sender<bool>>,
-    active_expire_keys_per_sec: usize,
-    /// Role, replicas and link state ([`crate::repl`]).
-    pub repl: crate::repl::Replication,
-    /// The runtime, for the tasks commands start (a replica's link).
-    pub runtime: tokio::runtime::Handle,
-    /// This, for commands that start tasks holding it (they are handed a reference).
-    me: std::sync::OnceLock<std::sync::Weak<Shared>>,
-    /// `CLIENT PAUSE`'s state.
-    pub pause: crate::pause::Pause,
-}
-
-impl Shared {
-    /// A server's shared state without listeners, for tests of the command layer.
-    #[cfg(test)]
-    pub fn for_test(db: DB, config: &Config) -> Shared {
-        let (tx, _) = watch::channel(false);
-        Shared {
-            store: Store::open(db, config.repl_backlog_bytes).expect("a new database opens"),
-            blocked: Registry::default(),
-            settings: Arc::new(Settings::new(config)),
-            stats: Stats::default(),
-            cmdstats: Default::default(),
-            clients: Mutex::new(BTreeMap::new()),
-            started: Instant::now(),
-            tcp_port: 0,
-            cluster: None,
-            next_id: AtomicU64::new(1),
-            shutdown: Arc::new(tx),
-            active_expire_keys_per_sec: 0,
-            run_id: 0,
-            repl: Default::default(),
-            me: Default::default(),
-            pause: Default::default(),
-            runtime: tokio::runtime::Builder::new_current_thread()
-                .build()
-                .expect("a runtime")
-                .handle()
-                .clone(),
-        }
-    }
-
-    /// Changes to the shutdown flag (`true`: the server is stopping).
-    pub fn shutdown_signal(&self) -> watch::Receiver<bool> {
-        self.shutdown.subscribe()
-    }
-
-    /// The `Arc` this is in (`None` in command-layer tests, which have none).
-    pub fn arc(&self) -> Option<Arc<Shared>> {
-        self.me.get().and_then(std::sync::Weak::upgrade)
-    }
-
-    pub fn is_shutting_down(&self) -> bool {
-        *self.shutdown.borrow()
-    }
-
-    pub fn set_client_name(&self, s: &mut Session, name: Option<String>) {
-        s.name = name.clone();
-        if let Some(c) = self.clients.lock().get_mut(&s.id) {
-            c.name = name;
-        }
-    }
-
-    /// One `CLIENT LIST` line, with Redis's fields that mean something here (`user` is
-    /// always `default`: there are no ACL users; `redir` -1: no client tracking).
-    fn line(id: u64, c: &ClientEntry) -> String {
-        let mut flags = String::new();
-        for (on, f) in [(c.replica, 'S'), (c.paused, 'b'), (c.no_evict, 'e')] {
-            if on {
-                flags.push(f);
-            }
-        }
-        if flags.is_empty() {
-            flags.push('N');
-        }
-        format!(
-            "id={id} addr={} laddr={} name={} age={} idle={} flags={flags} db={} cmd={} user=default redir=-1 resp={}\n",
-            c.addr,
-            c.laddr,
-            c.name.as_deref().unwrap_or(""),
-            c.since.elapsed().as_secs(),
-            c.active.elapsed().as_secs(),
-            c.db,
-            c.last_command,
-            c.resp,
-        )
-    }
-
-    /// `CLIENT LIST` of the clients `keep` selects.
-    pub fn client_list(&self, keep: impl Fn(u64, &ClientEntry) -> bool) -> String {
-        self.clients
-            .lock()
-            .iter()
-            .filter(|(id, c)| keep(**id, c))
-            .map(|(id, c)| Self::line(*id, c))
-            .collect()
-    }
-
-    fn set_paused(&self, id: u64, on: bool) {
-        if let Some(c) = self.clients.lock().get_mut(&id) {
-            c.paused = on;
-        }
-    }
-
-    /// Stops the server: the listeners, then every connection.
-    fn trigger_shutdown(&self) {
-        self.shutdown.send_replace(true);
-        // After the flag: a client admitted meanwhile starts with it set (see `admit`).
-        for c in self.clients.lock().values() {
-            c.kill();
-        }
-    }
-}
 
 /// A bound server, not yet running.
 pub struct Server {
@@ -491,7 +291,7 @@ async fn admit<S>(
         );
         stop
     };
-    let session = Session::connected(id, shared);
+    let session = Session::connected(id, shared.settings.requirepass().is_some());
     conns.spawn(connection(shared.clone(), stream, session, stop));
 }
 
@@ -833,12 +633,12 @@ fn run_batch(
     while i < batch.len() {
         let run = batch[i..]
             .iter()
-            .take_while(|c| commands::is_plain_set(sh, &s, c))
+            .take_while(|c| crate::cmd::string::is_plain_set(sh, &s, c))
             .count();
         if run > 1 {
             sh.stats.commands.fetch_add(run as u64, Relaxed);
             let start = s.clock.take().unwrap_or_else(Instant::now);
-            let done = commands::set_many(sh, &s, &batch[i..i + run]);
+            let done = crate::cmd::string::set_many(sh, &s, &batch[i..i + run]);
             let end = Instant::now();
             s.clock = Some(end);
             sh.cmdstats.ran_together("set", &done, end - start);
@@ -856,7 +656,7 @@ fn run_batch(
             continue;
         }
         sh.stats.commands.fetch_add(1, Relaxed);
-        let (reply, o) = commands::execute(sh, &mut s, &batch[i]);
+        let (reply, o) = dispatch::execute(sh, &mut s, &batch[i]);
         let silent = s.replies.after_command();
         i += 1;
         // Clients blocked on keys this command wrote are answered before the next one.

@@ -15,11 +15,22 @@
 use super::slot::{key_slot, parse_slot, SLOTS};
 use super::state::{Cluster, State};
 use super::topology::{fmt_range, valid_id, Node, Topology, ID_LEN};
-use crate::cmd::{check_reply_size, eq, int, text, wrong_args, CmdResult, Ctx};
-use crate::commands::{over_output_limit, REPLY_OVERHEAD};
+use crate::cmd::table::c;
+use crate::cmd::{
+    check_reply_size, eq, int, over_output_limit, text, wrong_args, CmdResult, Ctx, REPLY_OVERHEAD,
+};
 use crate::protocol::Reply;
 use bytes::Bytes;
 use std::fmt::Write;
+
+#[rustfmt::skip]
+pub static COMMANDS: &[crate::cmd::table::Spec] = &[
+    c!("cluster", -2, [LOADING STALE], 0, 0, 0, Cluster, cluster),
+    c!("clusterx", -2, [ADMIN LOADING STALE OWN_LOCK], 0, 0, 0, Cluster, clusterx),
+    c!("readonly", 1, [LOADING STALE FAST], 0, 0, 0, Cluster, readonly),
+    c!("readwrite", 1, [LOADING STALE FAST], 0, 0, 0, Cluster, readwrite),
+    c!("asking", 1, [FAST], 0, 0, 0, Cluster, asking),
+];
 
 fn disabled() -> Reply {
     Reply::err("This instance has cluster support disabled")
@@ -471,7 +482,7 @@ pub fn clusterx(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
 /// Applies `f` to the state, saved before it takes effect (see [`Cluster::update`]);
 /// then clients blocked on keys of slots that went elsewhere are sent there.
 fn update(
-    sh: &crate::server::Shared,
+    sh: &crate::shared::Shared,
     c: &Cluster,
     f: &dyn Fn(&mut State) -> Result<(), Reply>,
 ) -> CmdResult {

@@ -32,7 +32,7 @@ use super::slot::{key_slot, SLOTS};
 use super::state::Cluster;
 use crate::cmd::migrate::{move_keys, Target};
 use crate::protocol::Reply;
-use crate::server::Shared;
+use crate::shared::Shared;
 use bytes::Bytes;
 use parking_lot::{Condvar, Mutex};
 use std::time::{Duration, Instant};
@@ -43,7 +43,7 @@ const BATCH_KEYS: usize = 100;
 /// Most key bytes of one batch (a batch holds its keys' names in memory).
 const BATCH_KEY_BYTES: usize = 1 << 20;
 /// Metadata records one step of the walk examines (as one `SCAN` call at most).
-const WALK_STEP: usize = crate::commands::MAX_SCAN_COUNT;
+const WALK_STEP: usize = crate::cmd::keyspace::MAX_SCAN_COUNT;
 /// Bound of the connection to the destination and of each read and write on it.
 const TIMEOUT: Duration = Duration::from_secs(10);
 

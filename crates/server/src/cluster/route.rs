@@ -25,38 +25,19 @@
 
 use super::slot::key_slot;
 use super::state::State;
-use crate::cmd::table::{self, Spec};
-use crate::commands::{command_name, Session};
+use crate::cmd::table::{self, Flags, Spec};
 use crate::protocol::Reply;
-use crate::server::Shared;
+use crate::session::Session;
+use crate::shared::Shared;
 use bytes::Bytes;
 
-/// The keys of `args` (a whole command, name first) by `spec`'s key positions.
+/// The keys of `args` (a whole command, name first) by `spec`'s key positions (none when
+/// its arguments do not parse: the command fails by itself).
 pub fn keys<'a>(spec: &Spec, args: &'a [Bytes]) -> impl Iterator<Item = &'a Bytes> + 'a {
-    let n = args.len() as i32;
-    let first = spec.first;
-    let last = if spec.last < 0 {
-        n + spec.last
-    } else {
-        spec.last
-    }
-    .min(n - 1);
-    let step = spec.step.max(1) as usize;
-    // Half-open; empty when the command has no keys.
-    let range = if first > 0 && last >= first {
-        first as usize..last as usize + 1
-    } else {
-        0..0
-    };
-    range.step_by(step).map(move |i| &args[i])
-}
-
-fn is_write(spec: &Spec) -> bool {
-    spec.flags.split(' ').any(|f| f == "write")
-}
-
-fn has_flag(spec: &Spec, flag: &str) -> bool {
-    spec.flags.split(' ').any(|f| f == flag)
+    spec.key_indexes(args)
+        .unwrap_or_default()
+        .into_iter()
+        .map(move |i| &args[i])
 }
 
 /// What the topology says about a request, before looking at which of its keys are here.
@@ -84,7 +65,7 @@ fn route<'a>(
     let mut slot = None;
     let mut write = false;
     for args in cmds {
-        let Some(spec) = table::find(&command_name(&args[0])) else {
+        let Some(spec) = table::find(&args[0]) else {
             continue;
         };
         // A command with the wrong arity fails by itself, before any routing (as Redis).
@@ -92,7 +73,7 @@ fn route<'a>(
         if !spec.arity_ok(args.len()) || spec.name == "migrate" {
             continue;
         }
-        write |= is_write(spec);
+        write |= spec.has(Flags::WRITE);
         for k in keys(spec, args) {
             let s = key_slot(k);
             match slot {
@@ -212,7 +193,7 @@ fn presence<'a>(
 /// a command with the wrong arity, which fails by itself, nor of `MIGRATE`).
 fn request_keys<'a>(cmds: impl Iterator<Item = &'a [Bytes]>) -> impl Iterator<Item = &'a Bytes> {
     cmds.filter_map(|args| {
-        let spec = table::find(&command_name(&args[0]))?;
+        let spec = table::find(&args[0])?;
         (spec.arity_ok(args.len()) && spec.name != "migrate").then(|| keys(spec, args))
     })
     .flatten()
@@ -237,18 +218,19 @@ pub fn serves(sh: &Shared, s: &Session, args: &[Bytes]) -> bool {
 /// not move a key under it.
 pub type Admitted<'a> = Option<parking_lot::RwLockReadGuard<'a, ()>>;
 
-/// The hook run before every command (`name` is its lower-cased name): `Err` is the
-/// reply instead of running it; `Ok` holds what the command must keep until it ends.
-/// Cluster mode off: always `Ok`.
+/// The hook run before every command (`spec`: its table entry, `None` for an unknown
+/// command): `Err` is the reply instead of running it; `Ok` holds what the command must
+/// keep until it ends. Cluster mode off: always `Ok`.
 pub fn admit<'a>(
     sh: &'a Shared,
     s: &mut Session,
-    name: &str,
+    spec: Option<&Spec>,
     args: &[Bytes],
 ) -> Result<Admitted<'a>, Reply> {
     let Some(c) = &sh.cluster else {
         return Ok(None);
     };
+    let name = spec.map_or("", |s| s.name);
     // ASKING counts for the next command, or for a whole transaction (Redis clears it
     // after any command but itself outside MULTI).
     let asking = s.ext.cluster_asking;
@@ -256,19 +238,7 @@ pub fn admit<'a>(
     if name != "asking" && name != "multi" && !in_tx {
         s.ext.cluster_asking = false;
     }
-    // Redis Cluster has one database.
-    if name == "select" && args.get(1).is_some_and(|d| &d[..] != b"0") {
-        return Err(Reply::err("SELECT is not allowed in cluster mode"));
-    }
-    if name == "move" {
-        return Err(Reply::err("MOVE is not allowed in cluster mode"));
-    }
-    if name == "copy" && args.iter().skip(3).any(|a| a.eq_ignore_ascii_case(b"db")) {
-        return Err(Reply::err(
-            "Copying to another database is not allowed in cluster mode",
-        ));
-    }
-    let asking = asking || table::find(name).is_some_and(|spec| has_flag(spec, "asking"));
+    let asking = asking || spec.is_some_and(|s| s.has(Flags::ASKING));
     let readonly = s.ext.cluster_readonly;
     if name == "exec" {
         let Some(queued) = &s.ext.multi else {
@@ -356,7 +326,7 @@ mod tests {
 
     fn key_list(a: &[&str]) -> Vec<String> {
         let a = args(a);
-        let spec = table::find(&command_name(&a[0])).unwrap();
+        let spec = table::find(&a[0]).unwrap();
         keys(spec, &a)
             .map(|k| String::from_utf8(k.to_vec()).unwrap())
             .collect()

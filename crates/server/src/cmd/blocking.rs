@@ -18,11 +18,12 @@
 //! missed, and a key served while the attempt runs waits for it; a timeout and a serve
 //! decide under the same slot which one answers the client.
 
+use super::table::c;
 use super::{list, zset, CmdResult, Ctx};
-use crate::commands::Session;
 use crate::protocol::Reply;
 use crate::record::{self, Kind};
-use crate::server::Shared;
+use crate::session::Session;
+use crate::shared::Shared;
 use bytes::Bytes;
 use parking_lot::Mutex;
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -34,14 +35,14 @@ use tokio::time::Instant;
 
 #[rustfmt::skip]
 pub static COMMANDS: &[super::table::Spec] = &[
-    c!("blpop", -3, "write noscript blocking", 1, -2, 1, "list", Some(blpop)),
-    c!("brpop", -3, "write noscript blocking", 1, -2, 1, "list", Some(brpop)),
-    c!("brpoplpush", 4, "write denyoom noscript blocking", 1, 2, 1, "list", Some(brpoplpush)),
-    c!("blmove", 6, "write denyoom noscript blocking", 1, 2, 1, "list", Some(blmove)),
-    c!("blmpop", -5, "write blocking", 0, 0, 0, "list", Some(blmpop)),
-    c!("bzpopmin", -3, "write noscript blocking fast", 1, -2, 1, "sorted-set", Some(bzpopmin)),
-    c!("bzpopmax", -3, "write noscript blocking fast", 1, -2, 1, "sorted-set", Some(bzpopmax)),
-    c!("bzmpop", -5, "write blocking", 0, 0, 0, "sorted-set", Some(bzmpop)),
+    c!("blpop", -3, [WRITE NOSCRIPT BLOCKING], 1, -2, 1, List, blpop),
+    c!("brpop", -3, [WRITE NOSCRIPT BLOCKING], 1, -2, 1, List, brpop),
+    c!("brpoplpush", 4, [WRITE DENYOOM NOSCRIPT BLOCKING], 1, 2, 1, List, brpoplpush),
+    c!("blmove", 6, [WRITE DENYOOM NOSCRIPT BLOCKING], 1, 2, 1, List, blmove),
+    c!("blmpop", -5, [WRITE BLOCKING], 0, 0, 0, List, blmpop),
+    c!("bzpopmin", -3, [WRITE NOSCRIPT BLOCKING FAST], 1, -2, 1, SortedSet, bzpopmin),
+    c!("bzpopmax", -3, [WRITE NOSCRIPT BLOCKING FAST], 1, -2, 1, SortedSet, bzpopmax),
+    c!("bzmpop", -5, [WRITE BLOCKING], 0, 0, 0, SortedSet, bzmpop),
 ];
 
 /// What a blocked client runs on a key that became ready.

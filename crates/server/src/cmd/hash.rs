@@ -1,6 +1,7 @@
 //! Hashes: one sub-key per field (`tag 0 | field -> value`); the metadata record keeps
 //! the field count, so `HLEN` is one read and `DEL` is O(1).
 
+use super::table::c;
 use super::{bulk, coll_scan, float, int, pick, rand_count, wrongtype, CmdResult, Ctx};
 use crate::protocol::Reply;
 use crate::record::Kind;
@@ -10,22 +11,22 @@ use std::collections::HashSet;
 
 #[rustfmt::skip]
 pub static COMMANDS: &[super::table::Spec] = &[
-    c!("hset", -4, "write denyoom fast", 1, 1, 1, "hash", Some(hset)),
-    c!("hmset", -4, "write denyoom fast", 1, 1, 1, "hash", Some(hmset)),
-    c!("hsetnx", 4, "write denyoom fast", 1, 1, 1, "hash", Some(hsetnx)),
-    c!("hget", 3, "readonly fast", 1, 1, 1, "hash", Some(hget)),
-    c!("hmget", -3, "readonly fast", 1, 1, 1, "hash", Some(hmget)),
-    c!("hdel", -3, "write fast", 1, 1, 1, "hash", Some(hdel)),
-    c!("hlen", 2, "readonly fast", 1, 1, 1, "hash", Some(hlen)),
-    c!("hstrlen", 3, "readonly fast", 1, 1, 1, "hash", Some(hstrlen)),
-    c!("hexists", 3, "readonly fast", 1, 1, 1, "hash", Some(hexists)),
-    c!("hincrby", 4, "write denyoom fast", 1, 1, 1, "hash", Some(hincrby)),
-    c!("hincrbyfloat", 4, "write denyoom fast", 1, 1, 1, "hash", Some(hincrbyfloat)),
-    c!("hkeys", 2, "readonly", 1, 1, 1, "hash", Some(hkeys)),
-    c!("hvals", 2, "readonly", 1, 1, 1, "hash", Some(hvals)),
-    c!("hgetall", 2, "readonly", 1, 1, 1, "hash", Some(hgetall)),
-    c!("hscan", -3, "readonly", 1, 1, 1, "hash", Some(hscan)),
-    c!("hrandfield", -2, "readonly", 1, 1, 1, "hash", Some(hrandfield)),
+    c!("hset", -4, [WRITE DENYOOM FAST CHEAP COMBINABLE], 1, 1, 1, Hash, hset),
+    c!("hmset", -4, [WRITE DENYOOM FAST CHEAP COMBINABLE], 1, 1, 1, Hash, hmset),
+    c!("hsetnx", 4, [WRITE DENYOOM FAST CHEAP COMBINABLE], 1, 1, 1, Hash, hsetnx),
+    c!("hget", 3, [READONLY FAST CHEAP COMBINABLE], 1, 1, 1, Hash, hget),
+    c!("hmget", -3, [READONLY FAST CHEAP COMBINABLE], 1, 1, 1, Hash, hmget),
+    c!("hdel", -3, [WRITE FAST CHEAP], 1, 1, 1, Hash, hdel),
+    c!("hlen", 2, [READONLY FAST CHEAP COMBINABLE], 1, 1, 1, Hash, hlen),
+    c!("hstrlen", 3, [READONLY FAST CHEAP COMBINABLE], 1, 1, 1, Hash, hstrlen),
+    c!("hexists", 3, [READONLY FAST CHEAP COMBINABLE], 1, 1, 1, Hash, hexists),
+    c!("hincrby", 4, [WRITE DENYOOM FAST CHEAP COMBINABLE], 1, 1, 1, Hash, hincrby),
+    c!("hincrbyfloat", 4, [WRITE DENYOOM FAST CHEAP COMBINABLE], 1, 1, 1, Hash, hincrbyfloat),
+    c!("hkeys", 2, [READONLY], 1, 1, 1, Hash, hkeys),
+    c!("hvals", 2, [READONLY], 1, 1, 1, Hash, hvals),
+    c!("hgetall", 2, [READONLY], 1, 1, 1, Hash, hgetall),
+    c!("hscan", -3, [READONLY], 1, 1, 1, Hash, hscan),
+    c!("hrandfield", -2, [READONLY], 1, 1, 1, Hash, hrandfield),
 ];
 
 fn field(cx: &Ctx, key: &[u8], f: &[u8]) -> Result<Option<Vec<u8>>, Reply> {

@@ -5,26 +5,60 @@
 //! garbage, see [`crate::record`]); `RENAME`, `COPY` and `MOVE` of a collection copy its
 //! sub-keys (O(n)), because sub-keys are prefixed by the key's name.
 
+use super::table::c;
 use super::{bulk, eq, int, now_ms, syntax, CmdResult, Ctx, MAX_REPLY_ITEMS};
-use crate::commands::MAX_SCAN_COUNT;
+use super::{over_output_limit, REPLY_OVERHEAD};
+use crate::pattern;
 use crate::protocol::Reply;
 use crate::record::{self, Kind, Meta, DATABASES};
 use crate::store::Batch;
 use bytes::Bytes;
 use rand::Rng;
 
-fn db_index(b: &[u8]) -> Result<u8, Reply> {
+#[rustfmt::skip]
+pub static COMMANDS: &[super::table::Spec] = &[
+    c!("scan", -2, [READONLY], 0, 0, 0, Generic, scan),
+    c!("keys", 2, [READONLY], 0, 0, 0, Generic, keys),
+    c!("dbsize", 1, [READONLY FAST], 0, 0, 0, Server, dbsize),
+    c!("flushdb", -1, [WRITE], 0, 0, 0, Server, flushdb),
+    c!("flushall", -1, [WRITE], 0, 0, 0, Server, flushall),
+    c!("del", -2, [WRITE], 1, -1, 1, Generic, del),
+    c!("unlink", -2, [WRITE FAST], 1, -1, 1, Generic, del),
+    c!("exists", -2, [READONLY FAST CHEAP], 1, -1, 1, Generic, exists),
+    c!("touch", -2, [READONLY FAST], 1, -1, 1, Generic, exists),
+    c!("type", 2, [READONLY FAST CHEAP], 1, 1, 1, Generic, type_),
+    c!("ttl", 2, [READONLY FAST CHEAP], 1, 1, 1, Generic, ttl),
+    c!("pttl", 2, [READONLY FAST CHEAP], 1, 1, 1, Generic, pttl),
+    c!("expiretime", 2, [READONLY FAST CHEAP], 1, 1, 1, Generic, expiretime),
+    c!("pexpiretime", 2, [READONLY FAST CHEAP], 1, 1, 1, Generic, pexpiretime),
+    c!("expire", -3, [WRITE FAST CHEAP], 1, 1, 1, Generic, expire),
+    c!("pexpire", -3, [WRITE FAST CHEAP], 1, 1, 1, Generic, pexpire),
+    c!("expireat", -3, [WRITE FAST CHEAP], 1, 1, 1, Generic, expireat),
+    c!("pexpireat", -3, [WRITE FAST CHEAP], 1, 1, 1, Generic, pexpireat),
+    c!("persist", 2, [WRITE FAST CHEAP], 1, 1, 1, Generic, persist),
+    c!("rename", 3, [WRITE], 1, 2, 1, Generic, rename),
+    c!("renamenx", 3, [WRITE FAST], 1, 2, 1, Generic, renamenx),
+    c!("copy", -3, [WRITE DENYOOM], 1, 2, 1, Generic, copy),
+    c!("move", 3, [WRITE FAST], 1, 1, 1, Generic, move_),
+    c!("randomkey", 1, [READONLY], 0, 0, 0, Generic, randomkey),
+    c!("memory", -2, [READONLY], 0, 0, 0, Server, memory),
+    c!("object", -2, [READONLY], 2, 2, 1, Generic, object),
+];
+
+/// Open `SCAN` cursors a connection keeps; older ones are forgotten.
+const MAX_CURSORS: usize = 256;
+
+/// Most keys one `SCAN` call examines: a larger `COUNT` is clamped to it (`COUNT` is a hint
+/// in Redis too), so that one call's work and reply stay bounded however much a client asks.
+pub const MAX_SCAN_COUNT: usize = 1000;
+
+pub fn db_index(b: &[u8]) -> Result<u8, Reply> {
     let n =
         super::parse_int(b).ok_or_else(|| Reply::err("value is not an integer or out of range"))?;
     u8::try_from(n)
         .ok()
         .filter(|&d| d < DATABASES)
         .ok_or_else(|| Reply::err("DB index is out of range"))
-}
-
-pub fn select(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
-    cx.s.ext.db = db_index(&a[0])?;
-    Ok(Reply::ok())
 }
 
 fn flush_mode(a: &[Bytes]) -> Result<(), Reply> {
@@ -271,6 +305,11 @@ pub fn renamenx(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
 
 /// `COPY source destination [DB destination-db] [REPLACE]`
 pub fn copy(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
+    if cx.sh.cluster.is_some() && a[2..].iter().any(|o| eq(o, "db")) {
+        return Err(Reply::err(
+            "Copying to another database is not allowed in cluster mode",
+        ));
+    }
     let (src, dst) = (&a[0], &a[1]);
     let (mut dst_db, mut replace) = (cx.db(), false);
     let mut i = 2;
@@ -305,6 +344,9 @@ pub fn copy(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
 }
 
 pub fn move_(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
+    if cx.sh.cluster.is_some() {
+        return Err(Reply::err("MOVE is not allowed in cluster mode"));
+    }
     let key = &a[0];
     let dst_db = db_index(&a[1])?;
     if dst_db == cx.db() {
@@ -513,4 +555,85 @@ pub fn object(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
             "unknown subcommand '{sub}'. Try OBJECT HELP."
         ))),
     }
+}
+
+/// `SCAN cursor [MATCH pattern] [COUNT n] [TYPE string]`: cursor 0 starts; a returned 0
+/// means done. Keys are visited in key order; a key written during the scan may or may not
+/// be returned, as in Redis.
+fn scan(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
+    let (sh, s) = (cx.sh, &mut *cx.s);
+    if a.is_empty() {
+        return Err(super::wrong_args("scan"));
+    }
+    let mut kind = None;
+    let crate::cmd::ScanArgs { cursor, pat, count } =
+        crate::cmd::scan_args(&a[0], &a[1..], MAX_SCAN_COUNT, |o, v| {
+            // An unknown type matches no key, as in Redis.
+            Ok(eq(o, "type") && {
+                kind = Some(Kind::from_name(v));
+                true
+            })
+        })?;
+    let after = match cursor {
+        0 => None,
+        c => Some(
+            s.cursors
+                .remove(&c)
+                .ok_or_else(|| Reply::err("invalid cursor"))?,
+        ),
+    };
+    let (page, resume) = sh.store.scan(s.ext.db, after.as_deref(), count)?;
+    let next = match resume {
+        Some(last) => {
+            s.next_cursor += 1;
+            s.cursors.insert(s.next_cursor, last);
+            while s.cursors.len() > MAX_CURSORS {
+                s.cursors.pop_first();
+            }
+            s.next_cursor
+        }
+        None => 0,
+    };
+    let keys = page
+        .into_iter()
+        .filter(|(k, _)| pat.as_ref().is_none_or(|p| pattern::matches(p, k)))
+        .filter(|(_, h)| kind.is_none_or(|t| t == Some(h.kind)))
+        .map(|(k, _)| Reply::bulk(k))
+        .collect();
+    Ok(Reply::Array(vec![
+        Reply::bulk(next.to_string()),
+        Reply::Array(keys),
+    ]))
+}
+
+/// The matching keys of the selected database, from a walk of its metadata records that
+/// keeps only keys (see [`crate::store::Store::live_keys`] for what it reads); a reply that
+/// would pass the connection's output limit is an error instead (use `SCAN`).
+fn keys(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
+    let (sh, s, pat) = (cx.sh, &*cx.s, &a[0]);
+    let mut out = Vec::new();
+    let mut size = 0usize;
+    for kv in sh.store.live_keys(s.ext.db)? {
+        let (k, _) = kv?;
+        if pattern::matches(pat, &k) {
+            size = size.saturating_add(REPLY_OVERHEAD + k.len());
+            if size > s.output_budget {
+                return Err(over_output_limit("KEYS", sh));
+            }
+            out.push(Reply::bulk(k));
+        }
+    }
+    Ok(Reply::Array(out))
+}
+
+/// Exact count of the selected database's live keys, by a walk of its metadata records
+/// (the engine keeps no key count) that holds one entry at a time.
+fn dbsize(cx: &mut Ctx, _a: &[Bytes]) -> CmdResult {
+    let (sh, s) = (cx.sh, &*cx.s);
+    let mut n = 0i64;
+    for kv in sh.store.live_keys(s.ext.db)? {
+        kv?;
+        n += 1;
+    }
+    Ok(Reply::Int(n))
 }

@@ -5,6 +5,7 @@
 //! variants (`BLPOP`, `BLMOVE`, ...) are in [`super::blocking`].
 
 use super::string::clamp_range;
+use super::table::c;
 use super::{bulk, check_reply_size, eq, int, CmdResult, Ctx};
 use crate::protocol::Reply;
 use crate::record::{Kind, Meta};
@@ -13,24 +14,48 @@ use bytes::Bytes;
 
 #[rustfmt::skip]
 pub static COMMANDS: &[super::table::Spec] = &[
-    c!("lpush", -3, "write denyoom fast", 1, 1, 1, "list", Some(lpush)),
-    c!("rpush", -3, "write denyoom fast", 1, 1, 1, "list", Some(rpush)),
-    c!("lpushx", -3, "write denyoom fast", 1, 1, 1, "list", Some(lpushx)),
-    c!("rpushx", -3, "write denyoom fast", 1, 1, 1, "list", Some(rpushx)),
-    c!("lpop", -2, "write fast", 1, 1, 1, "list", Some(lpop)),
-    c!("rpop", -2, "write fast", 1, 1, 1, "list", Some(rpop)),
-    c!("llen", 2, "readonly fast", 1, 1, 1, "list", Some(llen)),
-    c!("lindex", 3, "readonly", 1, 1, 1, "list", Some(lindex)),
-    c!("lset", 4, "write denyoom", 1, 1, 1, "list", Some(lset)),
-    c!("lrange", 4, "readonly", 1, 1, 1, "list", Some(lrange)),
-    c!("ltrim", 4, "write", 1, 1, 1, "list", Some(ltrim)),
-    c!("lrem", 4, "write", 1, 1, 1, "list", Some(lrem)),
-    c!("linsert", 5, "write denyoom", 1, 1, 1, "list", Some(linsert)),
-    c!("lpos", -3, "readonly", 1, 1, 1, "list", Some(lpos)),
-    c!("lmove", 5, "write denyoom", 1, 2, 1, "list", Some(lmove)),
-    c!("rpoplpush", 3, "write denyoom", 1, 2, 1, "list", Some(rpoplpush)),
-    c!("lmpop", -4, "write", 0, 0, 0, "list", Some(lmpop)),
+    c!("lpush", -3, [WRITE DENYOOM FAST CHEAP COMBINABLE WAKES], 1, 1, 1, List, lpush),
+    c!("rpush", -3, [WRITE DENYOOM FAST CHEAP COMBINABLE WAKES], 1, 1, 1, List, rpush),
+    c!("lpushx", -3, [WRITE DENYOOM FAST CHEAP], 1, 1, 1, List, lpushx),
+    c!("rpushx", -3, [WRITE DENYOOM FAST CHEAP], 1, 1, 1, List, rpushx),
+    c!("lpop", -2, [WRITE FAST CHEAP COMBINABLE], 1, 1, 1, List, lpop, point_if = without_count),
+    c!("rpop", -2, [WRITE FAST CHEAP COMBINABLE], 1, 1, 1, List, rpop, point_if = without_count),
+    c!("llen", 2, [READONLY FAST CHEAP COMBINABLE], 1, 1, 1, List, llen),
+    c!("lindex", 3, [READONLY], 1, 1, 1, List, lindex),
+    c!("lset", 4, [WRITE DENYOOM], 1, 1, 1, List, lset),
+    c!("lrange", 4, [READONLY CHEAP], 1, 1, 1, List, lrange, point_if = short_range),
+    c!("ltrim", 4, [WRITE], 1, 1, 1, List, ltrim),
+    c!("lrem", 4, [WRITE], 1, 1, 1, List, lrem),
+    c!("linsert", 5, [WRITE DENYOOM], 1, 1, 1, List, linsert),
+    c!("lpos", -3, [READONLY], 1, 1, 1, List, lpos),
+    c!("lmove", 5, [WRITE DENYOOM], 1, 2, 1, List, lmove),
+    c!("rpoplpush", 3, [WRITE DENYOOM], 1, 2, 1, List, rpoplpush),
+    c!("lmpop", -4, [WRITE], 0, 0, 0, List, lmpop),
 ];
+
+/// `LPOP`/`RPOP key` without a count: one element, a point operation (with a count it
+/// scans).
+pub fn without_count(cmd: &[Bytes]) -> bool {
+    cmd.len() == 2
+}
+
+/// Most elements of an `LRANGE` run on the connection's task: a scan of that many
+/// sub-keys (one seek, then steps) costs less than the pool's two thread hand-offs and the
+/// fresh memory of a pool thread's heap, which were 40 % of the server's CPU for
+/// `LRANGE 0 99` (docs/serve.md, "Where a request's time goes").
+const SHORT_RANGE: i64 = 128;
+
+/// Whether `LRANGE key start end` reads at most [`SHORT_RANGE`] elements whatever the
+/// list's length: both indexes count from the same end.
+pub fn short_range(cmd: &[Bytes]) -> bool {
+    let [_, _, start, end] = cmd else {
+        return false;
+    };
+    match (super::parse_int(start), super::parse_int(end)) {
+        (Some(s), Some(e)) if (s >= 0) == (e >= 0) => e.saturating_sub(s) < SHORT_RANGE,
+        _ => false,
+    }
+}
 
 fn at(cx: &Ctx, key: &[u8], m: &Meta, pos: u64) -> Vec<u8> {
     cx.sub_key(key, m, 0, &m.head.wrapping_add(pos).to_be_bytes())

@@ -13,17 +13,26 @@
 //! a key in flight waits for its end. The target writes each key with one engine batch:
 //! a reader there sees all of a collection or none of it.
 
+use super::table::c;
 use super::{eq, int, syntax, CmdResult, Ctx, MAX_STRING};
 use crate::dump;
 use crate::protocol::Reply;
 use crate::record;
 use crate::repl::wire;
-use crate::server::Shared;
+use crate::shared::Shared;
 use crate::store::Batch;
 use bytes::Bytes;
 use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::time::Duration;
+
+#[rustfmt::skip]
+pub static COMMANDS: &[super::table::Spec] = &[
+    c!("dump", 2, [READONLY], 1, 1, 1, Generic, dump_cmd),
+    c!("restore", -4, [WRITE DENYOOM], 1, 1, 1, Generic, restore),
+    c!("restore-asking", -4, [WRITE DENYOOM ASKING], 1, 1, 1, Server, restore),
+    c!("migrate", -6, [WRITE NO_MULTI OWN_LOCK], 3, 3, 1, Generic, migrate),
+];
 
 /// Longest reply line read from the target: its replies here are `+OK` or an error line.
 const MAX_REPLY_LINE: u64 = 64 << 10;

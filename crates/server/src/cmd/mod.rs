@@ -6,39 +6,27 @@
 //! Read-modify-write commands hold their keys' stripe locks ([`crate::store::Store::lock`])
 //! from the first read to the write.
 
-/// One [`table::Spec`] (see there for the fields).
-macro_rules! c {
-    ($name:literal, $arity:expr, $flags:literal, $first:expr, $last:expr, $step:expr, $group:literal, $h:expr) => {
-        $crate::cmd::table::Spec {
-            name: $name,
-            arity: $arity,
-            flags: $flags,
-            first: $first,
-            last: $last,
-            step: $step,
-            group: $group,
-            handler: $h,
-        }
-    };
-}
-
 pub mod blocking;
+pub mod client;
+pub mod command;
+pub mod config;
+pub mod connection;
 pub mod hash;
-pub mod introspect;
 pub mod keyspace;
 pub mod list;
 pub mod migrate;
 pub mod multi;
+pub mod server;
 pub mod set;
 pub mod string;
 pub mod table;
 pub mod zset;
 
-use crate::commands::Session;
 use crate::config::AppendFsync;
 use crate::protocol::Reply;
 use crate::record::{self, Kind, Meta};
-use crate::server::Shared;
+use crate::session::Session;
+use crate::shared::Shared;
 use crate::store::{Batch, KeyLocks};
 use bytes::Bytes;
 
@@ -191,6 +179,30 @@ impl Ctx<'_> {
     }
 }
 
+/// Bytes a bulk string's framing adds to it in a reply, at most (`$<len>\r\n...\r\n`).
+pub const REPLY_OVERHEAD: usize = 16;
+
+/// The error of a command whose reply grows with the data (`MGET`, `KEYS`) when the reply
+/// would pass what the connection may still buffer ([`Session::output_budget`]).
+pub fn over_output_limit(cmd: &str, sh: &Shared) -> Reply {
+    Reply::err(format!(
+        "{cmd} reply would exceed the connection's output limit of {} bytes (halflife-client-output-limit)",
+        sh.settings.max_output_bytes()
+    ))
+}
+
+impl From<crate::store::StoreError> for Reply {
+    fn from(e: crate::store::StoreError) -> Reply {
+        Reply::err(e.to_string())
+    }
+}
+
+impl From<engine::Error> for Reply {
+    fn from(e: engine::Error) -> Reply {
+        Reply::err(e.to_string())
+    }
+}
+
 /// Refuses a reply of more than [`MAX_REPLY_ITEMS`] elements.
 pub fn check_reply_size(n: u64) -> Result<(), Reply> {
     if n > MAX_REPLY_ITEMS {
@@ -199,36 +211,6 @@ pub fn check_reply_size(n: u64) -> Result<(), Reply> {
         )));
     }
     Ok(())
-}
-
-/// Per-connection state of this module's commands (kept in [`Session`]).
-#[derive(Default)]
-pub struct SessionExt {
-    /// `SELECT`ed database.
-    pub db: u8,
-    /// Commands queued since `MULTI` (`None`: not in a transaction).
-    pub multi: Option<Vec<Vec<Bytes>>>,
-    /// A command queued after `MULTI` was refused: `EXEC` fails with `EXECABORT`.
-    pub multi_failed: bool,
-    /// `WATCH`ed keys and whether each existed (unexpired) when watched.
-    pub watched: Vec<(u8, Vec<u8>, bool)>,
-    /// `HSCAN`/`SSCAN`/`ZSCAN` cursors: number -> (key, last member returned).
-    pub coll_cursors: std::collections::BTreeMap<u64, (Vec<u8>, Vec<u8>)>,
-    pub next_coll_cursor: u64,
-    /// `EXEC` is running this connection's queued commands (blocking commands do not
-    /// block then).
-    pub in_exec: bool,
-    /// Set by a blocking command that found nothing: the connection waits on it before
-    /// it runs anything else.
-    pub blocked: Option<blocking::Blocked>,
-    /// Cluster mode's `READONLY`: reads of the slots of this node's master are served.
-    pub cluster_readonly: bool,
-    /// Cluster mode's `ASKING`: the next command (or transaction) may run on a slot this
-    /// node imports.
-    pub cluster_asking: bool,
-    /// The run of commands on one key this connection is executing as one engine write
-    /// ([`crate::combine`]).
-    pub combining: Option<crate::combine::Pending>,
 }
 
 /// Open collection-scan cursors a connection keeps; older ones are forgotten.
@@ -504,22 +486,6 @@ pub fn fmt_incr_float(v: f64) -> String {
 
 pub fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
-}
-
-/// Runs the command of `spec` if it is one of this module's (`None`: not one, the
-/// caller's dispatch goes on).
-pub fn dispatch(
-    sh: &Shared,
-    s: &mut Session,
-    spec: &table::Spec,
-    args: &[Bytes],
-) -> Option<CmdResult> {
-    let handler = spec.handler?;
-    if !spec.arity_ok(args.len()) {
-        return Some(Err(wrong_args(spec.name)));
-    }
-    let mut cx = Ctx { sh, s };
-    Some(handler(&mut cx, &args[1..]))
 }
 
 /// A string value's reply.

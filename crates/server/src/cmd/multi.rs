@@ -3,31 +3,40 @@
 //! command holds it shared), and `WATCH` makes `EXEC` fail if a watched key was written
 //! by anyone, deleted, flushed, or expired since it was watched.
 
-use super::{table, wrong_args, CmdResult, Ctx};
-use crate::commands::{self, Session};
+use super::table::c;
+use super::table::{Flags, Spec};
+use super::{wrong_args, CmdResult, Ctx};
+use crate::dispatch;
 use crate::protocol::Reply;
-use crate::server::Shared;
+use crate::session::Session;
+use crate::shared::Shared;
 use bytes::Bytes;
 
 /// Queues the command while a transaction is open: `QUEUED`, or the error that will make
 /// `EXEC` fail. `None`: not in a transaction, or a command that runs at once.
-pub fn queue(s: &mut Session, name: &str, args: &[Bytes]) -> Option<Reply> {
+#[rustfmt::skip]
+pub static COMMANDS: &[super::table::Spec] = &[
+    c!("multi", 1, [NOSCRIPT LOADING STALE FAST ALLOW_BUSY NOT_QUEUED], 0, 0, 0, Transactions, multi),
+    c!("exec", 1, [NOSCRIPT LOADING STALE SKIP_SLOWLOG OWN_LOCK NOT_QUEUED], 0, 0, 0, Transactions, exec),
+    c!("discard", 1, [NOSCRIPT LOADING STALE FAST ALLOW_BUSY NOT_QUEUED], 0, 0, 0, Transactions, discard),
+    c!("watch", -2, [NOSCRIPT LOADING STALE FAST ALLOW_BUSY NOT_QUEUED], 1, -1, 1, Transactions, watch),
+    c!("unwatch", 1, [NOSCRIPT LOADING STALE FAST ALLOW_BUSY], 0, 0, 0, Transactions, unwatch),
+];
+
+pub fn queue(s: &mut Session, spec: Option<&Spec>, args: &[Bytes]) -> Option<Reply> {
     let queued = s.ext.multi.as_mut()?;
-    if matches!(
-        name,
-        "exec" | "discard" | "multi" | "watch" | "quit" | "reset"
-    ) {
+    if spec.is_some_and(|s| s.has(Flags::NOT_QUEUED)) {
         return None;
     }
-    let Some(spec) = table::find(name) else {
+    let Some(spec) = spec else {
         s.ext.multi_failed = true;
-        return Some(commands::unknown(&args[0], &args[1..]));
+        return Some(dispatch::unknown(&args[0], &args[1..]));
     };
     if !spec.arity_ok(args.len()) {
         s.ext.multi_failed = true;
         return Some(wrong_args(spec.name));
     }
-    if spec.flags.split(' ').any(|f| f == "no_multi") {
+    if spec.has(Flags::NO_MULTI) {
         s.ext.multi_failed = true;
         return Some(Reply::err("Command not allowed inside a transaction"));
     }
@@ -92,7 +101,7 @@ pub fn exec(cx: &mut Ctx, _a: &[Bytes]) -> CmdResult {
     }
     cx.s.ext.in_exec = true;
     for c in &queued {
-        out.push(commands::run(cx.sh, cx.s, c).0);
+        out.push(dispatch::run(cx.sh, cx.s, c).0);
     }
     cx.s.ext.in_exec = false;
     if wrap {

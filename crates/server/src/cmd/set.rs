@@ -2,6 +2,7 @@
 //! metadata record keeps the member count. Set algebra reads its inputs whole (bounded
 //! by [`super::MAX_REPLY_ITEMS`] per input).
 
+use super::table::c;
 use super::{bulk, coll_scan, pick, rand_count, CmdResult, Ctx};
 use crate::protocol::Reply;
 use crate::record::{Kind, Meta};
@@ -11,23 +12,23 @@ use std::collections::{BTreeSet, HashSet};
 
 #[rustfmt::skip]
 pub static COMMANDS: &[super::table::Spec] = &[
-    c!("sadd", -3, "write denyoom fast", 1, 1, 1, "set", Some(sadd)),
-    c!("srem", -3, "write fast", 1, 1, 1, "set", Some(srem)),
-    c!("smembers", 2, "readonly", 1, 1, 1, "set", Some(smembers)),
-    c!("sismember", 3, "readonly fast", 1, 1, 1, "set", Some(sismember)),
-    c!("smismember", -3, "readonly fast", 1, 1, 1, "set", Some(smismember)),
-    c!("scard", 2, "readonly fast", 1, 1, 1, "set", Some(scard)),
-    c!("spop", -2, "write fast", 1, 1, 1, "set", Some(spop)),
-    c!("srandmember", -2, "readonly", 1, 1, 1, "set", Some(srandmember)),
-    c!("smove", 4, "write fast", 1, 2, 1, "set", Some(smove)),
-    c!("sinter", -2, "readonly", 1, -1, 1, "set", Some(sinter)),
-    c!("sinterstore", -3, "write denyoom", 1, -1, 1, "set", Some(sinterstore)),
-    c!("sintercard", -3, "readonly", 0, 0, 0, "set", Some(sintercard)),
-    c!("sunion", -2, "readonly", 1, -1, 1, "set", Some(sunion)),
-    c!("sunionstore", -3, "write denyoom", 1, -1, 1, "set", Some(sunionstore)),
-    c!("sdiff", -2, "readonly", 1, -1, 1, "set", Some(sdiff)),
-    c!("sdiffstore", -3, "write denyoom", 1, -1, 1, "set", Some(sdiffstore)),
-    c!("sscan", -3, "readonly", 1, 1, 1, "set", Some(sscan)),
+    c!("sadd", -3, [WRITE DENYOOM FAST CHEAP COMBINABLE], 1, 1, 1, Set, sadd),
+    c!("srem", -3, [WRITE FAST CHEAP COMBINABLE], 1, 1, 1, Set, srem),
+    c!("smembers", 2, [READONLY], 1, 1, 1, Set, smembers),
+    c!("sismember", 3, [READONLY FAST CHEAP COMBINABLE], 1, 1, 1, Set, sismember),
+    c!("smismember", -3, [READONLY FAST CHEAP], 1, 1, 1, Set, smismember),
+    c!("scard", 2, [READONLY FAST CHEAP COMBINABLE], 1, 1, 1, Set, scard),
+    c!("spop", -2, [WRITE FAST], 1, 1, 1, Set, spop),
+    c!("srandmember", -2, [READONLY], 1, 1, 1, Set, srandmember),
+    c!("smove", 4, [WRITE FAST], 1, 2, 1, Set, smove),
+    c!("sinter", -2, [READONLY], 1, -1, 1, Set, sinter),
+    c!("sinterstore", -3, [WRITE DENYOOM], 1, -1, 1, Set, sinterstore),
+    c!("sintercard", -3, [READONLY], 0, 0, 0, Set, sintercard),
+    c!("sunion", -2, [READONLY], 1, -1, 1, Set, sunion),
+    c!("sunionstore", -3, [WRITE DENYOOM], 1, -1, 1, Set, sunionstore),
+    c!("sdiff", -2, [READONLY], 1, -1, 1, Set, sdiff),
+    c!("sdiffstore", -3, [WRITE DENYOOM], 1, -1, 1, Set, sdiffstore),
+    c!("sscan", -3, [READONLY], 1, 1, 1, Set, sscan),
 ];
 
 fn has(cx: &Ctx, key: &[u8], m: &Meta, member: &[u8]) -> Result<bool, Reply> {

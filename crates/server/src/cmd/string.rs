@@ -1,12 +1,45 @@
 //! Strings: the value lives in the key's metadata record, so every command is one engine
 //! read and at most one write of one record.
 
+use super::table::c;
 use super::{bulk, eq, float, int, now_ms, syntax, wrongtype, CmdResult, Ctx, MAX_STRING};
-use crate::commands;
 use crate::protocol::Reply;
-use crate::record::{Kind, Meta};
+use crate::record::{self, Kind, Meta};
+use crate::session::Session;
+use crate::shared::Shared;
 use crate::store::Batch;
 use bytes::Bytes;
+
+#[rustfmt::skip]
+pub static COMMANDS: &[super::table::Spec] = &[
+    c!("get", 2, [READONLY FAST CHEAP], 1, 1, 1, String, get),
+    c!("set", -3, [WRITE DENYOOM CHEAP], 1, 1, 1, String, set),
+    c!("setnx", 3, [WRITE DENYOOM FAST CHEAP], 1, 1, 1, String, setnx),
+    c!("setex", 4, [WRITE DENYOOM CHEAP], 1, 1, 1, String, setex),
+    c!("psetex", 4, [WRITE DENYOOM CHEAP], 1, 1, 1, String, psetex),
+    c!("getset", 3, [WRITE DENYOOM FAST CHEAP], 1, 1, 1, String, getset),
+    c!("getdel", 2, [WRITE FAST CHEAP], 1, 1, 1, String, getdel),
+    c!("getex", -2, [WRITE FAST CHEAP], 1, 1, 1, String, getex),
+    c!("mget", -2, [READONLY FAST CHEAP], 1, -1, 1, String, mget),
+    c!("mset", -3, [WRITE DENYOOM CHEAP], 1, -1, 2, String, mset),
+    c!("msetnx", -3, [WRITE DENYOOM], 1, -1, 2, String, msetnx),
+    c!("incr", 2, [WRITE DENYOOM FAST CHEAP], 1, 1, 1, String, incr),
+    c!("decr", 2, [WRITE DENYOOM FAST CHEAP], 1, 1, 1, String, decr),
+    c!("incrby", 3, [WRITE DENYOOM FAST CHEAP], 1, 1, 1, String, incrby),
+    c!("decrby", 3, [WRITE DENYOOM FAST CHEAP], 1, 1, 1, String, decrby),
+    c!("incrbyfloat", 3, [WRITE DENYOOM FAST CHEAP], 1, 1, 1, String, incrbyfloat),
+    c!("append", 3, [WRITE DENYOOM FAST CHEAP], 1, 1, 1, String, append),
+    c!("strlen", 2, [READONLY FAST CHEAP], 1, 1, 1, String, strlen),
+    c!("getrange", 4, [READONLY], 1, 1, 1, String, getrange),
+    c!("substr", 4, [READONLY], 1, 1, 1, String, getrange),
+    c!("setrange", 4, [WRITE DENYOOM], 1, 1, 1, String, setrange),
+    c!("lcs", -3, [READONLY], 1, 2, 1, String, lcs),
+    c!("setbit", 4, [WRITE DENYOOM], 1, 1, 1, Bitmap, setbit),
+    c!("getbit", 3, [READONLY FAST CHEAP], 1, 1, 1, Bitmap, getbit),
+    c!("bitcount", -2, [READONLY], 1, 1, 1, Bitmap, bitcount),
+    c!("bitop", -4, [WRITE DENYOOM], 2, -1, 1, Bitmap, bitop),
+    c!("bitpos", -3, [READONLY], 1, 1, 1, Bitmap, bitpos),
+];
 
 /// Largest bit offset `SETBIT`/`GETBIT` accept (Redis: 2^32 - 1, a 512 MiB string).
 const MAX_BIT_OFFSET: u64 = (1 << 32) - 1;
@@ -208,7 +241,7 @@ pub fn getex(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
 }
 
 /// `MGET key [key ...]`; a reply that would pass what the connection may still buffer
-/// ([`crate::commands::Session::output_budget`]) is an error instead, found as the values
+/// ([`crate::session::Session::output_budget`]) is an error instead, found as the values
 /// are read (the reply is never built past the budget).
 pub fn mget(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     let mut out = Vec::with_capacity(a.len());
@@ -217,9 +250,9 @@ pub fn mget(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
         let v = cx.sh.store.read(cx.db(), k, true)?;
         cx.sh.stats.count_lookup(v.is_some());
         let value = v.filter(|m| m.kind == Kind::String).map(|m| m.value);
-        size = size.saturating_add(commands::REPLY_OVERHEAD + value.as_ref().map_or(0, Vec::len));
+        size = size.saturating_add(super::REPLY_OVERHEAD + value.as_ref().map_or(0, Vec::len));
         if size > cx.s.output_budget {
-            return Err(commands::over_output_limit("MGET", cx.sh));
+            return Err(super::over_output_limit("MGET", cx.sh));
         }
         out.push(value.map_or(Reply::Nil, bulk));
     }
@@ -691,4 +724,40 @@ pub fn bitop(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     }
     cx.write(b)?;
     Ok(Reply::Int(n as i64))
+}
+
+/// Whether `cmd` is a `SET key value` without options that the engine will accept, so that
+/// it can join [`set_many`]; anything else (options, limits, authentication, a cluster
+/// redirection) goes through [`crate::dispatch::execute`] and gets its own reply.
+pub fn is_plain_set(sh: &Shared, s: &Session, cmd: &[Bytes]) -> bool {
+    let engine = sh.store.db();
+    let o = engine.options();
+    cmd.len() == 3
+        && eq(&cmd[0], "set")
+        && (s.authed || sh.settings.requirepass().is_none())
+        && !sh.store.is_replica()
+        && s.ext.multi.is_none()
+        && s.replies.on()
+        && cmd[1].len() + record::META_KEY_OVERHEAD <= o.max_key_size
+        && cmd[2].len() + record::STRING_HEADER <= o.max_value_size
+        && crate::cluster::serves(sh, s, cmd)
+}
+
+/// Consecutive plain SETs of one connection (a pipeline) as one atomic engine write: one
+/// WAL record and, under `appendfsync always`, one sync for all of them instead of one
+/// group-commit round each. Replies as if they had run one by one.
+pub fn set_many(sh: &Shared, s: &Session, cmds: &[Vec<Bytes>]) -> Vec<Reply> {
+    let keys: Vec<&Bytes> = cmds.iter().map(|c| &c[1]).collect();
+    let _x = sh.store.command_lock();
+    let _g = sh.store.lock_shared(s.ext.db, &keys);
+    let mut b = Batch::new();
+    for c in cmds {
+        b.put_meta(s.ext.db, &c[1], &Meta::string(c[2].to_vec(), None));
+    }
+    let sync = sh.settings.appendfsync() == crate::config::AppendFsync::Always;
+    let reply = match sh.store.write(b, sync) {
+        Ok(_) => Reply::ok(),
+        Err(e) => e.into(),
+    };
+    vec![reply; cmds.len()]
 }

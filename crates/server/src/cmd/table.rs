@@ -1,27 +1,178 @@
-//! The command table: name, arity, flags and key positions as Redis 7.0 declares them
-//! (what `COMMAND INFO` reports and clients such as redis-py read), the group for
-//! `COMMAND DOCS`, and the handler of the commands this module runs. Commands whose
-//! handler is `None` are run by [`crate::commands`] and listed here for `COMMAND`.
+//! The command table: every command the server knows is one [`Spec`] here, declared by
+//! the file that implements it (each data type, connection, server, replication, cluster,
+//! transactions has a `COMMANDS` slice) and gathered by [`all`]. A spec says everything
+//! the rest of the server asks of a command: its arity, Redis's flags and key positions
+//! (what `COMMAND INFO` reports and clients such as redis-py read, and how cluster mode
+//! routes it), halflife's own properties of how it runs (cheap enough for the network
+//! thread, combinable into one engine write, which lock it takes), its group for `COMMAND
+//! DOCS`, and its handler. Nothing else lists command names.
 
-use super::{
-    blocking, hash, introspect, keyspace, list, migrate, multi, set, string, zset, CmdResult, Ctx,
-};
 use bytes::Bytes;
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
-pub type Handler = fn(&mut Ctx, &[Bytes]) -> CmdResult;
+pub type Handler = fn(&mut super::Ctx, &[Bytes]) -> super::CmdResult;
 
+bitflags::bitflags! {
+    /// Redis's command flags (the first group, reported by `COMMAND INFO` under these
+    /// names), then halflife's properties of how the server runs a command.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct Flags: u32 {
+        const WRITE = 1 << 0;
+        const READONLY = 1 << 1;
+        const DENYOOM = 1 << 2;
+        const ADMIN = 1 << 3;
+        const PUBSUB = 1 << 4;
+        const NOSCRIPT = 1 << 5;
+        const BLOCKING = 1 << 6;
+        const LOADING = 1 << 7;
+        const STALE = 1 << 8;
+        const SKIP_SLOWLOG = 1 << 9;
+        const ASKING = 1 << 10;
+        const FAST = 1 << 11;
+        const NO_AUTH = 1 << 12;
+        const MAY_REPLICATE = 1 << 13;
+        const NO_MULTI = 1 << 14;
+        const ALLOW_BUSY = 1 << 15;
+        const MOVABLEKEYS = 1 << 16;
+        const NO_MANDATORY_KEYS = 1 << 17;
+
+        /// A bounded number of engine point reads and at most one engine write, whatever
+        /// the data: runs on the connection's task instead of the blocking pool
+        /// ([`crate::cheap`]). Subject to [`Spec::point_if`].
+        const CHEAP = 1 << 24;
+        /// Reads only its key's metadata record and sub-keys by point lookups and writes
+        /// only those: may join a run of commands on one key applied as one engine write
+        /// ([`crate::combine`]). Subject to [`Spec::point_if`].
+        const COMBINABLE = 1 << 25;
+        /// May make clients blocked on its key ready (a push): it does not join a run
+        /// while a client is blocked, since Redis serves blocked clients between two
+        /// commands of a pipeline.
+        const WAKES = 1 << 26;
+        /// Takes the server-wide exec lock itself (exclusively: `EXEC`, `REPLICAOF`) or
+        /// holds none while it waits (`WAIT`); every other command runs holding it shared.
+        const OWN_LOCK = 1 << 27;
+        /// Runs at once inside `MULTI` instead of being queued (`EXEC`, `DISCARD`, ...).
+        const NOT_QUEUED = 1 << 28;
+    }
+}
+
+/// Redis's flag names, in `COMMAND INFO`'s order.
+const REDIS_FLAGS: &[(Flags, &str)] = &[
+    (Flags::WRITE, "write"),
+    (Flags::READONLY, "readonly"),
+    (Flags::DENYOOM, "denyoom"),
+    (Flags::ADMIN, "admin"),
+    (Flags::PUBSUB, "pubsub"),
+    (Flags::NOSCRIPT, "noscript"),
+    (Flags::BLOCKING, "blocking"),
+    (Flags::LOADING, "loading"),
+    (Flags::STALE, "stale"),
+    (Flags::SKIP_SLOWLOG, "skip_slowlog"),
+    (Flags::ASKING, "asking"),
+    (Flags::FAST, "fast"),
+    (Flags::NO_AUTH, "no_auth"),
+    (Flags::MAY_REPLICATE, "may_replicate"),
+    (Flags::NO_MULTI, "no_multi"),
+    (Flags::MOVABLEKEYS, "movablekeys"),
+    (Flags::ALLOW_BUSY, "allow_busy"),
+    (Flags::NO_MANDATORY_KEYS, "no_mandatory_keys"),
+];
+
+/// A command's group (`COMMAND DOCS`) and ACL category.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[allow(dead_code)] // groups of commands still to come (streams, pub/sub, ...)
+pub enum Group {
+    Connection,
+    Server,
+    Generic,
+    String,
+    Bitmap,
+    Hash,
+    List,
+    Set,
+    SortedSet,
+    Stream,
+    Hyperloglog,
+    Geo,
+    Pubsub,
+    Scripting,
+    Transactions,
+    Cluster,
+}
+
+impl Group {
+    /// Redis's name of the group.
+    pub fn name(self) -> &'static str {
+        match self {
+            Group::Connection => "connection",
+            Group::Server => "server",
+            Group::Generic => "generic",
+            Group::String => "string",
+            Group::Bitmap => "bitmap",
+            Group::Hash => "hash",
+            Group::List => "list",
+            Group::Set => "set",
+            Group::SortedSet => "sorted-set",
+            Group::Stream => "stream",
+            Group::Hyperloglog => "hyperloglog",
+            Group::Geo => "geo",
+            Group::Pubsub => "pubsub",
+            Group::Scripting => "scripting",
+            Group::Transactions => "transactions",
+            Group::Cluster => "cluster",
+        }
+    }
+
+    /// The ACL category of the group's commands.
+    pub fn category(self) -> &'static str {
+        match self {
+            Group::String => "@string",
+            Group::Bitmap => "@bitmap",
+            Group::Hash => "@hash",
+            Group::List => "@list",
+            Group::Set => "@set",
+            Group::SortedSet => "@sortedset",
+            Group::Stream => "@stream",
+            Group::Hyperloglog => "@hyperloglog",
+            Group::Geo => "@geo",
+            Group::Pubsub => "@pubsub",
+            Group::Scripting => "@scripting",
+            Group::Transactions => "@transaction",
+            Group::Connection => "@connection",
+            Group::Server | Group::Generic | Group::Cluster => "@keyspace",
+        }
+    }
+}
+
+/// Key positions as Redis declares them: the first key's index (0: no keys), the last's
+/// (negative: from the end), the step between keys.
+#[derive(Clone, Copy, Debug)]
+pub struct KeySpec {
+    pub first: i32,
+    pub last: i32,
+    pub step: i32,
+}
+
+/// The keys of a command whose key positions depend on its arguments (Redis's
+/// `movablekeys`: `EVAL`'s `numkeys`, `ZUNIONSTORE`'s, ...): their indexes in the whole
+/// command (name first), or an error reply for arguments that do not parse.
+pub type KeyFinder = fn(&[Bytes]) -> Result<Vec<usize>, super::Reply>;
+
+/// One command (see the module's doc).
 pub struct Spec {
     pub name: &'static str,
     /// Redis's arity: `n` exactly `n` words with the name, `-n` at least `n`.
     pub arity: i32,
-    pub flags: &'static str,
-    pub first: i32,
-    pub last: i32,
-    pub step: i32,
-    pub group: &'static str,
-    pub handler: Option<Handler>,
+    pub flags: Flags,
+    pub keys: KeySpec,
+    /// Where the keys are when [`Spec::keys`] cannot say (`None`: it says).
+    pub find_keys: Option<KeyFinder>,
+    pub group: Group,
+    pub handler: Handler,
+    /// `CHEAP` and `COMBINABLE` hold only for calls this accepts (the whole command, name
+    /// first): a pop without a count, an `LRANGE` bounded by its indexes.
+    pub point_if: Option<fn(&[Bytes]) -> bool>,
 }
 
 impl Spec {
@@ -33,131 +184,154 @@ impl Spec {
             words >= n
         }
     }
+
+    pub fn has(&self, f: Flags) -> bool {
+        self.flags.contains(f)
+    }
+
+    /// Whether the call `args` has the run property `f` ([`Flags::CHEAP`],
+    /// [`Flags::COMBINABLE`]): the flag, and [`Spec::point_if`] if the spec has one.
+    pub fn runs_as(&self, f: Flags, args: &[Bytes]) -> bool {
+        self.has(f) && self.point_if.is_none_or(|ok| ok(args))
+    }
+
+    /// Redis's names of the command's flags, for `COMMAND INFO`.
+    pub fn redis_flags(&self) -> impl Iterator<Item = &'static str> + '_ {
+        REDIS_FLAGS
+            .iter()
+            .filter(|(f, _)| self.flags.contains(*f))
+            .map(|(_, n)| *n)
+    }
+
+    /// The indexes of the keys of `args` (the whole command, name first), by
+    /// [`Spec::find_keys`] or the key positions.
+    pub fn key_indexes(&self, args: &[Bytes]) -> Result<Vec<usize>, super::Reply> {
+        if let Some(find) = self.find_keys {
+            return find(args);
+        }
+        let KeySpec { first, last, step } = self.keys;
+        if first <= 0 || step <= 0 {
+            return Ok(Vec::new());
+        }
+        let n = args.len() as i32;
+        let last = if last < 0 { n + last } else { last.min(n - 1) };
+        Ok((first..=last)
+            .step_by(step as usize)
+            .map(|i| i as usize)
+            .filter(|&i| i < args.len())
+            .collect())
+    }
 }
 
-#[rustfmt::skip]
-pub static COMMANDS: &[Spec] = &[
-    // connection and server (run by crate::commands)
-    c!("ping", -1, "fast stale", 0, 0, 0, "connection", None),
-    c!("echo", 2, "fast stale", 0, 0, 0, "connection", None),
-    c!("quit", -1, "noscript loading stale fast no_auth allow_busy", 0, 0, 0, "connection", None),
-    c!("hello", -1, "noscript loading stale fast no_auth allow_busy", 0, 0, 0, "connection", None),
-    c!("auth", -2, "noscript loading stale fast no_auth allow_busy", 0, 0, 0, "connection", None),
-    c!("reset", 1, "noscript loading stale fast no_auth allow_busy", 0, 0, 0, "connection", None),
-    c!("client", -2, "admin noscript loading stale", 0, 0, 0, "connection", None),
-    c!("select", 2, "loading stale fast", 0, 0, 0, "connection", Some(keyspace::select)),
-    c!("shutdown", -1, "admin noscript loading stale no_multi allow_busy", 0, 0, 0, "server", None),
-    c!("info", -1, "loading stale", 0, 0, 0, "server", None),
-    c!("config", -2, "admin noscript loading stale", 0, 0, 0, "server", None),
-    c!("command", -1, "loading stale", 0, 0, 0, "server", Some(introspect::command)),
-    // replication (run by crate::repl); no_multi on REPLICAOF and WAIT is halflife's: they
-    // take or wait for locks EXEC holds
-    c!("replicaof", 3, "admin noscript stale no_multi", 0, 0, 0, "server", None),
-    c!("slaveof", 3, "admin noscript stale no_multi", 0, 0, 0, "server", None),
-    c!("role", 1, "noscript loading stale fast", 0, 0, 0, "server", None),
-    c!("wait", 3, "noscript no_multi", 0, 0, 0, "generic", None),
-    c!("replconf", -1, "admin noscript loading stale allow_busy", 0, 0, 0, "server", None),
-    c!("psync", -3, "admin noscript no_multi", 0, 0, 0, "server", None),
-    c!("sync", 1, "admin noscript no_multi", 0, 0, 0, "server", None),
-    c!("dbsize", 1, "readonly fast", 0, 0, 0, "server", None),
-    c!("flushdb", -1, "write", 0, 0, 0, "server", Some(keyspace::flushdb)),
-    c!("flushall", -1, "write", 0, 0, 0, "server", Some(keyspace::flushall)),
-    c!("function", -2, "noscript", 0, 0, 0, "scripting", Some(introspect::function)),
-    c!("time", 1, "loading stale fast", 0, 0, 0, "server", Some(introspect::time)),
-    c!("lolwut", -1, "readonly fast", 0, 0, 0, "server", Some(introspect::lolwut)),
-    c!("lastsave", 1, "loading stale fast", 0, 0, 0, "server", Some(introspect::lastsave)),
-    // cluster mode (crate::cluster)
-    c!("cluster", -2, "loading stale", 0, 0, 0, "cluster", Some(crate::cluster::cmd::cluster)),
-    c!("clusterx", -2, "admin loading stale", 0, 0, 0, "cluster", Some(crate::cluster::cmd::clusterx)),
-    c!("readonly", 1, "loading stale fast", 0, 0, 0, "cluster", Some(crate::cluster::cmd::readonly)),
-    c!("readwrite", 1, "loading stale fast", 0, 0, 0, "cluster", Some(crate::cluster::cmd::readwrite)),
-    c!("asking", 1, "fast", 0, 0, 0, "cluster", Some(crate::cluster::cmd::asking)),
-    // generic
-    c!("scan", -2, "readonly", 0, 0, 0, "generic", None),
-    c!("keys", 2, "readonly", 0, 0, 0, "generic", None),
-    c!("del", -2, "write", 1, -1, 1, "generic", Some(keyspace::del)),
-    c!("unlink", -2, "write fast", 1, -1, 1, "generic", Some(keyspace::del)),
-    c!("exists", -2, "readonly fast", 1, -1, 1, "generic", Some(keyspace::exists)),
-    c!("touch", -2, "readonly fast", 1, -1, 1, "generic", Some(keyspace::exists)),
-    c!("type", 2, "readonly fast", 1, 1, 1, "generic", Some(keyspace::type_)),
-    c!("ttl", 2, "readonly fast", 1, 1, 1, "generic", Some(keyspace::ttl)),
-    c!("pttl", 2, "readonly fast", 1, 1, 1, "generic", Some(keyspace::pttl)),
-    c!("expiretime", 2, "readonly fast", 1, 1, 1, "generic", Some(keyspace::expiretime)),
-    c!("pexpiretime", 2, "readonly fast", 1, 1, 1, "generic", Some(keyspace::pexpiretime)),
-    c!("expire", -3, "write fast", 1, 1, 1, "generic", Some(keyspace::expire)),
-    c!("pexpire", -3, "write fast", 1, 1, 1, "generic", Some(keyspace::pexpire)),
-    c!("expireat", -3, "write fast", 1, 1, 1, "generic", Some(keyspace::expireat)),
-    c!("pexpireat", -3, "write fast", 1, 1, 1, "generic", Some(keyspace::pexpireat)),
-    c!("persist", 2, "write fast", 1, 1, 1, "generic", Some(keyspace::persist)),
-    c!("rename", 3, "write", 1, 2, 1, "generic", Some(keyspace::rename)),
-    c!("renamenx", 3, "write fast", 1, 2, 1, "generic", Some(keyspace::renamenx)),
-    c!("copy", -3, "write denyoom", 1, 2, 1, "generic", Some(keyspace::copy)),
-    c!("dump", 2, "readonly", 1, 1, 1, "generic", Some(migrate::dump_cmd)),
-    c!("restore", -4, "write denyoom", 1, 1, 1, "generic", Some(migrate::restore)),
-    c!("restore-asking", -4, "write denyoom asking", 1, 1, 1, "server", Some(migrate::restore)),
-    // no_multi is halflife's: MIGRATE takes the exec lock, which EXEC holds
-    c!("migrate", -6, "write no_multi", 3, 3, 1, "generic", Some(migrate::migrate)),
-    c!("move", 3, "write fast", 1, 1, 1, "generic", Some(keyspace::move_)),
-    c!("randomkey", 1, "readonly", 0, 0, 0, "generic", Some(keyspace::randomkey)),
-    c!("memory", -2, "readonly", 0, 0, 0, "server", Some(keyspace::memory)),
-    c!("object", -2, "readonly", 2, 2, 1, "generic", Some(keyspace::object)),
-    // strings
-    c!("get", 2, "readonly fast", 1, 1, 1, "string", Some(string::get)),
-    c!("set", -3, "write denyoom", 1, 1, 1, "string", Some(string::set)),
-    c!("setnx", 3, "write denyoom fast", 1, 1, 1, "string", Some(string::setnx)),
-    c!("setex", 4, "write denyoom", 1, 1, 1, "string", Some(string::setex)),
-    c!("psetex", 4, "write denyoom", 1, 1, 1, "string", Some(string::psetex)),
-    c!("getset", 3, "write denyoom fast", 1, 1, 1, "string", Some(string::getset)),
-    c!("getdel", 2, "write fast", 1, 1, 1, "string", Some(string::getdel)),
-    c!("getex", -2, "write fast", 1, 1, 1, "string", Some(string::getex)),
-    c!("mget", -2, "readonly fast", 1, -1, 1, "string", Some(string::mget)),
-    c!("mset", -3, "write denyoom", 1, -1, 2, "string", Some(string::mset)),
-    c!("msetnx", -3, "write denyoom", 1, -1, 2, "string", Some(string::msetnx)),
-    c!("incr", 2, "write denyoom fast", 1, 1, 1, "string", Some(string::incr)),
-    c!("decr", 2, "write denyoom fast", 1, 1, 1, "string", Some(string::decr)),
-    c!("incrby", 3, "write denyoom fast", 1, 1, 1, "string", Some(string::incrby)),
-    c!("decrby", 3, "write denyoom fast", 1, 1, 1, "string", Some(string::decrby)),
-    c!("incrbyfloat", 3, "write denyoom fast", 1, 1, 1, "string", Some(string::incrbyfloat)),
-    c!("append", 3, "write denyoom fast", 1, 1, 1, "string", Some(string::append)),
-    c!("strlen", 2, "readonly fast", 1, 1, 1, "string", Some(string::strlen)),
-    c!("getrange", 4, "readonly", 1, 1, 1, "string", Some(string::getrange)),
-    c!("substr", 4, "readonly", 1, 1, 1, "string", Some(string::getrange)),
-    c!("setrange", 4, "write denyoom", 1, 1, 1, "string", Some(string::setrange)),
-    c!("lcs", -3, "readonly", 1, 2, 1, "string", Some(string::lcs)),
-    c!("setbit", 4, "write denyoom", 1, 1, 1, "bitmap", Some(string::setbit)),
-    c!("getbit", 3, "readonly fast", 1, 1, 1, "bitmap", Some(string::getbit)),
-    c!("bitcount", -2, "readonly", 1, 1, 1, "bitmap", Some(string::bitcount)),
-    c!("bitop", -4, "write denyoom", 2, -1, 1, "bitmap", Some(string::bitop)),
-    c!("bitpos", -3, "readonly", 1, 1, 1, "bitmap", Some(string::bitpos)),
-    // transactions
-    c!("multi", 1, "noscript loading stale fast allow_busy", 0, 0, 0, "transactions", Some(multi::multi)),
-    c!("exec", 1, "noscript loading stale skip_slowlog", 0, 0, 0, "transactions", Some(multi::exec)),
-    c!("discard", 1, "noscript loading stale fast allow_busy", 0, 0, 0, "transactions", Some(multi::discard)),
-    c!("watch", -2, "noscript loading stale fast allow_busy", 1, -1, 1, "transactions", Some(multi::watch)),
-    c!("unwatch", 1, "noscript loading stale fast allow_busy", 0, 0, 0, "transactions", Some(multi::unwatch)),
-];
-
-/// The spec of `name` (lower case), from [`COMMANDS`] or a data-type group's table.
-pub fn find(name: &str) -> Option<&'static Spec> {
-    find_numbered(name).map(|(_, s)| s)
+/// One [`Spec`]: `c!(name, arity, [FLAG ...], first, last, step, Group, handler)`, then
+/// optionally `point_if = f` and `find_keys = f`.
+macro_rules! c {
+    ($name:literal, $arity:expr, [$($flag:ident)*], $first:expr, $last:expr, $step:expr, $group:ident, $h:expr $(, $field:ident = $v:expr)* $(,)?) => {
+        $crate::cmd::table::Spec {
+            $($field: Some($v),)*
+            ..$crate::cmd::table::Spec {
+                name: $name,
+                arity: $arity,
+                flags: $crate::cmd::table::Flags::empty()$(.union($crate::cmd::table::Flags::$flag))*,
+                keys: $crate::cmd::table::KeySpec { first: $first, last: $last, step: $step },
+                find_keys: None,
+                group: $crate::cmd::table::Group::$group,
+                handler: $h,
+                point_if: None,
+            }
+        }
+    };
 }
+pub(crate) use c;
 
-/// [`find`], with the command's position in [`all`] (its number in per-command arrays).
-pub fn find_numbered(name: &str) -> Option<(usize, &'static Spec)> {
+/// The spec of the command named `name` (any case), with its position in [`all`] (its
+/// number in per-command arrays such as [`crate::cmdstats`]'s). No name is longer than
+/// [`MAX_NAME`] bytes, so a longer one (a client's megabytes) is not looked at.
+pub fn lookup(name: &[u8]) -> Option<(usize, &'static Spec)> {
     static INDEX: OnceLock<HashMap<&'static str, (usize, &'static Spec)>> = OnceLock::new();
+    if name.len() > MAX_NAME {
+        return None;
+    }
+    let mut buf = [0u8; MAX_NAME];
+    let lower = &mut buf[..name.len()];
+    lower.copy_from_slice(name);
+    lower.make_ascii_lowercase();
+    let lower = std::str::from_utf8(lower).ok()?;
     INDEX
         .get_or_init(|| all().enumerate().map(|(i, s)| (s.name, (i, s))).collect())
-        .get(name)
+        .get(lower)
         .copied()
 }
 
-/// Every command: this table and the data-type groups'.
+/// The spec of `name` (any case).
+pub fn find(name: &[u8]) -> Option<&'static Spec> {
+    lookup(name).map(|(_, s)| s)
+}
+
+/// Longest command name (bytes) looked up.
+pub const MAX_NAME: usize = 32;
+
+/// Every command, file by file.
 pub fn all() -> impl Iterator<Item = &'static Spec> {
-    COMMANDS
-        .iter()
-        .chain(hash::COMMANDS)
-        .chain(set::COMMANDS)
-        .chain(list::COMMANDS)
-        .chain(zset::COMMANDS)
-        .chain(blocking::COMMANDS)
+    [
+        super::connection::COMMANDS,
+        super::client::COMMANDS,
+        super::server::COMMANDS,
+        super::config::COMMANDS,
+        super::command::COMMANDS,
+        crate::repl::cmd::COMMANDS,
+        crate::cluster::cmd::COMMANDS,
+        super::keyspace::COMMANDS,
+        super::migrate::COMMANDS,
+        super::string::COMMANDS,
+        super::multi::COMMANDS,
+        super::hash::COMMANDS,
+        super::set::COMMANDS,
+        super::list::COMMANDS,
+        super::zset::COMMANDS,
+        super::blocking::COMMANDS,
+    ]
+    .into_iter()
+    .flatten()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_name_is_lower_case_short_and_declared_once() {
+        let mut seen = std::collections::HashSet::new();
+        for s in all() {
+            assert_eq!(s.name, s.name.to_ascii_lowercase());
+            assert!(s.name.len() <= MAX_NAME, "{}", s.name);
+            assert!(seen.insert(s.name), "{} declared twice", s.name);
+        }
+    }
+
+    #[test]
+    fn lookup_ignores_case_and_refuses_long_names() {
+        assert_eq!(find(b"GeT").map(|s| s.name), Some("get"));
+        assert!(find(&[b'a'; 100]).is_none());
+        assert!(find(b"no-such-command").is_none());
+    }
+
+    #[test]
+    fn flags_are_consistent() {
+        for s in all() {
+            // A combinable command runs on the network thread: a run is cheap by
+            // construction, and both decide by the same point_if.
+            if s.has(Flags::COMBINABLE) {
+                assert!(s.has(Flags::CHEAP), "{} combinable but not cheap", s.name);
+            }
+            assert!(
+                !(s.has(Flags::WRITE) && s.has(Flags::READONLY)),
+                "{} is both write and readonly",
+                s.name
+            );
+            if s.has(Flags::WAKES) {
+                assert!(s.has(Flags::WRITE), "{} wakes but does not write", s.name);
+            }
+        }
+    }
 }

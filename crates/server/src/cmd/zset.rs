@@ -10,6 +10,7 @@
 //! first, then reads the window it answers, so that no more than the reply is buffered.
 
 use super::string::clamp_range;
+use super::table::c;
 use super::{
     bulk, check_reply_size, coll_scan, eq, float, int, numkeys, parse_int, pick, rand_count,
     syntax, wrongtype, CmdResult, Ctx, MAX_REPLY_ITEMS,
@@ -22,38 +23,38 @@ use std::collections::{BTreeMap, HashMap};
 
 #[rustfmt::skip]
 pub static COMMANDS: &[super::table::Spec] = &[
-    c!("zadd", -4, "write denyoom fast", 1, 1, 1, "sorted-set", Some(zadd)),
-    c!("zincrby", 4, "write denyoom fast", 1, 1, 1, "sorted-set", Some(zincrby)),
-    c!("zscore", 3, "readonly fast", 1, 1, 1, "sorted-set", Some(zscore)),
-    c!("zmscore", -3, "readonly fast", 1, 1, 1, "sorted-set", Some(zmscore)),
-    c!("zcard", 2, "readonly fast", 1, 1, 1, "sorted-set", Some(zcard)),
-    c!("zcount", 4, "readonly fast", 1, 1, 1, "sorted-set", Some(zcount)),
-    c!("zlexcount", 4, "readonly fast", 1, 1, 1, "sorted-set", Some(zlexcount)),
-    c!("zrange", -4, "readonly", 1, 1, 1, "sorted-set", Some(zrange)),
-    c!("zrangestore", -5, "write denyoom", 1, 2, 1, "sorted-set", Some(zrangestore)),
-    c!("zrevrange", -4, "readonly", 1, 1, 1, "sorted-set", Some(zrevrange)),
-    c!("zrangebyscore", -4, "readonly", 1, 1, 1, "sorted-set", Some(zrangebyscore)),
-    c!("zrevrangebyscore", -4, "readonly", 1, 1, 1, "sorted-set", Some(zrevrangebyscore)),
-    c!("zrangebylex", -4, "readonly", 1, 1, 1, "sorted-set", Some(zrangebylex)),
-    c!("zrevrangebylex", -4, "readonly", 1, 1, 1, "sorted-set", Some(zrevrangebylex)),
-    c!("zrank", 3, "readonly fast", 1, 1, 1, "sorted-set", Some(zrank)),
-    c!("zrevrank", 3, "readonly fast", 1, 1, 1, "sorted-set", Some(zrevrank)),
-    c!("zrem", -3, "write fast", 1, 1, 1, "sorted-set", Some(zrem)),
-    c!("zremrangebyrank", 4, "write", 1, 1, 1, "sorted-set", Some(zremrangebyrank)),
-    c!("zremrangebyscore", 4, "write", 1, 1, 1, "sorted-set", Some(zremrangebyscore)),
-    c!("zremrangebylex", 4, "write", 1, 1, 1, "sorted-set", Some(zremrangebylex)),
-    c!("zpopmin", -2, "write fast", 1, 1, 1, "sorted-set", Some(zpopmin)),
-    c!("zpopmax", -2, "write fast", 1, 1, 1, "sorted-set", Some(zpopmax)),
-    c!("zmpop", -4, "write", 0, 0, 0, "sorted-set", Some(zmpop)),
-    c!("zrandmember", -2, "readonly", 1, 1, 1, "sorted-set", Some(zrandmember)),
-    c!("zunionstore", -4, "write denyoom", 1, 1, 1, "sorted-set", Some(zunionstore)),
-    c!("zinterstore", -4, "write denyoom", 1, 1, 1, "sorted-set", Some(zinterstore)),
-    c!("zdiffstore", -4, "write denyoom", 1, 1, 1, "sorted-set", Some(zdiffstore)),
-    c!("zunion", -3, "readonly", 0, 0, 0, "sorted-set", Some(zunion)),
-    c!("zinter", -3, "readonly", 0, 0, 0, "sorted-set", Some(zinter)),
-    c!("zdiff", -3, "readonly", 0, 0, 0, "sorted-set", Some(zdiff)),
-    c!("zintercard", -3, "readonly", 0, 0, 0, "sorted-set", Some(zintercard)),
-    c!("zscan", -3, "readonly", 1, 1, 1, "sorted-set", Some(zscan)),
+    c!("zadd", -4, [WRITE DENYOOM FAST CHEAP COMBINABLE], 1, 1, 1, SortedSet, zadd),
+    c!("zincrby", 4, [WRITE DENYOOM FAST CHEAP COMBINABLE], 1, 1, 1, SortedSet, zincrby),
+    c!("zscore", 3, [READONLY FAST CHEAP COMBINABLE], 1, 1, 1, SortedSet, zscore),
+    c!("zmscore", -3, [READONLY FAST CHEAP], 1, 1, 1, SortedSet, zmscore),
+    c!("zcard", 2, [READONLY FAST CHEAP COMBINABLE], 1, 1, 1, SortedSet, zcard),
+    c!("zcount", 4, [READONLY FAST], 1, 1, 1, SortedSet, zcount),
+    c!("zlexcount", 4, [READONLY FAST], 1, 1, 1, SortedSet, zlexcount),
+    c!("zrange", -4, [READONLY], 1, 1, 1, SortedSet, zrange),
+    c!("zrangestore", -5, [WRITE DENYOOM], 1, 2, 1, SortedSet, zrangestore),
+    c!("zrevrange", -4, [READONLY], 1, 1, 1, SortedSet, zrevrange),
+    c!("zrangebyscore", -4, [READONLY], 1, 1, 1, SortedSet, zrangebyscore),
+    c!("zrevrangebyscore", -4, [READONLY], 1, 1, 1, SortedSet, zrevrangebyscore),
+    c!("zrangebylex", -4, [READONLY], 1, 1, 1, SortedSet, zrangebylex),
+    c!("zrevrangebylex", -4, [READONLY], 1, 1, 1, SortedSet, zrevrangebylex),
+    c!("zrank", 3, [READONLY FAST], 1, 1, 1, SortedSet, zrank),
+    c!("zrevrank", 3, [READONLY FAST], 1, 1, 1, SortedSet, zrevrank),
+    c!("zrem", -3, [WRITE FAST CHEAP], 1, 1, 1, SortedSet, zrem),
+    c!("zremrangebyrank", 4, [WRITE], 1, 1, 1, SortedSet, zremrangebyrank),
+    c!("zremrangebyscore", 4, [WRITE], 1, 1, 1, SortedSet, zremrangebyscore),
+    c!("zremrangebylex", 4, [WRITE], 1, 1, 1, SortedSet, zremrangebylex),
+    c!("zpopmin", -2, [WRITE FAST], 1, 1, 1, SortedSet, zpopmin),
+    c!("zpopmax", -2, [WRITE FAST], 1, 1, 1, SortedSet, zpopmax),
+    c!("zmpop", -4, [WRITE], 0, 0, 0, SortedSet, zmpop),
+    c!("zrandmember", -2, [READONLY], 1, 1, 1, SortedSet, zrandmember),
+    c!("zunionstore", -4, [WRITE DENYOOM], 1, 1, 1, SortedSet, zunionstore),
+    c!("zinterstore", -4, [WRITE DENYOOM], 1, 1, 1, SortedSet, zinterstore),
+    c!("zdiffstore", -4, [WRITE DENYOOM], 1, 1, 1, SortedSet, zdiffstore),
+    c!("zunion", -3, [READONLY], 0, 0, 0, SortedSet, zunion),
+    c!("zinter", -3, [READONLY], 0, 0, 0, SortedSet, zinter),
+    c!("zdiff", -3, [READONLY], 0, 0, 0, SortedSet, zdiff),
+    c!("zintercard", -3, [READONLY], 0, 0, 0, SortedSet, zintercard),
+    c!("zscan", -3, [READONLY], 1, 1, 1, SortedSet, zscan),
 ];
 
 /// Tag of the member -> score sub-keys.
@@ -1208,10 +1209,11 @@ fn zscan(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
 
 #[cfg(test)]
 mod tests {
-    use crate::commands::{execute, Session};
     use crate::config::Config;
+    use crate::dispatch::execute;
     use crate::protocol::Reply;
-    use crate::server::Shared;
+    use crate::session::Session;
+    use crate::shared::Shared;
     use bytes::Bytes;
     use proptest::prelude::*;
     use proptest::test_runner::{Config as PtConfig, TestRunner};

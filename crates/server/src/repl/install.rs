@@ -16,7 +16,7 @@
 //! [`recover`] (run before `D` is opened at start) finishes step 4 after a crash inside
 //! it, and deletes the leftovers of steps 1 and 2.
 
-use crate::server::Shared;
+use crate::shared::Shared;
 use engine::{WriteOptions, DB};
 use std::fs;
 use std::io;

@@ -18,6 +18,7 @@
 //! This module holds the role and what `INFO replication`, `ROLE` and `WAIT` report, and
 //! the commands themselves.
 
+pub mod cmd;
 pub mod files;
 pub mod history;
 pub mod install;
@@ -26,18 +27,15 @@ pub mod primary;
 pub mod replica;
 pub mod wire;
 
-use crate::cmd::{eq, int, text, wrong_args, CmdResult};
-use crate::commands::Session;
 use crate::protocol::Reply;
 use crate::record;
-use crate::server::Shared;
-use bytes::Bytes;
+use crate::shared::Shared;
 use parking_lot::{Condvar, Mutex};
 use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 use tokio::sync::watch;
 
 /// Where a replica's link stands (`ROLE`'s states).
@@ -89,7 +87,7 @@ pub struct Peer {
     last_ack: Instant,
 }
 
-struct State {
+pub(crate) struct State {
     /// Bumped at every change of role: a link or a stream to a replica that sees it
     /// changed stops.
     gen: u64,
@@ -230,7 +228,7 @@ impl Replication {
     }
 
     /// Replicas that acknowledged `offset` or more.
-    fn acked_at_least(st: &State, offset: u64) -> i64 {
+    pub(crate) fn acked_at_least(st: &State, offset: u64) -> i64 {
         st.peers
             .values()
             .filter(|p| p.state == "online" && p.ack.is_some_and(|a| a >= offset))
@@ -326,7 +324,7 @@ pub fn become_replica(sh: &Arc<Shared>, host: String, port: u16) {
 /// at the offset it had applied, with no past (its sequence numbers are its own, not its
 /// old primary's), and its stored position is deleted, so that a later `REPLICAOF` to
 /// any primary makes a full sync (its data may differ from then on).
-fn become_primary(sh: &Shared) -> Result<(), Reply> {
+pub(crate) fn become_primary(sh: &Shared) -> Result<(), Reply> {
     let offset = sh
         .repl
         .link_offset()
@@ -348,137 +346,6 @@ pub fn start_primary(sh: &Shared) -> engine::Result<()> {
     h.save(&db)?;
     sh.store.log_mut().set_history(h);
     Ok(())
-}
-
-/// `REPLICAOF host port` / `REPLICAOF NO ONE` (and `SLAVEOF`). Runs without the shared
-/// command lock (see [`crate::commands::execute`]) and takes the exec lock itself.
-pub fn replicaof(sh: &Shared, a: &[Bytes]) -> CmdResult {
-    if a.len() != 2 {
-        return Err(wrong_args("replicaof"));
-    }
-    let sh = &sh
-        .arc()
-        .ok_or_else(|| Reply::err("REPLICAOF needs a running server"))?;
-    let _x = sh.store.exec_lock();
-    if eq(&a[0], "no") && eq(&a[1], "one") {
-        if sh.repl.primary().is_some() {
-            become_primary(sh)?;
-            eprintln!("halflife serve: replication: promoted to primary (REPLICAOF NO ONE)");
-        }
-        return Ok(Reply::ok());
-    }
-    let port = int(&a[1])
-        .ok()
-        .and_then(|p| u16::try_from(p).ok())
-        .ok_or_else(|| Reply::err("Invalid master port"))?;
-    let host = text(&a[0]);
-    if sh.repl.primary() == Some((host.clone(), port)) {
-        return Ok(Reply::Simple("OK Already connected to specified master"));
-    }
-    become_replica(sh, host.clone(), port);
-    eprintln!("halflife serve: replication: now a replica of {host}:{port}");
-    Ok(Reply::ok())
-}
-
-/// `ROLE`.
-pub fn role(sh: &Shared) -> CmdResult {
-    let st = sh.repl.state.lock();
-    Ok(match &st.link {
-        Some(l) => Reply::Array(vec![
-            Reply::bulk("slave"),
-            Reply::bulk(l.host.clone()),
-            Reply::Int(l.port as i64),
-            Reply::bulk(l.state.name()),
-            Reply::Int(l.offset as i64),
-        ]),
-        None => {
-            let offset = sh.store.log().offset();
-            let peers = st
-                .peers
-                .values()
-                .filter(|p| p.state == "online")
-                .map(|p| {
-                    Reply::Array(vec![
-                        Reply::bulk(p.ip.clone()),
-                        Reply::bulk(p.port.to_string()),
-                        Reply::bulk(p.ack.unwrap_or(0).to_string()),
-                    ])
-                })
-                .collect();
-            Reply::Array(vec![
-                Reply::bulk("master"),
-                Reply::Int(offset as i64),
-                Reply::Array(peers),
-            ])
-        }
-    })
-}
-
-/// `REPLCONF` from a replica before its `PSYNC` (`listening-port`, `ip-address`, `capa`),
-/// or `ACK`/`GETACK` outside a replication link, which change nothing.
-pub fn replconf(s: &mut Session, a: &[Bytes]) -> CmdResult {
-    if a.is_empty() || !a.len().is_multiple_of(2) {
-        return Err(crate::cmd::syntax());
-    }
-    for kv in a.chunks(2) {
-        if eq(&kv[0], "listening-port") {
-            s.repl_port = int(&kv[1])
-                .ok()
-                .and_then(|p| u16::try_from(p).ok())
-                .ok_or_else(|| Reply::err("value is not an integer or out of range"))?;
-        } else if !["ip-address", "capa", "ack", "getack"]
-            .iter()
-            .any(|o| eq(&kv[0], o))
-        {
-            return Err(Reply::err(format!(
-                "Unrecognized REPLCONF option: {}",
-                text(&kv[0][..kv[0].len().min(64)])
-            )));
-        }
-    }
-    Ok(Reply::ok())
-}
-
-/// `WAIT numreplicas timeout`: blocks until `numreplicas` replicas have acknowledged every
-/// write made before the call (the offset at the call, which covers the client's last
-/// write), or `timeout` milliseconds pass (0: no limit); returns how many had. Asks the
-/// replicas to acknowledge at once with a `REPLCONF GETACK` in the stream. Runs without
-/// the shared command lock, so that a long wait holds no `EXEC` up.
-pub fn wait(sh: &Shared, a: &[Bytes]) -> CmdResult {
-    if a.len() != 2 {
-        return Err(wrong_args("wait"));
-    }
-    if sh.repl.primary().is_some() {
-        return Err(Reply::err(
-            "WAIT cannot be used with replica instances. Please also note that since Redis 4.0 if a replica is configured to be writable (which is not the default) writes to replicas are just local and are not propagated.",
-        ));
-    }
-    let want = int(&a[0])?;
-    let timeout = int(&a[1])?;
-    if timeout < 0 {
-        return Err(Reply::err("timeout is negative"));
-    }
-    let target = sh.store.log().offset();
-    let deadline = (timeout > 0).then(|| Instant::now() + Duration::from_millis(timeout as u64));
-    let mut st = sh.repl.state.lock();
-    if Replication::acked_at_least(&st, target) < want {
-        drop(st);
-        sh.store.log_command(&[b"REPLCONF", b"GETACK", b"*"]);
-        st = sh.repl.state.lock();
-    }
-    loop {
-        let n = Replication::acked_at_least(&st, target);
-        if n >= want || sh.is_shutting_down() {
-            return Ok(Reply::Int(n));
-        }
-        let step = Duration::from_millis(100);
-        let until = match deadline {
-            Some(d) if d <= Instant::now() => return Ok(Reply::Int(n)),
-            Some(d) => d.min(Instant::now() + step),
-            None => Instant::now() + step,
-        };
-        sh.repl.acked.wait_until(&mut st, until);
-    }
 }
 
 /// The `# Replication` section of INFO.

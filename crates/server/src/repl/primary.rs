@@ -18,7 +18,7 @@
 
 use super::{files, log::Gap, wire};
 use crate::protocol::{self, Limits};
-use crate::server::Shared;
+use crate::shared::Shared;
 use bytes::{Bytes, BytesMut};
 use std::io;
 use std::path::{Path, PathBuf};

@@ -15,7 +15,7 @@ use super::wire::{self, Answer, Event, SyncDecoder};
 use super::{LinkState, Position};
 use crate::protocol::{self, Limits};
 use crate::record;
-use crate::server::Shared;
+use crate::shared::Shared;
 use bytes::{Bytes, BytesMut};
 use engine::WriteBatch;
 use std::sync::Arc;

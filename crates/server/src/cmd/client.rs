@@ -1,44 +1,17 @@
 //! `CLIENT` (the connection's own settings and the other clients: list, kill, pause) and
-//! `RESET`, over the server's client registry ([`crate::server::Shared::clients`]).
+//! `RESET`, over the server's client registry ([`crate::shared::Shared::clients`]).
 //!
 //! Client-side caching (`CLIENT TRACKING`) is not implemented: `GETREDIR` and
 //! `TRACKINGINFO` answer what Redis answers for a client whose tracking is off, and
 //! `TRACKING ON` is refused.
 
-use crate::cmd::{eq, int, syntax, text, wrong_args, CmdResult};
-use crate::commands::Session;
+use super::table::c;
+use super::{eq, int, syntax, text, wrong_args, CmdResult, Ctx};
 use crate::protocol::Reply;
-use crate::server::{ClientEntry, Shared};
+use crate::session::Session;
+use crate::shared::{ClientEntry, Shared};
 use bytes::Bytes;
 use std::time::Duration;
-
-/// `CLIENT REPLY`'s state: which replies the connection sends.
-#[derive(Default)]
-pub struct Replies {
-    /// `CLIENT REPLY OFF`: none until `ON`.
-    off: bool,
-    /// `CLIENT REPLY SKIP` ran: the next command's reply is dropped.
-    skip_next: bool,
-    /// The current command's reply is dropped.
-    skip_this: bool,
-    /// The reply of the command the connection is blocked in is dropped when it comes.
-    pub blocked_silent: bool,
-}
-
-impl Replies {
-    /// Whether replies are sent as usual (nothing is off or skipped).
-    pub fn on(&self) -> bool {
-        !(self.off || self.skip_next || self.skip_this)
-    }
-
-    /// Called once per command after it ran: whether its reply is dropped, and moves a
-    /// `SKIP` on to the next command (`SKIP`'s own reply is dropped too, as in Redis).
-    pub fn after_command(&mut self) -> bool {
-        let silent = self.off || self.skip_this || self.skip_next;
-        self.skip_this = std::mem::take(&mut self.skip_next);
-        silent
-    }
-}
 
 pub fn client_name(n: &[u8]) -> Result<String, Reply> {
     if n.iter().any(|&c| c <= b' ' || c > b'~') {
@@ -70,7 +43,14 @@ fn on_off(b: &[u8]) -> Result<bool, Reply> {
     }
 }
 
-pub fn client(sh: &Shared, s: &mut Session, a: &[Bytes]) -> CmdResult {
+#[rustfmt::skip]
+pub static COMMANDS: &[super::table::Spec] = &[
+    c!("client", -2, [ADMIN NOSCRIPT LOADING STALE], 0, 0, 0, Connection, client),
+    c!("reset", 1, [NOSCRIPT LOADING STALE FAST NO_AUTH ALLOW_BUSY NOT_QUEUED], 0, 0, 0, Connection, reset),
+];
+
+fn client(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
+    let (sh, s) = (cx.sh, &mut *cx.s);
     let Some(sub) = a.first() else {
         return Err(wrong_args("client"));
     };
@@ -277,12 +257,13 @@ fn on_off_yes_no(b: &[u8]) -> Option<bool> {
 
 /// `RESET`: the connection as it was when it connected: no transaction or watches,
 /// database 0, RESP2, no name, replies on, not authenticated if a password is set.
-pub fn reset(sh: &Shared, s: &mut Session) -> CmdResult {
+fn reset(cx: &mut Ctx, _a: &[Bytes]) -> CmdResult {
+    let (sh, s) = (cx.sh, &mut *cx.s);
     if !s.ext.watched.is_empty() {
         sh.store.unwatch(s.id);
     }
     let (id, name) = (s.id, s.name.is_some());
-    *s = Session::connected(id, sh);
+    *s = Session::connected(id, sh.settings.requirepass().is_some());
     if name {
         sh.set_client_name(s, None);
     }

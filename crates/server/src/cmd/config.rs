@@ -1,0 +1,241 @@
+//! `CONFIG GET|SET|RESETSTAT`: the settings `CONFIG SET` may change ([`crate::config`]),
+//! the engine's options (fixed while the database is open), and the settings Redis has
+//! that mean nothing here, accepted for clients that set them.
+
+use super::table::c;
+use super::{eq, text, wrong_args, CmdResult, Ctx};
+use crate::pattern;
+use crate::protocol::Reply;
+use crate::record;
+use crate::shared::Shared;
+use bytes::Bytes;
+
+#[rustfmt::skip]
+pub static COMMANDS: &[super::table::Spec] = &[
+    c!("config", -2, [ADMIN NOSCRIPT LOADING STALE], 0, 0, 0, Server, config),
+];
+
+fn yes_no(on: bool) -> &'static str {
+    if on {
+        "yes"
+    } else {
+        "no"
+    }
+}
+
+/// The parameters CONFIG GET shows: name, current value, and whether CONFIG SET may
+/// change it.
+fn config_params(sh: &Shared) -> Vec<(&'static str, String, bool)> {
+    let engine = sh.store.db();
+    let o = engine.options();
+    let st = &sh.settings;
+    let compat = st.compat().into_iter().map(|(k, v)| (k, v, true));
+    let mut params = vec![
+        ("appendfsync", st.appendfsync().name().to_string(), true),
+        ("appendonly", "yes".into(), false),
+        ("databases", record::DATABASES.to_string(), false),
+        ("requirepass", st.requirepass().unwrap_or_default(), true),
+        ("maxclients", st.maxclients().to_string(), true),
+        (
+            "proto-max-bulk-len",
+            st.max_request_bytes().to_string(),
+            true,
+        ),
+        (
+            "halflife-client-output-limit",
+            st.max_output_bytes().to_string(),
+            true,
+        ),
+        ("masterauth", st.masterauth().unwrap_or_default(), true),
+        (
+            "replica-read-only",
+            yes_no(st.replica_read_only()).into(),
+            true,
+        ),
+        (
+            "slave-read-only",
+            yes_no(st.replica_read_only()).into(),
+            true,
+        ),
+        (
+            "repl-backlog-size",
+            st.repl_backlog_bytes().to_string(),
+            true,
+        ),
+        (
+            "latency-tracking",
+            yes_no(sh.cmdstats.tracking()).into(),
+            true,
+        ),
+        (
+            "latency-tracking-info-percentiles",
+            sh.cmdstats.percentiles_text(),
+            true,
+        ),
+        ("halflife-gc-policy", o.vlog.gc.to_string(), false),
+        (
+            "halflife-memtable-size",
+            o.tree.memtable_size.to_string(),
+            false,
+        ),
+        (
+            "halflife-block-cache-size",
+            o.cache.block_cache_capacity.to_string(),
+            false,
+        ),
+        (
+            "halflife-min-blob-size",
+            o.vlog.min_blob_size.to_string(),
+            false,
+        ),
+        (
+            "halflife-blob-file-size",
+            o.vlog.blob_file_size.to_string(),
+            false,
+        ),
+        (
+            "halflife-growth-factor",
+            o.tree.growth_factor.to_string(),
+            false,
+        ),
+        (
+            "halflife-cache-warming",
+            o.cache.cache_warming.to_string(),
+            false,
+        ),
+    ];
+    params.extend(compat);
+    params
+}
+
+fn config(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
+    let sh = cx.sh;
+    let Some(sub) = a.first() else {
+        return Err(wrong_args("config"));
+    };
+    let args = &a[1..];
+    if eq(sub, "get") {
+        if args.is_empty() {
+            return Err(wrong_args("config|get"));
+        }
+        let params = config_params(sh);
+        let pairs = params
+            .into_iter()
+            .filter(|(n, _, _)| {
+                args.iter()
+                    .any(|p| pattern::matches(&p.to_ascii_lowercase(), n.as_bytes()))
+            })
+            .map(|(n, v, _)| (Reply::bulk(n), Reply::bulk(v)))
+            .collect();
+        Ok(Reply::Map(pairs))
+    } else if eq(sub, "set") {
+        if args.is_empty() || !args.len().is_multiple_of(2) {
+            return Err(wrong_args("config|set"));
+        }
+        let params = config_params(sh);
+        // Check every pair before applying any, as Redis does.
+        let mut apply: Vec<Box<dyn Fn()>> = Vec::new();
+        for kv in args.chunks(2) {
+            let name = text(&kv[0]).to_ascii_lowercase();
+            let value = text(&kv[1]);
+            let bad = |why: String| {
+                Reply::err(format!(
+                    "CONFIG SET failed (possibly related to argument '{name}') - {why}"
+                ))
+            };
+            match params.iter().find(|(n, _, _)| *n == name) {
+                None => {
+                    return Err(Reply::err(format!(
+                        "Unknown option or number of arguments for CONFIG SET - '{name}'"
+                    )))
+                }
+                Some((_, _, false)) => {
+                    return Err(bad(
+                        "fixed while the database is open; restart halflife serve with the matching option".into(),
+                    ))
+                }
+                Some(_) => {}
+            }
+            let settings = sh.settings.clone();
+            match name.as_str() {
+                "appendfsync" => {
+                    let v: crate::AppendFsync = value.parse().map_err(bad)?;
+                    apply.push(Box::new(move || settings.set_appendfsync(v)));
+                }
+                "masterauth" => {
+                    apply.push(Box::new(move || {
+                        settings.set_masterauth(Some(value.clone()))
+                    }));
+                }
+                "replica-read-only" | "slave-read-only" | "latency-tracking" => {
+                    let on = match value.to_ascii_lowercase().as_str() {
+                        "yes" => true,
+                        "no" => false,
+                        _ => return Err(bad("argument must be 'yes' or 'no'".into())),
+                    };
+                    if name == "latency-tracking" {
+                        apply.push(Box::new(move || sh.cmdstats.set_tracking(on)));
+                    } else {
+                        apply.push(Box::new(move || settings.set_replica_read_only(on)));
+                    }
+                }
+                "latency-tracking-info-percentiles" => {
+                    let p =
+                        crate::cmdstats::CommandStats::parse_percentiles(&value).map_err(bad)?;
+                    apply.push(Box::new(move || sh.cmdstats.set_percentiles(p.clone())));
+                }
+                "repl-backlog-size" => {
+                    let n: usize =
+                        value
+                            .parse()
+                            .ok()
+                            .filter(|&n| n >= 16 << 10)
+                            .ok_or_else(|| {
+                                bad("argument must be a number of bytes, at least 16384".into())
+                            })?;
+                    apply.push(Box::new(move || settings.set_repl_backlog_bytes(n)));
+                }
+                "requirepass" => {
+                    apply.push(Box::new(move || {
+                        settings.set_requirepass(Some(value.clone()))
+                    }));
+                }
+                "maxclients" | "proto-max-bulk-len" | "halflife-client-output-limit" => {
+                    let n: usize = value
+                        .parse()
+                        .ok()
+                        .filter(|&n| n > 0)
+                        .ok_or_else(|| bad("argument must be a positive integer".into()))?;
+                    match name.as_str() {
+                        "maxclients" => apply.push(Box::new(move || settings.set_maxclients(n))),
+                        "proto-max-bulk-len" => {
+                            apply.push(Box::new(move || settings.set_max_request_bytes(n)))
+                        }
+                        _ => apply.push(Box::new(move || settings.set_max_output_bytes(n))),
+                    }
+                }
+                _ => {
+                    if !crate::config::compat_value_ok(&name, &value) {
+                        return Err(bad("argument couldn't be parsed into an integer".into()));
+                    }
+                    let settings = settings.clone();
+                    apply.push(Box::new(move || settings.set_compat(&name, value.clone())));
+                }
+            }
+        }
+        apply.iter().for_each(|f| f());
+        sh.store
+            .log_mut()
+            .set_capacity(sh.settings.repl_backlog_bytes());
+        Ok(Reply::ok())
+    } else if eq(sub, "resetstat") {
+        sh.stats.reset();
+        sh.cmdstats.reset();
+        Ok(Reply::ok())
+    } else {
+        Err(Reply::err(format!(
+            "unknown subcommand '{}'. Try CONFIG HELP.",
+            text(sub)
+        )))
+    }
+}

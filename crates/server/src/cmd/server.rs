@@ -1,0 +1,72 @@
+//! Server commands: `SHUTDOWN`, `INFO`, `TIME`, `LASTSAVE`, `LOLWUT`, and `FUNCTION` until
+//! scripting exists.
+
+use super::table::c;
+use super::{eq, CmdResult, Ctx};
+use crate::protocol::Reply;
+use crate::session::Outcome;
+use bytes::Bytes;
+
+#[rustfmt::skip]
+pub static COMMANDS: &[super::table::Spec] = &[
+    c!("shutdown", -1, [ADMIN NOSCRIPT LOADING STALE NO_MULTI ALLOW_BUSY], 0, 0, 0, Server, shutdown),
+    c!("info", -1, [LOADING STALE], 0, 0, 0, Server, info),
+    c!("function", -2, [NOSCRIPT], 0, 0, 0, Scripting, function),
+    c!("time", 1, [LOADING STALE FAST], 0, 0, 0, Server, time),
+    c!("lolwut", -1, [READONLY FAST], 0, 0, 0, Server, lolwut),
+    c!("lastsave", 1, [LOADING STALE FAST], 0, 0, 0, Server, lastsave),
+];
+
+/// Stops the server: the connection closes without a reply.
+fn shutdown(cx: &mut Ctx, _a: &[Bytes]) -> CmdResult {
+    cx.s.outcome = Outcome::Shutdown;
+    Ok(Reply::ok())
+}
+
+fn info(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
+    Ok(Reply::Text(crate::info::render(cx.sh, a)))
+}
+
+fn time(_cx: &mut Ctx, _a: &[Bytes]) -> CmdResult {
+    let us = crate::record::now_us();
+    Ok(Reply::Array(vec![
+        Reply::bulk((us / 1_000_000).to_string()),
+        Reply::bulk((us % 1_000_000).to_string()),
+    ]))
+}
+
+/// The server's start: every write is in the WAL, there is no separate save.
+fn lastsave(cx: &mut Ctx, _a: &[Bytes]) -> CmdResult {
+    let up = cx.sh.started.elapsed().as_secs();
+    Ok(Reply::Int((crate::record::now_ms() / 1000 - up) as i64))
+}
+
+/// `FUNCTION`: there are no functions (no scripting); `FLUSH` and `LIST` answer as an
+/// empty library set does, since test suites and clients call them when they reset.
+fn function(_cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
+    if eq(&a[0], "flush") && a.len() <= 2 {
+        Ok(Reply::ok())
+    } else if eq(&a[0], "list") {
+        Ok(Reply::Array(Vec::new()))
+    } else {
+        Err(Reply::err(
+            "FUNCTION is not supported by halflife (no scripting)",
+        ))
+    }
+}
+
+/// `LOLWUT [VERSION v] [...]`: Redis draws computer art for versions 5 and 6 and answers
+/// its version line for any other; halflife answers the version line for every version
+/// (the art is Redis's own work, not reproduced here).
+fn lolwut(_cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
+    if let [v, n, ..] = a {
+        if eq(v, "version") {
+            super::int(n)?;
+        }
+    }
+    Ok(Reply::Text(format!(
+        "halflife {}, Redis ver. {}\n",
+        env!("CARGO_PKG_VERSION"),
+        crate::info::REDIS_VERSION
+    )))
+}

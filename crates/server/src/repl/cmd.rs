@@ -1,0 +1,166 @@
+//! The replication commands: `REPLICAOF`/`SLAVEOF`, `ROLE`, `WAIT`, `REPLCONF`, `PSYNC`.
+
+use super::{become_primary, become_replica, Replication};
+use crate::cmd::table::c;
+use crate::cmd::{eq, int, text, wrong_args, CmdResult, Ctx};
+use crate::protocol::Reply;
+use crate::session::Outcome;
+use bytes::Bytes;
+use std::time::{Duration, Instant};
+
+#[rustfmt::skip]
+pub static COMMANDS: &[crate::cmd::table::Spec] = &[
+    c!("replicaof", 3, [ADMIN NOSCRIPT STALE NO_MULTI OWN_LOCK], 0, 0, 0, Server, replicaof),
+    c!("slaveof", 3, [ADMIN NOSCRIPT STALE NO_MULTI OWN_LOCK], 0, 0, 0, Server, replicaof),
+    c!("role", 1, [NOSCRIPT LOADING STALE FAST], 0, 0, 0, Server, role),
+    c!("wait", 3, [NOSCRIPT NO_MULTI OWN_LOCK], 0, 0, 0, Generic, wait),
+    c!("replconf", -1, [ADMIN NOSCRIPT LOADING STALE ALLOW_BUSY], 0, 0, 0, Server, replconf),
+    c!("psync", -3, [ADMIN NOSCRIPT NO_MULTI], 0, 0, 0, Server, psync),
+    c!("sync", 1, [ADMIN NOSCRIPT NO_MULTI], 0, 0, 0, Server, sync),
+];
+
+/// `REPLICAOF host port` / `REPLICAOF NO ONE` (and `SLAVEOF`). Runs without the shared
+/// command lock (see [`crate::dispatch::execute`]) and takes the exec lock itself.
+fn replicaof(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
+    let sh = cx.sh;
+    let sh = &sh
+        .arc()
+        .ok_or_else(|| Reply::err("REPLICAOF needs a running server"))?;
+    let _x = sh.store.exec_lock();
+    if eq(&a[0], "no") && eq(&a[1], "one") {
+        if sh.repl.primary().is_some() {
+            become_primary(sh)?;
+            eprintln!("halflife serve: replication: promoted to primary (REPLICAOF NO ONE)");
+        }
+        return Ok(Reply::ok());
+    }
+    let port = int(&a[1])
+        .ok()
+        .and_then(|p| u16::try_from(p).ok())
+        .ok_or_else(|| Reply::err("Invalid master port"))?;
+    let host = text(&a[0]);
+    if sh.repl.primary() == Some((host.clone(), port)) {
+        return Ok(Reply::Simple("OK Already connected to specified master"));
+    }
+    become_replica(sh, host.clone(), port);
+    eprintln!("halflife serve: replication: now a replica of {host}:{port}");
+    Ok(Reply::ok())
+}
+
+/// `ROLE`.
+fn role(cx: &mut Ctx, _a: &[Bytes]) -> CmdResult {
+    let sh = cx.sh;
+    let st = sh.repl.state.lock();
+    Ok(match &st.link {
+        Some(l) => Reply::Array(vec![
+            Reply::bulk("slave"),
+            Reply::bulk(l.host.clone()),
+            Reply::Int(l.port as i64),
+            Reply::bulk(l.state.name()),
+            Reply::Int(l.offset as i64),
+        ]),
+        None => {
+            let offset = sh.store.log().offset();
+            let peers = st
+                .peers
+                .values()
+                .filter(|p| p.state == "online")
+                .map(|p| {
+                    Reply::Array(vec![
+                        Reply::bulk(p.ip.clone()),
+                        Reply::bulk(p.port.to_string()),
+                        Reply::bulk(p.ack.unwrap_or(0).to_string()),
+                    ])
+                })
+                .collect();
+            Reply::Array(vec![
+                Reply::bulk("master"),
+                Reply::Int(offset as i64),
+                Reply::Array(peers),
+            ])
+        }
+    })
+}
+
+/// `REPLCONF` from a replica before its `PSYNC` (`listening-port`, `ip-address`, `capa`),
+/// or `ACK`/`GETACK` outside a replication link, which change nothing.
+fn replconf(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
+    let s = &mut *cx.s;
+    if a.is_empty() || !a.len().is_multiple_of(2) {
+        return Err(crate::cmd::syntax());
+    }
+    for kv in a.chunks(2) {
+        if eq(&kv[0], "listening-port") {
+            s.repl_port = int(&kv[1])
+                .ok()
+                .and_then(|p| u16::try_from(p).ok())
+                .ok_or_else(|| Reply::err("value is not an integer or out of range"))?;
+        } else if !["ip-address", "capa", "ack", "getack"]
+            .iter()
+            .any(|o| eq(&kv[0], o))
+        {
+            return Err(Reply::err(format!(
+                "Unrecognized REPLCONF option: {}",
+                text(&kv[0][..kv[0].len().min(64)])
+            )));
+        }
+    }
+    Ok(Reply::ok())
+}
+
+/// `WAIT numreplicas timeout`: blocks until `numreplicas` replicas have acknowledged every
+/// write made before the call (the offset at the call, which covers the client's last
+/// write), or `timeout` milliseconds pass (0: no limit); returns how many had. Asks the
+/// replicas to acknowledge at once with a `REPLCONF GETACK` in the stream. Runs without
+/// the shared command lock, so that a long wait holds no `EXEC` up.
+fn wait(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
+    let sh = cx.sh;
+    if sh.repl.primary().is_some() {
+        return Err(Reply::err(
+            "WAIT cannot be used with replica instances. Please also note that since Redis 4.0 if a replica is configured to be writable (which is not the default) writes to replicas are just local and are not propagated.",
+        ));
+    }
+    let want = int(&a[0])?;
+    let timeout = int(&a[1])?;
+    if timeout < 0 {
+        return Err(Reply::err("timeout is negative"));
+    }
+    let target = sh.store.log().offset();
+    let deadline = (timeout > 0).then(|| Instant::now() + Duration::from_millis(timeout as u64));
+    let mut st = sh.repl.state.lock();
+    if Replication::acked_at_least(&st, target) < want {
+        drop(st);
+        sh.store.log_command(&[b"REPLCONF", b"GETACK", b"*"]);
+        st = sh.repl.state.lock();
+    }
+    loop {
+        let n = Replication::acked_at_least(&st, target);
+        if n >= want || sh.is_shutting_down() {
+            return Ok(Reply::Int(n));
+        }
+        let step = Duration::from_millis(100);
+        let until = match deadline {
+            Some(d) if d <= Instant::now() => return Ok(Reply::Int(n)),
+            Some(d) => d.min(Instant::now() + step),
+            None => Instant::now() + step,
+        };
+        sh.repl.acked.wait_until(&mut st, until);
+    }
+}
+
+/// `PSYNC <replid> <offset>`, and halflife's primary sequence number third: the
+/// connection becomes a replica's once the reply is sent.
+fn psync(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
+    if a.len() > 3 {
+        return Err(wrong_args("psync"));
+    }
+    cx.s.psync = Some(a.to_vec());
+    cx.s.outcome = Outcome::Replicate;
+    Ok(Reply::ok())
+}
+
+fn sync(_cx: &mut Ctx, _a: &[Bytes]) -> CmdResult {
+    Err(Reply::err(
+        "SYNC is not supported: a halflife replica sends PSYNC (and needs a halflife primary)",
+    ))
+}
