@@ -36,7 +36,7 @@ pub mod wal;
 pub mod warming;
 
 pub use batch::WriteBatch;
-pub use db::{DbIter, Snapshot, DB};
+pub use db::{prefix_bounds, Cursor, DbIter, Direction, Snapshot, DB};
 pub use error::{Error, Result};
 pub use options::AutoShapeConfig;
 pub use options::{

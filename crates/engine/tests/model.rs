@@ -4,9 +4,9 @@
 
 use halflife_engine::lifetime::{GbmParams, ThresholdParams};
 use halflife_engine::{
-    CacheOptions, CacheWarmingConfig, CompactionStyle, GcPolicyConfig, GcTrigger, LearnedParams,
-    LifetimeMode, LifetimeOptions, LifetimeOracle, Options, TreeOptions, ValueLogOptions,
-    WalOptions, WriteBatch, WriteOptions, DB,
+    CacheOptions, CacheWarmingConfig, CompactionStyle, Cursor, Direction, GcPolicyConfig,
+    GcTrigger, LearnedParams, LifetimeMode, LifetimeOptions, LifetimeOracle, Options, ReadOptions,
+    Snapshot, TreeOptions, ValueLogOptions, WalOptions, WriteBatch, WriteOptions, DB,
 };
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -251,7 +251,35 @@ fn run_model_with(
             }
             80..=84 => {
                 let j = rng.random_range(i..=400);
-                check_scan(&db, &model, &key(i), &key(j));
+                match rng.random_range(0..4) {
+                    0 => check_scan(&db, &model, &key(i), &key(j)),
+                    1 => check_scan_rev(&db, None, &model, &key(i), &key(j)),
+                    2 => check_prefix(&db, &model, &key(i)[..rng.random_range(3..=8)]),
+                    _ => {
+                        // Writes made after the cursor opened are not seen by it.
+                        let seen = model.clone();
+                        let mut cursor = db
+                            .cursor(
+                                Bound::Included(&key(i)),
+                                Bound::Excluded(&key(j)),
+                                None,
+                                &ReadOptions::default(),
+                            )
+                            .unwrap();
+                        for w in 0..rng.random_range(0..20u32) {
+                            let k = key((i + w * 13) % 400);
+                            if rng.random_bool(0.3) {
+                                db.delete(&k).unwrap();
+                                model.remove(&k);
+                            } else {
+                                let v = value(&mut rng, i + w, version);
+                                db.put(&k, &v).unwrap();
+                                model.insert(k, v);
+                            }
+                        }
+                        walk_cursor(&mut cursor, &seen, (&key(i), &key(j)), &mut rng);
+                    }
+                }
             }
             85..=88 => {
                 if snaps.len() < 3 {
@@ -272,8 +300,18 @@ fn run_model_with(
                         .unwrap()
                         .map(|r| r.unwrap())
                         .collect();
-                    let want: Vec<_> = m.into_iter().collect();
+                    let want: Vec<_> = m.clone().into_iter().collect();
                     assert!(got == want, "snapshot scan differs");
+                    check_scan_rev(&db, Some(&s), &m, b"", b"\xff");
+                    let mut cursor = db
+                        .cursor(
+                            Bound::Unbounded,
+                            Bound::Unbounded,
+                            Some(&s),
+                            &ReadOptions::default(),
+                        )
+                        .unwrap();
+                    walk_cursor(&mut cursor, &m, (b"", b"\xff"), &mut rng);
                 }
             }
             89..=91 => db.flush().unwrap(),
@@ -299,6 +337,7 @@ fn run_model_with(
     }
     db.wait_idle().unwrap();
     check_scan(&db, &model, b"", b"\xff");
+    check_scan_rev(&db, None, &model, b"", b"\xff");
     assert_eq!(db.version().check_invariants(), Ok(()));
     let live: u64 = model.iter().map(|(k, v)| (k.len() + v.len()) as u64).sum();
     assert_eq!(db.measure_live_bytes().unwrap(), live);
@@ -370,6 +409,128 @@ fn run_model_with(
     let db = DB::open(dir.path(), options(openings + 1)).unwrap();
     check_scan(&db, &model, b"", b"\xff");
     max_runs
+}
+
+/// A reverse scan of `[lo, hi)` (as of `snap`) gives the model's range, descending.
+fn check_scan_rev(
+    db: &DB,
+    snap: Option<&Snapshot>,
+    model: &BTreeMap<Vec<u8>, Vec<u8>>,
+    lo: &[u8],
+    hi: &[u8],
+) {
+    let got: Vec<_> = db
+        .scan_dir(
+            Bound::Included(lo),
+            Bound::Excluded(hi),
+            snap,
+            &ReadOptions::default(),
+            Direction::Reverse,
+        )
+        .unwrap()
+        .map(|r| r.unwrap())
+        .collect();
+    let want: Vec<_> = model
+        .range::<[u8], _>((Bound::Included(lo), Bound::Excluded(hi)))
+        .rev()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    assert_eq!(
+        got.len(),
+        want.len(),
+        "reverse scan length [{lo:?}, {hi:?})"
+    );
+    assert!(got == want, "reverse scan contents differ");
+}
+
+/// A prefix scan, both ways, gives the model's keys that start with `prefix`.
+fn check_prefix(db: &DB, model: &BTreeMap<Vec<u8>, Vec<u8>>, prefix: &[u8]) {
+    let want: Vec<_> = model
+        .iter()
+        .filter(|(k, _)| k.starts_with(prefix))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    for dir in [Direction::Forward, Direction::Reverse] {
+        let mut got: Vec<_> = db
+            .scan_prefix(prefix, None, dir)
+            .unwrap()
+            .map(|r| r.unwrap())
+            .collect();
+        if dir == Direction::Reverse {
+            got.reverse();
+        }
+        assert!(
+            got == want,
+            "prefix {prefix:?} {dir:?}: {} of {}",
+            got.len(),
+            want.len()
+        );
+    }
+}
+
+/// Random moves of `cursor` (over `[lo, hi)`): seeks to keys present and absent, inside
+/// and outside the bounds, steps both ways and turns, each checked against `model`.
+fn walk_cursor(
+    cursor: &mut Cursor,
+    model: &BTreeMap<Vec<u8>, Vec<u8>>,
+    (lo, hi): (&[u8], &[u8]),
+    rng: &mut StdRng,
+) {
+    let range = |m: &BTreeMap<Vec<u8>, Vec<u8>>| -> Vec<(Vec<u8>, Vec<u8>)> {
+        m.range::<[u8], _>((Bound::Included(lo), Bound::Excluded(hi)))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    };
+    let want = range(model);
+    let mut at: Option<usize> = None;
+    for step in 0..40 {
+        let what = rng.random_range(0..10);
+        // A target between keys half the time (a suffix sorts after the key itself).
+        let mut target = key(rng.random_range(0..401));
+        if rng.random_bool(0.5) {
+            target.push(b'~');
+        }
+        match what {
+            0 => {
+                cursor.seek_to_first().unwrap();
+                at = (!want.is_empty()).then_some(0);
+            }
+            1 => {
+                cursor.seek_to_last().unwrap();
+                at = want.len().checked_sub(1);
+            }
+            2 | 3 => {
+                cursor.seek(&target).unwrap();
+                let i = want.partition_point(|(k, _)| *k < target);
+                at = (i < want.len()).then_some(i);
+            }
+            4 | 5 => {
+                cursor.seek_for_prev(&target).unwrap();
+                at = want.partition_point(|(k, _)| *k <= target).checked_sub(1);
+            }
+            6..=7 => {
+                let Some(i) = at else { continue };
+                cursor.next().unwrap();
+                at = (i + 1 < want.len()).then_some(i + 1);
+            }
+            _ => {
+                let Some(i) = at else { continue };
+                cursor.prev().unwrap();
+                at = i.checked_sub(1);
+            }
+        }
+        let got = cursor
+            .key()
+            .map(|k| (k.to_vec(), cursor.value().unwrap().to_vec()));
+        let expect = at.map(|i| want[i].clone());
+        assert!(
+            got == expect,
+            "cursor move {step} ({what}, target {:?}): at {:?}, want {:?}",
+            String::from_utf8_lossy(&target),
+            got.map(|(k, _)| String::from_utf8_lossy(&k).to_string()),
+            expect.map(|(k, _)| String::from_utf8_lossy(&k).to_string()),
+        );
+    }
 }
 
 #[test]

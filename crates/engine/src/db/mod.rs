@@ -26,7 +26,7 @@ mod write_queue;
 /// Kept at these paths for the CLI and the tests (the names live in [`crate::filename`]).
 pub use crate::filename::{LIFETIME_MODEL as MODEL_FILE, LOST_DIR};
 pub use crate::stats::{GcJobRecord, LifetimeStats};
-pub use iter::DbIter;
+pub use iter::{Cursor, DbIter, Direction};
 pub use recovery_report::RecoveryReport;
 pub use snapshot::Snapshot;
 
@@ -189,7 +189,61 @@ impl DB {
         snap: Option<&Snapshot>,
         opts: &ReadOptions,
     ) -> Result<DbIter> {
-        iter::DbIter::new(&self.inner, lower, upper, snap, opts)
+        self.scan_dir(lower, upper, snap, opts, Direction::Forward)
+    }
+
+    /// Reverse scan: the newest versions with user keys in the given bounds, in descending
+    /// key order.
+    pub fn scan_rev(&self, lower: Bound<&[u8]>, upper: Bound<&[u8]>) -> Result<DbIter> {
+        self.scan_dir(
+            lower,
+            upper,
+            None,
+            &ReadOptions::default(),
+            Direction::Reverse,
+        )
+    }
+
+    /// A scan either way, as of `snap` (else the newest versions), with the read-ahead
+    /// `opts` asks for.
+    pub fn scan_dir(
+        &self,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        snap: Option<&Snapshot>,
+        opts: &ReadOptions,
+        dir: Direction,
+    ) -> Result<DbIter> {
+        iter::DbIter::new(&self.inner, lower, upper, snap, opts, dir)
+    }
+
+    /// The keys that start with `prefix`, either way ([`prefix_bounds`]).
+    pub fn scan_prefix(
+        &self,
+        prefix: &[u8],
+        snap: Option<&Snapshot>,
+        dir: Direction,
+    ) -> Result<DbIter> {
+        let (lower, upper) = prefix_bounds(prefix);
+        self.scan_dir(
+            as_bound(&lower),
+            as_bound(&upper),
+            snap,
+            &ReadOptions::default(),
+            dir,
+        )
+    }
+
+    /// A cursor over the given bounds as of `snap` (else the newest versions at this call):
+    /// seeks to any key and moves both ways ([`Cursor`]); not positioned until a seek.
+    pub fn cursor(
+        &self,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        snap: Option<&Snapshot>,
+        opts: &ReadOptions,
+    ) -> Result<Cursor> {
+        iter::Cursor::new(&self.inner, lower, upper, snap, opts)
     }
 
     /// Estimated number of live keys, from counts kept in memory (no data is read): the
@@ -309,6 +363,29 @@ impl DB {
             }
         }
         result
+    }
+}
+
+/// The bounds of the keys that start with `prefix`: from the prefix itself up to (not
+/// including) the first key past all of them, the prefix with its last byte below 0xff
+/// incremented and what follows cut; unbounded above if every byte is 0xff.
+pub fn prefix_bounds(prefix: &[u8]) -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {
+    let upper = match prefix.iter().rposition(|&b| b != 0xff) {
+        Some(i) => {
+            let mut u = prefix[..=i].to_vec();
+            u[i] += 1;
+            Bound::Excluded(u)
+        }
+        None => Bound::Unbounded,
+    };
+    (Bound::Included(prefix.to_vec()), upper)
+}
+
+fn as_bound(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
+    match b {
+        Bound::Included(k) => Bound::Included(k),
+        Bound::Excluded(k) => Bound::Excluded(k),
+        Bound::Unbounded => Bound::Unbounded,
     }
 }
 

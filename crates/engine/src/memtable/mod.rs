@@ -24,7 +24,7 @@ use crate::vlog::ValuePointer;
 use index::{Index, Lookup};
 use parking_lot::Mutex;
 pub use skiplist::ChunkPool;
-use skiplist::{Position, SkipList, Target};
+use skiplist::{Node, Position, SkipList, Target};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -212,6 +212,8 @@ impl Memtable {
         MemtableIter {
             mem: self.clone(),
             at: Position::END,
+            back: None,
+            versions: Vec::new(),
         }
     }
 }
@@ -221,10 +223,20 @@ impl Memtable {
 /// bottom level. Entries inserted after the cursor passed their place are not seen;
 /// entries inserted ahead of it may be, with sequence numbers above any snapshot taken
 /// before they were published, which a reader skips anyway.
+///
+/// Walking backward it stands on one of the versions of a key, listed when it reached the
+/// key (a key's chain links forward only), and finds the key before by a search from the
+/// top of the list (nodes link forward only): a step back to the previous key costs a
+/// search, as in LevelDB.
 pub struct MemtableIter {
     mem: Arc<Memtable>,
-    /// Where it stands (past the end before the first seek).
+    /// Where it stands walking forward (past the end before the first seek).
     at: Position,
+    /// Walking backward: the key's node and the index in `versions` of the version it
+    /// stands on (`None` walking forward).
+    back: Option<(Node, usize)>,
+    /// Walking backward: the versions of the key it stands on, in internal-key order.
+    versions: Vec<Node>,
 }
 
 // SAFETY: the position's nodes are nodes of `mem`'s list, immutable once published and
@@ -234,30 +246,122 @@ unsafe impl Send for MemtableIter {}
 impl MemtableIter {
     /// The version it stands on.
     fn entry(&self) -> *mut u8 {
-        assert!(self.at.valid(), "valid iterator");
-        self.at.at
+        match self.back {
+            Some((_, i)) => self.versions[i],
+            None => {
+                assert!(self.at.valid(), "valid iterator");
+                self.at.at
+            }
+        }
+    }
+
+    /// Stands on the last version of `node`'s key (null: invalid).
+    fn back_to_last(&mut self, node: Node) {
+        self.at = Position::END;
+        if node.is_null() {
+            self.back = None;
+            return;
+        }
+        // SAFETY: a published node of the list the iterator holds.
+        unsafe { self.mem.list.versions_of(node, &mut self.versions) };
+        self.back = Some((node, self.versions.len() - 1));
+    }
+
+    /// Stands on the last version of the key before `node`'s.
+    fn back_before(&mut self, node: Node) {
+        // SAFETY: a published node of the list the iterator holds.
+        let uk = crate::types::user_key(unsafe { skiplist::key(node) });
+        let before = self.mem.list.node_before(uk);
+        self.back_to_last(before);
+    }
+
+    /// Stands on version `i` of `node`'s key (its versions listed in `versions`), or on
+    /// the last version of the key before if `i` is 0 and the walk steps back from it.
+    fn back_from(&mut self, node: Node, i: usize) {
+        self.at = Position::END;
+        if i == 0 {
+            self.back_before(node);
+        } else {
+            self.back = Some((node, i - 1));
+        }
     }
 }
 
 impl InternalIterator for MemtableIter {
     fn valid(&self) -> bool {
-        self.at.valid()
+        self.back.is_some() || self.at.valid()
     }
 
     fn seek_to_first(&mut self) -> Result<()> {
+        self.back = None;
         self.at = self.mem.list.first();
         Ok(())
     }
 
     fn seek(&mut self, target: &[u8]) -> Result<()> {
+        self.back = None;
         self.at = self.mem.list.seek(Target::of(target));
         Ok(())
     }
 
     fn next(&mut self) -> Result<()> {
+        if let Some((node, i)) = self.back.take() {
+            // SAFETY: a published node of the list the iterator holds, and one of its
+            // versions.
+            self.at = unsafe { self.mem.list.position_of(node, self.versions[i]) };
+        }
         if self.at.valid() {
             // SAFETY: a valid position in the list the iterator holds.
             unsafe { self.at.advance() };
+        }
+        Ok(())
+    }
+
+    fn seek_to_last(&mut self) -> Result<()> {
+        let last = self.mem.list.last_node();
+        self.back_to_last(last);
+        Ok(())
+    }
+
+    fn seek_for_prev(&mut self, target: &[u8]) -> Result<()> {
+        let t = Target::of(target);
+        let node = self.mem.list.seek_node(t.user_key);
+        // SAFETY: published nodes of the list the iterator holds.
+        unsafe {
+            if !node.is_null() && crate::types::user_key(skiplist::key(node)) == t.user_key {
+                self.mem.list.versions_of(node, &mut self.versions);
+                // Versions ascend in internal order (trailers descend): those at or before
+                // the target.
+                let n = self
+                    .versions
+                    .partition_point(|&v| skiplist::trailer(v) >= t.trailer);
+                if n > 0 {
+                    self.at = Position::END;
+                    self.back = Some((node, n - 1));
+                    return Ok(());
+                }
+            }
+        }
+        let before = self.mem.list.node_before(t.user_key);
+        self.back_to_last(before);
+        Ok(())
+    }
+
+    fn prev(&mut self) -> Result<()> {
+        match self.back {
+            Some((node, i)) => self.back_from(node, i),
+            None if self.at.valid() => {
+                let (node, at) = (self.at.node(), self.at.at);
+                // SAFETY: a published node of the list the iterator holds.
+                unsafe { self.mem.list.versions_of(node, &mut self.versions) };
+                let i = self
+                    .versions
+                    .iter()
+                    .position(|&v| v == at)
+                    .expect("the version stood on is among its key's versions");
+                self.back_from(node, i);
+            }
+            None => {}
         }
         Ok(())
     }
@@ -326,6 +430,31 @@ mod tests {
                 let newest = model.iter().filter(|&&(mk, _, _)| mk == k).map(|&(_, s, _)| s).max();
                 prop_assert_eq!(m.newest_seq(&[k]), newest);
             }
+        }
+    }
+
+    proptest! {
+        /// Walks both ways with turns and seeks from anywhere over keys with chains of
+        /// versions (recorded out of sequence order), against the sorted entries.
+        #[test]
+        fn walks_both_ways_like_the_sorted_entries(
+            ops in proptest::collection::vec((0u8..6, 1u64..40, 0u8..3), 0..80),
+            moves in crate::sst::tests::moves(&[0, 1, 2, 3, 4, 5, 6], 41),
+        ) {
+            let m = Arc::new(Memtable::new(0));
+            let mut want = std::collections::BTreeMap::new();
+            for &(k, seq, kind) in &ops {
+                let ikey = crate::types::InternalKey::new(&[k], seq, ValueKind::from_u8(kind).unwrap());
+                if want.contains_key(&ikey) {
+                    continue;
+                }
+                let value = format!("{k}@{seq}").into_bytes();
+                m.add(seq, ValueKind::from_u8(kind).unwrap(), &[k], &value);
+                want.insert(ikey, value);
+            }
+            let want: Vec<_> = want.into_iter().map(|(k, v)| (k.0, v)).collect();
+            let mut it = m.iter();
+            crate::sst::tests::check_walk(&mut it, &want, &moves);
         }
     }
 

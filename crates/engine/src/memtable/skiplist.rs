@@ -387,6 +387,11 @@ impl Position {
         !self.at.is_null()
     }
 
+    /// The node of the key it stands on (null past the end).
+    pub fn node(&self) -> Node {
+        self.node
+    }
+
     /// The first version at `node` from chain record `chain` on (its own version if not
     /// `node_done` and its turn has come), moving on to the next keys' nodes if `node` has
     /// none left.
@@ -493,7 +498,7 @@ impl SkipList {
     }
 
     /// The node of the first user key at or after `user_key`, or null.
-    fn seek_node(&self, user_key: &[u8]) -> Node {
+    pub fn seek_node(&self, user_key: &[u8]) -> Node {
         let target = Target {
             user_key,
             trailer: u64::MAX,
@@ -512,6 +517,81 @@ impl SkipList {
                 level -= 1;
             }
         }
+    }
+
+    /// The node of the last user key before `user_key`, or null if there is none. Nodes
+    /// link forward only, so this is a search from the top (LevelDB's `FindLessThan`).
+    pub fn node_before(&self, user_key: &[u8]) -> Node {
+        let target = Target {
+            user_key,
+            trailer: u64::MAX,
+        };
+        let mut x = self.head;
+        let mut level = self.height.load(Ordering::Relaxed) - 1;
+        loop {
+            // SAFETY: `x` is the head or a node reached at `level`, so its height exceeds it.
+            let n = unsafe { next(x, level) };
+            // SAFETY: a non-null next pointer is a published node.
+            if !n.is_null() && target.order_of(unsafe { key(n) }) == CmpOrdering::Less {
+                x = n;
+            } else if level == 0 {
+                return if x == self.head {
+                    std::ptr::null_mut()
+                } else {
+                    x
+                };
+            } else {
+                level -= 1;
+            }
+        }
+    }
+
+    /// The node of the last user key, or null for an empty list.
+    pub fn last_node(&self) -> Node {
+        let mut x = self.head;
+        let mut level = self.height.load(Ordering::Relaxed) - 1;
+        loop {
+            // SAFETY: as in `node_before`.
+            let n = unsafe { next(x, level) };
+            if !n.is_null() {
+                x = n;
+            } else if level == 0 {
+                return if x == self.head {
+                    std::ptr::null_mut()
+                } else {
+                    x
+                };
+            } else {
+                level -= 1;
+            }
+        }
+    }
+
+    /// Every version of `node`'s key, in the order a walk meets them (internal-key order),
+    /// into `out` (cleared first).
+    ///
+    /// # Safety
+    /// `node` is a published node of this list.
+    pub unsafe fn versions_of(&self, node: Node, out: &mut Vec<Node>) {
+        out.clear();
+        let mut p = Position::at_node(node);
+        while p.node == node {
+            out.push(p.at);
+            p.advance();
+        }
+    }
+
+    /// The position standing on version `at` of `node`'s key (one of
+    /// [`SkipList::versions_of`]), for a walk forward from it.
+    ///
+    /// # Safety
+    /// As [`SkipList::versions_of`].
+    pub unsafe fn position_of(&self, node: Node, at: Node) -> Position {
+        let mut p = Position::at_node(node);
+        while p.node == node && p.at != at {
+            p.advance();
+        }
+        p
     }
 
     /// The node of `user_key`, or null if the list has no version of it.

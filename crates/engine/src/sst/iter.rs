@@ -5,10 +5,13 @@
 //! that move the cursor return `Result` because moving may read a block from storage; the
 //! accessors borrow the current entry and are only meaningful while [`valid`] is true.
 //!
+//! Every source walks both ways (reverse scans, RocksDB's `SeekForPrev`/`Prev`): `next` and
+//! `prev` may follow any positioning and each other.
+//!
 //! [`valid`]: InternalIterator::valid
 
 use crate::error::{Error, Result};
-use crate::types::{parse_internal_key, ParsedKey, SeqNo};
+use crate::types::{cmp_internal, parse_internal_key, ParsedKey, SeqNo};
 use std::path::Path;
 
 pub use super::merge::MergingIterator;
@@ -20,6 +23,22 @@ pub trait InternalIterator: Send {
     /// Positions at the first entry with internal key >= target.
     fn seek(&mut self, target: &[u8]) -> Result<()>;
     fn next(&mut self) -> Result<()>;
+    /// Positions at the last entry (invalid if there is none).
+    fn seek_to_last(&mut self) -> Result<()>;
+    /// Moves to the entry before the current one; before the first the iterator becomes
+    /// invalid. Only meaningful while valid().
+    fn prev(&mut self) -> Result<()>;
+    /// Positions at the last entry with internal key <= target.
+    fn seek_for_prev(&mut self, target: &[u8]) -> Result<()> {
+        self.seek(target)?;
+        if !self.valid() {
+            self.seek_to_last()
+        } else if cmp_internal(self.key(), target).is_gt() {
+            self.prev()
+        } else {
+            Ok(())
+        }
+    }
     /// Valid only while valid().
     fn key(&self) -> &[u8];
     fn value(&self) -> &[u8];
@@ -37,6 +56,15 @@ impl<I: InternalIterator + ?Sized> InternalIterator for Box<I> {
     }
     fn next(&mut self) -> Result<()> {
         (**self).next()
+    }
+    fn seek_to_last(&mut self) -> Result<()> {
+        (**self).seek_to_last()
+    }
+    fn prev(&mut self) -> Result<()> {
+        (**self).prev()
+    }
+    fn seek_for_prev(&mut self, target: &[u8]) -> Result<()> {
+        (**self).seek_for_prev(target)
     }
     fn key(&self) -> &[u8] {
         (**self).key()
@@ -79,6 +107,23 @@ impl InternalIterator for VecIterator {
         if self.valid() {
             self.pos += 1;
         }
+        Ok(())
+    }
+    fn seek_to_last(&mut self) -> Result<()> {
+        self.pos = self
+            .entries
+            .len()
+            .checked_sub(1)
+            .unwrap_or(self.entries.len());
+        Ok(())
+    }
+    fn prev(&mut self) -> Result<()> {
+        // Before the first entry is past the end, as invalid as it.
+        self.pos = match self.pos {
+            0 => self.entries.len(),
+            p if p < self.entries.len() => p - 1,
+            p => p,
+        };
         Ok(())
     }
     fn key(&self) -> &[u8] {

@@ -9,6 +9,12 @@
 //!
 //! The heap is hand-rolled over indexes rather than `std::collections::BinaryHeap` so that
 //! comparing two children borrows their keys in place instead of copying every key.
+//!
+//! Walking backward the heap is a max-heap under the exact reverse of that order (on equal
+//! keys the older child first), so a reverse walk yields the forward walk's entries
+//! reversed, duplicates included. Turning around (`prev` after `next` or the other way)
+//! repositions every other child around the current key, as RocksDB's merging iterator
+//! does.
 
 use super::iter::InternalIterator;
 use crate::error::Result;
@@ -18,8 +24,11 @@ use std::cmp::Ordering;
 /// Merges children in internal-key order, newest child first on equal keys.
 pub struct MergingIterator {
     children: Vec<Box<dyn InternalIterator>>,
-    /// Indexes of the valid children, a min-heap under [`Self::less`].
+    /// Indexes of the valid children, a heap under [`Self::less`] (its top the next entry
+    /// in the walk's direction).
     heap: Vec<usize>,
+    /// Whether the walk goes backward (after `seek_to_last`, `seek_for_prev`, `prev`).
+    backward: bool,
 }
 
 impl MergingIterator {
@@ -28,6 +37,7 @@ impl MergingIterator {
         MergingIterator {
             children,
             heap: Vec::new(),
+            backward: false,
         }
     }
 
@@ -40,11 +50,13 @@ impl MergingIterator {
         self.children
     }
 
+    /// Whether child `a`'s entry comes before child `b`'s in the walk's direction.
     fn less(&self, a: usize, b: usize) -> bool {
-        match cmp_internal(self.children[a].key(), self.children[b].key()) {
-            Ordering::Less => true,
-            Ordering::Greater => false,
-            Ordering::Equal => a < b,
+        let order = cmp_internal(self.children[a].key(), self.children[b].key()).then(a.cmp(&b));
+        if self.backward {
+            order == Ordering::Greater
+        } else {
+            order == Ordering::Less
         }
     }
 
@@ -77,41 +89,36 @@ impl MergingIterator {
         }
     }
 
-    /// Runs `op` on every child, then rebuilds the heap. On an error the iterator is left
-    /// invalid rather than half-positioned.
+    /// Runs `op` on every child, then rebuilds the heap for a walk `backward` or not. On an
+    /// error the iterator is left invalid rather than half-positioned.
     fn reposition(
         &mut self,
-        mut op: impl FnMut(&mut dyn InternalIterator) -> Result<()>,
+        backward: bool,
+        mut op: impl FnMut(usize, &mut dyn InternalIterator) -> Result<()>,
     ) -> Result<()> {
-        for child in &mut self.children {
-            if let Err(e) = op(child.as_mut()) {
+        for (i, child) in self.children.iter_mut().enumerate() {
+            if let Err(e) = op(i, child.as_mut()) {
                 self.heap.clear();
                 return Err(e);
             }
         }
+        self.backward = backward;
         self.rebuild();
         Ok(())
     }
-}
 
-impl InternalIterator for MergingIterator {
-    fn valid(&self) -> bool {
-        !self.heap.is_empty()
-    }
-
-    fn seek_to_first(&mut self) -> Result<()> {
-        self.reposition(|c| c.seek_to_first())
-    }
-
-    fn seek(&mut self, target: &[u8]) -> Result<()> {
-        self.reposition(|c| c.seek(target))
-    }
-
-    fn next(&mut self) -> Result<()> {
+    /// Moves the top child one step (`prev` walking backward, else `next`) and restores the
+    /// heap.
+    fn step_top(&mut self) -> Result<()> {
         let Some(&top) = self.heap.first() else {
             return Ok(());
         };
-        if let Err(e) = self.children[top].next() {
+        let moved = if self.backward {
+            self.children[top].prev()
+        } else {
+            self.children[top].next()
+        };
+        if let Err(e) = moved {
             self.heap.clear();
             return Err(e);
         }
@@ -122,6 +129,74 @@ impl InternalIterator for MergingIterator {
         }
         self.sift_down(0);
         Ok(())
+    }
+
+    /// Turns the walk around at the current entry (of child `top`): every other child is
+    /// placed on its side of that entry in the new direction (the merged order puts the
+    /// lower child first among equal keys), and the current child stays, so that the next
+    /// step moves it.
+    fn turn(&mut self, backward: bool) -> Result<()> {
+        let top = self.heap[0];
+        let key = self.children[top].key().to_vec();
+        self.reposition(backward, |i, c| {
+            if i == top {
+                return Ok(());
+            }
+            if backward {
+                // Entries before the current one: keys below it, and equal keys of newer
+                // children.
+                c.seek_for_prev(&key)?;
+                while c.valid() && cmp_internal(c.key(), &key).is_eq() && i > top {
+                    c.prev()?;
+                }
+            } else {
+                c.seek(&key)?;
+                while c.valid() && cmp_internal(c.key(), &key).is_eq() && i < top {
+                    c.next()?;
+                }
+            }
+            Ok(())
+        })?;
+        // The current child's entry is still the top: it sorts first in either direction
+        // among what is left on this side.
+        debug_assert_eq!(self.heap.first(), Some(&top));
+        Ok(())
+    }
+}
+
+impl InternalIterator for MergingIterator {
+    fn valid(&self) -> bool {
+        !self.heap.is_empty()
+    }
+
+    fn seek_to_first(&mut self) -> Result<()> {
+        self.reposition(false, |_, c| c.seek_to_first())
+    }
+
+    fn seek(&mut self, target: &[u8]) -> Result<()> {
+        self.reposition(false, |_, c| c.seek(target))
+    }
+
+    fn next(&mut self) -> Result<()> {
+        if self.backward && self.valid() {
+            self.turn(false)?;
+        }
+        self.step_top()
+    }
+
+    fn seek_to_last(&mut self) -> Result<()> {
+        self.reposition(true, |_, c| c.seek_to_last())
+    }
+
+    fn seek_for_prev(&mut self, target: &[u8]) -> Result<()> {
+        self.reposition(true, |_, c| c.seek_for_prev(target))
+    }
+
+    fn prev(&mut self) -> Result<()> {
+        if !self.backward && self.valid() {
+            self.turn(true)?;
+        }
+        self.step_top()
     }
 
     fn key(&self) -> &[u8] {

@@ -46,4 +46,4 @@ pub use table_iter::TableIter;
 #[cfg(test)]
 pub(crate) mod test_util;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

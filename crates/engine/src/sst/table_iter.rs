@@ -93,6 +93,21 @@ impl TableIter {
     }
 }
 
+impl TableIter {
+    /// While the data cursor is exhausted walking backward, moves to the end of the block
+    /// before.
+    fn skip_exhausted_blocks_backward(&mut self) -> Result<()> {
+        while self.data.as_ref().is_some_and(|(_, d)| !d.valid()) {
+            self.index.prev();
+            self.load_data_block()?;
+            if let Some((_, d)) = self.data.as_mut() {
+                d.seek_to_last();
+            }
+        }
+        Ok(())
+    }
+}
+
 impl InternalIterator for TableIter {
     fn valid(&self) -> bool {
         self.data.as_ref().is_some_and(|(_, d)| d.valid())
@@ -121,6 +136,22 @@ impl InternalIterator for TableIter {
             d.next();
         }
         self.skip_exhausted_blocks()
+    }
+
+    fn seek_to_last(&mut self) -> Result<()> {
+        self.index.seek_to_last();
+        self.load_data_block()?;
+        if let Some((_, d)) = self.data.as_mut() {
+            d.seek_to_last();
+        }
+        self.skip_exhausted_blocks_backward()
+    }
+
+    fn prev(&mut self) -> Result<()> {
+        if let Some((_, d)) = self.data.as_mut() {
+            d.prev();
+        }
+        self.skip_exhausted_blocks_backward()
     }
 
     fn key(&self) -> &[u8] {

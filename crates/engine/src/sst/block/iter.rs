@@ -109,6 +109,52 @@ impl BlockIter {
         self.next_offset = h.end();
     }
 
+    /// Positions at the last entry, or makes the iterator invalid if there is none.
+    pub fn seek_to_last(&mut self) {
+        let n = self.block.num_restarts();
+        if n == 0 {
+            self.invalidate();
+            return;
+        }
+        self.seek_to_restart(n - 1);
+        self.next();
+        while self.valid() && self.next_offset < self.block.restarts_offset() {
+            self.next();
+        }
+    }
+
+    /// Moves to the entry before the current one (invalid before the first). Entries are
+    /// only linked forward (each key is a delta of the one before it), so this rescans from
+    /// the last restart point before the current entry: at most one restart interval.
+    pub fn prev(&mut self) {
+        let original = self.current;
+        if !self.valid() {
+            return;
+        }
+        let n = self.block.num_restarts();
+        // Restart points ascend; the last one strictly before the current entry.
+        let (mut before, mut hi) = (0, n);
+        while before < hi {
+            let mid = before + (hi - before) / 2;
+            if self.block.restart_point(mid).is_some_and(|r| r < original) {
+                before = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        if before == 0 {
+            self.invalidate();
+            return;
+        }
+        self.seek_to_restart(before - 1);
+        loop {
+            self.next();
+            if !self.valid() || self.next_offset >= original {
+                return;
+            }
+        }
+    }
+
     /// The whole key stored at restart point `i` (restart entries share no prefix).
     fn restart_key(&self, i: usize) -> Option<&[u8]> {
         let h = self.block.entry_header(self.block.restart_point(i)?)?;
@@ -146,6 +192,14 @@ impl InternalIterator for BlockIter {
     }
     fn next(&mut self) -> Result<()> {
         BlockIter::next(self);
+        Ok(())
+    }
+    fn seek_to_last(&mut self) -> Result<()> {
+        BlockIter::seek_to_last(self);
+        Ok(())
+    }
+    fn prev(&mut self) -> Result<()> {
+        BlockIter::prev(self);
         Ok(())
     }
     fn key(&self) -> &[u8] {

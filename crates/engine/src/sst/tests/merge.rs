@@ -104,3 +104,18 @@ proptest! {
         prop_assert_eq!(collect(&mut m).unwrap(), rest);
     }
 }
+
+proptest! {
+    /// Walks both ways with turns and seeks from anywhere, over children that share
+    /// internal keys: the reverse order is the exact reverse of the forward one.
+    #[test]
+    fn merge_walks_both_ways_like_a_sorted_merge(
+        raw in prop::collection::vec(child_entries(), 0..5),
+        moves in super::moves(b"abcd", 9),
+    ) {
+        let children = tagged(&raw);
+        let want = expected(&children);
+        let mut m = merging(&children);
+        super::check_walk(&mut m, &want, &moves);
+    }
+}

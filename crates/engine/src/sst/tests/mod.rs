@@ -10,7 +10,7 @@ use super::test_util::MemFile;
 use super::*;
 use crate::types::{make_internal_key, ValueKind};
 
-pub(super) type Entries = Vec<(Vec<u8>, Vec<u8>)>;
+pub(crate) type Entries = Vec<(Vec<u8>, Vec<u8>)>;
 
 /// Writes `entries` (sorted) to an in-memory table file.
 pub(super) fn build_table(entries: &Entries, opts: TableOptions) -> (MemFile, TableProperties) {
@@ -46,4 +46,90 @@ pub(super) fn collect(it: &mut dyn InternalIterator) -> crate::Result<Entries> {
         it.next()?;
     }
     Ok(out)
+}
+
+/// A move of an iterator, for walks checked against a model ([`check_walk`]).
+#[derive(Clone, Debug)]
+pub(crate) enum Move {
+    First,
+    Last,
+    Seek(Vec<u8>),
+    SeekForPrev(Vec<u8>),
+    Next,
+    Prev,
+}
+
+/// Random moves, seeks among internal keys of user keys over `alphabet` with sequence
+/// numbers below `max_seq`, and steps both ways (several in a row, and turns).
+pub(crate) fn moves(
+    alphabet: &'static [u8],
+    max_seq: u64,
+) -> impl proptest::strategy::Strategy<Value = Vec<Move>> {
+    use proptest::prelude::*;
+    let target = (
+        prop::collection::vec(prop::sample::select(alphabet), 0..4),
+        0..max_seq,
+        0u8..5,
+    )
+        .prop_map(|(uk, seq, k)| make_internal_key(&uk, seq, ValueKind::from_u8(k).unwrap()));
+    let m = prop_oneof![
+        1 => Just(Move::First),
+        1 => Just(Move::Last),
+        2 => target.clone().prop_map(Move::Seek),
+        2 => target.prop_map(Move::SeekForPrev),
+        4 => Just(Move::Next),
+        4 => Just(Move::Prev),
+    ];
+    prop::collection::vec(m, 1..60)
+}
+
+/// Applies `moves` to `it` and to a position in `want` (every entry the iterator holds,
+/// in its order), checking after each that both stand on the same entry or both are
+/// invalid. A step from an invalid position is not made (it means nothing).
+pub(crate) fn check_walk(it: &mut dyn InternalIterator, want: &Entries, moves: &[Move]) {
+    use crate::types::cmp_internal;
+    let mut at: Option<usize> = None;
+    for (n, m) in moves.iter().enumerate() {
+        match m {
+            Move::First => {
+                it.seek_to_first().unwrap();
+                at = (!want.is_empty()).then_some(0);
+            }
+            Move::Last => {
+                it.seek_to_last().unwrap();
+                at = want.len().checked_sub(1);
+            }
+            Move::Seek(t) => {
+                it.seek(t).unwrap();
+                let i = want.partition_point(|(k, _)| cmp_internal(k, t).is_lt());
+                at = (i < want.len()).then_some(i);
+            }
+            Move::SeekForPrev(t) => {
+                it.seek_for_prev(t).unwrap();
+                let i = want.partition_point(|(k, _)| cmp_internal(k, t).is_le());
+                at = i.checked_sub(1);
+            }
+            Move::Next => {
+                let Some(i) = at else { continue };
+                it.next().unwrap();
+                at = (i + 1 < want.len()).then_some(i + 1);
+            }
+            Move::Prev => {
+                let Some(i) = at else { continue };
+                it.prev().unwrap();
+                at = i.checked_sub(1);
+            }
+        }
+        match at {
+            None => assert!(!it.valid(), "move {n} ({m:?}): valid, the model is not"),
+            Some(i) => {
+                assert!(it.valid(), "move {n} ({m:?}): invalid, the model is at {i}");
+                assert_eq!(
+                    (it.key(), it.value()),
+                    (want[i].0.as_slice(), want[i].1.as_slice()),
+                    "move {n} ({m:?}), model at {i}"
+                );
+            }
+        }
+    }
 }

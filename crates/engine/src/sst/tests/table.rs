@@ -276,3 +276,29 @@ fn readers_are_shareable_between_threads() {
     assert_send::<TableIter>();
     assert_send::<TableBuilder>();
 }
+
+proptest! {
+    /// A table of many small blocks (restart points every 3 entries) walked both ways:
+    /// across block boundaries and restart intervals, seeks landing between keys.
+    #[test]
+    fn table_walks_both_ways(
+        raw in prop::collection::btree_set(
+            (prop::collection::vec(prop::sample::select(b"abc".to_vec()), 1..4), 0u64..6),
+            0..120,
+        ),
+        moves in super::moves(b"abcd", 7),
+    ) {
+        let entries: Entries = raw
+            .into_iter()
+            .map(|(uk, seq)| InternalKey::new(&uk, seq, ValueKind::Value))
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .enumerate()
+            .map(|(i, k)| (k.0, format!("v{i}").into_bytes()))
+            .collect();
+        let (file, _) = build_table(&entries, TableOptions::new().block_size(64).restart_interval(3));
+        let table = Table::open(file.reader(), 1, None).unwrap();
+        let mut it = table.iter(IoCause::ClientRead);
+        super::check_walk(&mut it, &entries, &moves);
+    }
+}
