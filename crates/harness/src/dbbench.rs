@@ -108,6 +108,8 @@ pub struct Ctx<'a> {
     pub value_size: usize,
     pub values: &'a CompressibleValues,
     pub seed: u64,
+    /// seekrandom's read-ahead of separated values.
+    pub read: engine::ReadOptions,
 }
 
 /// The tail over time: p99.9 per second of each benchmark, one after the other along the
@@ -332,7 +334,9 @@ fn thread_ops(
                 .put(&key, ctx.values.next(&mut pos, ctx.value_size))?,
             "readrandom" | "readwhilewriting" => r.found += u64::from(ctx.db.get(&key)?.is_some()),
             "seekrandom" => {
-                let mut it = ctx.db.scan(Bound::Included(&key), Bound::Unbounded)?;
+                let mut it =
+                    ctx.db
+                        .scan_opt(Bound::Included(&key), Bound::Unbounded, None, &ctx.read)?;
                 if let Some(kv) = it.next() {
                     kv?;
                     r.found += 1;

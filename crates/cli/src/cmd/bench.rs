@@ -320,43 +320,18 @@ fn lifetime_options(a: &Args, records: u64) -> LifetimeOptions {
     }
 }
 
-fn engine_options(a: &Args, plan: &Plan) -> Result<Options> {
-    let gc = gc_policy(a)?;
-    let base = base_options(a)?;
-    let lifetime_oracle = if gc.lifetime_mode().is_some_and(LifetimeMode::needs_oracle) {
-        if a.threads != 1 {
-            bail!("--policy oracle needs --threads 1 (it numbers writes in op order)");
-        }
-        if a.expiry == ExpiryArg::Sweep {
-            bail!("--policy oracle needs --expiry engine (the sweep's deletions are writes the oracle does not know)");
-        }
-        let oracle = WorkloadOracle::build(
-            plan.info.record_count,
-            plan.info.key_size as usize,
-            plan.run_ops()?,
-        )?;
-        Some(Arc::new(oracle) as Arc<dyn engine::LifetimeOracle>)
-    } else {
-        None
-    };
-    Ok(Options {
-        background_gc: a.background_gc.unwrap_or(base.background_gc),
-        wal: WalOptions {
-            value_log_wal: a.value_log_wal,
-            ..base.wal
-        },
-        vlog: ValueLogOptions {
-            lifetime: lifetime_options(a, plan.info.record_count),
-            lifetime_oracle,
-            ..base.vlog
-        },
-        ..base
-    })
-}
-
-/// The options every run takes from the flags (sizes, durability, placement policy).
-fn base_options(a: &Args) -> Result<Options> {
-    Ok(Options {
+/// The engine options every engine flag sets, the same in both modes. `info` sizes the
+/// workload (the lifetime policy's initial TTL and `--growth-factor auto` scale with it);
+/// `lifetime_oracle` is what an oracle policy knows of the future (only a workload's op
+/// order gives it).
+fn engine_options(
+    a: &Args,
+    info: &WorkloadInfo,
+    lifetime_oracle: Option<Arc<dyn engine::LifetimeOracle>>,
+) -> Result<Options> {
+    let defaults = Options::default();
+    let mut opts = Options {
+        background_gc: a.background_gc.unwrap_or(defaults.background_gc),
         tree: TreeOptions {
             memtable_size: a.sizes.memtable_bytes(),
             ..Default::default()
@@ -375,6 +350,7 @@ fn base_options(a: &Args) -> Result<Options> {
         wal: WalOptions {
             sync_writes: a.sync,
             use_wal: true,
+            value_log_wal: a.value_log_wal,
             ..Default::default()
         },
         vlog: ValueLogOptions {
@@ -382,6 +358,8 @@ fn base_options(a: &Args) -> Result<Options> {
             min_blob_size: a.sizes.min_blob_size as usize,
             blob_file_size: a.sizes.blob_file_bytes(),
             value_compression: a.value_compression.parse()?,
+            lifetime: lifetime_options(a, info.record_count),
+            lifetime_oracle,
             ..Default::default()
         },
         cache: CacheOptions {
@@ -389,8 +367,56 @@ fn base_options(a: &Args) -> Result<Options> {
             cache_warming: a.warming.parse()?,
             ..Default::default()
         },
-        ..Options::default()
-    })
+        ..defaults
+    };
+    apply_shape(&a.shape, info, &mut opts)?;
+    Ok(opts)
+}
+
+/// The options of a workload run: the engine flags, and an oracle policy's knowledge of
+/// the workload's future.
+fn workload_options(a: &Args, plan: &Plan) -> Result<Options> {
+    let gc = gc_policy(a)?;
+    let lifetime_oracle = if gc.lifetime_mode().is_some_and(LifetimeMode::needs_oracle) {
+        if a.threads != 1 {
+            bail!("--policy oracle needs --threads 1 (it numbers writes in op order)");
+        }
+        if a.expiry == ExpiryArg::Sweep {
+            bail!("--policy oracle needs --expiry engine (the sweep's deletions are writes the oracle does not know)");
+        }
+        let oracle = WorkloadOracle::build(
+            plan.info.record_count,
+            plan.info.key_size as usize,
+            plan.run_ops()?,
+        )?;
+        Some(Arc::new(oracle) as Arc<dyn engine::LifetimeOracle>)
+    } else {
+        None
+    };
+    engine_options(a, &plan.info, lifetime_oracle)
+}
+
+/// The options of db_bench mode: the engine flags over db_bench's key space.
+fn dbbench_options(a: &Args) -> Result<Options> {
+    let gc = gc_policy(a)?;
+    if gc.lifetime_mode().is_some_and(LifetimeMode::needs_oracle) {
+        bail!(
+            "--policy {} needs a workload's op order to know the future; db_bench mode (--benchmarks) has none",
+            a.policy
+        );
+    }
+    let info = dbbench_info(a);
+    engine_options(a, &info, None)
+}
+
+/// db_bench mode's key space as a workload's sizes.
+fn dbbench_info(a: &Args) -> WorkloadInfo {
+    WorkloadInfo {
+        record_count: a.num,
+        op_count: a.num * a.threads as u64,
+        key_size: u64::from(a.key_size.unwrap_or(harness::dbbench::DEFAULT_KEY_SIZE)),
+        value_size: u64::from(a.value_size.unwrap_or(harness::dbbench::DEFAULT_VALUE_SIZE)),
+    }
 }
 
 /// `--dir`, which must be empty or absent, or a temporary directory removed when the
@@ -423,19 +449,10 @@ pub fn run(a: Args) -> Result<()> {
         bail!("--threads must be at least 1");
     }
     if let Some(list) = &a.benchmarks {
-        let mut opts = base_options(&a)?;
-        let info = WorkloadInfo {
-            record_count: a.num,
-            op_count: a.num * a.threads as u64,
-            key_size: u64::from(a.key_size.unwrap_or(harness::dbbench::DEFAULT_KEY_SIZE)),
-            value_size: u64::from(a.value_size.unwrap_or(harness::dbbench::DEFAULT_VALUE_SIZE)),
-        };
-        apply_shape(&a.shape, &info, &mut opts)?;
-        return dbbench::run(&a, list, opts);
+        return dbbench::run(&a, list, dbbench_options(&a)?);
     }
     let plan = plan(&a)?;
-    let mut opts = engine_options(&a, &plan)?;
-    apply_shape(&a.shape, &plan.info, &mut opts)?;
+    let mut opts = workload_options(&a, &plan)?;
     let report_path = a
         .report
         .clone()
@@ -812,4 +829,148 @@ fn cache_summary(stats: &serde_json::Value) -> String {
         table::count(n(c, "prefetched")),
         table::count(n(c, "prefetch_hits")),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::{CommandFactory, Parser};
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: Args,
+    }
+
+    /// Every engine flag with a value other than its default, after the flags it needs.
+    const CASES: &[(&[&str], &[&str])] = &[
+        (&[], &["--policy", "blobdb"]),
+        (&["--policy", "blobdb"], &["--age-cutoff", "0.5"]),
+        (&["--policy", "blobdb"], &["--force-threshold", "0.5"]),
+        (&["--policy", "titan"], &["--garbage-ratio", "0.5"]),
+        (&[], &["--lifetime-initial-ttl", "5000"]),
+        (&[], &["--lifetime-dataset", "1000"]),
+        (&[], &["--space-amp-target", "2"]),
+        (&[], &["--space-amp-target", "0"]),
+        (&[], &["--value-log-wal", "false"]),
+        (&[], &["--background-gc", "2"]),
+        (&[], &["--memtable-mb", "8"]),
+        (&[], &["--cache-mib", "8"]),
+        (&[], &["--min-blob-size", "1024"]),
+        (&[], &["--blob-file-mb", "8"]),
+        (&[], &["--sync"]),
+        (&[], &["--warming", "incremental-warmup"]),
+        (&[], &["--growth-factor", "4"]),
+        // A small memtable, so that `auto` has more data than it to shape.
+        (&["--memtable-mb", "1"], &["--growth-factor", "auto"]),
+        (
+            &["--memtable-mb", "1", "--growth-factor", "auto"],
+            &["--expected-data-mb", "100"],
+        ),
+        (
+            &["--memtable-mb", "1", "--growth-factor", "auto"],
+            &["--vat-r", "0.5"],
+        ),
+        (&[], &["--compaction-style", "leveled"]),
+        (&[], &["--compression", "lz4"]),
+        (&[], &["--compression-per-level", "none,lz4"]),
+        (&[], &["--value-compression", "lz4"]),
+    ];
+
+    /// Flags that are not engine options: the workload, the run and its outputs, and the
+    /// scans' read-ahead (a read option, checked on its own below).
+    const NOT_ENGINE: &[&str] = &[
+        "workload",
+        "records",
+        "op_count",
+        "key_size",
+        "value_size",
+        "distribution",
+        "theta",
+        "seed",
+        "ops",
+        "expiry",
+        "threads",
+        "dir",
+        "name",
+        "report",
+        "plot",
+        "no_plot",
+        "samples",
+        "no_live_scans",
+        "quiet",
+        "progress_lines",
+        "benchmarks",
+        "num",
+        "compression_ratio",
+        "scan_readahead_kib",
+        "help",
+    ];
+
+    fn args(mode: &[&str], extra: &[&[&str]]) -> Args {
+        let mut v = vec!["bench"];
+        v.extend_from_slice(mode);
+        for e in extra {
+            v.extend_from_slice(e);
+        }
+        Cli::try_parse_from(v).expect("valid flags").args
+    }
+
+    fn options(mode: &[&str], extra: &[&[&str]]) -> String {
+        let a = args(mode, extra);
+        let o = if a.benchmarks.is_some() {
+            dbbench_options(&a).unwrap()
+        } else {
+            workload_options(&a, &plan(&a).unwrap()).unwrap()
+        };
+        format!("{o:?}")
+    }
+
+    #[test]
+    fn every_engine_flag_changes_the_options_in_both_modes() {
+        let covered: Vec<String> = CASES
+            .iter()
+            .map(|(_, f)| f[0].trim_start_matches("--").replace('-', "_"))
+            .collect();
+        for arg in Cli::command().get_arguments() {
+            let id = arg.get_id().as_str();
+            assert!(
+                NOT_ENGINE.contains(&id) || covered.iter().any(|c| c == id),
+                "--{id} is neither checked here nor listed as not an engine option"
+            );
+        }
+        let modes: [&[&str]; 2] = [
+            &["--benchmarks", "fillrandom", "--num", "100000"],
+            &["--records", "1000", "--op-count", "1000"],
+        ];
+        for mode in modes {
+            for (needs, flag) in CASES {
+                assert_ne!(
+                    options(mode, &[needs]),
+                    options(mode, &[needs, flag]),
+                    "{mode:?}: {flag:?} left the options as they were"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn scan_readahead_is_taken_in_both_modes() {
+        let a = args(
+            &["--benchmarks", "seekrandom"],
+            &[&["--scan-readahead-kib", "0"]],
+        );
+        assert_eq!(read_options(&a).readahead_size, 0);
+        assert_ne!(
+            read_options(&a).readahead_size,
+            ReadOptions::default().readahead_size
+        );
+    }
+
+    #[test]
+    fn an_oracle_policy_is_refused_in_db_bench_mode() {
+        let a = args(&["--benchmarks", "fillrandom"], &[&["--policy", "oracle"]]);
+        let e = dbbench_options(&a).unwrap_err().to_string();
+        assert!(e.contains("db_bench mode"), "{e}");
+    }
 }

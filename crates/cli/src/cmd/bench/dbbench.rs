@@ -65,6 +65,7 @@ pub fn run(a: &Args, list: &str, opts: Options) -> Result<()> {
             value_size,
             values: &values,
             seed: a.seed.unwrap_or(301) ^ ((i as u64) << 32),
+            read: super::read_options(a),
         };
         let r = run_one(&ctx, bench, a.threads)?;
         if !a.quiet {
