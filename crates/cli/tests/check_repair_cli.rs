@@ -56,10 +56,7 @@ fn check_finds_a_damaged_manifest_and_repair_restores_every_record() {
 
     let bad = halflife(&["check"], dir);
     let stdout = String::from_utf8_lossy(&bad.stdout);
-    assert!(
-        !bad.status.success(),
-        "check passed a damaged manifest: {stdout}"
-    );
+    assert_eq!(bad.status.code(), Some(1), "damage exits 1: {stdout}");
     assert!(
         stdout.contains("PROBLEM") && stdout.contains("MANIFEST-"),
         "{stdout}"
@@ -91,6 +88,31 @@ fn check_finds_a_damaged_manifest_and_repair_restores_every_record() {
 fn check_names_a_missing_directory() {
     let d = tempfile::tempdir().unwrap();
     let out = halflife(&["check"], &d.path().join("nope"));
-    assert!(!out.status.success());
+    assert_eq!(out.status.code(), Some(3), "the check could not run");
     assert!(String::from_utf8_lossy(&out.stderr).contains("nope"));
+}
+
+/// A file that cannot be read (an I/O error, here a directory in the place of CURRENT:
+/// root reads past any permission) is told from damage by the exit code.
+#[test]
+fn check_tells_an_unreadable_file_from_damage() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path();
+    let db = DB::open(dir, opts()).unwrap();
+    for i in 0..500u32 {
+        db.put(format!("k{i:05}").as_bytes(), &[7; 300]).unwrap();
+    }
+    db.close().unwrap();
+    let current = dir.join("CURRENT");
+    std::fs::remove_file(&current).unwrap();
+    std::fs::create_dir(&current).unwrap();
+    let out = halflife(&["check"], dir);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("cannot read"), "{stdout}");
 }

@@ -30,12 +30,24 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+/// What kind of problem: damage in what was read, or a file that could not be read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProblemKind {
+    /// Bytes that were read and are wrong: a checksum, a missing file the manifest names, a
+    /// pointer to nothing, a garbage count that does not add up (`halflife repair`).
+    Damage,
+    /// An I/O error reading a file: its contents are unknown (the device, permissions).
+    Unreadable,
+}
+
 /// One thing found wrong.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct Problem {
     pub file: PathBuf,
     /// What is wrong, with the offset where one is known.
     pub what: String,
+    pub kind: ProblemKind,
 }
 
 impl std::fmt::Display for Problem {
@@ -71,17 +83,27 @@ impl CheckReport {
         self.problems.is_empty()
     }
 
+    /// Whether any problem is damage (rather than only files that could not be read).
+    pub fn has_damage(&self) -> bool {
+        self.problems.iter().any(|p| p.kind == ProblemKind::Damage)
+    }
+
     fn problem(&mut self, file: &Path, what: impl Into<String>) {
         self.problems.push(Problem {
             file: file.to_path_buf(),
             what: what.into(),
+            kind: ProblemKind::Damage,
         });
     }
 
     fn error(&mut self, e: Error) {
         match e {
             Error::Corruption { file, detail } => self.problem(&file, detail),
-            Error::Io { path, source } => self.problem(&path, format!("cannot read: {source}")),
+            Error::Io { path, source } => self.problems.push(Problem {
+                file: path,
+                what: format!("cannot read: {source}"),
+                kind: ProblemKind::Unreadable,
+            }),
             other => self.problem(Path::new("?"), other.to_string()),
         }
     }

@@ -1,5 +1,8 @@
 //! `halflife check DIR`: verifies a closed database (every checksum of every file, every
-//! value pointer, every garbage count) without changing it; exits non-zero on any problem.
+//! value pointer, every garbage count) without changing it. Exit codes tell an operator
+//! what to do: 0 clean, [`EXIT_DAMAGE`] damage found (repair rebuilds from the intact
+//! files), 2 a usage error (clap's), [`EXIT_UNREADABLE`] the check could not read
+//! everything (an I/O error: look at the device or the permissions; repair would not help).
 //! `halflife repair DIR`: rebuilds the manifest from the intact files and moves damaged and
 //! superseded files into `DIR/lost/`. See docs/engine.md ("Recovery, check and repair").
 
@@ -54,7 +57,42 @@ fn json_target(json: &Option<PathBuf>) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `check` found damage.
+pub const EXIT_DAMAGE: u8 = 1;
+/// `check` could not read a file or the directory (and found no damage in what it read).
+pub const EXIT_UNREADABLE: u8 = 3;
+
+/// Why `check` failed, with the exit code that says so.
+#[derive(Debug)]
+pub struct CheckFailed {
+    pub code: u8,
+    message: String,
+}
+
+impl std::fmt::Display for CheckFailed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for CheckFailed {}
+
 pub fn run_check(a: DbArgs) -> anyhow::Result<()> {
+    match check_dir(&a) {
+        Ok(()) => Ok(()),
+        Err(e) => match e.downcast::<CheckFailed>() {
+            Ok(f) => Err(f.into()),
+            // The check did not run to the end (the directory, the JSON output).
+            Err(e) => Err(CheckFailed {
+                code: EXIT_UNREADABLE,
+                message: format!("{e:#}"),
+            }
+            .into()),
+        },
+    }
+}
+
+fn check_dir(a: &DbArgs) -> anyhow::Result<()> {
     let opts = options(&a.dir, a.num_levels)?;
     json_target(&a.json)?;
     let pb = bar("bytes");
@@ -75,13 +113,28 @@ pub fn run_check(a: DbArgs) -> anyhow::Result<()> {
         println!("PROBLEM: {p}");
     }
     write_json(&a.json, &r)?;
+    if r.has_damage() {
+        return Err(CheckFailed {
+            code: EXIT_DAMAGE,
+            message: format!(
+                "{} problem(s) in {}; `halflife repair {}` rebuilds from the intact files",
+                r.problems.len(),
+                a.dir.display(),
+                a.dir.display()
+            ),
+        }
+        .into());
+    }
     if !r.is_ok() {
-        bail!(
-            "{} problem(s) in {}; `halflife repair {}` rebuilds from the intact files",
-            r.problems.len(),
-            a.dir.display(),
-            a.dir.display()
-        );
+        return Err(CheckFailed {
+            code: EXIT_UNREADABLE,
+            message: format!(
+                "{} file(s) of {} could not be read (I/O errors above); no damage in the rest",
+                r.problems.len(),
+                a.dir.display()
+            ),
+        }
+        .into());
     }
     println!("OK");
     Ok(())
