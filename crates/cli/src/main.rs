@@ -3,6 +3,7 @@
 
 mod cmd;
 mod flags;
+mod logging;
 
 use clap::{Parser, Subcommand};
 
@@ -74,9 +75,24 @@ enum Command {
     Backup(cmd::backup::BackupArgs),
 }
 
-fn main() -> anyhow::Result<()> {
+fn main() -> std::process::ExitCode {
     tune_allocator();
-    match Cli::parse().command {
+    logging::init();
+    match run(Cli::parse().command) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("Error: {e:?}");
+            // A command with exit codes of its own (`check`) says which; else 1.
+            let code = e
+                .downcast_ref::<cmd::check::CheckFailed>()
+                .map_or(1, |f| f.code);
+            std::process::ExitCode::from(code)
+        }
+    }
+}
+
+fn run(command: Command) -> anyhow::Result<()> {
+    match command {
         Command::Bench(a) => cmd::bench::run(*a),
         Command::Compare(a) => cmd::compare::run(a),
         Command::Vat(a) => cmd::vat::run(a),

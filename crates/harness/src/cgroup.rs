@@ -183,7 +183,7 @@ impl Drop for MemoryCgroup {
             }
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
-        eprintln!("warning: could not remove cgroup {}", self.dir.display());
+        tracing::warn!("could not remove cgroup {}", self.dir.display());
     }
 }
 

@@ -68,7 +68,7 @@ pub fn ensure_fio() -> Result<String> {
              sudo); install it with `apt-get install fio` and run again"
         );
     }
-    eprintln!("fio not found: installing the Debian package with apt-get");
+    tracing::info!("fio not found: installing the Debian package with apt-get");
     let apt = |args: &[&str]| -> Result<bool> {
         let mut c = if sudo {
             let mut c = Command::new("sudo");

@@ -72,8 +72,8 @@ pub fn run(
                 }
                 Err(e) => {
                     bar.suspend(|| {
-                        eprintln!(
-                            "warning: {}: no memory-limited cgroup ({e:#}); the page cache may hide \
+                        tracing::warn!(
+                            "{}: no memory-limited cgroup ({e:#}); the page cache may hide \
                              writes to short-lived files, so device bytes can be under-reported",
                             opts.name
                         )

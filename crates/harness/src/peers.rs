@@ -429,7 +429,7 @@ pub fn ensure_apt_packages(marker: &Path, packages: &[&str]) -> Result<()> {
         return Ok(());
     }
     let cmdline = format!("apt-get install -y {}", packages.join(" "));
-    eprintln!("installing {} ({cmdline}) ...", packages.join(", "));
+    tracing::info!("installing {} ({cmdline}) ...", packages.join(", "));
     let status = Command::new("apt-get")
         .args(["install", "-y", "-q"])
         .args(packages)
@@ -515,7 +515,7 @@ pub fn ensure_rocksdict(python: &str) -> Result<()> {
     if has(python) {
         return Ok(());
     }
-    eprintln!(
+    tracing::info!(
         "installing the rocksdict Python package (python3 -m pip install --quiet rocksdict) ..."
     );
     let status = Command::new(python)
@@ -560,7 +560,7 @@ fn build_driver(
         bail!("{} has no {subdir} driver", dir.display());
     }
     let cmdline = format!("{program} {}", args.join(" "));
-    eprintln!(
+    tracing::info!(
         "building the {subdir} driver ({cmdline} in {}) ...",
         dir.display()
     );

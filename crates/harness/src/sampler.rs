@@ -67,7 +67,7 @@ impl Sampler {
         let live = match db.measure_live_bytes() {
             Ok(v) => Some(v),
             Err(e) => {
-                eprintln!("warning: measure_live_bytes failed after the run: {e}");
+                tracing::warn!("measure_live_bytes failed after the run: {e}");
                 None
             }
         };
@@ -88,8 +88,8 @@ impl Sampler {
         if !self.warned {
             self.warned = true;
             if let Some(e) = last_err {
-                eprintln!(
-                    "warning: measure_live_bytes failed during the run ({e}); \
+                tracing::warn!(
+                    "measure_live_bytes failed during the run ({e}); \
                      such samples have no space amplification"
                 );
             }

@@ -142,11 +142,11 @@ impl Server {
         loop {
             tokio::select! {
                 _ = shutdown.changed() => break,
-                _ = sigterm.recv() => { eprintln!("halflife serve: SIGTERM, shutting down"); break }
-                _ = sigint.recv() => { eprintln!("halflife serve: SIGINT, shutting down"); break }
+                _ = sigterm.recv() => { tracing::info!("SIGTERM, shutting down"); break }
+                _ = sigint.recv() => { tracing::info!("SIGINT, shutting down"); break }
                 Some(done) = conns.join_next(), if !conns.is_empty() => {
                     if let Err(e) = done {
-                        eprintln!("halflife serve: connection task failed: {e}");
+                        tracing::error!("connection task failed: {e}");
                     }
                 }
                 r = accept_tcp(&tcp) => match r {
@@ -242,7 +242,7 @@ async fn accept_unix(
 /// An accept error (out of file descriptors, most often) is logged and retried after a
 /// pause rather than in a busy loop.
 async fn accept_failed(e: std::io::Error) {
-    eprintln!("halflife serve: accepting a connection: {e}");
+    tracing::warn!("accepting a connection: {e}");
     tokio::time::sleep(Duration::from_millis(100)).await;
 }
 
@@ -321,7 +321,7 @@ async fn connection<S>(
         if e.kind() != std::io::ErrorKind::BrokenPipe
             && e.kind() != std::io::ErrorKind::ConnectionReset
         {
-            eprintln!("halflife serve: connection {id}: {e}");
+            tracing::info!("connection {id}: {e}");
         }
     }
 }
@@ -454,8 +454,8 @@ where
                 }
             }
             if output.len() > max_output {
-                eprintln!(
-                    "halflife serve: closing connection {}: {} bytes of replies unread, over halflife-client-output-limit {max_output}",
+                tracing::warn!(
+                    "closing connection {}: {} bytes of replies unread, over halflife-client-output-limit {max_output}",
                     session.id,
                     output.len()
                 );
@@ -725,8 +725,8 @@ async fn sync_every_second(shared: Arc<Shared>, mut shutdown: watch::Receiver<bo
         };
         match tokio::task::spawn_blocking(sync).await {
             Ok(Ok(())) => {}
-            Ok(Err(e)) => eprintln!("halflife serve: WAL sync failed: {e}"),
-            Err(e) => eprintln!("halflife serve: WAL sync task failed: {e}"),
+            Ok(Err(e)) => tracing::error!("WAL sync failed: {e}"),
+            Err(e) => tracing::error!("WAL sync task failed: {e}"),
         }
     }
 }
@@ -758,8 +758,8 @@ async fn sweep_expired(shared: Arc<Shared>, mut shutdown: watch::Receiver<bool>)
                 at = next;
                 shared.stats.expired.fetch_add(purged, Relaxed);
             }
-            Ok(Err(e)) => eprintln!("halflife serve: expiry sweep: {e}"),
-            Err(e) => eprintln!("halflife serve: expiry sweep task failed: {e}"),
+            Ok(Err(e)) => tracing::error!("expiry sweep: {e}"),
+            Err(e) => tracing::error!("expiry sweep task failed: {e}"),
         }
     }
 }

@@ -301,7 +301,7 @@ pub fn run(a: Args) -> Result<()> {
         None => {
             let spec = build_spec(&a, &p)?;
             let path = work.join("workload.ops");
-            eprintln!(
+            tracing::info!(
                 "generating {} ops ({}, {}) into {}",
                 table::count(spec.operation_count),
                 spec.name,
@@ -319,13 +319,16 @@ pub fn run(a: Args) -> Result<()> {
     let device = match BlockDevice::of_path(&work) {
         Ok(d) => Some(d),
         Err(e) => {
-            eprintln!("warning: no block device found for {} ({e:#}): device bytes written are not measured", work.display());
+            tracing::warn!(
+                "no block device found for {} ({e:#}): device bytes written are not measured",
+                work.display()
+            );
             None
         }
     };
     if device.is_some() {
-        eprintln!(
-            "note: device bytes are all writes to {} during each run; other processes writing to it add to them",
+        tracing::info!(
+            "device bytes are all writes to {} during each run; other processes writing to it add to them",
             device.as_ref().map(|d| d.name.as_str()).unwrap_or("")
         );
     }

@@ -231,7 +231,7 @@ pub fn run(args: ValidateArgs) -> Result<()> {
         Some(r) if r > 0.0 && r <= 1.0 => (r, "given (--r)".to_string()),
         Some(r) => bail!("--r {r} is not in (0, 1]"),
         None => {
-            eprintln!("measuring r with fio on {} ...", base.display());
+            tracing::info!("measuring r with fio on {} ...", base.display());
             let m = fio::measure_r(&FioPlan {
                 dir: base.clone(),
                 block_bytes: table_bytes,

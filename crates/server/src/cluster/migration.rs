@@ -212,9 +212,7 @@ pub fn migrate(sh: &Shared, c: &Cluster, slot: u16, dst: &str, wait: Wait) -> Re
         .spawn(move || {
             let r = run(&arc, slot, &dst_id, &host, port, &myid);
             if let Err(e) = &r {
-                eprintln!(
-                    "halflife serve: CLUSTERX MIGRATE of slot {slot} to {dst_id} failed: {e}"
-                );
+                tracing::warn!("CLUSTERX MIGRATE of slot {slot} to {dst_id} failed: {e}");
             }
             if let Some(c) = &arc.cluster {
                 c.jobs.end(r);

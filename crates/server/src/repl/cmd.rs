@@ -30,7 +30,7 @@ fn replicaof(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     if eq(&a[0], "no") && eq(&a[1], "one") {
         if sh.repl.primary().is_some() {
             become_primary(sh)?;
-            eprintln!("halflife serve: replication: promoted to primary (REPLICAOF NO ONE)");
+            tracing::info!("replication: promoted to primary (REPLICAOF NO ONE)");
         }
         return Ok(Reply::ok());
     }
@@ -43,7 +43,7 @@ fn replicaof(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
         return Ok(Reply::Simple("OK Already connected to specified master"));
     }
     become_replica(sh, host.clone(), port);
-    eprintln!("halflife serve: replication: now a replica of {host}:{port}");
+    tracing::info!("replication: now a replica of {host}:{port}");
     Ok(Reply::ok())
 }
 

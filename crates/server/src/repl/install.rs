@@ -143,16 +143,13 @@ pub fn install(sh: &Shared, dir: &Path, pos: &super::Position, gen: u64) -> Resu
 /// opened. A server that cannot open its data directory cannot go on: it exits with why.
 fn reopen(data: &Path, opts: &engine::Options) -> DB {
     if let Err(e) = recover(data) {
-        eprintln!(
-            "halflife serve: replication: recovering {}: {e}",
-            data.display()
-        );
+        tracing::warn!("replication: recovering {}: {e}", data.display());
     }
     match DB::open(data, opts.clone()) {
         Ok(db) => db,
         Err(e) => {
-            eprintln!(
-                "halflife serve: replication: no database can be opened in {} after a failed install: {e}; exiting",
+            tracing::error!(
+                "replication: no database can be opened in {} after a failed install: {e}; exiting",
                 data.display()
             );
             std::process::exit(1);

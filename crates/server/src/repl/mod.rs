@@ -314,7 +314,7 @@ pub fn become_replica(sh: &Arc<Shared>, host: String, port: u16) {
     sh.store.log_mut().reset(offset);
     // Its sequence numbers stop being a primary's: no replica may continue from them.
     if let Err(e) = history::History::remove(&sh.store.db()) {
-        eprintln!("halflife serve: replication: deleting the replication histories: {e}");
+        tracing::warn!("replication: deleting the replication histories: {e}");
     }
     let gen = sh.repl.change_role(Some((host.clone(), port)), 0);
     sh.runtime.spawn(replica::run(sh.clone(), host, port, gen));

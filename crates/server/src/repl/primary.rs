@@ -149,9 +149,10 @@ where
         full_sync(sh, wr, who.id).await?
     };
     sh.repl.set_peer_state(who.id, "online");
-    eprintln!(
-        "halflife serve: replication: replica {}:{} streaming from offset {from} ({how})",
-        who.ip, who.port,
+    tracing::info!(
+        "replication: replica {}:{} streaming from offset {from} ({how})",
+        who.ip,
+        who.port,
     );
     stream(sh, rd, wr, input, who.id, from, gen, &mut shutdown).await
 }
@@ -211,7 +212,7 @@ impl WalEntries {
 fn catch_up_from(sh: &Shared, replid: &str, seq: u64) -> Option<CatchUp> {
     let shared = sh.store.log().history().shared_until(replid)?;
     if seq > shared {
-        eprintln!("halflife serve: replication: a replica holds writes up to sequence number {seq} of a history this database holds only up to {shared}: full sync");
+        tracing::info!("replication: a replica holds writes up to sequence number {seq} of a history this database holds only up to {shared}: full sync");
         return None;
     }
     let _c = sh.store.command_lock();
@@ -227,7 +228,7 @@ fn catch_up_from(sh: &Shared, replid: &str, seq: u64) -> Option<CatchUp> {
             end,
         },
         Err(e) => {
-            eprintln!("halflife serve: replication: cannot continue a replica from the WAL: {e}");
+            tracing::warn!("replication: cannot continue a replica from the WAL: {e}");
             return None;
         }
     };
@@ -240,7 +241,7 @@ fn catch_up_from(sh: &Shared, replid: &str, seq: u64) -> Option<CatchUp> {
             rest,
         }),
         Err(e) => {
-            eprintln!("halflife serve: replication: cannot continue a replica from the WAL: {e}");
+            tracing::warn!("replication: cannot continue a replica from the WAL: {e}");
             None
         }
     }
@@ -322,8 +323,8 @@ async fn full_sync<W: AsyncWrite + Unpin>(
         .await?;
     sh.repl.set_peer_state(id, "send_bulk");
     send_files(&dir.0, wr).await?;
-    eprintln!(
-        "halflife serve: replication: full sync to replica {id}: checkpoint in {:.3} s, sent in {:.3} s",
+    tracing::info!(
+        "replication: full sync to replica {id}: checkpoint in {:.3} s, sent in {:.3} s",
         checkpointed.as_secs_f64(),
         (started.elapsed() - checkpointed).as_secs_f64()
     );
@@ -399,7 +400,7 @@ where
                     from += c.len() as u64;
                 }
                 Err(Gap::Overrun) => {
-                    eprintln!("halflife serve: replication: replica {id} fell more than repl-backlog-size behind; dropped (it will sync again)");
+                    tracing::warn!("replication: replica {id} fell more than repl-backlog-size behind; dropped (it will sync again)");
                     return Ok(());
                 }
                 Err(Gap::Ahead) => return Ok(()),
@@ -423,7 +424,7 @@ where
                 }
                 Ok(None) => break,
                 Err(e) => {
-                    eprintln!("halflife serve: replication: replica {id}: {e}; dropped");
+                    tracing::warn!("replication: replica {id}: {e}; dropped");
                     return Ok(());
                 }
             }

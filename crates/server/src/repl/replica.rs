@@ -61,7 +61,7 @@ pub async fn run(sh: Arc<Shared>, host: String, port: u16, gen: u64) {
             _ = shutdown.changed() => return,
         };
         if let Err(e) = r {
-            eprintln!("halflife serve: replication: link to {host}:{port}: {e}");
+            tracing::warn!("replication: link to {host}:{port}: {e}");
             sh.repl.link_failed(gen, e);
         }
         tokio::select! {
@@ -230,12 +230,12 @@ async fn session(sh: &Arc<Shared>, host: &str, port: u16, gen: u64) -> Result<()
     sh.repl.set_position(gen, &pos.pos.replid, pos.offset);
     sh.repl.set_link_state(gen, LinkState::Connected);
     match pos.catching_up {
-        Some(_) => eprintln!(
-            "halflife serve: replication: catching up from the WAL of {host}:{port} after sequence number {}",
+        Some(_) => tracing::info!(
+            "replication: catching up from the WAL of {host}:{port} after sequence number {}",
             pos.pos.seq.unwrap_or(0)
         ),
-        None => eprintln!(
-            "halflife serve: replication: streaming from {host}:{port} at offset {}",
+        None => tracing::info!(
+            "replication: streaming from {host}:{port} at offset {}",
             pos.offset
         ),
     }
@@ -292,8 +292,8 @@ async fn receive(sh: &Arc<Shared>, c: &mut Conn, pos: &Position, gen: u64) -> Re
     // The two phases' times, for an operator (and `scripts/nodes-bench.py`) to see where
     // a full sync's time goes.
     let secs = transferred.as_secs_f64();
-    eprintln!(
-        "halflife serve: replication: full sync installed at offset {}: {bytes} bytes received in {secs:.3} s ({:.0} MiB/s), installed in {:.3} s",
+    tracing::info!(
+        "replication: full sync installed at offset {}: {bytes} bytes received in {secs:.3} s ({:.0} MiB/s), installed in {:.3} s",
         pos.offset.unwrap_or(0),
         bytes as f64 / secs.max(1e-9) / f64::from(1 << 20),
         (started.elapsed() - transferred).as_secs_f64()

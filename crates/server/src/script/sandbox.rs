@@ -516,12 +516,12 @@ impl Interp {
                         _ => None,
                     })
                     .collect();
-                let mark = if level as u8 == super::LOG_WARNING {
-                    '#'
+                let line = words.join(" ");
+                if level as u8 == super::LOG_WARNING {
+                    tracing::warn!("script: {line}");
                 } else {
-                    '*'
-                };
-                eprintln!("halflife serve: {mark} {}", words.join(" "));
+                    tracing::info!("script: {line}");
+                }
                 Ok(())
             })?,
         )?;
