@@ -154,3 +154,29 @@ fn prefix_scans_cover_prefixes_ending_in_0xff() {
     );
     assert_eq!(keys(b"c", Direction::Reverse), Vec::<Vec<u8>>::new());
 }
+
+#[test]
+fn delete_range_removes_the_live_keys_of_the_range_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = DB::open(dir.path(), Options::default()).unwrap();
+    for i in 0..100u32 {
+        db.put(format!("k{i:03}").as_bytes(), b"v").unwrap();
+        if i == 50 {
+            db.flush().unwrap();
+        }
+    }
+    db.delete(b"k015").unwrap();
+    let snap = db.snapshot();
+    let o = halflife_engine::WriteOptions::default();
+    assert_eq!(db.delete_range(b"k010", b"k020", &o).unwrap(), 9);
+    assert_eq!(db.delete_range(b"k010", b"k020", &o).unwrap(), 0);
+    let keys: Vec<_> = all(&db, Direction::Forward, None)
+        .into_iter()
+        .map(|(k, _)| k)
+        .collect();
+    assert_eq!(keys.len(), 90);
+    assert!(keys
+        .iter()
+        .all(|k| !(b"k010".as_slice()..b"k020".as_slice()).contains(&k.as_slice())));
+    assert_eq!(all(&db, Direction::Forward, Some(&snap)).len(), 99);
+}

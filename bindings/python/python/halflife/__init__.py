@@ -7,6 +7,6 @@
 b'value'
 """
 
-from ._halflife import DB, Error, Snapshot, WriteBatch, POLICIES
+from ._halflife import DB, BackupEngine, Cursor, Error, Snapshot, WriteBatch, POLICIES
 
-__all__ = ["DB", "Error", "Snapshot", "WriteBatch", "POLICIES"]
+__all__ = ["DB", "BackupEngine", "Cursor", "Error", "Snapshot", "WriteBatch", "POLICIES"]

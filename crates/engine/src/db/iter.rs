@@ -647,6 +647,25 @@ impl Cursor {
     }
 }
 
+/// The user keys with a live value in `[lower, upper)`, without reading values.
+pub(crate) fn live_keys(inner: &Arc<Inner>, lower: &[u8], upper: &[u8]) -> Result<Vec<Vec<u8>>> {
+    let view = ReadView::take(inner);
+    let mut v = Visible::new(
+        MergingIterator::new(children(&view, IoCause::ClientRead)?),
+        inner.visible_seq.load(Ordering::Acquire),
+        inner.now_ms(),
+    );
+    v.position(Direction::Forward, Bound::Included(lower))?;
+    let mut keys = Vec::new();
+    while let Some((key, _, _)) = v.next_entry()? {
+        if key.as_slice() >= upper {
+            break;
+        }
+        keys.push(key);
+    }
+    Ok(keys)
+}
+
 /// Sum of key and value lengths of the newest visible versions, without reading values.
 pub(crate) fn live_bytes(inner: &Arc<Inner>) -> Result<u64> {
     let view = ReadView::take(inner);

@@ -110,6 +110,23 @@ impl DB {
         self.write(b, o)
     }
 
+    /// Deletes every key in `[lower, upper)`: a tombstone per key live when it starts, in
+    /// one atomic batch (readers see all of them or none); returns how many. Not
+    /// RocksDB's range tombstone: it walks the range's keys (without reading values) and
+    /// holds them in memory, and a key written into the range after the walk survives.
+    pub fn delete_range(&self, lower: &[u8], upper: &[u8], o: &WriteOptions) -> Result<u64> {
+        let keys = iter::live_keys(&self.inner, lower, upper)?;
+        if keys.is_empty() {
+            return Ok(0);
+        }
+        let mut b = WriteBatch::new();
+        for k in &keys {
+            b.delete(k);
+        }
+        self.write(b, o)?;
+        Ok(keys.len() as u64)
+    }
+
     fn default_write_options(&self) -> WriteOptions {
         WriteOptions {
             sync: self.inner.opts.wal.sync_writes,
