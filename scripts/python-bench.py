@@ -14,6 +14,7 @@ blobdb policy and RocksDB's BlobDB (`--blob`).
 
 import argparse
 import importlib.util
+import itertools
 import json
 import os
 import pathlib
@@ -42,6 +43,25 @@ def make_ops(binary, work, workload, records, op_count):
          "--report", str(work / "compare.json")],
         check=True, stdout=subprocess.DEVNULL)
     return work / "workload.ops"
+
+
+def reads(name, scan, scan_back, get_many, record_count, key_size, n, length=50, batch=64):
+    """After the run: `n` range scans of `length` entries from random keys, forward and
+    backward, and `n` multi-gets of `batch` random keys; rates per second."""
+    rng = random.Random(7)
+    starts = [driver.make_key(rng.randrange(record_count), key_size) for _ in range(n)]
+    out = {}
+    for label, f in (("scan", scan), ("reverse_scan", scan_back)):
+        t0 = time.perf_counter()
+        got = sum(sum(1 for _ in itertools.islice(f(k), length)) for k in starts)
+        out[f"{label}s_per_sec"] = n / (time.perf_counter() - t0)
+        out[f"{label}_entries"] = got
+    batches = [[driver.make_key(rng.randrange(record_count), key_size) for _ in range(batch)] for _ in range(n)]
+    t0 = time.perf_counter()
+    for b in batches:
+        get_many(b)
+    out["multi_gets_per_sec"] = n / (time.perf_counter() - t0)
+    return out
 
 
 def replay(name, put, get, ops_path):
@@ -85,6 +105,8 @@ def main():
     ap.add_argument("--policies", default="inline,blobdb,lifetime")
     ap.add_argument("--memtable-mb", type=int, default=16)
     ap.add_argument("--cache-mib", type=int, default=32)
+    ap.add_argument("--scans", type=int, default=2000,
+                    help="range scans (50 entries) each way and multi-gets (64 keys) after the run")
     ap.add_argument("--out", default="bench-out/python-bench")
     a = ap.parse_args()
     import halflife
@@ -99,7 +121,12 @@ def main():
     for policy in a.policies.split(","):
         path = work / f"halflife-{policy}"
         with halflife.DB(path, gc=policy, memtable_mb=a.memtable_mb, cache_mib=a.cache_mib) as db:
-            results.append(replay(f"halflife {policy}", db.put, db.get, ops))
+            r = replay(f"halflife {policy}", db.put, db.get, ops)
+            header, _ = driver.read_ops(ops)
+            r.update(reads(r["engine"], lambda k: db.items(start=k),
+                           lambda k: db.items(stop=k, reverse=True), db.get_many,
+                           header["record_count"], header["key_size"], a.scans))
+            results.append(r)
         shutil.rmtree(path)
     for blob in (False, True):
         o = rd.Options(raw_mode=True)
@@ -118,15 +145,21 @@ def main():
         o.set_block_based_table_factory(t)
         path = work / f"rocksdb-{blob}"
         db = rd.Rdict(str(path), o)
-        results.append(replay("rocksdict" + (" blob" if blob else ""), db.put, db.get, ops))
+        r = replay("rocksdict" + (" blob" if blob else ""), db.put, db.get, ops)
+        header, _ = driver.read_ops(ops)
+        r.update(reads(r["engine"], lambda k: db.items(from_key=k),
+                       lambda k: db.items(backwards=True, from_key=k), db.get,
+                       header["record_count"], header["key_size"], a.scans))
+        results.append(r)
         db.close()
         shutil.rmtree(path)
     end = os.getloadavg()
     base = next(r for r in results if r["engine"] == "rocksdict")
-    print(f"\n| engine | load ops/s | run ops/s | run vs rocksdict |\n|---|---|---|---|")
+    print("\n| engine | load ops/s | run ops/s | scans/s | reverse scans/s | multi-gets/s |\n|---|---|---|---|---|---|")
+    rel = lambda r, k: f"{r[k] / 1000:.2f}K ({r[k] / base[k]:.2f}x)"
     for r in results:
-        print(f"| {r['engine']} | {r['load_ops_per_sec'] / 1000:.1f}K | {r['run_ops_per_sec'] / 1000:.1f}K | "
-              f"{r['run_ops_per_sec'] / base['run_ops_per_sec']:.2f}x |")
+        print(f"| {r['engine']} | {rel(r, 'load_ops_per_sec')} | {rel(r, 'run_ops_per_sec')} | "
+              f"{rel(r, 'scans_per_sec')} | {rel(r, 'reverse_scans_per_sec')} | {rel(r, 'multi_gets_per_sec')} |")
     print(f"\nload average {load[0]:.2f} at start, {end[0]:.2f} at end", file=sys.stderr)
     with open(os.path.join(a.out, "python-bench.json"), "w") as f:
         json.dump(dict(ops=str(ops), loadavg_start=load, loadavg_end=end, results=results), f, indent=1)
