@@ -160,10 +160,10 @@ pub struct DbStats {
     pub warming: crate::warming::WarmingStats,
     /// Under `growth_factor = auto`: the shape the engine chose and why.
     #[serde(default)]
-    pub shape: Option<crate::version::shape::ShapeChoice>,
+    pub shape: Option<crate::compaction::ShapeChoice>,
     /// Under `compaction_style = auto`: leveled or tiered, and why.
     #[serde(default)]
-    pub tree_style: Option<crate::version::style::StyleChoice>,
+    pub tree_style: Option<crate::compaction::StyleChoice>,
 }
 
 impl DbStats {

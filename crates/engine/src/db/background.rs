@@ -5,7 +5,7 @@
 use super::inner::{Inner, ReadView, State};
 use super::iter::LevelIter;
 use super::{read, write};
-use crate::compaction::{self, JobOutput, JobSpec, LifetimeHooks};
+use crate::compaction::{self, Compaction, JobOutput, JobSpec, LifetimeHooks, PickContext};
 use crate::error::{Error, Result};
 use crate::filename::{self, value_file_name, FileKind};
 use crate::io::IoCause;
@@ -14,8 +14,6 @@ use crate::sst::{InternalIterator, MergingIterator};
 use crate::stats::EngineCounters;
 use crate::types::SeqNo;
 use crate::types::ValueKind;
-use crate::version::picker::{self, Compaction};
-use crate::version::style::Resolved;
 use crate::version::{Version, VersionEdit};
 use crate::vlog::gc_job::{self, GcHost, GcJob, IndexMapJob, Install, Liveness, Record, WriteBack};
 use crate::vlog::superseded::{Finder, FinderHost};
@@ -394,17 +392,7 @@ pub(crate) fn release_dead_value_files(inner: &Inner, st: &mut State) -> Result<
 }
 
 fn compact_one(inner: &Arc<Inner>) -> Result<bool> {
-    compact(inner, |v, style, busy| {
-        let forced_gc = inner.gc.forced_compactions(v);
-        picker::pick(
-            v,
-            &inner.opts,
-            inner.chosen_growth_factor(),
-            style,
-            busy,
-            &forced_gc,
-        )
-    })
+    compact(inner, |v, busy| inner.pick_compaction(v, busy))
 }
 
 /// The tiered tree's L0 merges, on their own thread. A deep merge of a tiered tree
@@ -413,14 +401,21 @@ fn compact_one(inner: &Arc<Inner>) -> Result<bool> {
 /// "Garbage found after the flush, an L0 thread, a lookup pool"). L0 merges are small and
 /// never read the level below, so they cannot conflict with a deeper merge's inputs.
 fn compact_l0(inner: &Arc<Inner>) -> Result<bool> {
-    compact(inner, picker::pick_l0)
+    compact(inner, |v, busy| {
+        let cx = PickContext {
+            busy,
+            forced_gc: &HashSet::new(),
+            space_amp_target: inner.gc.space_amp_target(),
+        };
+        inner.compaction.pick_l0(v, &cx)
+    })
 }
 
-/// Runs the compaction `pick` chooses from the current version, its style and the tables
-/// it may take; `false` if there is none (or manual compaction or an error holds them).
+/// Runs the compaction `pick` chooses from the current version and the tables it may
+/// take; `false` if there is none (or manual compaction or an error holds them).
 fn compact(
     inner: &Arc<Inner>,
-    pick: impl FnOnce(&Version, Resolved, &HashSet<u64>) -> Option<Compaction>,
+    pick: impl FnOnce(&Version, &HashSet<u64>) -> Option<Compaction>,
 ) -> Result<bool> {
     let st = inner.state.lock();
     if st.manual || st.bg_error.is_some() {
@@ -428,7 +423,7 @@ fn compact(
     }
     let v = st.versions.current();
     let busy = unavailable_tables(inner, &st, &v);
-    let Some(c) = pick(&v, inner.tree_style(&v), &busy) else {
+    let Some(c) = pick(&v, &busy) else {
         return Ok(false);
     };
     drop(busy);
@@ -480,9 +475,7 @@ fn execute(
     let filter = inner.gc.relocation_filter(&v);
     drop(st);
     // Outside the state lock: re-deriving the shape evaluates the model a few hundred times.
-    if let Some(shape) = &inner.shape {
-        shape.observe(a_bytes, &inner.opts);
-    }
+    inner.compaction.observe(a_bytes);
     let r = run_compaction(inner, &c, snap, &v, filter.as_deref());
     drop((v, filter));
     mark_busy(&mut inner.state.lock(), &c, false);
@@ -855,22 +848,13 @@ fn wait_purged(inner: &Inner) {
 fn wait_idle_jobs(inner: &Inner) -> Result<()> {
     wait_until(inner, |st| {
         let v = st.versions.current();
-        let forced_gc = inner.gc.forced_compactions(&v);
         st.imm.is_empty()
             && !st.flushing
             && st.running_compactions == 0
             && st.running_gc == 0
             && st.superseding.is_empty()
             && st.finding_superseded.is_none()
-            && picker::pick(
-                &v,
-                &inner.opts,
-                inner.chosen_growth_factor(),
-                inner.tree_style(&v),
-                &st.busy_tables,
-                &forced_gc,
-            )
-            .is_none()
+            && inner.pick_compaction(&v, &st.busy_tables).is_none()
             && (!inner.opts.vlog.gc.separates_values()
                 || inner.pick_gc(&v, &st.busy_blobs).is_empty())
     })
@@ -894,7 +878,7 @@ pub(crate) fn compact_range(
             let v = st.versions.current();
             (0..v.num_levels())
                 .rev()
-                .find(|&l| !picker::files_in_range(&v, l, start, end).is_empty())
+                .find(|&l| !compaction::files_in_range(&v, l, start, end).is_empty())
         };
         let Some(deepest) = deepest else {
             return Ok(());
@@ -908,7 +892,7 @@ pub(crate) fn compact_range(
                 let files = if level == 0 {
                     v.levels[0].clone()
                 } else {
-                    picker::files_in_range(&v, level, start, end)
+                    compaction::files_in_range(&v, level, start, end)
                 };
                 // Straight to the next level holding data: walking through empty levels
                 // would rewrite the same data once per level.
@@ -916,7 +900,7 @@ pub(crate) fn compact_range(
                     .find(|&l| !v.levels[l].is_empty())
                     .unwrap_or(deepest.max(level + 1))
                     .min(v.num_levels() - 1);
-                let Some(c) = picker::build(&v, level, out, files, &st.busy_tables, "manual")
+                let Some(c) = compaction::build(&v, level, out, files, &st.busy_tables, "manual")
                 else {
                     continue;
                 };
@@ -949,7 +933,7 @@ fn rewrite_expired_bottom(
     let v = st.versions.current();
     let Some(bottom) = (0..v.num_levels())
         .rev()
-        .find(|&l| !picker::files_in_range(&v, l, start, end).is_empty())
+        .find(|&l| !compaction::files_in_range(&v, l, start, end).is_empty())
     else {
         return Ok(());
     };
@@ -958,13 +942,13 @@ fn rewrite_expired_bottom(
         return Ok(());
     }
     let mut expired = Vec::new();
-    for f in picker::files_in_range(&v, bottom, start, end) {
+    for f in compaction::files_in_range(&v, bottom, start, end) {
         let e = f.table()?.properties().earliest_expiry;
         if e != 0 && e <= now {
             expired.push(f);
         }
     }
-    match picker::build(
+    match compaction::build(
         &v,
         bottom,
         bottom,

@@ -77,10 +77,9 @@ pub(crate) struct Inner {
     /// Cache warming across flushes and compactions (paper 002).
     pub warming: crate::warming::Warming,
     pub gc: Box<dyn GcPolicy>,
-    /// Under `CompactionStyle::Auto`: the tree's current style and why.
-    pub style: crate::version::style::TreeStyle,
-    /// Under `growth_factor = auto`: the growth factor chosen so far and its reasoning.
-    pub shape: Option<crate::version::shape::AutoShape>,
+    /// Chooses compactions (`tree.compaction_style`; under `Auto` the tree's current
+    /// style, under `growth_factor = auto` the growth factor chosen so far).
+    pub compaction: Box<dyn crate::compaction::CompactionStrategy>,
     /// Lifetime policies and TerarkDB: thresholds, model, trainer (else `None`).
     pub lifetime: Option<lifetime::LifetimeRuntime>,
     pub state: Mutex<State>,
@@ -210,15 +209,21 @@ impl Inner {
         self.clock_floor.fetch_max(now, Ordering::SeqCst).max(now)
     }
 
-    /// The compaction style a pick uses now (re-derived under `CompactionStyle::Auto`).
-    /// The growth factor `growth_factor = auto` chose, if it is on and has chosen.
-    pub fn chosen_growth_factor(&self) -> Option<f64> {
-        self.shape.as_ref().and_then(|s| s.growth_factor())
-    }
-
-    pub fn tree_style(&self, v: &Version) -> crate::version::style::Resolved {
-        self.style
-            .resolve(v, &self.opts, self.gc.space_amp_target())
+    /// The compaction the strategy picks now from `v`, taking no table in `busy`.
+    pub fn pick_compaction(
+        &self,
+        v: &Version,
+        busy: &std::collections::HashSet<u64>,
+    ) -> Option<crate::compaction::Compaction> {
+        let forced_gc = self.gc.forced_compactions(v);
+        self.compaction.pick(
+            v,
+            &crate::compaction::PickContext {
+                busy,
+                forced_gc: &forced_gc,
+                space_amp_target: self.gc.space_amp_target(),
+            },
+        )
     }
 
     /// Charges what the engine holds in memory besides memtables and blocks to the block

@@ -514,7 +514,7 @@ fn stats(inner: &Inner) -> DbStats {
         cache: inner.cache.stats(),
         lifetime: inner.lifetime.as_ref().map(|rt| rt.stats(&v)),
         warming: inner.warming.stats(),
-        shape: inner.shape.as_ref().and_then(|s| s.choice()),
-        tree_style: inner.style.choice(),
+        shape: inner.compaction.shape_choice(),
+        tree_style: inner.compaction.style_choice(),
     }
 }

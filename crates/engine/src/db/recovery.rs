@@ -368,8 +368,7 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
         opts.table.block_size,
         opts.cache.warming_accounting,
     );
-    let shape =
-        (opts.tree.auto_shape.as_ref()).map(|c| crate::version::shape::AutoShape::new(c, &opts));
+    let compaction = crate::compaction::strategy_for(&opts.tree);
     Ok(Inner {
         memtable_chunks,
         dir: dir.to_path_buf(),
@@ -379,8 +378,7 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
         cache,
         warming,
         gc: policy,
-        style: Default::default(),
-        shape,
+        compaction,
         lifetime,
         read_view: parking_lot::RwLock::new(Arc::new(ReadView::from_state(&state))),
         state: Mutex::new(state),

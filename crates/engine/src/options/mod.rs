@@ -23,7 +23,6 @@ use std::fmt;
 use std::sync::Arc;
 
 pub mod cache;
-pub mod shape;
 pub mod table;
 pub mod tree;
 pub mod vlog;
@@ -31,9 +30,8 @@ pub mod wal;
 pub mod warming;
 
 pub use cache::CacheOptions;
-pub use shape::AutoShapeConfig;
 pub use table::TableOptions;
-pub use tree::{run_trigger, CompactionStyle, TreeOptions};
+pub use tree::{run_trigger, AutoShapeConfig, CompactionStyle, TreeOptions, DEFAULT_A, DEFAULT_R};
 pub use vlog::{
     GcPolicyConfig, GcTrigger, LifetimeMode, LifetimeOptions, LifetimeOracle, ValueLogOptions,
 };

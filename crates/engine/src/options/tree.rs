@@ -1,8 +1,10 @@
 //! The shape of the tree ([`Options::tree`](super::Options)): memtables, the L0 triggers
 //! that start compactions and hold writers back, the levels and their sizes, and the
-//! compaction style (RocksDB's `ColumnFamilyOptions` for the same settings).
+//! compaction style (RocksDB's `ColumnFamilyOptions` for the same settings); and
+//! `growth_factor = auto` ([`AutoShapeConfig`]): what the tree-shape model needs to know
+//! (the model and the choice it makes while the database runs are in
+//! [`crate::compaction::auto_shape`]).
 
-use super::shape::{self, AutoShapeConfig};
 use crate::error::{Error, Result};
 use std::fmt;
 use std::str::FromStr;
@@ -18,11 +20,11 @@ pub enum CompactionStyle {
     /// Up to `growth_factor` overlapping sorted runs per level (L0 included); when a level
     /// holds that many runs, all of them are merged into one new run of the next level,
     /// without reading the next level (paper 003, sec. 2 and Eq. 9: merge amplification 0).
-    /// See [`crate::version::tiered`].
+    /// See [`crate::compaction::tiered`].
     Tiered,
     /// Tiered when the key tree is a small share of the data and the GC policy's space
     /// target leaves room for its extra runs, leveled otherwise; re-derived from the
-    /// database's measured sizes (see [`crate::version::style`]). While tiered, L0 merges
+    /// database's measured sizes (see [`crate::compaction::auto_style`]). While tiered, L0 merges
     /// at the chosen run count, not at `l0_compaction_trigger`.
     #[default]
     Auto,
@@ -62,7 +64,7 @@ impl FromStr for CompactionStyle {
 }
 
 /// Runs a tiered level holds when it is full: the growth factor, rounded, at least 2
-/// (used by the compaction picker, [`crate::version::tiered`], and by validation).
+/// (used by the compaction picker, [`crate::compaction::tiered`], and by validation).
 pub fn run_trigger(growth_factor: f64) -> usize {
     (growth_factor.round() as usize).max(2)
 }
@@ -97,14 +99,14 @@ pub struct TreeOptions {
     /// 16 MiB/s, RocksDB's default `delayed_write_rate`.
     pub delayed_write_rate: u64,
     /// Leveled or tiered levels, or ([`CompactionStyle::Auto`], the default) chosen from
-    /// the measured share of the key tree ([`crate::version::style`]).
+    /// the measured share of the key tree ([`crate::compaction::auto_style`]).
     pub compaction_style: CompactionStyle,
     /// Size ratio between adjacent levels. 10, RocksDB's
     /// `max_bytes_for_level_multiplier`; with `auto_shape`, only the value used before the
     /// first choice is made.
     pub growth_factor: f64,
     /// `growth_factor = auto`: the engine picks the growth factor from the VAT model with
-    /// its measured merge amplification (see [`crate::version::shape`]). `None`, the
+    /// its measured merge amplification (see [`crate::compaction::auto_shape`]). `None`, the
     /// default: `growth_factor` as given. Leveled compaction only.
     pub auto_shape: Option<AutoShapeConfig>,
     /// Levels, L0 included. 7, RocksDB's `num_levels`: at growth factor 10 and a 256 MiB
@@ -116,7 +118,7 @@ pub struct TreeOptions {
     pub level1_max_bytes: u64,
     /// Derive level targets from the last level's actual size, so that most data sits in
     /// the last level whatever its size (true, RocksDB's default
-    /// `level_compaction_dynamic_level_bytes`); see [`crate::version::picker::targets`].
+    /// `level_compaction_dynamic_level_bytes`); see [`crate::compaction::leveled::targets`].
     pub dynamic_level_bytes: bool,
     /// Table files are cut at this size by flush and compaction. 64 MiB, RocksDB's
     /// `target_file_size_base`: a compaction's unit of work below L0.
@@ -215,7 +217,7 @@ impl TreeOptions {
         }
         if let Some(s) = &self.auto_shape {
             if self.compaction_style == CompactionStyle::Tiered {
-                return Err(shape::invalid(
+                return Err(invalid_auto_shape(
                     "tiering's model cost only falls with f (one level is optimal), so auto \
                      applies to leveled compaction only"
                         .into(),
@@ -225,6 +227,71 @@ impl TreeOptions {
         }
         Ok(())
     }
+}
+
+/// `a` assumed before any compaction measured it: the mean this engine measured under
+/// leveled compaction over uniform keys in `halflife vat validate`, 0.68 to 0.72 for growth
+/// factors 3 to 10 (docs/vat.md).
+pub const DEFAULT_A: f64 = 0.7;
+/// `r` assumed when none is configured: on the development machine fio's random writes of
+/// 64 MiB (the default table size) at queue depth 30 ran as fast as sequential ones
+/// (docs/vat.md, `halflife vat measure-r`), as the paper assumes for large tables.
+pub const DEFAULT_R: f64 = 1.0;
+
+/// Settings of `growth_factor = auto`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AutoShapeConfig {
+    /// Live data the database is expected to hold, `S_l`.
+    pub expected_data_bytes: u64,
+    /// Achieved device throughput `r` in (0, 1] (default [`DEFAULT_R`]).
+    pub r: f64,
+    /// `a` before the first compaction, in [0, 1] (default [`DEFAULT_A`]).
+    pub initial_a: f64,
+}
+
+impl AutoShapeConfig {
+    pub fn new(expected_data_bytes: u64) -> Self {
+        AutoShapeConfig {
+            expected_data_bytes,
+            r: DEFAULT_R,
+            initial_a: DEFAULT_A,
+        }
+    }
+
+    pub fn with_r(mut self, r: f64) -> Self {
+        self.r = r;
+        self
+    }
+
+    /// Checks the settings against the memtable the expected data must outgrow. That auto
+    /// applies to leveled compaction only is checked with the style, by
+    /// [`TreeOptions::validate`].
+    pub(crate) fn validate(&self, memtable_size: usize) -> Result<()> {
+        if self.expected_data_bytes <= memtable_size as u64 {
+            return Err(invalid_auto_shape(format!(
+                "expected data size {} must exceed the memtable size {}",
+                self.expected_data_bytes, memtable_size
+            )));
+        }
+        if !(self.r > 0.0 && self.r <= 1.0) {
+            return Err(invalid_auto_shape(format!(
+                "r = {} is not in (0, 1]",
+                self.r
+            )));
+        }
+        if !(0.0..=1.0).contains(&self.initial_a) {
+            return Err(invalid_auto_shape(format!(
+                "a = {} is not in [0, 1]",
+                self.initial_a
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// An invalid `growth_factor = auto` setting (the name its errors carry).
+fn invalid_auto_shape(detail: String) -> Error {
+    Error::invalid_option("growth_factor=auto", detail)
 }
 
 #[cfg(test)]
@@ -278,5 +345,23 @@ mod tests {
             ..auto
         };
         assert_eq!(name_of(small.validate()), "growth_factor=auto");
+    }
+
+    #[test]
+    fn bad_settings_are_named() {
+        let memtable = 64 << 20;
+        assert!(AutoShapeConfig::new(1 << 20).validate(memtable).is_err());
+        let e = AutoShapeConfig::new(1 << 40)
+            .with_r(0.0)
+            .validate(memtable)
+            .unwrap_err();
+        assert!(matches!(
+            e,
+            Error::InvalidOptions {
+                name: "growth_factor=auto",
+                ..
+            }
+        ));
+        AutoShapeConfig::new(1 << 40).validate(memtable).unwrap();
     }
 }

@@ -2,12 +2,8 @@
 //! atomically by applying a [`VersionEdit`] recorded in the manifest ([`set`]).
 
 pub mod edit;
-pub mod picker;
 pub mod purge;
 pub mod set;
-pub mod shape;
-pub mod style;
-pub mod tiered;
 
 pub use edit::{FileMeta, VersionEdit};
 pub use set::VersionSet;

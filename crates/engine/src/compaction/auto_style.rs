@@ -19,19 +19,26 @@
 //! widest tiering (at most the growth factor, below the L0 stop trigger) within that
 //! budget. It tiers only if VAT's model says tiering at that `t` moves fewer bytes than the
 //! best leveled shape for the measured `C` ([`vat::Design::Sst`] at the `a` leveled
-//! compaction measured here, [`super::shape::DEFAULT_A`]). With values in the tree
+//! compaction measured here, [`super::auto_shape::DEFAULT_A`]). With values in the tree
 //! (`s` near 1) or without a space target the tree stays leveled, as RocksDB's default.
 //!
 //! The choice is re-derived at every pick from the current version (table bytes, the value
 //! files' live bytes, the size of the newest flushed tables) and is sticky: a tiered tree
 //! goes back to leveled only when even `t = 2` exceeds the budget by a quarter, so a share
 //! near the boundary does not flip the shape (a switch to leveled merges every multi-run
-//! level down once, [`super::picker::pick`]).
+//! level down once, [`super::leveled::pick`]).
+//!
+//! `Auto` with `tree.auto_shape` is not this strategy but [`super::leveled::Leveled`]: the
+//! user asked for a model-shaped leveled tree.
 
-use super::Version;
-use crate::options::{CompactionStyle, Options};
+use super::choice::StyleChoice;
+use super::leveled::Leveled;
+use super::pick::Compaction;
+use super::strategy::{CompactionStrategy, PickContext};
+use super::tiered::{run_trigger, Tiered};
+use crate::options::TreeOptions;
+use crate::version::Version;
 use parking_lot::Mutex;
-use serde::{Deserialize, Serialize};
 
 /// The share of the GC headroom `T - 1` the tree's extra space may take.
 const BUDGET_SHARE: f64 = 0.5;
@@ -42,36 +49,17 @@ const MIN_SIZE_RATIO: f64 = 2.0;
 
 /// The style a pick uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Resolved {
+enum Resolved {
     Leveled,
     /// Tiered with `trigger` runs per level.
-    Tiered {
-        trigger: usize,
-    },
+    Tiered(Tiered),
 }
 
-/// One choice and the measurements behind it.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct StyleChoice {
-    pub tiered: bool,
-    /// Runs per level when tiered.
-    pub trigger: usize,
-    /// Table bytes over table bytes plus the value files' live bytes.
-    pub tree_share: f64,
-    /// `C`: table bytes over the mean size of the newest flushed tables.
-    pub size_ratio: f64,
-    /// VAT traffic per byte of tree, read and written: the best leveled shape, and tiering
-    /// at `trigger`.
-    pub leveled_traffic: f64,
-    pub tiered_traffic: f64,
-    /// How many times the style changed since open.
-    pub changes: u64,
-    pub explanation: String,
-}
-
-/// The engine's current choice under `Auto` (one per open database).
-#[derive(Default)]
-pub struct TreeStyle {
+/// `CompactionStyle::Auto`: the engine's current choice (one per open database) and the
+/// two strategies it chooses between.
+pub struct AutoStyle {
+    tree: TreeOptions,
+    leveled: Leveled,
     state: Mutex<State>,
 }
 
@@ -87,27 +75,24 @@ struct State {
 impl State {
     fn resolved(&self) -> Resolved {
         match &self.current {
-            Some(c) if c.tiered => Resolved::Tiered { trigger: c.trigger },
+            Some(c) if c.tiered => Resolved::Tiered(Tiered { trigger: c.trigger }),
             _ => Resolved::Leveled,
         }
     }
 }
 
-impl TreeStyle {
-    /// The style to pick with now; under `Auto`, re-derived from `v`. `space_target` is
-    /// the GC policy's space-amplification target, if it has one.
-    pub fn resolve(&self, v: &Version, opts: &Options, space_target: Option<f64>) -> Resolved {
-        match opts.tree.compaction_style {
-            CompactionStyle::Leveled => return Resolved::Leveled,
-            CompactionStyle::Tiered => {
-                return Resolved::Tiered {
-                    trigger: super::tiered::run_trigger(opts.tree.growth_factor),
-                }
-            }
-            // `growth_factor = auto` shapes a leveled tree with VAT; the user asked for it.
-            CompactionStyle::Auto if opts.tree.auto_shape.is_some() => return Resolved::Leveled,
-            CompactionStyle::Auto => {}
+impl AutoStyle {
+    pub fn new(tree: &TreeOptions) -> AutoStyle {
+        AutoStyle {
+            tree: tree.clone(),
+            leveled: Leveled::new(tree),
+            state: Mutex::default(),
         }
+    }
+
+    /// The style to pick with now, re-derived from `v`. `space_target` is the GC policy's
+    /// space-amplification target, if it has one.
+    fn resolve(&self, v: &Version, space_target: Option<f64>) -> Resolved {
         let mut st = self.state.lock();
         // Picks run under the engine's state lock, and `wait_idle` asks at every wake-up:
         // the model is evaluated once per version, not per question. (An address reused by
@@ -129,16 +114,33 @@ impl TreeStyle {
             flushed_table_bytes: st.flushed_table_bytes,
         };
         let was_tiered = st.current.as_ref().is_some_and(|c| c.tiered);
-        if let Some(mut next) = choose(&m, opts, space_target, was_tiered) {
+        if let Some(mut next) = choose(&m, &self.tree, space_target, was_tiered) {
             let prev = st.current.as_ref();
             next.changes = prev.map_or(0, |c| c.changes + u64::from(c.tiered != next.tiered));
             st.current = Some(next);
         }
         st.resolved()
     }
+}
 
-    /// The current choice with its reasoning (`None` before the first under `Auto`).
-    pub fn choice(&self) -> Option<StyleChoice> {
+impl CompactionStrategy for AutoStyle {
+    fn pick(&self, v: &Version, cx: &PickContext<'_>) -> Option<Compaction> {
+        match self.resolve(v, cx.space_amp_target) {
+            Resolved::Leveled => self.leveled.pick(v, cx),
+            Resolved::Tiered(t) => t.pick(v, cx),
+        }
+    }
+
+    fn pick_l0(&self, v: &Version, cx: &PickContext<'_>) -> Option<Compaction> {
+        match self.resolve(v, cx.space_amp_target) {
+            Resolved::Leveled => self.leveled.pick_l0(v, cx),
+            Resolved::Tiered(t) => t.pick_l0(v, cx),
+        }
+    }
+
+    /// The current choice with its reasoning (`None` until the tree has a shape to
+    /// choose).
+    fn style_choice(&self) -> Option<StyleChoice> {
         self.state.lock().current.clone()
     }
 }
@@ -155,7 +157,7 @@ pub struct Measured {
 /// [`MIN_SIZE_RATIO`] or nothing flushed yet).
 pub fn choose(
     m: &Measured,
-    opts: &Options,
+    tree: &TreeOptions,
     space_target: Option<f64>,
     was_tiered: bool,
 ) -> Option<StyleChoice> {
@@ -166,12 +168,12 @@ pub fn choose(
         return None;
     }
     let share = m.tree_bytes / (m.tree_bytes + m.live_value_bytes).max(1.0);
-    let max_trigger = super::tiered::run_trigger(opts.tree.growth_factor)
-        .min(opts.tree.l0_stop_writes_trigger.saturating_sub(1))
+    let max_trigger = run_trigger(tree.growth_factor)
+        .min(tree.l0_stop_writes_trigger.saturating_sub(1))
         .max(2);
     let leveled_traffic = vat::recommend(
         vat::Design::Sst,
-        super::shape::DEFAULT_A,
+        super::auto_shape::DEFAULT_A,
         1.0,
         &vat::Workload {
             data_bytes: m.tree_bytes,
@@ -181,7 +183,7 @@ pub fn choose(
             value_bytes: 1024.0,
             // A compaction's unit: a table, at most a flushed one while the tree's
             // tables are smaller than the target size (values are elsewhere).
-            table_bytes: (opts.tree.target_file_size as f64).min(s0),
+            table_bytes: (tree.target_file_size as f64).min(s0),
         },
     )
     .map(|r| r.best.data_ratio)
@@ -221,7 +223,7 @@ pub fn choose(
          up to {:.3} more space (budget {budget:.3}) and moves {tiered_traffic:.1}x the tree \
          against {leveled_traffic:.1}x leveled (VAT, a = {}): {}",
         (t - 1.0) * share,
-        super::shape::DEFAULT_A,
+        super::auto_shape::DEFAULT_A,
         if choice.tiered { "tiered" } else { "leveled" }
     );
     Some(choice)
@@ -230,15 +232,12 @@ pub fn choose(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::options::TreeOptions;
+    use crate::options::CompactionStyle;
 
-    fn opts() -> Options {
-        Options {
-            tree: TreeOptions {
-                compaction_style: CompactionStyle::Auto,
-                ..Default::default()
-            },
-            ..Options::default()
+    fn opts() -> TreeOptions {
+        TreeOptions {
+            compaction_style: CompactionStyle::Auto,
+            ..Default::default()
         }
     }
 
@@ -312,25 +311,10 @@ mod tests {
     }
 
     #[test]
-    fn explicit_styles_are_not_second_guessed() {
+    fn an_empty_tree_is_leveled_until_it_has_a_shape() {
+        let s = AutoStyle::new(&opts());
         let v = Version::empty(4);
-        let s = TreeStyle::default();
-        let leveled = Options::default();
-        assert_eq!(s.resolve(&v, &leveled, Some(1.5)), Resolved::Leveled);
-        let tiered = Options {
-            tree: TreeOptions {
-                compaction_style: CompactionStyle::Tiered,
-                growth_factor: 4.0,
-                ..Default::default()
-            },
-            ..Options::default()
-        };
-        assert_eq!(
-            s.resolve(&v, &tiered, Some(1.5)),
-            Resolved::Tiered { trigger: 4 }
-        );
-        // Auto on an empty version: leveled until the tree has a shape to choose.
-        assert_eq!(s.resolve(&v, &opts(), Some(1.5)), Resolved::Leveled);
-        assert!(s.choice().is_none());
+        assert_eq!(s.resolve(&v, Some(1.5)), Resolved::Leveled);
+        assert!(s.style_choice().is_none());
     }
 }

@@ -13,19 +13,19 @@
 //! count does, so level targets do not drift with every new sample of `a`. Each change is
 //! recorded with the model's explanation, readable in [`crate::DbStats::shape`].
 //!
-//! The chosen `f` replaces `growth_factor` in the level targets ([`super::picker::targets`])
+//! The chosen `f` replaces `growth_factor` in the level targets ([`super::leveled::targets`])
 //! and sets the base level's largest target to `f` times what L0 holds at its trigger
-//! ([`super::picker::level1_max_bytes`]), so every level below the memtable is `f` times the
+//! ([`super::leveled::level1_max_bytes`]), so every level below the memtable is `f` times the
 //! one above; with dynamic targets the number of levels then follows from the data size,
 //! `ln(data / L0) / ln f` below L0, as the model intends. The value-log designs share the optimum of their in-place counterparts (the log
 //! only adds a constant), so the same choice serves key-value separation.
 
-use crate::options::{AutoShapeConfig, Options};
+use super::choice::ShapeChoice;
+use crate::options::{AutoShapeConfig, TreeOptions};
 use parking_lot::Mutex;
-use serde::{Deserialize, Serialize};
 use std::fmt;
 
-pub use crate::options::shape::{DEFAULT_A, DEFAULT_R};
+pub use crate::options::{DEFAULT_A, DEFAULT_R};
 
 /// Bounds on the chosen growth factor: below 2 levels multiply for nothing; above 64 a
 /// single merge rewrites an unreasonable share of the tree.
@@ -48,26 +48,6 @@ struct State {
     changes: u64,
 }
 
-/// One choice of shape and the reasoning behind it.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct ShapeChoice {
-    /// Mean `a` the choice used, over `compactions` compactions (0: the default).
-    pub a: f64,
-    pub compactions: u64,
-    pub r: f64,
-    /// `C = expected data / memtable size`.
-    pub size_ratio: f64,
-    pub growth_factor: f64,
-    /// The model's level count below the memtable.
-    pub levels: u32,
-    /// Model cost `T / T_opt` of the choice.
-    pub cost: f64,
-    /// How many times the choice changed since open.
-    pub changes: u64,
-    /// The model's account of the choice.
-    pub explanation: String,
-}
-
 impl fmt::Debug for AutoShape {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("AutoShape")
@@ -78,13 +58,13 @@ impl fmt::Debug for AutoShape {
 }
 
 impl AutoShape {
-    /// No history yet: the first choice is made for `opts` with the initial `a`.
-    pub(crate) fn new(config: &AutoShapeConfig, opts: &Options) -> AutoShape {
+    /// No history yet: the first choice is made for `tree` with the initial `a`.
+    pub(crate) fn new(config: &AutoShapeConfig, tree: &TreeOptions) -> AutoShape {
         let s = AutoShape {
             config: config.clone(),
             state: Mutex::default(),
         };
-        s.rechoose(opts);
+        s.rechoose(tree);
         s
     }
 
@@ -99,16 +79,16 @@ impl AutoShape {
     }
 
     /// Records the merge amplification of one compaction and re-derives the shape.
-    pub(crate) fn observe(&self, a: f64, opts: &Options) {
+    pub(crate) fn observe(&self, a: f64, tree: &TreeOptions) {
         {
             let mut st = self.state.lock();
             st.sum_a += a.clamp(0.0, 1.0);
             st.count += 1;
         }
-        self.rechoose(opts);
+        self.rechoose(tree);
     }
 
-    fn rechoose(&self, opts: &Options) {
+    fn rechoose(&self, tree: &TreeOptions) {
         let (a, n) = {
             let st = self.state.lock();
             match st.count {
@@ -116,7 +96,7 @@ impl AutoShape {
                 n => (st.sum_a / n as f64, n),
             }
         };
-        let Some(mut next) = choose(self.config.expected_data_bytes, self.config.r, a, opts) else {
+        let Some(mut next) = choose(self.config.expected_data_bytes, self.config.r, a, tree) else {
             return;
         };
         next.compactions = n;
@@ -141,14 +121,14 @@ impl AutoShape {
 }
 
 /// The model's best shape for the engine's sizes and the given `a` and `r`.
-pub fn choose(expected_data_bytes: u64, r: f64, a: f64, opts: &Options) -> Option<ShapeChoice> {
+pub fn choose(expected_data_bytes: u64, r: f64, a: f64, tree: &TreeOptions) -> Option<ShapeChoice> {
     let workload = vat::Workload {
         data_bytes: expected_data_bytes as f64,
-        memtable_bytes: opts.tree.memtable_size as f64,
+        memtable_bytes: tree.memtable_size as f64,
         // Key and value sizes only matter for the value-log designs, not for SST-VAT.
         key_bytes: 16.0,
         value_bytes: 1024.0,
-        table_bytes: opts.tree.target_file_size as f64,
+        table_bytes: tree.target_file_size as f64,
     };
     let rec = vat::recommend(vat::Design::Sst, a.clamp(0.0, 1.0), r, &workload).ok()?;
     let f = rec.growth_factor().clamp(MIN_GROWTH, MAX_GROWTH);
@@ -175,16 +155,13 @@ pub fn choose(expected_data_bytes: u64, r: f64, a: f64, opts: &Options) -> Optio
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::options::TreeOptions;
+    use crate::compaction::leveled;
 
-    fn opts() -> Options {
-        Options {
-            tree: TreeOptions {
-                memtable_size: 64 << 20,
-                target_file_size: 64 << 20,
-                ..Default::default()
-            },
-            ..Options::default()
+    fn opts() -> TreeOptions {
+        TreeOptions {
+            memtable_size: 64 << 20,
+            target_file_size: 64 << 20,
+            ..Default::default()
         }
     }
 
@@ -223,12 +200,9 @@ mod tests {
         assert_eq!(shape.growth_factor(), Some(cheap.growth_factor));
         // Level targets follow the choice.
         let f = shape.growth_factor();
+        assert_eq!(leveled::growth_factor(&o, f), cheap.growth_factor);
         assert_eq!(
-            crate::version::picker::growth_factor(&o, f),
-            cheap.growth_factor
-        );
-        assert_eq!(
-            crate::version::picker::level1_max_bytes(&o, f),
+            leveled::level1_max_bytes(&o, f),
             cheap.growth_factor * (4 * (64 << 20)) as f64
         );
     }

@@ -8,18 +8,49 @@
 //! The last configured level has nowhere to go: when full, its runs are merged into one
 //! run in place. Runs of a level are ordered by age (each is the merge of everything the
 //! level above held at one moment, so their sequence ranges are disjoint), which is what
-//! reads rely on ([`super::Version::get`] searches runs newest first).
+//! reads rely on ([`Version::get`] searches runs newest first).
 //!
 //! Tombstones are dropped only when neither a deeper level nor an older run of the output
-//! level overlaps the merged range ([`super::picker::is_bottommost`]). A forced value-file
+//! level overlaps the merged range ([`super::pick::is_bottommost`]). A forced value-file
 //! GC (BlobDB) compacts the whole level holding the forced file, since part of a newer run
 //! must never move below an older one.
 
-use super::picker::{assemble, build, Compaction, OutputRun};
-use super::Version;
+use super::pick::{assemble, build, Compaction, OutputRun};
+use super::strategy::{CompactionStrategy, PickContext};
+use crate::options::TreeOptions;
+use crate::version::Version;
 use std::collections::HashSet;
 
 pub use crate::options::run_trigger;
+
+/// Tiered compaction (`CompactionStyle::Tiered`) at `trigger` runs per level.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Tiered {
+    pub trigger: usize,
+}
+
+impl Tiered {
+    /// Full at the growth factor's run count ([`run_trigger`]).
+    pub fn new(tree: &TreeOptions) -> Tiered {
+        Tiered {
+            trigger: run_trigger(tree.growth_factor),
+        }
+    }
+}
+
+impl CompactionStrategy for Tiered {
+    fn pick(&self, v: &Version, cx: &PickContext<'_>) -> Option<Compaction> {
+        pick(v, self.trigger, cx.busy, cx.forced_gc)
+    }
+
+    /// L0's oldest `trigger` runs into one run of the next level, once L0 is full.
+    fn pick_l0(&self, v: &Version, cx: &PickContext<'_>) -> Option<Compaction> {
+        if v.runs(0).len() < self.trigger {
+            return None;
+        }
+        merge_level(v, 0, self.trigger, cx.busy, "tiered-l0")
+    }
+}
 
 /// Runs per level (L0: files).
 pub fn run_counts(v: &Version) -> Vec<usize> {
