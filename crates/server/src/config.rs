@@ -121,7 +121,8 @@ impl Default for Config {
 /// Redis parameters that `CONFIG SET` accepts and `CONFIG GET` reports but that change
 /// nothing here, with Redis 7.0's defaults: encoding thresholds (the layout has no
 /// encodings), memory and eviction knobs (the engine bounds its own memory), latency
-/// tracking and the like. Test suites and client setups set them; refusing would stop
+/// tracking and the like. The stream node sizes are the exception: they bound the nodes
+/// that approximate trimming removes whole (`cmd::stream::layout`). Test suites and client setups set them; refusing would stop
 /// them before they test anything.
 pub const COMPAT_PARAMS: &[(&str, &str)] = &[
     ("active-expire-effort", "1"),
@@ -131,6 +132,7 @@ pub const COMPAT_PARAMS: &[(&str, &str)] = &[
     ("hash-max-listpack-value", "64"),
     ("hash-max-ziplist-entries", "128"),
     ("hash-max-ziplist-value", "64"),
+    ("hll-sparse-max-bytes", "3000"),
     ("hz", "10"),
     ("lazyfree-lazy-user-del", "no"),
     ("lazyfree-lazy-user-flush", "no"),
@@ -148,6 +150,7 @@ pub const COMPAT_PARAMS: &[(&str, &str)] = &[
     ("set-max-listpack-entries", "128"),
     ("slowlog-log-slower-than", "10000"),
     ("slowlog-max-len", "128"),
+    ("stream-node-max-bytes", "4096"),
     ("stream-node-max-entries", "100"),
     ("tcp-keepalive", "300"),
     ("timeout", "0"),

@@ -8,6 +8,8 @@
 //! body:  string:            the value's bytes
 //!        hash / set / zset: version u64 BE | size u64 BE
 //!        list:              version u64 BE | size u64 BE | head u64 BE
+//!        stream:            version u64 BE | size u64 BE | the stream's state
+//!                           ([`STREAM_STATE`] bytes, laid out by `cmd::stream::layout`)
 //! ```
 //!
 //! A collection's members are **sub-keys** next to each other, prefixed by the user key
@@ -21,6 +23,8 @@
 //! list:  tag 0 | index u64 BE     -> element      (index = head + position)
 //! zset:  tag 0 | member           -> score (order-preserving 8 bytes)
 //!        tag 1 | score (8) | member -> (empty)   (the score index)
+//! stream: tags 0 to 5: entries, nodes, consumer groups, consumers and pending entries
+//!        (`cmd::stream::layout`)
 //! ```
 //!
 //! The version is what makes `DEL`, an overwrite or the expiry of a collection O(1): they
@@ -58,6 +62,8 @@ pub const DATABASES: u8 = 16;
 
 /// Bytes the metadata header adds to a string value.
 pub const STRING_HEADER: usize = 10;
+/// Bytes of a stream's state after its version and size ([`Meta::value`]).
+pub const STREAM_STATE: usize = 112;
 /// Bytes a key's metadata key adds to the user key.
 pub const META_KEY_OVERHEAD: usize = 2;
 
@@ -75,6 +81,7 @@ pub enum Kind {
     List = 2,
     Set = 3,
     ZSet = 4,
+    Stream = 5,
 }
 
 impl Kind {
@@ -85,13 +92,21 @@ impl Kind {
             Kind::List => "list",
             Kind::Set => "set",
             Kind::ZSet => "zset",
+            Kind::Stream => "stream",
         }
     }
 
     pub fn from_name(n: &[u8]) -> Option<Kind> {
-        [Kind::String, Kind::Hash, Kind::List, Kind::Set, Kind::ZSet]
-            .into_iter()
-            .find(|k| n.eq_ignore_ascii_case(k.name().as_bytes()))
+        [
+            Kind::String,
+            Kind::Hash,
+            Kind::List,
+            Kind::Set,
+            Kind::ZSet,
+            Kind::Stream,
+        ]
+        .into_iter()
+        .find(|k| n.eq_ignore_ascii_case(k.name().as_bytes()))
     }
 
     pub fn from_u8(b: u8) -> Option<Kind> {
@@ -101,6 +116,7 @@ impl Kind {
             2 => Kind::List,
             3 => Kind::Set,
             4 => Kind::ZSet,
+            5 => Kind::Stream,
             _ => return None,
         })
     }
@@ -112,7 +128,8 @@ pub struct Meta {
     pub kind: Kind,
     /// Milliseconds since the Unix epoch after which the key is gone.
     pub expire_at_ms: Option<u64>,
-    /// Strings: the value. Collections: empty.
+    /// Strings: the value. Streams: their state ([`STREAM_STATE`] bytes). Other
+    /// collections: empty.
     pub value: Vec<u8>,
     /// Collections: which generation of sub-keys belongs to this key.
     pub version: u64,
@@ -167,6 +184,10 @@ impl Meta {
             Kind::Hash | Kind::Set | Kind::ZSet => {
                 (m.version, m.size) = (u64_at(body, 0), u64_at(body, 8))
             }
+            Kind::Stream => {
+                (m.version, m.size) = (u64_at(body, 0), u64_at(body, 8));
+                m.value = body[16..].to_vec();
+            }
         }
         Ok(m)
     }
@@ -183,6 +204,9 @@ impl Meta {
                 out.extend_from_slice(&self.size.to_be_bytes());
                 if self.kind == Kind::List {
                     out.extend_from_slice(&self.head.to_be_bytes());
+                }
+                if self.kind == Kind::Stream {
+                    out.extend_from_slice(&self.value);
                 }
             }
         }
@@ -220,6 +244,7 @@ impl Head {
             Kind::String => {}
             Kind::List if body == 24 => {}
             Kind::Hash | Kind::Set | Kind::ZSet if body == 16 => {}
+            Kind::Stream if body == 16 + STREAM_STATE => {}
             _ => return Err(err()),
         }
         let exp = u64_at(raw, 2);

@@ -31,9 +31,12 @@ fn check(p: &[u8]) {
             again.extend_from_slice(v);
             Ok(())
         }
-        payload::Parsed::Collection { size, head, .. } => {
+        payload::Parsed::Collection {
+            size, head, state, ..
+        } => {
             again.extend_from_slice(&size.to_be_bytes());
             again.extend_from_slice(&head.to_be_bytes());
+            again.extend_from_slice(state);
             parsed.entries(|tag, member, value| {
                 entries += 1;
                 payload::push_entry(&mut again, tag, member, value);

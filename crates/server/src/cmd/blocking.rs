@@ -1,5 +1,6 @@
 //! Blocking pops: `BLPOP`, `BRPOP`, `BLMOVE`, `BRPOPLPUSH`, `BLMPOP`, `BZPOPMIN`,
-//! `BZPOPMAX`, `BZMPOP`.
+//! `BZPOPMAX`, `BZMPOP`; and the registry blocked stream reads (`XREAD`, `XREADGROUP`:
+//! [`super::stream::read`]) wait in.
 //!
 //! A command that finds nothing to pop registers a [`Waiter`] on each of its keys in the
 //! [`Registry`] and hands the connection a [`Blocked`]: the connection task then waits
@@ -11,7 +12,8 @@
 //! `EXEC`, so that `LPUSH k x` + `DEL k` in a transaction wakes nobody) the thread that ran
 //! it serves the ready keys ([`serve_ready`]): each key's waiters in the order they
 //! blocked (FIFO, as in Redis), each running its pop on that key until the key has
-//! nothing left. A pop that pushes (`BLMOVE`) makes its destination ready in turn.
+//! nothing left. A pop that pushes (`BLMOVE`) makes its destination ready in turn. A
+//! stream read takes nothing from the others: every waiter of the key is tried.
 //!
 //! Races: a waiter registers *before* its command's first attempt and holds its own slot
 //! during the attempt, so a push between the attempt and the registration cannot be
@@ -19,7 +21,7 @@
 //! decide under the same slot which one answers the client.
 
 use super::table::c;
-use super::{list, zset, CmdResult, Ctx};
+use super::{list, stream, zset, CmdResult, Ctx};
 use crate::protocol::Reply;
 use crate::record::{self, Kind};
 use crate::session::Session;
@@ -60,6 +62,8 @@ enum Op {
     /// `BZPOPMIN`/`BZPOPMAX` (`count` `None`: reply `[key, member, score]`) and `BZMPOP`
     /// (reply `[key, [[member, score] ...]]`).
     ZPop { max: bool, count: Option<u64> },
+    /// `XREAD`/`XREADGROUP`.
+    Stream(stream::read::Wait),
 }
 
 impl Op {
@@ -67,7 +71,14 @@ impl Op {
         match self {
             Op::ListPop { .. } | Op::ListMove { .. } => Kind::List,
             Op::ZPop { .. } => Kind::ZSet,
+            Op::Stream(_) => Kind::Stream,
         }
+    }
+
+    /// Whether serving this waiter takes what it gets from the waiters after it (a pop),
+    /// so that one that finds nothing means the key has nothing for anyone.
+    fn takes(&self) -> bool {
+        !matches!(self, Op::Stream(_))
     }
 
     /// Runs the pop on `key`: the reply, or `None` if the key has nothing to pop.
@@ -95,6 +106,7 @@ impl Op {
                 Reply::Nil => Ok(None),
                 r => Ok(Some(r)),
             },
+            Op::Stream(w) => stream::read::serve(cx, key, w),
             Op::ZPop { max, count } => {
                 let _g = cx.lock(&[key]);
                 let Some(items) = zset::pop(cx, key, *max, count.unwrap_or(1))? else {
@@ -280,6 +292,20 @@ impl Registry {
         }
     }
 
+    /// Marks every key with waiters in `db` (every database if `None`) as ready: a flush
+    /// changed them all.
+    pub fn signal_db(&self, db: Option<u8>) {
+        let keys: Vec<Vec<u8>> = self
+            .inner
+            .lock()
+            .by_key
+            .keys()
+            .filter(|k| db.is_none_or(|d| record::split_meta_key(k).is_some_and(|(x, _)| x == d)))
+            .cloned()
+            .collect();
+        self.signal(&keys);
+    }
+
     /// Marks the metadata keys `touched` that have waiters as ready.
     pub fn signal(&self, touched: &[Vec<u8>]) {
         let mut inner = self.inner.lock();
@@ -342,14 +368,18 @@ fn serve_key(sh: &Shared, mk: &[u8]) {
         s.ext.db = db;
         s.proto = w.proto;
         let cx = Ctx { sh, s: &mut s };
-        // A key of another type (or none) serves nobody, as in Redis: they stay blocked.
-        match cx.meta(&key) {
-            Ok(Some(m)) if m.kind == w.op.kind() => {}
-            _ => return,
+        // A key of another type (or none) serves no pop, as in Redis: they stay blocked.
+        // A stream read decides for itself (XREADGROUP fails when its key is gone).
+        if w.op.takes() {
+            match cx.meta(&key) {
+                Ok(Some(m)) if m.kind == w.op.kind() => {}
+                _ => return,
+            }
         }
         let reply = match w.op.run(&cx, &key) {
             Ok(Some(r)) => r,
-            Ok(None) => return,
+            Ok(None) if w.op.takes() => return,
+            Ok(None) => continue,
             Err(e) => e,
         };
         let tx = slot.take().expect("checked above");
@@ -397,9 +427,41 @@ fn block_on(
     timeout: Option<Duration>,
     timeout_reply: Reply,
 ) -> CmdResult {
+    block_with(cx, keys, op, timeout, timeout_reply, |cx, op| {
+        attempt(cx, keys, op)
+    })
+}
+
+/// A blocked stream read's registration ([`block_on`] with the read's own first attempt,
+/// which reads every stream it names at once).
+pub fn block_stream(
+    cx: &mut Ctx,
+    keys: &[Bytes],
+    wait: stream::read::Wait,
+    timeout: Option<Duration>,
+    first: impl Fn(&Ctx) -> Result<Option<Reply>, Reply>,
+) -> CmdResult {
+    block_with(
+        cx,
+        keys,
+        Op::Stream(wait),
+        timeout,
+        Reply::NilArray,
+        |cx, _| first(cx),
+    )
+}
+
+fn block_with(
+    cx: &mut Ctx,
+    keys: &[Bytes],
+    op: Op,
+    timeout: Option<Duration>,
+    timeout_reply: Reply,
+    attempt: impl Fn(&Ctx, &Op) -> Result<Option<Reply>, Reply>,
+) -> CmdResult {
     if cx.s.ext.in_exec {
         // Inside MULTI a blocking command does not block: as if it timed out at once.
-        return Ok(attempt(cx, keys, &op)?.unwrap_or(timeout_reply));
+        return Ok(attempt(cx, &op)?.unwrap_or(timeout_reply));
     }
     let mut distinct: Vec<Bytes> = Vec::with_capacity(keys.len());
     for k in keys {
@@ -420,7 +482,7 @@ fn block_on(
     {
         let mut slot = w.slot.lock();
         cx.sh.blocked.register(&w);
-        let now = attempt(cx, keys, &w.op);
+        let now = attempt(cx, &w.op);
         if !matches!(now, Ok(None)) {
             slot.take();
             cx.sh.blocked.remove(&w);

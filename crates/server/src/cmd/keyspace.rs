@@ -72,12 +72,14 @@ fn flush_mode(a: &[Bytes]) -> Result<(), Reply> {
 pub fn flushdb(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     flush_mode(a)?;
     cx.sh.store.flush(Some(cx.db()), cx.sync())?;
+    cx.sh.blocked.signal_db(Some(cx.db()));
     Ok(Reply::ok())
 }
 
 pub fn flushall(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     flush_mode(a)?;
     cx.sh.store.flush(None, cx.sync())?;
+    cx.sh.blocked.signal_db(None);
     Ok(Reply::ok())
 }
 
@@ -472,6 +474,7 @@ pub fn encoding(cx: &Ctx, key: &[u8], m: &Meta) -> Result<&'static str, Reply> {
             "listpack"
         }
         Kind::ZSet => "skiplist",
+        Kind::Stream => "stream",
     })
 }
 

@@ -6,18 +6,21 @@
 //! Read-modify-write commands hold their keys' stripe locks ([`crate::store::Store::lock`])
 //! from the first read to the write.
 
+pub mod bitfield;
 pub mod blocking;
 pub mod client;
 pub mod command;
 pub mod config;
 pub mod connection;
 pub mod hash;
+pub mod hll;
 pub mod keyspace;
 pub mod list;
 pub mod migrate;
 pub mod multi;
 pub mod server;
 pub mod set;
+pub mod stream;
 pub mod string;
 pub mod table;
 pub mod zset;

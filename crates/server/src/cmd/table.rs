@@ -290,6 +290,9 @@ pub fn all() -> impl Iterator<Item = &'static Spec> {
         super::list::COMMANDS,
         super::zset::COMMANDS,
         super::blocking::COMMANDS,
+        super::stream::COMMANDS,
+        super::hll::COMMANDS,
+        super::bitfield::COMMANDS,
     ]
     .into_iter()
     .flatten()

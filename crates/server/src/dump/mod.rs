@@ -40,6 +40,9 @@ pub fn dump(store: &Store, db: u8, key: &[u8], max: usize) -> Result<Option<Dump
     } else {
         out.extend_from_slice(&m.size.to_be_bytes());
         out.extend_from_slice(&m.head.to_be_bytes());
+        if m.kind == Kind::Stream {
+            out.extend_from_slice(&m.value);
+        }
         for &tag in payload::tags(m.kind) {
             let mut over = false;
             store.sub_range(
@@ -75,19 +78,24 @@ pub fn restore(
     expire_at_ms: Option<u64>,
 ) -> Result<(), Reply> {
     let parsed = payload::parse(payload).map_err(|_| bad_payload())?;
-    let (kind, size, head) = match parsed {
+    let (kind, size, head, state) = match parsed {
         Parsed::String(value) => {
             batch.put_meta(db, key, &Meta::string(value.to_vec(), expire_at_ms));
             return Ok(());
         }
         Parsed::Collection {
-            kind, size, head, ..
-        } => (kind, size, head),
+            kind,
+            size,
+            head,
+            state,
+            ..
+        } => (kind, size, head, state),
     };
     let mut m = Meta::collection(kind, store.new_version());
     m.expire_at_ms = expire_at_ms;
     m.size = size;
     m.head = head;
+    m.value = state.to_vec();
     parsed
         .entries(|tag, member, value| {
             batch.put(&record::sub_key(db, key, m.version, tag, member), value)

@@ -4,8 +4,8 @@
 //!
 //! ```text
 //! type u8 | string: value bytes
-//!         | collection: size u64 BE | head u64 BE | entries: tag u8 | len u32 BE | member
-//!                                                            | len u32 BE | value
+//!         | collection: size u64 BE | head u64 BE | [stream: its state, STREAM_STATE bytes]
+//!                       | entries: tag u8 | len u32 BE | member | len u32 BE | value
 //! trailer: VERSION u16 LE | xxh3-64 of all that precedes, u64 LE
 //! ```
 //!
@@ -16,7 +16,7 @@
 //! forged payload cannot make records no command would. Nothing is allocated while
 //! reading: entries are handed to the caller one at a time.
 
-use crate::record::Kind;
+use crate::record::{Kind, STREAM_STATE};
 
 /// The trailer's version: above every RDB version Redis has used (its payloads carry 1..=11).
 pub const VERSION: u16 = 0x4801;
@@ -28,10 +28,12 @@ pub const TRAILER: usize = 10;
 #[derive(Debug, PartialEq, Eq)]
 pub struct BadPayload;
 
-/// The tags of a collection's sub-records: members, and a sorted set's score index.
+/// The tags of a collection's sub-records: members, a sorted set's score index, a
+/// stream's entries, nodes, groups, consumers and pending entries.
 pub fn tags(kind: Kind) -> &'static [u8] {
     match kind {
         Kind::ZSet => &[0, 1],
+        Kind::Stream => &[0, 1, 2, 3, 4, 5],
         _ => &[0],
     }
 }
@@ -62,6 +64,8 @@ pub enum Parsed<'a> {
         kind: Kind,
         size: u64,
         head: u64,
+        /// A stream's state (empty for other collections).
+        state: &'a [u8],
         /// The entries, read by [`Parsed::entries`].
         body: &'a [u8],
     },
@@ -85,13 +89,20 @@ pub fn parse(payload: &[u8]) -> Result<Parsed<'_>, BadPayload> {
     }
     let size = u64_of(&mut b)?;
     let head = u64_of(&mut b)?;
-    if size == 0 || (kind != Kind::List && head != 0) {
+    // Only a stream may be empty (Redis keeps an empty stream, never another collection).
+    if (size == 0 && kind != Kind::Stream) || (kind != Kind::List && head != 0) {
         return Err(BadPayload);
     }
+    let state = if kind == Kind::Stream {
+        take(&mut b, STREAM_STATE)?
+    } else {
+        &[]
+    };
     Ok(Parsed::Collection {
         kind,
         size,
         head,
+        state,
         body: b,
     })
 }
@@ -109,8 +120,8 @@ impl<'a> Parsed<'a> {
             return Ok(());
         };
         let mut b = body;
-        let mut counts = [0u64; 2];
-        let mut last: [Option<&[u8]>; 2] = [None, None];
+        let mut counts = [0u64; 6];
+        let mut last: [Option<&[u8]>; 6] = [None; 6];
         while !b.is_empty() {
             let tag = take(&mut b, 1)?[0];
             if !tags(kind).contains(&tag) {
@@ -129,7 +140,7 @@ impl<'a> Parsed<'a> {
             each(tag, member, value);
         }
         let want_index = if kind == Kind::ZSet { size } else { 0 };
-        if counts != [size, want_index] {
+        if counts[0] != size || (kind != Kind::Stream && counts[1] != want_index) {
             return Err(BadPayload);
         }
         Ok(())
@@ -161,6 +172,45 @@ fn shape_ok(kind: Kind, tag: u8, member: &[u8], value: &[u8]) -> bool {
         (Kind::Set, _) => value.is_empty(),
         (Kind::ZSet, 0) => value.len() == 8,
         (Kind::ZSet, _) => member.len() >= 8 && value.is_empty(),
+        (Kind::Stream, _) => stream_shape_ok(tag, member, value),
         _ => true,
+    }
+}
+
+/// A stream's sub-records, as `cmd::stream::layout` lays them out: an entry's fields are
+/// an even, non-zero number of length-prefixed strings; a node's record its live count, its
+/// last ID and maybe its predecessor; the records of a group start with its length-prefixed name and
+/// end, for pending entries, with a 16-byte ID.
+fn stream_shape_ok(tag: u8, member: &[u8], value: &[u8]) -> bool {
+    const ID: usize = 16;
+    // The length of a length-prefixed name at the start of `m`, with its prefix.
+    let named = |m: &[u8]| {
+        m.get(..4)
+            .map(|l| u32::from_be_bytes(l.try_into().expect("4 bytes")) as usize + 4)
+            .filter(|&n| n <= m.len())
+    };
+    let fields_ok = |mut v: &[u8]| {
+        let mut n = 0usize;
+        while !v.is_empty() {
+            match named(v) {
+                Some(len) => v = &v[len..],
+                None => return false,
+            }
+            n += 1;
+        }
+        n > 0 && n.is_multiple_of(2)
+    };
+    match tag {
+        0 => member.len() == ID && fields_ok(value),
+        1 => member.len() == ID && (value.len() == 8 + ID || value.len() == 8 + 2 * ID),
+        2 => value.len() == 40,
+        3 => named(member).is_some() && value.len() == 16,
+        4 => named(member).is_some_and(|n| member.len() == n + ID) && value.len() >= 16,
+        _ => {
+            value.is_empty()
+                && named(member).is_some_and(|n| {
+                    named(&member[n..]).is_some_and(|c| member.len() == n + c + ID)
+                })
+        }
     }
 }

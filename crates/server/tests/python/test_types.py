@@ -1,5 +1,8 @@
 """Redis data types and generic commands through redis-py: one test per command group."""
 
+import threading
+import time
+
 import pytest
 import redis
 
@@ -266,3 +269,94 @@ def test_info_and_command_table(r):
     assert r.command_getkeys("MSET", "a", "1", "b", "2") == ["a", "b"]
     assert r.config_set("hash-max-ziplist-entries", 16) is True
     assert r.config_get("hash-max-listpack-entries") == {"hash-max-listpack-entries": "16"}
+
+
+def test_stream_group(r):
+    ids = [r.xadd("s", {"n": i}, id=f"{i}-0") for i in range(1, 6)]
+    assert ids == [f"{i}-0".encode() for i in range(1, 6)]
+    assert int(r.xadd("s", {"n": 6}).split(b"-")[0]) > 5
+    assert r.xlen("s") == 6
+    assert r.xrange("s", "-", "+", count=2) == [(b"1-0", {b"n": b"1"}), (b"2-0", {b"n": b"2"})]
+    assert r.xrevrange("s", "+", "-", count=1)[0][1] == {b"n": b"6"}
+    assert r.xdel("s", "2-0") == 1
+    assert r.xtrim("s", maxlen=4, approximate=False) == 1
+    assert [e[0] for e in r.xrange("s")][:1] == [b"3-0"]
+    assert r.xadd("s", {"n": 7}, maxlen=3, approximate=False) is not None
+    assert r.xlen("s") == 3
+    assert r.xadd("missing", {"f": "v"}, nomkstream=True) is None
+    info = r.xinfo_stream("s")
+    assert info["length"] == 3 and info["max-deleted-entry-id"] == b"2-0"
+    assert info["first-entry"][0] == r.xrange("s", count=1)[0][0]
+    with pytest.raises(redis.ResponseError, match="equal or smaller"):
+        r.xadd("s", {"f": "v"}, id="1-0")
+    r.set("str", "v")
+    with pytest.raises(redis.ResponseError, match=WRONGTYPE):
+        r.xadd("str", {"f": "v"})
+
+
+def test_stream_consumer_groups(r):
+    for i in range(1, 5):
+        r.xadd("q", {"job": i}, id=f"{i}-0")
+    assert r.xgroup_create("q", "workers", id="0") is True
+    with pytest.raises(redis.ResponseError, match="BUSYGROUP"):
+        r.xgroup_create("q", "workers", id="0")
+    assert r.xgroup_create("fresh", "g", id="$", mkstream=True) is True
+    got = r.xreadgroup("workers", "alice", {"q": ">"}, count=2)
+    assert got == [[b"q", [(b"1-0", {b"job": b"1"}), (b"2-0", {b"job": b"2"})]]]
+    got = r.xreadgroup("workers", "bob", {"q": ">"})
+    assert [e[0] for e in got[0][1]] == [b"3-0", b"4-0"]
+    assert r.xack("q", "workers", "1-0", "3-0") == 2
+    summary = r.xpending("q", "workers")
+    assert summary["pending"] == 2 and summary["min"] == b"2-0" and summary["max"] == b"4-0"
+    assert {c["name"]: c["pending"] for c in summary["consumers"]} == {b"alice": 1, b"bob": 1}
+    rows = r.xpending_range("q", "workers", "-", "+", 10, consumername="alice")
+    assert [(p["message_id"], p["times_delivered"]) for p in rows] == [(b"2-0", 1)]
+    # Alice's history, then bob takes over her entry.
+    assert r.xreadgroup("workers", "alice", {"q": "0"})[0][1] == [(b"2-0", {b"job": b"2"})]
+    claimed = r.xclaim("q", "workers", "bob", min_idle_time=0, message_ids=["2-0"])
+    assert claimed == [(b"2-0", {b"job": b"2"})]
+    cursor, entries, deleted = r.xautoclaim("q", "workers", "carol", min_idle_time=0, start_id="0-0")
+    assert cursor == b"0-0" and [e[0] for e in entries] == [b"2-0", b"4-0"] and deleted == []
+    groups = r.xinfo_groups("q")
+    assert [(g["name"], g["consumers"], g["pending"]) for g in groups] == [(b"workers", 3, 2)]
+    consumers = {c["name"]: c["pending"] for c in r.xinfo_consumers("q", "workers")}
+    assert consumers == {b"alice": 0, b"bob": 0, b"carol": 2}
+    assert r.xgroup_createconsumer("q", "workers", "dave") == 1
+    assert r.xgroup_delconsumer("q", "workers", "carol") == 2
+    assert r.xpending("q", "workers")["pending"] == 0
+    assert r.xgroup_setid("q", "workers", id="0") is True
+    assert len(r.xreadgroup("workers", "dave", {"q": ">"})[0][1]) == 4
+    full = r.xinfo_stream("q", full=True)
+    assert full["groups"][0]["pel-count"] == 4
+    assert r.xgroup_destroy("q", "workers") == 1
+    assert r.xinfo_groups("q") == []
+
+
+def test_blocking_stream_reads(server):
+    r = server.client()
+    r.xgroup_create("events", "g", id="$", mkstream=True)
+    # Nothing new: the reads time out.
+    assert r.xread({"events": "$"}, block=50) == []
+    assert r.xreadgroup("g", "c", {"events": ">"}, block=50) == []
+    results = {}
+
+    def read(name, call):
+        results[name] = call(server.client())
+
+    threads = [
+        threading.Thread(target=read, args=("xread", lambda c: c.xread({"events": "$"}, block=0))),
+        threading.Thread(
+            target=read, args=("group", lambda c: c.xreadgroup("g", "c", {"events": ">"}, block=0))
+        ),
+    ]
+    for t in threads:
+        t.start()
+    deadline = time.time() + 30
+    while r.info("clients")["blocked_clients"] < 2:
+        assert time.time() < deadline, "the reads never blocked"
+        time.sleep(0.01)
+    r.xadd("events", {"kind": "click"}, id="7-0")
+    for t in threads:
+        t.join(30)
+    want = [[b"events", [(b"7-0", {b"kind": b"click"})]]]
+    assert results == {"xread": want, "group": want}
