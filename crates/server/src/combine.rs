@@ -152,6 +152,9 @@ pub fn run(sh: &Shared, s: &mut Session, cmds: &[Vec<Bytes>]) -> Vec<Reply> {
         for i in wrote {
             replies[i] = e.clone();
         }
+        // Nothing changed: no events.
+        s.events.get_mut().clear();
     }
+    sh.publish_events(s.events.get_mut());
     replies
 }

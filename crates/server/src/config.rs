@@ -144,7 +144,6 @@ pub const COMPAT_PARAMS: &[(&str, &str)] = &[
     ("maxmemory", "0"),
     ("maxmemory-policy", "noeviction"),
     ("maxmemory-samples", "5"),
-    ("notify-keyspace-events", ""),
     ("save", ""),
     ("set-max-intset-entries", "512"),
     ("set-max-listpack-entries", "128"),
@@ -178,6 +177,54 @@ pub fn compat_value_ok(name: &str, value: &str) -> bool {
     digits.parse::<i64>().is_ok()
 }
 
+/// A memory amount as Redis reads one (`memtoull`): bytes, or with `k`/`m`/`g` (powers of
+/// 1000) or `kb`/`mb`/`gb` (powers of 1024), any case.
+pub fn memory(s: &str) -> Option<u64> {
+    let v = s.to_ascii_lowercase();
+    for (unit, mul) in [
+        ("kb", 1u64 << 10),
+        ("mb", 1 << 20),
+        ("gb", 1 << 30),
+        ("k", 1_000),
+        ("m", 1_000_000),
+        ("g", 1_000_000_000),
+        ("b", 1),
+    ] {
+        if let Some(d) = v.strip_suffix(unit) {
+            return d.parse::<u64>().ok()?.checked_mul(mul);
+        }
+    }
+    v.parse().ok()
+}
+
+/// `client-output-buffer-limit`'s value: `<class> <hard> <soft> <seconds>` groups, for
+/// the classes `normal`, `replica` (`slave`) and `pubsub`; each group found, by class.
+pub fn output_limits(s: &str) -> Result<Vec<(&'static str, u64, u64, u64)>, String> {
+    let words: Vec<&str> = s.split_ascii_whitespace().collect();
+    if words.is_empty() || !words.len().is_multiple_of(4) {
+        return Err("Wrong number of arguments in buffer limit configuration.".into());
+    }
+    let mut out = Vec::new();
+    for g in words.chunks(4) {
+        let class = match g[0].to_ascii_lowercase().as_str() {
+            "normal" => "normal",
+            "replica" | "slave" => "replica",
+            "pubsub" => "pubsub",
+            _ => {
+                return Err("Invalid client class specified in buffer limit configuration.".into())
+            }
+        };
+        let (Some(hard), Some(soft), Ok(secs)) = (memory(g[1]), memory(g[2]), g[3].parse::<u64>())
+        else {
+            return Err(
+                "Error in hard, soft or soft_seconds setting in buffer limit configuration.".into(),
+            );
+        };
+        out.push((class, hard, soft, secs));
+    }
+    Ok(out)
+}
+
 /// The settings `CONFIG SET` can change at run time.
 pub struct Settings {
     /// Values of [`COMPAT_PARAMS`].
@@ -190,6 +237,9 @@ pub struct Settings {
     masterauth: RwLock<Option<String>>,
     replica_read_only: AtomicBool,
     repl_backlog_bytes: AtomicUsize,
+    /// `client-output-buffer-limit replica`: kept and shown only (see
+    /// [`crate::cmd::config`]).
+    replica_output_limit: RwLock<(u64, u64, u64)>,
 }
 
 /// Default of `halflife-client-output-limit`: replies a connection may leave unread before
@@ -214,6 +264,7 @@ impl Settings {
             masterauth: RwLock::new(c.masterauth.clone().filter(|p| !p.is_empty())),
             replica_read_only: AtomicBool::new(true),
             repl_backlog_bytes: AtomicUsize::new(c.repl_backlog_bytes),
+            replica_output_limit: RwLock::new((256 << 20, 64 << 20, 60)),
         }
     }
 
@@ -285,6 +336,14 @@ impl Settings {
 
     pub fn max_output_bytes(&self) -> usize {
         self.max_output_bytes.load(Ordering::Relaxed)
+    }
+
+    pub fn replica_output_limit(&self) -> (u64, u64, u64) {
+        *self.replica_output_limit.read()
+    }
+
+    pub fn set_replica_output_limit(&self, l: (u64, u64, u64)) {
+        *self.replica_output_limit.write() = l;
     }
 
     pub fn set_max_output_bytes(&self, n: usize) {

@@ -49,6 +49,9 @@ pub fn execute(sh: &Shared, s: &mut Session, args: &[Bytes]) -> (Reply, Outcome)
             "READONLY You can't write against a read only replica.".into(),
         ));
     }
+    if let Some(r) = spec.and_then(|spec| crate::cmd::pubsub::check_context(s, spec)) {
+        return refuse(r);
+    }
     match crate::cmd::multi::queue(s, spec, args) {
         Some(r @ Reply::Error(_)) => return refuse(r),
         Some(queued) => return (queued, Outcome::Continue),
@@ -90,6 +93,10 @@ fn run_found(
         let mut cx = Ctx { sh, s };
         (spec.handler)(&mut cx, &args[1..]).unwrap_or_else(|e| e)
     };
+    // A run of combined commands publishes its events once its write is applied.
+    if s.ext.combining.is_none() {
+        sh.publish_events(s.events.get_mut());
+    }
     let end = Instant::now();
     s.clock = Some(end);
     if let Some(b) = s.ext.blocked.as_mut() {

@@ -175,8 +175,25 @@ pub fn render(sh: &Shared, args: &[Bytes]) -> String {
                     sh.cmdstats.total_errors().to_string(),
                 );
                 kv("evicted_keys", "0".into());
-                kv("pubsub_channels", "0".into());
-                kv("pubsub_patterns", "0".into());
+                kv(
+                    "expired_keys_untracked",
+                    sh.store.expiries.untracked().to_string(),
+                );
+                kv(
+                    "pubsub_channels",
+                    sh.pubsub.channels(false, None).len().to_string(),
+                );
+                kv("pubsub_patterns", sh.pubsub.numpat().to_string());
+                kv(
+                    "pubsubshard_channels",
+                    sh.pubsub.channels(true, None).len().to_string(),
+                );
+                if let Some(c) = &sh.cluster {
+                    kv(
+                        "cluster_publish_dropped",
+                        c.publish.dropped.load(Relaxed).to_string(),
+                    );
+                }
                 kv("engine_puts", stats.puts.to_string());
                 kv("engine_deletes", stats.deletes.to_string());
                 kv("engine_gets", stats.gets.to_string());

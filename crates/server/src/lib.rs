@@ -14,11 +14,13 @@ mod config;
 mod dispatch;
 mod dump;
 mod info;
+mod notify;
 mod pattern;
 mod pause;
 #[cfg(test)]
 mod proptests;
 pub mod protocol;
+mod pubsub;
 pub mod record;
 // The runtime lands before its commands (EVAL, FUNCTION) are wired into the table.
 mod repl;

@@ -442,6 +442,10 @@ pub enum Reply {
     Set(Vec<Reply>),
     /// RESP3 big number; RESP2 bulk string.
     BigNumber(String),
+    /// RESP3 push (a pub/sub message or confirmation, out of band); RESP2 array.
+    Push(Vec<Reply>),
+    /// Several replies one after another: `SUBSCRIBE a b` confirms each channel.
+    Many(Vec<Reply>),
 }
 
 impl Reply {
@@ -459,7 +463,9 @@ impl Reply {
 
     /// Appends the encoding of `self` in protocol `proto` (2 or 3) to `out`.
     pub fn encode(self, proto: u8, out: &mut BytesMut) {
-        if proto >= 3 {
+        if let Reply::Many(replies) = self {
+            replies.into_iter().for_each(|r| r.encode(proto, out));
+        } else if proto >= 3 {
             // Encoding a well-formed frame into a growable buffer cannot fail.
             redis_protocol::resp3::encode::complete::extend_encode(out, &self.into_resp3(), false)
                 .expect("RESP3 frame encodes");
@@ -493,7 +499,7 @@ impl Reply {
             Reply::Double(d) => bulk(out, fmt_double(d).as_bytes()),
             Reply::Nil => out.extend_from_slice(b"$-1\r\n"),
             Reply::NilArray => out.extend_from_slice(b"*-1\r\n"),
-            Reply::Array(items) | Reply::Set(items) => {
+            Reply::Array(items) | Reply::Set(items) | Reply::Push(items) | Reply::Many(items) => {
                 line(
                     out,
                     b'*',
@@ -559,7 +565,13 @@ impl Reply {
                 attributes: None,
             },
             Reply::Nil | Reply::NilArray => Frame3::Null,
-            Reply::Array(items) => Frame3::Array {
+            // A `Many` is never nested (encode takes it apart); as an element it would
+            // be an array.
+            Reply::Array(items) | Reply::Many(items) => Frame3::Array {
+                data: items.into_iter().map(Reply::into_resp3).collect(),
+                attributes: None,
+            },
+            Reply::Push(items) => Frame3::Push {
                 data: items.into_iter().map(Reply::into_resp3).collect(),
                 attributes: None,
             },

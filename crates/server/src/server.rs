@@ -88,6 +88,8 @@ impl Server {
                 settings: Arc::new(Settings::new(config)),
                 stats: Stats::default(),
                 cmdstats: Default::default(),
+                pubsub: Default::default(),
+                notify: Default::default(),
                 clients: Mutex::new(BTreeMap::new()),
                 started: Instant::now(),
                 tcp_port,
@@ -286,7 +288,8 @@ async fn admit<S>(
                 no_evict: false,
                 replica: false,
                 paused: false,
-                kill,
+                subscriptions: (0, 0, 0),
+                kill: Arc::new(kill),
             },
         );
         stop
@@ -311,6 +314,7 @@ async fn connection<S>(
     // connects again is not refused for `maxclients` by its own old connection.
     shared.clients.lock().remove(&id);
     shared.store.unwatch(id);
+    shared.pubsub.forget(id);
     let closed = match served {
         Ok(true) => wr.shutdown().await,
         Ok(false) => Ok(()),
@@ -358,6 +362,8 @@ where
     // A request that cannot be parsed: answered (and the connection closed) once the
     // commands before it have run.
     let mut bad = None;
+    // Pub/sub messages for this connection, once it has subscribed.
+    let mut inbox: Option<crate::pubsub::Inbox> = None;
     loop {
         let settings = &shared.settings;
         let unauthenticated = !session.authed && settings.requirepass().is_some();
@@ -409,6 +415,9 @@ where
             carry = rest;
             for r in replies {
                 r.encode(session.proto, &mut output);
+            }
+            if let Some(i) = session.pubsub.inbox.take() {
+                inbox = Some(i);
             }
             match outcome {
                 Outcome::Continue => {}
@@ -508,6 +517,14 @@ where
             }
             continue;
         }
+        // Messages already queued go out after the replies before them.
+        while output.len() < PUSH_WINDOW {
+            match inbox.as_mut().map(crate::pubsub::Inbox::try_recv) {
+                Some(Some(crate::pubsub::Push(r, _))) => r.encode(session.proto, &mut output),
+                Some(None) if session.pubsub.mailbox.is_none() => inbox = None,
+                _ => break,
+            }
+        }
         input.reserve(READ_CHUNK);
         tokio::select! {
             n = rd.read_buf(&mut input) => {
@@ -522,8 +539,24 @@ where
                     return Err(std::io::ErrorKind::WriteZero.into());
                 }
             }
+            p = next_push(&mut inbox), if inbox.is_some() && output.len() < PUSH_WINDOW => match p {
+                Some(crate::pubsub::Push(r, _)) => r.encode(session.proto, &mut output),
+                // Its mailbox is gone (`RESET`): a later subscription makes a new one.
+                None => inbox = None,
+            },
             _ = shutdown.changed() => return Ok(false),
         }
+    }
+}
+
+/// Bytes of unwritten output past which a subscriber's messages stay in its mailbox, where
+/// they count against `client-output-buffer-limit pubsub` ([`crate::pubsub`]).
+const PUSH_WINDOW: usize = 64 << 10;
+
+async fn next_push(inbox: &mut Option<crate::pubsub::Inbox>) -> Option<crate::pubsub::Push> {
+    match inbox {
+        Some(i) => i.recv().await,
+        None => std::future::pending().await,
     }
 }
 
@@ -667,7 +700,10 @@ fn run_batch(
             s.clock = None;
             return (s, replies, outcome, rest);
         }
-        if !silent && !matches!(o, Outcome::Shutdown | Outcome::Replicate) {
+        // Pub/sub confirmations are pushes: they are sent even with replies off, as
+        // Redis sends them.
+        let push = matches!(reply, Reply::Many(_) | Reply::Push(_));
+        if (!silent || push) && !matches!(o, Outcome::Shutdown | Outcome::Replicate) {
             replies.push(reply);
         }
         if o != Outcome::Continue {
@@ -751,13 +787,16 @@ async fn sweep_expired(shared: Arc<Shared>, mut shutdown: watch::Receiver<bool>)
         let from = at.take();
         let sweep = move || {
             let _c = sh.store.command_lock();
-            sh.store.sweep_expired(from.as_deref(), per_tick)
+            let r = sh.store.sweep_expired(from.as_deref(), per_tick);
+            // Strings tracked for their `expired` event whose time has come.
+            let due = sh.store.purge_due(per_tick);
+            // The sweep's and reads' deletions are counted and announced here when no
+            // command has done so since.
+            sh.publish_events(&mut Vec::new());
+            due.and(r)
         };
         match tokio::task::spawn_blocking(sweep).await {
-            Ok(Ok((next, purged))) => {
-                at = next;
-                shared.stats.expired.fetch_add(purged, Relaxed);
-            }
+            Ok(Ok((next, _))) => at = next,
             Ok(Err(e)) => tracing::error!("expiry sweep: {e}"),
             Err(e) => tracing::error!("expiry sweep task failed: {e}"),
         }

@@ -50,6 +50,10 @@ pub struct Session {
     /// What the connection does once the current command's reply is sent (`QUIT`,
     /// `SHUTDOWN`, `PSYNC` set it; the dispatch takes it after each command).
     pub outcome: Outcome,
+    /// Its pub/sub mailbox and subscription counts.
+    pub pubsub: Subscriber,
+    /// Keyspace events of the command running, published once its writes are applied.
+    pub events: std::cell::RefCell<Vec<crate::notify::Event>>,
 }
 
 impl Session {
@@ -68,6 +72,8 @@ impl Session {
             replies: Default::default(),
             clock: None,
             outcome: Outcome::Continue,
+            pubsub: Subscriber::default(),
+            events: Default::default(),
         }
     }
 
@@ -137,5 +143,23 @@ impl Replies {
         let silent = self.off || self.skip_this || self.skip_next;
         self.skip_this = std::mem::take(&mut self.skip_next);
         silent
+    }
+}
+
+/// A session's side of pub/sub ([`crate::pubsub`]).
+#[derive(Default)]
+pub struct Subscriber {
+    /// Where messages for this connection are queued, made at its first subscription.
+    pub mailbox: Option<std::sync::Arc<crate::pubsub::Mailbox>>,
+    /// The receiving end, until the connection's task takes it.
+    pub inbox: Option<crate::pubsub::Inbox>,
+    /// Its subscriptions: channels, patterns, shard channels.
+    pub counts: (usize, usize, usize),
+}
+
+impl Subscriber {
+    /// Whether it has any subscription.
+    pub fn subscribed(&self) -> bool {
+        self.counts != (0, 0, 0)
     }
 }

@@ -62,18 +62,22 @@ pub(crate) struct ClientEntry {
     pub replica: bool,
     /// Its commands wait for a `CLIENT PAUSE` to end (flag `b`, blocked, as in Redis).
     pub paused: bool,
+    /// Its pub/sub subscriptions: channels, patterns, shard channels.
+    pub subscriptions: (usize, usize, usize),
     /// Closes the connection (`CLIENT KILL`, shutdown): its tasks watch this in place of
     /// the server's shutdown signal.
-    pub kill: watch::Sender<bool>,
+    pub kill: Arc<watch::Sender<bool>>,
 }
 
 impl ClientEntry {
-    /// `CLIENT KILL` and `CLIENT LIST`'s type: `normal` or `replica` (a halflife replica's
-    /// link to its primary is an outgoing connection, not a client; pub/sub is not
-    /// implemented, so no client is of type `master` or `pubsub`).
+    /// `CLIENT KILL` and `CLIENT LIST`'s type: `replica`, `pubsub` (it has subscriptions)
+    /// or `normal` (a halflife replica's link to its primary is an outgoing connection, not
+    /// a client, so no client is of type `master`).
     pub fn kind(&self) -> &'static str {
         if self.replica {
             "replica"
+        } else if self.subscriptions != (0, 0, 0) {
+            "pubsub"
         } else {
             "normal"
         }
@@ -93,6 +97,10 @@ pub(crate) struct Shared {
     pub stats: Stats,
     /// `INFO commandstats`, `errorstats`, `latencystats`.
     pub cmdstats: crate::cmdstats::CommandStats,
+    /// Pub/sub subscriptions and delivery.
+    pub pubsub: crate::pubsub::Hub,
+    /// `notify-keyspace-events`.
+    pub notify: crate::notify::Notifier,
     pub clients: Mutex<BTreeMap<u64, ClientEntry>>,
     pub started: Instant,
     pub tcp_port: u16,
@@ -124,6 +132,8 @@ impl Shared {
             settings: Arc::new(Settings::new(config)),
             stats: Stats::default(),
             cmdstats: Default::default(),
+            pubsub: Default::default(),
+            notify: Default::default(),
             clients: Mutex::new(BTreeMap::new()),
             started: Instant::now(),
             tcp_port: 0,
@@ -140,6 +150,26 @@ impl Shared {
                 .expect("a runtime")
                 .handle()
                 .clone(),
+        }
+    }
+
+    /// Publishes keyspace events (`events` is emptied), and the `expired` events of keys
+    /// the store deleted since the last call.
+    pub fn publish_events(&self, events: &mut Vec<crate::notify::Event>) {
+        for (db, key) in self.store.take_expired() {
+            self.stats.expired.fetch_add(1, Relaxed);
+            if self.notify.wants(crate::notify::Class::EXPIRED) {
+                events.push(crate::notify::Event {
+                    db,
+                    name: "expired",
+                    key: key.into(),
+                });
+            }
+        }
+        for e in events.drain(..) {
+            for (ch, msg) in self.notify.messages(&e) {
+                self.pubsub.publish(false, &ch, &msg);
+            }
         }
     }
 
@@ -168,7 +198,13 @@ impl Shared {
     /// always `default`: there are no ACL users; `redir` -1: no client tracking).
     fn line(id: u64, c: &ClientEntry) -> String {
         let mut flags = String::new();
-        for (on, f) in [(c.replica, 'S'), (c.paused, 'b'), (c.no_evict, 'e')] {
+        let pubsub = c.subscriptions != (0, 0, 0);
+        for (on, f) in [
+            (c.replica, 'S'),
+            (pubsub, 'P'),
+            (c.paused, 'b'),
+            (c.no_evict, 'e'),
+        ] {
             if on {
                 flags.push(f);
             }
@@ -177,13 +213,16 @@ impl Shared {
             flags.push('N');
         }
         format!(
-            "id={id} addr={} laddr={} name={} age={} idle={} flags={flags} db={} cmd={} user=default redir=-1 resp={}\n",
+            "id={id} addr={} laddr={} name={} age={} idle={} flags={flags} db={} sub={} psub={} ssub={} cmd={} user=default redir=-1 resp={}\n",
             c.addr,
             c.laddr,
             c.name.as_deref().unwrap_or(""),
             c.since.elapsed().as_secs(),
             c.active.elapsed().as_secs(),
             c.db,
+            c.subscriptions.0,
+            c.subscriptions.1,
+            c.subscriptions.2,
             c.last_command,
             c.resp,
         )

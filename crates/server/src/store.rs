@@ -80,6 +80,13 @@ pub struct Store {
     /// The engine's last sequence number when the database was opened, before any write:
     /// what a restarted primary recovered ([`crate::repl::history`]).
     recovered_seq: u64,
+    /// Strings tracked for their `expired` event while that class of keyspace events is on.
+    pub expiries: crate::notify::Expiries,
+    /// Keys this store deleted because they expired, not yet announced: the dispatch and
+    /// the sweep take them ([`Store::take_expired`]) and publish their `expired` events.
+    expired: Mutex<Vec<(u8, Vec<u8>)>>,
+    /// Whether `expired` holds anything (checked after every command).
+    any_expired: AtomicBool,
 }
 
 /// Held while keys are written (shared) or read and rewritten (exclusive).
@@ -97,6 +104,11 @@ pub enum KeyLocks<'a> {
 pub struct Batch {
     wb: WriteBatch,
     touched: Vec<Vec<u8>>,
+    /// The metadata keys it writes as strings with an expiry, and when they expire (for
+    /// their `expired` event, [`crate::notify::Expiries`]).
+    expiring: Vec<(Vec<u8>, u64)>,
+    /// Which of `touched` it puts (rather than deletes or only touches).
+    puts: Vec<bool>,
 }
 
 impl Batch {
@@ -106,14 +118,19 @@ impl Batch {
 
     pub fn put_meta(&mut self, db: u8, key: &[u8], m: &Meta) {
         let k = record::meta_key(db, key);
-        put_record(&mut self.wb, &k, &m.encode());
+        let raw = m.encode();
+        if let Some(t) = put_record(&mut self.wb, &k, &raw) {
+            self.expiring.push((k.clone(), t));
+        }
         self.touched.push(k);
+        self.puts.push(true);
     }
 
     pub fn del_meta(&mut self, db: u8, key: &[u8]) {
         let k = record::meta_key(db, key);
         self.wb.delete(&k);
         self.touched.push(k);
+        self.puts.push(false);
     }
 
     /// Tells the watchers of `key` that it changed, without rewriting its metadata: a
@@ -121,6 +138,7 @@ impl Batch {
     /// (an `HSET` or `ZADD` of existing members) saves a record and a memtable insert.
     pub fn touch_meta(&mut self, db: u8, key: &[u8]) {
         self.touched.push(record::meta_key(db, key));
+        self.puts.push(false);
     }
 
     /// A sub-key write (every command that writes one writes its key's metadata too, or
@@ -137,6 +155,15 @@ impl Batch {
         self.wb.is_empty()
     }
 
+    /// The metadata keys it puts (a key it puts twice is listed twice).
+    pub fn put_meta_keys(&self) -> impl Iterator<Item = &[u8]> {
+        self.touched
+            .iter()
+            .zip(&self.puts)
+            .filter(|(_, p)| **p)
+            .map(|(k, _)| &k[..])
+    }
+
     /// How many records the batch writes.
     pub fn len(&self) -> usize {
         self.wb.len()
@@ -147,6 +174,8 @@ impl Batch {
     pub fn append(&mut self, other: Batch) {
         self.wb.append(&other.wb);
         self.touched.extend(other.touched);
+        self.expiring.extend(other.expiring);
+        self.puts.extend(other.puts);
     }
 
     /// Each record as a read would see it once the batch is applied: the key and the
@@ -162,11 +191,14 @@ impl Batch {
 /// Adds a metadata record to `wb`, with the engine's expiry for a string that has one
 /// ([`record::engine_expiry`]); the record's header keeps the expiry too, which is what the
 /// server reads (and what databases written before the engine knew expiry hold).
-fn put_record(wb: &mut WriteBatch, k: &[u8], raw: &[u8]) {
-    match record::engine_expiry(raw) {
+/// Returns the engine's expiry it gave the record, if any.
+fn put_record(wb: &mut WriteBatch, k: &[u8], raw: &[u8]) -> Option<u64> {
+    let t = record::engine_expiry(raw);
+    match t {
         Some(t) => wb.put_with_expiry(k, raw, t),
         None => wb.put(k, raw),
     }
+    t
 }
 
 /// The metadata in the record `raw`, or `None` if it expired.
@@ -206,6 +238,9 @@ impl Store {
             watches: Mutex::new(Watches::default()),
             watched: AtomicUsize::new(0),
             recovered_seq,
+            expiries: Default::default(),
+            expired: Default::default(),
+            any_expired: AtomicBool::new(false),
         };
         s.migrate()?;
         Ok(s)
@@ -373,7 +408,7 @@ impl Store {
             match e.kind {
                 ValueKind::Deletion => with_expiry.delete(e.key),
                 _ if record::split_meta_key(e.key).is_some() => {
-                    put_record(&mut with_expiry, e.key, e.payload())
+                    put_record(&mut with_expiry, e.key, e.payload());
                 }
                 _ => with_expiry.put(e.key, e.payload()),
             }
@@ -535,6 +570,11 @@ impl Store {
     pub fn read(&self, db: u8, key: &[u8], purge: bool) -> Result<Option<Meta>> {
         let mk = record::meta_key(db, key);
         let Some(raw) = self.db().get(&mk)? else {
+            // A string with an expiry the engine hides by itself: deleted (and announced)
+            // here if it is tracked for its event.
+            if purge && !self.is_replica() && self.expiries.take_if_due(&mk, record::now_ms()) {
+                self.purge_hidden(&mk)?;
+            }
             return Ok(None);
         };
         let live = live_meta(&raw)?;
@@ -556,10 +596,54 @@ impl Store {
                 let mut b = WriteBatch::new();
                 b.delete(mk);
                 self.apply(b, false)?;
+                self.note_expired(db, key);
                 return Ok(true);
             }
         }
         Ok(false)
+    }
+
+    /// Deletes the metadata key `mk` of a string whose expiry passed and which the engine
+    /// already reads as absent (the deletion keeps the engine's copy from reviving if it
+    /// was dropped first), and notes it for its `expired` event.
+    fn purge_hidden(&self, mk: &[u8]) -> Result<()> {
+        let Some((db, key)) = record::split_meta_key(mk) else {
+            return Ok(());
+        };
+        let _g = self.lock(db, &[key]);
+        if self.db().get(mk)?.is_none() {
+            let mut b = WriteBatch::new();
+            b.delete(mk);
+            self.apply(b, false)?;
+            self.note_expired(db, key);
+        }
+        Ok(())
+    }
+
+    fn note_expired(&self, db: u8, key: &[u8]) {
+        self.expired.lock().push((db, key.to_vec()));
+        self.any_expired.store(true, Ordering::Release);
+    }
+
+    /// Keys deleted because they expired since the last call, for their events.
+    pub fn take_expired(&self) -> Vec<(u8, Vec<u8>)> {
+        if !self.any_expired.swap(false, Ordering::Acquire) {
+            return Vec::new();
+        }
+        std::mem::take(&mut *self.expired.lock())
+    }
+
+    /// Deletes the tracked strings whose time has come (at most `limit`), for their
+    /// events; how many.
+    pub fn purge_due(&self, limit: usize) -> Result<u64> {
+        if self.is_replica() {
+            return Ok(0);
+        }
+        let due = self.expiries.take_due(record::now_ms(), limit);
+        for mk in &due {
+            self.purge_hidden(mk)?;
+        }
+        Ok(due.len() as u64)
     }
 
     /// One step of the background sweep: examines up to `limit` engine entries after
@@ -630,6 +714,7 @@ impl Store {
         }
         self.apply(batch.wb, sync)?;
         self.touch(&batch.touched);
+        self.expiries.written(&batch.touched, &batch.expiring);
         Ok(batch.touched)
     }
 

@@ -385,6 +385,12 @@ pub fn clusterx(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     match sub.as_str() {
         "version" if args.is_empty() => Ok(Reply::Int(c.read().version)),
         "myid" if args.is_empty() => Ok(Reply::bulk(c.read().myid.clone())),
+        // halflife's: another node forwards a PUBLISH (`super::publish`); delivered to
+        // this node's subscribers only.
+        "publish" => {
+            let [ch, msg] = args else { return Err(wrong()) };
+            Ok(Reply::Int(cx.sh.pubsub.publish(false, ch, msg) as i64))
+        }
         "setnodeid" => {
             let [id] = args else { return Err(wrong()) };
             let id = node_id(id)?;

@@ -11,7 +11,8 @@
 //!   CLUSTERDOWN);
 //! - [`cmd`]: `CLUSTER ...` (with Redis's `SETSLOT ... MIGRATING|IMPORTING|STABLE|NODE`),
 //!   `CLUSTERX ...`, `READONLY`, `READWRITE`, `ASKING`;
-//! - [`migration`]: Kvrocks' `CLUSTERX MIGRATE`, the source moving a slot by itself.
+//! - [`migration`]: Kvrocks' `CLUSTERX MIGRATE`, the source moving a slot by itself;
+//! - [`publish`]: `PUBLISH` forwarded to the other nodes, for their subscribers.
 //!
 //! A slot moves as in Redis Cluster: the keys go with `MIGRATE` ([`crate::cmd::migrate`])
 //! while both nodes serve, the source answering `-ASK` for the keys already gone; the
@@ -21,10 +22,12 @@
 
 pub mod cmd;
 pub mod migration;
+pub mod publish;
 pub mod route;
 pub mod slot;
 pub mod state;
 pub mod topology;
 
+pub use publish::forward_publish;
 pub use route::{admit, serves};
 pub use state::Cluster;

@@ -177,6 +177,8 @@ pub struct Cluster {
     departed: Condvar,
     /// The last `CLUSTERX MIGRATE` job ([`super::migration`]), kept in memory only.
     pub jobs: super::migration::Jobs,
+    /// Connections that forward `PUBLISH` to the other nodes ([`super::publish`]).
+    pub publish: super::publish::Forwarder,
 }
 
 /// Keys marked leaving by [`Cluster::depart`]: dropped once they are deleted here (or
@@ -234,6 +236,7 @@ impl Cluster {
             departing: Default::default(),
             departed: Condvar::new(),
             jobs: Default::default(),
+            publish: Default::default(),
         })
     }
 

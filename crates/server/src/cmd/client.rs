@@ -46,7 +46,7 @@ fn on_off(b: &[u8]) -> Result<bool, Reply> {
 #[rustfmt::skip]
 pub static COMMANDS: &[super::table::Spec] = &[
     c!("client", -2, [ADMIN NOSCRIPT LOADING STALE], 0, 0, 0, Connection, client),
-    c!("reset", 1, [NOSCRIPT LOADING STALE FAST NO_AUTH ALLOW_BUSY NOT_QUEUED], 0, 0, 0, Connection, reset),
+    c!("reset", 1, [NOSCRIPT LOADING STALE FAST NO_AUTH ALLOW_BUSY NOT_QUEUED PUBSUB_CONTEXT], 0, 0, 0, Connection, reset),
 ];
 
 fn client(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
@@ -263,12 +263,14 @@ fn reset(cx: &mut Ctx, _a: &[Bytes]) -> CmdResult {
         sh.store.unwatch(s.id);
     }
     let (id, name) = (s.id, s.name.is_some());
+    sh.pubsub.forget(id);
     *s = Session::connected(id, sh.settings.requirepass().is_some());
     if name {
         sh.set_client_name(s, None);
     }
     if let Some(c) = sh.clients.lock().get_mut(&id) {
         c.no_evict = false;
+        c.subscriptions = (0, 0, 0);
     }
     Ok(Reply::Simple("RESET"))
 }

@@ -23,6 +23,22 @@ fn yes_no(on: bool) -> &'static str {
     }
 }
 
+/// `client-output-buffer-limit` as Redis shows it: `normal` is the bound on a
+/// connection's unread replies (`halflife-client-output-limit`), `pubsub` is enforced by
+/// [`crate::pubsub`], `replica` is kept and shown (a replica's stream is bounded by the
+/// replication backlog instead).
+fn output_limits(sh: &Shared) -> String {
+    let p = sh.pubsub.limits();
+    let (rh, rs, rt) = sh.settings.replica_output_limit();
+    format!(
+        "normal {} 0 0 replica {rh} {rs} {rt} pubsub {} {} {}",
+        sh.settings.max_output_bytes(),
+        p.hard,
+        p.soft,
+        p.soft_seconds
+    )
+}
+
 /// The parameters CONFIG GET shows: name, current value, and whether CONFIG SET may
 /// change it.
 fn config_params(sh: &Shared) -> Vec<(&'static str, String, bool)> {
@@ -72,6 +88,12 @@ fn config_params(sh: &Shared) -> Vec<(&'static str, String, bool)> {
             sh.cmdstats.percentiles_text(),
             true,
         ),
+        (
+            "notify-keyspace-events",
+            crate::notify::render(sh.notify.classes()),
+            true,
+        ),
+        ("client-output-buffer-limit", output_limits(sh), true),
         ("halflife-gc-policy", o.vlog.gc.to_string(), false),
         (
             "halflife-memtable-size",
@@ -177,6 +199,39 @@ fn config(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
                         apply.push(Box::new(move || sh.cmdstats.set_tracking(on)));
                     } else {
                         apply.push(Box::new(move || settings.set_replica_read_only(on)));
+                    }
+                }
+                "notify-keyspace-events" => {
+                    let c = crate::notify::parse(&value).ok_or_else(|| {
+                        bad("Invalid event class character. Use 'Ag$lshzxeKEtmdn'.".into())
+                    })?;
+                    apply.push(Box::new(move || sh.notify.set(c, &sh.store.expiries)));
+                }
+                "client-output-buffer-limit" => {
+                    for (class, hard, soft, secs) in
+                        crate::config::output_limits(&value).map_err(bad)?
+                    {
+                        let settings = settings.clone();
+                        match class {
+                            "pubsub" => apply.push(Box::new(move || {
+                                sh.pubsub.set_limits(crate::pubsub::Limits {
+                                    hard: hard as usize,
+                                    soft: soft as usize,
+                                    soft_seconds: secs,
+                                })
+                            })),
+                            // A connection's unread replies are always bounded here: 0
+                            // (Redis's "no limit") is the default bound.
+                            "normal" => apply.push(Box::new(move || {
+                                settings.set_max_output_bytes(match hard {
+                                    0 => crate::config::DEFAULT_MAX_OUTPUT,
+                                    n => n as usize,
+                                })
+                            })),
+                            _ => apply.push(Box::new(move || {
+                                settings.set_replica_output_limit((hard, soft, secs))
+                            })),
+                        }
                     }
                 }
                 "latency-tracking-info-percentiles" => {

@@ -9,15 +9,20 @@ use bytes::Bytes;
 
 #[rustfmt::skip]
 pub static COMMANDS: &[super::table::Spec] = &[
-    c!("ping", -1, [FAST STALE CHEAP], 0, 0, 0, Connection, ping),
+    c!("ping", -1, [FAST STALE CHEAP PUBSUB_CONTEXT], 0, 0, 0, Connection, ping),
     c!("echo", 2, [FAST STALE CHEAP], 0, 0, 0, Connection, echo),
-    c!("quit", -1, [NOSCRIPT LOADING STALE FAST NO_AUTH ALLOW_BUSY NOT_QUEUED], 0, 0, 0, Connection, quit),
+    c!("quit", -1, [NOSCRIPT LOADING STALE FAST NO_AUTH ALLOW_BUSY NOT_QUEUED PUBSUB_CONTEXT], 0, 0, 0, Connection, quit),
     c!("hello", -1, [NOSCRIPT LOADING STALE FAST NO_AUTH ALLOW_BUSY], 0, 0, 0, Connection, hello),
     c!("auth", -2, [NOSCRIPT LOADING STALE FAST NO_AUTH ALLOW_BUSY], 0, 0, 0, Connection, auth),
     c!("select", 2, [LOADING STALE FAST CHEAP], 0, 0, 0, Connection, select),
 ];
 
-pub fn ping(_cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
+pub fn ping(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
+    // A subscribed RESP2 connection gets `[pong, message]`, as Redis answers there.
+    if cx.s.proto == 2 && cx.s.pubsub.subscribed() && a.len() <= 1 {
+        let m = a.first().cloned().unwrap_or_default();
+        return Ok(Reply::Array(vec![Reply::bulk("pong"), Reply::Bulk(m)]));
+    }
     match a {
         [] => Ok(Reply::Simple("PONG")),
         [m] => Ok(Reply::Bulk(m.clone())),

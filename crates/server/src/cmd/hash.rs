@@ -3,6 +3,7 @@
 
 use super::table::c;
 use super::{bulk, coll_scan, float, int, pick, rand_count, wrongtype, CmdResult, Ctx};
+use crate::notify::Class;
 use crate::protocol::Reply;
 use crate::record::Kind;
 use crate::store::Batch;
@@ -59,7 +60,11 @@ fn set_fields(cx: &Ctx, key: &[u8], pairs: &[Bytes], only_new: bool) -> Result<i
         // Existing fields only: the collection (and so its metadata) existed already.
         b.touch_meta(cx.db(), key);
     }
+    let wrote = !b.is_empty();
     cx.write(b)?;
+    if wrote {
+        cx.notify(Class::HASH, "hset", key);
+    }
     Ok(added.len() as i64)
 }
 
@@ -119,6 +124,8 @@ fn hdel(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     m.size -= gone.len() as u64;
     cx.put_collection(&mut b, key, &m);
     cx.write(b)?;
+    cx.notify(Class::HASH, "hdel", key);
+    cx.deleted_if_empty(key, &m);
     Ok(Reply::Int(gone.len() as i64))
 }
 
@@ -163,9 +170,21 @@ fn update_field(
     Ok(v)
 }
 
+/// `HINCRBY`'s and `HINCRBYFLOAT`'s write, and its event.
+fn increment(
+    cx: &Ctx,
+    a: &[Bytes],
+    event: &'static str,
+    new_value: impl FnOnce(Option<&[u8]>) -> Result<Vec<u8>, Reply>,
+) -> Result<Vec<u8>, Reply> {
+    let v = update_field(cx, &a[0], &a[1], new_value)?;
+    cx.notify(Class::HASH, event, &a[0]);
+    Ok(v)
+}
+
 fn hincrby(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     let by = int(&a[2])?;
-    let v = update_field(cx, &a[0], &a[1], |old| {
+    let v = increment(cx, a, "hincrby", |old| {
         let cur = match old {
             Some(o) => {
                 super::parse_int(o).ok_or_else(|| Reply::err("hash value is not an integer"))?
@@ -185,7 +204,7 @@ fn hincrbyfloat(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     if !by.is_finite() {
         return Err(Reply::err("value is NaN or Infinity"));
     }
-    let v = update_field(cx, &a[0], &a[1], |old| {
+    let v = increment(cx, a, "hincrbyfloat", |old| {
         let cur = match old {
             Some(o) => {
                 super::parse_float(o).ok_or_else(|| Reply::err("hash value is not a float"))?

@@ -8,6 +8,7 @@
 use super::table::c;
 use super::{bulk, eq, int, now_ms, syntax, CmdResult, Ctx, MAX_REPLY_ITEMS};
 use super::{over_output_limit, REPLY_OVERHEAD};
+use crate::notify::Class;
 use crate::pattern;
 use crate::protocol::Reply;
 use crate::record::{self, Kind, Meta, DATABASES};
@@ -86,16 +87,19 @@ pub fn flushall(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
 pub fn del(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     let _g = cx.lock(a);
     let mut b = Batch::new();
-    let mut n = 0;
+    let mut deleted = Vec::new();
     let mut seen = std::collections::HashSet::new();
     for k in a {
         if seen.insert(k) && cx.meta(k)?.is_some() {
             b.del_meta(cx.db(), k);
-            n += 1;
+            deleted.push(k);
         }
     }
     cx.write(b)?;
-    Ok(Reply::Int(n))
+    for k in &deleted {
+        cx.notify(Class::GENERIC, "del", k);
+    }
+    Ok(Reply::Int(deleted.len() as i64))
 }
 
 /// `EXISTS` and `TOUCH`: how many of the keys exist (repeats count again).
@@ -201,13 +205,15 @@ fn expire_generic(cx: &Ctx, a: &[Bytes], unit: i64, relative: bool, cmd: &str) -
         return Ok(Reply::Int(0));
     }
     let mut b = Batch::new();
-    if at <= now_ms() {
+    let gone = at <= now_ms();
+    if gone {
         b.del_meta(cx.db(), key);
     } else {
         m.expire_at_ms = Some(at as u64);
         b.put_meta(cx.db(), key, &m);
     }
     cx.write(b)?;
+    cx.notify(Class::GENERIC, if gone { "del" } else { "expire" }, key);
     Ok(Reply::Int(1))
 }
 
@@ -236,6 +242,7 @@ pub fn persist(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
             let mut b = Batch::new();
             b.put_meta(cx.db(), key, &m);
             cx.write(b)?;
+            cx.notify(Class::GENERIC, "persist", key);
             Ok(Reply::Int(1))
         }
         _ => Ok(Reply::Int(0)),
@@ -294,6 +301,8 @@ fn rename_generic(cx: &Ctx, a: &[Bytes], nx: bool) -> CmdResult {
     copy_value(cx, &mut b, cx.db(), src, &m, cx.db(), dst)?;
     b.del_meta(cx.db(), src);
     cx.write(b)?;
+    cx.notify(Class::GENERIC, "rename_from", src);
+    cx.notify(Class::GENERIC, "rename_to", dst);
     Ok(if nx { Reply::Int(1) } else { Reply::ok() })
 }
 
@@ -342,6 +351,7 @@ pub fn copy(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     let mut b = Batch::new();
     copy_value(cx, &mut b, cx.db(), src, &m, dst_db, dst)?;
     cx.write(b)?;
+    cx.notify_in(dst_db, Class::GENERIC, "copy_to", dst);
     Ok(Reply::Int(1))
 }
 
@@ -368,6 +378,8 @@ pub fn move_(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     copy_value(cx, &mut b, cx.db(), key, &m, dst_db, key)?;
     b.del_meta(cx.db(), key);
     cx.write(b)?;
+    cx.notify(Class::GENERIC, "move_from", key);
+    cx.notify_in(dst_db, Class::GENERIC, "move_to", key);
     Ok(Reply::Int(1))
 }
 

@@ -7,6 +7,7 @@
 use super::string::clamp_range;
 use super::table::c;
 use super::{bulk, check_reply_size, eq, int, CmdResult, Ctx};
+use crate::notify::Class;
 use crate::protocol::Reply;
 use crate::record::{Kind, Meta};
 use crate::store::Batch;
@@ -130,6 +131,7 @@ fn push(cx: &Ctx, a: &[Bytes], left: bool, only_existing: bool) -> CmdResult {
     }
     b.put_meta(cx.db(), key, &m);
     cx.write(b)?;
+    cx.notify(Class::LIST, if left { "lpush" } else { "rpush" }, key);
     Ok(Reply::Int(m.size as i64))
 }
 
@@ -191,6 +193,10 @@ pub fn pop_from(cx: &Ctx, key: &[u8], left: bool, n: u64) -> Result<Option<Vec<V
     let mut b = Batch::new();
     let items = pop_n(cx, &mut b, key, &mut m, n, left)?;
     cx.write(b)?;
+    if !items.is_empty() {
+        cx.notify(Class::LIST, if left { "lpop" } else { "rpop" }, key);
+        cx.deleted_if_empty(key, &m);
+    }
     Ok(Some(items))
 }
 
@@ -261,6 +267,7 @@ fn lset(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     b.put(&at(cx, key, &m, p), &a[2]);
     b.put_meta(cx.db(), key, &m);
     cx.write(b)?;
+    cx.notify(Class::LIST, "lset", key);
     Ok(Reply::ok())
 }
 
@@ -299,6 +306,8 @@ fn ltrim(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     m.size = keep_to.saturating_sub(keep_from);
     cx.put_collection(&mut b, key, &m);
     cx.write(b)?;
+    cx.notify(Class::LIST, "ltrim", key);
+    cx.deleted_if_empty(key, &m);
     Ok(Reply::ok())
 }
 
@@ -334,6 +343,10 @@ fn lrem(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
         let mut b = Batch::new();
         rewrite(cx, &mut b, key, &m, &items);
         cx.write(b)?;
+        cx.notify(Class::LIST, "lrem", key);
+        if items.is_empty() {
+            cx.notify(Class::GENERIC, "del", key);
+        }
     }
     Ok(Reply::Int(removed as i64))
 }
@@ -359,6 +372,7 @@ fn linsert(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     let mut b = Batch::new();
     rewrite(cx, &mut b, key, &m, &items);
     cx.write(b)?;
+    cx.notify(Class::LIST, "linsert", key);
     Ok(Reply::Int(items.len() as i64))
 }
 
@@ -476,6 +490,7 @@ pub fn move_one(cx: &Ctx, src: &[u8], dst: &[u8], from_left: bool, to_left: bool
     let dm = cx.typed(dst, Kind::List)?;
     let mut b = Batch::new();
     let v = pop_n(cx, &mut b, src, &mut sm, 1, from_left)?.remove(0);
+    let emptied = src != dst && sm.size == 0;
     let mut dm = if src == dst {
         sm
     } else {
@@ -491,6 +506,11 @@ pub fn move_one(cx: &Ctx, src: &[u8], dst: &[u8], from_left: bool, to_left: bool
     }
     b.put_meta(cx.db(), dst, &dm);
     cx.write(b)?;
+    cx.notify(Class::LIST, if from_left { "lpop" } else { "rpop" }, src);
+    if emptied {
+        cx.notify(Class::GENERIC, "del", src);
+    }
+    cx.notify(Class::LIST, if to_left { "lpush" } else { "rpush" }, dst);
     Ok(bulk(v))
 }
 

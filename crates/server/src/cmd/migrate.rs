@@ -109,6 +109,7 @@ pub fn restore(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
         dump::restore(&cx.sh.store, &mut b, cx.db(), key, payload, expire_at)?;
     }
     cx.write(b)?;
+    cx.notify(crate::notify::Class::GENERIC, "restore", &a[0]);
     Ok(Reply::ok())
 }
 

@@ -18,6 +18,7 @@ pub mod keyspace;
 pub mod list;
 pub mod migrate;
 pub mod multi;
+pub mod pubsub;
 pub mod server;
 pub mod set;
 pub mod stream;
@@ -96,6 +97,22 @@ impl Ctx<'_> {
     /// Applies `b`; the keys it changed that clients are blocked on become ready for
     /// [`blocking::serve_ready`].
     pub fn write(&self, b: Batch) -> Result<(), Reply> {
+        if self.notifies(crate::notify::Class::NEW) {
+            for k in b.put_meta_keys() {
+                if let Some((db, key)) = record::split_meta_key(k) {
+                    // Read through a run's writes ([`crate::combine`]): a key its
+                    // first command created is not new to the second.
+                    let existed = if db == self.db() {
+                        self.meta(key)?.is_some()
+                    } else {
+                        self.sh.store.read(db, key, false)?.is_some()
+                    };
+                    if !existed {
+                        self.notify_in(db, crate::notify::Class::NEW, "new", key);
+                    }
+                }
+            }
+        }
         if let Some(p) = &self.s.ext.combining {
             // Applied, and its clients signalled, at the end of the run.
             p.add(b);
@@ -109,6 +126,36 @@ impl Ctx<'_> {
             self.sh.blocked.signal(&touched);
         }
         Ok(())
+    }
+
+    /// Notes the keyspace event `name` of `class` on `key` (published once the command's
+    /// writes are applied; nothing when the class is off).
+    pub fn notify(&self, class: crate::notify::Class, name: &'static str, key: &[u8]) {
+        self.notify_in(self.db(), class, name, key);
+    }
+
+    /// [`Ctx::notify`] for a key of database `db` (`MOVE`'s destination).
+    pub fn notify_in(&self, db: u8, class: crate::notify::Class, name: &'static str, key: &[u8]) {
+        if self.sh.notify.wants(class) {
+            self.s.events.borrow_mut().push(crate::notify::Event {
+                db,
+                name,
+                key: Bytes::copy_from_slice(key),
+            });
+        }
+    }
+
+    /// The `del` event of a collection a command emptied (Redis deletes an empty one).
+    pub fn deleted_if_empty(&self, key: &[u8], m: &Meta) {
+        if m.size == 0 {
+            self.notify(crate::notify::Class::GENERIC, "del", key);
+        }
+    }
+
+    /// Whether events of `class` are wanted (for an event that costs a read to know of,
+    /// such as `new`).
+    pub fn notifies(&self, class: crate::notify::Class) -> bool {
+        self.sh.notify.wants(class)
     }
 
     /// A new, empty collection of `kind`.

@@ -4,6 +4,7 @@
 
 use super::table::c;
 use super::{bulk, coll_scan, pick, rand_count, CmdResult, Ctx};
+use crate::notify::Class;
 use crate::protocol::Reply;
 use crate::record::{Kind, Meta};
 use crate::store::Batch;
@@ -65,6 +66,7 @@ fn sadd(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     m.size += added.len() as u64;
     b.put_meta(cx.db(), key, &m);
     cx.write(b)?;
+    cx.notify(Class::SET, "sadd", key);
     Ok(Reply::Int(added.len() as i64))
 }
 
@@ -95,6 +97,8 @@ fn srem(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     let mut b = Batch::new();
     remove(cx, &mut b, key, &mut m, &gone);
     cx.write(b)?;
+    cx.notify(Class::SET, "srem", key);
+    cx.deleted_if_empty(key, &m);
     Ok(Reply::Int(gone.len() as i64))
 }
 
@@ -165,6 +169,10 @@ fn spop(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     let mut b = Batch::new();
     remove(cx, &mut b, key, &mut m, &chosen);
     cx.write(b)?;
+    if !chosen.is_empty() {
+        cx.notify(Class::SET, "spop", key);
+        cx.deleted_if_empty(key, &m);
+    }
     Ok(match count {
         None => bulk(chosen.into_iter().next().expect("a non-empty set")),
         Some(_) => set_reply(chosen),
@@ -203,12 +211,18 @@ fn smove(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
         Some(m) => m,
         None => cx.new_collection(Kind::Set),
     };
-    if !has(cx, dst, &dm, member)? {
+    let added = !has(cx, dst, &dm, member)?;
+    if added {
         b.put(&cx.sub_key(dst, &dm, 0, member), b"");
         dm.size += 1;
         b.put_meta(cx.db(), dst, &dm);
     }
     cx.write(b)?;
+    cx.notify(Class::SET, "srem", src);
+    cx.deleted_if_empty(src, &sm);
+    if added {
+        cx.notify(Class::SET, "sadd", dst);
+    }
     Ok(Reply::Int(1))
 }
 
@@ -275,13 +289,16 @@ fn combine(cx: &Ctx, keys: &[Bytes], op: Op) -> Result<BTreeSet<Vec<u8>>, Reply>
 }
 
 /// Stores `set` as `dst` (replacing whatever it was; deleting it if `set` is empty).
-fn store(cx: &Ctx, dst: &[u8], set: BTreeSet<Vec<u8>>) -> CmdResult {
+fn store(cx: &Ctx, dst: &[u8], set: BTreeSet<Vec<u8>>, event: &'static str) -> CmdResult {
     let mut b = Batch::new();
     let n = set.len();
     if n == 0 {
         if cx.meta(dst)?.is_some() {
             b.del_meta(cx.db(), dst);
+            cx.write(b)?;
+            cx.notify(Class::GENERIC, "del", dst);
         }
+        return Ok(Reply::Int(0));
     } else {
         let mut m = cx.new_collection(Kind::Set);
         for x in &set {
@@ -291,6 +308,7 @@ fn store(cx: &Ctx, dst: &[u8], set: BTreeSet<Vec<u8>>) -> CmdResult {
         b.put_meta(cx.db(), dst, &m);
     }
     cx.write(b)?;
+    cx.notify(Class::SET, event, dst);
     Ok(Reply::Int(n as i64))
 }
 
@@ -306,22 +324,22 @@ fn sdiff(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     Ok(set_reply(combine(cx, a, Op::Diff)?))
 }
 
-fn store_op(cx: &Ctx, a: &[Bytes], op: Op) -> CmdResult {
+fn store_op(cx: &Ctx, a: &[Bytes], op: Op, event: &'static str) -> CmdResult {
     let _g = cx.lock(a);
     let set = combine(cx, &a[1..], op)?;
-    store(cx, &a[0], set)
+    store(cx, &a[0], set, event)
 }
 
 fn sinterstore(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
-    store_op(cx, a, Op::Inter)
+    store_op(cx, a, Op::Inter, "sinterstore")
 }
 
 fn sunionstore(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
-    store_op(cx, a, Op::Union)
+    store_op(cx, a, Op::Union, "sunionstore")
 }
 
 fn sdiffstore(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
-    store_op(cx, a, Op::Diff)
+    store_op(cx, a, Op::Diff, "sdiffstore")
 }
 
 /// `SINTERCARD numkeys key [key ...] [LIMIT limit]`

@@ -3,6 +3,7 @@
 
 use super::table::c;
 use super::{bulk, eq, float, int, now_ms, syntax, wrongtype, CmdResult, Ctx, MAX_STRING};
+use crate::notify::Class;
 use crate::protocol::Reply;
 use crate::record::{self, Kind, Meta};
 use crate::session::Session;
@@ -154,13 +155,20 @@ pub fn set(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
         expire
     };
     let mut b = Batch::new();
-    if expire.is_some_and(|t| t <= now_ms() as u64) {
+    let gone = expire.is_some_and(|t| t <= now_ms() as u64);
+    if gone {
         // EXAT/PXAT in the past: the key is gone at once, as in Redis.
         b.del_meta(cx.db(), key);
     } else {
         b.put_meta(cx.db(), key, &Meta::string(value.to_vec(), expire));
     }
     cx.write(b)?;
+    cx.notify(Class::STRING, "set", key);
+    if gone {
+        cx.notify(Class::GENERIC, "del", key);
+    } else if expire.is_some() && !keepttl {
+        cx.notify(Class::GENERIC, "expire", key);
+    }
     Ok(if get_old { old_reply(old) } else { Reply::ok() })
 }
 
@@ -173,6 +181,8 @@ fn setex_unit(cx: &mut Ctx, a: &[Bytes], unit: i64, cmd: &str) -> CmdResult {
     let at = expire_at(&a[1], unit, true, cmd)?;
     let _g = cx.sh.store.lock_shared(cx.db(), &[&a[0]]);
     put(cx, &a[0], a[2].to_vec(), Some(at))?;
+    cx.notify(Class::STRING, "set", &a[0]);
+    cx.notify(Class::GENERIC, "expire", &a[0]);
     Ok(Reply::ok())
 }
 
@@ -200,6 +210,7 @@ pub fn getdel(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     let mut b = Batch::new();
     b.del_meta(cx.db(), key);
     cx.write(b)?;
+    cx.notify(Class::GENERIC, "del", key);
     Ok(bulk(old.value))
 }
 
@@ -228,15 +239,24 @@ pub fn getex(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
         return Ok(Reply::Nil);
     };
     let mut b = Batch::new();
-    match change {
+    let event = match change {
         None => return Ok(bulk(m.value)),
-        Some(Some(t)) if t <= now_ms() as u64 => b.del_meta(cx.db(), key),
-        Some(exp) if exp != m.expire_at_ms => {
-            b.put_meta(cx.db(), key, &Meta::string(m.value.clone(), exp))
+        Some(Some(t)) if t <= now_ms() as u64 => {
+            b.del_meta(cx.db(), key);
+            Some("del")
         }
-        Some(_) => {}
-    }
+        Some(exp) if exp != m.expire_at_ms => {
+            b.put_meta(cx.db(), key, &Meta::string(m.value.clone(), exp));
+            Some(if exp.is_some() { "expire" } else { "persist" })
+        }
+        // Redis announces an expiry set again to the same time too.
+        Some(Some(_)) => Some("expire"),
+        Some(None) => None,
+    };
     cx.write(b)?;
+    if let Some(e) = event {
+        cx.notify(Class::GENERIC, e, key);
+    }
     Ok(bulk(m.value))
 }
 
@@ -270,6 +290,9 @@ pub fn mset(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
         b.put_meta(cx.db(), &kv[0], &Meta::string(kv[1].to_vec(), None));
     }
     cx.write(b)?;
+    for k in keys {
+        cx.notify(Class::STRING, "set", k);
+    }
     Ok(Reply::ok())
 }
 
@@ -289,6 +312,9 @@ pub fn msetnx(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
         b.put_meta(cx.db(), &kv[0], &Meta::string(kv[1].to_vec(), None));
     }
     cx.write(b)?;
+    for k in keys {
+        cx.notify(Class::STRING, "set", k);
+    }
     Ok(Reply::Int(1))
 }
 
@@ -303,6 +329,7 @@ fn incr_by(cx: &Ctx, key: &[u8], by: i64) -> CmdResult {
         .checked_add(by)
         .ok_or_else(|| Reply::err("increment or decrement would overflow"))?;
     put(cx, key, new.to_string().into_bytes(), expire)?;
+    cx.notify(Class::STRING, "incrby", key);
     Ok(Reply::Int(new))
 }
 
@@ -340,6 +367,7 @@ pub fn incrbyfloat(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     }
     let s = super::fmt_incr_float(new);
     put(cx, key, s.clone().into_bytes(), expire)?;
+    cx.notify(Class::STRING, "incrbyfloat", key);
     Ok(Reply::bulk(s))
 }
 
@@ -356,6 +384,7 @@ pub fn append(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     value.extend_from_slice(tail);
     let n = value.len();
     put(cx, key, value, expire)?;
+    cx.notify(Class::STRING, "append", key);
     Ok(Reply::Int(n as i64))
 }
 
@@ -427,6 +456,7 @@ pub fn setrange(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     value[offset as usize..end].copy_from_slice(patch);
     let n = value.len();
     put(cx, key, value, expire)?;
+    cx.notify(Class::STRING, "setrange", key);
     Ok(Reply::Int(n as i64))
 }
 
@@ -460,6 +490,7 @@ pub fn setbit(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
         value[byte] &= !mask;
     }
     put(cx, key, value, expire)?;
+    cx.notify(Class::STRING, "setbit", key);
     Ok(Reply::Int(old))
 }
 
@@ -723,6 +754,15 @@ pub fn bitop(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
         b.put_meta(cx.db(), dest, &Meta::string(value, None));
     }
     cx.write(b)?;
+    cx.notify(
+        if n == 0 {
+            Class::GENERIC
+        } else {
+            Class::STRING
+        },
+        if n == 0 { "del" } else { "set" },
+        dest,
+    );
     Ok(Reply::Int(n as i64))
 }
 
@@ -741,6 +781,8 @@ pub fn is_plain_set(sh: &Shared, s: &Session, cmd: &[Bytes]) -> bool {
         && cmd[1].len() + record::META_KEY_OVERHEAD <= o.max_key_size
         && cmd[2].len() + record::STRING_HEADER <= o.max_value_size
         && crate::cluster::serves(sh, s, cmd)
+        // A `new` event needs to know whether each key existed.
+        && !sh.notify.wants(Class::NEW)
 }
 
 /// Consecutive plain SETs of one connection (a pipeline) as one atomic engine write: one
@@ -756,7 +798,20 @@ pub fn set_many(sh: &Shared, s: &Session, cmds: &[Vec<Bytes>]) -> Vec<Reply> {
     }
     let sync = sh.settings.appendfsync() == crate::config::AppendFsync::Always;
     let reply = match sh.store.write(b, sync) {
-        Ok(_) => Reply::ok(),
+        Ok(_) => {
+            if sh.notify.wants(Class::STRING) {
+                let mut events = cmds
+                    .iter()
+                    .map(|c| crate::notify::Event {
+                        db: s.ext.db,
+                        name: "set",
+                        key: c[1].clone(),
+                    })
+                    .collect();
+                sh.publish_events(&mut events);
+            }
+            Reply::ok()
+        }
         Err(e) => e.into(),
     };
     vec![reply; cmds.len()]

@@ -54,6 +54,9 @@ bitflags::bitflags! {
         const OWN_LOCK = 1 << 27;
         /// Runs at once inside `MULTI` instead of being queued (`EXEC`, `DISCARD`, ...).
         const NOT_QUEUED = 1 << 28;
+        /// May run on a RESP2 connection that has subscriptions (Redis's subscribed
+        /// state: (un)subscribing, `PING`, `QUIT`, `RESET`).
+        const PUBSUB_CONTEXT = 1 << 29;
     }
 }
 
@@ -289,6 +292,7 @@ pub fn all() -> impl Iterator<Item = &'static Spec> {
         super::set::COMMANDS,
         super::list::COMMANDS,
         super::zset::COMMANDS,
+        super::pubsub::COMMANDS,
         super::blocking::COMMANDS,
         super::stream::COMMANDS,
         super::hll::COMMANDS,

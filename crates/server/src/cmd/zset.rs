@@ -15,6 +15,7 @@ use super::{
     bulk, check_reply_size, coll_scan, eq, float, int, numkeys, parse_int, pick, rand_count,
     syntax, wrongtype, CmdResult, Ctx, MAX_REPLY_ITEMS,
 };
+use crate::notify::Class;
 use crate::protocol::Reply;
 use crate::record::{score_bytes, score_from_bytes, Kind, Meta};
 use crate::store::Batch;
@@ -527,6 +528,9 @@ fn zadd_generic(cx: &Ctx, a: &[Bytes], mut f: AddFlags) -> CmdResult {
         b.touch_meta(cx.db(), key);
         cx.write(b)?;
     }
+    if added > 0 || updated > 0 {
+        cx.notify(Class::ZSET, if f.incr { "zincr" } else { "zadd" }, key);
+    }
     Ok(if f.incr {
         last.map_or(Reply::Nil, Reply::Double)
     } else if f.ch {
@@ -714,12 +718,15 @@ fn zrevrangebylex(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
 
 /// Replaces `dst` with a sorted set of `items` (deletes it if there are none); the
 /// number of members stored.
-fn store(cx: &Ctx, dst: &[u8], items: &[Scored]) -> CmdResult {
+fn store(cx: &Ctx, dst: &[u8], items: &[Scored], event: &'static str) -> CmdResult {
     let mut b = Batch::new();
     if items.is_empty() {
         if cx.meta(dst)?.is_some() {
             b.del_meta(cx.db(), dst);
+            cx.write(b)?;
+            cx.notify(Class::GENERIC, "del", dst);
         }
+        return Ok(Reply::Int(0));
     } else {
         let mut m = cx.new_collection(Kind::ZSet);
         for (member, s) in items {
@@ -729,6 +736,7 @@ fn store(cx: &Ctx, dst: &[u8], items: &[Scored]) -> CmdResult {
         b.put_meta(cx.db(), dst, &m);
     }
     cx.write(b)?;
+    cx.notify(Class::ZSET, event, dst);
     Ok(Reply::Int(items.len() as i64))
 }
 
@@ -741,7 +749,7 @@ fn zrangestore(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
         Some(m) => select(cx, src, &m, &r.range, r.rev, r.limit)?,
         None => Vec::new(),
     };
-    store(cx, dst, &items)
+    store(cx, dst, &items, "zrangestore")
 }
 
 /// The forward rank of `member`: how many members sort before it.
@@ -798,11 +806,13 @@ fn zrem(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
         let mut b = Batch::new();
         remove_all(cx, &mut b, key, &mut m, &gone);
         cx.write(b)?;
+        cx.notify(Class::ZSET, "zrem", key);
+        cx.deleted_if_empty(key, &m);
     }
     Ok(Reply::Int(gone.len() as i64))
 }
 
-fn remove_range(cx: &Ctx, key: &[u8], r: Range) -> CmdResult {
+fn remove_range(cx: &Ctx, key: &[u8], r: Range, event: &'static str) -> CmdResult {
     let _g = cx.lock(&[key]);
     let Some(mut m) = cx.typed(key, Kind::ZSet)? else {
         return Ok(Reply::Int(0));
@@ -812,12 +822,19 @@ fn remove_range(cx: &Ctx, key: &[u8], r: Range) -> CmdResult {
         let mut b = Batch::new();
         remove_all(cx, &mut b, key, &mut m, &gone);
         cx.write(b)?;
+        cx.notify(Class::ZSET, event, key);
+        cx.deleted_if_empty(key, &m);
     }
     Ok(Reply::Int(gone.len() as i64))
 }
 
 fn zremrangebyrank(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
-    remove_range(cx, &a[0], Range::Rank(int(&a[1])?, int(&a[2])?))
+    remove_range(
+        cx,
+        &a[0],
+        Range::Rank(int(&a[1])?, int(&a[2])?),
+        "zremrangebyrank",
+    )
 }
 
 fn zremrangebyscore(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
@@ -825,6 +842,7 @@ fn zremrangebyscore(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
         cx,
         &a[0],
         Range::By(Bounds::Score(ScoreRange::parse(&a[1], &a[2])?)),
+        "zremrangebyscore",
     )
 }
 
@@ -833,6 +851,7 @@ fn zremrangebylex(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
         cx,
         &a[0],
         Range::By(Bounds::Lex(LexRange::parse(&a[1], &a[2])?)),
+        "zremrangebylex",
     )
 }
 
@@ -852,6 +871,8 @@ pub fn pop(cx: &Ctx, key: &[u8], max: bool, count: u64) -> Result<Option<Vec<Sco
         let mut b = Batch::new();
         remove_all(cx, &mut b, key, &mut m, &items);
         cx.write(b)?;
+        cx.notify(Class::ZSET, if max { "zpopmax" } else { "zpopmin" }, key);
+        cx.deleted_if_empty(key, &m);
     }
     Ok(Some(items))
 }
@@ -953,6 +974,17 @@ enum Op {
     Union,
     Inter,
     Diff,
+}
+
+impl Op {
+    /// The event of its `*STORE` command.
+    fn store_event(self) -> &'static str {
+        match self {
+            Op::Union => "zunionstore",
+            Op::Inter => "zinterstore",
+            Op::Diff => "zdiffstore",
+        }
+    }
 }
 
 #[derive(Clone, Copy)]
@@ -1150,7 +1182,7 @@ fn op_store(cx: &Ctx, a: &[Bytes], op: Op, name: &str) -> CmdResult {
     locked.push(dst);
     let _g = cx.lock(&locked);
     let items = combine(cx, keys, op, &o)?;
-    store(cx, dst, &items)
+    store(cx, dst, &items, op.store_event())
 }
 
 fn zunionstore(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {

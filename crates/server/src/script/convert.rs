@@ -50,7 +50,9 @@ pub fn from_reply(lua: &Lua, r: Reply, resp: u8) -> Result<Value> {
             table1("verbatim_string", Value::Table(v))?
         }
         Reply::Text(t) => string(t.as_bytes())?,
-        Reply::Array(items) => array(lua, items, resp)?,
+        // Pub/sub commands are `noscript`: a push or several replies never reach a script,
+        // but read as an array if one did.
+        Reply::Array(items) | Reply::Push(items) | Reply::Many(items) => array(lua, items, resp)?,
         Reply::Set(items) if resp3 => {
             let s = lua.create_table_with_capacity(0, items.len())?;
             for i in items {

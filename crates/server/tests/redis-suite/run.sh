@@ -21,11 +21,12 @@ HERE="$(cd "$(dirname "$0")" && pwd)"
 ROOT="$(cd "$HERE/../../../.." && pwd)"
 
 UNITS_DEFAULT=(type/string type/incr expire keyspace scan auth info multi
-  type/hash type/set type/list type/zset type/stream type/stream-cgroups hyperloglog bitfield protocol dump)
+  type/hash type/set type/list type/zset type/stream type/stream-cgroups hyperloglog bitfield protocol dump
+  pubsub pubsubshard)
 # Units run in the suite's own mode, where it starts each server itself from a config
 # file (through the `redis-server` next to this script): every test of theirs is tagged
 # `external:skip`, as it needs a server started with a password or a second server.
-OWN_MODE=(auth info)
+OWN_MODE=(auth info pubsubshard)
 # Tags of tests that need what an external, non-Redis server cannot offer: DEBUG,
 # replication, RDB saves, CONFIG of Redis's memory and eviction internals, DEBUG-like
 # HyperLogLog and latency introspection.

@@ -1,0 +1,317 @@
+//! Pub/sub and keyspace notifications against a running server: delivery, the
+//! subscribed state, cleanup on RESET / CLIENT KILL / disconnect, a subscriber that never
+//! reads, hostile patterns, and the events of writes and expiries.
+
+mod common;
+
+use common::client::{bulk, is_err, Client};
+use common::Running;
+use halflife_server::Config;
+use redis_protocol::resp2::types::BytesFrame as F;
+use std::io::Read;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+fn config() -> Config {
+    Config {
+        tcp: Some(SocketAddr::from(([127, 0, 0, 1], 0))),
+        ..Config::default()
+    }
+}
+
+fn arr(items: &[F]) -> F {
+    F::Array(items.to_vec())
+}
+
+fn int(i: i64) -> F {
+    F::Integer(i)
+}
+
+/// `[kind, a, b]` of bulk strings, as a message or confirmation reads.
+fn msg(kind: &str, a: &str, b: &str) -> F {
+    arr(&[bulk(kind), bulk(a), bulk(b)])
+}
+
+fn pmsg(pat: &str, ch: &str, m: &str) -> F {
+    arr(&[bulk("pmessage"), bulk(pat), bulk(ch), bulk(m)])
+}
+
+/// Waits (by asking the server, not by sleeping a fixed time) until `PUBSUB NUMSUB ch`
+/// says `n`: a subscription made on another connection is in place.
+fn numsub(c: &mut Client, ch: &str) -> i64 {
+    match c.cmd(&["PUBSUB", "NUMSUB", ch]) {
+        F::Array(v) => match &v[1] {
+            F::Integer(n) => *n,
+            other => panic!("{other:?}"),
+        },
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn messages_reach_subscribers_and_the_subscribed_state_is_redis_s() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = Running::start(dir.path(), config());
+    let mut sub = Client::connect(srv.addr);
+    let mut publ = Client::connect(srv.addr);
+    sub.send(&[b"SUBSCRIBE", b"a", b"b"]);
+    assert_eq!(
+        sub.read().unwrap(),
+        arr(&[bulk("subscribe"), bulk("a"), int(1)])
+    );
+    assert_eq!(
+        sub.read().unwrap(),
+        arr(&[bulk("subscribe"), bulk("b"), int(2)])
+    );
+    sub.send(&[b"PSUBSCRIBE", b"n*"]);
+    assert_eq!(
+        sub.read().unwrap(),
+        arr(&[bulk("psubscribe"), bulk("n*"), int(3)])
+    );
+    assert_eq!(publ.cmd(&["PUBLISH", "a", "hello"]), int(1));
+    assert_eq!(sub.read().unwrap(), msg("message", "a", "hello"));
+    assert_eq!(publ.cmd(&["PUBLISH", "news", "x"]), int(1));
+    assert_eq!(sub.read().unwrap(), pmsg("n*", "news", "x"));
+    assert_eq!(publ.cmd(&["PUBLISH", "zz", "x"]), int(0));
+    // RESP2 subscribed state: only (un)subscribing, PING, QUIT and RESET.
+    assert!(is_err(&sub.cmd(&["GET", "k"]), "ERR Can't execute 'get'"));
+    assert_eq!(sub.cmd(&["PING"]), arr(&[bulk("pong"), bulk("")]));
+    assert_eq!(
+        publ.cmd(&["PUBSUB", "CHANNELS"]),
+        publ.cmd(&["PUBSUB", "CHANNELS", "*"])
+    );
+    assert_eq!(publ.cmd(&["PUBSUB", "NUMPAT"]), int(1));
+    // Unsubscribing from everything, reply awaited: nobody gets the next message.
+    sub.send(&[b"UNSUBSCRIBE"]);
+    sub.read().unwrap();
+    sub.read().unwrap();
+    assert_eq!(numsub(&mut publ, "a"), 0);
+    assert_eq!(publ.cmd(&["PUBLISH", "a", "late"]), int(0));
+    sub.send(&[b"PUNSUBSCRIBE"]);
+    assert_eq!(
+        sub.read().unwrap(),
+        arr(&[bulk("punsubscribe"), bulk("n*"), int(0)])
+    );
+    // Out of the subscribed state: commands run again.
+    assert_eq!(sub.cmd(&["GET", "k"]), F::Null);
+    srv.stop();
+}
+
+#[test]
+fn reset_kill_and_disconnect_leave_no_subscription() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = Running::start(dir.path(), config());
+    let mut admin = Client::connect(srv.addr);
+    let mut a = Client::connect(srv.addr);
+    a.cmd(&["SUBSCRIBE", "c"]);
+    assert_eq!(a.cmd(&["RESET"]), F::SimpleString("RESET".into()));
+    assert_eq!(numsub(&mut admin, "c"), 0);
+    // CLIENT KILL TYPE pubsub closes subscribers only.
+    let mut b = Client::connect(srv.addr);
+    b.cmd(&["SUBSCRIBE", "c"]);
+    let F::BulkString(list) = admin.cmd(&["CLIENT", "LIST"]) else {
+        panic!("CLIENT LIST is a bulk string in RESP2")
+    };
+    assert!(String::from_utf8_lossy(&list).contains("flags=P"));
+    assert_eq!(admin.cmd(&["CLIENT", "KILL", "TYPE", "pubsub"]), int(1));
+    assert!(b.read().is_none());
+    assert_eq!(numsub(&mut admin, "c"), 0);
+    // A subscriber that disconnects is forgotten.
+    {
+        let mut c = Client::connect(srv.addr);
+        c.cmd(&["SUBSCRIBE", "c"]);
+        assert_eq!(numsub(&mut admin, "c"), 1);
+    }
+    let mut waited = 0;
+    while numsub(&mut admin, "c") != 0 {
+        // The server notices the close when its read returns; ask again until it has.
+        std::thread::sleep(Duration::from_millis(10));
+        waited += 1;
+        assert!(waited < 3000, "the closed subscriber is never forgotten");
+    }
+    srv.stop();
+}
+
+#[test]
+fn resp3_clients_get_push_frames_and_may_run_anything() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = Running::start(dir.path(), config());
+    let mut s = std::net::TcpStream::connect(srv.addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    use std::io::Write;
+    s.write_all(b"*2\r\n$5\r\nHELLO\r\n$1\r\n3\r\n*2\r\n$9\r\nSUBSCRIBE\r\n$1\r\nc\r\n*2\r\n$3\r\nGET\r\n$1\r\nk\r\n")
+        .unwrap();
+    let mut got = Vec::new();
+    let want: &[u8] = b">3\r\n$9\r\nsubscribe\r\n$1\r\nc\r\n:1\r\n_\r\n";
+    while !got.windows(want.len()).any(|w| w == want) {
+        let mut buf = [0u8; 4096];
+        let n = s.read(&mut buf).unwrap();
+        assert!(n > 0);
+        got.extend_from_slice(&buf[..n]);
+    }
+    let mut p = Client::connect(srv.addr);
+    assert_eq!(p.cmd(&["PUBLISH", "c", "m"]), int(1));
+    let push: &[u8] = b">3\r\n$7\r\nmessage\r\n$1\r\nc\r\n$1\r\nm\r\n";
+    got.clear();
+    while !got.windows(push.len()).any(|w| w == push) {
+        let mut buf = [0u8; 4096];
+        let n = s.read(&mut buf).unwrap();
+        assert!(n > 0);
+        got.extend_from_slice(&buf[..n]);
+    }
+    srv.stop();
+}
+
+#[test]
+fn a_subscriber_that_never_reads_is_closed_at_its_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = Running::start(dir.path(), config());
+    let mut admin = Client::connect(srv.addr);
+    assert_eq!(
+        admin.cmd(&[
+            "CONFIG",
+            "SET",
+            "client-output-buffer-limit",
+            "pubsub 1mb 256kb 60"
+        ]),
+        F::SimpleString("OK".into())
+    );
+    let mut slow = Client::connect(srv.addr);
+    slow.cmd(&["SUBSCRIBE", "c"]);
+    // It never reads again: the socket's buffers fill, then its mailbox, then it is cut.
+    let big = "x".repeat(64 << 10);
+    let mut delivered_to_it = 0;
+    for _ in 0..2000 {
+        match admin.cmd(&["PUBLISH", "c", &big]) {
+            F::Integer(1) => delivered_to_it += 1,
+            F::Integer(0) => break,
+            other => panic!("{other:?}"),
+        }
+    }
+    // At most the socket buffers and the limit's worth were taken for it.
+    assert!(delivered_to_it < 2000, "never cut off");
+    // Its connection closes and forgets it; ask until it has.
+    let mut asked = 0;
+    while numsub(&mut admin, "c") != 0 {
+        std::thread::sleep(Duration::from_millis(10));
+        asked += 1;
+        assert!(asked < 3000, "the cut-off subscriber is never forgotten");
+    }
+    assert_eq!(admin.cmd(&["PING"]), F::SimpleString("PONG".into()));
+    srv.stop();
+}
+
+#[test]
+fn hostile_patterns_and_names_are_bounded() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = Running::start(dir.path(), config());
+    let mut a = Client::connect(srv.addr);
+    let stars = "*a".repeat(5000) + "*";
+    a.cmd(&["PSUBSCRIBE", &stars]);
+    let mut p = Client::connect(srv.addr);
+    let channel = "a".repeat(6000) + "b";
+    // Matching is linear in the pattern times the channel at worst: this answers.
+    assert_eq!(p.cmd(&["PUBLISH", &channel, "m"]), int(1));
+    assert_eq!(a.read().unwrap(), pmsg(&stars, &channel, "m"));
+    // More than the per-connection bound of names is refused, the connection stays.
+    let huge = "c".repeat(9 << 20);
+    assert!(is_err(
+        &a.cmd(&["SUBSCRIBE", &huge, &huge]),
+        "ERR subscriptions of more than"
+    ));
+    assert_eq!(a.cmd(&["PING"]), arr(&[bulk("pong"), bulk("")]));
+    assert_eq!(p.cmd(&["PING"]), F::SimpleString("PONG".into()));
+    srv.stop();
+}
+
+#[test]
+fn writes_and_expiries_publish_keyspace_events() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = Running::start(dir.path(), config());
+    let mut c = Client::connect(srv.addr);
+    let mut sub = Client::connect(srv.addr);
+    c.cmd(&["CONFIG", "SET", "notify-keyspace-events", "KEA"]);
+    assert_eq!(
+        c.cmd(&["CONFIG", "GET", "notify-keyspace-events"]),
+        arr(&[bulk("notify-keyspace-events"), bulk("AKE")])
+    );
+    sub.cmd(&["PSUBSCRIBE", "__keyevent@0__:*"]);
+    c.cmd(&["SET", "s", "1"]);
+    assert_eq!(
+        sub.read().unwrap(),
+        pmsg("__keyevent@0__:*", "__keyevent@0__:set", "s")
+    );
+    c.cmd(&["HSET", "h", "f", "v"]);
+    assert_eq!(
+        sub.read().unwrap(),
+        pmsg("__keyevent@0__:*", "__keyevent@0__:hset", "h")
+    );
+    c.cmd(&["LPUSH", "l", "a"]);
+    c.cmd(&["RPOP", "l"]);
+    assert_eq!(
+        sub.read().unwrap(),
+        pmsg("__keyevent@0__:*", "__keyevent@0__:lpush", "l")
+    );
+    assert_eq!(
+        sub.read().unwrap(),
+        pmsg("__keyevent@0__:*", "__keyevent@0__:rpop", "l")
+    );
+    // The list emptied: it is deleted.
+    assert_eq!(
+        sub.read().unwrap(),
+        pmsg("__keyevent@0__:*", "__keyevent@0__:del", "l")
+    );
+    // A string read after its expiry: `expired`, once.
+    c.cmd(&["SET", "t", "1", "PX", "50"]);
+    assert_eq!(
+        sub.read().unwrap(),
+        pmsg("__keyevent@0__:*", "__keyevent@0__:set", "t")
+    );
+    assert_eq!(
+        sub.read().unwrap(),
+        pmsg("__keyevent@0__:*", "__keyevent@0__:expire", "t")
+    );
+    while c.cmd(&["EXISTS", "t"]) != int(0) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(
+        sub.read().unwrap(),
+        pmsg("__keyevent@0__:*", "__keyevent@0__:expired", "t")
+    );
+    // One that nobody reads: the background sweep deletes and announces it.
+    c.cmd(&["SET", "u", "1", "PX", "50"]);
+    sub.read().unwrap();
+    sub.read().unwrap();
+    assert_eq!(
+        sub.read().unwrap(),
+        pmsg("__keyevent@0__:*", "__keyevent@0__:expired", "u")
+    );
+    c.cmd(&["EXISTS", "t", "u"]);
+    // A pipeline of combined writes publishes after its write, each command's event.
+    c.send(&[b"SADD", b"st", b"a"]);
+    c.send(&[b"SADD", b"st", b"b"]);
+    c.read().unwrap();
+    c.read().unwrap();
+    assert_eq!(
+        sub.read().unwrap(),
+        pmsg("__keyevent@0__:*", "__keyevent@0__:sadd", "st")
+    );
+    assert_eq!(
+        sub.read().unwrap(),
+        pmsg("__keyevent@0__:*", "__keyevent@0__:sadd", "st")
+    );
+    // `new` once per created key.
+    c.cmd(&["CONFIG", "SET", "notify-keyspace-events", "En"]);
+    c.cmd(&["SET", "n1", "a"]);
+    c.cmd(&["SET", "n1", "b"]);
+    c.cmd(&["SET", "n2", "a"]);
+    assert_eq!(
+        sub.read().unwrap(),
+        pmsg("__keyevent@0__:*", "__keyevent@0__:new", "n1")
+    );
+    assert_eq!(
+        sub.read().unwrap(),
+        pmsg("__keyevent@0__:*", "__keyevent@0__:new", "n2")
+    );
+    srv.stop();
+}
