@@ -91,9 +91,20 @@ fn run_found(
     let start = s.clock.take().unwrap_or_else(Instant::now);
     let reply = {
         let mut cx = Ctx { sh, s };
-        (spec.handler)(&mut cx, &args[1..]).unwrap_or_else(|e| e)
+        (spec.handler)(&mut cx, &args[1..])
     };
-    // A run of combined commands publishes its events once its write is applied.
+    // A command that failed changed nothing to announce (its writes are one batch,
+    // applied last); a run of combined commands publishes its events once its write is
+    // applied.
+    let reply = match reply {
+        Ok(r) => r,
+        Err(e) => {
+            if s.ext.combining.is_none() {
+                s.events.get_mut().clear();
+            }
+            e
+        }
+    };
     if s.ext.combining.is_none() {
         sh.publish_events(s.events.get_mut());
     }

@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 
 #[rustfmt::skip]
 pub static COMMANDS: &[crate::cmd::table::Spec] = &[
-    c!("replicaof", 3, [ADMIN NOSCRIPT STALE NO_MULTI OWN_LOCK], 0, 0, 0, Server, replicaof),
-    c!("slaveof", 3, [ADMIN NOSCRIPT STALE NO_MULTI OWN_LOCK], 0, 0, 0, Server, replicaof),
+    c!("replicaof", 3, [ADMIN NOSCRIPT STALE OWN_LOCK], 0, 0, 0, Server, replicaof),
+    c!("slaveof", 3, [ADMIN NOSCRIPT STALE OWN_LOCK], 0, 0, 0, Server, replicaof),
     c!("role", 1, [NOSCRIPT LOADING STALE FAST], 0, 0, 0, Server, role),
     c!("wait", 3, [NOSCRIPT NO_MULTI OWN_LOCK], 0, 0, 0, Generic, wait),
     c!("replconf", -1, [ADMIN NOSCRIPT LOADING STALE ALLOW_BUSY], 0, 0, 0, Server, replconf),
@@ -26,7 +26,9 @@ fn replicaof(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     let sh = &sh
         .arc()
         .ok_or_else(|| Reply::err("REPLICAOF needs a running server"))?;
-    let _x = sh.store.exec_lock();
+    // Inside EXEC (Redis Sentinel reconfigures a server with `MULTI`, `SLAVEOF`, `CONFIG
+    // REWRITE`, `CLIENT KILL`, `EXEC`) the transaction holds the exec lock already.
+    let _x = (!cx.s.ext.in_exec).then(|| sh.store.exec_lock());
     if eq(&a[0], "no") && eq(&a[1], "one") {
         if sh.repl.primary().is_some() {
             become_primary(sh)?;

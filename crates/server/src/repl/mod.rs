@@ -71,6 +71,8 @@ struct Link {
     replid: String,
     offset: u64,
     last_io: Instant,
+    /// When the link was last up (or made): `master_link_down_since_seconds`.
+    down_since: Instant,
     /// Why the last attempt failed (empty if none did).
     last_error: String,
 }
@@ -163,6 +165,9 @@ impl Replication {
 
     pub fn set_link_state(&self, gen: u64, state: LinkState) {
         self.update_link(gen, |l| {
+            if l.state == LinkState::Connected && state != LinkState::Connected {
+                l.down_since = Instant::now();
+            }
             l.state = state;
             l.last_io = Instant::now();
         });
@@ -186,6 +191,9 @@ impl Replication {
             .map(|c| if c.is_control() { ' ' } else { c })
             .collect();
         self.update_link(gen, |l| {
+            if l.state == LinkState::Connected {
+                l.down_since = Instant::now();
+            }
             l.state = LinkState::Connect;
             l.last_error = line;
         });
@@ -248,6 +256,7 @@ impl Replication {
             replid: String::new(),
             offset,
             last_io: Instant::now(),
+            down_since: Instant::now(),
             last_error: String::new(),
         });
         let gen = st.gen;
@@ -365,6 +374,14 @@ pub fn info(sh: &Shared, out: &mut String) {
             kv("master_port", l.port.to_string());
             let up = l.state == LinkState::Connected;
             kv("master_link_status", if up { "up" } else { "down" }.into());
+            if !up {
+                // Redis Sentinel prefers, of the replicas it may promote, those whose
+                // link went down last.
+                kv(
+                    "master_link_down_since_seconds",
+                    l.down_since.elapsed().as_secs().to_string(),
+                );
+            }
             kv(
                 "master_last_io_seconds_ago",
                 if up {

@@ -22,15 +22,18 @@ BIN = os.environ.get("HALFLIFE_BIN", str(ROOT / "target" / "debug" / "halflife")
 class Server:
     """One `halflife serve` process; `start` again on the same directory after `kill`."""
 
-    def __init__(self, data_dir, *extra):
+    def __init__(self, data_dir, *extra, port=0):
         self.dir = data_dir
         self.extra = list(extra)
         self.proc = None
         self.port = None
+        # 0: a free port at each start; else this one (a server that must come back where
+        # others, such as Redis Sentinel, know it).
+        self.fixed_port = port
 
     def start(self):
         self.proc = subprocess.Popen(
-            [BIN, "serve", "--dir", str(self.dir), "--port", "0", *self.extra],
+            [BIN, "serve", "--dir", str(self.dir), "--port", str(self.fixed_port), *self.extra],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,

@@ -143,7 +143,10 @@ pub fn xadd(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     }
     let id = next_id(tx.st.last_id, t.id)?;
     append(&mut tx, id, fields)?;
-    trim(&mut tx, &t)?;
+    tx.notify("xadd");
+    if trim(&mut tx, &t)? > 0 {
+        tx.notify("xtrim");
+    }
     tx.commit()?;
     Ok(id.reply())
 }
@@ -335,6 +338,7 @@ pub fn xtrim(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     };
     let n = trim(&mut tx, &t)?;
     if n > 0 {
+        tx.notify("xtrim");
         tx.commit()?;
     }
     Ok(Reply::Int(n as i64))
@@ -421,6 +425,7 @@ pub fn xdel(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
         } else if first {
             tx.st.first_id = tx.first_entry()?.unwrap_or(Id::MIN);
         }
+        tx.notify("xdel");
         tx.commit()?;
     }
     Ok(Reply::Int(deleted))
@@ -492,6 +497,7 @@ pub fn xsetid(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     if !max_deleted.is_zero() {
         tx.st.max_deleted = max_deleted;
     }
+    tx.notify("xsetid");
     tx.commit()?;
     Ok(Reply::ok())
 }

@@ -56,6 +56,7 @@ impl Tx<'_, '_> {
             }
             None => {
                 g.consumers += 1;
+                self.notify("xgroup-createconsumer");
                 Consumer {
                     seen_ms: now,
                     pending: 0,
@@ -434,6 +435,7 @@ pub fn xgroup(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
                 },
             );
             tx.st.groups += 1;
+            tx.notify("xgroup-create");
             tx.commit()?;
             Ok(Reply::ok())
         }
@@ -443,6 +445,7 @@ pub fn xgroup(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
             g.last_id = group_id(Some(&tx), &a[3], false)?;
             g.entries_read = entries_read;
             tx.put_group(group, &g);
+            tx.notify("xgroup-setid");
             tx.commit()?;
             Ok(Reply::ok())
         }
@@ -453,6 +456,7 @@ pub fn xgroup(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
             }
             tx.drop_group(group)?;
             tx.st.groups = tx.st.groups.saturating_sub(1);
+            tx.notify("xgroup-destroy");
             tx.commit()?;
             Ok(Reply::Int(1))
         }
@@ -492,6 +496,7 @@ pub fn xgroup(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
             g.consumers = g.consumers.saturating_sub(1);
             tx.del(CONSUMER, &consumer_member(group, name));
             tx.put_group(group, &g);
+            tx.notify("xgroup-delconsumer");
             tx.commit()?;
             Ok(Reply::Int(ids.len() as i64))
         }

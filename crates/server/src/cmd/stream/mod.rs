@@ -215,6 +215,12 @@ impl<'a, 'c> Tx<'a, 'c> {
         cx.write(self.batch())
     }
 
+    /// Notes the stream's keyspace event `name` (published once the command's writes are
+    /// applied).
+    pub fn notify(&self, name: &'static str) {
+        self.cx.notify(crate::notify::Class::STREAM, name, self.key);
+    }
+
     // --- entries ---
 
     /// The fields of entry `id`, if it exists.
