@@ -5,6 +5,7 @@
 //! offset. Values with an expiry are logged like the others (to the files of their expiry
 //! windows) and keep it through the crash.
 
+use halflife_engine::filename::{number_of, FileKind};
 use halflife_engine::io::IoCause;
 use halflife_engine::{
     GcPolicyConfig, Options, TreeOptions, ValueLogOptions, WalOptions, WriteBatch, WriteOptions, DB,
@@ -154,7 +155,34 @@ fn unflushed_writes_come_back_from_the_value_files() {
     // Open installed the value files with the replayed tables, moved nothing aside.
     assert!(db.recovery_report().moved_to_lost.is_empty());
     assert!(db.recovery_report().value_tails_cut.is_empty());
-    assert_eq!(files(dir.path(), "vlog").len(), db.version().blobs.len());
+    // The file of the values written already expired is dropped whole by background work
+    // after open and unlinked when the last version naming it goes: every file the version
+    // names is on disk at once, and the disk holds no other once that drop is done.
+    let numbers = |db: &DB| -> (Vec<u64>, Vec<u64>) {
+        let named = db.version().blobs.keys().copied().collect();
+        let on_disk = files(dir.path(), "vlog")
+            .iter()
+            .map(|p| number_of(p, FileKind::ValueFile).unwrap())
+            .collect();
+        (named, on_disk)
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        db.wait_idle().unwrap();
+        let (named, on_disk) = numbers(&db);
+        assert!(
+            named.iter().all(|n| on_disk.contains(n)),
+            "{named:?} on disk: {on_disk:?}"
+        );
+        if named == on_disk {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{on_disk:?} stay on disk, named: {named:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
     db.close().unwrap();
     // Reopened without the option, the same files are read the ordinary way.
     let db = DB::open(dir.path(), options(false)).unwrap();
