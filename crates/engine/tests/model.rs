@@ -55,7 +55,7 @@ fn small_options(gc: GcPolicyConfig, dynamic_level_bytes: bool) -> Options {
                 // slots): keys are forgotten and looked up in the tree, and entries are left
                 // stale by tables compacted before they were searched. A wrong entry would mark
                 // a live record dead, and GC would drop a value.
-                recent_pointer_bytes: 32 * halflife_engine::vlog::recent_pointers::SLOT_BYTES,
+                recent_pointer_bytes: 32 * halflife_engine::gc::recent_pointers::SLOT_BYTES,
             },
             lifetime_oracle: Some(Arc::new(EveryKeyAgainSoon)),
             gc,

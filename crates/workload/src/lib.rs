@@ -4,21 +4,18 @@
 //! and mixed variants, or a custom mix) becomes a [`Workload`], which yields a load phase and
 //! a seeded run phase of [`Op`]s.
 //! Ops name keys by number; [`keys`] turns numbers into key bytes and values, [`opfile`]
-//! writes the op stream for drivers in other languages, and [`lifetime`] computes when each
-//! written value will be overwritten, for oracle policies.
+//! writes the op stream for drivers in other languages.
 //!
 //! - [`generator`]: key choosers (uniform, Zipfian, scrambled Zipfian, latest, periodic).
 //! - [`spec`]: workload descriptions, presets and validation.
 //! - [`keys`]: key formatting and verifiable value bytes.
 //! - [`compressible`]: value bytes of a chosen compressibility (db_bench's `--compression_ratio`).
 //! - [`opfile`]: the binary op-stream format.
-//! - [`lifetime`]: next-write index per write, for oracle GC policies.
 //! - [`rng`]: the crate's own seeded generator, so a seed names the same run forever.
 
 pub mod compressible;
 pub mod generator;
 pub mod keys;
-pub mod lifetime;
 pub mod op;
 pub mod opfile;
 pub mod rng;

@@ -6,9 +6,9 @@
 //! (compaction), and cuts output tables at the target size on user-key boundaries so that
 //! the files of a level never share a user key.
 
-use super::{LifetimeHooks, Previous};
 use crate::error::{Error, Result};
-use crate::filename::{table_file_name, value_file_name};
+use crate::filename::table_file_name;
+use crate::gc::placement::{JobHooks, Previous};
 use crate::io::{IoCause, Storage};
 use crate::lifetime::FeatureRecord;
 use crate::options::Options;
@@ -44,7 +44,7 @@ pub struct JobSpec<'a> {
     /// index maps (to rewrite pointers to collected files lazily).
     pub version: &'a Version,
     /// Lifetime policies: feature records, file lifetimes, lifetime samples.
-    pub lifetime: Option<&'a dyn LifetimeHooks>,
+    pub lifetime: Option<&'a JobHooks<'a>>,
     /// Allocates file numbers.
     pub new_file_number: &'a (dyn Fn() -> u64 + Sync),
     /// Which output blocks go into the block cache without being read (paper 002).
@@ -60,7 +60,7 @@ pub struct JobOutput {
     pub tables: Vec<FileMeta>,
     pub blobs: Vec<BlobMeta>,
     /// Pointers the job removed from the tree: their records became garbage. They are
-    /// charged when the job installs (see [`crate::vlog::garbage::garbage_by_file`]),
+    /// charged when the job installs (see [`crate::gc::garbage::garbage_by_file`]),
     /// because a GC may have moved the records meanwhile.
     pub dropped: Vec<ValuePointer>,
     pub entries_in: u64,
@@ -142,6 +142,19 @@ impl Outputs<'_> {
         Ok(())
     }
 
+    /// A new value file for the job's values, removed if the job fails.
+    fn new_value_file(&mut self, cause: IoCause) -> Result<ValueFileWriter> {
+        let (path, writer) = ValueFileWriter::create(
+            &**self.spec.storage,
+            self.spec.dir,
+            (self.spec.new_file_number)(),
+            cause,
+            self.spec.opts.vlog.value_compression,
+        )?;
+        self.created.push(path);
+        Ok(writer)
+    }
+
     /// Appends a value to the current value file of placement class `class` (cut at
     /// `blob_file_size`).
     fn write_value(
@@ -161,13 +174,7 @@ impl Outputs<'_> {
             self.finish_value_file(class)?;
         }
         if self.value_writers[class].is_none() {
-            let n = (self.spec.new_file_number)();
-            let path = value_file_name(self.spec.dir, n);
-            self.created.push(path.clone());
-            let f = self.spec.storage.create(&path, cause)?;
-            self.value_writers[class] = Some(
-                ValueFileWriter::new(f, n)?.with_compression(self.spec.opts.vlog.value_compression),
-            );
+            self.value_writers[class] = Some(self.new_value_file(cause)?);
         }
         self.value_writers[class]
             .as_mut()
@@ -226,12 +233,7 @@ impl Outputs<'_> {
             self.finish_expiry_file(window)?;
         }
         if !self.expiry_writers.contains_key(&window) {
-            let n = (self.spec.new_file_number)();
-            let path = value_file_name(self.spec.dir, n);
-            self.created.push(path.clone());
-            let f = self.spec.storage.create(&path, cause)?;
-            let writer =
-                ValueFileWriter::new(f, n)?.with_compression(self.spec.opts.vlog.value_compression);
+            let writer = self.new_value_file(cause)?;
             self.expiry_writers.insert(
                 window,
                 ExpiryWriter {
@@ -388,7 +390,7 @@ fn logged_value(
 /// ([`crate::io::parallel`]).
 fn look_up_below(
     spec: &JobSpec<'_>,
-    hooks: &dyn LifetimeHooks,
+    hooks: &JobHooks<'_>,
     input: &mut dyn InternalIterator,
 ) -> Result<Vec<Option<Previous>>> {
     let keys = key_versions(input, spec.dir, "job input", |_, _| Ok(()))?;
@@ -403,7 +405,7 @@ fn look_up_below(
 /// is the write before the group's oldest version, if the job looked it up.
 fn process_group(
     spec: &JobSpec<'_>,
-    hooks: &dyn LifetimeHooks,
+    hooks: &JobHooks<'_>,
     o: &mut Outputs,
     ks: &mut KeyState,
     group: &mut Vec<Held>,
@@ -449,7 +451,7 @@ fn seq_of(spec: &JobSpec<'_>, ikey: &[u8]) -> Result<SeqNo> {
 /// key's newest write below the output), and each interval found is a true lifetime.
 fn link_group(
     spec: &JobSpec<'_>,
-    hooks: &dyn LifetimeHooks,
+    hooks: &JobHooks<'_>,
     group: &mut [Held],
     out: &mut JobOutput,
 ) -> Result<()> {

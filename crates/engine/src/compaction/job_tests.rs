@@ -4,7 +4,7 @@
 
 use super::job::{run, JobOutput, JobSpec};
 use crate::expiry::ManualClock;
-use crate::filename::{table_file_name, value_file_name};
+use crate::filename::table_file_name;
 use crate::io::{FileStorage, IoCause, Storage};
 use crate::options::Options;
 use crate::sst::{InternalIterator, Table, VecIterator};
@@ -350,9 +350,14 @@ fn a_relocated_value_is_read_and_written_again_as_gc() {
     let mut h = Harness::new();
     // A value file in the version, holding the value a pointer names.
     let number = h.new_file();
-    let path = value_file_name(h.dir.path(), number);
-    let mut w =
-        ValueFileWriter::new(h.storage.create(&path, IoCause::ValueLog).unwrap(), number).unwrap();
+    let (_, mut w) = ValueFileWriter::create(
+        &*h.storage,
+        h.dir.path(),
+        number,
+        IoCause::ValueLog,
+        crate::options::Compression::None,
+    )
+    .unwrap();
     let value = vec![3u8; 300];
     let old = w.add(b"k", &value).unwrap();
     let meta = w.finish().unwrap();

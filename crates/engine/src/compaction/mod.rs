@@ -35,11 +35,7 @@ pub use job::{run, JobOutput, JobSpec};
 pub use pick::{build, files_in_range, Compaction, OutputRun};
 pub use strategy::{CompactionStrategy, PickContext};
 
-use crate::error::Result;
-use crate::lifetime::FeatureRecord;
 use crate::options::{CompactionStyle, TreeOptions};
-use crate::types::SeqNo;
-use crate::vlog::{FileLifetime, ValuePointer};
 
 /// The strategy `tree.compaction_style` selects. `Auto` with `tree.auto_shape` is leveled:
 /// the growth factor the model chooses shapes a leveled tree (validation rejects
@@ -51,41 +47,6 @@ pub fn strategy_for(tree: &TreeOptions) -> Box<dyn CompactionStrategy> {
         CompactionStyle::Auto if tree.auto_shape.is_some() => Box::new(leveled::Leveled::new(tree)),
         CompactionStyle::Auto => Box::new(auto_style::AutoStyle::new(tree)),
     }
-}
-
-/// What the lifetime policies add to flush and compaction (paper 000, sec. 4.2-4.3).
-pub trait LifetimeHooks: Sync {
-    /// Whether flush looks up each key's previous write in the tree (to place values and
-    /// to find garbage early).
-    fn looks_up_previous(&self) -> bool;
-    /// The placement class of a value flush separates: the key, the write's sequence
-    /// number and the key's previous write (in the flushed memtable, else in the tree, if
-    /// the policy looks it up). Values of one class share value files
-    /// ([`crate::vlog::placement`]); 0 when the policy does not place values.
-    fn place(&self, key: &[u8], seq: SeqNo, previous: Option<&Previous>) -> usize;
-    /// The lifetime stamped on the value files of placement class `class` the job creates.
-    fn file_lifetime(&self, class: usize) -> Option<FileLifetime>;
-    /// The feature record flush stores after a new pointer (marked pending a link if
-    /// [`LifetimeHooks::links_features`]).
-    fn fresh_features(&self, value_len: usize) -> FeatureRecord;
-    /// Whether compaction links flushed feature records to the key's previous write
-    /// (sec. 4.3), which takes a tree lookup below the output for each key whose previous
-    /// write is not in the job's input.
-    fn links_features(&self) -> bool;
-    /// The key's newest write older than `seq` *below* the job's output level: its
-    /// sequence number and, if it is a separated value, its feature record.
-    fn previous_below(&self, key: &[u8], seq: SeqNo) -> Result<Option<Previous>>;
-    /// A true lifetime: the write whose record was `prev` lived `lifetime` sequence numbers.
-    fn observe(&self, prev: &FeatureRecord, lifetime: SeqNo);
-}
-
-/// An older write of a key, as feature linking and placement need it.
-#[derive(Clone, Debug)]
-pub struct Previous {
-    pub seq: SeqNo,
-    pub features: Option<FeatureRecord>,
-    /// Where its value lives, if it is a separated value.
-    pub pointer: Option<ValuePointer>,
 }
 
 #[cfg(test)]

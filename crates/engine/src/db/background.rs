@@ -2,31 +2,22 @@
 //! GC thread for policies with standalone GC jobs. Each job runs without the main lock and
 //! installs its result with one version edit.
 
-use super::inner::{Inner, ReadView, State};
+use super::gc::{drop_unneeded_maps, find_superseded, gc_one, release_dead_value_files};
+use super::inner::{Inner, State, IDLE_WAIT};
 use super::iter::LevelIter;
-use super::{read, write};
-use crate::compaction::{self, Compaction, JobOutput, JobSpec, LifetimeHooks, PickContext};
-use crate::error::{Error, Result};
-use crate::filename::{self, value_file_name, FileKind};
+use crate::compaction::{self, Compaction, JobOutput, JobSpec, PickContext};
+use crate::error::Result;
+use crate::filename::{self, FileKind};
 use crate::io::IoCause;
-use crate::io::Storage;
 use crate::sst::{InternalIterator, MergingIterator};
 use crate::stats::EngineCounters;
-use crate::types::SeqNo;
-use crate::types::ValueKind;
 use crate::version::{Version, VersionEdit};
-use crate::vlog::gc_job::{self, GcHost, GcJob, IndexMapJob, Install, Liveness, Record, WriteBack};
-use crate::vlog::superseded::{Finder, FinderHost};
-use crate::vlog::{ValueFileWriter, ValuePointer};
+use crate::vlog::ValuePointer;
 use crate::warming::JobKind;
 use std::collections::HashSet;
-use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Duration;
-
-const IDLE_WAIT: Duration = Duration::from_millis(100);
 
 pub(crate) fn start(inner: &Arc<Inner>) -> Vec<JoinHandle<()>> {
     let mut t = Vec::new();
@@ -69,68 +60,6 @@ pub(crate) fn start(inner: &Arc<Inner>) -> Vec<JoinHandle<()>> {
         t.push(spawn("halflife-find", gc_low, find_superseded));
     }
     t
-}
-
-/// Looks up the previous writes of the oldest queued flushed table's keys
-/// ([`crate::vlog::superseded`]); `false` when nothing is queued.
-fn find_superseded(inner: &Arc<Inner>) -> Result<bool> {
-    let Some(rt) = inner.lifetime.as_ref() else {
-        return Ok(false);
-    };
-    let (table, v) = {
-        let mut st = inner.state.lock();
-        if st.finding_superseded.is_some() || st.bg_error.is_some() {
-            return Ok(false);
-        }
-        let Some(number) = st.superseding.pop_front() else {
-            return Ok(false);
-        };
-        let v = st.versions.current();
-        let Some(table) = v.levels[0].iter().find(|f| f.number() == number).cloned() else {
-            // Compacted before its turn: compaction counts what it hid, when it reaches
-            // the previous writes; until then, no file existing now has all its garbage
-            // known.
-            rt.count_superseded_table(false);
-            rt.early.coverage.lose_below(st.versions.next_file_number());
-            return Ok(true);
-        };
-        st.finding_superseded = Some(number);
-        (table, v)
-    };
-    let result = (|| -> Result<()> {
-        let finder = Finder {
-            early: &rt.early,
-            recent: &rt.recent,
-        };
-        let gone = !finder.find(&**inner, &table, &v)?;
-        rt.count_superseded_table(!gone);
-        if gone {
-            let st = inner.state.lock();
-            rt.early.coverage.lose_below(st.versions.next_file_number());
-        }
-        // Files the table's writes left wholly dead go now, not at the next job.
-        let mut st = inner.state.lock();
-        release_dead_value_files(inner, &mut st)?;
-        inner.publish_space_amp(&st.versions.current());
-        Ok(())
-    })();
-    let mut st = inner.state.lock();
-    st.finding_superseded = None;
-    inner.bg_cv.notify_all();
-    drop(st);
-    result.map(|()| true)
-}
-
-/// The engine as the superseded finder sees it.
-impl FinderHost for Inner {
-    fn dir(&self) -> &Path {
-        &self.dir
-    }
-
-    fn with_current(&self, f: &mut dyn FnMut(&Version, SeqNo)) {
-        let st = self.state.lock();
-        f(&st.versions.current(), self.smallest_snapshot(&st));
-    }
 }
 
 /// Lowers the calling thread to nice 19 ([`crate::Options::lower_background_priority`]).
@@ -230,13 +159,13 @@ fn add_outputs(
         .collect();
     let now: Vec<ValuePointer> = dropped.iter().map(|d| d.1).collect();
     if let Some(rt) = &inner.lifetime {
-        rt.count_job(&out, &now);
+        rt.count_job(out.links, out.lazy_rewrites, &now);
     }
     edit.added
         .extend(out.tables.into_iter().map(|t| (level, t)));
     edit.added_blobs.extend(out.blobs);
     edit.blob_garbage
-        .extend(crate::vlog::garbage::garbage_where(&now, |r| Some(*r)));
+        .extend(crate::gc::garbage::garbage_where(&now, |r| Some(*r)));
     if inner.lifetime.is_some() && st.running_gc > 0 {
         let busy = &st.busy_blobs;
         let in_gc = dropped.iter().filter(|(_, r)| busy.contains(&r.file));
@@ -271,7 +200,7 @@ fn flush_one(inner: &Arc<Inner>) -> Result<bool> {
         let logged = |seq| mem.logged(seq);
         let spec = JobSpec {
             separate_values: inner.gc.separates_values(),
-            lifetime: hooks.as_ref().map(|h| h as &dyn LifetimeHooks),
+            lifetime: hooks.as_ref(),
             warming: warm.as_ref(),
             logged: inner.opts.logs_values().then_some(&logged as _),
             ..job_spec(inner, IoCause::Flush, snap, &v, &nf)
@@ -352,45 +281,6 @@ pub(crate) fn remove_old_wals(inner: &Inner, below: u64) {
     }
 }
 
-/// Drops value files whose every record is garbage (no reader can reach any of them):
-/// counted by compaction, known by position to the lifetime runtime, or expired (the
-/// file holds only values with an expiry and the clock passed the latest of them: every
-/// entry pointing into it reads as a deletion, so it goes unread, [`crate::expiry`]).
-/// The edit is synced to the manifest before the file is unlinked (when its last reader
-/// lets go), so recovery never finds a file gone that the manifest still names.
-pub(crate) fn release_dead_value_files(inner: &Inner, st: &mut State) -> Result<()> {
-    let v = st.versions.current();
-    let now = inner.now_ms();
-    let dead_by_position =
-        |b: &crate::vlog::BlobFile| inner.lifetime.as_ref().is_some_and(|rt| rt.all_garbage(b));
-    let expired = |b: &crate::vlog::BlobFile| b.expiry.all_expired(now);
-    let mut expired_files = 0;
-    let dead: Vec<u64> = v
-        .blobs
-        .values()
-        .filter(|b| !st.busy_blobs.contains(&b.number))
-        .filter(|b| {
-            let e = expired(b);
-            expired_files += u64::from(e);
-            e || b.all_garbage() || dead_by_position(b)
-        })
-        .map(|b| b.number)
-        .collect();
-    EngineCounters::add(&inner.counters.expired_value_files, expired_files);
-    if dead.is_empty() {
-        return Ok(());
-    }
-    inner.apply_edit(
-        st,
-        VersionEdit {
-            deleted_blobs: dead,
-            ..Default::default()
-        },
-    )?;
-    inner.bg_cv.notify_all();
-    Ok(())
-}
-
 fn compact_one(inner: &Arc<Inner>) -> Result<bool> {
     compact(inner, |v, busy| inner.pick_compaction(v, busy))
 }
@@ -434,7 +324,7 @@ fn compact(
 /// The tables a compaction may not take now: those another compaction is merging and,
 /// until L0 is two files short of slowing writers down, the flushed tables
 /// whose keys' previous writes are still being looked up. Merged before that, the
-/// garbage their writes made is no longer early ([`crate::vlog::superseded`] gives up on a
+/// garbage their writes made is no longer early ([`crate::gc::superseded`] gives up on a
 /// table once it leaves L0), and GC learns of it only when a compaction reaches the
 /// previous writes, often a deep merge much later. Past that point writers come first.
 fn unavailable_tables<'a>(
@@ -554,7 +444,7 @@ fn run_compaction(
             drop_tombstones: c.bottommost,
             split_outputs: true,
             relocate: filter.map(|f| f as &(dyn Fn(&ValuePointer) -> bool + Sync)),
-            lifetime: hooks.as_ref().map(|h| h as &dyn LifetimeHooks),
+            lifetime: hooks.as_ref(),
             ..job_spec(inner, IoCause::Compaction, snap, v, &nf)
         };
         let o = compaction::run(&spec, &mut merged)?;
@@ -583,253 +473,6 @@ fn run_compaction(
     Ok(())
 }
 
-impl Inner {
-    /// The value files the GC policy collects next, knowing the garbage flush found early.
-    pub(crate) fn pick_gc(&self, v: &Version, busy: &std::collections::HashSet<u64>) -> Vec<u64> {
-        let now = self.last_seq.load(Ordering::Acquire);
-        let early = self.lifetime.as_ref().map(|rt| &rt.early);
-        if let Some(e) = early {
-            e.retain(|n| v.blobs.contains_key(&n));
-        }
-        self.publish_space_amp(v);
-        self.gc.pick_gc_with(v, busy, now, early)
-    }
-
-    /// Measures the value files' space amplification in `v` (under a target) for the write
-    /// path's pacing: when GC picks, and when the finder has found a table's garbage
-    /// (a GC job can run for seconds; the garbage the flushes make meanwhile counts).
-    pub(crate) fn publish_space_amp(&self, v: &Version) {
-        let early = self.lifetime.as_ref().map(|rt| &rt.early);
-        if let Some(amp) = self.gc.space_amp(v, early) {
-            self.value_space_amp.store(amp.to_bits(), Ordering::Relaxed);
-            if let Some(p) = &self.gc_pacer {
-                p.observe(amp);
-            }
-        }
-    }
-}
-
-/// Drops index maps no table can resolve through any more.
-pub(crate) fn drop_unneeded_maps(inner: &Inner, st: &mut State) -> Result<()> {
-    let unneeded = st.versions.current().unneeded_maps();
-    if unneeded.is_empty() {
-        return Ok(());
-    }
-    inner.apply_edit(
-        st,
-        VersionEdit {
-            deleted_maps: unneeded,
-            ..Default::default()
-        },
-    )
-}
-
-/// How the policy collects value files: with index maps where it has a lifetime runtime
-/// (TerarkDB and the lifetime policies, which place the copies), else by write-back.
-fn gc_job(inner: &Inner) -> Box<dyn GcJob + '_> {
-    match &inner.lifetime {
-        Some(rt) => Box::new(IndexMapJob {
-            placement: rt,
-            early: &rt.early,
-        }),
-        None => Box::new(WriteBack),
-    }
-}
-
-/// One standalone GC job: collects the value files the policy picks ([`gc_job`]).
-fn gc_one(inner: &Arc<Inner>) -> Result<bool> {
-    let files = {
-        let mut st = inner.state.lock();
-        if st.gc_paused || st.bg_error.is_some() {
-            return Ok(false);
-        }
-        // Expired files go whole first: GC never picks them to copy what is left.
-        release_dead_value_files(inner, &mut st)?;
-        let v = st.versions.current();
-        let mut picked = inner.pick_gc(&v, &st.busy_blobs);
-        // Index-map GC scans its inputs in file-number order (maps are sorted by source).
-        picked.sort_unstable();
-        if picked.is_empty() {
-            return Ok(false);
-        }
-        st.running_gc += 1;
-        st.busy_blobs.extend(picked.iter().copied());
-        let files = picked
-            .iter()
-            .filter_map(|n| v.blobs.get(n).cloned())
-            .collect::<Vec<_>>();
-        (files, st.snapshots.keys().copied().collect::<Vec<_>>())
-    };
-    let (files, snapshots) = files;
-    let numbers: Vec<u64> = files.iter().map(|f| f.number).collect();
-    let host = EngineGcHost {
-        inner,
-        snapshots: &snapshots,
-        files: &numbers,
-    };
-    let r = gc_job(inner).run(&host, &files);
-    // Let go of the collected files before reporting the job done, so that a waiter sees
-    // them gone from disk.
-    drop(files);
-    let mut st = inner.state.lock();
-    st.running_gc -= 1;
-    // Drops into its files a failed job did not settle have no job to settle them.
-    st.gc_drops.retain(|d| !numbers.contains(&d.1));
-    for n in numbers {
-        st.busy_blobs.remove(&n);
-    }
-    inner.bg_cv.notify_all();
-    r?;
-    EngineCounters::add(&inner.counters.gc_jobs, 1);
-    release_dead_value_files(inner, &mut st)?;
-    Ok(true)
-}
-
-/// The engine as a GC job sees it ([`GcHost`]), with the snapshots live when the job
-/// started (a record only they read is kept) and the files it collects.
-struct EngineGcHost<'a> {
-    inner: &'a Arc<Inner>,
-    snapshots: &'a [SeqNo],
-    files: &'a [u64],
-}
-
-impl GcHost for EngineGcHost<'_> {
-    fn is_live(&self, key: &[u8], ptr: &ValuePointer) -> Result<bool> {
-        let inner = self.inner;
-        let seq = inner.visible_seq.load(Ordering::Acquire);
-        let view = ReadView::take(inner);
-        read::points_at(inner, &view, key, seq, ptr)
-    }
-
-    fn create_value_file(&self) -> Result<(std::path::PathBuf, ValueFileWriter)> {
-        let inner = self.inner;
-        let n = inner.new_file_number();
-        let path = value_file_name(&inner.dir, n);
-        let w = ValueFileWriter::new(inner.storage.create(&path, IoCause::GcWrite)?, n)?
-            .with_compression(inner.opts.vlog.value_compression);
-        Ok((path, w))
-    }
-
-    fn remove_file(&self, path: &std::path::Path) {
-        let _ = self.inner.storage.remove(path);
-    }
-
-    fn apply(&self, edit: VersionEdit) -> Result<()> {
-        self.inner.apply_edit(&mut self.inner.state.lock(), edit)
-    }
-
-    fn write_back(&self, entries: Vec<gc_job::Writeback>) -> Result<Vec<bool>> {
-        write::write_back(self.inner, entries)
-    }
-
-    fn make_durable(&self) -> Result<()> {
-        // The pointers went through the WAL unsynced, and the lookups saw writes not yet
-        // synced. Without a WAL, only a flushed table keeps them.
-        if self.inner.opts.wal.use_wal {
-            write::sync_logs(self.inner)
-        } else {
-            write::force_switch(self.inner)?;
-            wait_flushed(self.inner)
-        }
-    }
-
-    fn relocated(&self, bytes: u64, from_expiring: bool) {
-        let c = &self.inner.counters;
-        EngineCounters::add(&c.gc_relocated_bytes, bytes);
-        if from_expiring {
-            EngineCounters::add(&c.gc_relocated_expiring_bytes, bytes);
-        }
-    }
-
-    fn blob_file_size(&self) -> u64 {
-        self.inner.opts.vlog.blob_file_size
-    }
-
-    fn dir(&self) -> &Path {
-        &self.inner.dir
-    }
-
-    fn storage(&self) -> &Arc<dyn Storage> {
-        &self.inner.storage
-    }
-
-    fn visible_seq(&self) -> SeqNo {
-        self.inner.visible_seq.load(Ordering::Acquire)
-    }
-
-    fn version(&self) -> Arc<Version> {
-        self.inner.state.lock().versions.current()
-    }
-
-    fn liveness(&self, records: &[Record], seq: SeqNo) -> Result<Vec<Liveness>> {
-        let inner = self.inner;
-        let view = ReadView::take(inner);
-        let now = inner.now_ms();
-        let found = crate::io::parallel::map_in_parallel(
-            crate::io::parallel::Pool::Gc,
-            records,
-            |(_, key, _)| view.lookup(key, seq, now),
-        )?;
-        let mut out = Vec::with_capacity(records.len());
-        for ((ptr, key, _), latest) in records.iter().zip(found) {
-            out.push(if read::found_points_at(inner, &view, &latest, ptr)? {
-                Liveness::Live(latest.expect("points_at implies found"))
-            } else if read::needed_by_snapshot(inner, &view, key, self.snapshots, ptr)? {
-                Liveness::ForSnapshot
-            } else {
-                Liveness::Dead
-            });
-        }
-        Ok(out)
-    }
-
-    fn hidden_by_memtable(&self, key: &[u8], ptr: &ValuePointer, seq: SeqNo) -> Result<bool> {
-        let inner = self.inner;
-        let view = ReadView::take(inner);
-        let Some(newest) = view.lookup_memtables(key, seq, inner.now_ms())? else {
-            return Ok(false);
-        };
-        Ok(!read::found_points_at(inner, &view, &Some(newest), ptr)?
-            && !read::needed_by_snapshot(inner, &view, key, self.snapshots, ptr)?)
-    }
-
-    fn install_with_maps(&self, install: &mut Install) -> Result<()> {
-        let inner = self.inner;
-        let mut st = inner.state.lock();
-        let (drops, others): (Vec<_>, Vec<_>) = std::mem::take(&mut st.gc_drops)
-            .into_iter()
-            .partition(|d| self.files.contains(&d.1));
-        st.gc_drops = others;
-        let drops = drops.into_iter().map(|d| d.0).collect();
-        let current = st.versions.current();
-        install(&current, drops, &mut |edit, maps| {
-            inner.apply_edit_with_maps(&mut st, edit, maps)
-        })?;
-        drop_unneeded_maps(inner, &mut st)
-    }
-}
-
-fn wait_until(inner: &Inner, done: impl Fn(&State) -> bool) -> Result<()> {
-    let mut st = inner.state.lock();
-    loop {
-        if let Some(e) = &st.bg_error {
-            return Err(Error::Background(e.clone()));
-        }
-        if done(&st) {
-            return Ok(());
-        }
-        if inner.shutdown.load(Ordering::SeqCst) {
-            return Err(Error::Closed);
-        }
-        inner.bg_cv.notify_all();
-        inner.bg_cv.wait_for(&mut st, IDLE_WAIT);
-    }
-}
-
-pub(crate) fn wait_flushed(inner: &Inner) -> Result<()> {
-    wait_until(inner, |st| st.imm.is_empty() && !st.flushing)
-}
-
 pub(crate) fn wait_idle(inner: &Inner) -> Result<()> {
     wait_idle_jobs(inner)?;
     wait_purged(inner);
@@ -846,7 +489,7 @@ fn wait_purged(inner: &Inner) {
 }
 
 fn wait_idle_jobs(inner: &Inner) -> Result<()> {
-    wait_until(inner, |st| {
+    inner.wait_until(|st| {
         let v = st.versions.current();
         st.imm.is_empty()
             && !st.flushing
@@ -872,7 +515,7 @@ pub(crate) fn compact_range(
         st.manual = true;
     }
     let r = (|| -> Result<()> {
-        wait_until(inner, |st| st.running_compactions == 0)?;
+        inner.wait_until(|st| st.running_compactions == 0)?;
         let deepest = {
             let st = inner.state.lock();
             let v = st.versions.current();
@@ -959,83 +602,4 @@ fn rewrite_expired_bottom(
         Some(c) => execute(inner, st, c, v),
         None => Ok(()),
     }
-}
-
-/// Settles GC outputs left pending by a process that died between installing them and
-/// finishing the write-back: every record the tree does not point at is garbage. Runs at
-/// open, before background threads start.
-pub(crate) fn settle_pending_gc(inner: &Arc<Inner>) -> Result<()> {
-    let pending: Vec<_> = {
-        let st = inner.state.lock();
-        st.versions
-            .current()
-            .blobs
-            .values()
-            .filter(|b| b.is_pending())
-            .cloned()
-            .collect()
-    };
-    if pending.is_empty() {
-        return Ok(());
-    }
-    // Every version of a key counts, not only the newest: a written-back pointer that a
-    // later write superseded is garbage that compaction counts when it drops it. Open has
-    // flushed everything it replayed, so the tables hold every write still there.
-    let v = inner.state.lock().versions.current();
-    let mut tables: Vec<Box<dyn crate::sst::InternalIterator>> = Vec::new();
-    for f in v.levels.iter().flatten() {
-        tables.push(Box::new(f.table()?.iter(IoCause::GcRead)));
-    }
-    let mut tree = crate::sst::MergingIterator::new(tables);
-    let mut edit = VersionEdit::default();
-    for f in &pending {
-        let (mut bytes, mut entries) = (0u64, 0u64);
-        let mut r = f.scan(IoCause::GcRead)?;
-        while let Some((ptr, key, _)) = r.next_record()? {
-            if !written_back(inner, &mut tree, key, &ptr)? {
-                bytes += ptr.size as u64;
-                entries += 1;
-            }
-        }
-        // No version points at these: never written back, or written back and dropped
-        // since by a flush or compaction, which counted them already (a record is pointed
-        // at by its one write-back at most). The file's garbage becomes this count.
-        edit.blob_garbage.push((
-            f.number,
-            bytes.saturating_sub(f.garbage_bytes()),
-            entries.saturating_sub(f.garbage_entries()),
-        ));
-        edit.gc_settled.push(f.number);
-    }
-    let mut st = inner.state.lock();
-    inner.apply_edit(&mut st, edit)?;
-    release_dead_value_files(inner, &mut st)
-}
-
-/// Whether some version of `key` in `tree` is a pointer to `ptr`.
-fn written_back(
-    inner: &Inner,
-    tree: &mut crate::sst::MergingIterator,
-    key: &[u8],
-    ptr: &ValuePointer,
-) -> Result<bool> {
-    use crate::sst::InternalIterator;
-    use crate::types::{make_internal_key, parse_internal_key, KIND_SEEK, MAX_SEQ};
-    tree.seek(&make_internal_key(key, MAX_SEQ, KIND_SEEK))?;
-    while tree.valid() {
-        let Some(p) = parse_internal_key(tree.key()) else {
-            break;
-        };
-        if p.user_key != key {
-            break;
-        }
-        let s = crate::expiry::split(p.kind, tree.value()).ok_or_else(|| {
-            Error::corruption(&inner.dir, "expiring entry shorter than its expiry time")
-        })?;
-        if s.kind == ValueKind::Pointer && ValuePointer::decode(&inner.dir, s.payload)?.0 == *ptr {
-            return Ok(true);
-        }
-        tree.next()?;
-    }
-    Ok(false)
 }

@@ -32,7 +32,7 @@
 //! [`pin`] and [`write_private`] are also what backups are made of ([`crate::backup`]).
 
 use super::inner::Inner;
-use super::{background, write};
+use super::write;
 use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
 use crate::filename::{
@@ -121,7 +121,7 @@ pub(crate) fn pin(inner: &Arc<Inner>) -> Result<Pinned> {
     let sequence = inner.visible_seq.load(Ordering::Acquire);
     let pause = GcPause::take(inner)?;
     write::force_switch(inner)?;
-    background::wait_flushed(inner)?;
+    inner.wait_flushed()?;
     let st = inner.state.lock();
     let v = st.versions.current();
     // Names in the checkpoint only, above every number its files use.

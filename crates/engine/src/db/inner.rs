@@ -4,19 +4,21 @@
 //! share. The job files (`write.rs`, `background.rs`, `read.rs`, ...) import it from here,
 //! and the public handle (`mod.rs`) sits on top: nothing here calls into a job.
 
-use super::lifetime;
 use super::recovery_report::RecoveryReport;
 use super::throttle;
 use super::write_queue::WriteQueue;
 use crate::cache::{BlockCache, CacheCharge};
 use crate::error::{Error, Result};
+use crate::gc::pacer::GcPacer;
+use crate::gc::placement::Placement;
+use crate::gc::runtime::LifetimeRuntime;
+use crate::gc::GcPolicy;
 use crate::io::{IoCause, Storage};
 use crate::memtable::{Memtable, ValueCopy};
 use crate::options::Options;
 use crate::stats::EngineCounters;
 use crate::types::{seek_key, SeqNo};
 use crate::version::{Found, Version, VersionSet};
-use crate::vlog::gc::GcPolicy;
 use crate::vlog::value_wal;
 use crate::wal::LogWriter;
 use parking_lot::{Condvar, Mutex};
@@ -24,6 +26,10 @@ use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
+
+/// How long a background thread or a waiter sleeps before it looks at the state again
+/// when nothing woke it.
+pub(crate) const IDLE_WAIT: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// State guarded by the main mutex.
 pub(crate) struct State {
@@ -55,12 +61,12 @@ pub(crate) struct State {
     pub manual: bool,
     pub live_user_bytes: Option<u64>,
     /// Pointers compactions dropped into files an index-map GC job is collecting (see
-    /// `vlog::gc_job::IndexMapJob`).
+    /// `gc::job::IndexMapJob`).
     /// Each with the value file that holds its record now (the job collecting that file
     /// settles it).
     pub gc_drops: Vec<(crate::vlog::ValuePointer, u64)>,
     /// Flushed L0 tables whose keys' previous writes are still to be looked up, oldest
-    /// first ([`crate::vlog::superseded`]).
+    /// first ([`crate::gc::superseded`]).
     pub superseding: VecDeque<u64>,
     /// The flushed table whose keys are being looked up.
     pub finding_superseded: Option<u64>,
@@ -81,7 +87,7 @@ pub(crate) struct Inner {
     /// style, under `growth_factor = auto` the growth factor chosen so far).
     pub compaction: Box<dyn crate::compaction::CompactionStrategy>,
     /// Lifetime policies and TerarkDB: thresholds, model, trainer (else `None`).
-    pub lifetime: Option<lifetime::LifetimeRuntime>,
+    pub lifetime: Option<LifetimeRuntime>,
     pub state: Mutex<State>,
     /// Dropped memtables' chunks, for the next memtables.
     pub memtable_chunks: Arc<crate::memtable::ChunkPool>,
@@ -118,7 +124,7 @@ pub(crate) struct Inner {
     /// Delayed writes before a stop: the flush rate and the write leaders' pacing.
     pub throttle: throttle::WriteController,
     /// Writes paced to value-file GC, under a space-amplification target.
-    pub gc_pacer: Option<throttle::GcPacer>,
+    pub gc_pacer: Option<GcPacer>,
     pub shutdown: AtomicBool,
     /// Set with `State::bg_error` (never cleared): the write path's check without the lock.
     pub bg_failed: AtomicBool,
@@ -308,10 +314,18 @@ impl Inner {
             .map(|(_, f)| f.clone())
     }
 
-    /// What the value log's write path needs of the engine ([`value_wal`]).
+    /// Where values go by predicted death, under the lifetime policies (and TerarkDB's,
+    /// which places nothing); `None` for the others.
+    pub fn placement(&self) -> Option<&dyn Placement> {
+        self.lifetime.as_ref().map(|rt| rt as &dyn Placement)
+    }
+
+    /// What the value log's write path needs of the engine ([`value_wal`]), with the
+    /// placement of each value it logs.
     pub fn value_log_context<'a>(
         &'a self,
         new_file_number: &'a dyn Fn() -> u64,
+        placement: Option<value_wal::ValuePlacement<'a>>,
     ) -> value_wal::LogContext<'a> {
         value_wal::LogContext {
             dir: &self.dir,
@@ -319,10 +333,7 @@ impl Inner {
             min_blob_size: self.opts.vlog.min_blob_size,
             blob_file_size: self.opts.vlog.blob_file_size,
             compression: self.opts.vlog.value_compression,
-            placement: self
-                .lifetime
-                .as_ref()
-                .map(|rt| rt as &dyn value_wal::WritePlacement),
+            placement,
             new_file_number,
             dir_unsynced: &self.dir_unsynced,
             now_ms: self.now_ms(),
@@ -332,6 +343,30 @@ impl Inner {
 
     pub fn new_file_number(&self) -> u64 {
         self.state.lock().versions.new_file_number()
+    }
+
+    /// Waits until `done` holds of the state (woken by background work, and looking again
+    /// every [`IDLE_WAIT`]); fails on a background error or at shutdown.
+    pub fn wait_until(&self, done: impl Fn(&State) -> bool) -> Result<()> {
+        let mut st = self.state.lock();
+        loop {
+            if let Some(e) = &st.bg_error {
+                return Err(Error::Background(e.clone()));
+            }
+            if done(&st) {
+                return Ok(());
+            }
+            if self.shutdown.load(Ordering::SeqCst) {
+                return Err(Error::Closed);
+            }
+            self.bg_cv.notify_all();
+            self.bg_cv.wait_for(&mut st, IDLE_WAIT);
+        }
+    }
+
+    /// Waits until every immutable memtable is flushed.
+    pub fn wait_flushed(&self) -> Result<()> {
+        self.wait_until(|st| st.imm.is_empty() && !st.flushing)
     }
 
     pub fn set_bg_error(&self, st: &mut State, e: &Error) {

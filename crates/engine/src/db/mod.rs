@@ -9,9 +9,9 @@
 
 mod background;
 pub mod checkpoint;
+mod gc;
 mod inner;
 mod iter;
-mod lifetime;
 mod read;
 mod readahead;
 pub(crate) mod recovery;
@@ -55,7 +55,7 @@ impl DB {
     pub fn open(path: impl AsRef<Path>, opts: Options) -> Result<DB> {
         opts.validate()?;
         let inner = Arc::new(recovery::open(path.as_ref(), opts)?);
-        background::settle_pending_gc(&inner)?;
+        gc::settle_pending_gc(&inner)?;
         inner.charge_memory(&inner.state.lock().versions.current());
         let threads = background::start(&inner);
         Ok(DB {
@@ -291,7 +291,7 @@ impl DB {
     /// Flushes the memtable to a table file and waits for it.
     pub fn flush(&self) -> Result<()> {
         write::force_switch(&self.inner)?;
-        background::wait_flushed(&self.inner)
+        self.inner.wait_flushed()
     }
 
     /// Compacts every level overlapping [start, end] down to the last level it reaches.

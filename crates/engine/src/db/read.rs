@@ -154,3 +154,22 @@ pub(crate) fn needed_by_snapshot(
     }
     Ok(false)
 }
+
+/// Whether the entry found for a key is a pointer to `old` (as written, not resolved: a
+/// relocation replaces exactly the pointer GC found), and if so its expiry time, which the
+/// pointer written back keeps (`None` if it is not).
+pub(crate) fn points_at_old(
+    inner: &Inner,
+    found: &Option<Found>,
+    old: &ValuePointer,
+) -> Result<Option<Option<u64>>> {
+    Ok(match found {
+        Some(f)
+            if f.kind == ValueKind::Pointer
+                && ValuePointer::decode(&inner.dir, &f.value)?.0 == *old =>
+        {
+            Some(f.expire_at)
+        }
+        _ => None,
+    })
+}

@@ -26,13 +26,15 @@ use crate::cache::BlockCache;
 use crate::compaction::{self, JobSpec};
 use crate::error::{Error, Result};
 use crate::filename::{self, file_number_of, wal_file_name, FileKind, CURRENT, LOCK, LOST_DIR};
+use crate::gc::pacer::GcPacer;
+use crate::gc::runtime::LifetimeRuntime;
 use crate::io::{read_all, FileStorage, IoCause, Storage};
 use crate::memtable::{ChunkPool, Memtable};
 use crate::options::Options;
 use crate::options::WalRecoveryMode;
 use crate::stats::EngineCounters;
 use crate::version::{VersionEdit, VersionSet};
-use crate::vlog::{gc, value_wal};
+use crate::vlog::value_wal;
 use crate::wal::{LogReader, LogWriter, ReadOutcome};
 use parking_lot::{Condvar, Mutex};
 use std::collections::{BTreeMap, HashSet, VecDeque};
@@ -210,9 +212,9 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
         &mut replay,
         &mut report,
     )?;
-    let policy = gc::from_options(&opts);
+    let policy = crate::gc::policy::from_options(&opts);
     let gc_target = policy.space_amp_target();
-    let lifetime = super::lifetime::LifetimeRuntime::open(dir, &opts)?;
+    let lifetime = LifetimeRuntime::open(dir, &opts)?;
 
     // 3: a new manifest, the WALs replayed into L0 tables.
     versions.start()?;
@@ -294,7 +296,7 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
     // or into installed ones.
     let (_, installed) = value_wal::charge_dropped(&mut logged_files, dropped);
     edit.blob_garbage
-        .extend(crate::vlog::garbage::garbage_by_file(
+        .extend(crate::gc::garbage::garbage_by_file(
             &versions.current(),
             &installed,
         ));
@@ -336,7 +338,7 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
     if let Some(rt) = lifetime.as_ref().filter(|rt| rt.finds_every_superseded()) {
         // Every file created from now on is written, and its records hidden, under the
         // finder or the flush's lookups: its dead records will all be known
-        // (`vlog::early_garbage::Coverage`).
+        // (`gc::early_garbage::Coverage`).
         rt.early.coverage.cover_from(versions.next_file_number());
     }
     let memtable_chunks = ChunkPool::new(opts.tree.memtable_size);
@@ -394,7 +396,7 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
         counters: EngineCounters::default(),
         value_space_amp: AtomicU64::new(0),
         throttle: super::throttle::WriteController::new(),
-        gc_pacer: gc_target.map(super::throttle::GcPacer::new),
+        gc_pacer: gc_target.map(GcPacer::new),
         shutdown: AtomicBool::new(false),
         bg_failed: AtomicBool::new(false),
         recovery: report,
@@ -408,7 +410,7 @@ fn flush_recovered(
     dir: &Path,
     storage: &Arc<dyn Storage>,
     opts: &Options,
-    lifetime: Option<&super::lifetime::LifetimeRuntime>,
+    lifetime: Option<&LifetimeRuntime>,
     versions: &mut VersionSet,
     mem: &Arc<Memtable>,
     edit: &mut VersionEdit,
@@ -432,7 +434,7 @@ fn flush_recovered(
         split_outputs: false,
         relocate: None,
         version: &v,
-        lifetime: hooks.as_ref().map(|h| h as &dyn compaction::LifetimeHooks),
+        lifetime: hooks.as_ref(),
         new_file_number: &nf,
         warming: None,
         logged: Some(&|seq| mem.logged(seq)),

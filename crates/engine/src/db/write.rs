@@ -33,6 +33,7 @@
 //! to flush is complete and a relocation never hides a newer write still being inserted.
 
 use super::inner::{Inner, ReadView};
+use super::read;
 use super::write_queue::{CheckedWriteback, Group, Job, Stage, Writer};
 use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
@@ -41,21 +42,13 @@ use crate::io::IoCause;
 use crate::memtable::Memtable;
 use crate::stats::EngineCounters;
 use crate::types::ValueKind;
-use crate::vlog::ValuePointer;
+use crate::vlog::value_wal::ValuePlacement;
 use crate::wal::LogWriter;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const MAX_GROUP_BYTES: usize = 1 << 20;
-
-pub(crate) use crate::vlog::gc_job::Writeback;
-
-/// GC relocations are checked and installed this many at a time, each chunk a write of
-/// its own, so that a user write queued behind one waits for one chunk, not a whole
-/// file's relocations. With 1024, waits behind a chunk were a visible part of the update
-/// p99.9 (docs/bench.md, "What the p99.9 is made of").
-const WRITEBACK_CHUNK: usize = 256;
 
 /// A member whose batch has at least this many entries inserts it itself, in parallel with
 /// the rest of the group; smaller batches are inserted by the leader (see [`lead`]).
@@ -72,65 +65,10 @@ pub(crate) fn force_switch(inner: &Arc<Inner>) -> Result<()> {
     submit(inner, Writer::new(Job::Switch, false)).map(|_| ())
 }
 
-/// Writes back relocated pointers; returns which ones were installed (a key rewritten
-/// by the user since GC read it keeps its newer value).
-///
-/// Whether a key still points at the old record takes a point lookup, which may read
-/// table blocks from disk. Made in the WAL stage, where no write may overtake the check,
-/// the lookups of one value file's relocations (thousands) held every user write queued
-/// behind them: 80-640 ms per GC job (docs/bench.md, "Tails"). So the lookups run here,
-/// outside the queue, as of a sequence number; in the WAL stage only the writes made
-/// since are looked for, in the memtables, which hold all of them unless one was flushed
-/// meanwhile (then the chunk is looked up again in full, as before).
-pub(crate) fn write_back(inner: &Arc<Inner>, entries: Vec<Writeback>) -> Result<Vec<bool>> {
-    let mut flags = Vec::with_capacity(entries.len());
-    let mut rest = entries.into_iter().peekable();
-    while rest.peek().is_some() {
-        let chunk = check_writebacks(inner, rest.by_ref().take(WRITEBACK_CHUNK).collect())?;
-        flags.extend(submit(inner, Writer::new(Job::Writeback(chunk), false))?);
-    }
-    Ok(flags)
-}
-
-/// Looks up, outside the write queue, whether each key still points at its old record.
-fn check_writebacks(inner: &Inner, entries: Vec<Writeback>) -> Result<CheckedWriteback> {
-    // The active memtable before the sequence number: a write after `seq` was published
-    // after it, so into this memtable or a later one (a switch publishes every write
-    // before it first). The lookups use a view taken after `seq`, which holds every
-    // write up to it.
-    let mem = ReadView::take(inner).mems[0].clone();
-    let seq = inner.visible_seq.load(Ordering::Acquire);
-    let view = ReadView::take(inner);
-    let now = inner.now_ms();
-    let mut checked = Vec::with_capacity(entries.len());
-    for e in entries {
-        let still = points_at_old(inner, &view.lookup(&e.0, seq, now)?, &e.1)?;
-        checked.push((e, still));
-    }
-    Ok(CheckedWriteback {
-        entries: checked,
-        seq,
-        mem,
-    })
-}
-
-/// Whether the entry found for a key is a pointer to `old` (as written, not resolved: a
-/// relocation replaces exactly the pointer GC found), and if so its expiry time, which the
-/// pointer written back keeps (`None` if it is not).
-fn points_at_old(
-    inner: &Inner,
-    found: &Option<crate::version::Found>,
-    old: &ValuePointer,
-) -> Result<Option<Option<u64>>> {
-    Ok(match found {
-        Some(f)
-            if f.kind == ValueKind::Pointer
-                && ValuePointer::decode(&inner.dir, &f.value)?.0 == *old =>
-        {
-            Some(f.expire_at)
-        }
-        _ => None,
-    })
+/// Installs the relocations of a chunk GC checked (`db/gc.rs`) whose keys were not written
+/// since the check; returns which were installed.
+pub(crate) fn write_checked_back(inner: &Arc<Inner>, chunk: CheckedWriteback) -> Result<Vec<bool>> {
+    submit(inner, Writer::new(Job::Writeback(chunk), false))
 }
 
 fn submit(inner: &Arc<Inner>, w: Arc<Writer>) -> Result<Vec<bool>> {
@@ -245,7 +183,15 @@ fn write_group(
     let mut logged: Vec<Option<WriteBatch>> = Vec::new();
     let mut values = inner.opts.logs_values().then(|| inner.value_wal.lock());
     let new_file_number = || inner.new_file_number();
-    let cx = inner.value_log_context(&new_file_number);
+    // Each logged value goes to the file of its class (`crate::gc::placement`).
+    let placement = inner.placement();
+    let class = |key: &[u8], seq| placement.map_or(0, |p| p.at_write(key, seq));
+    let file_lifetime = |class, seq| placement.and_then(|p| p.file_lifetime(class, seq, None));
+    let placed = placement.map(|_| ValuePlacement {
+        class: &class,
+        file_lifetime: &file_lifetime,
+    });
+    let cx = inner.value_log_context(&new_file_number, placed);
     for m in group {
         let mut job = m.job.lock();
         let Some(Job::Batch(b)) = job.as_mut() else {
@@ -254,6 +200,9 @@ fn write_group(
         b.set_first_seq(seq);
         seq += b.len() as u64;
         if let Some(active) = values.as_mut() {
+            if let Some(p) = placement {
+                p.deleted(b);
+            }
             match active.log_batch(&cx, &*mem, b) {
                 Ok(l) => logged.push(l),
                 Err(e) => return Err(wal_failed(inner, e)),
@@ -469,7 +418,7 @@ fn writeback_batch(
                     .iter()
                     .any(|m| m.newest_seq(&key).is_some_and(|s| s > checked.seq))
             }),
-            None => points_at_old(inner, &view.lookup(&key, seq, now)?, &old)?,
+            None => read::points_at_old(inner, &view.lookup(&key, seq, now)?, &old)?,
         };
         if let Some(expire_at) = still {
             b.add_with_expiry(ValueKind::Pointer, &key, &new.encode(), expire_at);
@@ -631,7 +580,7 @@ fn make_room(inner: &Inner, mut force: bool) -> Result<Arc<Memtable>> {
 }
 
 /// Holds user writes to the delayed write rate while value-file GC is past its
-/// space-amplification target ([`super::throttle::GcPacer`]): the leader waits for the
+/// space-amplification target ([`crate::gc::pacer::GcPacer`]): the leader waits for the
 /// bytes written before its group. Called by a write leader before it gathers its group,
 /// so the whole queue waits; GC's own write-backs never call it.
 fn wait_for_gc(inner: &Inner) {

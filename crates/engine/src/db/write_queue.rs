@@ -3,9 +3,9 @@
 //! for its turn. Data and waiting only: nothing here touches the engine.
 
 use crate::batch::WriteBatch;
+use crate::gc::job::Writeback;
 use crate::memtable::Memtable;
 use crate::types::SeqNo;
-use crate::vlog::gc_job::Writeback;
 use parking_lot::{Condvar, Mutex};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

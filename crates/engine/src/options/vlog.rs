@@ -11,7 +11,7 @@ use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
 
-/// Which value-file garbage-collection policy runs (see [`crate::vlog::gc`]).
+/// Which value-file garbage-collection policy runs (see [`crate::gc::policy`]).
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(tag = "policy", rename_all = "snake_case")]
 pub enum GcPolicyConfig {
@@ -235,7 +235,7 @@ pub struct LifetimeOptions {
     /// keys; reached from a 160 MiB cache).
     pub write_history_slots: usize,
     /// Memory for the newest flushed writes of recently flushed keys, so that the garbage
-    /// their next flush makes is found without a tree lookup (`vlog::recent_pointers`,
+    /// their next flush makes is found without a tree lookup (`gc::recent_pointers`,
     /// 45 bytes per slot, about 51-103 per key held). A key it forgets is looked up in the
     /// tree. 0, the default, grows the table with the keys it sees, charged to the block
     /// cache: it holds every key while they fit half of
@@ -254,10 +254,10 @@ pub enum GcTrigger {
     Ttl,
     /// The one user-facing knob: keep value-file bytes / live value bytes near `target`.
     /// Values are placed by predicted death when flush first writes them and when GC copies
-    /// them ([`crate::vlog::placement`]); GC runs only while the value files' space
+    /// them ([`crate::gc::placement`]); GC runs only while the value files' space
     /// amplification exceeds `target`, and collects the files that reclaim the most per
     /// byte copied, discounted while their values are predicted to die soon
-    /// ([`crate::vlog::gc::SpaceAmp`]). Like fjall's `gc_with_space_amp_target`.
+    /// ([`crate::gc::policy::SpaceAmp`]). Like fjall's `gc_with_space_amp_target`.
     SpaceAmp { target: f64 },
 }
 

@@ -135,9 +135,14 @@ mod tests {
         n: usize,
         len: usize,
     ) -> (Arc<BlobFile>, Records) {
-        let path = crate::filename::value_file_name(dir, number);
-        let f = storage.create(&path, IoCause::ValueLog).unwrap();
-        let mut w = ValueFileWriter::new(f, number).unwrap();
+        let (_, mut w) = ValueFileWriter::create(
+            &**storage,
+            dir,
+            number,
+            IoCause::ValueLog,
+            crate::options::Compression::None,
+        )
+        .unwrap();
         let mut recs = Vec::new();
         for i in 0..n {
             let key = format!("key-{number}-{i:04}").into_bytes();

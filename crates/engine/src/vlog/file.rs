@@ -26,6 +26,7 @@
 use super::ValuePointer;
 use crate::checksum;
 use crate::error::{Error, Result};
+use crate::filename::value_file_name;
 use crate::io::{IoCause, ReadableFile, Storage, SyncHandle, WritableFile};
 use crate::lifetime::LifetimeClass;
 use crate::sst::compression::{compress, decompress, Compression, BLOCK_TYPE_UNCOMPRESSED};
@@ -85,7 +86,29 @@ pub struct ValueFileWriter {
 }
 
 impl ValueFileWriter {
-    pub fn new(mut file: Box<dyn WritableFile>, number: u64) -> Result<Self> {
+    /// Creates value file `number` in `dir`, its values compressed with `compression` and
+    /// its writes charged to `cause`: the one place a value file is created (by the write
+    /// path, flush and compaction, and GC). A file whose header cannot be written is
+    /// removed again.
+    pub fn create(
+        storage: &dyn Storage,
+        dir: &Path,
+        number: u64,
+        cause: IoCause,
+        compression: Compression,
+    ) -> Result<(PathBuf, ValueFileWriter)> {
+        let path = value_file_name(dir, number);
+        let file = storage.create(&path, cause)?;
+        match ValueFileWriter::new(file, number) {
+            Ok(w) => Ok((path, w.with_compression(compression))),
+            Err(e) => {
+                let _ = storage.remove(&path);
+                Err(e)
+            }
+        }
+    }
+
+    fn new(mut file: Box<dyn WritableFile>, number: u64) -> Result<Self> {
         file.append(&file_header(number))?;
         Ok(ValueFileWriter {
             file,

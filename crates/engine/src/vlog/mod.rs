@@ -1,23 +1,18 @@
-//! Key-value separation: values at or above `min_blob_size` live in append-only value files
-//! and the tree stores a [`ValuePointer`]. Garbage collection of value files is a policy
-//! behind the [`gc::GcPolicy`] trait (which files) and a job behind [`gc_job::GcJob`] (how
-//! their values move). The garbage is accounted here too: counted when pointers are dropped
-//! ([`garbage`]), and known by position before that ([`early_garbage`], learned after each
-//! flush by [`superseded`]).
+//! Key-value separation's format and I/O: values at or above `min_blob_size` live in
+//! append-only value files ([`file`]) and the tree stores a [`ValuePointer`] ([`pointer`]);
+//! a GC job's index map ([`index_map`]) redirects pointers into the files it collected;
+//! the value log as the write-ahead log of separated values ([`value_wal`]); and the
+//! batched reads of many values at once ([`batch_read`]).
+//!
+//! Nothing here decides anything: which file a value goes to, when a file is collected and
+//! how its values move are the GC module's ([`crate::gc`]), above the version that holds
+//! these files. The value-log WAL is told each value's placement class by its caller.
 
 pub mod batch_read;
-pub mod early_garbage;
 pub mod file;
-pub mod garbage;
-pub mod gc;
-pub(crate) mod gc_job;
 pub mod index_map;
-pub mod placement;
 pub mod pointer;
-pub mod recent_pointers;
-pub(crate) mod superseded;
 pub mod value_wal;
-pub mod write_history;
 
 pub use file::{BlobFile, FileExpiry, FileLifetime, ValueFileReader, ValueFileWriter};
 pub use index_map::{IndexMap, IndexMapBuilder};

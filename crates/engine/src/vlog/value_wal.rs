@@ -19,7 +19,7 @@
 //! replayed tables.
 //!
 //! The module knows the engine only through [`LogContext`] (where files go, their numbers,
-//! the placement of values by predicted death) and [`LoggedMemtable`] (the memtable a
+//! the class of each value, [`ValuePlacement`]) and [`LoggedMemtable`] (the memtable a
 //! write group or a replayed record goes to), so it can be read, and changed, on its own.
 
 use super::file::{record_size, BlobMeta, FILE_HEADER};
@@ -46,7 +46,7 @@ pub(crate) struct LogContext<'a> {
     pub blob_file_size: u64,
     pub compression: Compression,
     /// Where a value goes by its predicted death (the lifetime policies); `None`: class 0.
-    pub placement: Option<&'a dyn WritePlacement>,
+    pub placement: Option<ValuePlacement<'a>>,
     /// Allocates the number of a new file.
     pub new_file_number: &'a dyn Fn() -> u64,
     /// Set when a file is created: the next synced write syncs the directory.
@@ -58,14 +58,14 @@ pub(crate) struct LogContext<'a> {
     pub expiry_window_divisor: u64,
 }
 
-/// Placement of logged values by predicted death (see [`super::placement`]).
-pub(crate) trait WritePlacement {
-    /// Learns the keys a batch deletes (their write histories end).
-    fn deleted(&self, batch: &WriteBatch);
-    /// The class of the value written to `key` at `seq`.
-    fn place_logged(&self, key: &[u8], seq: SeqNo) -> usize;
-    /// The horizon a new file of `class` records, opened at `seq`.
-    fn file_lifetime(&self, class: usize, seq: SeqNo) -> Option<FileLifetime>;
+/// What the value log is told of placement (by predicted death, `crate::gc::placement`):
+/// each class has an active file of its own.
+#[derive(Clone, Copy)]
+pub(crate) struct ValuePlacement<'a> {
+    /// The class of the value of `key` logged at `seq`.
+    pub class: &'a dyn Fn(&[u8], SeqNo) -> usize,
+    /// The lifetime a new file of `class` records, opened at `seq`.
+    pub file_lifetime: &'a dyn Fn(usize, SeqNo) -> Option<FileLifetime>,
 }
 
 /// The memtable a write group or a replayed WAL record goes to, as the value log sees it.
@@ -179,12 +179,11 @@ impl ActiveFile {
         latest_expiry: Option<u64>,
     ) -> Result<ActiveFile> {
         let n = (cx.new_file_number)();
-        let f = cx
-            .storage
-            .create(&value_file_name(cx.dir, n), IoCause::ValueLog)?;
+        let (_, writer) =
+            ValueFileWriter::create(&**cx.storage, cx.dir, n, IoCause::ValueLog, cx.compression)?;
         cx.dir_unsynced.store(true, Ordering::SeqCst);
         Ok(ActiveFile {
-            writer: ValueFileWriter::new(f, n)?.with_compression(cx.compression),
+            writer,
             lifetime,
             latest_expiry,
             unflushed: true,
@@ -204,10 +203,6 @@ impl ActiveValueFiles {
         mem: &dyn LoggedMemtable,
         batch: &WriteBatch,
     ) -> Result<Option<WriteBatch>> {
-        let rt = cx.placement;
-        if let Some(rt) = rt {
-            rt.deleted(batch);
-        }
         // What a WAL entry is logged as: the value and, for one with an expiry, its time
         // and window (values with an expiry are logged only where they have a window).
         let target = |kind: ValueKind, value| {
@@ -233,7 +228,7 @@ impl ActiveValueFiles {
             };
             let f = match expiry {
                 None => {
-                    let class = rt.map_or(0, |rt| rt.place_logged(e.key, seq));
+                    let class = cx.placement.map_or(0, |p| (p.class)(e.key, seq));
                     self.class_file(cx, mem, class, seq)?
                 }
                 Some((t, window)) => self.window_file(cx, mem, window, t)?,
@@ -277,7 +272,7 @@ impl ActiveValueFiles {
             seal(slot, mem, &mut self.sealed)?;
         }
         if slot.is_none() {
-            let lifetime = cx.placement.and_then(|rt| rt.file_lifetime(class, seq));
+            let lifetime = cx.placement.and_then(|p| (p.file_lifetime)(class, seq));
             *slot = Some(ActiveFile::create(cx, lifetime, None)?);
         }
         Ok(slot.as_mut().expect("opened above"))

@@ -2,8 +2,8 @@
 //! that holds them, as a version edit's `blob_garbage` carries them. Flush and compaction
 //! count the pointers they drop, GC the copies whose key moved on while it ran.
 
-use super::ValuePointer;
 use crate::version::Version;
+use crate::vlog::ValuePointer;
 use std::collections::BTreeMap;
 
 /// Charges dropped pointers to the files that hold their records under `v`:

@@ -26,8 +26,8 @@
 //! bounded by the space-amplification target (at 1.5 and 4 KiB values, about 2 MiB per GiB
 //! of live data).
 
-use super::ValuePointer;
 use crate::version::Version;
+use crate::vlog::ValuePointer;
 use parking_lot::Mutex;
 use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet};

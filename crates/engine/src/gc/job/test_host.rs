@@ -5,15 +5,18 @@
 //! output expected; `HALFLIFE_REWRITE=1` writes the outputs found instead).
 
 use super::host::{GcHost, GcJob, Install, Liveness, Record, Writeback};
-use super::{IndexMapJob, JobPlacement, JobTally, Placement, WriteBack};
+use super::{IndexMapJob, WriteBack};
 use crate::error::{Error, Result};
-use crate::filename::value_file_name;
+use crate::gc::early_garbage::EarlyGarbage;
+use crate::gc::placement::{GcRound, JobTally, Kept, Placement};
+use crate::gc::recent_pointers::RecentPointers;
 use crate::io::{FileStorage, IoCause, Storage};
+use crate::options::Compression;
 use crate::types::{SeqNo, ValueKind};
 use crate::version::{Found, Version, VersionEdit};
-use crate::vlog::early_garbage::EarlyGarbage;
 use crate::vlog::file::BlobMeta;
-use crate::vlog::{BlobFile, FileLifetime, IndexMap, ValueFileWriter, ValuePointer};
+use crate::vlog::{BlobFile, IndexMap, ValueFileWriter, ValuePointer};
+use parking_lot::Mutex;
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write;
@@ -77,9 +80,14 @@ impl MapHost {
     /// points the tree at the live ones, adds the file to the version with the dead ones
     /// counted as garbage (as compaction counts them), and returns the file.
     pub fn input(&self, number: u64, records: &[(&str, &str, Rec)]) -> Arc<BlobFile> {
-        let path = value_file_name(&self.dir, number);
-        let f = self.storage.create(&path, IoCause::ValueLog).unwrap();
-        let mut w = ValueFileWriter::new(f, number).unwrap();
+        let (_, mut w) = ValueFileWriter::create(
+            &*self.storage,
+            &self.dir,
+            number,
+            IoCause::ValueLog,
+            Compression::None,
+        )
+        .unwrap();
         let (mut bytes, mut entries) = (0, 0);
         for (k, v, rec) in records {
             let p = w.add(k.as_bytes(), v.as_bytes()).unwrap();
@@ -228,10 +236,15 @@ impl GcHost for MapHost {
         if self.fail_create == Some(n - 99) {
             return Err(Error::corruption(&self.dir, "injected"));
         }
-        let path = value_file_name(&self.dir, n);
-        let f = self.storage.create(&path, IoCause::GcWrite)?;
+        let created = ValueFileWriter::create(
+            &*self.storage,
+            &self.dir,
+            n,
+            IoCause::GcWrite,
+            Compression::None,
+        )?;
         self.line(format!("create {n}"));
-        Ok((path, ValueFileWriter::new(f, n)?))
+        Ok(created)
     }
 
     fn remove_file(&self, path: &Path) {
@@ -341,43 +354,28 @@ impl GcHost for MapHost {
 /// snapshot in slot 2; it logs each job's tally.
 #[derive(Default)]
 pub(crate) struct TestPlacement {
-    pub log: RefCell<String>,
+    pub log: Mutex<String>,
+    /// The garbage ratio the job reported after reading its inputs.
+    read: Mutex<Option<f64>>,
 }
-
-struct TestJob<'a>(&'a TestPlacement, f64);
 
 impl Placement for TestPlacement {
-    fn begin(&self, _now: SeqNo) -> Box<dyn JobPlacement + '_> {
-        Box::new(TestJob(self, 0.0))
-    }
-}
-
-impl JobPlacement for TestJob<'_> {
-    fn unlooked(&mut self, _: &Version, _: &BlobFile, _: &[u8], _: &ValuePointer) -> usize {
-        0
+    fn at_gc(&self, _round: &mut GcRound, kept: Kept<'_>) -> usize {
+        match kept {
+            Kept::Live { key, .. } => usize::from(key.starts_with(b"s")),
+            Kept::Unlooked { .. } => 0,
+            Kept::ForSnapshot => 2,
+        }
     }
 
-    fn live(&mut self, dir: &Path, key: &[u8], found: &Found) -> Result<usize> {
-        ValuePointer::decode(dir, &found.value)?;
-        Ok(usize::from(key.starts_with(b"s")))
+    fn gc_inputs_read(&self, _round: &mut GcRound, gc_ratio: f64) {
+        *self.read.lock() = Some(gc_ratio);
     }
 
-    fn for_snapshot(&mut self) -> usize {
-        2
-    }
-
-    fn inputs_read(&mut self, gc_ratio: f64) {
-        self.1 = gc_ratio;
-    }
-
-    fn output_lifetime(&self, _slot: usize) -> Option<FileLifetime> {
-        None
-    }
-
-    fn installed(&mut self, t: &JobTally) {
-        assert_eq!(t.gc_ratio, self.1);
+    fn gc_installed(&self, _round: &GcRound, t: &JobTally) {
+        assert_eq!(Some(t.gc_ratio), self.read.lock().take());
         writeln!(
-            self.0.log.borrow_mut(),
+            self.log.lock(),
             "tally: input {} garbage ratio {:.2} lookups {} unlooked {} skipped {}",
             t.input_bytes,
             t.gc_ratio,
@@ -400,13 +398,14 @@ impl JobPlacement for TestJob<'_> {
 /// * `files`: prints the version's value files and the tree.
 pub(crate) fn run_script(name: &str) {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("src/vlog/gc_job/testdata")
+        .join("src/gc/job/testdata")
         .join(name);
     let text = std::fs::read_to_string(&path).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let host = MapHost::new(dir.path());
     let placement = TestPlacement::default();
     let early = EarlyGarbage::default();
+    let recent = Mutex::new(RecentPointers::new(0));
     let mut out = String::new();
     let mut lines = text.lines().peekable();
     while let Some(line) = lines.next() {
@@ -471,6 +470,7 @@ pub(crate) fn run_script(name: &str) {
                     let job = IndexMapJob {
                         placement: &placement,
                         early: &early,
+                        recent: &recent,
                     };
                     job.run(&host, &files)
                 };
@@ -478,7 +478,7 @@ pub(crate) fn run_script(name: &str) {
                 if let Err(e) = r {
                     writeln!(s, "error: {e}").unwrap();
                 }
-                s.push_str(&std::mem::take(&mut *placement.log.borrow_mut()));
+                s.push_str(&std::mem::take(&mut *placement.log.lock()));
                 format!("{s}{}tree: {}\n", host.files(), host.tree())
             }
             "files" => format!("{}tree: {}\n", host.files(), host.tree()),

@@ -58,7 +58,7 @@ impl GcJob for WriteBack {
             return Err(e);
         }
         for o in &mut outputs {
-            o.expiry = crate::vlog::file::FileExpiry::of_copies(files);
+            o.expiry = crate::vlog::FileExpiry::of_copies(files);
         }
         // New files first, so that pointers written back into them can be read at once.
         if !outputs.is_empty() {
@@ -97,7 +97,7 @@ impl GcJob for WriteBack {
 mod tests {
     use super::*;
     use crate::filename::value_file_name;
-    use crate::vlog::gc_job::test_host::{run_script, MapHost, Rec::*};
+    use crate::gc::job::test_host::{run_script, MapHost, Rec::*};
 
     fn run(host: &MapHost, files: &[Arc<BlobFile>]) -> Result<()> {
         WriteBack.run(host, files)

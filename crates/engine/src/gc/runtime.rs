@@ -1,42 +1,46 @@
-//! Lifetime-aware GC in the database (paper 000, DumpKV): the policy's runtime glue.
+//! The lifetime policies' state in an open database (paper 000, DumpKV), and their
+//! [`Placement`].
 //!
-//! * [`LifetimeRuntime`] holds what lives as long as the database: the thresholds
-//!   (Eq. 3-6), the model handle, the background trainer, the placement's hint tables, the
-//!   garbage known by position, and the counters.
-//! * [`JobHooks`] is what flush and compaction see ([`LifetimeHooks`]): flush stamps new
-//!   value files with the default class and TTL `l_d` and stores a fresh feature record
-//!   after each pointer; compaction links that record to the key's previous write and
-//!   reports the true lifetime it found (sec. 4.3).
-//! * The runtime is the [`Placement`] of the index-map GC job
-//!   ([`crate::vlog::gc_job::IndexMapJob`], sec. 4.5, shared with TerarkDB's policy): it
-//!   chooses the class each copy goes to, keeps the job's training samples and records
-//!   the job.
+//! [`LifetimeRuntime`] holds what lives as long as the database: the thresholds (Eq. 3-6),
+//! the model handle, the background trainer, the placement's hint tables (the write
+//! history and the recent pointers), the garbage known by position, and the counters. As
+//! the [`Placement`] of every value-file writer it places values by predicted death
+//! ([`super::placement`]) under the space-amplification trigger; under the TTL trigger
+//! flush stamps new value files with the default class and TTL `l_d` and stores a fresh
+//! feature record after each pointer, compaction links that record to the key's previous
+//! write and reports the true lifetime it found (sec. 4.3), and the index-map GC job
+//! (sec. 4.5, shared with TerarkDB's policy) asks the classifier for each copy's class,
+//! keeps its training samples and records the job.
 
-use crate::compaction::{LifetimeHooks, Previous};
+use super::early_garbage::EarlyGarbage;
+use super::placement::{self, GcRound, JobHooks, JobTally, Kept, Placement, Predictor, Previous};
+use super::recent_pointers::RecentPointers;
+use super::stats::{GcJobRecord, LifetimeStats};
+use super::write_history::{Seen, WriteHistory};
+use crate::batch::WriteBatch;
 use crate::error::Result;
 use crate::filename::LIFETIME_MODEL;
-use crate::io::IoCause;
 use crate::lifetime::{
     compaction_sample_probability, gc_sample_probability, FeatureRecord, LifetimeClass,
-    LifetimeThresholds, ModelHandle, SampleSource, Sampler, Thresholds, Trainer, TrainerConfig,
-    TrainingSample,
+    LifetimeThresholds, ModelHandle, SampleSource, Sampler, Trainer, TrainerConfig, TrainingSample,
 };
 use crate::options::{GcTrigger, LifetimeMode, LifetimeOracle, Options};
-use crate::stats::{EngineCounters, GcJobRecord, LifetimeStats};
-use crate::types::seek_key;
 use crate::types::{SeqNo, ValueKind};
-use crate::version::{Found, Version};
-use crate::vlog::early_garbage::EarlyGarbage;
-use crate::vlog::gc_job::{JobPlacement, JobTally, Placement};
-use crate::vlog::placement::{self, Predictor};
-use crate::vlog::recent_pointers::RecentPointers;
-use crate::vlog::write_history::{Seen, WriteHistory};
+use crate::version::Version;
 use crate::vlog::{BlobFile, FileLifetime, ValuePointer};
 use parking_lot::Mutex;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
+
+fn bump(c: &AtomicU64, n: u64) {
+    c.fetch_add(n, Ordering::Relaxed);
+}
+
+fn load(c: &AtomicU64) -> u64 {
+    c.load(Ordering::Relaxed)
+}
 
 #[derive(Default)]
 struct Counters {
@@ -86,7 +90,7 @@ pub(crate) struct LifetimeRuntime {
 }
 
 /// The placement's hint tables (the write history and the recent pointers) are charged to
-/// the block cache ([`super::inner::Inner::charge_memory`], after every background job):
+/// the block cache (`Inner::charge_memory`, after every background job):
 /// what they hold is taken from what blocks may hold. Sized from the cache (the options'
 /// 0), the write history takes at most a fifth of it, so that blocks keep most of a small
 /// cache: a charge beyond the cache stays resident and leaves no block cached
@@ -118,20 +122,6 @@ fn recent_pointers(opts: &Options) -> RecentPointers {
     match opts.vlog.lifetime.recent_pointer_bytes {
         0 => RecentPointers::growing(opts.cache.block_cache_capacity / RECENT_POINTER_SHARE),
         n => RecentPointers::new(n),
-    }
-}
-
-impl crate::vlog::value_wal::WritePlacement for LifetimeRuntime {
-    fn deleted(&self, batch: &crate::batch::WriteBatch) {
-        LifetimeRuntime::deleted(self, batch)
-    }
-
-    fn place_logged(&self, key: &[u8], seq: SeqNo) -> usize {
-        LifetimeRuntime::place_logged(self, key, seq)
-    }
-
-    fn file_lifetime(&self, class: usize, seq: SeqNo) -> Option<FileLifetime> {
-        LifetimeRuntime::file_lifetime(self, class, seq)
     }
 }
 
@@ -213,7 +203,7 @@ impl LifetimeRuntime {
     }
 
     /// Whether the garbage a flush hides is found after the flush is installed, by its own
-    /// job ([`crate::vlog::superseded`]), instead of by lookups inside the flush: where the
+    /// job ([`super::superseded`]), instead of by lookups inside the flush: where the
     /// write path logs values the flush needs no previous write to place them.
     pub fn finds_superseded_after_flush(&self) -> bool {
         self.predictor.is_some() && self.logs_values
@@ -222,7 +212,7 @@ impl LifetimeRuntime {
     /// Whether every flushed key's previous write is found (after the flush by the finder
     /// where the write path logs values, else by the flush's own lookups, which place the
     /// values), so that a value file written from now on has every dead record known by
-    /// position ([`crate::vlog::early_garbage::Coverage`]) and GC keeps its other records
+    /// position ([`super::early_garbage::Coverage`]) and GC keeps its other records
     /// without a lookup. Only placement by the write history looks previous writes up.
     pub fn finds_every_superseded(&self) -> bool {
         self.predictor.is_some()
@@ -237,7 +227,7 @@ impl LifetimeRuntime {
         } else {
             &c.superseded_tables_missed
         };
-        EngineCounters::add(n, 1);
+        bump(n, 1);
     }
 
     /// A flush measures the placement unit: the writes its memtable took. (The sequence
@@ -258,12 +248,7 @@ impl LifetimeRuntime {
         below_level: usize,
         now: SeqNo,
     ) -> JobHooks<'a> {
-        JobHooks {
-            rt: self,
-            version,
-            below_level,
-            now,
-        }
+        JobHooks::new(self, &self.dir, version, below_level, now)
     }
 
     /// Hands a sample to the trainer; without one (no-model and oracle modes), feeds the
@@ -320,52 +305,6 @@ impl LifetimeRuntime {
         }
     }
 
-    /// The value log as the WAL: the placement class of a value its write logs at `seq`.
-    /// The history predictor asks the write history ([`WriteHistory`]): the key's smoothed
-    /// interval between writes, for every key the table holds. (A tree lookup per write
-    /// would find it too, but cost a quarter of the write throughput, `docs/lifetime.md`;
-    /// the memtables alone know it only for keys written again within one memtable.)
-    pub(crate) fn place_logged(&self, key: &[u8], seq: SeqNo) -> usize {
-        let Some(p) = self.predictor else {
-            return 0;
-        };
-        let known = self
-            .writes
-            .as_ref()
-            .and_then(|h| match h.record(key, seq, false) {
-                Seen::Interval(m) | Seen::AfterDelete(Some(m)) => Some(m),
-                Seen::New | Seen::AfterDelete(None) => None,
-            });
-        self.place_born(self.remaining(p, key, seq, seq, known))
-    }
-
-    /// The value log as the WAL: the deletes of `batch` (sequence numbers assigned) end
-    /// their keys' values' lives.
-    pub(crate) fn deleted(&self, batch: &crate::batch::WriteBatch) {
-        let Some(h) = &self.writes else {
-            return;
-        };
-        for (seq, e) in (batch.first_seq()..).zip(batch.iter()) {
-            if e.kind == ValueKind::Deletion {
-                h.record(e.key, seq, true);
-            }
-        }
-    }
-
-    /// The lifetime of a value file of placement class `class` created at `seq` (by the
-    /// write path, a flush or a compaction).
-    pub(crate) fn file_lifetime(&self, class: usize, seq: SeqNo) -> Option<FileLifetime> {
-        self.mode?;
-        Some(match self.predictor {
-            Some(_) => self.placed_file(class, seq),
-            None => FileLifetime {
-                class: LifetimeClass::Default,
-                created_seq: seq,
-                ttl: self.thresholds.current().default,
-            },
-        })
-    }
-
     /// The predicted remaining lifetime, at `now`, of a value of `key` written at `seq`;
     /// `history` is what the history predictor knows of the key's interval.
     fn remaining(
@@ -391,7 +330,7 @@ impl LifetimeRuntime {
     /// The class of a new value predicted to live `remaining` more, counted.
     fn place_born(&self, remaining: Option<SeqNo>) -> usize {
         let class = placement::class_of(remaining, self.unit.load(Ordering::Relaxed));
-        EngineCounters::add(&self.counters.born_by_class[class], 1);
+        bump(&self.counters.born_by_class[class], 1);
         class
     }
 
@@ -412,15 +351,17 @@ impl LifetimeRuntime {
     /// Counts a flush's or compaction's lifetime work as it installs (under the state
     /// lock): the garbage it counted (`counted`, its dropped pointers' records where they
     /// live now) is known by position and no longer early.
-    pub fn count_job(&self, out: &crate::compaction::JobOutput, counted: &[ValuePointer]) {
-        EngineCounters::add(&self.counters.links, out.links);
-        EngineCounters::add(&self.counters.lazy_rewrites, out.lazy_rewrites);
+    /// `links` feature records linked and `lazy_rewrites` pointers rewritten through
+    /// index maps.
+    pub fn count_job(&self, links: u64, lazy_rewrites: u64, counted: &[ValuePointer]) {
+        bump(&self.counters.links, links);
+        bump(&self.counters.lazy_rewrites, lazy_rewrites);
         self.early.counted(counted);
     }
 
     /// Whether every record of `b` is known to be garbage: counted by compaction, or found
     /// early. Such a file is released without a GC job reading it.
-    pub fn all_garbage(&self, b: &crate::vlog::BlobFile) -> bool {
+    pub fn all_garbage(&self, b: &BlobFile) -> bool {
         b.garbage_entries() + self.early.records(b.number) >= b.entries
     }
 
@@ -439,7 +380,7 @@ impl LifetimeRuntime {
             let r = self.recent.lock();
             (r.hits_and_misses(), r.len() as u64, r.memory() as u64)
         };
-        let calls = EngineCounters::get(&c.model_calls);
+        let calls = load(&c.model_calls);
         let ts = self.trainer.as_ref().map(|t| t.stats());
         let get = |f: fn(&crate::lifetime::model::TrainerStats) -> &AtomicU64| {
             ts.map_or(0, |s| f(s).load(Ordering::Relaxed))
@@ -452,7 +393,7 @@ impl LifetimeRuntime {
             model_call_micros: if calls == 0 {
                 0.0
             } else {
-                EngineCounters::get(&c.model_nanos) as f64 / 1e3 / calls as f64
+                load(&c.model_nanos) as f64 / 1e3 / calls as f64
             },
             trainings: get(|s| &s.trainings),
             training_failures: get(|s| &s.training_failures),
@@ -466,60 +407,76 @@ impl LifetimeRuntime {
                 .current()
                 .map(|m| m.feature_importance())
                 .unwrap_or_default(),
-            placed_short: EngineCounters::get(&c.placed_short),
-            placed_long: EngineCounters::get(&c.placed_long),
-            kept_for_snapshots: EngineCounters::get(&c.kept_for_snapshots),
-            links: EngineCounters::get(&c.links),
-            lazy_rewrites: EngineCounters::get(&c.lazy_rewrites),
+            placed_short: load(&c.placed_short),
+            placed_long: load(&c.placed_long),
+            kept_for_snapshots: load(&c.kept_for_snapshots),
+            links: load(&c.links),
+            lazy_rewrites: load(&c.lazy_rewrites),
             index_maps: v.maps.len(),
             index_map_entries: v.maps.values().map(|m| m.len() as u64).sum(),
             gc_history: self.history.lock().clone(),
             placement_unit: self.unit.load(Ordering::Relaxed),
             early_garbage_records: self.early.len() as u64,
             known_garbage_records: self.early.known() as u64,
-            superseded_tables_searched: EngineCounters::get(&c.superseded_tables_searched),
-            superseded_tables_missed: EngineCounters::get(&c.superseded_tables_missed),
+            superseded_tables_searched: load(&c.superseded_tables_searched),
+            superseded_tables_missed: load(&c.superseded_tables_missed),
             superseded_from_recent: recent.0,
             superseded_looked_up: recent.1,
             recent_pointer_keys: recent_keys,
             recent_pointer_bytes: recent_bytes,
-            born_by_class: c.born_by_class.iter().map(EngineCounters::get).collect(),
-            copied_by_class: c.copied_by_class.iter().map(EngineCounters::get).collect(),
+            born_by_class: c.born_by_class.iter().map(load).collect(),
+            copied_by_class: c.copied_by_class.iter().map(load).collect(),
         }
     }
 }
 
-/// The lifetime hooks of one flush or compaction job.
-pub(crate) struct JobHooks<'a> {
-    rt: &'a LifetimeRuntime,
-    version: &'a Version,
-    below_level: usize,
-    now: SeqNo,
-}
-
-impl LifetimeHooks for JobHooks<'_> {
-    fn looks_up_previous(&self) -> bool {
-        self.rt.predictor.is_some() && !self.rt.logs_values
+impl Placement for LifetimeRuntime {
+    fn deleted(&self, batch: &WriteBatch) {
+        let Some(h) = &self.writes else {
+            return;
+        };
+        for (seq, e) in (batch.first_seq()..).zip(batch.iter()) {
+            if e.kind == ValueKind::Deletion {
+                h.record(e.key, seq, true);
+            }
+        }
     }
 
-    fn place(&self, key: &[u8], seq: SeqNo, previous: Option<&Previous>) -> usize {
-        let Some(p) = self.rt.predictor else {
+    /// The history predictor asks the write history ([`WriteHistory`]): the key's smoothed
+    /// interval between writes, for every key the table holds. (A tree lookup per write
+    /// would find it too, but cost a quarter of the write throughput, `docs/lifetime.md`;
+    /// the memtables alone know it only for keys written again within one memtable.)
+    fn at_write(&self, key: &[u8], seq: SeqNo) -> usize {
+        let Some(p) = self.predictor else {
+            return 0;
+        };
+        let known = self
+            .writes
+            .as_ref()
+            .and_then(|h| match h.record(key, seq, false) {
+                Seen::Interval(m) | Seen::AfterDelete(Some(m)) => Some(m),
+                Seen::New | Seen::AfterDelete(None) => None,
+            });
+        self.place_born(self.remaining(p, key, seq, seq, known))
+    }
+
+    fn looks_up_previous(&self) -> bool {
+        self.predictor.is_some() && !self.logs_values
+    }
+
+    fn at_flush(&self, key: &[u8], seq: SeqNo, previous: Option<&Previous>, now: SeqNo) -> usize {
+        let Some(p) = self.predictor else {
             return 0;
         };
         let history = previous.map(|prev| {
             let older = prev.features.as_ref().map_or(&[][..], |f| f.deltas());
             placement::at_birth(seq.saturating_sub(prev.seq), older)
         });
-        self.rt
-            .place_born(self.rt.remaining(p, key, seq, self.now, history))
-    }
-
-    fn file_lifetime(&self, class: usize) -> Option<FileLifetime> {
-        self.rt.file_lifetime(class, self.now)
+        self.place_born(self.remaining(p, key, seq, now, history))
     }
 
     fn fresh_features(&self, value_len: usize) -> FeatureRecord {
-        if self.rt.value_size_feature {
+        if self.value_size_feature {
             FeatureRecord::with_value_size(value_len.min(u32::MAX as usize) as u32)
         } else {
             FeatureRecord::new()
@@ -527,134 +484,65 @@ impl LifetimeHooks for JobHooks<'_> {
     }
 
     fn links_features(&self) -> bool {
-        self.rt.links_features()
-    }
-
-    fn previous_below(&self, key: &[u8], seq: SeqNo) -> Result<Option<Previous>> {
-        if self.below_level >= self.version.num_levels() {
-            return Ok(None);
-        }
-        let seek = seek_key(key, seq.saturating_sub(1));
-        let Some(f) = self
-            .version
-            .get_from(self.below_level, key, &seek, IoCause::Lookup)?
-        else {
-            return Ok(None);
-        };
-        let features = if f.kind == ValueKind::Pointer {
-            let (_, meta) = ValuePointer::decode(&self.rt.dir, &f.value)?;
-            Some(FeatureRecord::after_pointer(&self.rt.dir, meta)?)
-        } else {
-            None
-        };
-        let pointer = if f.kind == ValueKind::Pointer {
-            Some(ValuePointer::decode(&self.rt.dir, &f.value)?.0)
-        } else {
-            None
-        };
-        Ok(Some(Previous {
-            seq: f.seq,
-            features,
-            pointer,
-        }))
+        LifetimeRuntime::links_features(self)
     }
 
     fn observe(&self, prev: &FeatureRecord, lifetime: SeqNo) {
         // Samples feed the TTL trigger's thresholds and model only.
-        if self.rt.mode.is_none() || self.rt.predictor.is_some() {
+        if self.mode.is_none() || self.predictor.is_some() {
             return;
         }
-        let t = self.rt.thresholds.current();
+        let t = self.thresholds.current();
         let p = compaction_sample_probability(prev, t.s_idx(), t.l_idx());
-        if self.rt.sampler.accept(p) {
-            self.rt.submit(TrainingSample {
+        if self.sampler.accept(p) {
+            self.submit(TrainingSample {
                 source: SampleSource::Compaction,
                 features: prev.clone(),
                 lifetime,
             });
         }
     }
-}
 
-/// One index-map job's placement under this runtime ([`Placement`]): the thresholds it
-/// started with (recomputed once it has read its inputs, Eq. 3-6) and the training samples
-/// it keeps.
-struct MappedJob<'a> {
-    rt: &'a LifetimeRuntime,
-    now: SeqNo,
-    t: Thresholds,
-    samples: Vec<TrainingSample>,
-}
-
-impl Placement for LifetimeRuntime {
-    fn begin(&self, now: SeqNo) -> Box<dyn JobPlacement + '_> {
-        Box::new(MappedJob {
-            rt: self,
-            now,
-            t: self.thresholds.current(),
-            samples: Vec::new(),
-        })
-    }
-}
-
-impl JobPlacement for MappedJob<'_> {
-    fn unlooked(&mut self, v: &Version, file: &BlobFile, key: &[u8], ptr: &ValuePointer) -> usize {
-        unlooked_slot(self.rt, v, &self.rt.recent.lock(), file, key, ptr, self.now)
-    }
-
-    fn live(&mut self, dir: &Path, key: &[u8], found: &Found) -> Result<usize> {
-        live_slot(
-            dir,
-            self.rt,
-            key,
-            found,
-            self.now,
-            &self.t,
-            &mut self.samples,
-        )
-    }
-
-    fn for_snapshot(&mut self) -> usize {
-        EngineCounters::add(&self.rt.counters.kept_for_snapshots, 1);
-        match (self.rt.predictor, self.rt.mode) {
-            (Some(_), _) | (None, None) => 0,
-            (None, Some(_)) => LifetimeClass::Short as usize,
+    fn begin_gc(&self, now: SeqNo) -> GcRound {
+        GcRound {
+            thresholds: Some(self.thresholds.current()),
+            ..GcRound::new(now)
         }
     }
 
-    fn inputs_read(&mut self, gc_ratio: f64) {
-        // Sec. 4.3: GC samples are kept with the job's valid ratio; then Eq. 3-6.
-        let keep = gc_sample_probability(gc_ratio);
-        for s in std::mem::take(&mut self.samples) {
-            if self.rt.sampler.accept(keep) {
-                self.rt.submit(s);
+    fn at_gc(&self, round: &mut GcRound, kept: Kept<'_>) -> usize {
+        match kept {
+            Kept::Unlooked { key, written } => self.unlooked_slot(key, written, round.now),
+            Kept::Live { key, seq, features } => self.live_slot(round, key, seq, features),
+            Kept::ForSnapshot => {
+                bump(&self.counters.kept_for_snapshots, 1);
+                match (self.predictor, self.mode) {
+                    (Some(_), _) | (None, None) => 0,
+                    (None, Some(_)) => LifetimeClass::Short as usize,
+                }
             }
         }
-        if self.rt.mode.is_some() {
-            self.t = self.rt.thresholds.recompute(gc_ratio);
+    }
+
+    fn gc_inputs_read(&self, round: &mut GcRound, gc_ratio: f64) {
+        // Sec. 4.3: GC samples are kept with the job's valid ratio; then Eq. 3-6.
+        let keep = gc_sample_probability(gc_ratio);
+        for s in std::mem::take(&mut round.samples) {
+            if self.sampler.accept(keep) {
+                self.submit(s);
+            }
+        }
+        if self.mode.is_some() {
+            round.thresholds = Some(self.thresholds.recompute(gc_ratio));
         }
     }
 
-    fn output_lifetime(&self, slot: usize) -> Option<FileLifetime> {
-        let rt = self.rt;
-        match (rt.predictor, rt.mode) {
-            (_, None) => None,
-            (Some(_), Some(_)) => Some(rt.placed_file(slot, self.now)),
-            (None, Some(_)) => LifetimeClass::from_u8(slot as u8).map(|c| FileLifetime {
-                class: c,
-                created_seq: self.now,
-                ttl: c.ttl(&self.t),
-            }),
-        }
-    }
-
-    fn installed(&mut self, tally: &JobTally) {
-        if self.rt.mode.is_none() {
+    fn gc_installed(&self, round: &GcRound, tally: &JobTally) {
+        let (Some(_), Some(t)) = (self.mode, &round.thresholds) else {
             return;
-        }
-        let t = &self.t;
+        };
         let ratio = |(b, g): (u64, u64)| (b > 0).then(|| g as f64 / b as f64);
-        self.rt.history.lock().push(GcJobRecord {
+        self.history.lock().push(GcJobRecord {
             seq: tally.now,
             l_s: t.short,
             l_l: t.long,
@@ -672,91 +560,102 @@ impl JobPlacement for MappedJob<'_> {
             unlooked: tally.unlooked,
         });
     }
-}
 
-/// The output slot of a record GC keeps without a lookup, in a file whose dead records
-/// are all known ([`crate::vlog::early_garbage::Coverage`]). Its write's sequence number
-/// comes from the table of recent pointers when the key's newest flushed write there is
-/// this record, else from the file's creation: close for a file the write path filled,
-/// later than the write for a GC output's record (placed then as if younger than it is).
-/// It carries no feature record: the history predictor asks the write history for the
-/// key's mean interval.
-fn unlooked_slot(
-    rt: &LifetimeRuntime,
-    v: &Version,
-    recent: &RecentPointers,
-    file: &BlobFile,
-    key: &[u8],
-    ptr: &ValuePointer,
-    now: SeqNo,
-) -> usize {
-    let Some(p) = rt.predictor else {
-        return 0;
-    };
-    let written = match recent.newest(key) {
-        Some(w) if w.pointer.and_then(|q| v.resolve(&q)) == Some(*ptr) => w.seq,
-        _ => file.lifetime.map_or(now, |l| l.created_seq.min(now)),
-    };
-    let slot = rt.place_copy(p, key, written, &FeatureRecord::new(), now);
-    EngineCounters::add(&rt.counters.copied_by_class[slot], 1);
-    slot
-}
-
-/// The output slot of a record GC keeps because it is its key's newest value (`found`):
-/// the placement class under the space-amplification trigger, else the lifetime class the
-/// TTL trigger's policy predicts (a training sample is kept for the model).
-fn live_slot(
-    dir: &Path,
-    rt: &LifetimeRuntime,
-    key: &[u8],
-    found: &crate::version::Found,
-    now: SeqNo,
-    t: &crate::lifetime::Thresholds,
-    samples: &mut Vec<TrainingSample>,
-) -> Result<usize> {
-    let (_, meta) = ValuePointer::decode(dir, &found.value)?;
-    let rec = FeatureRecord::after_pointer(dir, meta)?;
-    if let Some(p) = rt.predictor {
-        let slot = rt.place_copy(p, key, found.seq, &rec, now);
-        EngineCounters::add(&rt.counters.copied_by_class[slot], 1);
-        return Ok(slot);
-    }
-    let elapsed = now.saturating_sub(found.seq);
-    let class = match rt.mode {
-        None => None,
-        Some(LifetimeMode::NoModel) => Some(LifetimeClass::Long),
-        Some(LifetimeMode::Learned) => {
-            let start = Instant::now();
-            let c = rt.model.predict(&rec, elapsed);
-            EngineCounters::add(&rt.counters.model_nanos, start.elapsed().as_nanos() as u64);
-            EngineCounters::add(&rt.counters.model_calls, 1);
-            Some(c)
+    /// Under the space-amplification trigger, the horizon of the class; under the TTL
+    /// trigger, the default class and TTL `l_d` for the write path, flush and compaction,
+    /// and for a GC job's output its lifetime class and that class's TTL under the
+    /// thresholds the job recomputed.
+    fn file_lifetime(
+        &self,
+        class: usize,
+        created: SeqNo,
+        round: Option<&GcRound>,
+    ) -> Option<FileLifetime> {
+        self.mode?;
+        if self.predictor.is_some() {
+            return Some(self.placed_file(class, created));
         }
-        Some(m @ (LifetimeMode::Oracle | LifetimeMode::RateOracle)) => {
-            let next = rt.oracle.as_deref().and_then(|o| match m {
-                LifetimeMode::Oracle => o.next_write(key, found.seq),
-                _ => o.mean_interval(key).map(|i| now + i),
+        match round {
+            None => Some(FileLifetime {
+                class: LifetimeClass::Default,
+                created_seq: created,
+                ttl: self.thresholds.current().default,
+            }),
+            Some(r) => LifetimeClass::from_u8(class as u8).map(|c| FileLifetime {
+                class: c,
+                created_seq: created,
+                ttl: c.ttl(r.thresholds.as_ref().expect("begun by this runtime")),
+            }),
+        }
+    }
+}
+
+impl LifetimeRuntime {
+    /// The class of a record GC keeps without a lookup, in a file whose dead records are
+    /// all known ([`super::early_garbage::Coverage`]), written at `written` as far as the
+    /// job knows. It carries no feature record: the history predictor asks the write
+    /// history for the key's mean interval.
+    fn unlooked_slot(&self, key: &[u8], written: SeqNo, now: SeqNo) -> usize {
+        let Some(p) = self.predictor else {
+            return 0;
+        };
+        let slot = self.place_copy(p, key, written, &FeatureRecord::new(), now);
+        bump(&self.counters.copied_by_class[slot], 1);
+        slot
+    }
+
+    /// The class of a record GC keeps because it is its key's newest value, written at
+    /// `seq` with `rec` after its pointer: the placement class under the
+    /// space-amplification trigger, else the lifetime class the TTL trigger's policy
+    /// predicts (a training sample is kept for the model).
+    fn live_slot(&self, round: &mut GcRound, key: &[u8], seq: SeqNo, rec: FeatureRecord) -> usize {
+        let now = round.now;
+        if let Some(p) = self.predictor {
+            let slot = self.place_copy(p, key, seq, &rec, now);
+            bump(&self.counters.copied_by_class[slot], 1);
+            return slot;
+        }
+        let elapsed = now.saturating_sub(seq);
+        let class = match self.mode {
+            None => None,
+            Some(LifetimeMode::NoModel) => Some(LifetimeClass::Long),
+            Some(LifetimeMode::Learned) => {
+                let start = Instant::now();
+                let c = self.model.predict(&rec, elapsed);
+                bump(
+                    &self.counters.model_nanos,
+                    start.elapsed().as_nanos() as u64,
+                );
+                bump(&self.counters.model_calls, 1);
+                Some(c)
+            }
+            Some(m @ (LifetimeMode::Oracle | LifetimeMode::RateOracle)) => {
+                let next = self.oracle.as_deref().and_then(|o| match m {
+                    LifetimeMode::Oracle => o.next_write(key, seq),
+                    _ => o.mean_interval(key).map(|i| now + i),
+                });
+                let short = round.thresholds.as_ref().map_or(0, |t| t.short);
+                Some(match next {
+                    Some(n) if n.saturating_sub(now) <= short => LifetimeClass::Short,
+                    _ => LifetimeClass::Long,
+                })
+            }
+        };
+        if self.mode.is_some() {
+            round.samples.push(TrainingSample {
+                source: SampleSource::Gc,
+                features: rec,
+                lifetime: elapsed,
             });
-            Some(match next {
-                Some(n) if n.saturating_sub(now) <= t.short => LifetimeClass::Short,
-                _ => LifetimeClass::Long,
-            })
         }
-    };
-    if rt.mode.is_some() {
-        samples.push(TrainingSample {
-            source: SampleSource::Gc,
-            features: rec,
-            lifetime: elapsed,
-        });
+        let counter = match class {
+            Some(LifetimeClass::Short) => &self.counters.placed_short,
+            Some(_) => &self.counters.placed_long,
+            None => &self.counters.kept_for_snapshots,
+        };
+        bump(counter, 1);
+        class.map_or(0, |c| c as usize)
     }
-    let counter = match class {
-        Some(LifetimeClass::Short) => &rt.counters.placed_short,
-        Some(_) => &rt.counters.placed_long,
-        None => &rt.counters.kept_for_snapshots,
-    };
-    EngineCounters::add(counter, 1);
-    Ok(class.map_or(0, |c| c as usize))
 }
 
 #[cfg(test)]

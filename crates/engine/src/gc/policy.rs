@@ -7,13 +7,13 @@
 //! and which value files a standalone GC job collects ([`GcPolicy::pick_gc`]). The valid
 //! values a GC job finds are found again either by a pointer write-back through the write
 //! path (Titan) or through value index maps (TerarkDB, the lifetime policies; see
-//! [`super::index_map`]).
+//! [`crate::vlog::index_map`]).
 
 use super::early_garbage::EarlyGarbage;
-use super::{BlobFile, ValuePointer};
 use crate::options::{GcPolicyConfig, GcTrigger, Options};
 use crate::types::SeqNo;
 use crate::version::Version;
+use crate::vlog::{BlobFile, ValuePointer};
 use std::collections::HashSet;
 use std::sync::Arc;
 
@@ -56,7 +56,7 @@ pub trait GcPolicy: Send + Sync {
     }
 
     /// The space-amplification target the policy holds the value files to, if it has one:
-    /// the write path slows down when collection falls behind it (`db::throttle::GcPacer`).
+    /// the write path slows down when collection falls behind it ([`super::pacer::GcPacer`]).
     fn space_amp_target(&self) -> Option<f64> {
         None
     }

@@ -2,7 +2,7 @@
 //!
 //! When a flushed write hides a key's previous write from every reader, the value record
 //! that write points to is garbage, long before a compaction merges the two versions and
-//! counts it ([`crate::vlog::early_garbage`]). Learning it takes a tree lookup per flushed
+//! counts it ([`super::early_garbage`]). Learning it takes a tree lookup per flushed
 //! key, and in a database larger than memory each lookup is a device read. Done inside the
 //! flush, those reads made the flush as slow as its lookups, and writers were throttled
 //! to that rate: at full scale 3.8M of the run's 6.0M tree reads were these lookups, and
@@ -13,7 +13,7 @@
 //! so nothing in the flush needs the previous write: the flush only queues its table, and
 //! this job looks the table's keys up afterwards, on its own thread, while writers go on.
 //! Most keys need no lookup at all: the job remembers the pointers of the keys it saw in
-//! earlier tables ([`crate::vlog::recent_pointers`]), and only the keys it has forgotten
+//! earlier tables ([`super::recent_pointers`]), and only the keys it has forgotten
 //! (or never saw) are looked up in the tree.
 //!
 //! Exactness: early garbage lets GC drop a record without a lookup, so a record must never
@@ -26,17 +26,17 @@
 //! older than a key's flushed write still sees the previous one: that record is left.
 //!
 //! The engine queues the flushed tables and runs the job on its own thread
-//! (`db/background.rs`); the job knows it only through [`FinderHost`].
+//! (`db/gc.rs`); the job knows it only through [`FinderHost`].
 
 use super::early_garbage::EarlyGarbage;
 use super::recent_pointers::{LastWrite, RecentPointers};
-use super::ValuePointer;
 use crate::error::Result;
 use crate::io::IoCause;
 use crate::sst::iter::key_versions;
 use crate::types::seek_key;
 use crate::types::{SeqNo, ValueKind};
 use crate::version::{TableFile, Version};
+use crate::vlog::ValuePointer;
 use parking_lot::Mutex;
 use std::path::Path;
 use std::sync::Arc;

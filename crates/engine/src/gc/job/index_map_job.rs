@@ -12,58 +12,20 @@
 use super::host::{GcHost, GcJob, Liveness, Record};
 use crate::error::Result;
 use crate::filename::index_map_file_name;
+use crate::gc::early_garbage::EarlyGarbage;
+use crate::gc::garbage::garbage_where;
+use crate::gc::placement::{self, JobTally, Kept, Placement};
+use crate::gc::recent_pointers::RecentPointers;
 use crate::io::IoCause;
+use crate::lifetime::FeatureRecord;
 use crate::types::SeqNo;
-use crate::version::{Found, Version, VersionEdit};
-use crate::vlog::early_garbage::EarlyGarbage;
+use crate::version::{Version, VersionEdit};
 use crate::vlog::file::{BlobMeta, FILE_HEADER};
-use crate::vlog::garbage::garbage_where;
-use crate::vlog::placement;
-use crate::vlog::{
-    BlobFile, FileLifetime, IndexMap, IndexMapBuilder, ValueFileWriter, ValuePointer,
-};
-use std::path::{Path, PathBuf};
+use crate::vlog::{BlobFile, IndexMap, IndexMapBuilder, ValueFileWriter, ValuePointer};
+use parking_lot::Mutex;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
-
-/// Where the index-map job puts the values it keeps: the lifetime policy (`db/lifetime.rs`).
-/// An output slot is a placement class under the space-amplification trigger, a lifetime
-/// class under the TTL trigger; TerarkDB's policy has one.
-pub(crate) trait Placement {
-    /// The policy's state for one job starting at `now`.
-    fn begin(&self, now: SeqNo) -> Box<dyn JobPlacement + '_>;
-}
-
-/// One job's placement: what it learns while the job reads, and what it records after.
-pub(crate) trait JobPlacement {
-    /// The slot of a record kept without a lookup, in a file whose dead records are all
-    /// known; `v` is the version the job started from.
-    fn unlooked(&mut self, v: &Version, file: &BlobFile, key: &[u8], ptr: &ValuePointer) -> usize;
-    /// The slot of a record that is its key's newest value (`found`, whose pointer
-    /// decodes in `dir`).
-    fn live(&mut self, dir: &Path, key: &[u8], found: &Found) -> Result<usize>;
-    /// The slot of a record kept for a snapshot only.
-    fn for_snapshot(&mut self) -> usize;
-    /// The job read its inputs, of which `gc_ratio` (bytes) was garbage.
-    fn inputs_read(&mut self, gc_ratio: f64);
-    /// The lifetime of an output file of `slot`.
-    fn output_lifetime(&self, slot: usize) -> Option<FileLifetime>;
-    /// The job was installed.
-    fn installed(&mut self, tally: &JobTally);
-}
-
-/// What one job read and found, for the policy's record of it.
-pub(crate) struct JobTally {
-    pub started: Instant,
-    pub now: SeqNo,
-    pub gc_ratio: f64,
-    /// (input bytes, garbage bytes) per lifetime class of input file.
-    pub by_class: [(u64, u64); 3],
-    pub input_bytes: u64,
-    pub skipped_known: u64,
-    pub lookups: u64,
-    pub unlooked: u64,
-}
 
 /// A dead stretch of a value file shorter than this is read through rather than skipped.
 /// At full scale, with 32 KiB GC read 12.9 GB of its 18.8 GB of input; below one 4 KiB
@@ -75,10 +37,13 @@ const READ_THROUGH_GAP: u64 = 4 << 10;
 /// [`crate::io::parallel::LOOKUP_THREADS`] reads busy.
 const GC_LOOKUP_BATCH: usize = 256;
 
-/// The index-map job of a policy: where it places values, and the garbage known by position.
+/// The index-map job of a policy: where it places values, the garbage known by position,
+/// and the newest flushed writes of recently flushed keys (the write sequence number of a
+/// record kept without a lookup).
 pub(crate) struct IndexMapJob<'a> {
     pub placement: &'a dyn Placement,
     pub early: &'a EarlyGarbage,
+    pub recent: &'a Mutex<RecentPointers>,
 }
 
 impl GcJob for IndexMapJob<'_> {
@@ -87,7 +52,7 @@ impl GcJob for IndexMapJob<'_> {
         let started = Instant::now();
         let (mut skipped_known, mut lookups, mut unlooked) = (0u64, 0u64, 0u64);
         let now = host.visible_seq();
-        let mut place = self.placement.begin(now);
+        let mut round = self.placement.begin_gc(now);
         let v = host.version();
         let mut outputs = Outputs::new();
         // (input bytes, garbage bytes) per class of input file.
@@ -135,7 +100,10 @@ impl GcJob for IndexMapJob<'_> {
                                 by_class[class_idx].1 += ptr.size as u64;
                                 continue;
                             }
-                            let slot = place.unlooked(&v, f, key, &ptr);
+                            let written = written_at(&self.recent.lock(), &v, f, key, &ptr, now);
+                            let slot = self
+                                .placement
+                                .at_gc(&mut round, Kept::Unlooked { key, written });
                             outputs.add(host, slot, &ptr, key, value, expiring)?;
                             unlooked += 1;
                             continue;
@@ -145,17 +113,25 @@ impl GcJob for IndexMapJob<'_> {
                     lookups += batch.len() as u64;
                     let found = host.liveness(&batch, now)?;
                     for ((ptr, key, value), liveness) in batch.iter().zip(found) {
-                        let slot = match liveness {
-                            Liveness::Live(found) => place.live(host.dir(), key, &found)?,
+                        let kept = match liveness {
+                            Liveness::Live(found) => {
+                                let (_, meta) = ValuePointer::decode(host.dir(), &found.value)?;
+                                Kept::Live {
+                                    key,
+                                    seq: found.seq,
+                                    features: FeatureRecord::after_pointer(host.dir(), meta)?,
+                                }
+                            }
                             // Still needed by a snapshot reader: kept; it dies with the
                             // snapshot.
-                            Liveness::ForSnapshot => place.for_snapshot(),
+                            Liveness::ForSnapshot => Kept::ForSnapshot,
                             Liveness::Dead => {
                                 garbage += ptr.size as u64;
                                 by_class[class_idx].1 += ptr.size as u64;
                                 continue;
                             }
                         };
+                        let slot = self.placement.at_gc(&mut round, kept);
                         outputs.add(host, slot, ptr, key, value, expiring)?;
                     }
                 }
@@ -176,15 +152,15 @@ impl GcJob for IndexMapJob<'_> {
             garbage as f64 / total as f64
         };
         let result = result.and_then(|()| {
-            place.inputs_read(gc_ratio);
+            self.placement.gc_inputs_read(&mut round, gc_ratio);
             let mut edit = VersionEdit {
                 deleted_blobs: sources.clone(),
                 ..Default::default()
             };
             let mut maps = Vec::new();
             for (slot, mut meta, map) in std::mem::take(&mut outputs.done) {
-                meta.lifetime = place.output_lifetime(slot);
-                meta.expiry = crate::vlog::file::FileExpiry::of_copies(files);
+                meta.lifetime = self.placement.file_lifetime(slot, now, Some(&round));
+                meta.expiry = crate::vlog::FileExpiry::of_copies(files);
                 maps.push(Arc::new(map.finish(
                     host.dir(),
                     host.storage(),
@@ -220,16 +196,19 @@ impl GcJob for IndexMapJob<'_> {
                 early.coverage.inherit(&sources, &copies);
                 Ok(())
             })?;
-            place.installed(&JobTally {
-                started,
-                now,
-                gc_ratio,
-                by_class,
-                input_bytes: total,
-                skipped_known,
-                lookups,
-                unlooked,
-            });
+            self.placement.gc_installed(
+                &round,
+                &JobTally {
+                    started,
+                    now,
+                    gc_ratio,
+                    by_class,
+                    input_bytes: total,
+                    skipped_known,
+                    lookups,
+                    unlooked,
+                },
+            );
             Ok(())
         });
         if result.is_err() {
@@ -238,6 +217,24 @@ impl GcJob for IndexMapJob<'_> {
             }
         }
         result
+    }
+}
+
+/// The sequence number of the write of the record at `ptr` of `file`, kept without a
+/// lookup: from the table of recent pointers when the key's newest flushed write there is
+/// this record, else from the file's creation: close for a file the write path filled,
+/// later than the write for a GC output's record (placed then as if younger than it is).
+fn written_at(
+    recent: &RecentPointers,
+    v: &Version,
+    file: &BlobFile,
+    key: &[u8],
+    ptr: &ValuePointer,
+    now: SeqNo,
+) -> SeqNo {
+    match recent.newest(key) {
+        Some(w) if w.pointer.and_then(|q| v.resolve(&q)) == Some(*ptr) => w.seq,
+        _ => file.lifetime.map_or(now, |l| l.created_seq.min(now)),
     }
 }
 
@@ -328,16 +325,18 @@ impl Outputs {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::vlog::gc_job::test_host::{run_script, MapHost, Rec::*, TestPlacement};
+    use crate::gc::job::test_host::{run_script, MapHost, Rec::*, TestPlacement};
 
     fn run(host: &MapHost, early: &EarlyGarbage, files: &[Arc<BlobFile>]) -> (Result<()>, String) {
         let placement = TestPlacement::default();
+        let recent = Mutex::new(RecentPointers::new(0));
         let job = IndexMapJob {
             placement: &placement,
             early,
+            recent: &recent,
         };
         let r = job.run(host, files);
-        let tally = placement.log.take();
+        let tally = std::mem::take(&mut *placement.log.lock());
         (r, tally)
     }
 
