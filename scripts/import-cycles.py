@@ -13,8 +13,9 @@ Two levels:
            layering the issue "one home per concept" is about;
   file  -- every file (`db::write`, `vlog::file`, ...).
 
-Code under `#[cfg(test)]` is skipped unless `--tests` is given: a test may reach
-anywhere without making the layers depend on each other.
+Code under `#[cfg(test)]` is skipped unless `--tests` is given, and so are the files of
+a module declared under it (`#[cfg(test)] mod tests;`): a test may reach anywhere
+without making the layers depend on each other.
 
 A path through a `pub use` re-export counts as an edge to the module that defines the
 item, not to the re-exporting `mod.rs`.
@@ -192,8 +193,21 @@ def analyse(src, a):
 
     texts = {}
     for mod, p in files.items():
-        text = strip_comments_and_strings(open(p, encoding="utf-8").read())
-        texts[mod] = text if a.tests else drop_cfg_test(text)
+        texts[mod] = strip_comments_and_strings(open(p, encoding="utf-8").read())
+    if not a.tests:
+        # A file whose module is declared under `#[cfg(test)]` (`#[cfg(test)] mod tests;`)
+        # is test code from its first line, and so is every file below it.
+        test_only = set()
+        for mod, text in texts.items():
+            for m in re.finditer(r"#\[cfg\(test\)\]\s*(?:pub(?:\([^)]*\))?\s+)?mod\s+(\w+)\s*;", text):
+                test_only.add(mod + (m.group(1),))
+        for mod in list(texts):
+            if any(mod[:len(t)] == t for t in test_only):
+                del texts[mod]
+                del files[mod]
+        modules.intersection_update(files)
+        for mod in texts:
+            texts[mod] = drop_cfg_test(texts[mod])
 
     def absolute(mod, path):
         segs = path.split("::")

@@ -3,7 +3,7 @@
 use super::shard::{Inserted, Shard};
 use super::stats::{CacheStats, Counters};
 use crate::sst::block::Block;
-use crate::sst::BlockSink;
+use crate::sst::DataBlockCache;
 use parking_lot::Mutex;
 use std::cell::Cell;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
@@ -282,12 +282,24 @@ impl BlockCache {
             ..CacheStats::from_counters(&self.counters)
         }
     }
+}
 
-    /// A [`BlockSink`] for [`TableBuilder::set_block_sink`](crate::sst::TableBuilder::set_block_sink)
-    /// that inserts each freshly written data block of `file_number` into this cache.
-    pub fn warming_sink(self: &Arc<Self>, file_number: u64) -> BlockSink {
-        let cache = Arc::clone(self);
-        Box::new(move |offset, block| cache.insert(file_number, offset, Arc::clone(block)))
+/// Tables read their data blocks through the cache and charge it their index and filter.
+impl DataBlockCache for BlockCache {
+    fn get(&self, file: u64, offset: u64) -> Option<Arc<Block>> {
+        BlockCache::get(self, file, offset)
+    }
+
+    fn peek(&self, file: u64, offset: u64) -> Option<Arc<Block>> {
+        BlockCache::peek(self, file, offset)
+    }
+
+    fn insert(&self, file: u64, offset: u64, block: Arc<Block>) {
+        BlockCache::insert(self, file, offset, block)
+    }
+
+    fn recharge(&self, old: usize, new: usize) {
+        self.reserve(old, new)
     }
 }
 

@@ -1,7 +1,10 @@
 //! [`Storage`] on the local file system, with metering.
 
+use super::cause::IoCause;
 use super::mapped::MappedWritable;
-use super::{IoCause, IoStats, ReadableFile, Storage, SyncHandle, WritableFile};
+use super::stats::IoStats;
+use super::storage::{ReadableFile, Storage, SyncHandle, WritableFile};
+use super::sync::{sync_data, sync_handle};
 use crate::error::{Error, Result};
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -46,13 +49,6 @@ impl FsWritable {
     }
 }
 
-/// `fdatasync`, counted as a sync of `cause`.
-pub(super) fn sync_data(file: &File, path: &Path, stats: &IoStats, cause: IoCause) -> Result<()> {
-    file.sync_data().map_err(|e| Error::io(path, e))?;
-    stats.record_sync(cause);
-    Ok(())
-}
-
 impl WritableFile for FsWritable {
     fn append(&mut self, data: &[u8]) -> Result<()> {
         self.len += data.len() as u64;
@@ -90,37 +86,6 @@ impl WritableFile for FsWritable {
 
     fn path(&self) -> &Path {
         &self.path
-    }
-}
-
-/// A handle that `fdatasync`s `file` through a second descriptor of it: that makes durable
-/// every byte written to the file (or through a shared mapping of it) before the call,
-/// whoever wrote it.
-pub(super) fn sync_handle(
-    file: &File,
-    path: &Path,
-    stats: &Arc<IoStats>,
-    cause: IoCause,
-) -> Result<Box<dyn SyncHandle>> {
-    let file = file.try_clone().map_err(|e| Error::io(path, e))?;
-    Ok(Box::new(FsSync {
-        file,
-        path: path.to_path_buf(),
-        cause,
-        stats: stats.clone(),
-    }))
-}
-
-struct FsSync {
-    file: File,
-    path: PathBuf,
-    cause: IoCause,
-    stats: Arc<IoStats>,
-}
-
-impl SyncHandle for FsSync {
-    fn sync(&self) -> Result<()> {
-        sync_data(&self.file, &self.path, &self.stats, self.cause)
     }
 }
 

@@ -28,7 +28,10 @@
 //! of the file. The log reader (`wal::log`) treats both as the end of the log: zeros, and
 //! an incomplete fragment that only zeros follow, are what an interrupted append leaves.
 
-use super::{IoCause, IoStats, WritableFile};
+use super::cause::IoCause;
+use super::stats::IoStats;
+use super::storage::{SyncHandle, WritableFile};
+use super::sync::{sync_data, sync_handle};
 use crate::error::{Error, Result};
 use std::fs::File;
 use std::os::fd::AsRawFd;
@@ -265,12 +268,12 @@ impl WritableFile for MappedWritable {
     /// `msync(MS_SYNC)` is the same call).
     fn sync(&mut self) -> Result<()> {
         self.count();
-        super::fs::sync_data(&self.file, &self.path, &self.stats, self.cause)
+        sync_data(&self.file, &self.path, &self.stats, self.cause)
     }
 
-    fn sync_later(&mut self) -> Result<Option<Box<dyn super::SyncHandle>>> {
+    fn sync_later(&mut self) -> Result<Option<Box<dyn SyncHandle>>> {
         self.count();
-        super::fs::sync_handle(&self.file, &self.path, &self.stats, self.cause).map(Some)
+        sync_handle(&self.file, &self.path, &self.stats, self.cause).map(Some)
     }
 
     fn len(&self) -> u64 {

@@ -2,7 +2,9 @@
 //! inspecting a damaged database can never alter it (a version whose replay marks files
 //! obsolete would otherwise delete them when dropped).
 
-use super::{IoCause, IoStats, ReadableFile, Storage, WritableFile};
+use super::cause::IoCause;
+use super::stats::IoStats;
+use super::storage::{ReadableFile, Storage, WritableFile};
 use crate::error::{Error, Result};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

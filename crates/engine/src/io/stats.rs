@@ -1,6 +1,6 @@
 //! Lock-free per-cause I/O counters.
 
-use super::IoCause;
+use super::cause::IoCause;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};

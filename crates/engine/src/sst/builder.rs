@@ -66,8 +66,7 @@ impl Default for TableOptions {
 }
 
 /// Called with `(block offset, block)` for every data block right after it is written, so
-/// that a cache can be warmed with blocks that were never read (see
-/// [`BlockCache::warming_sink`](crate::cache::BlockCache::warming_sink)).
+/// that a cache can be warmed with blocks that were never read ([`crate::warming`]).
 pub type BlockSink = Box<dyn FnMut(u64, &Arc<Block>) + Send>;
 
 /// Index blocks restart at every entry: they are small and a seek in them must be exact.

@@ -14,8 +14,6 @@ use crate::error::{Error, Result};
 use crate::types::{cmp_internal, parse_internal_key, ParsedKey, SeqNo};
 use std::path::Path;
 
-pub use super::merge::MergingIterator;
-
 /// A cursor over entries in internal-key order.
 pub trait InternalIterator: Send {
     fn valid(&self) -> bool;

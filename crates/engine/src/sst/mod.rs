@@ -37,13 +37,12 @@ mod table;
 mod table_iter;
 
 pub use builder::{BlockSink, TableBuilder, TableOptions};
-pub use iter::{InternalIterator, MergingIterator, VecIterator};
+pub use iter::{InternalIterator, VecIterator};
+pub use merge::MergingIterator;
 pub use properties::TableProperties;
 pub use stats::{TableStats, TableStatsSnapshot};
-pub use table::Table;
+pub use table::{DataBlockCache, Table};
 pub use table_iter::TableIter;
 
-#[cfg(test)]
-pub(crate) mod test_util;
 #[cfg(test)]
 pub(crate) mod tests;

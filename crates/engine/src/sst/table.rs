@@ -1,38 +1,60 @@
-//! Opens a table file and answers point lookups; [`TableIter`] does range reads.
+//! Opens a table file and answers point lookups; [`Table::iter`] does range reads
+//! ([`super::TableIter`]).
 //!
 //! Opening reads the footer, then the index, filter and properties blocks, verifying the
 //! checksum of each; they stay in memory for the life of the table. Data blocks are read on
-//! demand through the optional [`BlockCache`], keyed by `(file_number, block offset)`. The
-//! index and filter blocks a table holds are charged to that cache's capacity while the
-//! table is open (RocksDB's `cache_index_and_filter_blocks`, without evicting them): the
-//! cache's budget bounds them with the data blocks.
+//! demand through the optional [`DataBlockCache`], keyed by `(file_number, block offset)`.
+//! The index and filter blocks a table holds are charged to that cache's capacity while
+//! the table is open (RocksDB's `cache_index_and_filter_blocks`, without evicting them):
+//! the cache's budget bounds them with the data blocks.
 
 use super::block::{Block, MalformedBlock};
 use super::filter::BloomFilter;
 use super::format::{block_checksum, BlockHandle, Footer, BLOCK_TRAILER_LEN, FOOTER_LEN};
 use super::properties::TableProperties;
 use super::stats::TableStats;
-use super::table_iter::TableIter;
-use crate::cache::{BlockCache, CacheCharge};
 use crate::error::{Error, Result};
 use crate::io::{IoCause, ReadableFile};
 use crate::types::TRAILER_LEN;
 use std::path::Path;
 use std::sync::Arc;
 
+/// What a table needs of a block cache ([`crate::cache::BlockCache`] is the engine's).
+/// The table format defines it and the cache implements it: the cache holds the format's
+/// blocks, so it sits above the format, and the format reads through it without knowing
+/// it.
+pub trait DataBlockCache: Send + Sync {
+    /// The cached block at `offset` of table file `file`, counted as a hit or a miss.
+    fn get(&self, file: u64, offset: u64) -> Option<Arc<Block>>;
+    /// The same for a background reader: counts nothing, leaves the LRU order alone.
+    fn peek(&self, file: u64, offset: u64) -> Option<Arc<Block>>;
+    fn insert(&self, file: u64, offset: u64, block: Arc<Block>);
+    /// Memory held outside the cache's blocks (a table's index and filter), charged to its
+    /// capacity: the `old` bytes charged so far become `new`.
+    fn recharge(&self, old: usize, new: usize);
+}
+
 /// An open, immutable table file.
 pub struct Table {
     file: Arc<dyn ReadableFile>,
     file_number: u64,
-    cache: Option<Arc<BlockCache>>,
+    cache: Option<Arc<dyn DataBlockCache>>,
     /// Where the footer starts: no block may extend past it.
     data_end: u64,
     index: Arc<Block>,
     filter: BloomFilter,
     props: TableProperties,
     stats: Arc<TableStats>,
-    /// The index and filter blocks, charged to `cache` while the table is open.
-    _charge: Option<CacheCharge>,
+    /// Bytes of the index and filter blocks, charged to `cache` while the table is open.
+    charged: usize,
+}
+
+impl Drop for Table {
+    fn drop(&mut self) {
+        if let Some(c) = &self.cache {
+            c.recharge(self.charged, 0);
+        }
+    }
 }
 
 impl std::fmt::Debug for Table {
@@ -50,7 +72,7 @@ impl Table {
     pub fn open(
         file: Arc<dyn ReadableFile>,
         file_number: u64,
-        cache: Option<Arc<BlockCache>>,
+        cache: Option<Arc<dyn DataBlockCache>>,
     ) -> Result<Arc<Table>> {
         Self::open_with_stats(file, file_number, cache, Arc::default())
     }
@@ -59,7 +81,7 @@ impl Table {
     pub fn open_with_stats(
         file: Arc<dyn ReadableFile>,
         file_number: u64,
-        cache: Option<Arc<BlockCache>>,
+        cache: Option<Arc<dyn DataBlockCache>>,
         stats: Arc<TableStats>,
     ) -> Result<Arc<Table>> {
         let path = file.path().to_path_buf();
@@ -90,8 +112,10 @@ impl Table {
         let mut props = TableProperties::decode(&read(footer.properties)?)
             .map_err(|e| parse_err(footer.properties, "properties", e))?;
         props.file_size = len;
-        let held = index.size_in_bytes() + filter.size_in_bytes();
-        let charge = cache.as_ref().map(|c| c.charge(held));
+        let charged = index.size_in_bytes() + filter.size_in_bytes();
+        if let Some(c) = &cache {
+            c.recharge(0, charged);
+        }
         Ok(Arc::new(Table {
             file,
             file_number,
@@ -101,7 +125,7 @@ impl Table {
             filter,
             props,
             stats,
-            _charge: charge,
+            charged,
         }))
     }
 
@@ -158,13 +182,6 @@ impl Table {
             self.stats.filter_false_positive();
         }
         Ok(None)
-    }
-
-    /// An iterator over the whole table. Reads with `cause == Compaction` do not fill the
-    /// block cache: a compaction reads every block once, and caching them would evict the
-    /// blocks clients are actually reading.
-    pub fn iter(self: &Arc<Self>, cause: IoCause) -> TableIter {
-        TableIter::new(Arc::clone(self), cause)
     }
 
     pub(crate) fn index_block(&self) -> &Arc<Block> {

@@ -18,8 +18,17 @@ pub struct TableIter {
     data: Option<(BlockHandle, BlockIter)>,
 }
 
+impl Table {
+    /// An iterator over the whole table. Reads with `cause == Compaction` do not fill the
+    /// block cache: a compaction reads every block once, and caching them would evict the
+    /// blocks clients are actually reading.
+    pub fn iter(self: &Arc<Self>, cause: IoCause) -> TableIter {
+        TableIter::new(Arc::clone(self), cause)
+    }
+}
+
 impl TableIter {
-    pub(super) fn new(table: Arc<Table>, cause: IoCause) -> Self {
+    fn new(table: Arc<Table>, cause: IoCause) -> Self {
         let index = table.index_block().iter();
         TableIter {
             table,

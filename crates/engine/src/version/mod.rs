@@ -11,7 +11,7 @@ pub use set::VersionSet;
 use crate::cache::BlockCache;
 use crate::error::Result;
 use crate::io::{IoCause, Storage};
-use crate::sst::Table;
+use crate::sst::{DataBlockCache, Table};
 use crate::types::{cmp_internal, parse_internal_key, user_key, SeqNo, ValueKind};
 use crate::vlog::{BlobFile, IndexMap, ValuePointer};
 use purge::{ObsoleteFile, Purger};
@@ -78,7 +78,8 @@ impl TableFile {
             return Ok(t);
         }
         let f = self.storage.open(&self.path)?;
-        let t = Table::open(f, self.meta.number, self.cache.clone())?;
+        let cache = self.cache.clone().map(|c| c as Arc<dyn DataBlockCache>);
+        let t = Table::open(f, self.meta.number, cache)?;
         Ok(self.table.get_or_init(|| t))
     }
 

@@ -37,7 +37,7 @@ use std::sync::{Arc, OnceLock};
 
 pub const MAGIC: &[u8; 8] = b"HLVALUE1";
 pub const FILE_HEADER: usize = 16;
-pub const RECORD_HEADER: usize = 12;
+pub use super::pointer::RECORD_HEADER;
 /// Where the codec sits in a record's value field; below it, the stored value length.
 const CODEC_SHIFT: u32 = 30;
 const LEN_MASK: u32 = (1 << CODEC_SHIFT) - 1;

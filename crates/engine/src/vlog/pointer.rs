@@ -7,6 +7,10 @@ use crate::error::{Error, Result};
 use integer_encoding::{VarInt, VarIntWriter};
 use std::path::Path;
 
+/// The bytes of a value-file record before its key (crc, key length, value field; the
+/// grammar is in [`super::file`]): the pointer's `size` counts them.
+pub const RECORD_HEADER: usize = 12;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ValuePointer {
     pub file: u64,
@@ -46,7 +50,7 @@ impl ValuePointer {
 
     /// Length of the user value the record holds, given the key length.
     pub fn value_len(&self, key_len: usize) -> u64 {
-        (self.size as u64).saturating_sub((super::file::RECORD_HEADER + key_len) as u64)
+        (self.size as u64).saturating_sub((RECORD_HEADER + key_len) as u64)
     }
 }
 

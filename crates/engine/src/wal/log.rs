@@ -27,7 +27,7 @@
 //!
 //! The grammar of every file in a database directory is in `docs/format.md`.
 
-use super::WalRecoveryMode;
+use super::recovery_mode::WalRecoveryMode;
 use crate::checksum;
 use crate::error::{Error, Result};
 use crate::io::{SyncHandle, WritableFile};

@@ -16,7 +16,7 @@ use super::collector::{self, Collector, Collectors};
 use super::features::{write_row, TrainingSet, NUM_FEATURES, SLOTS_NEEDED};
 use super::incremental::CachedIntervals;
 use super::model::HotRangeModel;
-use super::older::OlderVersions;
+use super::older_versions::OlderVersions;
 use super::ranges::KeyRanges;
 use super::{
     BlockFilter, BlockKeys, Budget, CacheWarming, Candidate, Dropping, JobInputs, JobKind, KeySet,

@@ -47,14 +47,23 @@
 pub mod collector;
 pub mod features;
 pub mod incremental;
+mod keys;
 pub mod learned;
 pub mod model;
-pub mod older;
+pub mod older_versions;
 pub mod oracle;
+mod policy;
 pub mod ranges;
+mod stats;
 
 pub use crate::options::warming::{CacheWarmingConfig, LearnedParams, ReadOracleHandle};
+pub use keys::{BlockKeys, KeyHashHasher, KeyHashMap, KeySet};
 pub use oracle::ReadOracle;
+pub use policy::{
+    BlockFilter, Budget, CacheWarming, Candidate, Dropping, InputBlock, JobInputs, JobKind,
+    NoWarming,
+};
+pub use stats::{WarmingStats, INVALIDATION_WINDOW_READS};
 
 use crate::cache::BlockCache;
 use crate::sst::block::Block;
@@ -63,273 +72,9 @@ use crate::types::user_key;
 use crate::version::{TableFile, Version};
 use parking_lot::{Mutex, RwLock};
 use ranges::KeyRanges;
-use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, OnceLock};
-
-/// Reads after an invalidation within which a miss in the invalidated range counts as an
-/// invalidation miss.
-pub const INVALIDATION_WINDOW_READS: u64 = 10_000;
-
-/// What kind of job writes the output.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum JobKind {
-    Flush,
-    Compaction,
-}
-
-/// A data block of a job's input table: its key interval (from the index) and whether it
-/// was cached when the job started.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct InputBlock {
-    pub file: u64,
-    pub offset: u64,
-    /// At or below the block's first user key.
-    pub lo: Vec<u8>,
-    /// At or above the block's last user key.
-    pub hi: Vec<u8>,
-    pub cached: bool,
-}
-
-/// What a policy sees of a job.
-#[derive(Debug)]
-pub struct JobInputs<'a> {
-    pub kind: JobKind,
-    pub blocks: &'a [InputBlock],
-    /// The user keys of the input blocks cached when the job started (empty unless the
-    /// policy [wants them](CacheWarming::wants_cached_keys)).
-    pub cached_keys: &'a KeySet,
-    /// A flush's lookup of its keys' previous versions in the cache (`None` for a
-    /// compaction, and unless the policy [wants](CacheWarming::wants_cached_keys) it).
-    pub older: Option<Arc<older::OlderVersions>>,
-}
-
-static NO_KEYS: KeySet = KeySet(Vec::new());
-
-impl JobInputs<'static> {
-    /// A job without input tables (a flush).
-    pub fn empty() -> Self {
-        JobInputs {
-            kind: JobKind::Flush,
-            blocks: &[],
-            cached_keys: &NO_KEYS,
-            older: None,
-        }
-    }
-}
-
-/// Decides, block by block, what a job's output puts into the cache.
-pub trait BlockFilter: Send + Sync {
-    /// Whether to cache an output block holding `keys` (its user keys, in order, not
-    /// empty): `None` leaves it out; `Some(priority)` admits it, and when a job admits more
-    /// than its budget the blocks of highest priority are the ones kept.
-    fn admit(&self, keys: &BlockKeys) -> Option<f64>;
-
-    /// A compaction's admitted block is held until the job's output replaces its inputs
-    /// (see [`JobWarming`]); this is asked again then, with what is known at that moment:
-    /// the input blocks the cache drops ([`Dropping`]). Policies whose knowledge changed
-    /// while the job ran (the oracle: reads have moved on; the learned policy: blocks read
-    /// during the job) decide again; the default keeps the first answer.
-    fn at_install(&self, held: &Candidate<'_>, _dropping: &Dropping) -> Option<f64> {
-        Some(held.priority)
-    }
-
-    /// Most blocks a compaction may load at its install besides its [`Budget`]; `None`:
-    /// no other limit.
-    fn limit(&self) -> Option<u64> {
-        None
-    }
-
-    /// The job loaded `blocks` more (a flush: one at a time, as it writes them; a
-    /// compaction: once, at its install, all of them).
-    fn loaded(&self, _blocks: u64) {}
-}
-
-/// A held output block, as [`BlockFilter::at_install`] sees it.
-pub struct Candidate<'a> {
-    pub block: &'a Arc<crate::sst::block::Block>,
-    /// The block's first and last user keys.
-    pub first: &'a [u8],
-    pub last: &'a [u8],
-    /// Hashes ([`KeySet::hash`]) of its user keys.
-    pub hashes: &'a [u64],
-    /// What [`BlockFilter::admit`] gave it.
-    pub priority: f64,
-}
-
-/// How many blocks one job may put into the cache.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Budget {
-    /// Up to this share of the cache's capacity in bytes (more would only evict the job's
-    /// own blocks).
-    CacheFraction(f64),
-    /// Up to this many times as many blocks as the cache drops when the output replaces
-    /// the inputs (the input blocks it holds then), plus what a flush may take as a share
-    /// of the cache (a flush drops nothing). Replacing what the job took out of the cache
-    /// evicts nothing else: filling the whole cache with a job's blocks pushes out the
-    /// blocks of every other file readers were using.
-    ReplaceDropped { factor: f64, flush_fraction: f64 },
-}
-
-/// The user keys of a data block, copied once into one buffer.
-#[derive(Debug, Default)]
-pub struct BlockKeys {
-    bytes: Vec<u8>,
-    ends: Vec<usize>,
-}
-
-impl BlockKeys {
-    /// The user keys of `block` (versions of one key appear once).
-    pub fn of(block: &Arc<crate::sst::block::Block>) -> BlockKeys {
-        let mut k = BlockKeys::default();
-        let mut it = block.iter();
-        it.seek_to_first();
-        while it.valid() {
-            let u = user_key(it.key());
-            if k.last() != Some(u) {
-                k.bytes.extend_from_slice(u);
-                k.ends.push(k.bytes.len());
-            }
-            it.next();
-        }
-        k
-    }
-
-    /// Keys from a list (tests, and policies that build their own).
-    pub fn from_keys<K: AsRef<[u8]>>(keys: &[K]) -> BlockKeys {
-        let mut k = BlockKeys::default();
-        for u in keys {
-            k.bytes.extend_from_slice(u.as_ref());
-            k.ends.push(k.bytes.len());
-        }
-        k
-    }
-
-    pub fn len(&self) -> usize {
-        self.ends.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.ends.is_empty()
-    }
-
-    pub fn get(&self, i: usize) -> &[u8] {
-        let start = if i == 0 { 0 } else { self.ends[i - 1] };
-        &self.bytes[start..self.ends[i]]
-    }
-
-    pub fn first(&self) -> Option<&[u8]> {
-        (!self.is_empty()).then(|| self.get(0))
-    }
-
-    pub fn last(&self) -> Option<&[u8]> {
-        (!self.is_empty()).then(|| self.get(self.len() - 1))
-    }
-
-    pub fn iter(&self) -> impl Iterator<Item = &[u8]> {
-        (0..self.len()).map(|i| self.get(i))
-    }
-}
-
-/// A cache-warming policy. The hooks other than [`plan`](Self::plan) feed policies that
-/// learn from the workload; the defaults ignore them.
-pub trait CacheWarming: Send + Sync {
-    fn name(&self) -> &'static str;
-
-    /// The filter for one job's output blocks; `None` caches none of them.
-    fn plan(&self, job: &JobInputs<'_>) -> Option<Arc<dyn BlockFilter>>;
-
-    /// The key ranges were cut (again: counts of the old ranges no longer apply);
-    /// `cache_ranges` is about how many ranges' blocks the cache's prefetch budget holds.
-    fn on_ranges(&self, _ranges: &Arc<KeyRanges>, _cache_ranges: usize) {}
-
-    /// A client read `key`.
-    fn record_read(&self, _key: &[u8]) {}
-
-    /// A client wrote `key`.
-    fn record_write(&self, _key: &[u8]) {}
-
-    /// Adds the policy's own counters.
-    fn stats(&self, _s: &mut WarmingStats) {}
-
-    /// How much one job may prefetch; the whole cache by default.
-    fn budget(&self) -> Budget {
-        Budget::CacheFraction(1.0)
-    }
-
-    /// True if [`plan`](Self::plan) uses [`JobInputs::cached_keys`] (decoding the cached
-    /// input blocks' keys costs a job's start a little).
-    fn wants_cached_keys(&self) -> bool {
-        false
-    }
-}
-
-/// Today's behaviour: output blocks enter the cache only when read.
-#[derive(Debug, Default)]
-pub struct NoWarming;
-
-impl CacheWarming for NoWarming {
-    fn name(&self) -> &'static str {
-        "none"
-    }
-
-    fn plan(&self, _job: &JobInputs<'_>) -> Option<Arc<dyn BlockFilter>> {
-        None
-    }
-}
-
-/// Counters of cache warming and of the invalidations it is measured against.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct WarmingStats {
-    pub policy: String,
-    /// Key ranges (0 until cut), and how many times the key space was cut.
-    pub ranges: u64,
-    pub range_cuts: u64,
-    pub reads: u64,
-    /// Deletions of table files that had cached blocks.
-    pub invalidation_events: u64,
-    /// Key ranges marked invalidated (summed over events).
-    pub invalidated_ranges: u64,
-    /// Dropped blocks not tracked: the key space was not cut into ranges yet, or no job
-    /// had mapped their file.
-    pub unmapped_invalidated_blocks: u64,
-    /// Cache misses in a range within the window after its invalidation.
-    pub invalidation_misses: u64,
-    pub invalidation_window_reads: u64,
-    /// Flushes and compactions seen, and those a policy planned prefetches for.
-    pub jobs: u64,
-    pub jobs_planned: u64,
-    /// Output blocks a filter looked at, and those that entered the cache.
-    pub blocks_considered: u64,
-    pub blocks_admitted: u64,
-    /// Of those, the blocks flushes admitted (the rest are compactions').
-    #[serde(default)]
-    pub flush_blocks_admitted: u64,
-    /// Admitted blocks beyond the job's budget (the lowest priorities), and held blocks
-    /// the policy withdrew when the output was installed.
-    #[serde(default)]
-    pub blocks_displaced: u64,
-    #[serde(default)]
-    pub blocks_withdrawn: u64,
-    /// Learned policy: completed slots, sampled reads and writes.
-    pub slots: u64,
-    pub sampled_reads: u64,
-    pub sampled_writes: u64,
-    /// Learned policy: model trainings (and ones skipped for a one-class set), their total
-    /// time, the size of the last set, trees in the model.
-    pub trainings: u64,
-    pub training_failures: u64,
-    pub training_micros: u64,
-    pub last_training_rows: u64,
-    pub last_training_positives: u64,
-    pub model_trees: u64,
-    /// Learned policy: predictions (one per slot once a model exists), their total time,
-    /// and the ranges the last one found hot.
-    pub predictions: u64,
-    pub prediction_micros: u64,
-    pub hot_ranges: u64,
-}
 
 /// A cached block dropped at read count `at`, covering user keys `[lo, hi]`; `paid` once
 /// a miss was charged to it. Its keys are listed when a miss first falls in its interval
@@ -425,7 +170,7 @@ struct Tracking {
     /// The keys of the blocks the cache dropped at each compaction's install within the
     /// invalidation window, with the read count then (kept only for policies that
     /// [want](CacheWarming::wants_cached_keys) them: a flush's lookup of its keys'
-    /// previous versions, [`older::OlderVersions`]).
+    /// previous versions, [`older_versions::OlderVersions`]).
     recent_drops: Mutex<std::collections::VecDeque<(u64, Arc<KeySet>)>>,
     reads: AtomicU64,
     invalidation_events: AtomicU64,
@@ -563,140 +308,6 @@ impl Tracking {
         Dropping::with_idle(blocks)
     }
 }
-
-/// What the cache is dropping when a compaction's output is installed: the input blocks
-/// it held then (the job's inputs, as readers last saw them), each with how long it had
-/// sat unread ([`BlockCache::peek_idle`]). Their keys are listed when a policy first asks.
-#[derive(Debug, Default)]
-pub struct Dropping {
-    blocks: Vec<(Arc<Block>, u64)>,
-    /// Per key hash, the least idle of the blocks holding it; sorted by hash.
-    idle: OnceLock<Vec<(u64, u64)>>,
-    keys: OnceLock<KeySet>,
-}
-
-impl Dropping {
-    /// Blocks read just now (idle 0).
-    pub fn new(blocks: Vec<Arc<Block>>) -> Dropping {
-        Dropping::with_idle(blocks.into_iter().map(|b| (b, 0)).collect())
-    }
-
-    /// Blocks with the lookups of the cache since each was last read.
-    pub fn with_idle(blocks: Vec<(Arc<Block>, u64)>) -> Dropping {
-        Dropping {
-            blocks,
-            idle: OnceLock::new(),
-            keys: OnceLock::new(),
-        }
-    }
-
-    /// How many blocks.
-    pub fn len(&self) -> usize {
-        self.blocks.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.blocks.is_empty()
-    }
-
-    fn by_key(&self) -> &[(u64, u64)] {
-        self.idle.get_or_init(|| {
-            let mut v = Vec::new();
-            for (b, idle) in &self.blocks {
-                v.extend(BlockKeys::of(b).iter().map(|k| (KeySet::hash(k), *idle)));
-            }
-            // Least idle first within a key, then one entry per key.
-            v.sort_unstable();
-            v.dedup_by_key(|x| x.0);
-            v
-        })
-    }
-
-    /// The user keys the blocks held.
-    pub fn keys(&self) -> &KeySet {
-        self.keys
-            .get_or_init(|| KeySet::from_hashes(self.by_key().iter().map(|x| x.0).collect()))
-    }
-
-    /// Of the dropped blocks holding one of `hashes` ([`KeySet::hash`]es of user keys),
-    /// how long the most recently read had sat unread; `None` if none holds any.
-    pub fn idle(&self, hashes: &[u64]) -> Option<u64> {
-        let v = self.by_key();
-        hashes
-            .iter()
-            .filter_map(|h| {
-                let i = v.binary_search_by_key(h, |x| x.0).ok()?;
-                Some(v[i].1)
-            })
-            .min()
-    }
-}
-
-/// Hashes of user keys, sorted: which keys a set of blocks held. (64-bit hashes: a false
-/// match is a one-in-2^64 event per pair.)
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct KeySet(Vec<u64>);
-
-impl KeySet {
-    pub fn hash(key: &[u8]) -> u64 {
-        xxhash_rust::xxh3::xxh3_64(key)
-    }
-
-    pub fn from_hashes(mut v: Vec<u64>) -> KeySet {
-        v.sort_unstable();
-        v.dedup();
-        KeySet(v)
-    }
-
-    pub fn of(keys: &BlockKeys) -> KeySet {
-        KeySet::from_hashes(keys.iter().map(KeySet::hash).collect())
-    }
-
-    pub fn contains(&self, key: &[u8]) -> bool {
-        self.contains_hash(KeySet::hash(key))
-    }
-
-    pub fn contains_hash(&self, h: u64) -> bool {
-        self.0.binary_search(&h).is_ok()
-    }
-
-    /// True if one of `hashes` is in the set.
-    pub fn any(&self, hashes: &[u64]) -> bool {
-        !self.0.is_empty() && hashes.iter().any(|h| self.contains_hash(*h))
-    }
-
-    pub fn len(&self) -> usize {
-        self.0.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-}
-
-/// Hashes a [`KeySet::hash`] for a `HashMap`: it is uniform already, so it is its own
-/// hash (a second hash of every probe would cost the oracle's judging more than its map).
-#[derive(Clone, Copy, Debug, Default)]
-pub struct KeyHashHasher(u64);
-
-impl std::hash::Hasher for KeyHashHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for b in bytes {
-            self.0 = self.0.rotate_left(8) ^ u64::from(*b);
-        }
-    }
-
-    fn write_u64(&mut self, n: u64) {
-        self.0 = n;
-    }
-}
-
-/// A map keyed by [`KeySet::hash`]es.
-pub type KeyHashMap<V> = HashMap<u64, V, std::hash::BuildHasherDefault<KeyHashHasher>>;
 
 /// The engine's cache-warming machinery: the policy, the invalidation accounting and the
 /// hooks the read, write and job paths call.
@@ -884,7 +495,7 @@ impl Warming {
             self.tracking.files.lock().insert(f.number(), map);
         }
         let older = (want_keys && kind == JobKind::Flush).then(|| {
-            Arc::new(older::OlderVersions::new(
+            Arc::new(older_versions::OlderVersions::new(
                 version,
                 self.cache.clone(),
                 self.tracking.dropped_recently(),

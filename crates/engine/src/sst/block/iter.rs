@@ -1,6 +1,6 @@
 //! Iteration and seeking within one block.
 
-use super::Block;
+use super::parsed::Block;
 use crate::error::Result;
 use crate::sst::iter::InternalIterator;
 use crate::types::cmp_internal;
@@ -22,8 +22,15 @@ pub struct BlockIter {
     value: Range<usize>,
 }
 
+impl Block {
+    /// An iterator that keeps the block alive.
+    pub fn iter(self: &Arc<Self>) -> BlockIter {
+        BlockIter::new(Arc::clone(self))
+    }
+}
+
 impl BlockIter {
-    pub(super) fn new(block: Arc<Block>) -> Self {
+    fn new(block: Arc<Block>) -> Self {
         let end = block.restarts_offset();
         BlockIter {
             block,

@@ -2,6 +2,7 @@ use super::*;
 use crate::types::{cmp_internal, make_internal_key, InternalKey, ValueKind};
 use proptest::prelude::*;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 fn ikey(user: &str, seq: u64) -> Vec<u8> {
     make_internal_key(user.as_bytes(), seq, ValueKind::Value)

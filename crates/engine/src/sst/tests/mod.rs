@@ -3,12 +3,13 @@
 
 mod compression;
 mod corruption;
+mod mem_file;
 mod merge;
 mod table;
 
-use super::test_util::MemFile;
 use super::*;
 use crate::types::{make_internal_key, ValueKind};
+use mem_file::MemFile;
 
 pub(crate) type Entries = Vec<(Vec<u8>, Vec<u8>)>;
 

@@ -5,6 +5,7 @@ use crate::types::{cmp_internal, user_key, InternalKey, KIND_SEEK};
 use proptest::prelude::*;
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 fn small_blocks() -> TableOptions {
     TableOptions::new().block_size(256)
@@ -150,9 +151,12 @@ fn client_reads_fill_the_cache_and_compaction_reads_do_not() {
 fn block_sink_warms_the_cache_while_writing() {
     let entries = simple_entries(300);
     let cache = BlockCache::new(1 << 20);
-    let file = test_util::MemFile::new("warm.sst");
+    let file = MemFile::new("warm.sst");
     let mut b = TableBuilder::new(Box::new(file.clone()), small_blocks());
-    b.set_block_sink(cache.warming_sink(5));
+    let sink = cache.clone();
+    b.set_block_sink(Box::new(move |offset, block| {
+        sink.insert(5, offset, Arc::clone(block))
+    }));
     for (k, v) in &entries {
         b.add(k, v).unwrap();
         assert!(b.estimated_size() > 0);
@@ -174,7 +178,7 @@ fn block_sink_warms_the_cache_while_writing() {
 
 #[test]
 fn estimated_size_tracks_the_file() {
-    let file = test_util::MemFile::new("size.sst");
+    let file = MemFile::new("size.sst");
     let mut b = TableBuilder::new(Box::new(file.clone()), small_blocks());
     for (k, v) in simple_entries(200) {
         b.add(&k, &v).unwrap();
@@ -227,7 +231,7 @@ proptest! {
         let opts = TableOptions::new().block_size(block_size).restart_interval(restart_interval);
         let (file, props) = build_table(&entries, opts);
         prop_assert_eq!(props.num_entries, entries.len() as u64);
-        let cache = use_cache.then(|| BlockCache::new(64 * 1024));
+        let cache = use_cache.then(|| BlockCache::new(64 * 1024) as Arc<dyn DataBlockCache>);
         let t = Table::open(file.reader(), 3, cache).unwrap();
 
         let mut it = t.iter(IoCause::ClientRead);

@@ -16,7 +16,7 @@
 //! their newest version, and their next read misses in the flush's file. Only these keys'
 //! misses are invalidation misses.
 
-use super::KeySet;
+use super::keys::KeySet;
 use crate::cache::BlockCache;
 use crate::types::seek_key;
 use crate::types::{user_key, MAX_SEQ};
