@@ -257,6 +257,27 @@ fn keys_are_served_by_their_owner_and_moved_elsewhere() {
         &c.cmd(&["CLUSTER", "COUNTKEYSINSLOT", "16384"]),
         "ERR Invalid slot"
     ));
+    // SORT as Redis Cluster has it: BY and GET patterns name keys that may live anywhere
+    // and are refused; BY without a pattern is fine; STORE is a key like any other.
+    let l = "{user1000}.l";
+    c.cmd(&["RPUSH", l, "2", "1", "3"]);
+    assert!(is_err(
+        &c.cmd(&["SORT", l, "BY", "w_*"]),
+        "ERR BY option of SORT denied in Cluster mode."
+    ));
+    assert!(is_err(
+        &c.cmd(&["SORT_RO", l, "GET", "#"]),
+        "ERR GET option of SORT denied in Cluster mode."
+    ));
+    assert_eq!(
+        c.cmd(&["SORT", l, "BY", "nosort", "DESC"]),
+        F::Array(vec![bulk("3"), bulk("1"), bulk("2")])
+    );
+    assert!(is_err(&c.cmd(&["SORT", l, "STORE", "key:1"]), "CROSSSLOT"));
+    assert_eq!(
+        c.cmd(&["SORT", l, "STORE", "{user1000}.sorted"]),
+        F::Integer(3)
+    );
     drop(cs);
     cl.stop();
 }

@@ -315,3 +315,60 @@ fn writes_and_expiries_publish_keyspace_events() {
     );
     srv.stop();
 }
+
+#[test]
+fn geo_and_sort_writes_publish_redis_s_events() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = Running::start(dir.path(), config());
+    let mut c = Client::connect(srv.addr);
+    let mut sub = Client::connect(srv.addr);
+    c.cmd(&["CONFIG", "SET", "notify-keyspace-events", "KEA"]);
+    sub.cmd(&["PSUBSCRIBE", "__keyevent@0__:*"]);
+    let mut event = |name: &str, key: &str| {
+        assert_eq!(
+            sub.read().unwrap(),
+            pmsg("__keyevent@0__:*", &format!("__keyevent@0__:{name}"), key)
+        );
+    };
+    // GEOADD is a ZADD of geohash scores, and says so.
+    c.cmd(&["GEOADD", "g", "13.361389", "38.115556", "Palermo"]);
+    event("zadd", "g");
+    c.cmd(&[
+        "GEOSEARCHSTORE",
+        "gs",
+        "g",
+        "FROMLONLAT",
+        "13",
+        "38",
+        "BYRADIUS",
+        "200",
+        "km",
+    ]);
+    event("geosearchstore", "gs");
+    c.cmd(&["GEORADIUS", "g", "13", "38", "200", "km", "STORE", "gr"]);
+    event("georadiusstore", "gr");
+    // An empty result deletes the destination.
+    c.cmd(&["GEORADIUS", "g", "0", "0", "1", "m", "STORE", "gr"]);
+    event("del", "gr");
+    c.cmd(&["RPUSH", "l", "2", "1"]);
+    event("rpush", "l");
+    assert_eq!(c.cmd(&["SORT", "l", "STORE", "sorted"]), int(2));
+    event("sortstore", "sorted");
+    assert_eq!(c.cmd(&["SORT", "missing", "STORE", "sorted"]), int(0));
+    event("del", "sorted");
+    // Reads send nothing: the next event is the next write's.
+    c.cmd(&["SORT_RO", "l"]);
+    c.cmd(&[
+        "GEOSEARCH",
+        "g",
+        "FROMMEMBER",
+        "Palermo",
+        "BYBOX",
+        "1",
+        "1",
+        "km",
+    ]);
+    c.cmd(&["SET", "done", "1"]);
+    event("set", "done");
+    srv.stop();
+}

@@ -79,7 +79,13 @@ fn element(cx: &Ctx, key: &[u8], m: &Meta, pos: u64) -> Result<Vec<u8>, Reply> {
 }
 
 /// Elements at positions `from..=to` (checked against the reply limit).
-fn range(cx: &Ctx, key: &[u8], m: &Meta, from: u64, to: u64) -> Result<Vec<Vec<u8>>, Reply> {
+pub(super) fn range(
+    cx: &Ctx,
+    key: &[u8],
+    m: &Meta,
+    from: u64,
+    to: u64,
+) -> Result<Vec<Vec<u8>>, Reply> {
     check_reply_size(to - from + 1)?;
     let mut out = Vec::with_capacity((to - from + 1) as usize);
     let start = m.head.wrapping_add(from).to_be_bytes();
@@ -100,7 +106,7 @@ fn all(cx: &Ctx, key: &[u8], m: &Meta) -> Result<Vec<Vec<u8>>, Reply> {
 }
 
 /// Writes `items` as the whole list `key` under a new version (or deletes the key).
-fn rewrite(cx: &Ctx, b: &mut Batch, key: &[u8], old: &Meta, items: &[Vec<u8>]) {
+pub(super) fn rewrite(cx: &Ctx, b: &mut Batch, key: &[u8], old: &Meta, items: &[Vec<u8>]) {
     let mut m = cx.new_collection(Kind::List);
     m.expire_at_ms = old.expire_at_ms;
     for (i, v) in items.iter().enumerate() {

@@ -297,6 +297,8 @@ pub fn all() -> impl Iterator<Item = &'static Spec> {
         super::stream::COMMANDS,
         super::hll::COMMANDS,
         super::bitfield::COMMANDS,
+        super::sort::COMMANDS,
+        super::geo::COMMANDS,
     ]
     .into_iter()
     .flatten()

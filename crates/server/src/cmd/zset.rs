@@ -71,7 +71,7 @@ fn nan_error() -> Reply {
 }
 
 /// The score of `member`, if it is one.
-fn score(cx: &Ctx, key: &[u8], m: &Meta, member: &[u8]) -> Result<Option<f64>, Reply> {
+pub(super) fn score(cx: &Ctx, key: &[u8], m: &Meta, member: &[u8]) -> Result<Option<f64>, Reply> {
     Ok(cx
         .sub_get(key, m, MEMBERS, member)?
         .map(|v| score_from_bytes(&v)))
@@ -118,7 +118,7 @@ fn remove_all(cx: &Ctx, b: &mut Batch, key: &[u8], m: &mut Meta, gone: &[Scored]
 
 /// `(score, member)` pairs of the index in score order from `from` (a score, inclusive),
 /// while `f` says so.
-fn walk_index(
+pub(super) fn walk_index(
     cx: &Ctx,
     key: &[u8],
     m: &Meta,
@@ -319,7 +319,7 @@ pub struct Limit {
 }
 
 impl Limit {
-    const NONE: Limit = Limit {
+    pub const NONE: Limit = Limit {
         offset: 0,
         count: -1,
     };
@@ -540,7 +540,7 @@ fn zadd_generic(cx: &Ctx, a: &[Bytes], mut f: AddFlags) -> CmdResult {
     })
 }
 
-fn zadd(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
+pub(super) fn zadd(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     zadd_generic(cx, a, AddFlags::default())
 }
 
@@ -718,7 +718,7 @@ fn zrevrangebylex(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
 
 /// Replaces `dst` with a sorted set of `items` (deletes it if there are none); the
 /// number of members stored.
-fn store(cx: &Ctx, dst: &[u8], items: &[Scored], event: &'static str) -> CmdResult {
+pub(super) fn store(cx: &Ctx, dst: &[u8], items: &[Scored], event: &'static str) -> CmdResult {
     let mut b = Batch::new();
     if items.is_empty() {
         if cx.meta(dst)?.is_some() {

@@ -21,7 +21,7 @@ HERE="$(cd "$(dirname "$0")" && pwd)"
 ROOT="$(cd "$HERE/../../../.." && pwd)"
 
 UNITS_DEFAULT=(type/string type/incr expire keyspace scan auth info multi
-  type/hash type/set type/list type/zset type/stream type/stream-cgroups hyperloglog bitfield protocol dump
+  type/hash type/set type/list type/zset type/stream type/stream-cgroups hyperloglog bitfield sort geo protocol dump
   pubsub pubsubshard)
 # Units run in the suite's own mode, where it starts each server itself from a config
 # file (through the `redis-server` next to this script): every test of theirs is tagged
