@@ -278,12 +278,14 @@ impl Settings {
     }
 
     /// Sets a [`COMPAT_PARAMS`] parameter (others are ignored), and its alias: Redis 7.0
-    /// reads `*-ziplist-*` as the `*-listpack-*` parameter of the same name.
+    /// reads `*-ziplist-*` as the `*-listpack-*` parameter of the same name, and
+    /// `lua-time-limit` as `busy-reply-threshold`.
     pub fn set_compat(&self, name: &str, value: String) {
-        let alias = if name.contains("ziplist") {
-            name.replace("ziplist", "listpack")
-        } else {
-            name.replace("listpack", "ziplist")
+        let alias = match name {
+            "lua-time-limit" => "busy-reply-threshold".to_string(),
+            "busy-reply-threshold" => "lua-time-limit".to_string(),
+            n if n.contains("ziplist") => n.replace("ziplist", "listpack"),
+            n => n.replace("listpack", "ziplist"),
         };
         let mut c = self.compat.write();
         for n in [name, alias.as_str()] {

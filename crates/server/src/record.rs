@@ -57,6 +57,10 @@ pub const REPL_KEY: &[u8] = b"R";
 /// A primary's replication histories ([`crate::repl::history`]); like [`REPL_KEY`], no
 /// walk of the key space meets it.
 pub const HISTORY_KEY: &[u8] = b"H";
+/// Namespace of function libraries (`FUNCTION LOAD`): `'L' | library name, lower case`
+/// -> the library's code. Data, so replication and full syncs carry it, but neither a
+/// metadata key nor a sub-key, so no walk of a database's keys (nor `FLUSHALL`) meets it.
+pub const FUNCTION: u8 = b'L';
 /// Databases `SELECT` accepts (Redis's default `databases 16`).
 pub const DATABASES: u8 = 16;
 
@@ -284,11 +288,19 @@ pub fn meta_key(db: u8, key: &[u8]) -> Vec<u8> {
     k
 }
 
-/// Whether `k` holds data (a metadata record or a sub-key), which replication carries, as
+/// Whether `k` holds data (a metadata record, a sub-key, a function library), which
+/// replication carries, as
 /// opposed to the server's own records (the format marker, a replica's position, the
 /// replication histories), which it never does.
 pub fn is_data_key(k: &[u8]) -> bool {
-    matches!(k.first(), Some(&META | &SUB))
+    matches!(k.first(), Some(&META | &SUB | &FUNCTION))
+}
+
+/// The record of function library `name`.
+pub fn function_key(name: &str) -> Vec<u8> {
+    let mut k = vec![FUNCTION];
+    k.extend_from_slice(name.to_ascii_lowercase().as_bytes());
+    k
 }
 
 /// The user key and database of a metadata key.

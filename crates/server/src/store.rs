@@ -87,6 +87,10 @@ pub struct Store {
     expired: Mutex<Vec<(u8, Vec<u8>)>>,
     /// Whether `expired` holds anything (checked after every command).
     any_expired: AtomicBool,
+    /// Bumped when the function libraries in the database changed under the server's
+    /// registry (a replicated batch wrote one, a full sync replaced the database): the
+    /// registry loads them again ([`crate::script`]).
+    functions_epoch: AtomicU64,
 }
 
 /// Held while keys are written (shared) or read and rewritten (exclusive).
@@ -241,6 +245,7 @@ impl Store {
             expiries: Default::default(),
             expired: Default::default(),
             any_expired: AtomicBool::new(false),
+            functions_epoch: AtomicU64::new(0),
         };
         s.migrate()?;
         Ok(s)
@@ -270,6 +275,7 @@ impl Store {
             match Arc::try_unwrap(arc) {
                 Ok(db) => {
                     *slot = Some(Arc::new(f(db)));
+                    self.functions_epoch.fetch_add(1, Ordering::SeqCst);
                     return Ok(());
                 }
                 Err(arc) => {
@@ -413,9 +419,29 @@ impl Store {
                 _ => with_expiry.put(e.key, e.payload()),
             }
         }
+        let functions = wb.iter().any(|e| e.key.first() == Some(&record::FUNCTION));
         self.db().write(with_expiry, &WriteOptions { sync })?;
+        if functions {
+            self.functions_epoch.fetch_add(1, Ordering::SeqCst);
+        }
         self.touch(&touched);
         Ok(())
+    }
+
+    /// See [`Store::functions_epoch`]'s field.
+    pub fn functions_epoch(&self) -> u64 {
+        self.functions_epoch.load(Ordering::SeqCst)
+    }
+
+    /// The function libraries' codes stored in the database.
+    pub fn function_libraries(&self) -> Result<Vec<Vec<u8>>> {
+        let prefix = [record::FUNCTION];
+        let end = record::prefix_end(&prefix);
+        let upper = end.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
+        self.db()
+            .scan(Bound::Included(&prefix[..]), upper)?
+            .map(|kv| Ok(kv?.1))
+            .collect()
     }
 
     /// Converts legacy records (value tag 0 or 1 under the raw user key) into metadata

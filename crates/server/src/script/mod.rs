@@ -32,7 +32,7 @@ pub mod structlib;
 use crate::protocol::Reply;
 use bytes::Bytes;
 use parking_lot::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
 /// Instructions between two looks at the kill flag and the clock (Redis: 100,000).
@@ -78,8 +78,11 @@ pub const LOG_WARNING: u8 = 3;
 pub trait ScriptHost {
     /// The command `name` (lower case), if the server has it.
     fn command(&self, name: &str) -> Option<CommandInfo>;
-    /// Runs `args` (arity and the script rules already checked) and returns the reply;
-    /// the host applies the server's own refusals (a read-only replica, cluster slots).
+    /// The server's own refusals of a command the script rules let through (a write on a
+    /// read-only replica, a key of another cluster node): `Err` is the error line.
+    fn admit(&mut self, cmd: &CommandInfo, args: &[Bytes]) -> Result<(), String>;
+    /// Runs `args` (arity, script rules and [`ScriptHost::admit`] passed) and returns the
+    /// reply.
     fn call(&mut self, cmd: &CommandInfo, args: &[Bytes]) -> Reply;
     /// A command the script rules refused (`cmd` is `None` for an unknown one), answered
     /// with `error`: the host counts it as Redis does a rejected call.
@@ -150,8 +153,6 @@ pub struct Activity {
     killed: AtomicBool,
     /// The running script has run a write command: it cannot be killed.
     wrote: AtomicBool,
-    /// `busy-reply-threshold` in milliseconds (0: never busy).
-    threshold_ms: AtomicU64,
     /// While `FUNCTION LOAD` runs a library's code: when it must have ended.
     load_deadline: Mutex<Option<Instant>>,
 }
@@ -160,20 +161,6 @@ pub struct Activity {
 pub const KILLED: &str = "ERR Script killed by user with SCRIPT KILL...";
 
 impl Activity {
-    pub fn new(threshold_ms: u64) -> Activity {
-        let a = Activity::default();
-        a.threshold_ms.store(threshold_ms, Relaxed);
-        a
-    }
-
-    pub fn set_threshold_ms(&self, ms: u64) {
-        self.threshold_ms.store(ms, Relaxed);
-    }
-
-    pub fn threshold_ms(&self) -> u64 {
-        self.threshold_ms.load(Relaxed)
-    }
-
     /// Marks `r` running until the returned guard is dropped.
     pub fn start(&self, r: Running) -> RunGuard<'_> {
         self.killed.store(false, Relaxed);
@@ -186,10 +173,9 @@ impl Activity {
         self.running.lock().clone()
     }
 
-    /// The running script if it has run past `busy-reply-threshold`: other clients are
-    /// answered `-BUSY` then.
-    pub fn busy(&self) -> Option<Running> {
-        let t = self.threshold_ms();
+    /// The running script if it has run past `busy-reply-threshold` (`t` ms; 0: never):
+    /// other clients are answered `-BUSY` then.
+    pub fn busy(&self, t: u64) -> Option<Running> {
         let r = self.running.lock();
         r.as_ref()
             .filter(|r| t > 0 && r.started.elapsed() >= Duration::from_millis(t))

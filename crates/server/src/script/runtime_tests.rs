@@ -90,13 +90,17 @@ impl ScriptHost for MapHost {
         }
     }
 
+    fn admit(&mut self, _: &CommandInfo, _: &[Bytes]) -> Result<(), String> {
+        Ok(())
+    }
+
     fn rejected(&mut self, _: Option<&CommandInfo>, _: &[Bytes], error: &str) {
         self.rejected.push(error.to_string());
     }
 }
 
 fn activity() -> Arc<Activity> {
-    Arc::new(Activity::new(5000))
+    Arc::new(Activity::default())
 }
 
 fn eval_in(s: &mut Scripts, host: &mut MapHost, body: &str, keys: &[&str], argv: &[&str]) -> Reply {

@@ -340,14 +340,18 @@ fn redis_command(
             "This Redis command is not allowed from script",
         );
     }
+    if cmd.write && read_only {
+        return refuse(
+            host,
+            Some(&cmd),
+            "Write commands are not allowed from read-only scripts.",
+        );
+    }
+    if let Err(e) = host.admit(&cmd, &args) {
+        host.rejected(Some(&cmd), &args, &e);
+        return fail(e, true);
+    }
     if cmd.write {
-        if read_only {
-            return refuse(
-                host,
-                Some(&cmd),
-                "Write commands are not allowed from read-only scripts.",
-            );
-        }
         act.note_write();
     }
     let reply = host.call(&cmd, &args);
