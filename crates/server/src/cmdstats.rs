@@ -189,6 +189,12 @@ impl CommandStats {
     /// (an error counts as failed).
     pub fn ran(&self, number: usize, args: &[Bytes], reply: &Reply, took: Duration) {
         self.replied(reply);
+        self.ran_uncounted(number, args, reply, took);
+    }
+
+    /// [`CommandStats::ran`] of a reply whose error was counted in `errorstats` already
+    /// (a script passing on the error of a command it ran): the call counts as failed.
+    pub fn ran_uncounted(&self, number: usize, args: &[Bytes], reply: &Reply, took: Duration) {
         if unknown_subcommand(reply) {
             return;
         }

@@ -61,7 +61,14 @@ pub fn execute(sh: &Shared, s: &mut Session, args: &[Bytes]) -> (Reply, Outcome)
     // wait; a run of combined commands holds it for all of them (`combine::run`); every
     // other command holds it shared.
     let own = spec.is_some_and(|s| s.has(Flags::OWN_LOCK));
-    let _g = (!own && s.ext.combining.is_none()).then(|| sh.store.command_lock());
+    let _g = match !own && s.ext.combining.is_none() {
+        // -BUSY instead of waiting while a script runs past busy-reply-threshold.
+        true => match crate::script::cmd::command_lock(sh, spec) {
+            Ok(g) => g,
+            Err(r) => return refuse(r),
+        },
+        false => None,
+    };
     run_found(sh, s, found, args)
 }
 
@@ -113,7 +120,12 @@ fn run_found(
     if let Some(b) = s.ext.blocked.as_mut() {
         b.command = spec.name;
     }
-    sh.cmdstats.ran(number, args, &reply, end - start);
+    // A script's reply may be the error of a command it ran, counted already.
+    if std::mem::take(&mut s.error_counted) {
+        sh.cmdstats.ran_uncounted(number, args, &reply, end - start);
+    } else {
+        sh.cmdstats.ran(number, args, &reply, end - start);
+    }
     (reply, std::mem::replace(&mut s.outcome, Outcome::Continue))
 }
 

@@ -212,6 +212,11 @@ pub fn render(sh: &Shared, args: &[Bytes]) -> String {
                 // Not jemalloc: Redis's tests then treat MEMORY USAGE as approximate.
                 kv("mem_allocator", "libc".into());
                 kv("used_memory_memtables", stats.memtable_bytes.to_string());
+                let mut lua = Vec::new();
+                sh.scripting.info(&mut lua);
+                for (k, v) in lua {
+                    kv(k, v);
+                }
                 kv(
                     "block_cache_capacity",
                     sh.store

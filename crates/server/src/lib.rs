@@ -24,7 +24,6 @@ mod pubsub;
 pub mod record;
 // The runtime lands before its commands (EVAL, FUNCTION) are wired into the table.
 mod repl;
-#[allow(dead_code)]
 mod script;
 mod server;
 mod session;

@@ -102,6 +102,7 @@ impl Server {
                 runtime: tokio::runtime::Handle::current(),
                 me: Default::default(),
                 pause: Default::default(),
+                scripting: Default::default(),
             }),
             replicaof: config.replicaof.clone(),
             tcp,

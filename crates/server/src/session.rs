@@ -54,6 +54,9 @@ pub struct Session {
     pub pubsub: Subscriber,
     /// Keyspace events of the command running, published once its writes are applied.
     pub events: std::cell::RefCell<Vec<crate::notify::Event>>,
+    /// The command's error reply was counted in `errorstats` already (a script's reply
+    /// that is the error of a command it ran): the dispatch counts the call as failed only.
+    pub error_counted: bool,
 }
 
 impl Session {
@@ -74,6 +77,7 @@ impl Session {
             outcome: Outcome::Continue,
             pubsub: Subscriber::default(),
             events: Default::default(),
+            error_counted: false,
         }
     }
 

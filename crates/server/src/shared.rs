@@ -119,6 +119,8 @@ pub(crate) struct Shared {
     pub me: std::sync::OnceLock<std::sync::Weak<Shared>>,
     /// `CLIENT PAUSE`'s state.
     pub pause: crate::pause::Pause,
+    /// Lua scripts and function libraries ([`crate::script`]).
+    pub scripting: crate::script::cmd::Scripting,
 }
 
 impl Shared {
@@ -145,6 +147,7 @@ impl Shared {
             repl: Default::default(),
             me: Default::default(),
             pause: Default::default(),
+            scripting: Default::default(),
             runtime: tokio::runtime::Builder::new_current_thread()
                 .build()
                 .expect("a runtime")
@@ -247,6 +250,8 @@ impl Shared {
     /// Stops the server: the listeners, then every connection.
     pub fn trigger_shutdown(&self) {
         self.shutdown.send_replace(true);
+        // A script running now would hold the server until it ends by itself.
+        self.scripting.activity.kill_for_shutdown();
         // After the flag: a client admitted meanwhile starts with it set (see `admit`).
         for c in self.clients.lock().values() {
             c.kill();

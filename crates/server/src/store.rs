@@ -567,6 +567,16 @@ impl Store {
         self.exec.read()
     }
 
+    /// [`Store::command_lock`], if it can be had within `d`.
+    pub fn try_command_lock_for(&self, d: std::time::Duration) -> Option<RwLockReadGuard<'_, ()>> {
+        self.exec.try_read_for(d)
+    }
+
+    /// [`Store::exec_lock`], if it can be had within `d`.
+    pub fn try_exec_lock_for(&self, d: std::time::Duration) -> Option<RwLockWriteGuard<'_, ()>> {
+        self.exec.try_write_for(d)
+    }
+
     /// Held by `EXEC` while its queued commands run.
     pub fn exec_lock(&self) -> RwLockWriteGuard<'_, ()> {
         self.exec.write()

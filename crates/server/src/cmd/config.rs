@@ -62,6 +62,11 @@ fn config_params(sh: &Shared) -> Vec<(&'static str, String, bool)> {
             st.max_output_bytes().to_string(),
             true,
         ),
+        (
+            "halflife-lua-memory-limit",
+            sh.scripting.memory_limit().to_string(),
+            true,
+        ),
         ("masterauth", st.masterauth().unwrap_or_default(), true),
         (
             "replica-read-only",
@@ -254,6 +259,17 @@ fn config(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
                     apply.push(Box::new(move || {
                         settings.set_requirepass(Some(value.clone()))
                     }));
+                }
+                "halflife-lua-memory-limit" => {
+                    let n: usize =
+                        value
+                            .parse()
+                            .ok()
+                            .filter(|&n| n >= 1 << 20)
+                            .ok_or_else(|| {
+                                bad("argument must be a number of bytes, at least 1048576".into())
+                            })?;
+                    apply.push(Box::new(move || sh.scripting.set_memory_limit(n)));
                 }
                 "maxclients" | "proto-max-bulk-len" | "halflife-client-output-limit" => {
                     let n: usize = value

@@ -11,7 +11,6 @@ use bytes::Bytes;
 pub static COMMANDS: &[super::table::Spec] = &[
     c!("shutdown", -1, [ADMIN NOSCRIPT LOADING STALE NO_MULTI ALLOW_BUSY], 0, 0, 0, Server, shutdown),
     c!("info", -1, [LOADING STALE], 0, 0, 0, Server, info),
-    c!("function", -2, [NOSCRIPT], 0, 0, 0, Scripting, function),
     c!("time", 1, [LOADING STALE FAST], 0, 0, 0, Server, time),
     c!("lolwut", -1, [READONLY FAST], 0, 0, 0, Server, lolwut),
     c!("lastsave", 1, [LOADING STALE FAST], 0, 0, 0, Server, lastsave),
@@ -39,20 +38,6 @@ fn time(_cx: &mut Ctx, _a: &[Bytes]) -> CmdResult {
 fn lastsave(cx: &mut Ctx, _a: &[Bytes]) -> CmdResult {
     let up = cx.sh.started.elapsed().as_secs();
     Ok(Reply::Int((crate::record::now_ms() / 1000 - up) as i64))
-}
-
-/// `FUNCTION`: there are no functions (no scripting); `FLUSH` and `LIST` answer as an
-/// empty library set does, since test suites and clients call them when they reset.
-fn function(_cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
-    if eq(&a[0], "flush") && a.len() <= 2 {
-        Ok(Reply::ok())
-    } else if eq(&a[0], "list") {
-        Ok(Reply::Array(Vec::new()))
-    } else {
-        Err(Reply::err(
-            "FUNCTION is not supported by halflife (no scripting)",
-        ))
-    }
 }
 
 /// `LOLWUT [VERSION v] [...]`: Redis draws computer art for versions 5 and 6 and answers

@@ -139,10 +139,6 @@ impl Scripts {
         self.scripts.len()
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.scripts.is_empty()
-    }
-
     /// Bytes of the cached scripts' sources (`used_memory_scripts`).
     pub fn source_bytes(&self) -> usize {
         self.bytes

@@ -42,6 +42,10 @@ pub enum RestorePolicy {
     Replace,
 }
 
+/// What `FUNCTION RESTORE` did: the libraries it added (name and code) and the names of
+/// those it removed.
+pub type Restored = (Vec<(String, Bytes)>, Vec<String>);
+
 /// The function interpreter and its libraries.
 pub struct Libraries {
     interp: Interp,
@@ -200,10 +204,6 @@ impl Libraries {
         self.libraries.values()
     }
 
-    pub fn library(&self, name: &str) -> Option<&Library> {
-        self.libraries.get(&name.to_ascii_lowercase())
-    }
-
     pub fn function_count(&self) -> usize {
         self.functions.len()
     }
@@ -244,13 +244,13 @@ impl Libraries {
         out
     }
 
-    /// `FUNCTION RESTORE payload [policy]`: the libraries' codes it held (to be stored),
-    /// and what was removed. On an error nothing changes.
+    /// `FUNCTION RESTORE payload [policy]`: the libraries it held (name and code, to be
+    /// stored), and the names of those it removed. On an error nothing changes.
     pub fn restore(
         &mut self,
         data: &[u8],
         policy: RestorePolicy,
-    ) -> Result<(Vec<Bytes>, Vec<String>), String> {
+    ) -> Result<Restored, String> {
         let codes = payload::parse(data)?;
         let mut new: BTreeMap<String, Library> = BTreeMap::new();
         let mut seen: HashMap<String, String> = HashMap::new();
@@ -295,7 +295,10 @@ impl Libraries {
         for n in &removed {
             self.unlink(n);
         }
-        let stored = new.values().map(|l| l.code.clone()).collect();
+        let stored = new
+            .values()
+            .map(|l| (l.name.clone(), l.code.clone()))
+            .collect();
         for lib in new.into_values() {
             self.link(lib);
         }

@@ -22,6 +22,7 @@
 
 pub mod bit;
 pub mod cjson;
+pub mod cmd;
 pub mod cmsgpack;
 pub mod convert;
 pub mod eval;
@@ -68,9 +69,7 @@ impl CommandInfo {
     }
 }
 
-/// Log levels of `redis.log`.
-pub const LOG_DEBUG: u8 = 0;
-pub const LOG_VERBOSE: u8 = 1;
+/// Log levels of `redis.log` (0 and 1, debug and verbose, are not logged).
 pub const LOG_NOTICE: u8 = 2;
 pub const LOG_WARNING: u8 = 3;
 

@@ -413,7 +413,14 @@ pub struct Interp {
     runner: Function,
     set_api: Option<Function>,
     activity: Arc<Activity>,
+    /// Runs since the last collection step.
+    runs: std::sync::atomic::AtomicU32,
 }
+
+/// Runs between two steps of the garbage collector, and each step's size in KiB (as
+/// Redis: a step every 50 scripts keeps their garbage from waiting for a full cycle).
+const GC_EVERY: u32 = 50;
+const GC_STEP_KB: i32 = 50;
 
 impl Interp {
     /// A new interpreter of `kind`, whose hook answers to `activity`, capped at `memory`
@@ -669,6 +676,7 @@ impl Interp {
             lua,
             kind,
             activity,
+            runs: Default::default(),
         })
     }
 
@@ -791,6 +799,10 @@ impl Interp {
         });
         let res = self.runner.call::<(bool, Value)>((f, k, a, n));
         let resp = self.lua.remove_app_data::<RunState>().map_or(2, |s| s.resp);
+        if self.runs.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1 >= GC_EVERY {
+            self.runs.store(0, std::sync::atomic::Ordering::Relaxed);
+            let _ = self.lua.gc_step_kbytes(GC_STEP_KB);
+        }
         let (ok, v) = res?;
         if ok {
             let counted = matches!(&v, Value::Table(t) if t.raw_get::<Value>("err").is_ok_and(|e| e.is_string())

@@ -1,0 +1,308 @@
+//! Lua scripts and functions against a running server: atomicity, persistence of function
+//! libraries across a restart, and hostile scripts (a loop that never ends, unbounded
+//! allocation, deeply nested payloads), each followed by a `PING` that answers.
+//!
+//! Nothing waits for time to pass: a test polls for the state it asserts (a script seen
+//! running, `-BUSY`), with long socket timeouts only as a guard against a hang.
+
+mod common;
+use common::client::{bulk, is_err, simple, Client};
+use common::Running;
+use halflife_server::{AppendFsync, Config};
+use redis_protocol::resp2::types::BytesFrame as F;
+
+fn config() -> Config {
+    Config {
+        tcp: Some("127.0.0.1:0".parse().unwrap()),
+        appendfsync: AppendFsync::No,
+        ..Config::default()
+    }
+}
+
+fn int(n: i64) -> F {
+    F::Integer(n)
+}
+
+fn err_text(f: &F) -> String {
+    match f {
+        F::Error(e) => e.to_string(),
+        other => panic!("not an error: {other:?}"),
+    }
+}
+
+/// Sends `args` on `c` and polls on `other` until it answers `-BUSY` (the script runs
+/// past the threshold).
+fn start_busy(c: &mut Client, other: &mut Client, args: &[&str]) {
+    let a: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+    c.send(&a);
+    loop {
+        let r = other.cmd(&["PING"]);
+        if is_err(&r, "BUSY") {
+            return;
+        }
+        assert_eq!(r, simple("PONG"));
+    }
+}
+
+#[test]
+fn eval_evalsha_and_the_script_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = Running::start(dir.path(), config());
+    let mut c = Client::connect(srv.addr);
+    assert_eq!(
+        c.cmd(&["EVAL", "return redis.call('incr', KEYS[1])", "1", "k"]),
+        int(1)
+    );
+    let sha = match c.cmd(&["SCRIPT", "LOAD", "return redis.call('incr', KEYS[1])"]) {
+        F::BulkString(b) => String::from_utf8(b.to_vec()).unwrap(),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(c.cmd(&["EVALSHA", &sha.to_uppercase(), "1", "k"]), int(2));
+    assert_eq!(
+        c.cmd(&[
+            "SCRIPT",
+            "EXISTS",
+            &sha,
+            "ffd632c7d33e571e9f24556ebed26c3479a87130"
+        ]),
+        F::Array(vec![int(1), int(0)])
+    );
+    assert_eq!(c.cmd(&["SCRIPT", "FLUSH"]), simple("OK"));
+    assert!(is_err(&c.cmd(&["EVALSHA", &sha, "1", "k"]), "NOSCRIPT"));
+    // A script's error is Redis's, with the script and line.
+    c.cmd(&["SET", "s", "abc"]);
+    let e = err_text(&c.cmd(&["EVAL", "return redis.call('incr', 's')", "0"]));
+    assert!(
+        e.starts_with("ERR value is not an integer or out of range script: "),
+        "{e}"
+    );
+    // WRONGTYPE comes back through pcall as a table.
+    let r = c.cmd(&[
+        "EVAL",
+        "local t = redis.pcall('lpush', 's', 'x') return t.err",
+        "0",
+    ]);
+    assert!(
+        matches!(&r, F::BulkString(b) if b.starts_with(b"WRONGTYPE")),
+        "{r:?}"
+    );
+    // SELECT inside the script does not change the caller's database.
+    c.cmd(&["SET", "here", "0"]);
+    c.cmd(&[
+        "EVAL",
+        "redis.call('select', 9) redis.call('set', 'there', 1)",
+        "0",
+    ]);
+    assert_eq!(c.cmd(&["GET", "here"]), bulk("0"));
+    assert_eq!(c.cmd(&["EXISTS", "there"]), int(0));
+    // Writes are refused in EVAL_RO.
+    let e = err_text(&c.cmd(&["EVAL_RO", "redis.call('del', 'here')", "0"]));
+    assert!(
+        e.starts_with("ERR Write commands are not allowed from read-only scripts"),
+        "{e}"
+    );
+    // Commands that are not allowed from scripts.
+    let e = err_text(&c.cmd(&["EVAL", "redis.call('multi')", "0"]));
+    assert!(
+        e.contains("This Redis command is not allowed from script"),
+        "{e}"
+    );
+    // Inside MULTI, a script runs with the transaction.
+    assert_eq!(c.cmd(&["MULTI"]), simple("OK"));
+    assert_eq!(
+        c.cmd(&["EVAL", "return redis.call('incr', 'm')", "0"]),
+        simple("QUEUED")
+    );
+    assert_eq!(c.cmd(&["EXEC"]), F::Array(vec![int(1)]));
+    srv.stop();
+}
+
+#[test]
+fn a_script_is_atomic_against_other_clients() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = Running::start(dir.path(), config());
+    let mut c = Client::connect(srv.addr);
+    c.cmd(&["SET", "n", "0"]);
+    // Each script reads, waits and writes back: without atomicity, the other clients'
+    // INCRs between its read and its write would be lost.
+    let script = "local v = tonumber(redis.call('get', 'n')) for i = 1, 20000 do end redis.call('set', 'n', v + 1) return 1";
+    let writers: Vec<_> = (0..4)
+        .map(|_| {
+            let addr = srv.addr;
+            let script = script.to_string();
+            std::thread::spawn(move || {
+                let mut c = Client::connect(addr);
+                for _ in 0..50 {
+                    assert_eq!(c.cmd(&["EVAL", &script, "0"]), int(1));
+                    assert!(matches!(c.cmd(&["INCR", "n"]), F::Integer(_)));
+                }
+            })
+        })
+        .collect();
+    for w in writers {
+        w.join().unwrap();
+    }
+    assert_eq!(c.cmd(&["GET", "n"]), bulk("400"));
+    srv.stop();
+}
+
+#[test]
+fn a_script_that_loops_forever_is_busy_for_others_and_killed() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = Running::start(dir.path(), config());
+    let mut c = Client::connect(srv.addr);
+    let mut other = Client::connect(srv.addr);
+    assert_eq!(
+        other.cmd(&["CONFIG", "SET", "busy-reply-threshold", "50"]),
+        simple("OK")
+    );
+    start_busy(&mut c, &mut other, &["EVAL", "while true do end", "0"]);
+    let e = err_text(&other.cmd(&["GET", "x"]));
+    assert!(e.starts_with("BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE."), "{e}");
+    // FUNCTION KILL does not kill an EVAL; SCRIPT KILL does.
+    assert!(is_err(&other.cmd(&["FUNCTION", "KILL"]), "BUSY"));
+    assert_eq!(other.cmd(&["SCRIPT", "KILL"]), simple("OK"));
+    let e = err_text(&c.read().unwrap());
+    assert!(e.contains("Script killed by user with SCRIPT KILL"), "{e}");
+    assert_eq!(other.cmd(&["PING"]), simple("PONG"));
+    assert!(is_err(&other.cmd(&["SCRIPT", "KILL"]), "NOTBUSY"));
+    // pcall cannot catch the kill.
+    start_busy(
+        &mut c,
+        &mut other,
+        &[
+            "EVAL",
+            "local f = function() while 1 do redis.call('ping') end end while 1 do pcall(f) end",
+            "0",
+        ],
+    );
+    assert_eq!(other.cmd(&["SCRIPT", "KILL"]), simple("OK"));
+    assert!(is_err(&c.read().unwrap(), "ERR Script killed"));
+    assert_eq!(c.cmd(&["PING"]), simple("PONG"));
+    srv.stop();
+}
+
+#[test]
+fn a_script_that_wrote_cannot_be_killed_but_shutdown_ends_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = Running::start(dir.path(), config());
+    let mut c = Client::connect(srv.addr);
+    let mut other = Client::connect(srv.addr);
+    other.cmd(&["CONFIG", "SET", "lua-time-limit", "50"]);
+    start_busy(
+        &mut c,
+        &mut other,
+        &["EVAL", "redis.call('set', 'x', 'y') while true do end", "0"],
+    );
+    assert!(is_err(&other.cmd(&["SCRIPT", "KILL"]), "UNKILLABLE"));
+    // SHUTDOWN ends the script and the server.
+    other.send(&[b"SHUTDOWN", b"NOSAVE"]);
+    assert!(other.read().is_none());
+    srv.join();
+}
+
+#[test]
+fn a_function_that_loops_is_killed_by_function_kill() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = Running::start(dir.path(), config());
+    let mut c = Client::connect(srv.addr);
+    let mut other = Client::connect(srv.addr);
+    other.cmd(&["CONFIG", "SET", "busy-reply-threshold", "50"]);
+    let code = "#!lua name=spin\nredis.register_function('spin', function() local a = 1 while true do a = a + 1 end end)";
+    assert_eq!(c.cmd(&["FUNCTION", "LOAD", code]), bulk("spin"));
+    start_busy(&mut c, &mut other, &["FCALL", "spin", "0"]);
+    match other.cmd(&["FUNCTION", "STATS"]) {
+        F::Array(a) => assert_ne!(a[1], F::Null, "{a:?}"),
+        other => panic!("{other:?}"),
+    }
+    assert!(is_err(&other.cmd(&["SCRIPT", "KILL"]), "BUSY"));
+    assert_eq!(other.cmd(&["FUNCTION", "KILL"]), simple("OK"));
+    assert!(is_err(&c.read().unwrap(), "ERR Script killed"));
+    assert_eq!(c.cmd(&["PING"]), simple("PONG"));
+    srv.stop();
+}
+
+#[test]
+fn unbounded_allocation_and_deep_payloads_are_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = Running::start(dir.path(), config());
+    let mut c = Client::connect(srv.addr);
+    assert_eq!(
+        c.cmd(&["CONFIG", "SET", "halflife-lua-memory-limit", "16777216"]),
+        simple("OK")
+    );
+    let e = err_text(&c.cmd(&[
+        "EVAL",
+        "local t = {} while true do t[#t + 1] = string.rep('x', 65536) .. #t end",
+        "0",
+    ]));
+    assert!(e.contains("not enough memory"), "{e}");
+    assert_eq!(c.cmd(&["EVAL", "return 1", "0"]), int(1));
+    // One string past the cap at once.
+    let e = err_text(&c.cmd(&["EVAL", "return string.rep('x', 1e9)", "0"]));
+    assert!(e.contains("not enough memory"), "{e}");
+    let deep_json = format!("{}{}", "[".repeat(200_000), "]".repeat(200_000));
+    let e = err_text(&c.cmd(&["EVAL", "return cjson.decode(ARGV[1])", "0", &deep_json]));
+    assert!(e.contains("too many nested data structures"), "{e}");
+    let packed: Vec<u8> = std::iter::repeat_n(0x91u8, 200_000).chain([0xc0]).collect();
+    c.send(&[b"EVAL", b"return cmsgpack.unpack(ARGV[1])", b"0", &packed]);
+    let e = err_text(&c.read().unwrap());
+    assert!(e.contains("nested deeper"), "{e}");
+    // A table that holds itself is a reply of bounded depth.
+    assert!(matches!(
+        c.cmd(&["EVAL", "local a = {} a[1] = a return a", "0"]),
+        F::Array(_)
+    ));
+    assert_eq!(c.cmd(&["PING"]), simple("PONG"));
+    srv.stop();
+}
+
+#[test]
+fn functions_survive_a_restart_and_dump_restore() {
+    let dir = tempfile::tempdir().unwrap();
+    let code = "#!lua name=lib\nredis.register_function{function_name='bump', callback=function(keys) return redis.call('incr', keys[1]) end}\nredis.register_function{function_name='peek', callback=function(keys) return redis.call('get', keys[1]) end, flags={'no-writes'}}";
+    let dump = {
+        let srv = Running::start(dir.path(), config());
+        let mut c = Client::connect(srv.addr);
+        assert_eq!(c.cmd(&["FUNCTION", "LOAD", code]), bulk("lib"));
+        assert_eq!(c.cmd(&["FCALL", "bump", "1", "k"]), int(1));
+        assert_eq!(c.cmd(&["FLUSHALL"]), simple("OK"));
+        let e = err_text(&c.cmd(&["FCALL_RO", "bump", "1", "k"]));
+        assert!(
+            e.contains("Can not execute a script with write flag using *_ro command"),
+            "{e}"
+        );
+        let dump = c.cmd(&["FUNCTION", "DUMP"]);
+        srv.stop();
+        dump
+    };
+    let srv = Running::start(dir.path(), config());
+    let mut c = Client::connect(srv.addr);
+    assert_eq!(c.cmd(&["FCALL", "BUMP", "1", "k"]), int(1));
+    assert_eq!(c.cmd(&["FCALL_RO", "peek", "1", "k"]), bulk("1"));
+    assert_eq!(c.cmd(&["FUNCTION", "DELETE", "lib"]), simple("OK"));
+    assert!(is_err(
+        &c.cmd(&["FCALL", "bump", "1", "k"]),
+        "ERR Function not found"
+    ));
+    let F::BulkString(payload) = dump else {
+        panic!("{dump:?}")
+    };
+    c.send(&[b"FUNCTION", b"RESTORE", &payload]);
+    assert_eq!(c.read().unwrap(), simple("OK"));
+    assert_eq!(c.cmd(&["FCALL", "bump", "1", "k"]), int(2));
+    assert!(is_err(
+        &c.cmd(&["FUNCTION", "RESTORE", "bad_payload"]),
+        "ERR payload version or checksum are wrong"
+    ));
+    srv.stop();
+    let srv = Running::start(dir.path(), config());
+    let mut c = Client::connect(srv.addr);
+    assert_eq!(c.cmd(&["FCALL", "bump", "1", "k"]), int(3));
+    assert_eq!(c.cmd(&["FUNCTION", "FLUSH"]), simple("OK"));
+    srv.stop();
+    let srv = Running::start(dir.path(), config());
+    let mut c = Client::connect(srv.addr);
+    assert_eq!(c.cmd(&["FUNCTION", "LIST"]), F::Array(vec![]));
+    srv.stop();
+}
