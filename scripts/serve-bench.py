@@ -8,6 +8,9 @@ file on) at the same appendfsync setting
 Part 2: a write-intensive workload through the server (SETs of 4 KiB values over a key
 space overwritten several times) with each GC policy, write and space amplification from
 INFO halflife.
+Part 3: Lua scripts, EVALSHA of a one-INCR script and of a ten-command script on a random
+key, 50 connections, without pipelining and with -P 16, halflife against Redis (AOF on,
+appendfsync everysec).
 
 Needs redis-benchmark and redis-server (Debian: redis-tools, redis-server) and a release
 build of halflife (cargo build --release -p halflife-cli). Prints Markdown tables.
@@ -111,7 +114,8 @@ def main():
     ap.add_argument("--fsyncs", default="everysec,always")
     ap.add_argument("--policies", default="inline,blobdb,titan,terark,lifetime,lifetime-nomodel")
     ap.add_argument("--out", default="bench-out/serve")
-    ap.add_argument("--parts", default="1,2", help="which tables to measure")
+    ap.add_argument("--parts", default="1,2", help="which tables to measure (1, 2, 3)")
+    ap.add_argument("--script-requests", type=int, default=100_000, help="EVALSHAs per cell (part 3)")
     a = ap.parse_args()
     for tool in ("redis-benchmark", "redis-server", "redis-cli"):
         if not shutil.which(tool):
@@ -122,7 +126,7 @@ def main():
     commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
                             capture_output=True, text=True).stdout.strip()
     load = os.getloadavg()
-    results = {"commit": commit, "loadavg_start": load, "part1": [], "part2": []}
+    results = {"commit": commit, "loadavg_start": load, "part1": [], "part2": [], "part3": []}
     print(f"commit {commit}, load average at start {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}", file=sys.stderr)
 
     parts = a.parts.split(",")
@@ -130,6 +134,8 @@ def main():
         part1(a, results)
     if "2" in parts:
         part2(a, results)
+    if "3" in parts:
+        part3(a, results)
     results["loadavg_end"] = os.getloadavg()
     print(f"\nload average at end {results['loadavg_end'][0]:.2f}", file=sys.stderr)
     with open(os.path.join(a.out, "serve-bench.json"), "w") as f:
@@ -193,6 +199,57 @@ def part2(a, results):
         results["part2"].append(dict(policy=policy, set_ops=rps["SET"], info=i))
         print(f"| {policy} | {fmt_rate(rps['SET'])} | {float(i['write_amplification']):.2f} | {causes} | "
               f"{i['value_files']} | {i['gc_jobs']} | {space:.2f} |", flush=True)
+
+
+# Part 3's scripts: one INCR, and ten commands on the key and two keys next to it.
+SCRIPTS = {
+    "EVALSHA 1 INCR": "return redis.call('incr', KEYS[1])",
+    "EVALSHA 10 commands": """local k = KEYS[1]
+redis.call('incr', k)
+redis.call('get', k)
+redis.call('set', k .. ':s', ARGV[1])
+redis.call('get', k .. ':s')
+redis.call('hset', k .. ':h', 'f', ARGV[1])
+redis.call('hget', k .. ':h', 'f')
+redis.call('expire', k, 3600)
+redis.call('ttl', k)
+redis.call('exists', k .. ':s')
+return redis.call('incr', k)""",
+}
+
+
+def bench_evalsha(port, sha, pipeline, requests, keyspace):
+    out = subprocess.run(
+        ["redis-benchmark", "-p", str(port), "-c", "50", "-n", str(requests), "-P", str(pipeline),
+         "-r", str(keyspace), "--csv", "evalsha", sha, "1", "key:__rand_int__", "value"],
+        check=True, capture_output=True, text=True).stdout
+    row = list(csv.DictReader(io.StringIO(out)))[0]
+    return float(row["rps"]), float(row["p50_latency_ms"])
+
+
+def part3(a, results):
+    print(f"\n### Lua scripts: EVALSHA, 50 connections, {a.script_requests} requests per cell, "
+          f"{a.keyspace} random keys, appendfsync everysec\n")
+    print("| script | pipeline | halflife ops/s | Redis (AOF) ops/s | halflife / Redis | halflife p50 ms | Redis p50 ms |")
+    print("|---|---|---|---|---|---|---|")
+    for name, body in SCRIPTS.items():
+        for pipeline in (1, 16):
+            got = {}
+            for server in ("halflife", "redis"):
+                with tempfile.TemporaryDirectory(dir=a.out) as d:
+                    p, port = (start_halflife(a.binary, d, "everysec") if server == "halflife"
+                               else start_redis(d, "everysec"))
+                    try:
+                        sha = subprocess.run(["redis-cli", "-p", str(port), "script", "load", body],
+                                             check=True, capture_output=True, text=True).stdout.strip()
+                        got[server] = bench_evalsha(port, sha, pipeline, a.script_requests, a.keyspace)
+                    finally:
+                        stop(p, port)
+            (h, hp), (r, rp) = got["halflife"], got["redis"]
+            results["part3"].append(dict(script=name, pipeline=pipeline, halflife=h, redis=r,
+                                         halflife_p50=hp, redis_p50=rp))
+            print(f"| {name} | {pipeline} | {fmt_rate(h)} | {fmt_rate(r)} | {h / r:.2f}x | {hp:.3f} | {rp:.3f} |",
+                  flush=True)
 
 
 if __name__ == "__main__":
