@@ -11,6 +11,7 @@ mod cmd;
 mod cmdstats;
 mod combine;
 mod config;
+mod deferred;
 mod dispatch;
 mod dump;
 mod info;

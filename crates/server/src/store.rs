@@ -11,6 +11,7 @@
 //! it exclusively. Holding an exclusive lock across a WAL sync would serialize every
 //! pipeline that shares a stripe with another.
 
+use crate::deferred::Hold;
 use crate::record::{self, legacy, Head, Kind, Meta, RecordError};
 use crate::repl::log::Log;
 use crate::repl::wire;
@@ -35,6 +36,9 @@ pub enum StoreError {
     Engine(#[from] engine::Error),
     #[error(transparent)]
     Record(#[from] RecordError),
+    /// Applying a transaction's held writes failed before its end ([`crate::deferred`]).
+    #[error("a transaction's writes were not applied: {0}")]
+    Deferred(String),
 }
 
 pub type Result<T> = std::result::Result<T, StoreError>;
@@ -91,6 +95,44 @@ pub struct Store {
     /// registry (a replicated batch wrote one, a full sync replaced the database): the
     /// registry loads them again ([`crate::script`]).
     functions_epoch: AtomicU64,
+    /// The writes of the transaction or script running, held back until it ends
+    /// ([`Store::defer`]).
+    deferred: crate::deferred::Slot,
+}
+
+/// A transaction's held writes ([`Store::defer`]); [`Deferral::finish`] applies them as one
+/// engine batch. Dropped unfinished (a panic), it applies them too.
+pub struct Deferral<'a> {
+    store: &'a Store,
+    done: bool,
+}
+
+impl Deferral<'_> {
+    /// Ends the transaction; the outermost applies its writes (synced if any of its
+    /// commands asked for a sync).
+    pub fn finish(mut self) -> Result<()> {
+        self.done = true;
+        self.end()
+    }
+
+    fn end(&self) -> Result<()> {
+        match self.store.deferred.end() {
+            None => Ok(()),
+            Some(Ok((wb, _))) if wb.is_empty() => Ok(()),
+            Some(Ok((wb, sync))) => self.store.apply_now(wb, sync),
+            Some(Err(e)) => Err(StoreError::Deferred(e)),
+        }
+    }
+}
+
+impl Drop for Deferral<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            if let Err(e) = self.end() {
+                tracing::error!("a transaction's writes were not applied: {e}");
+            }
+        }
+    }
 }
 
 /// Held while keys are written (shared) or read and rewritten (exclusive).
@@ -246,6 +288,7 @@ impl Store {
             expired: Default::default(),
             any_expired: AtomicBool::new(false),
             functions_epoch: AtomicU64::new(0),
+            deferred: Default::default(),
         };
         s.migrate()?;
         Ok(s)
@@ -324,6 +367,70 @@ impl Store {
     /// shared and write (and sync) as before; a full sync that activates the log waits
     /// for them.
     fn apply(&self, wb: WriteBatch, sync: bool) -> Result<()> {
+        match self.deferred.hold(&wb, sync) {
+            Hold::No => self.apply_now(wb, sync),
+            Hold::Held => Ok(()),
+            Hold::Full => self.settle_deferred(),
+        }
+    }
+
+    /// Applies what the calling thread's transaction holds, if anything: before a write
+    /// that cannot be held, and when it holds too much ([`crate::deferred`]).
+    fn settle_deferred(&self) -> Result<()> {
+        match self.deferred.settle() {
+            Some((wb, sync)) => self.apply_now(wb, sync),
+            None => Ok(()),
+        }
+    }
+
+    /// Holds back the calling thread's writes until the returned guard's
+    /// [`Deferral::finish`]: the commands of a transaction or a script run between, and
+    /// their writes become one engine batch ([`crate::deferred`]). Nests.
+    pub fn defer(&self) -> Deferral<'_> {
+        self.deferred.begin();
+        Deferral {
+            store: self,
+            done: false,
+        }
+    }
+
+    /// The engine record `k` as the calling thread sees it: through its transaction's
+    /// held writes, if any.
+    pub fn get_raw(&self, k: &[u8]) -> Result<Option<Vec<u8>>> {
+        match self
+            .deferred
+            .with(|o| o.get(k).map(|v| v.map(<[u8]>::to_vec)))
+        {
+            Some(Some(v)) => Ok(v),
+            _ => Ok(self.db().get(k)?),
+        }
+    }
+
+    /// Whether the engine record `k` exists as the calling thread sees it, without reading
+    /// its value from the engine.
+    pub fn contains(&self, k: &[u8]) -> Result<bool> {
+        match self.deferred.with(|o| o.get(k).map(|v| v.is_some())) {
+            Some(Some(held)) => Ok(held),
+            _ => Ok(self.db().contains(k)?),
+        }
+    }
+
+    /// The engine's records in a range as the calling thread sees them (its transaction's
+    /// held writes merged in).
+    fn scan_range(
+        &self,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+    ) -> Result<impl Iterator<Item = engine::Result<(Vec<u8>, Vec<u8>)>>> {
+        let held = self
+            .deferred
+            .with(|o| o.range(lower, upper))
+            .unwrap_or_default();
+        Ok(crate::deferred::merge(self.db().scan(lower, upper)?, held))
+    }
+
+    /// Writes `wb` to the engine now, and to the replication stream.
+    fn apply_now(&self, wb: WriteBatch, sync: bool) -> Result<()> {
         let db = self.db();
         {
             let log = self.log.read();
@@ -359,6 +466,10 @@ impl Store {
     /// Appends a command that changes no data to the replication stream (the primary's
     /// `REPLCONF GETACK`), if the log is active.
     pub fn log_command(&self, args: &[&[u8]]) {
+        // The stream keeps the order: a transaction's writes before the command go first.
+        if let Err(e) = self.settle_deferred() {
+            self.deferred.failed(e.to_string());
+        }
         let mut log = self.log.write();
         if log.active() {
             log.append(&wire::command(args));
@@ -438,8 +549,7 @@ impl Store {
         let prefix = [record::FUNCTION];
         let end = record::prefix_end(&prefix);
         let upper = end.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
-        self.db()
-            .scan(Bound::Included(&prefix[..]), upper)?
+        self.scan_range(Bound::Included(&prefix[..]), upper)?
             .map(|kv| Ok(kv?.1))
             .collect()
     }
@@ -605,7 +715,7 @@ impl Store {
     /// when `purge` is set (the caller must then not hold the key's lock).
     pub fn read(&self, db: u8, key: &[u8], purge: bool) -> Result<Option<Meta>> {
         let mk = record::meta_key(db, key);
-        let Some(raw) = self.db().get(&mk)? else {
+        let Some(raw) = self.get_raw(&mk)? else {
             // A string with an expiry the engine hides by itself: deleted (and announced)
             // here if it is tracked for its event.
             if purge && !self.is_replica() && self.expiries.take_if_due(&mk, record::now_ms()) {
@@ -627,7 +737,7 @@ impl Store {
             return Ok(false);
         };
         let _g = self.lock(db, &[key]);
-        if let Some(raw) = self.db().get(mk)? {
+        if let Some(raw) = self.get_raw(mk)? {
             if Head::decode(&raw)?.is_expired(record::now_ms()) {
                 let mut b = WriteBatch::new();
                 b.delete(mk);
@@ -647,7 +757,7 @@ impl Store {
             return Ok(());
         };
         let _g = self.lock(db, &[key]);
-        if self.db().get(mk)?.is_none() {
+        if self.get_raw(mk)?.is_none() {
             let mut b = WriteBatch::new();
             b.delete(mk);
             self.apply(b, false)?;
@@ -780,8 +890,7 @@ impl Store {
         };
         let range = (lower, upper);
         Ok(self
-            .db()
-            .scan(
+            .scan_range(
                 range.0.as_ref().map(Vec::as_slice),
                 range.1.as_ref().map(Vec::as_slice),
             )?
@@ -841,7 +950,7 @@ impl Store {
         };
         let end = record::prefix_end(prefix);
         let upper = end.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
-        for kv in self.db().scan(Bound::Included(start.as_slice()), upper)? {
+        for kv in self.scan_range(Bound::Included(start.as_slice()), upper)? {
             let (k, v) = kv?;
             if !keep(&k[prefix.len()..], v) {
                 break;
@@ -859,6 +968,8 @@ impl Store {
             None => vec![vec![record::META], vec![record::SUB]],
         };
         self.touch_existing(db)?;
+        // The flush reads the engine: what the transaction holds is applied first.
+        self.settle_deferred()?;
         for prefix in ranges {
             let end = record::prefix_end(&prefix);
             let upper = end.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
@@ -874,7 +985,7 @@ impl Store {
                 if b.is_empty() {
                     break;
                 }
-                self.apply(b, sync)?;
+                self.apply_now(b, sync)?;
             }
         }
         Ok(())

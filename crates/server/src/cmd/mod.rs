@@ -193,7 +193,7 @@ impl Ctx<'_> {
         if let Some(p) = self.combining(key) {
             return Ok(p.get(&self.sh.store, &k)?);
         }
-        Ok(self.sh.store.db().get(&k)?)
+        Ok(self.sh.store.get_raw(&k)?)
     }
 
     /// Whether a sub-key exists, without reading its value (a large one stays in its
@@ -203,7 +203,7 @@ impl Ctx<'_> {
         if let Some(p) = self.combining(key) {
             return Ok(p.contains(&self.sh.store, &k)?);
         }
-        Ok(self.sh.store.db().contains(&k)?)
+        Ok(self.sh.store.contains(&k)?)
     }
 
     /// Every (member, value) of a collection with `tag`, refused when it has more than

@@ -93,20 +93,26 @@ pub fn exec(cx: &mut Ctx, _a: &[Bytes]) -> CmdResult {
         return Ok(Reply::NilArray);
     }
     let mut out = Vec::with_capacity(queued.len());
-    // A replica applies what the stream holds between these in one engine batch; the exec
-    // lock keeps every other write out of it.
+    // The stream holds the transaction's writes as one batch, but one over the bound of
+    // held writes is several (crate::deferred): a replica applies what the stream holds
+    // between these in one engine batch; the exec lock keeps every other write out of it.
     let wrap = queued.len() > 1;
     if wrap {
         cx.sh.store.log_command(&[b"MULTI"]);
     }
     cx.s.ext.in_exec = true;
+    // The commands' writes are held back and applied as one engine batch at the end
+    // (crate::deferred), before the replies are sent.
+    let held = cx.sh.store.defer();
     for c in &queued {
         out.push(dispatch::run(cx.sh, cx.s, c).0);
     }
+    let applied = held.finish();
     cx.s.ext.in_exec = false;
     if wrap {
         cx.sh.store.log_command(&[b"EXEC"]);
     }
+    applied?;
     Ok(Reply::Array(out))
 }
 

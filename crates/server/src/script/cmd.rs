@@ -378,10 +378,15 @@ fn run_script(
         command,
         started: Instant::now(),
     });
+    // The script's writes are held back and applied as one engine batch when it ends
+    // (crate::deferred): a script is atomic on disk too.
+    let held = sh.store.defer();
     let out = run(&mut host);
+    let applied = held.finish();
     if host.wrapped {
         sh.store.log_command(&[b"EXEC"]);
     }
+    applied?;
     if out.counted {
         cx.s.error_counted = true;
     }

@@ -114,7 +114,7 @@ impl<'a, 'c> Tx<'a, 'c> {
         if let Some(v) = self.over.get(&k) {
             return Ok(v.clone());
         }
-        Ok(self.cx.sh.store.db().get(&k)?)
+        Ok(self.cx.sh.store.get_raw(&k)?)
     }
 
     pub fn exists(&self, tag: u8, member: &[u8]) -> Result<bool, Reply> {
@@ -122,7 +122,7 @@ impl<'a, 'c> Tx<'a, 'c> {
         if let Some(v) = self.over.get(&k) {
             return Ok(v.is_some());
         }
-        Ok(self.cx.sh.store.db().contains(&k)?)
+        Ok(self.cx.sh.store.contains(&k)?)
     }
 
     pub fn put(&mut self, tag: u8, member: &[u8], v: Vec<u8>) {
