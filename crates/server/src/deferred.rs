@@ -254,10 +254,8 @@ mod tests {
 
     #[test]
     fn held_writes_win_and_deletions_hide() {
-        let engine: Vec<Result<(Vec<u8>, Vec<u8>), ()>> = [("a", "1"), ("c", "3"), ("e", "5")]
-            .iter()
-            .map(|(k, v)| Ok((k.as_bytes().to_vec(), v.as_bytes().to_vec())))
-            .collect();
+        let engine = [("a", "1"), ("c", "3"), ("e", "5")]
+            .map(|(k, v)| Ok::<_, ()>((k.as_bytes().to_vec(), v.as_bytes().to_vec())));
         let held = rows(&[
             ("b", Some("2")),
             ("c", None),

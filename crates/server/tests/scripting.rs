@@ -382,10 +382,17 @@ fn pairs_through_a_cut(cut: Option<u64>) -> (u64, u64, usize) {
     let srv = Running::start(dir.path(), always);
     let mut c = Client::connect(srv.addr);
     for i in 0..PAIRS {
-        let (a, b) = (c.cmd(&["GET", &format!("a{i}")]), c.cmd(&["GET", &format!("b{i}")]));
+        let (a, b) = (
+            c.cmd(&["GET", &format!("a{i}")]),
+            c.cmd(&["GET", &format!("b{i}")]),
+        );
         assert_eq!(a, b, "cut at {cut:?}: pair {i} is whole or absent");
         if i < acked {
-            assert_eq!(a, bulk(&i.to_string()), "cut at {cut:?}: pair {i} was acknowledged");
+            assert_eq!(
+                a,
+                bulk(&i.to_string()),
+                "cut at {cut:?}: pair {i} was acknowledged"
+            );
         }
     }
     srv.stop();

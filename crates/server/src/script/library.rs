@@ -246,11 +246,7 @@ impl Libraries {
 
     /// `FUNCTION RESTORE payload [policy]`: the libraries it held (name and code, to be
     /// stored), and the names of those it removed. On an error nothing changes.
-    pub fn restore(
-        &mut self,
-        data: &[u8],
-        policy: RestorePolicy,
-    ) -> Result<Restored, String> {
+    pub fn restore(&mut self, data: &[u8], policy: RestorePolicy) -> Result<Restored, String> {
         let codes = payload::parse(data)?;
         let mut new: BTreeMap<String, Library> = BTreeMap::new();
         let mut seen: HashMap<String, String> = HashMap::new();
