@@ -52,6 +52,13 @@ pub fn execute(sh: &Shared, s: &mut Session, args: &[Bytes]) -> (Reply, Outcome)
     if let Some(r) = spec.and_then(|spec| crate::cmd::pubsub::check_context(s, spec)) {
         return refuse(r);
     }
+    // A command sent inside MULTI while a script is busy is refused as it would be outside,
+    // and fails the transaction; `EXEC` then ends it.
+    if s.ext.multi.is_some() {
+        if let Some(r) = crate::script::cmd::busy_refusal(sh, spec) {
+            return refuse(crate::cmd::multi::reject(sh, s, spec, r));
+        }
+    }
     match crate::cmd::multi::queue(s, spec, args) {
         Some(r @ Reply::Error(_)) => return refuse(r),
         Some(queued) => return (queued, Outcome::Continue),

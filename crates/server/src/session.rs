@@ -109,6 +109,8 @@ pub struct SessionExt {
     /// `EXEC` is running this connection's queued commands (blocking commands do not
     /// block then).
     pub in_exec: bool,
+    /// A script runs this session's commands (as `EXEC` does: `in_exec` is set too).
+    pub in_script: bool,
     /// Set by a blocking command that found nothing: the connection waits on it before
     /// it runs anything else.
     pub blocked: Option<crate::cmd::blocking::Blocked>,

@@ -64,8 +64,25 @@ const HELP: &[&str] = &[
 
 /// `CLUSTER <subcommand> ...`.
 pub fn cluster(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
-    let c = cluster_of(cx)?;
     let sub = text(&a[0][..a[0].len().min(32)]).to_ascii_lowercase();
+    // Redis flags the subcommands that change the cluster `noscript`; those that read it
+    // may run in a script.
+    const IN_SCRIPTS: [&str; 10] = [
+        "help",
+        "info",
+        "keyslot",
+        "nodes",
+        "slots",
+        "shards",
+        "myid",
+        "countkeysinslot",
+        "getkeysinslot",
+        "links",
+    ];
+    if cx.s.ext.in_script && !IN_SCRIPTS.contains(&sub.as_str()) {
+        return Err(Reply::err("This Redis command is not allowed from script"));
+    }
+    let c = cluster_of(cx)?;
     let arity = |n: usize| {
         if a.len() == n {
             Ok(())

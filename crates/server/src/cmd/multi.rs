@@ -44,6 +44,22 @@ pub fn queue(s: &mut Session, spec: Option<&Spec>, args: &[Bytes]) -> Option<Rep
     Some(Reply::Simple("QUEUED"))
 }
 
+/// A command of a transaction refused before it was queued (Redis's `rejectCommand`): the
+/// transaction fails; refused `EXEC` ends it, answering why.
+pub fn reject(sh: &Shared, s: &mut Session, spec: Option<&Spec>, r: Reply) -> Reply {
+    s.ext.multi_failed = true;
+    if spec.is_none_or(|spec| spec.name != "exec") {
+        return r;
+    }
+    s.ext.multi = None;
+    s.ext.multi_failed = false;
+    forget_watches(sh, s);
+    match r {
+        Reply::Error(e) => Reply::Error(format!("EXECABORT Transaction discarded because of: {e}")),
+        other => other,
+    }
+}
+
 pub fn multi(cx: &mut Ctx, _a: &[Bytes]) -> CmdResult {
     if cx.s.ext.multi.is_some() {
         return Err(Reply::err("MULTI calls can not be nested"));

@@ -211,6 +211,16 @@ pub fn command_lock<'a>(
     }
 }
 
+/// `-BUSY` for a command that is not `ALLOW_BUSY` while a script has run past
+/// `busy-reply-threshold`.
+pub fn busy_refusal(sh: &Shared, spec: Option<&Spec>) -> Option<Reply> {
+    if spec.is_some_and(|s| s.has(Flags::ALLOW_BUSY)) {
+        return None;
+    }
+    let r = sh.scripting.activity.busy(threshold(sh))?;
+    Some(Activity::busy_error(&r))
+}
+
 /// The exec lock held exclusively for a script, unless the caller runs inside `EXEC`
 /// (which holds it already); `-BUSY` while another script is busy.
 fn exec_lock<'a>(sh: &'a Shared, s: &Session) -> Result<Option<RwLockWriteGuard<'a, ()>>, Reply> {
@@ -362,6 +372,7 @@ fn run_script(
     session.authed = true;
     session.ext.db = cx.s.ext.db;
     session.ext.in_exec = true;
+    session.ext.in_script = true;
     session.ext.cluster_readonly = cx.s.ext.cluster_readonly;
     session.ext.cluster_asking = cx.s.ext.cluster_asking;
     let mut host = Host {

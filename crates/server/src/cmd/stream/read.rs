@@ -169,6 +169,12 @@ fn read_cmd(cx: &mut Ctx, a: &[Bytes], grouped: bool) -> CmdResult {
         let more = a.len() - 1 - i;
         let o = &a[i];
         if eq(o, "block") && more > 0 {
+            if cx.s.ext.in_script {
+                let name = if grouped { "xreadgroup" } else { "xread" };
+                return Err(Reply::err(format!(
+                    "{name} command is not allowed with BLOCK option from scripts"
+                )));
+            }
             i += 1;
             block = Some(timeout_ms(&a[i])?);
         } else if eq(o, "count") && more > 0 {
