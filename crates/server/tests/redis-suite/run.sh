@@ -8,6 +8,8 @@
 # /tmp/halflife-redis-suite), or from $REDIS_SRC if that names an unpacked source tree. It
 # is never part of this repository. The server is target/debug/halflife (built here) or
 # $HALFLIFE_BIN, started for each unit on a free port over a fresh directory.
+# $REDIS_SUITE_BASEPORT moves the ports the suite itself listens on and starts servers
+# on (21111 and the 32 below it by default), for two runs at once on one machine.
 #
 # Units in OWN_MODE run in the suite's own mode instead: it starts a server per block
 # through `redis-server` next to this script, a stand-in that runs halflife serve.
@@ -105,6 +107,7 @@ export HALFLIFE_BIN="$BIN"
 run_unit() {
   local log="$1" unit="$2"
   local common=(--single "unit/$unit" --durable --clients 1 --timeout 600
+    --baseport "${REDIS_SUITE_BASEPORT:-21111}"
     --skipfile "$HERE/skip.txt" "${TAGS[@]}")
   if [[ " ${OWN_MODE[*]} " == *" $unit "* ]]; then
     (cd "$OWN" && timeout 1800 ./runtest "${common[@]}")
