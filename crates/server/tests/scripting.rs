@@ -314,29 +314,19 @@ fn functions_survive_a_restart_and_dump_restore() {
 /// both keys or neither (the two writes are one engine batch), and every acknowledged pair
 /// present.
 fn pairs_through_a_cut(cut: Option<u64>) -> (u64, u64, usize) {
-    use testkit::powercut::{CutConfig, Moment, PowerCutStorage};
+    use testkit::powercut::Moment;
     const PAIRS: usize = 16;
     let (dir, shadow) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let storage = PowerCutStorage::new(
-        7,
-        cut.map_or(Moment::Never, Moment::AfterOps),
-        CutConfig {
-            lose_dir_entries: true,
-            keep_unsynced: false,
-        },
-        shadow.path(),
-    );
     let always = Config {
         appendfsync: AppendFsync::Always,
         ..config()
     };
-    let srv = Running::start_with(
+    let (srv, storage) = Running::start_power_cut(
         dir.path(),
+        shadow.path(),
+        7,
+        cut.map_or(Moment::Never, Moment::AfterOps),
         always.clone(),
-        engine::Options {
-            storage: Some(storage.clone()),
-            ..engine::Options::default()
-        },
     );
     let start = storage.ops();
     let mut c = Client::connect(srv.addr);

@@ -278,26 +278,16 @@ fn a_stream_moves_expires_and_restarts_whole() {
 fn acknowledged_appends_and_acks_survive_a_power_cut() {
     for seed in 0..3 {
         let (dir, shadow) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-        let storage = testkit::powercut::PowerCutStorage::new(
-            seed,
-            testkit::powercut::Moment::Never,
-            testkit::powercut::CutConfig {
-                lose_dir_entries: true,
-                keep_unsynced: false,
-            },
-            shadow.path(),
-        );
         let always = Config {
             appendfsync: AppendFsync::Always,
             ..config()
         };
-        let srv = Running::start_with(
+        let (srv, storage) = Running::start_power_cut(
             dir.path(),
+            shadow.path(),
+            seed,
+            testkit::powercut::Moment::Never,
             always.clone(),
-            engine::Options {
-                storage: Some(storage.clone()),
-                ..engine::Options::default()
-            },
         );
         let mut c = Client::connect(srv.addr);
         assert_eq!(

@@ -8,7 +8,9 @@ pub mod client;
 use halflife_server::{Config, Server};
 use std::net::SocketAddr;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
+use testkit::powercut::{CutConfig, Moment, PowerCutStorage};
 
 /// A running server: its address and how to stop it.
 pub struct Running {
@@ -48,6 +50,33 @@ impl Running {
             handle,
             thread: Some(thread),
         }
+    }
+
+    /// [`Running::start`] over a storage that loses, at `moment` or at its `cut()`, every
+    /// byte not synced and every directory entry whose directory was not synced (a power
+    /// cut; `shadow` holds what it set aside). After the cut, `stop_result` fails (the
+    /// engine cannot close) and the storage's `apply()` leaves `dir` as the disk would be.
+    pub fn start_power_cut(
+        dir: &Path,
+        shadow: &Path,
+        seed: u64,
+        moment: Moment,
+        config: Config,
+    ) -> (Running, Arc<PowerCutStorage>) {
+        let storage = PowerCutStorage::new(
+            seed,
+            moment,
+            CutConfig {
+                lose_dir_entries: true,
+                keep_unsynced: false,
+            },
+            shadow,
+        );
+        let opts = engine::Options {
+            storage: Some(storage.clone()),
+            ..engine::Options::default()
+        };
+        (Running::start_with(dir, config, opts), storage)
     }
 
     /// Shuts the server down and waits for it; its result must be `Ok`.
