@@ -367,7 +367,45 @@ impl CommandStats {
             );
         }
     }
+
+    /// `LATENCY HISTOGRAM [name ...]`: per command with timed calls (those of `names`
+    /// only, when given: a command, a `parent|sub`, or a container command meaning all
+    /// its subcommands; unknown names are skipped), its calls and Redis's cumulative
+    /// distribution: at bucket upper bounds doubling from 1024 ns, in microseconds, the
+    /// calls that took up to that, for each bucket where the count grew.
+    pub fn histograms(&self, names: &[String]) -> Vec<(String, u64, Cdf)> {
+        let wanted = |name: &str| {
+            names.is_empty()
+                || names.iter().any(|n| {
+                    let n = n.to_ascii_lowercase();
+                    n == name || name.split_once('|').is_some_and(|(parent, _)| parent == n)
+                })
+        };
+        self.totals()
+            .into_iter()
+            .filter(|(name, _)| wanted(name))
+            .filter_map(|(name, t)| {
+                let h = t.latency.filter(|h| !h.is_empty())?;
+                let mut cdf = Vec::new();
+                let mut cumulative = 0;
+                for v in h.iter_log(1024, 2.0) {
+                    let before = cumulative;
+                    cumulative += v.count_since_last_iteration();
+                    if cumulative > before {
+                        cdf.push((
+                            h.highest_equivalent(v.value_iterated_to()) / 1000,
+                            cumulative,
+                        ));
+                    }
+                }
+                Some((name, t.calls, cdf))
+            })
+            .collect()
+    }
 }
+
+/// A cumulative latency distribution: (bucket's upper bound in µs, calls up to it).
+pub type Cdf = Vec<(u64, u64)>;
 
 #[cfg(test)]
 mod tests {

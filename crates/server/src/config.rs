@@ -98,6 +98,50 @@ pub struct Config {
     /// Redis Cluster mode (`--cluster-enabled`): keys are routed by hash slot over the
     /// topology a controller pushes with `CLUSTERX` (see [`crate::cluster`]).
     pub cluster_enabled: bool,
+    /// `enable-debug-command`: who may run `DEBUG` (fixed while the server runs, as in
+    /// Redis, where it is a protected setting).
+    pub enable_debug_command: Protection,
+}
+
+/// Redis's protected settings' values: a command allowed to no one, everyone, or
+/// clients on a loopback address or the Unix socket.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Protection {
+    No,
+    Yes,
+    Local,
+}
+
+impl Protection {
+    pub fn name(self) -> &'static str {
+        match self {
+            Protection::No => "no",
+            Protection::Yes => "yes",
+            Protection::Local => "local",
+        }
+    }
+}
+
+impl FromStr for Protection {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "no" => Ok(Protection::No),
+            "yes" => Ok(Protection::Yes),
+            "local" => Ok(Protection::Local),
+            _ => Err("argument must be one of: no, yes, local".into()),
+        }
+    }
+}
+
+/// Whether a client's `CLIENT LIST` address is local: a loopback address or the Unix
+/// socket.
+pub fn is_local_addr(addr: &str) -> bool {
+    if addr == "unix" {
+        return true;
+    }
+    addr.parse::<SocketAddr>()
+        .is_ok_and(|a| a.ip().is_loopback())
 }
 
 impl Default for Config {
@@ -114,6 +158,7 @@ impl Default for Config {
             masterauth: None,
             repl_backlog_bytes: crate::repl::log::DEFAULT_BACKLOG,
             cluster_enabled: false,
+            enable_debug_command: Protection::No,
         }
     }
 }
@@ -147,8 +192,6 @@ pub const COMPAT_PARAMS: &[(&str, &str)] = &[
     ("save", ""),
     ("set-max-intset-entries", "512"),
     ("set-max-listpack-entries", "128"),
-    ("slowlog-log-slower-than", "10000"),
-    ("slowlog-max-len", "128"),
     ("stream-node-max-bytes", "4096"),
     ("stream-node-max-entries", "100"),
     ("tcp-keepalive", "300"),
@@ -240,6 +283,7 @@ pub struct Settings {
     /// `client-output-buffer-limit replica`: kept and shown only (see
     /// [`crate::cmd::config`]).
     replica_output_limit: RwLock<(u64, u64, u64)>,
+    enable_debug_command: Protection,
 }
 
 /// Default of `halflife-client-output-limit`: replies a connection may leave unread before
@@ -265,6 +309,7 @@ impl Settings {
             replica_read_only: AtomicBool::new(true),
             repl_backlog_bytes: AtomicUsize::new(c.repl_backlog_bytes),
             replica_output_limit: RwLock::new((256 << 20, 64 << 20, 60)),
+            enable_debug_command: c.enable_debug_command,
         }
     }
 
@@ -367,6 +412,10 @@ impl Settings {
 
     pub fn set_replica_read_only(&self, on: bool) {
         self.replica_read_only.store(on, Ordering::Relaxed)
+    }
+
+    pub fn enable_debug_command(&self) -> Protection {
+        self.enable_debug_command
     }
 
     pub fn repl_backlog_bytes(&self) -> usize {

@@ -124,14 +124,19 @@ fn run_found(
     }
     let end = Instant::now();
     s.clock = Some(end);
-    if let Some(b) = s.ext.blocked.as_mut() {
-        b.command = spec.name;
-    }
     // A script's reply may be the error of a command it ran, counted already.
     if std::mem::take(&mut s.error_counted) {
         sh.cmdstats.ran_uncounted(number, args, &reply, end - start);
     } else {
         sh.cmdstats.ran(number, args, &reply, end - start);
+    }
+    match s.ext.blocked.as_mut() {
+        Some(b) => {
+            b.command = spec.name;
+            b.args = args.to_vec();
+            b.took = end - start;
+        }
+        None => crate::observe::ran(sh, s, spec, args, end - start),
     }
     (reply, std::mem::replace(&mut s.outcome, Outcome::Continue))
 }

@@ -15,7 +15,9 @@ mod deferred;
 mod dispatch;
 mod dump;
 mod info;
+mod latency;
 mod notify;
+mod observe;
 mod pattern;
 mod pause;
 #[cfg(test)]
@@ -29,9 +31,10 @@ mod script;
 mod server;
 mod session;
 mod shared;
+mod slowlog;
 mod store;
 
-pub use config::{AppendFsync, Config};
+pub use config::{AppendFsync, Config, Protection};
 pub use repl::install::recover as recover_interrupted_sync;
 pub use server::{Server, ShutdownHandle};
 

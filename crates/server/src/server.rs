@@ -90,6 +90,8 @@ impl Server {
                 cmdstats: Default::default(),
                 pubsub: Default::default(),
                 notify: Default::default(),
+                slowlog: Default::default(),
+                latency: Default::default(),
                 clients: Mutex::new(BTreeMap::new()),
                 started: Instant::now(),
                 tcp_port,
@@ -471,12 +473,15 @@ where
                 );
                 return Ok(false);
             }
-            if let Some(b) = session.ext.blocked.take() {
-                let command = b.command;
+            if let Some(mut b) = session.ext.blocked.take() {
+                let (command, args, took) = (b.command, std::mem::take(&mut b.args), b.took);
                 let waited =
                     wait_blocked(shared, b, rd, wr, &mut input, &mut output, &mut shutdown).await?;
                 if let Some(r) = &waited {
                     shared.cmdstats.answered(command, r);
+                    if let Some(spec) = crate::cmd::table::find(command.as_bytes()) {
+                        crate::observe::ran(shared, &session, spec, &args, took);
+                    }
                 }
                 match waited {
                     Some(_) if session.replies.blocked_silent => {}
@@ -676,6 +681,12 @@ fn run_batch(
             let end = Instant::now();
             s.clock = Some(end);
             sh.cmdstats.ran_together("set", &done, end - start);
+            if let Some(set) = crate::cmd::table::find(b"set") {
+                let share = (end - start) / run as u32;
+                for c in &batch[i..i + run] {
+                    crate::observe::ran(sh, &s, set, c, share);
+                }
+            }
             replies.extend(done);
             i += run;
             continue;
@@ -788,7 +799,9 @@ async fn sweep_expired(shared: Arc<Shared>, mut shutdown: watch::Receiver<bool>)
         let from = at.take();
         let sweep = move || {
             let _c = sh.store.command_lock();
+            let start = Instant::now();
             let r = sh.store.sweep_expired(from.as_deref(), per_tick);
+            sh.latency.add("expire-cycle", start.elapsed());
             // Strings tracked for their `expired` event whose time has come.
             let due = sh.store.purge_due(per_tick);
             // The sweep's and reads' deletions are counted and announced here when no

@@ -101,6 +101,10 @@ pub(crate) struct Shared {
     pub pubsub: crate::pubsub::Hub,
     /// `notify-keyspace-events`.
     pub notify: crate::notify::Notifier,
+    /// `SLOWLOG`.
+    pub slowlog: crate::slowlog::SlowLog,
+    /// `LATENCY`'s event monitor.
+    pub latency: crate::latency::Monitor,
     pub clients: Mutex<BTreeMap<u64, ClientEntry>>,
     pub started: Instant,
     pub tcp_port: u16,
@@ -136,6 +140,8 @@ impl Shared {
             cmdstats: Default::default(),
             pubsub: Default::default(),
             notify: Default::default(),
+            slowlog: Default::default(),
+            latency: Default::default(),
             clients: Mutex::new(BTreeMap::new()),
             started: Instant::now(),
             tcp_port: 0,

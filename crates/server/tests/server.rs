@@ -5,7 +5,7 @@
 mod common;
 use common::client::{bulk, is_err, simple, Client};
 use common::Running;
-use halflife_server::{AppendFsync, Config};
+use halflife_server::{AppendFsync, Config, Protection};
 use redis_protocol::resp2::types::BytesFrame as F;
 use std::io::{Read, Write};
 use std::time::Duration;
@@ -1092,5 +1092,99 @@ fn a_connection_made_before_a_password_is_set_stays_authenticated() {
     assert!(is_err(&after.cmd(&["GET", "k"]), "NOAUTH"));
     assert_eq!(after.cmd(&["AUTH", "pw"]), simple("OK"));
     assert_eq!(after.cmd(&["GET", "k"]), bulk("v"));
+    srv.stop();
+}
+
+/// The arguments (as text) of `SLOWLOG GET`'s entries, newest first.
+fn slowlog_args(c: &mut Client) -> Vec<Vec<String>> {
+    let F::Array(entries) = c.cmd(&["SLOWLOG", "GET", "-1"]) else {
+        panic!("SLOWLOG GET is an array")
+    };
+    entries
+        .iter()
+        .map(|e| match e {
+            F::Array(f) => match &f[3] {
+                F::Array(a) => a
+                    .iter()
+                    .map(|x| match x {
+                        F::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+                        other => panic!("{other:?}"),
+                    })
+                    .collect(),
+                other => panic!("{other:?}"),
+            },
+            other => panic!("{other:?}"),
+        })
+        .collect()
+}
+
+#[test]
+fn slowlog_latency_and_debug_sleep() {
+    let t = tempfile::tempdir().unwrap();
+    let srv = Running::start(t.path(), config());
+    let mut c = Client::connect(srv.addr);
+    // DEBUG is refused unless enable-debug-command allows it (Redis 7's default).
+    assert!(is_err(
+        &c.cmd(&["DEBUG", "SLEEP", "0"]),
+        "ERR DEBUG command not allowed"
+    ));
+    assert!(is_err(
+        &c.cmd(&["CONFIG", "SET", "enable-debug-command", "yes"]),
+        "ERR"
+    ));
+    // Everything is logged at 0 µs; passwords are not.
+    assert_eq!(
+        c.cmd(&["CONFIG", "SET", "slowlog-log-slower-than", "0"]),
+        simple("OK")
+    );
+    c.cmd(&["SLOWLOG", "RESET"]);
+    c.cmd(&["CONFIG", "SET", "masterauth", "secret"]);
+    c.cmd(&["SET", "k", "v"]);
+    let got = slowlog_args(&mut c);
+    assert_eq!(got[0], ["SET", "k", "v"]);
+    assert_eq!(got[1], ["CONFIG", "SET", "masterauth", "(redacted)"]);
+    // A blocked pop is logged when it is served, not when it blocks.
+    let mut blocked = Client::connect(srv.addr);
+    blocked.send(&[b"BLPOP", b"q", b"0"]);
+    wait_blocked(&mut c, 1);
+    c.cmd(&["SLOWLOG", "RESET"]);
+    c.cmd(&["RPUSH", "q", "x"]);
+    blocked.read().unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !slowlog_args(&mut c).iter().any(|a| a[0] == "BLPOP") {
+        assert!(std::time::Instant::now() < deadline, "BLPOP never logged");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // The bound drops the oldest.
+    c.cmd(&["CONFIG", "SET", "slowlog-max-len", "2"]);
+    assert_eq!(c.cmd(&["SLOWLOG", "LEN"]), F::Integer(2));
+    // With the monitor off nothing is recorded.
+    assert_eq!(c.cmd(&["LATENCY", "LATEST"]), F::Array(vec![]));
+    srv.stop();
+
+    // A server that allows DEBUG: a slow command is in the latency monitor.
+    let t = tempfile::tempdir().unwrap();
+    let srv = Running::start(
+        t.path(),
+        Config {
+            enable_debug_command: Protection::Local,
+            ..config()
+        },
+    );
+    let mut c = Client::connect(srv.addr);
+    c.cmd(&["CONFIG", "SET", "latency-monitor-threshold", "100"]);
+    assert_eq!(c.cmd(&["DEBUG", "SLEEP", "0.2"]), simple("OK"));
+    let F::Array(latest) = c.cmd(&["LATENCY", "LATEST"]) else {
+        panic!("LATENCY LATEST is an array")
+    };
+    match &latest[..] {
+        [F::Array(e)] => {
+            assert_eq!(e[0], bulk("command"));
+            assert!(matches!(e[2], F::Integer(ms) if ms >= 200), "{e:?}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(c.cmd(&["LATENCY", "HISTORY", "command"]), F::Array(v) if v.len() == 1));
+    assert_eq!(c.cmd(&["LATENCY", "RESET"]), F::Integer(1));
     srv.stop();
 }

@@ -84,6 +84,9 @@ pub struct Args {
     /// pushes with CLUSTERX SETNODEID / SETNODES (see docs/cluster.md).
     #[arg(long)]
     pub cluster_enabled: bool,
+    /// Who may run DEBUG (SLEEP): no, yes, or local (loopback and Unix-socket clients).
+    #[arg(long, default_value = "no")]
+    pub enable_debug_command: String,
 }
 
 /// `host:port` of `--replicaof` (the host may be a name or an address; the port is last).
@@ -154,6 +157,10 @@ pub fn run(a: Args) -> Result<()> {
         masterauth: a.masterauth.clone(),
         repl_backlog_bytes: a.repl_backlog_mib.max(1) << 20,
         cluster_enabled: a.cluster_enabled,
+        enable_debug_command: a
+            .enable_debug_command
+            .parse()
+            .map_err(|e| anyhow!("--enable-debug-command: {e}"))?,
     };
     // A replica's install of a full sync that a crash interrupted is finished or undone
     // before the directory is opened.

@@ -151,6 +151,10 @@ pub struct Blocked {
     pub deadline: Option<Instant>,
     /// The command's name in the table, for its counters when it is answered.
     pub command: &'static str,
+    /// The command (name first) and the time its first run took: it goes to the slow log
+    /// when it is answered, as Redis logs a blocked command once it is unblocked.
+    pub args: Vec<Bytes>,
+    pub took: Duration,
 }
 
 impl Blocked {
@@ -495,6 +499,8 @@ fn block_with(
         // A deadline past what the clock can hold (centuries away) is no deadline.
         deadline: timeout.and_then(|t| Instant::now().checked_add(t)),
         command: "",
+        args: Vec::new(),
+        took: Duration::ZERO,
     });
     // Not sent: the connection answers with what the wait gives.
     Ok(Reply::Nil)

@@ -99,6 +99,22 @@ fn config_params(sh: &Shared) -> Vec<(&'static str, String, bool)> {
             true,
         ),
         ("client-output-buffer-limit", output_limits(sh), true),
+        (
+            "slowlog-log-slower-than",
+            sh.slowlog.slower_than().to_string(),
+            true,
+        ),
+        ("slowlog-max-len", sh.slowlog.max_len().to_string(), true),
+        (
+            "latency-monitor-threshold",
+            sh.latency.threshold().to_string(),
+            true,
+        ),
+        (
+            "enable-debug-command",
+            st.enable_debug_command().name().into(),
+            false,
+        ),
         ("halflife-gc-policy", o.vlog.gc.to_string(), false),
         (
             "halflife-memtable-size",
@@ -270,6 +286,34 @@ fn config(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
                                 bad("argument must be a number of bytes, at least 1048576".into())
                             })?;
                     apply.push(Box::new(move || sh.scripting.set_memory_limit(n)));
+                }
+                "slowlog-log-slower-than" => {
+                    let us: i64 = value.parse().ok().filter(|&n| n >= -1).ok_or_else(|| {
+                        bad("argument must be a number of microseconds, -1 (off) or more".into())
+                    })?;
+                    apply.push(Box::new(move || sh.slowlog.set_slower_than(us)));
+                }
+                "slowlog-max-len" | "latency-monitor-threshold" => {
+                    let n: u64 = value
+                        .parse()
+                        .ok()
+                        .filter(|&n| {
+                            name != "slowlog-max-len" || n <= crate::slowlog::MAX_LEN_LIMIT as u64
+                        })
+                        .ok_or_else(|| {
+                            bad(match name.as_str() {
+                                "slowlog-max-len" => format!(
+                                    "argument must be a number of entries up to {}",
+                                    crate::slowlog::MAX_LEN_LIMIT
+                                ),
+                                _ => "argument must be a number of milliseconds (0: off)".into(),
+                            })
+                        })?;
+                    if name == "slowlog-max-len" {
+                        apply.push(Box::new(move || sh.slowlog.set_max_len(n as usize)));
+                    } else {
+                        apply.push(Box::new(move || sh.latency.set_threshold(n)));
+                    }
                 }
                 "maxclients" | "proto-max-bulk-len" | "halflife-client-output-limit" => {
                     let n: usize = value

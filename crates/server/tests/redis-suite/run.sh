@@ -23,7 +23,7 @@ HERE="$(cd "$(dirname "$0")" && pwd)"
 ROOT="$(cd "$HERE/../../../.." && pwd)"
 
 UNITS_DEFAULT=(type/string type/incr expire keyspace scan auth info multi
-  type/hash type/set type/list type/zset type/stream type/stream-cgroups hyperloglog bitfield sort geo protocol dump
+  type/hash type/set type/list type/zset type/stream type/stream-cgroups hyperloglog bitfield sort geo slowlog latency-monitor protocol dump
   pubsub pubsubshard scripting functions)
 # Units run in the suite's own mode, where it starts each server itself from a config
 # file (through the `redis-server` next to this script): every test of theirs is tagged
@@ -34,6 +34,10 @@ OWN_MODE=(auth info pubsubshard)
 # HyperLogLog and latency introspection.
 SKIP_TAGS=(-needs:debug -needs:repl -needs:save -needs:config-maxmemory -needs:pfdebug
   -needs:latency -needs:reset -needs:local-process)
+# Units whose `needs:debug` tests use only `DEBUG SLEEP` (which the server has, with
+# --enable-debug-command) and whose `needs:latency` tests need the latency monitor the
+# server has: those two tags run for them.
+DEBUG_SLEEP_UNITS=(slowlog latency-monitor)
 
 if [ $# -gt 0 ]; then UNITS=("$@"); else UNITS=("${UNITS_DEFAULT[@]}"); fi
 
@@ -81,7 +85,7 @@ trap cleanup EXIT
 start_server() {
   local name="$1"
   rm -rf "$DATA/db"
-  "$BIN" serve --dir "$DATA/db" --port 0 >"$OUT/$name.server.out" 2>"$OUT/$name.server.err" &
+  "$BIN" serve --dir "$DATA/db" --port 0 --enable-debug-command local >"$OUT/$name.server.out" 2>"$OUT/$name.server.err" &
   PID=$!
   for _ in $(seq 1 100); do
     grep -q 'ready' "$OUT/$name.server.out" 2>/dev/null && break
@@ -93,6 +97,10 @@ start_server() {
 
 TAGS=()
 for t in "${SKIP_TAGS[@]}"; do TAGS+=(--tags "$t"); done
+DEBUG_TAGS=()
+for t in "${SKIP_TAGS[@]}"; do
+  [[ "$t" == -needs:debug || "$t" == -needs:latency ]] || DEBUG_TAGS+=(--tags "$t")
+done
 
 # A tree for the suite's own mode: Redis's tests and runtest, and the stand-in server as
 # src/redis-server (the suite starts `src/redis-server CONFIG` from its working directory).
@@ -106,9 +114,11 @@ export HALFLIFE_BIN="$BIN"
 # Runs one unit; its output goes to $1.
 run_unit() {
   local log="$1" unit="$2"
+  local tags=("${TAGS[@]}")
+  if [[ " ${DEBUG_SLEEP_UNITS[*]} " == *" $unit "* ]]; then tags=("${DEBUG_TAGS[@]}"); fi
   local common=(--single "unit/$unit" --durable --clients 1 --timeout 600
     --baseport "${REDIS_SUITE_BASEPORT:-21111}"
-    --skipfile "$HERE/skip.txt" "${TAGS[@]}")
+    --skipfile "$HERE/skip.txt" "${tags[@]}")
   if [[ " ${OWN_MODE[*]} " == *" $unit "* ]]; then
     (cd "$OWN" && timeout 1800 ./runtest "${common[@]}")
   else
