@@ -101,6 +101,9 @@ pub struct Config {
     /// `enable-debug-command`: who may run `DEBUG` (fixed while the server runs, as in
     /// Redis, where it is a protected setting).
     pub enable_debug_command: Protection,
+    /// What `INFO`'s `mem_allocator` says: the allocator of the program that embeds the
+    /// server (`libc` unless it installs another; `halflife serve` runs on mimalloc).
+    pub mem_allocator: &'static str,
 }
 
 /// Redis's protected settings' values: a command allowed to no one, everyone, or
@@ -159,6 +162,7 @@ impl Default for Config {
             repl_backlog_bytes: crate::repl::log::DEFAULT_BACKLOG,
             cluster_enabled: false,
             enable_debug_command: Protection::No,
+            mem_allocator: "libc",
         }
     }
 }
@@ -284,6 +288,7 @@ pub struct Settings {
     /// [`crate::cmd::config`]).
     replica_output_limit: RwLock<(u64, u64, u64)>,
     enable_debug_command: Protection,
+    mem_allocator: &'static str,
 }
 
 /// Default of `halflife-client-output-limit`: replies a connection may leave unread before
@@ -310,6 +315,7 @@ impl Settings {
             repl_backlog_bytes: AtomicUsize::new(c.repl_backlog_bytes),
             replica_output_limit: RwLock::new((256 << 20, 64 << 20, 60)),
             enable_debug_command: c.enable_debug_command,
+            mem_allocator: c.mem_allocator,
         }
     }
 
@@ -412,6 +418,10 @@ impl Settings {
 
     pub fn set_replica_read_only(&self, on: bool) {
         self.replica_read_only.store(on, Ordering::Relaxed)
+    }
+
+    pub fn mem_allocator(&self) -> &'static str {
+        self.mem_allocator
     }
 
     pub fn enable_debug_command(&self) -> Protection {

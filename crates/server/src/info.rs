@@ -210,7 +210,7 @@ pub fn render(sh: &Shared, args: &[Bytes]) -> String {
                 kv("maxmemory", "0".into());
                 kv("maxmemory_policy", "noeviction".into());
                 // Not jemalloc: Redis's tests then treat MEMORY USAGE as approximate.
-                kv("mem_allocator", "libc".into());
+                kv("mem_allocator", sh.settings.mem_allocator().into());
                 kv("used_memory_memtables", stats.memtable_bytes.to_string());
                 let mut lua = Vec::new();
                 sh.scripting.info(&mut lua);

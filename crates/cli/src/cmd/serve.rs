@@ -157,6 +157,8 @@ pub fn run(a: Args) -> Result<()> {
         masterauth: a.masterauth.clone(),
         repl_backlog_bytes: a.repl_backlog_mib.max(1) << 20,
         cluster_enabled: a.cluster_enabled,
+        // The binary's global allocator (main.rs).
+        mem_allocator: "mimalloc",
         enable_debug_command: a
             .enable_debug_command
             .parse()

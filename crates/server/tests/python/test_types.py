@@ -260,6 +260,7 @@ def test_info_and_command_table(r):
         assert field in info, field
     assert info["redis_version"] == "7.0.15"
     assert info["cluster_enabled"] == 0
+    assert info["mem_allocator"] == "mimalloc"
     assert info["db0"] == {"keys": 1, "expires": 1, "avg_ttl": 0}
     assert r.command_count() > 100
     cmds = r.command()  # redis-py parses COMMAND's entries by name
