@@ -1,5 +1,6 @@
 //! Holding writes to a rate: the step RocksDB's write controller takes for each delayed
-//! write, shared by the flush's pacing (`db/throttle.rs`) and GC's ([`crate::gc::pacer`]).
+//! write, as the flush's pacing takes it (`db/throttle.rs`). GC's pacing pays per byte
+//! instead ([`crate::gc::pacer`]).
 
 use std::time::{Duration, Instant};
 

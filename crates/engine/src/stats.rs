@@ -110,7 +110,7 @@ pub struct DbStats {
     pub stall_micros: u64,
     pub stall_count: u64,
     /// Time user writes waited for value-file GC to catch up with its
-    /// space-amplification target, and how many waits (`db::throttle::GcPacer`).
+    /// space-amplification target, and how many waits (`gc::pacer::GcPacer`).
     #[serde(default)]
     pub gc_delay_micros: u64,
     #[serde(default)]

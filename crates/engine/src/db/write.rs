@@ -592,9 +592,15 @@ fn wait_for_gc(inner: &Inner) {
     if wait.is_zero() {
         return;
     }
-    inner.bg_cv.notify_all();
+    // A long wait wakes the background threads, so that GC measures the debt again; the
+    // short waits of a smooth rate do not, or every write group would wake them.
+    if wait >= crate::rate::MIN_SLEEP {
+        inner.bg_cv.notify_all();
+    }
+    // The time slept, not the time asked for: a sleep overshoots by the timer slack.
+    let slept = Instant::now();
     std::thread::sleep(wait);
-    EngineCounters::add(&c.gc_delay_micros, wait.as_micros() as u64);
+    EngineCounters::add(&c.gc_delay_micros, slept.elapsed().as_micros() as u64);
     EngineCounters::add(&c.gc_delay_count, 1);
 }
 
