@@ -181,7 +181,10 @@ impl Slot {
 
     /// Records that applying held writes failed: the transaction's end reports it.
     pub fn failed(&self, e: String) {
-        self.with(|o| o.failed.get_or_insert(e).clone());
+        // The first failure is the one to report.
+        self.with(|o| {
+            o.failed.get_or_insert(e);
+        });
     }
 }
 

@@ -42,12 +42,8 @@ pub fn execute(sh: &Shared, s: &mut Session, args: &[Bytes]) -> (Reply, Outcome)
         && spec.is_some_and(|s| s.has(Flags::WRITE))
     {
         // Refused when queued too, as Redis does: the transaction then fails as a whole.
-        if s.ext.multi.is_some() {
-            s.ext.multi_failed = true;
-        }
-        return refuse(Reply::Error(
-            "READONLY You can't write against a read only replica.".into(),
-        ));
+        let r = Reply::Error("READONLY You can't write against a read only replica.".into());
+        return refuse(in_multi_rejected(sh, s, spec, r));
     }
     if let Some(r) = spec.and_then(|spec| crate::cmd::pubsub::check_context(s, spec)) {
         return refuse(r);
@@ -56,7 +52,7 @@ pub fn execute(sh: &Shared, s: &mut Session, args: &[Bytes]) -> (Reply, Outcome)
     // and fails the transaction; `EXEC` then ends it.
     if s.ext.multi.is_some() {
         if let Some(r) = crate::script::cmd::busy_refusal(sh, spec) {
-            return refuse(crate::cmd::multi::reject(sh, s, spec, r));
+            return refuse(in_multi_rejected(sh, s, spec, r));
         }
     }
     match crate::cmd::multi::queue(s, spec, args) {
@@ -77,6 +73,15 @@ pub fn execute(sh: &Shared, s: &mut Session, args: &[Bytes]) -> (Reply, Outcome)
         false => None,
     };
     run_found(sh, s, found, args)
+}
+
+/// A refusal of a command before it runs: inside `MULTI` it also fails the transaction
+/// ([`crate::cmd::multi::reject`]).
+fn in_multi_rejected(sh: &Shared, s: &mut Session, spec: Option<&Spec>, r: Reply) -> Reply {
+    match s.ext.multi.is_some() {
+        true => crate::cmd::multi::reject(sh, s, spec, r),
+        false => r,
+    }
 }
 
 /// Runs one command without the exec lock (`EXEC` runs its queued commands this way).
