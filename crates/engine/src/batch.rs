@@ -14,7 +14,7 @@
 //! The grammar of every file in a database directory is in `docs/format.md`.
 
 use crate::error::{Error, Result};
-use crate::types::{SeqNo, ValueKind};
+use crate::internal_key::{SeqNo, ValueKind};
 use integer_encoding::{VarInt, VarIntWriter};
 use std::path::Path;
 

@@ -17,11 +17,11 @@ use crate::filename::{
     self, file_number_of, index_map_file_name, manifest_name, value_file_name, wal_file_name,
     FileKind, CURRENT,
 };
+use crate::internal_key::{parse_internal_key, ValueKind};
 use crate::io::{read_all, FileStorage, IoCause, ReadOnlyStorage, Storage};
 use crate::lifetime::GbmModel;
 use crate::options::{Options, WalRecoveryMode};
 use crate::sst::{InternalIterator, Table};
-use crate::types::{parse_internal_key, ValueKind};
 use crate::version::set::VersionSet;
 use crate::version::Version;
 use crate::vlog::{IndexMap, ValueFileReader, ValuePointer};
@@ -340,7 +340,7 @@ fn check_table(storage: &Arc<dyn Storage>, p: &Path, number: u64, r: &mut CheckR
         let mut prev: Option<Vec<u8>> = None;
         while it.valid() {
             if let Some(q) = &prev {
-                if crate::types::cmp_internal(q, it.key()) != std::cmp::Ordering::Less {
+                if crate::internal_key::cmp_internal(q, it.key()) != std::cmp::Ordering::Less {
                     return Err(Error::corruption(
                         p,
                         format!("keys out of order at entry {n}"),

@@ -21,7 +21,7 @@
 //! The clock is [`Clock`], in the options: the system clock unless a test injects a
 //! [`ManualClock`].
 
-use crate::types::ValueKind;
+use crate::internal_key::ValueKind;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 

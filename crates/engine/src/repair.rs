@@ -204,7 +204,7 @@ pub fn repair(dir: &Path, opts: &Options, progress: Progress<'_>) -> Result<Repa
                 rep.tables_damaged
                     .push((p.clone(), entries.len() as u64, why));
                 for (k, _) in &entries {
-                    if let Some(pk) = crate::types::parse_internal_key(k) {
+                    if let Some(pk) = crate::internal_key::parse_internal_key(k) {
                         last_seq = last_seq.max(pk.seq);
                     }
                 }
@@ -430,7 +430,7 @@ fn read_table(
     loop {
         match step {
             Ok(()) if it.valid() => {
-                if let Some(k) = crate::types::parse_internal_key(it.key()) {
+                if let Some(k) = crate::internal_key::parse_internal_key(it.key()) {
                     max_seq = max_seq.max(k.seq);
                 }
                 entries.push((it.key().to_vec(), it.value().to_vec()));

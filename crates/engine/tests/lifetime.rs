@@ -2,10 +2,10 @@
 //! saved and loaded at open; index maps resolve across several GC generations and survive
 //! a reopen.
 
+use halflife_engine::internal_key::ValueKind;
 use halflife_engine::io::IoCause;
 use halflife_engine::lifetime::{GbmParams, ThresholdParams};
 use halflife_engine::memtable::seek_key;
-use halflife_engine::types::ValueKind;
 use halflife_engine::vlog::ValuePointer;
 use halflife_engine::{
     GcPolicyConfig, GcTrigger, LifetimeMode, LifetimeOptions, Options, ValueLogOptions, DB,

@@ -21,9 +21,9 @@
 //! apart); the per-case table is printed (`cargo test --test power_cut -- --show-output`).
 
 use halflife_engine::check::check;
+use halflife_engine::internal_key::SeqNo;
 use halflife_engine::io::IoCause;
 use halflife_engine::lifetime::{GbmParams, ThresholdParams};
-use halflife_engine::types::SeqNo;
 use halflife_engine::{
     CacheOptions, GcTrigger, LifetimeOptions, LifetimeOracle, Options, TreeOptions,
     ValueLogOptions, WalOptions, WriteBatch, WriteOptions, DB,

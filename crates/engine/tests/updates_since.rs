@@ -4,7 +4,7 @@
 //! logged values it needs are no longer retained.
 
 use halflife_engine::batch::WriteBatch;
-use halflife_engine::types::{SeqNo, ValueKind};
+use halflife_engine::internal_key::{SeqNo, ValueKind};
 use halflife_engine::{
     Error, GcPolicyConfig, Options, TreeOptions, ValueLogOptions, WalOptions, WriteOptions, DB,
 };

@@ -19,7 +19,7 @@
 //! Other threads (the expiry sweep, the replication sender, commands that hold no lock)
 //! never see the held writes: they read the engine as it was before the transaction.
 
-use engine::types::ValueKind;
+use engine::internal_key::ValueKind;
 use engine::WriteBatch;
 use parking_lot::Mutex;
 use std::collections::BTreeMap;

@@ -5,7 +5,6 @@
 //! expiry, [`record`]); `appendfsync` maps onto WAL syncs ([`AppendFsync`]). See
 //! `docs/serve.md` for the command list and the measurements.
 
-mod cheap;
 mod cluster;
 mod cmd;
 mod cmdstats;
@@ -15,6 +14,7 @@ mod deferred;
 mod dispatch;
 mod dump;
 mod info;
+mod inline;
 mod latency;
 mod notify;
 mod observe;

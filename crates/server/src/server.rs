@@ -401,7 +401,7 @@ where
             }
             let max_output = settings.max_output_bytes();
             session.output_budget = max_output.saturating_sub(output.len());
-            let (s, replies, outcome, rest) = if crate::cheap::runs_inline(shared, &batch) {
+            let (s, replies, outcome, rest) = if crate::inline::runs_inline(shared, &batch) {
                 if full {
                     // A client that keeps a long pipeline coming would otherwise hold
                     // this network thread from the other connections on it.

@@ -15,7 +15,7 @@ use crate::deferred::Hold;
 use crate::record::{self, legacy, Head, Kind, Meta, RecordError};
 use crate::repl::log::Log;
 use crate::repl::wire;
-use engine::types::ValueKind;
+use engine::internal_key::ValueKind;
 use engine::{WriteBatch, WriteOptions, DB};
 use parking_lot::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::collections::{HashMap, HashSet};

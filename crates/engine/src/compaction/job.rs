@@ -9,12 +9,12 @@
 use crate::error::{Error, Result};
 use crate::filename::table_file_name;
 use crate::gc::placement::{JobHooks, Previous};
+use crate::internal_key::{parse_internal_key, user_key, SeqNo, ValueKind};
 use crate::io::{IoCause, Storage};
 use crate::lifetime::FeatureRecord;
 use crate::options::Options;
 use crate::sst::iter::key_versions;
 use crate::sst::{InternalIterator, TableBuilder, TableOptions};
-use crate::types::{parse_internal_key, user_key, SeqNo, ValueKind};
 use crate::version::{FileMeta, Version};
 use crate::vlog::file::BlobMeta;
 use crate::vlog::{FileExpiry, ValueFileWriter, ValuePointer};
@@ -551,7 +551,7 @@ fn process_expiring(
         }
         _ => {
             ks.new_key.clear();
-            crate::types::append_internal_key(
+            crate::internal_key::append_internal_key(
                 &mut ks.new_key,
                 user_key,
                 seq,
@@ -568,7 +568,12 @@ fn process_expiring(
         }
     };
     ks.new_key.clear();
-    crate::types::append_internal_key(&mut ks.new_key, user_key, seq, ValueKind::ExpiringPointer);
+    crate::internal_key::append_internal_key(
+        &mut ks.new_key,
+        user_key,
+        seq,
+        ValueKind::ExpiringPointer,
+    );
     ks.new_value.clear();
     crate::expiry::encode_into(
         &mut ks.new_value,
@@ -649,7 +654,7 @@ fn process(
         }
         if expired && !shadowed && !dead_tombstone {
             ks.new_key.clear();
-            crate::types::append_internal_key(
+            crate::internal_key::append_internal_key(
                 &mut ks.new_key,
                 p.user_key,
                 p.seq,
@@ -682,7 +687,7 @@ fn process(
                 rec.encode_into(&mut ks.new_value);
             }
             ks.new_key.clear();
-            crate::types::append_internal_key(
+            crate::internal_key::append_internal_key(
                 &mut ks.new_key,
                 p.user_key,
                 p.seq,

@@ -5,10 +5,10 @@
 use super::job::{run, JobOutput, JobSpec};
 use crate::expiry::ManualClock;
 use crate::filename::table_file_name;
+use crate::internal_key::{make_internal_key, parse_internal_key, SeqNo, ValueKind};
 use crate::io::{FileStorage, IoCause, Storage};
 use crate::options::Options;
 use crate::sst::{InternalIterator, Table, VecIterator};
-use crate::types::{make_internal_key, parse_internal_key, SeqNo, ValueKind};
 use crate::version::{Version, VersionEdit};
 use crate::vlog::{BlobFile, ValueFileWriter, ValuePointer};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -147,7 +147,7 @@ fn input(entries: &[Entry]) -> Vec<(Vec<u8>, Vec<u8>)> {
         .iter()
         .map(|(k, s, kind, val)| (make_internal_key(k, *s, *kind), val.clone()))
         .collect();
-    v.sort_by(|a, b| crate::types::cmp_internal(&a.0, &b.0));
+    v.sort_by(|a, b| crate::internal_key::cmp_internal(&a.0, &b.0));
     v
 }
 
@@ -267,8 +267,8 @@ fn outputs_are_cut_at_the_target_size_between_user_keys() {
     assert_eq!(h.read(&out).len(), 600);
     for w in out.tables.windows(2) {
         let (a, b) = (
-            crate::types::user_key(&w[0].largest),
-            crate::types::user_key(&w[1].smallest),
+            crate::internal_key::user_key(&w[0].largest),
+            crate::internal_key::user_key(&w[1].smallest),
         );
         assert!(a < b, "a user key spans two tables");
     }

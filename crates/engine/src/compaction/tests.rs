@@ -36,9 +36,9 @@
 use super::leveled;
 use super::pick::Compaction;
 use super::strategy::{CompactionStrategy, PickContext};
+use crate::internal_key::{make_internal_key, user_key, ValueKind};
 use crate::io::{FileStorage, Storage};
 use crate::options::{AutoShapeConfig, CompactionStyle, TreeOptions};
-use crate::types::{make_internal_key, user_key, ValueKind};
 use crate::version::{FileMeta, Version, VersionEdit};
 use crate::vlog::file::{BlobMeta, FILE_HEADER};
 use crate::vlog::FileExpiry;

@@ -132,8 +132,8 @@ pub fn pick(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::internal_key::{make_internal_key, ValueKind};
     use crate::io::{FileStorage, Storage};
-    use crate::types::{make_internal_key, ValueKind};
     use crate::version::{FileMeta, VersionEdit};
     use std::path::Path;
     use std::sync::Arc;

@@ -20,9 +20,9 @@ use super::{read, write};
 use crate::error::{Error, Result};
 use crate::gc::job::{GcHost, GcJob, IndexMapJob, Install, Liveness, Record, WriteBack, Writeback};
 use crate::gc::superseded::{Finder, FinderHost};
+use crate::internal_key::{SeqNo, ValueKind};
 use crate::io::{IoCause, Storage};
 use crate::stats::EngineCounters;
-use crate::types::{SeqNo, ValueKind};
 use crate::version::{Version, VersionEdit};
 use crate::vlog::{ValueFileWriter, ValuePointer};
 use std::path::{Path, PathBuf};
@@ -465,8 +465,8 @@ fn written_back(
     key: &[u8],
     ptr: &ValuePointer,
 ) -> Result<bool> {
+    use crate::internal_key::{make_internal_key, parse_internal_key, KIND_SEEK, MAX_SEQ};
     use crate::sst::InternalIterator;
-    use crate::types::{make_internal_key, parse_internal_key, KIND_SEEK, MAX_SEQ};
     tree.seek(&make_internal_key(key, MAX_SEQ, KIND_SEEK))?;
     while tree.valid() {
         let Some(p) = parse_internal_key(tree.key()) else {

@@ -7,13 +7,13 @@ use super::inner::{Inner, ReadView};
 use super::readahead::{Entry, Readahead, Taken};
 use super::Snapshot;
 use crate::error::{Error, Result};
-use crate::io::IoCause;
-use crate::options::ReadOptions;
-use crate::sst::{InternalIterator, MergingIterator, TableIter};
-use crate::types::{
+use crate::internal_key::{
     cmp_internal, pack_trailer, parse_internal_key, seek_key, SeqNo, ValueKind, MAX_SEQ,
     TRAILER_LEN,
 };
+use crate::io::IoCause;
+use crate::options::ReadOptions;
+use crate::sst::{InternalIterator, MergingIterator, TableIter};
 use crate::version::{TableFile, Version};
 use crate::vlog::{BlobFile, ValuePointer};
 use std::collections::BTreeMap;

@@ -32,9 +32,9 @@ pub use snapshot::Snapshot;
 
 use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
+use crate::internal_key::SeqNo;
 use crate::options::{Options, ReadOptions, WriteOptions};
 use crate::stats::{DbStats, EngineCounters, LevelStats, ValueFileStats};
-use crate::types::SeqNo;
 use crate::version::Version;
 use inner::Inner;
 use parking_lot::Mutex;

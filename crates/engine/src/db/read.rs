@@ -4,10 +4,10 @@
 use super::inner::{Inner, ReadView};
 use super::Snapshot;
 use crate::error::{Error, Result};
+use crate::internal_key::{SeqNo, ValueKind};
 use crate::io::IoCause;
 use crate::memtable::ValueCopy;
 use crate::stats::EngineCounters;
-use crate::types::{SeqNo, ValueKind};
 use crate::version::{Found, Version};
 use crate::vlog::{BlobFile, ValuePointer};
 use std::collections::BTreeMap;

@@ -14,9 +14,9 @@
 use super::inner::Inner;
 use super::read::locate;
 use crate::error::Result;
+use crate::internal_key::ValueKind;
 use crate::io::IoCause;
 use crate::options::{ReadOptions, INITIAL_READAHEAD};
-use crate::types::ValueKind;
 use crate::version::Version;
 use crate::vlog::batch_read::{read_values, ValueRead};
 use crate::vlog::{BlobFile, ValuePointer};

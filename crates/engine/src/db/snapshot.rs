@@ -5,7 +5,7 @@
 //! [`super::inner::State::kept_for_snapshots`].
 
 use super::inner::Inner;
-use crate::types::SeqNo;
+use crate::internal_key::SeqNo;
 use crate::vlog::BlobFile;
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;

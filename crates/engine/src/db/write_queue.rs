@@ -4,8 +4,8 @@
 
 use crate::batch::WriteBatch;
 use crate::gc::job::Writeback;
+use crate::internal_key::SeqNo;
 use crate::memtable::Memtable;
-use crate::types::SeqNo;
 use parking_lot::{Condvar, Mutex};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

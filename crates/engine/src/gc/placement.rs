@@ -25,9 +25,9 @@
 
 use crate::batch::WriteBatch;
 use crate::error::Result;
+use crate::internal_key::{seek_key, SeqNo, ValueKind};
 use crate::io::IoCause;
 use crate::lifetime::{FeatureRecord, Thresholds, TrainingSample};
-use crate::types::{seek_key, SeqNo, ValueKind};
 use crate::version::Version;
 use crate::vlog::{FileLifetime, ValuePointer};
 use std::path::Path;

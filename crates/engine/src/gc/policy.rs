@@ -10,8 +10,8 @@
 //! [`crate::vlog::index_map`]).
 
 use super::early_garbage::EarlyGarbage;
+use crate::internal_key::SeqNo;
 use crate::options::{GcPolicyConfig, GcTrigger, Options};
-use crate::types::SeqNo;
 use crate::version::Version;
 use crate::vlog::{BlobFile, ValuePointer};
 use std::collections::HashSet;

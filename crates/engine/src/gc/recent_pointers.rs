@@ -32,7 +32,7 @@
 //! distinct keys, which is what a skewed workload's hot keys do. A key forgotten is looked
 //! up in the tree, as before.
 
-use crate::types::SeqNo;
+use crate::internal_key::SeqNo;
 use crate::vlog::ValuePointer;
 use std::collections::HashMap;
 use xxhash_rust::xxh3::xxh3_128;

@@ -20,12 +20,12 @@ use super::write_history::{Seen, WriteHistory};
 use crate::batch::WriteBatch;
 use crate::error::Result;
 use crate::filename::LIFETIME_MODEL;
+use crate::internal_key::{SeqNo, ValueKind};
 use crate::lifetime::{
     compaction_sample_probability, gc_sample_probability, FeatureRecord, LifetimeClass,
     LifetimeThresholds, ModelHandle, SampleSource, Sampler, Trainer, TrainerConfig, TrainingSample,
 };
 use crate::options::{GcTrigger, LifetimeMode, LifetimeOracle, Options};
-use crate::types::{SeqNo, ValueKind};
 use crate::version::Version;
 use crate::vlog::{BlobFile, FileLifetime, ValuePointer};
 use parking_lot::Mutex;

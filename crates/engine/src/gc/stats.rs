@@ -2,7 +2,7 @@
 //! one record per index-map GC job ([`GcJobRecord`]). Kept here, beside what fills them,
 //! so that GC imports nothing of the statistics that report on the whole engine.
 
-use crate::types::SeqNo;
+use crate::internal_key::SeqNo;
 use serde::{Deserialize, Serialize};
 
 /// The thresholds and GC outcome after one GC job, for the plots of paper 000 Fig. 8-9.

@@ -31,10 +31,10 @@
 use super::early_garbage::EarlyGarbage;
 use super::recent_pointers::{LastWrite, RecentPointers};
 use crate::error::Result;
+use crate::internal_key::seek_key;
+use crate::internal_key::{SeqNo, ValueKind};
 use crate::io::IoCause;
 use crate::sst::iter::key_versions;
-use crate::types::seek_key;
-use crate::types::{SeqNo, ValueKind};
 use crate::version::{TableFile, Version};
 use crate::vlog::ValuePointer;
 use parking_lot::Mutex;

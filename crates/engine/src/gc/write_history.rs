@@ -22,7 +22,7 @@
 //! Written by the write-group leader only; the atomics are there so that the table can be
 //! shared without a lock, not for concurrent updates (a lost update is a lost hint).
 
-use crate::types::SeqNo;
+use crate::internal_key::SeqNo;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 const SEQ_BITS: u32 = 48;

@@ -21,7 +21,7 @@
 //! `1 + 32 * 8 + 10 * 4 = 297` bytes, the bounds of the paper's Table 2.
 
 use crate::error::{Error, Result};
-use crate::types::SeqNo;
+use crate::internal_key::SeqNo;
 use integer_encoding::{VarInt, VarIntWriter};
 use std::path::Path;
 
@@ -35,7 +35,7 @@ pub const EDWC_BASE_LOG2: u32 = 19;
 /// `[2^20, 2^21)` bucket 1, `[2^21, 2^22)` bucket 2, and so on.
 pub const DELTA_BUCKET_UNIT: u64 = 1 << 20;
 /// Largest Delta stored; it keeps every varint within 8 bytes (sequence numbers fit in 56
-/// bits anyway, see [`crate::types::MAX_SEQ`]).
+/// bits anyway, see [`crate::internal_key::MAX_SEQ`]).
 pub const MAX_DELTA: u64 = (1 << 56) - 1;
 /// Length of the vector [`FeatureRecord::to_model_input`] returns.
 pub const MODEL_INPUT_LEN: usize = 1 + MAX_DELTAS + NUM_EDWC + 1;

@@ -15,7 +15,7 @@
 
 use super::features::{FeatureRecord, MODEL_INPUT_LEN};
 use super::thresholds::Thresholds;
-use crate::types::SeqNo;
+use crate::internal_key::SeqNo;
 
 /// Where a sample was observed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -10,7 +10,7 @@
 use super::features::{EDWC_BASE_LOG2, NUM_EDWC};
 use super::histogram::LifetimeHistogram;
 use crate::error::{Error, Result};
-use crate::types::SeqNo;
+use crate::internal_key::SeqNo;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The lifetime class of a value file.

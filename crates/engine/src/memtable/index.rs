@@ -21,7 +21,7 @@
 //! finds in the index everything the list holds at or below it.
 
 use super::skiplist::{self, ChunkPool, Node};
-use crate::types::user_key;
+use crate::internal_key::user_key;
 use std::sync::atomic::{AtomicPtr, Ordering};
 use std::sync::Arc;
 
@@ -130,8 +130,8 @@ impl Drop for Index {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::types::pack_trailer;
-    use crate::types::ValueKind;
+    use crate::internal_key::pack_trailer;
+    use crate::internal_key::ValueKind;
     use skiplist::SkipList;
 
     fn insert(list: &SkipList, index: &Index, key: &[u8], seq: u64) -> Node {

@@ -14,10 +14,10 @@ mod skiplist;
 
 use crate::batch::WriteBatch;
 use crate::error::Result;
-use crate::sst::InternalIterator;
 /// Kept at this path for callers outside the crate (defined with the internal keys).
-pub use crate::types::seek_key;
-use crate::types::{pack_trailer, parse_internal_key, SeqNo, ValueKind, KIND_SEEK, MAX_SEQ};
+pub use crate::internal_key::seek_key;
+use crate::internal_key::{pack_trailer, parse_internal_key, SeqNo, ValueKind, KIND_SEEK, MAX_SEQ};
+use crate::sst::InternalIterator;
 use crate::vlog::file::BlobMeta;
 use crate::vlog::value_wal::{LoggedMemtable, SealedValueFile};
 use crate::vlog::ValuePointer;
@@ -270,7 +270,7 @@ impl MemtableIter {
     /// Stands on the last version of the key before `node`'s.
     fn back_before(&mut self, node: Node) {
         // SAFETY: a published node of the list the iterator holds.
-        let uk = crate::types::user_key(unsafe { skiplist::key(node) });
+        let uk = crate::internal_key::user_key(unsafe { skiplist::key(node) });
         let before = self.mem.list.node_before(uk);
         self.back_to_last(before);
     }
@@ -328,7 +328,7 @@ impl InternalIterator for MemtableIter {
         let node = self.mem.list.seek_node(t.user_key);
         // SAFETY: published nodes of the list the iterator holds.
         unsafe {
-            if !node.is_null() && crate::types::user_key(skiplist::key(node)) == t.user_key {
+            if !node.is_null() && crate::internal_key::user_key(skiplist::key(node)) == t.user_key {
                 self.mem.list.versions_of(node, &mut self.versions);
                 // Versions ascend in internal order (trailers descend): those at or before
                 // the target.
@@ -395,7 +395,7 @@ impl LoggedMemtable for Memtable {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::types::MAX_SEQ;
+    use crate::internal_key::MAX_SEQ;
     use proptest::prelude::*;
 
     proptest! {
@@ -444,7 +444,7 @@ mod tests {
             let m = Arc::new(Memtable::new(0));
             let mut want = std::collections::BTreeMap::new();
             for &(k, seq, kind) in &ops {
-                let ikey = crate::types::InternalKey::new(&[k], seq, ValueKind::from_u8(kind).unwrap());
+                let ikey = crate::internal_key::InternalKey::new(&[k], seq, ValueKind::from_u8(kind).unwrap());
                 if want.contains_key(&ikey) {
                     continue;
                 }

@@ -41,7 +41,7 @@
 //! and the value is in separate chunks. Nodes then stay dense in memory, so that a search
 //! among entries with 4 KiB values does not miss the cache and the TLB at every step.
 
-use crate::types::{user_key, TRAILER_LEN};
+use crate::internal_key::{user_key, TRAILER_LEN};
 use parking_lot::Mutex;
 use std::cmp::Ordering as CmpOrdering;
 use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
@@ -598,7 +598,7 @@ impl SkipList {
     pub fn find(&self, user_key: &[u8]) -> Node {
         let n = self.seek_node(user_key);
         // SAFETY: a published node of this list.
-        if !n.is_null() && crate::types::user_key(unsafe { key(n) }) == user_key {
+        if !n.is_null() && crate::internal_key::user_key(unsafe { key(n) }) == user_key {
             n
         } else {
             std::ptr::null_mut()
@@ -610,7 +610,7 @@ impl SkipList {
         let node = self.seek_node(target.user_key);
         // SAFETY: a published node of this list (or null), alive with it.
         unsafe {
-            if !node.is_null() && crate::types::user_key(key(node)) == target.user_key {
+            if !node.is_null() && crate::internal_key::user_key(key(node)) == target.user_key {
                 Self::within(node, target.trailer)
             } else {
                 Position::at_node(node)
@@ -619,7 +619,7 @@ impl SkipList {
     }
 
     /// The newest version of `node`'s key whose trailer is at most `max_trailer` (for a
-    /// snapshot: its sequence number with [`crate::types::KIND_SEEK`]), or null.
+    /// snapshot: its sequence number with [`crate::internal_key::KIND_SEEK`]), or null.
     ///
     /// # Safety
     /// `node` is a published node of this list.
@@ -679,7 +679,7 @@ impl SkipList {
         trailer: u64,
         value: &[u8],
     ) -> usize {
-        debug_assert_eq!(crate::types::user_key(key(node)), user_key);
+        debug_assert_eq!(crate::internal_key::user_key(key(node)), user_key);
         let (record, taken) = self.new_node(user_key, trailer, value, 1);
         self.push_version(node, record);
         taken
@@ -814,7 +814,7 @@ impl SkipList {
                 if level == 0 && !succ[0].is_null() {
                     // SAFETY: a published node of this list; `node` is linked nowhere yet.
                     unsafe {
-                        if crate::types::user_key(key(succ[0])) == user_key {
+                        if crate::internal_key::user_key(key(succ[0])) == user_key {
                             self.push_version(succ[0], node);
                             return succ[0];
                         }
@@ -887,7 +887,7 @@ fn random_height() -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::types::{cmp_internal, make_internal_key, pack_trailer, ValueKind};
+    use crate::internal_key::{cmp_internal, make_internal_key, pack_trailer, ValueKind};
     use proptest::prelude::*;
 
     fn walk(list: &SkipList) -> Vec<(Vec<u8>, Vec<u8>)> {

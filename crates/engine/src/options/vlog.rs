@@ -4,9 +4,9 @@
 //! RocksDB's BlobDB options).
 
 use crate::error::{Error, Result};
+use crate::internal_key::SeqNo;
 use crate::lifetime::{GbmParams, ThresholdParams};
 use crate::sst::compression::Compression;
-use crate::types::SeqNo;
 use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;

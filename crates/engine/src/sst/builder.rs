@@ -8,10 +8,10 @@ use super::filter::BloomFilterBuilder;
 use super::format::{block_checksum, BlockHandle, Footer, BLOCK_TYPE_UNCOMPRESSED};
 use super::properties::TableProperties;
 use crate::error::{Error, Result};
-use crate::io::WritableFile;
-use crate::types::{
+use crate::internal_key::{
     cmp_internal, make_internal_key, parse_internal_key, ValueKind, KIND_SEEK, MAX_SEQ, TRAILER_LEN,
 };
+use crate::io::WritableFile;
 use std::cmp::Ordering;
 use std::sync::Arc;
 
@@ -278,7 +278,7 @@ fn successor(last: &[u8]) -> Vec<u8> {
 #[cfg(test)]
 mod separator_tests {
     use super::*;
-    use crate::types::ValueKind;
+    use crate::internal_key::ValueKind;
 
     #[test]
     fn separators_sort_between_their_neighbours_and_are_short() {

@@ -1,7 +1,7 @@
 //! The iterator interface shared by every sorted source in the engine: memtables, table
 //! files, blocks, and the merging iterator that combines them.
 //!
-//! Keys are internal keys ordered by [`cmp_internal`](crate::types::cmp_internal). Methods
+//! Keys are internal keys ordered by [`cmp_internal`](crate::internal_key::cmp_internal). Methods
 //! that move the cursor return `Result` because moving may read a block from storage; the
 //! accessors borrow the current entry and are only meaningful while [`valid`] is true.
 //!
@@ -11,7 +11,7 @@
 //! [`valid`]: InternalIterator::valid
 
 use crate::error::{Error, Result};
-use crate::types::{cmp_internal, parse_internal_key, ParsedKey, SeqNo};
+use crate::internal_key::{cmp_internal, parse_internal_key, ParsedKey, SeqNo};
 use std::path::Path;
 
 /// A cursor over entries in internal-key order.
@@ -97,7 +97,7 @@ impl InternalIterator for VecIterator {
     }
     fn seek(&mut self, target: &[u8]) -> Result<()> {
         self.pos = self.entries.partition_point(|(k, _)| {
-            crate::types::cmp_internal(k, target) == std::cmp::Ordering::Less
+            crate::internal_key::cmp_internal(k, target) == std::cmp::Ordering::Less
         });
         Ok(())
     }

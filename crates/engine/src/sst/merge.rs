@@ -18,7 +18,7 @@
 
 use super::iter::InternalIterator;
 use crate::error::Result;
-use crate::types::cmp_internal;
+use crate::internal_key::cmp_internal;
 use std::cmp::Ordering;
 
 /// Merges children in internal-key order, newest child first on equal keys.

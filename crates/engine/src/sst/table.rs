@@ -14,8 +14,8 @@ use super::format::{block_checksum, BlockHandle, Footer, BLOCK_TRAILER_LEN, FOOT
 use super::properties::TableProperties;
 use super::stats::TableStats;
 use crate::error::{Error, Result};
+use crate::internal_key::TRAILER_LEN;
 use crate::io::{IoCause, ReadableFile};
-use crate::types::TRAILER_LEN;
 use std::path::Path;
 use std::sync::Arc;
 

@@ -10,9 +10,9 @@ pub use set::VersionSet;
 
 use crate::cache::BlockCache;
 use crate::error::Result;
+use crate::internal_key::{cmp_internal, parse_internal_key, user_key, SeqNo, ValueKind};
 use crate::io::{IoCause, Storage};
 use crate::sst::{DataBlockCache, Table};
-use crate::types::{cmp_internal, parse_internal_key, user_key, SeqNo, ValueKind};
 use crate::vlog::{BlobFile, IndexMap, ValuePointer};
 use purge::{ObsoleteFile, Purger};
 use std::cmp::Ordering;

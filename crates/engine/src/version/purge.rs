@@ -151,9 +151,9 @@ impl Drop for PurgeThread {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::internal_key::{make_internal_key, ValueKind};
     use crate::io::FileStorage;
     use crate::sst::block::{Block, BlockBuilder};
-    use crate::types::{make_internal_key, ValueKind};
     use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
     fn file(dir: &std::path::Path, number: u64) -> PathBuf {

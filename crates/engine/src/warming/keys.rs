@@ -1,8 +1,8 @@
 //! The user keys of blocks: listed ([`BlockKeys`]), and as sets and maps of their 64-bit
 //! hashes ([`KeySet`]): which keys a set of blocks held.
 
+use crate::internal_key::user_key;
 use crate::sst::block::Block;
-use crate::types::user_key;
 use std::collections::HashMap;
 use std::sync::Arc;
 

@@ -706,8 +706,8 @@ mod tests {
         assert_eq!(base.admit(&BlockKeys::from_keys(&["k0004"])), None);
         // At install: the hot block's interval was read into the cache meanwhile.
         let block = |keys: &[&str]| {
+            use crate::internal_key::{make_internal_key, ValueKind};
             use crate::sst::block::{Block, BlockBuilder};
-            use crate::types::{make_internal_key, ValueKind};
             let mut bb = BlockBuilder::new(16);
             for k in keys {
                 bb.add(&make_internal_key(k.as_bytes(), 1, ValueKind::Value), b"v");

@@ -66,9 +66,9 @@ pub use policy::{
 pub use stats::{WarmingStats, INVALIDATION_WINDOW_READS};
 
 use crate::cache::BlockCache;
+use crate::internal_key::user_key;
 use crate::sst::block::Block;
 use crate::sst::BlockSink;
-use crate::types::user_key;
 use crate::version::{TableFile, Version};
 use parking_lot::{Mutex, RwLock};
 use ranges::KeyRanges;

@@ -18,8 +18,8 @@
 
 use super::keys::KeySet;
 use crate::cache::BlockCache;
-use crate::types::seek_key;
-use crate::types::{user_key, MAX_SEQ};
+use crate::internal_key::seek_key;
+use crate::internal_key::{user_key, MAX_SEQ};
 use crate::version::{TableFile, Version};
 use std::sync::Arc;
 

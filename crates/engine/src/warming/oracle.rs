@@ -360,8 +360,8 @@ mod tests {
     }
 
     fn block(keys: &[&str]) -> Arc<crate::sst::block::Block> {
+        use crate::internal_key::{make_internal_key, ValueKind};
         use crate::sst::block::{Block, BlockBuilder};
-        use crate::types::{make_internal_key, ValueKind};
         let mut b = BlockBuilder::new(16);
         for k in keys {
             b.add(&make_internal_key(k.as_bytes(), 1, ValueKind::Value), b"v");

@@ -1,6 +1,6 @@
 use super::*;
+use crate::internal_key::{make_internal_key, ValueKind};
 use crate::sst::block::{Block, BlockBuilder};
-use crate::types::{make_internal_key, ValueKind};
 
 fn block(keys: &[&str], value_len: usize) -> Arc<Block> {
     let mut b = BlockBuilder::new(16);

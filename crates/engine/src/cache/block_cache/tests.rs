@@ -1,6 +1,6 @@
 use super::*;
+use crate::internal_key::{make_internal_key, ValueKind};
 use crate::sst::block::BlockBuilder;
-use crate::types::{make_internal_key, ValueKind};
 use rand::{Rng, SeedableRng};
 
 /// A block whose charge is roughly `value_len` plus overhead.

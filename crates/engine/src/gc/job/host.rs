@@ -1,8 +1,8 @@
 //! What a GC job needs of the engine ([`GcHost`]), and what a job is ([`GcJob`]).
 
 use crate::error::Result;
+use crate::internal_key::SeqNo;
 use crate::io::Storage;
-use crate::types::SeqNo;
 use crate::version::{Found, Version, VersionEdit};
 use crate::vlog::{BlobFile, IndexMap, ValueFileWriter, ValuePointer};
 use std::path::{Path, PathBuf};

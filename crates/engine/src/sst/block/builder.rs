@@ -1,7 +1,7 @@
 //! Builds the bytes of one block (layout in the parent module's docs).
 
 use super::super::coding::put_varint32;
-use crate::types::cmp_internal;
+use crate::internal_key::cmp_internal;
 use std::cmp::Ordering;
 
 /// Accumulates sorted entries into block bytes.

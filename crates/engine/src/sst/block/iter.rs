@@ -2,8 +2,8 @@
 
 use super::parsed::Block;
 use crate::error::Result;
+use crate::internal_key::cmp_internal;
 use crate::sst::iter::InternalIterator;
-use crate::types::cmp_internal;
 use std::cmp::Ordering;
 use std::ops::Range;
 use std::sync::Arc;

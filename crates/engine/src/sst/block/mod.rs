@@ -4,7 +4,7 @@
 //! # Layout
 //!
 //! ```text
-//! entry*            one per key-value pair, in internal-key order (types::cmp_internal)
+//! entry*            one per key-value pair, in internal-key order (internal_key::cmp_internal)
 //! restarts: [u32 LE; num_restarts]   offset of every restart entry
 //! num_restarts: u32 LE
 //! ```

@@ -1,8 +1,8 @@
 //! A block's bytes parsed and validated ([`Block`]): the form blocks are cached and read
 //! in (layout in the parent module's docs).
 
+use crate::internal_key::TRAILER_LEN;
 use crate::sst::coding::{get_fixed32, get_varint32};
-use crate::types::TRAILER_LEN;
 use std::fmt;
 
 /// Why a block's bytes could not be parsed. The table reader turns it into an

@@ -1,5 +1,5 @@
 use super::*;
-use crate::types::{cmp_internal, make_internal_key, InternalKey, ValueKind};
+use crate::internal_key::{cmp_internal, make_internal_key, InternalKey, ValueKind};
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -50,9 +50,9 @@ fn newer_versions_of_a_key_come_first_and_seek_finds_visible_one() {
     ];
     let block = build(&entries, 2);
     let mut it = block.iter();
-    it.seek(&make_internal_key(b"a", 6, crate::types::KIND_SEEK));
+    it.seek(&make_internal_key(b"a", 6, crate::internal_key::KIND_SEEK));
     assert_eq!(it.value(), b"a5");
-    it.seek(&make_internal_key(b"a", 1, crate::types::KIND_SEEK));
+    it.seek(&make_internal_key(b"a", 1, crate::internal_key::KIND_SEEK));
     assert_eq!(it.value(), b"b1");
     it.seek(&ikey("c", 100));
     assert!(!it.valid());

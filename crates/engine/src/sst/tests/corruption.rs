@@ -3,9 +3,9 @@
 
 use super::*;
 use crate::error::Error;
+use crate::internal_key::KIND_SEEK;
 use crate::io::{FileStorage, IoCause, Storage};
 use crate::sst::format::FOOTER_LEN;
-use crate::types::KIND_SEEK;
 use std::path::Path;
 use std::sync::Arc;
 

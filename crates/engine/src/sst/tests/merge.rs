@@ -1,6 +1,6 @@
 use super::*;
+use crate::internal_key::{cmp_internal, InternalKey};
 use crate::io::IoCause;
-use crate::types::{cmp_internal, InternalKey};
 use proptest::prelude::*;
 use std::cmp::Ordering;
 
@@ -95,7 +95,7 @@ proptest! {
         m.seek_to_first().unwrap();
         prop_assert_eq!(&collect(&mut m).unwrap(), &want);
 
-        let t = make_internal_key(&target.0, target.1, crate::types::KIND_SEEK);
+        let t = make_internal_key(&target.0, target.1, crate::internal_key::KIND_SEEK);
         m.seek(&t).unwrap();
         let rest: Entries = want
             .into_iter()

@@ -8,7 +8,7 @@ mod merge;
 mod table;
 
 use super::*;
-use crate::types::{make_internal_key, ValueKind};
+use crate::internal_key::{make_internal_key, ValueKind};
 use mem_file::MemFile;
 
 pub(crate) type Entries = Vec<(Vec<u8>, Vec<u8>)>;
@@ -88,7 +88,7 @@ pub(crate) fn moves(
 /// in its order), checking after each that both stand on the same entry or both are
 /// invalid. A step from an invalid position is not made (it means nothing).
 pub(crate) fn check_walk(it: &mut dyn InternalIterator, want: &Entries, moves: &[Move]) {
-    use crate::types::cmp_internal;
+    use crate::internal_key::cmp_internal;
     let mut at: Option<usize> = None;
     for (n, m) in moves.iter().enumerate() {
         match m {

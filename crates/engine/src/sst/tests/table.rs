@@ -1,7 +1,7 @@
 use super::*;
 use crate::cache::BlockCache;
+use crate::internal_key::{cmp_internal, user_key, InternalKey, KIND_SEEK};
 use crate::io::IoCause;
-use crate::types::{cmp_internal, user_key, InternalKey, KIND_SEEK};
 use proptest::prelude::*;
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
