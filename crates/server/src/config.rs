@@ -159,7 +159,7 @@ impl Default for Config {
             active_expire_keys_per_sec: 1000,
             replicaof: None,
             masterauth: None,
-            repl_backlog_bytes: crate::repl::log::DEFAULT_BACKLOG,
+            repl_backlog_bytes: crate::repl_log::DEFAULT_BACKLOG,
             cluster_enabled: false,
             enable_debug_command: Protection::No,
             mem_allocator: "libc",

@@ -5,6 +5,7 @@
 //! expiry, [`record`]); `appendfsync` maps onto WAL syncs ([`AppendFsync`]). See
 //! `docs/serve.md` for the command list and the measurements.
 
+mod args;
 mod cluster;
 mod cmd;
 mod cmdstats;
@@ -27,6 +28,7 @@ mod pubsub;
 pub mod record;
 // The runtime lands before its commands (EVAL, FUNCTION) are wired into the table.
 mod repl;
+mod repl_log;
 mod script;
 mod server;
 mod session;

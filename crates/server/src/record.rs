@@ -54,7 +54,7 @@ pub const MARKER_VALUE: &[u8] = &[0xfe, b'h', b'l', FORMAT];
 /// sequence number of the primary's stream its data holds. Neither a metadata key nor a sub-key, so no
 /// walk of the key space meets it.
 pub const REPL_KEY: &[u8] = b"R";
-/// A primary's replication histories ([`crate::repl::history`]); like [`REPL_KEY`], no
+/// A primary's replication histories ([`crate::repl_log::history`]); like [`REPL_KEY`], no
 /// walk of the key space meets it.
 pub const HISTORY_KEY: &[u8] = b"H";
 /// Namespace of function libraries (`FUNCTION LOAD`): `'L' | library name, lower case`

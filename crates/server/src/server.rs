@@ -189,7 +189,7 @@ impl Server {
 /// Starts as a replica of `replicaof`, or as a primary: then a replication position left
 /// by an earlier run as a replica is deleted, since writes it takes as a primary make its
 /// data differ from that position (a later `REPLICAOF` makes a full sync), and a new
-/// replication history starts ([`crate::repl::history`]).
+/// replication history starts ([`crate::repl_log::history`]).
 async fn start_role(shared: &Arc<Shared>, replicaof: Option<(String, u16)>) -> Result<()> {
     match replicaof {
         Some((host, port)) => {

@@ -9,7 +9,7 @@
 //! left out) and passwords are replaced by `(redacted)` ([`redact`]), so the log holds at
 //! most `slowlog-max-len` entries of a few KiB whatever clients send.
 
-use crate::cmd::eq;
+use crate::args::eq;
 use bytes::Bytes;
 use parking_lot::Mutex;
 use std::collections::VecDeque;

@@ -13,8 +13,8 @@
 
 use crate::deferred::Hold;
 use crate::record::{self, legacy, Head, Kind, Meta, RecordError};
-use crate::repl::log::Log;
-use crate::repl::wire;
+use crate::repl_log::wire;
+use crate::repl_log::Log;
 use engine::internal_key::ValueKind;
 use engine::{WriteBatch, WriteOptions, DB};
 use parking_lot::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
@@ -82,7 +82,7 @@ pub struct Store {
     /// Keys in `watches` (a write checks the registry only when some key is watched).
     watched: AtomicUsize,
     /// The engine's last sequence number when the database was opened, before any write:
-    /// what a restarted primary recovered ([`crate::repl::history`]).
+    /// what a restarted primary recovered ([`crate::repl_log::history`]).
     recovered_seq: u64,
     /// Strings tracked for their `expired` event while that class of keyspace events is on.
     pub expiries: crate::notify::Expiries,

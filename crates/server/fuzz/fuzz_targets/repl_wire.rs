@@ -15,7 +15,7 @@ use libfuzzer_sys::fuzz_target;
 // The parsers' source itself, rather than the `halflife-server` crate: the target then
 // builds without the engine.
 #[allow(dead_code)]
-#[path = "../../src/repl/wire.rs"]
+#[path = "../../src/repl_log/wire.rs"]
 mod wire;
 
 use wire::{Event, SyncDecoder, WireError};

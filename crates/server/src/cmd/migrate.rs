@@ -18,7 +18,7 @@ use super::{eq, int, syntax, CmdResult, Ctx, MAX_STRING};
 use crate::dump;
 use crate::protocol::Reply;
 use crate::record;
-use crate::repl::wire;
+use crate::repl_log::wire;
 use crate::shared::Shared;
 use crate::store::Batch;
 use bytes::Bytes;

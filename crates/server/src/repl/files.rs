@@ -12,11 +12,11 @@
 //! sync at a file's end finds little left to do, and the socket is read meanwhile.
 //!
 //! What is checked stays where it was: the framing and the crc32c of every file are
-//! checked by [`super::wire::SyncDecoder`] before the file's end is passed on here, a
+//! checked by [`crate::repl_log::wire::SyncDecoder`] before the file's end is passed on here, a
 //! file is created only if its name does not exist, and each file is synced before the
 //! transfer counts as received.
 
-use super::wire;
+use crate::repl_log::wire;
 use bytes::Bytes;
 use std::fs::File;
 use std::io::{self, Read, Write};
@@ -189,7 +189,7 @@ fn start_writeback(f: &File, offset: u64, len: u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::repl::wire::{Event, SyncDecoder};
+    use crate::repl_log::wire::{Event, SyncDecoder};
     use bytes::BytesMut;
 
     /// What `read_files` sends for `files` of `dir`: the chunks, collected on another

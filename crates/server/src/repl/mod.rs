@@ -3,11 +3,11 @@
 //! is Kvrocks': a full sync ships a checkpoint's files, not a serialized dump). See
 //! `docs/replication.md` for how it is used and its limits.
 //!
-//! - [`log`]: the primary's replication id, offset and backlog, kept by the store under
-//!   the lock that orders writes.
-//! - [`history`]: the replication ids of a primary's earlier runs, and how much of each
-//!   its data still holds, for replicas that continue from its WAL after a restart.
-//! - [`wire`]: the handshake lines, the file transfer framing and the write records.
+//! - [`crate::repl_log`] (below the store, outside this module): the primary's
+//!   replication id, offset and backlog, kept by the store under the lock that orders
+//!   writes; the ids of a primary's earlier runs ([`history`]), for replicas that
+//!   continue from its WAL after a restart; the wire format of the handshake, the file
+//!   transfer and the write records.
 //! - [`files`]: the disk side of a full sync's transfer (the primary's reads, the
 //!   replica's writes), each on one blocking thread.
 //! - [`primary`]: serving a replica that sent `PSYNC` (a full sync or `+CONTINUE`, then
@@ -20,15 +20,13 @@
 
 pub mod cmd;
 pub mod files;
-pub mod history;
 pub mod install;
-pub mod log;
 pub mod primary;
 pub mod replica;
-pub mod wire;
 
 use crate::protocol::Reply;
 use crate::record;
+use crate::repl_log::history;
 use crate::shared::Shared;
 use parking_lot::{Condvar, Mutex};
 use std::collections::BTreeMap;

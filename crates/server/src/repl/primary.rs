@@ -16,8 +16,9 @@
 //! behind (during a long file transfer, or reading slowly) finds its next bytes gone, is
 //! dropped, and syncs again when it reconnects.
 
-use super::{files, log::Gap, wire};
+use super::files;
 use crate::protocol::{self, Limits};
+use crate::repl_log::{wire, Gap};
 use crate::shared::Shared;
 use bytes::{Bytes, BytesMut};
 use std::io;

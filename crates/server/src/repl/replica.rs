@@ -11,10 +11,10 @@
 //! second later; a change of role or a shutdown ends the task.
 
 use super::files::{self, ToDisk};
-use super::wire::{self, Answer, Event, SyncDecoder};
 use super::{LinkState, Position};
 use crate::protocol::{self, Limits};
 use crate::record;
+use crate::repl_log::wire::{self, Answer, Event, SyncDecoder};
 use crate::shared::Shared;
 use bytes::{Bytes, BytesMut};
 use engine::WriteBatch;

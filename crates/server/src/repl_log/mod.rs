@@ -8,8 +8,14 @@
 //! engine's order, and a checkpoint taken under it holds exactly the writes before an
 //! offset. As in Redis, there is no backlog (and no stream: the offset stands still)
 //! until the first replica asks for a full sync.
+//!
+//! It sits below the store and imports nothing of the server: the replication commands
+//! and links (`crate::repl`) read it through the store.
 
-use super::history::History;
+pub mod history;
+pub mod wire;
+
+use history::History;
 use std::collections::VecDeque;
 use tokio::sync::watch;
 
@@ -41,15 +47,6 @@ pub enum Gap {
     Overrun,
     /// The offset is past the end of the stream.
     Ahead,
-}
-
-/// A new random replication id: 40 hex digits, as Redis's.
-pub fn new_replid() -> String {
-    format!(
-        "{:032x}{:08x}",
-        rand::random::<u128>(),
-        rand::random::<u32>()
-    )
 }
 
 impl Log {

@@ -45,7 +45,7 @@ impl History {
     /// numbers are its own, not those of the primary it followed).
     pub fn fresh() -> History {
         History {
-            current: super::log::new_replid(),
+            current: new_replid(),
             previous: Vec::new(),
         }
     }
@@ -64,7 +64,7 @@ impl History {
         );
         previous.truncate(MAX_PREVIOUS);
         History {
-            current: super::log::new_replid(),
+            current: new_replid(),
             previous,
         }
     }
@@ -142,6 +142,15 @@ impl History {
         }
         Ok(())
     }
+}
+
+/// A new random replication id: 40 hex digits, as Redis's.
+pub fn new_replid() -> String {
+    format!(
+        "{:032x}{:08x}",
+        rand::random::<u128>(),
+        rand::random::<u32>()
+    )
 }
 
 #[cfg(test)]
