@@ -7,7 +7,7 @@ use std::fmt;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::str::FromStr;
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 
 /// When acknowledged writes reach the disk, in Redis's terms, mapped onto the WAL.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -198,8 +198,6 @@ pub const COMPAT_PARAMS: &[(&str, &str)] = &[
     ("set-max-listpack-entries", "128"),
     ("stream-node-max-bytes", "4096"),
     ("stream-node-max-entries", "100"),
-    ("tcp-keepalive", "300"),
-    ("timeout", "0"),
     ("zset-max-listpack-entries", "128"),
     ("zset-max-listpack-value", "64"),
     ("zset-max-ziplist-entries", "128"),
@@ -289,6 +287,11 @@ pub struct Settings {
     replica_output_limit: RwLock<(u64, u64, u64)>,
     enable_debug_command: Protection,
     mem_allocator: &'static str,
+    /// `timeout`: seconds after which an idle client is closed (0: never).
+    timeout_secs: AtomicU64,
+    /// `tcp-keepalive`: seconds of silence before the kernel probes an accepted TCP
+    /// connection (0: no keepalive); applied to connections accepted after it is set.
+    tcp_keepalive_secs: AtomicU64,
 }
 
 /// Default of `halflife-client-output-limit`: replies a connection may leave unread before
@@ -316,6 +319,8 @@ impl Settings {
             replica_output_limit: RwLock::new((256 << 20, 64 << 20, 60)),
             enable_debug_command: c.enable_debug_command,
             mem_allocator: c.mem_allocator,
+            timeout_secs: AtomicU64::new(0),
+            tcp_keepalive_secs: AtomicU64::new(300),
         }
     }
 
@@ -426,6 +431,22 @@ impl Settings {
 
     pub fn enable_debug_command(&self) -> Protection {
         self.enable_debug_command
+    }
+
+    pub fn timeout_secs(&self) -> u64 {
+        self.timeout_secs.load(Ordering::Relaxed)
+    }
+
+    pub fn set_timeout_secs(&self, n: u64) {
+        self.timeout_secs.store(n, Ordering::Relaxed)
+    }
+
+    pub fn tcp_keepalive_secs(&self) -> u64 {
+        self.tcp_keepalive_secs.load(Ordering::Relaxed)
+    }
+
+    pub fn set_tcp_keepalive_secs(&self, n: u64) {
+        self.tcp_keepalive_secs.store(n, Ordering::Relaxed)
     }
 
     pub fn repl_backlog_bytes(&self) -> usize {

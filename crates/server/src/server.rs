@@ -157,6 +157,7 @@ impl Server {
                 r = accept_tcp(&tcp) => match r {
                     Ok((stream, peer)) => {
                         stream.set_nodelay(true).ok();
+                        keepalive(&stream, shared.settings.tcp_keepalive_secs());
                         let local = stream.local_addr().map_or_else(|_| String::new(), |a| a.to_string());
                         admit(&shared, &mut conns, stream, peer.to_string(), local, &shutdown).await;
                     }
@@ -241,6 +242,18 @@ async fn accept_unix(
     match l {
         Some((l, _)) => l.accept().await.map(|(s, _)| s),
         None => std::future::pending().await,
+    }
+}
+
+/// `tcp-keepalive`: the kernel probes a connection silent for `secs` (Redis sets the
+/// same idle time on its accepted sockets; 0 leaves keepalive off).
+fn keepalive(stream: &tokio::net::TcpStream, secs: u64) {
+    if secs == 0 {
+        return;
+    }
+    let ka = socket2::TcpKeepalive::new().with_time(Duration::from_secs(secs));
+    if let Err(e) = socket2::SockRef::from(stream).set_tcp_keepalive(&ka) {
+        tracing::debug!("setting tcp-keepalive: {e}");
     }
 }
 
@@ -367,6 +380,8 @@ where
     let mut bad = None;
     // Pub/sub messages for this connection, once it has subscribed.
     let mut inbox: Option<crate::pubsub::Inbox> = None;
+    // When the client last sent something or took a reply (`timeout`).
+    let mut last_io = Instant::now();
     loop {
         let settings = &shared.settings;
         let unauthenticated = !session.authed && settings.requirepass().is_some();
@@ -532,6 +547,11 @@ where
             }
         }
         input.reserve(READ_CHUNK);
+        let idle_check = idle_deadline(
+            settings.timeout_secs(),
+            session.pubsub.subscribed(),
+            last_io,
+        );
         tokio::select! {
             n = rd.read_buf(&mut input) => {
                 if n? == 0 {
@@ -539,10 +559,25 @@ where
                     flush(wr, &mut output, &mut shutdown).await?;
                     return Ok(false);
                 }
+                last_io = Instant::now();
             }
             r = wr.write_buf(&mut output), if !output.is_empty() => {
                 if r? == 0 {
                     return Err(std::io::ErrorKind::WriteZero.into());
+                }
+                last_io = Instant::now();
+            }
+            _ = tokio::time::sleep_until(idle_check.into()) => {
+                // As Redis's clientsCronHandleTimeout: subscribers are never closed for
+                // idling (a blocked client waits in `wait_blocked`, a replica's link in
+                // `repl::primary`, neither of which comes here).
+                let timeout = settings.timeout_secs();
+                if timeout > 0
+                    && !session.pubsub.subscribed()
+                    && last_io.elapsed() >= Duration::from_secs(timeout)
+                {
+                    tracing::debug!("closing connection {}: idle past timeout {timeout} s", session.id);
+                    return Ok(false);
                 }
             }
             p = next_push(&mut inbox), if inbox.is_some() && output.len() < PUSH_WINDOW => match p {
@@ -552,6 +587,19 @@ where
             },
             _ = shutdown.changed() => return Ok(false),
         }
+    }
+}
+
+/// When an idle connection is next looked at for `timeout`: when it would pass the
+/// timeout; in a second when there is none or it is a subscriber (a `CONFIG SET timeout`
+/// made meanwhile is then seen within a second, as Redis's once-a-second client cron
+/// sees it).
+fn idle_deadline(timeout_secs: u64, subscribed: bool, last_io: Instant) -> Instant {
+    let now = Instant::now();
+    match timeout_secs {
+        0 => now + Duration::from_secs(1),
+        _ if subscribed => now + Duration::from_secs(1),
+        t => (last_io + Duration::from_secs(t)).max(now),
     }
 }
 

@@ -372,3 +372,68 @@ fn geo_and_sort_writes_publish_redis_s_events() {
     event("set", "done");
     srv.stop();
 }
+
+/// Whether client `id` is connected, from `CLIENT LIST` on `admin`.
+fn connected(admin: &mut Client, id: i64) -> bool {
+    match admin.cmd(&["CLIENT", "LIST"]) {
+        F::BulkString(b) => String::from_utf8_lossy(&b)
+            .lines()
+            .any(|l| l.starts_with(&format!("id={id} "))),
+        other => panic!("{other:?}"),
+    }
+}
+
+fn client_id(c: &mut Client) -> i64 {
+    match c.cmd(&["CLIENT", "ID"]) {
+        F::Integer(n) => n,
+        other => panic!("{other:?}"),
+    }
+}
+
+/// Polls (a bounded number of times, the admin connection staying busy) until client `id`
+/// is gone.
+fn wait_closed(admin: &mut Client, id: i64) {
+    for _ in 0..300 {
+        if !connected(admin, id) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("client {id} is still connected 15 s past its timeout");
+}
+
+#[test]
+fn timeout_closes_an_idle_client_and_spares_a_subscriber() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = Running::start(dir.path(), config());
+    let mut admin = Client::connect(srv.addr);
+    let mut sub = Client::connect(srv.addr);
+    let sub_id = client_id(&mut sub);
+    sub.send(&[b"SUBSCRIBE", b"c"]);
+    assert_eq!(
+        sub.read().unwrap(),
+        arr(&[bulk("subscribe"), bulk("c"), int(1)])
+    );
+    let mut idle = Client::connect(srv.addr);
+    let idle_id = client_id(&mut idle);
+    assert_eq!(
+        admin.cmd(&["CONFIG", "SET", "timeout", "1"]),
+        F::SimpleString("OK".into())
+    );
+    assert_eq!(
+        admin.cmd(&["CONFIG", "GET", "timeout"]),
+        arr(&[bulk("timeout"), bulk("1")])
+    );
+    wait_closed(&mut admin, idle_id);
+    assert_eq!(idle.read(), None, "the server closed the idle connection");
+    // A client idle since after the first was closed is closed too: the subscriber has
+    // been idle longer than the timeout twice over by then, and is still there.
+    let mut later = Client::connect(srv.addr);
+    let later_id = client_id(&mut later);
+    wait_closed(&mut admin, later_id);
+    assert!(connected(&mut admin, sub_id));
+    assert_eq!(admin.cmd(&["PUBLISH", "c", "m"]), int(1));
+    assert_eq!(sub.read().unwrap(), msg("message", "c", "m"));
+    admin.cmd(&["CONFIG", "SET", "timeout", "0"]);
+    srv.stop();
+}

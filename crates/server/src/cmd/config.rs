@@ -105,6 +105,8 @@ fn config_params(sh: &Shared) -> Vec<(&'static str, String, bool)> {
             true,
         ),
         ("slowlog-max-len", sh.slowlog.max_len().to_string(), true),
+        ("timeout", st.timeout_secs().to_string(), true),
+        ("tcp-keepalive", st.tcp_keepalive_secs().to_string(), true),
         (
             "latency-monitor-threshold",
             sh.latency.threshold().to_string(),
@@ -313,6 +315,16 @@ fn config(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
                         apply.push(Box::new(move || sh.slowlog.set_max_len(n as usize)));
                     } else {
                         apply.push(Box::new(move || sh.latency.set_threshold(n)));
+                    }
+                }
+                "timeout" | "tcp-keepalive" => {
+                    let n: u64 = value.parse().map_err(|_| {
+                        bad("argument must be a number of seconds, 0 or more".into())
+                    })?;
+                    if name == "timeout" {
+                        apply.push(Box::new(move || settings.set_timeout_secs(n)));
+                    } else {
+                        apply.push(Box::new(move || settings.set_tcp_keepalive_secs(n)));
                     }
                 }
                 "maxclients" | "proto-max-bulk-len" | "halflife-client-output-limit" => {
