@@ -380,8 +380,12 @@ where
     let mut bad = None;
     // Pub/sub messages for this connection, once it has subscribed.
     let mut inbox: Option<crate::pubsub::Inbox> = None;
-    // When the client last sent something or took a reply (`timeout`).
+    // When the client last sent something or took a reply (`timeout`), and the timer
+    // that looks at it. The timer is set again only when it fires, not per request: a
+    // timer per pass of the loop cost every command an entry in tokio's timer wheel.
     let mut last_io = Instant::now();
+    let idle_check = tokio::time::sleep(IDLE_CHECK);
+    tokio::pin!(idle_check);
     loop {
         let settings = &shared.settings;
         let unauthenticated = !session.authed && settings.requirepass().is_some();
@@ -547,11 +551,6 @@ where
             }
         }
         input.reserve(READ_CHUNK);
-        let idle_check = idle_deadline(
-            settings.timeout_secs(),
-            session.pubsub.subscribed(),
-            last_io,
-        );
         tokio::select! {
             n = rd.read_buf(&mut input) => {
                 if n? == 0 {
@@ -567,18 +566,25 @@ where
                 }
                 last_io = Instant::now();
             }
-            _ = tokio::time::sleep_until(idle_check.into()) => {
+            _ = &mut idle_check => {
                 // As Redis's clientsCronHandleTimeout: subscribers are never closed for
                 // idling (a blocked client waits in `wait_blocked`, a replica's link in
                 // `repl::primary`, neither of which comes here).
-                let timeout = settings.timeout_secs();
-                if timeout > 0
-                    && !session.pubsub.subscribed()
-                    && last_io.elapsed() >= Duration::from_secs(timeout)
-                {
-                    tracing::debug!("closing connection {}: idle past timeout {timeout} s", session.id);
+                let timeout = Duration::from_secs(settings.timeout_secs());
+                let idle = last_io.elapsed();
+                let spared = timeout.is_zero() || session.pubsub.subscribed();
+                if !spared && idle >= timeout {
+                    tracing::debug!("closing connection {}: idle past timeout {timeout:?}", session.id);
                     return Ok(false);
                 }
+                // At the timeout if it comes sooner; in a second at the latest, so that a
+                // `CONFIG SET timeout` made meanwhile is seen within a second, as Redis's
+                // once-a-second client cron sees it.
+                let next = match spared {
+                    true => IDLE_CHECK,
+                    false => (timeout - idle).min(IDLE_CHECK),
+                };
+                idle_check.as_mut().reset(tokio::time::Instant::now() + next);
             }
             p = next_push(&mut inbox), if inbox.is_some() && output.len() < PUSH_WINDOW => match p {
                 Some(crate::pubsub::Push(r, _)) => r.encode(session.proto, &mut output),
@@ -590,18 +596,8 @@ where
     }
 }
 
-/// When an idle connection is next looked at for `timeout`: when it would pass the
-/// timeout; in a second when there is none or it is a subscriber (a `CONFIG SET timeout`
-/// made meanwhile is then seen within a second, as Redis's once-a-second client cron
-/// sees it).
-fn idle_deadline(timeout_secs: u64, subscribed: bool, last_io: Instant) -> Instant {
-    let now = Instant::now();
-    match timeout_secs {
-        0 => now + Duration::from_secs(1),
-        _ if subscribed => now + Duration::from_secs(1),
-        t => (last_io + Duration::from_secs(t)).max(now),
-    }
-}
+/// How often an idle connection looks at `timeout` at most.
+const IDLE_CHECK: Duration = Duration::from_secs(1);
 
 /// Bytes of unwritten output past which a subscriber's messages stay in its mailbox, where
 /// they count against `client-output-buffer-limit pubsub` ([`crate::pubsub`]).
