@@ -3,7 +3,7 @@
 //! server-wide lock it runs under, and its statistics. What a command is and does is its
 //! [`Spec`] in the command table ([`crate::cmd::table`]); nothing here names a command.
 //!
-//! Runs on the connection's task when cheap ([`crate::cheap`]), else on a blocking-pool
+//! Runs on the connection's task when cheap ([`crate::inline`]), else on a blocking-pool
 //! thread (engine calls may block).
 
 use crate::cmd::table::{self, Flags, Spec};
@@ -108,6 +108,9 @@ fn run_found(
         return (r, Outcome::Continue);
     }
     let start = s.clock.take().unwrap_or_else(Instant::now);
+    // Set for each command, so that a script's or a transaction's commands are counted by
+    // their own flags.
+    s.ext.reading = spec.has(Flags::READONLY);
     let reply = {
         let mut cx = Ctx { sh, s };
         (spec.handler)(&mut cx, &args[1..])

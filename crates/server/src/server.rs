@@ -2,7 +2,7 @@
 //!
 //! Each connection is a task that reads whatever the client has sent, decodes every
 //! complete command in it (a pipeline arrives as many commands in one read), runs them
-//! (on the task itself when every one is cheap, [`crate::cheap`]; otherwise as one job on
+//! (on the task itself when every one is cheap, [`crate::inline`]; otherwise as one job on
 //! tokio's blocking pool, since engine calls may block on I/O and a WAL sync can take
 //! milliseconds), and writes all the replies back in one write. `SHUTDOWN`, SIGTERM and
 //! SIGINT stop the listeners, close the connections, sync the WAL and close the engine.

@@ -122,6 +122,9 @@ pub struct SessionExt {
     /// The run of commands on one key this connection is executing as one engine write
     /// ([`crate::combine`]).
     pub combining: Option<crate::combine::Pending>,
+    /// The command running is a read (`readonly`): its key lookups count as hits and misses
+    /// ([`crate::cmd::Ctx::looked_up`]).
+    pub reading: bool,
 }
 
 /// `CLIENT REPLY`'s state: which replies the connection sends.

@@ -317,6 +317,42 @@ fn writes_and_expiries_publish_keyspace_events() {
 }
 
 #[test]
+fn read_misses_publish_keymiss_and_count_in_info() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = Running::start(dir.path(), config());
+    let mut c = Client::connect(srv.addr);
+    let mut sub = Client::connect(srv.addr);
+    c.cmd(&["CONFIG", "SET", "notify-keyspace-events", "Em"]);
+    sub.cmd(&["SUBSCRIBE", "__keyevent@0__:keymiss"]);
+    c.cmd(&["HSET", "h", "f", "v"]);
+    assert_eq!(c.cmd(&["GET", "nokey"]), F::Null);
+    c.cmd(&["HGET", "h", "f"]); // a hit: no event
+    c.cmd(&["HGET", "nohash", "f"]);
+    c.cmd(&["MGET", "h", "nokey2"]);
+    c.cmd(&["SET", "wrote", "1"]); // a write's lookup is no miss
+    for key in ["nokey", "nohash", "nokey2"] {
+        assert_eq!(
+            sub.read().unwrap(),
+            msg("message", "__keyevent@0__:keymiss", key)
+        );
+    }
+    // Nothing else was published: the next message is the one sent now.
+    c.cmd(&["GET", "last"]);
+    assert_eq!(
+        sub.read().unwrap(),
+        msg("message", "__keyevent@0__:keymiss", "last")
+    );
+    let F::BulkString(info) = c.cmd(&["INFO", "stats"]) else {
+        panic!("INFO is a bulk string")
+    };
+    let info = String::from_utf8(info.to_vec()).unwrap();
+    // GET nokey, HGET nohash, MGET's nokey2, GET last; the hits: HGET h f and MGET's h.
+    assert!(info.contains("keyspace_misses:4\r\n"), "{info}");
+    assert!(info.contains("keyspace_hits:2\r\n"), "{info}");
+    srv.stop();
+}
+
+#[test]
 fn geo_and_sort_writes_publish_redis_s_events() {
     let dir = tempfile::tempdir().unwrap();
     let srv = Running::start(dir.path(), config());

@@ -74,10 +74,24 @@ impl Ctx<'_> {
     /// The live metadata of `key` (expired keys are absent; not purged, so it may be
     /// called under the key's lock).
     pub fn meta(&self, key: &[u8]) -> Result<Option<Meta>, Reply> {
-        if let Some(p) = self.combining(key) {
-            return Ok(p.meta(&self.sh.store)?);
+        let m = match self.combining(key) {
+            Some(p) => p.meta(&self.sh.store)?,
+            None => self.sh.store.read(self.db(), key, false)?,
+        };
+        if self.s.ext.reading {
+            self.looked_up(key, m.is_some());
         }
-        Ok(self.sh.store.read(self.db(), key, false)?)
+        Ok(m)
+    }
+
+    /// A read command looked `key` up: counted in `keyspace_hits`/`keyspace_misses`, and a
+    /// miss is the `keymiss` event (class `m`), as Redis's read lookups do. Write commands'
+    /// lookups count neither, as in Redis.
+    pub fn looked_up(&self, key: &[u8], hit: bool) {
+        self.sh.stats.count_lookup(hit);
+        if !hit {
+            self.notify(crate::notify::Class::KEY_MISS, "keymiss", key);
+        }
     }
 
     /// The run of commands on `key` this command belongs to ([`crate::combine`]), if any.

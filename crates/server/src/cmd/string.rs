@@ -61,7 +61,7 @@ fn put(cx: &Ctx, key: &[u8], value: Vec<u8>, expire: Option<u64>) -> Result<(), 
 
 pub fn get(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     let v = cx.sh.store.read(cx.db(), &a[0], true)?;
-    cx.sh.stats.count_lookup(v.is_some());
+    cx.looked_up(&a[0], v.is_some());
     match v {
         None => Ok(Reply::Nil),
         Some(m) if m.kind != Kind::String => Err(wrongtype()),
@@ -268,7 +268,7 @@ pub fn mget(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     let mut size = 0usize;
     for k in a {
         let v = cx.sh.store.read(cx.db(), k, true)?;
-        cx.sh.stats.count_lookup(v.is_some());
+        cx.looked_up(k, v.is_some());
         let value = v.filter(|m| m.kind == Kind::String).map(|m| m.value);
         size = size.saturating_add(super::REPLY_OVERHEAD + value.as_ref().map_or(0, Vec::len));
         if size > cx.s.output_budget {

@@ -39,7 +39,7 @@ bitflags::bitflags! {
 
         /// A bounded number of engine point reads and at most one engine write, whatever
         /// the data: runs on the connection's task instead of the blocking pool
-        /// ([`crate::cheap`]). Subject to [`Spec::point_if`].
+        /// ([`crate::inline`]). Subject to [`Spec::point_if`].
         const CHEAP = 1 << 24;
         /// Reads only its key's metadata record and sub-keys by point lookups and writes
         /// only those: may join a run of commands on one key applied as one engine write
