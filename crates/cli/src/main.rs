@@ -4,6 +4,7 @@
 mod cmd;
 mod flags;
 mod logging;
+mod remote;
 
 use clap::{Parser, Subcommand};
 

@@ -10,13 +10,11 @@
 
 #[path = "../../server/tests/common/client.rs"]
 mod client;
+mod served;
 
 use client::Client;
 use redis_protocol::resp2::types::BytesFrame as F;
-use std::io::{BufRead, BufReader};
-use std::net::SocketAddr;
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use served::Served;
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -26,44 +24,6 @@ const GUARD: Duration = Duration::from_secs(60);
 
 /// Writes `WAIT` must have acknowledged before the primary is killed.
 const ACKED_BEFORE_KILL: usize = 200;
-
-/// A `halflife serve` process on a free port; killed when dropped.
-struct Served {
-    child: Child,
-    addr: SocketAddr,
-}
-
-impl Served {
-    fn start(dir: &Path, extra: &[&str]) -> Served {
-        let log = std::fs::File::create(dir.with_extension("log")).unwrap();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_halflife"))
-            .args(["serve", "--dir"])
-            .arg(dir)
-            .args(["--port", "0"])
-            .args(extra)
-            .stdout(Stdio::piped())
-            .stderr(log)
-            .spawn()
-            .unwrap();
-        // The first line says where it listens: `..., tcp 127.0.0.1:PORT`.
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let addr = line
-            .rsplit_once("tcp ")
-            .and_then(|(_, a)| a.trim().split(',').next()?.parse().ok())
-            .unwrap_or_else(|| panic!("halflife serve did not start: {line:?}"));
-        Served { child, addr }
-    }
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 fn text(f: &F) -> String {
     match f {

@@ -104,6 +104,17 @@ pub struct Config {
     /// What `INFO`'s `mem_allocator` says: the allocator of the program that embeds the
     /// server (`libc` unless it installs another; `halflife serve` runs on mimalloc).
     pub mem_allocator: &'static str,
+    /// `backup-dir`: where `BGSAVE` and `BACKUP` write ([`crate::backup`]); `None`: the
+    /// data directory's sibling `<dir>-backup`.
+    pub backup_dir: Option<PathBuf>,
+    /// The config file the server was started with, which `CONFIG REWRITE` writes.
+    pub config_file: Option<PathBuf>,
+    /// Settings applied at start as `CONFIG SET` applies them: name, value, and where
+    /// they come from (`file:line`, named in the error if one is refused).
+    pub settings: Vec<(String, String, String)>,
+    /// The embedding program's log subscriber, which `loglevel` and `logfile` change
+    /// ([`crate::logs`]); `None`: both are refused.
+    pub log: Option<crate::logs::LogHandle>,
 }
 
 /// Redis's protected settings' values: a command allowed to no one, everyone, or
@@ -163,6 +174,10 @@ impl Default for Config {
             cluster_enabled: false,
             enable_debug_command: Protection::No,
             mem_allocator: "libc",
+            backup_dir: None,
+            config_file: None,
+            settings: Vec::new(),
+            log: None,
         }
     }
 }
@@ -188,12 +203,10 @@ pub const COMPAT_PARAMS: &[(&str, &str)] = &[
     ("list-compress-depth", "0"),
     ("list-max-listpack-size", "-2"),
     ("list-max-ziplist-size", "-2"),
-    ("loglevel", "notice"),
     ("lua-time-limit", "5000"),
     ("maxmemory", "0"),
     ("maxmemory-policy", "noeviction"),
     ("maxmemory-samples", "5"),
-    ("save", ""),
     ("set-max-intset-entries", "512"),
     ("set-max-listpack-entries", "128"),
     ("stream-node-max-bytes", "4096"),
@@ -292,6 +305,8 @@ pub struct Settings {
     /// `tcp-keepalive`: seconds of silence before the kernel probes an accepted TCP
     /// connection (0: no keepalive); applied to connections accepted after it is set.
     tcp_keepalive_secs: AtomicU64,
+    /// `loglevel` and `logfile`.
+    pub logs: crate::logs::Logs,
 }
 
 /// Default of `halflife-client-output-limit`: replies a connection may leave unread before
@@ -321,6 +336,7 @@ impl Settings {
             mem_allocator: c.mem_allocator,
             timeout_secs: AtomicU64::new(0),
             tcp_keepalive_secs: AtomicU64::new(300),
+            logs: crate::logs::Logs::new(c.log.clone()),
         }
     }
 

@@ -233,8 +233,9 @@ pub fn render(sh: &Shared, args: &[Bytes]) -> String {
             "persistence" => {
                 kv("loading", "0".into());
                 kv("async_loading", "0".into());
-                kv("rdb_changes_since_last_save", "0".into());
-                kv("rdb_bgsave_in_progress", "0".into());
+                for (k, v) in sh.backups.info(sh.store.db().latest_sequence_number()) {
+                    kv(k, v);
+                }
                 kv("aof_enabled", "1".into());
                 kv("aof_rewrite_in_progress", "0".into());
                 kv("aof_rewrite_scheduled", "0".into());

@@ -6,10 +6,12 @@
 //! `docs/serve.md` for the command list and the measurements.
 
 mod args;
+mod backup;
 mod cluster;
 mod cmd;
 mod cmdstats;
 mod combine;
+pub mod conffile;
 mod config;
 mod deferred;
 mod dispatch;
@@ -17,6 +19,7 @@ mod dump;
 mod info;
 mod inline;
 mod latency;
+mod logs;
 mod notify;
 mod observe;
 mod pattern;
@@ -37,6 +40,7 @@ mod slowlog;
 mod store;
 
 pub use config::{AppendFsync, Config, Protection};
+pub use logs::{LogControl, LogHandle};
 pub use repl::install::recover as recover_interrupted_sync;
 pub use server::{Server, ShutdownHandle};
 

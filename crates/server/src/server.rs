@@ -81,8 +81,19 @@ impl Server {
             false => None,
         };
         let (tx, rx) = watch::channel(false);
+        let backup_dir = config
+            .backup_dir
+            .clone()
+            .unwrap_or_else(|| crate::backup::Backups::default_dir(db.path()));
+        let backups = crate::backup::Backups::new(backup_dir, &db)
+            .context("recovering the BGSAVE checkpoint of backup-dir")?;
         let server = Server {
             shared: Arc::new(Shared {
+                backups: Arc::new(backups),
+                conf: crate::conffile::Conf {
+                    path: config.config_file.clone(),
+                    baseline: Default::default(),
+                },
                 store: Store::open(db, config.repl_backlog_bytes)?,
                 blocked: Registry::default(),
                 settings: Arc::new(Settings::new(config)),
@@ -112,6 +123,18 @@ impl Server {
             shutdown: rx,
         };
         let _ = server.shared.me.set(Arc::downgrade(&server.shared));
+        // The config file's settings, each as CONFIG SET would set it.
+        for (name, value, origin) in &config.settings {
+            crate::cmd::config::set_at_start(&server.shared, name, value).map_err(|r| match r {
+                Reply::Error(e) => anyhow::anyhow!("{origin}: {e}"),
+                other => anyhow::anyhow!("{origin}: {other:?}"),
+            })?;
+        }
+        let _ = server
+            .shared
+            .conf
+            .baseline
+            .set(crate::cmd::config::settable(&server.shared));
         Ok(server)
     }
 
@@ -141,6 +164,7 @@ impl Server {
             shared.clone(),
             shutdown.clone(),
         ));
+        let saver = tokio::spawn(save_points(shared.clone(), shutdown.clone()));
         let mut sigterm =
             tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
         let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
@@ -183,6 +207,7 @@ impl Server {
         syncer.await.ok();
         sweeper.await.ok();
         pinger.await.ok();
+        saver.await.ok();
         close(shared).await
     }
 }
@@ -798,6 +823,24 @@ fn note_batch(sh: &Shared, s: &Session, last: Option<&Vec<Bytes>>) {
     }
 }
 
+/// `save <seconds> <changes> ...`: a `BGSAVE` once a point is reached, checked each
+/// second (Redis's `serverCron`).
+async fn save_points(shared: Arc<Shared>, mut shutdown: watch::Receiver<bool>) {
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = shutdown.changed() => return,
+        }
+        let db = shared.store.db();
+        if let Some((secs, changes)) = shared.backups.due(db.latest_sequence_number()) {
+            tracing::info!("{changes} changes in {secs} seconds. Saving...");
+            let _ = shared.backups.bgsave(db, false);
+        }
+    }
+}
+
 /// `appendfsync everysec`: syncs the WAL once a second while that is the setting.
 async fn sync_every_second(shared: Arc<Shared>, mut shutdown: watch::Receiver<bool>) {
     let mut tick = tokio::time::interval(Duration::from_secs(1));
@@ -863,6 +906,9 @@ async fn sweep_expired(shared: Arc<Shared>, mut shutdown: watch::Receiver<bool>)
 
 /// Syncs the WAL and closes the engine once nothing else holds it.
 async fn close(mut shared: Arc<Shared>) -> Result<()> {
+    // A BGSAVE or BACKUP CREATE holds the engine until it ends.
+    let backups = shared.backups.clone();
+    tokio::task::spawn_blocking(move || backups.wait_idle()).await?;
     // Blocking jobs of finished connections may still hold a reference for a moment.
     for _ in 0..600 {
         match Arc::try_unwrap(shared) {

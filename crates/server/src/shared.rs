@@ -125,6 +125,10 @@ pub(crate) struct Shared {
     pub pause: crate::pause::Pause,
     /// Lua scripts and function libraries ([`crate::script`]).
     pub scripting: crate::script::cmd::Scripting,
+    /// `BGSAVE`, `BACKUP` and `backup-dir` ([`crate::backup`]).
+    pub backups: Arc<crate::backup::Backups>,
+    /// The config file `CONFIG REWRITE` writes ([`crate::conffile`]).
+    pub conf: crate::conffile::Conf,
 }
 
 impl Shared {
@@ -132,7 +136,12 @@ impl Shared {
     #[cfg(test)]
     pub fn for_test(db: engine::DB, config: &crate::config::Config) -> Shared {
         let (tx, _) = watch::channel(false);
+        let backups =
+            crate::backup::Backups::new(crate::backup::Backups::default_dir(db.path()), &db)
+                .expect("no backup directory to recover");
         Shared {
+            backups: Arc::new(backups),
+            conf: Default::default(),
             store: Store::open(db, config.repl_backlog_bytes).expect("a new database opens"),
             blocked: Registry::default(),
             settings: Arc::new(Settings::new(config)),

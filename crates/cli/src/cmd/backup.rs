@@ -3,9 +3,11 @@
 //! incremental backups into a backup directory (`engine::backup`). See docs/backup.md.
 //!
 //! Both open the database, which takes its lock: the database of a running
-//! `halflife serve` cannot be checkpointed or backed up from here while the server runs
-//! (that needs an admin command of the server's).
+//! `halflife serve` cannot be opened here. `halflife backup create|list|verify|purge
+//! --server HOST:PORT` asks the running server instead, through its `BACKUP` command,
+//! which works in the server's `backup-dir`.
 
+use crate::remote::{self, Remote, ServerArgs};
 use anyhow::{bail, Context};
 use engine::backup::BackupEngine;
 use engine::{GcPolicyConfig, Options, TreeOptions, ValueLogOptions, DB};
@@ -45,17 +47,29 @@ pub struct BackupArgs {
 
 #[derive(clap::Subcommand)]
 pub enum BackupCommand {
-    /// Back up a database, copying only the files no earlier backup holds.
+    /// Back up a database, copying only the files no earlier backup holds (with --server:
+    /// the running server's database, into its backup-dir).
     Create {
+        /// The database directory (opened, so not one a running server holds).
+        #[arg(long, required_unless_present = "server", conflicts_with = "server")]
+        dir: Option<PathBuf>,
+        /// The value placement and GC policy the database is used with.
+        #[arg(short, long, default_value = "lifetime")]
+        policy: String,
+        /// Levels of the tree, as the database is opened with.
+        #[arg(long, default_value_t = Options::default().tree.num_levels)]
+        num_levels: usize,
+        #[arg(long, required_unless_present = "server", conflicts_with = "server")]
+        backup_dir: Option<PathBuf>,
         #[command(flatten)]
-        db: DbArgs,
-        #[arg(long)]
-        backup_dir: PathBuf,
+        remote: ServerArgs,
     },
-    /// List the backups in a backup directory.
+    /// List the backups in a backup directory (with --server: in the server's).
     List {
-        #[arg(long)]
-        backup_dir: PathBuf,
+        #[arg(long, required_unless_present = "server", conflicts_with = "server")]
+        backup_dir: Option<PathBuf>,
+        #[command(flatten)]
+        remote: ServerArgs,
     },
     /// Copy a backup into a directory that does not exist or is empty.
     Restore {
@@ -69,17 +83,21 @@ pub enum BackupCommand {
     },
     /// Delete every backup but the newest KEEP, and the files only they held.
     Purge {
-        #[arg(long)]
-        backup_dir: PathBuf,
+        #[arg(long, required_unless_present = "server", conflicts_with = "server")]
+        backup_dir: Option<PathBuf>,
         #[arg(long)]
         keep: usize,
+        #[command(flatten)]
+        remote: ServerArgs,
     },
     /// Recompute the size and crc32c of every file of a backup (of every backup if no id).
     Verify {
-        #[arg(long)]
-        backup_dir: PathBuf,
+        #[arg(long, required_unless_present = "server", conflicts_with = "server")]
+        backup_dir: Option<PathBuf>,
         #[arg(long)]
         id: Option<u64>,
+        #[command(flatten)]
+        remote: ServerArgs,
     },
 }
 
@@ -100,7 +118,7 @@ fn open(a: &DbArgs) -> anyhow::Result<DB> {
     DB::open(&a.dir, opts).map_err(|e| {
         let hint = match &e {
             engine::Error::Locked(_) => {
-                "; if `halflife serve` runs on it, stop it first (a running server's database cannot be checkpointed from the command line)"
+                "; if `halflife serve` runs on it, back it up through the server instead (`halflife backup create --server HOST:PORT`, or BGSAVE)"
             }
             _ => "",
         };
@@ -131,10 +149,84 @@ pub fn run_checkpoint(a: CheckpointArgs) -> anyhow::Result<()> {
     db.close().context("closing the database")
 }
 
+/// The server's connection, when `--server` was given.
+fn remote(r: &ServerArgs) -> anyhow::Result<Option<(Remote, &str)>> {
+    match &r.server {
+        Some(addr) => Ok(Some((
+            Remote::connect(addr, r.password.as_deref())?,
+            addr.as_str(),
+        ))),
+        None => Ok(None),
+    }
+}
+
+/// A path clap required (`required_unless_present = "server"`).
+fn given(p: Option<PathBuf>) -> PathBuf {
+    p.expect("clap requires it without --server")
+}
+
 pub fn run_backup(a: BackupArgs) -> anyhow::Result<()> {
     match a.command {
-        BackupCommand::Create { db, backup_dir } => create(&db, &backup_dir),
-        BackupCommand::List { backup_dir } => list(&backup_dir),
+        BackupCommand::Create {
+            dir,
+            policy,
+            num_levels,
+            backup_dir,
+            remote: r,
+        } => match remote(&r)? {
+            Some((mut c, addr)) => {
+                let started = Instant::now();
+                let f = remote::int_fields(&c.call(&["BACKUP", "CREATE"])?)?;
+                let get = |k: &str| f.iter().find(|(n, _)| n == k).map_or(0, |(_, v)| *v);
+                println!(
+                    "backup {} of the server at {addr} in {:.3} s: {} files, {} bytes, every write up to sequence {}",
+                    get("id"),
+                    started.elapsed().as_secs_f64(),
+                    get("files"),
+                    get("bytes"),
+                    get("sequence")
+                );
+                Ok(())
+            }
+            None => create(
+                &DbArgs {
+                    dir: given(dir),
+                    policy,
+                    num_levels,
+                },
+                &given(backup_dir),
+            ),
+        },
+        BackupCommand::List {
+            backup_dir,
+            remote: r,
+        } => match remote(&r)? {
+            Some((mut c, addr)) => {
+                let redis_protocol::resp2::types::BytesFrame::Array(all) =
+                    c.call(&["BACKUP", "LIST"])?
+                else {
+                    bail!("BACKUP LIST of {addr}: not an array");
+                };
+                let rows = all
+                    .iter()
+                    .map(|m| {
+                        let f = remote::int_fields(m)?;
+                        let get = |k: &str| f.iter().find(|(n, _)| n == k).map_or(0, |(_, v)| *v);
+                        Ok(Row {
+                            id: get("id") as u64,
+                            timestamp: get("timestamp") as u64,
+                            sequence: get("sequence") as u64,
+                            files: get("files") as usize,
+                            bytes: get("bytes") as u64,
+                            source: format!("the server at {addr}"),
+                        })
+                    })
+                    .collect::<anyhow::Result<Vec<_>>>()?;
+                print_rows(&rows);
+                Ok(())
+            }
+            None => list(&given(backup_dir)),
+        },
         BackupCommand::Restore { backup_dir, id, to } => {
             let be = engine_at(&backup_dir)?;
             let started = Instant::now();
@@ -152,8 +244,32 @@ pub fn run_backup(a: BackupArgs) -> anyhow::Result<()> {
             );
             Ok(())
         }
-        BackupCommand::Verify { backup_dir, id } => verify(&backup_dir, id),
-        BackupCommand::Purge { backup_dir, keep } => {
+        BackupCommand::Verify {
+            backup_dir,
+            id,
+            remote: r,
+        } => match remote(&r)? {
+            Some((mut c, addr)) => {
+                let id = id.map(|i| i.to_string());
+                let mut args = vec!["BACKUP", "VERIFY"];
+                args.extend(id.as_deref());
+                let n = remote::int(&c.call(&args)?)?;
+                println!("{n} backup(s) of the server at {addr}: OK");
+                Ok(())
+            }
+            None => verify(&given(backup_dir), id),
+        },
+        BackupCommand::Purge {
+            backup_dir,
+            keep,
+            remote: r,
+        } => {
+            if let Some((mut c, addr)) = remote(&r)? {
+                let n = remote::int(&c.call(&["BACKUP", "PURGE", &keep.to_string()])?)?;
+                println!("deleted {n} backup(s) of the server at {addr}; the newest {keep} kept");
+                return Ok(());
+            }
+            let backup_dir = given(backup_dir);
             let be = engine_at(&backup_dir)?;
             let gone = be
                 .purge_old(keep)
@@ -197,8 +313,17 @@ fn create(db: &DbArgs, backup_dir: &Path) -> anyhow::Result<()> {
     handle.close().context("closing the database")
 }
 
-fn list(backup_dir: &Path) -> anyhow::Result<()> {
-    let be = engine_at(backup_dir)?;
+/// One line of `backup list`.
+struct Row {
+    id: u64,
+    timestamp: u64,
+    sequence: u64,
+    files: usize,
+    bytes: u64,
+    source: String,
+}
+
+fn print_rows(rows: &[Row]) {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
@@ -206,18 +331,35 @@ fn list(backup_dir: &Path) -> anyhow::Result<()> {
         "{:>6} {:>12} {:>10} {:>20} {:>7} {:>14}  source",
         "id", "unix time", "age (s)", "sequence", "files", "bytes"
     );
-    for m in be.list()? {
+    for m in rows {
         println!(
             "{:>6} {:>12} {:>10} {:>20} {:>7} {:>14}  {}",
             m.id,
             m.timestamp,
             now.saturating_sub(m.timestamp),
             m.sequence,
-            m.files.len(),
-            m.bytes(),
+            m.files,
+            m.bytes,
             m.source
         );
     }
+}
+
+fn list(backup_dir: &Path) -> anyhow::Result<()> {
+    let be = engine_at(backup_dir)?;
+    let rows: Vec<Row> = be
+        .list()?
+        .into_iter()
+        .map(|m| Row {
+            id: m.id,
+            timestamp: m.timestamp,
+            sequence: m.sequence,
+            files: m.files.len(),
+            bytes: m.bytes(),
+            source: m.source.to_string(),
+        })
+        .collect();
+    print_rows(&rows);
     Ok(())
 }
 

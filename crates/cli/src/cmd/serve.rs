@@ -1,17 +1,23 @@
 //! `halflife serve`: the engine behind the Redis protocol (see `docs/serve.md`).
 
-use anyhow::{anyhow, Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use engine::{CacheOptions, GcPolicyConfig, Options, TreeOptions, ValueLogOptions, WalOptions, DB};
 use server::{AppendFsync, Config};
 use std::io::Write;
 use std::net::{IpAddr, SocketAddr};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
+    /// A config file in redis.conf syntax (docs/serve.md): its directives are these
+    /// options (`port 6380`, `dir /data`, `replicaof host port`, ...) and the settings
+    /// CONFIG SET changes (`timeout 300`, `loglevel warning`, ...); options given here
+    /// override it, and CONFIG REWRITE writes the settings back into it.
+    #[arg(value_name = "CONFIG")]
+    pub config: Option<PathBuf>,
     /// Data directory (created if absent).
-    #[arg(long)]
-    pub dir: PathBuf,
+    #[arg(long, required_unless_present = "config")]
+    pub dir: Option<PathBuf>,
     /// TCP port; 0 picks a free one (the address is printed when ready).
     #[arg(long, default_value_t = 6379)]
     pub port: u16,
@@ -51,9 +57,16 @@ pub struct Args {
     /// they are read.
     #[arg(long, default_value_t = 1000)]
     pub active_expire_keys: usize,
-    /// lifetime policies: TTL of value files, in writes, before the first GC job has set
-    /// the thresholds [default: the paper's 2^22, sized for a 200 GB load; scale it with the
-    /// expected number of keys as `halflife bench` does].
+    /// lifetime policies: target space amplification of the value files (GC runs while
+    /// value-file bytes exceed this many times the live ones); 0 for paper 000's TTL
+    /// trigger, under which --lifetime-initial-ttl applies. Fixed while the server runs
+    /// (CONFIG GET halflife-space-amp-target).
+    #[arg(long, default_value_t = engine::GcTrigger::DEFAULT_SPACE_AMP)]
+    pub space_amp_target: f64,
+    /// lifetime policies with --space-amp-target 0 (the TTL trigger): TTL of value files,
+    /// in writes, before the first GC job has set the thresholds [default: the paper's
+    /// 2^22, sized for a 200 GB load; scale it with the expected number of keys as
+    /// `halflife bench` does].
     #[arg(long)]
     pub lifetime_initial_ttl: Option<u64>,
     /// Threads of the network runtime (point commands run on them, other engine calls on a
@@ -87,6 +100,19 @@ pub struct Args {
     /// Who may run DEBUG (SLEEP): no, yes, or local (loopback and Unix-socket clients).
     #[arg(long, default_value = "no")]
     pub enable_debug_command: String,
+    /// Where BGSAVE puts its checkpoint (DIR/bgsave) and BACKUP CREATE its incremental
+    /// backups (docs/backup.md) [default: the data directory's sibling DIR-backup].
+    #[arg(long, value_name = "DIR")]
+    pub backup_dir: Option<PathBuf>,
+    /// Log level, in Redis's names: debug, verbose, notice (tracing's info) or warning
+    /// (CONFIG SET loglevel changes it while the server runs) [default: notice, or what
+    /// HALFLIFE_LOG says].
+    #[arg(long)]
+    pub loglevel: Option<String>,
+    /// Write the log to this file (appended) instead of stderr; empty: stderr (CONFIG SET
+    /// logfile changes it, and opens the file again when it is the same path).
+    #[arg(long, value_name = "PATH")]
+    pub logfile: Option<String>,
 }
 
 /// `host:port` of `--replicaof` (the host may be a name or an address; the port is last).
@@ -104,7 +130,99 @@ fn host_port(s: &str) -> Result<(String, u16)> {
     Ok((host.to_string(), port))
 }
 
+/// `serve`'s command line alone, parsed again with a config file's directives before it
+/// (later occurrences of an option win, so the command line overrides the file).
+#[derive(clap::Parser)]
+#[command(name = "halflife serve", args_override_self = true)]
+struct ServeLine {
+    #[command(flatten)]
+    a: Args,
+}
+
+/// A config file's directives as `serve`'s options where one has the directive's name
+/// (fixed while the server runs), and as settings applied as CONFIG SET applies them
+/// (name, value, `file:line`) otherwise.
+type FileSettings = Vec<(String, String, String)>;
+
+fn from_file(path: &Path) -> Result<(Vec<String>, FileSettings)> {
+    use clap::CommandFactory;
+    let cmd = ServeLine::command();
+    let mut flags = Vec::new();
+    let mut settings = Vec::new();
+    for d in server::conffile::parse(path).map_err(|e| anyhow!(e))? {
+        let origin = format!("{}:{}", path.display(), d.line);
+        let name = match d.name.as_str() {
+            "slaveof" => "replicaof",
+            "unixsocket" => "unix-socket",
+            n => n,
+        };
+        if name == "include" {
+            bail!("{origin}: include is not supported; put the settings in one file");
+        }
+        if name == "config" {
+            bail!("{origin}: Bad directive or wrong number of arguments");
+        }
+        let Some(arg) = cmd.get_arguments().find(|a| a.get_long() == Some(name)) else {
+            settings.push((d.name.clone(), d.args.join(" "), origin));
+            continue;
+        };
+        let value = match (name, d.args.as_slice()) {
+            ("replicaof", [host, port]) => format!("{host}:{port}"),
+            ("replicaof", _) => bail!("{origin}: Bad directive or wrong number of arguments"),
+            ("bind", [first, ..]) => first.clone(),
+            (_, [v]) => v.clone(),
+            _ => bail!("{origin}: Bad directive or wrong number of arguments"),
+        };
+        if arg.get_action().takes_values() {
+            flags.push(format!("--{name}"));
+            flags.push(value);
+        } else {
+            match value.to_ascii_lowercase().as_str() {
+                "yes" => flags.push(format!("--{name}")),
+                "no" => {}
+                _ => bail!("{origin}: argument must be 'yes' or 'no'"),
+            }
+        }
+    }
+    Ok((flags, settings))
+}
+
+/// `a` with the config file's options under the command line's, and the file's settings.
+fn with_file(a: Args) -> Result<(Args, FileSettings, Option<PathBuf>)> {
+    use clap::Parser;
+    let Some(path) = a.config.clone() else {
+        return Ok((a, Vec::new(), None));
+    };
+    let path = std::fs::canonicalize(&path)
+        .with_context(|| format!("the config file {}", path.display()))?;
+    let (flags, settings) = from_file(&path)?;
+    let line: Vec<std::ffi::OsString> = std::env::args_os()
+        .skip_while(|s| s != "serve")
+        .skip(1)
+        .collect();
+    let argv = std::iter::once("halflife serve".into())
+        .chain(flags.into_iter().map(Into::into))
+        .chain(line);
+    let merged = ServeLine::try_parse_from(argv)
+        .map_err(|e| anyhow!("{} and the command line: {e}", path.display()))?;
+    Ok((merged.a, settings, Some(path)))
+}
+
 pub fn run(a: Args) -> Result<()> {
+    let (a, mut settings, config_file) = with_file(a)?;
+    for (name, v) in [("loglevel", &a.loglevel), ("logfile", &a.logfile)] {
+        if let Some(v) = v {
+            settings.push((
+                name.into(),
+                v.clone(),
+                format!("--{name} (or {name} in the config file)"),
+            ));
+        }
+    }
+    let dir = a
+        .dir
+        .clone()
+        .ok_or_else(|| anyhow!("no data directory: give --dir, or dir in the config file"))?;
     let appendfsync: AppendFsync = a
         .appendfsync
         .parse()
@@ -115,8 +233,18 @@ pub fn run(a: Args) -> Result<()> {
             "--policy oracle needs the future of the workload, which a server does not know"
         );
     }
-    let mut lifetime = engine::LifetimeOptions::default();
+    let mut lifetime = engine::LifetimeOptions {
+        trigger: match a.space_amp_target {
+            0.0 => engine::GcTrigger::Ttl,
+            target => engine::GcTrigger::SpaceAmp { target },
+        },
+        ..Default::default()
+    };
     if let Some(ttl) = a.lifetime_initial_ttl {
+        anyhow::ensure!(
+            a.space_amp_target == 0.0,
+            "--lifetime-initial-ttl applies only under the TTL trigger (--space-amp-target 0)"
+        );
         lifetime.thresholds.initial_ttl = ttl;
     }
     let opts = Options {
@@ -163,23 +291,27 @@ pub fn run(a: Args) -> Result<()> {
             .enable_debug_command
             .parse()
             .map_err(|e| anyhow!("--enable-debug-command: {e}"))?,
+        backup_dir: a.backup_dir.clone(),
+        config_file,
+        settings,
+        log: crate::logging::control().map(|c| server::LogHandle(std::sync::Arc::new(c.clone()))),
     };
     // A replica's install of a full sync that a crash interrupted is finished or undone
     // before the directory is opened.
-    server::recover_interrupted_sync(&a.dir).with_context(|| {
+    server::recover_interrupted_sync(&dir).with_context(|| {
         format!(
             "recovering an interrupted replica sync of {}",
-            a.dir.display()
+            dir.display()
         )
     })?;
-    let db = DB::open(&a.dir, opts).with_context(|| format!("opening {}", a.dir.display()))?;
+    let db = DB::open(&dir, opts).with_context(|| format!("opening {}", dir.display()))?;
     let policy = a.policy.clone();
     server::run(&config, db, a.threads, |addr| {
         let mut out = std::io::stdout().lock();
         let _ = write!(
             out,
             "halflife serve: ready, data in {}, policy {policy}, appendfsync {appendfsync}",
-            a.dir.display()
+            dir.display()
         );
         if let Some(addr) = addr {
             let _ = write!(out, ", tcp {addr}");

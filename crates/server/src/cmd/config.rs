@@ -106,6 +106,9 @@ fn config_params(sh: &Shared) -> Vec<(&'static str, String, bool)> {
         ),
         ("slowlog-max-len", sh.slowlog.max_len().to_string(), true),
         ("timeout", st.timeout_secs().to_string(), true),
+        ("loglevel", st.logs.level().into(), true),
+        ("save", sh.backups.points_text(), true),
+        ("logfile", st.logs.file(), true),
         ("tcp-keepalive", st.tcp_keepalive_secs().to_string(), true),
         (
             "latency-monitor-threshold",
@@ -118,6 +121,15 @@ fn config_params(sh: &Shared) -> Vec<(&'static str, String, bool)> {
             false,
         ),
         ("halflife-gc-policy", o.vlog.gc.to_string(), false),
+        (
+            "halflife-space-amp-target",
+            match o.vlog.lifetime.trigger {
+                engine::GcTrigger::Ttl => "0".to_string(),
+                engine::GcTrigger::SpaceAmp { target } => target.to_string(),
+            },
+            false,
+        ),
+        ("backup-dir", sh.backups.dir().display().to_string(), false),
         (
             "halflife-memtable-size",
             o.tree.memtable_size.to_string(),
@@ -177,183 +189,14 @@ fn config(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
         if args.is_empty() || !args.len().is_multiple_of(2) {
             return Err(wrong_args("config|set"));
         }
-        let params = config_params(sh);
-        // Check every pair before applying any, as Redis does.
-        let mut apply: Vec<Box<dyn Fn()>> = Vec::new();
-        for kv in args.chunks(2) {
-            let name = text(&kv[0]).to_ascii_lowercase();
-            let value = text(&kv[1]);
-            let bad = |why: String| {
-                Reply::err(format!(
-                    "CONFIG SET failed (possibly related to argument '{name}') - {why}"
-                ))
-            };
-            match params.iter().find(|(n, _, _)| *n == name) {
-                None => {
-                    return Err(Reply::err(format!(
-                        "Unknown option or number of arguments for CONFIG SET - '{name}'"
-                    )))
-                }
-                Some((_, _, false)) => {
-                    return Err(bad(
-                        "fixed while the database is open; restart halflife serve with the matching option".into(),
-                    ))
-                }
-                Some(_) => {}
-            }
-            let settings = sh.settings.clone();
-            match name.as_str() {
-                "appendfsync" => {
-                    let v: crate::AppendFsync = value.parse().map_err(bad)?;
-                    apply.push(Box::new(move || settings.set_appendfsync(v)));
-                }
-                "masterauth" => {
-                    apply.push(Box::new(move || {
-                        settings.set_masterauth(Some(value.clone()))
-                    }));
-                }
-                "replica-read-only" | "slave-read-only" | "latency-tracking" => {
-                    let on = match value.to_ascii_lowercase().as_str() {
-                        "yes" => true,
-                        "no" => false,
-                        _ => return Err(bad("argument must be 'yes' or 'no'".into())),
-                    };
-                    if name == "latency-tracking" {
-                        apply.push(Box::new(move || sh.cmdstats.set_tracking(on)));
-                    } else {
-                        apply.push(Box::new(move || settings.set_replica_read_only(on)));
-                    }
-                }
-                "notify-keyspace-events" => {
-                    let c = crate::notify::parse(&value).ok_or_else(|| {
-                        bad("Invalid event class character. Use 'Ag$lshzxeKEtmdn'.".into())
-                    })?;
-                    apply.push(Box::new(move || sh.notify.set(c, &sh.store.expiries)));
-                }
-                "client-output-buffer-limit" => {
-                    for (class, hard, soft, secs) in
-                        crate::config::output_limits(&value).map_err(bad)?
-                    {
-                        let settings = settings.clone();
-                        match class {
-                            "pubsub" => apply.push(Box::new(move || {
-                                sh.pubsub.set_limits(crate::pubsub::Limits {
-                                    hard: hard as usize,
-                                    soft: soft as usize,
-                                    soft_seconds: secs,
-                                })
-                            })),
-                            // A connection's unread replies are always bounded here: 0
-                            // (Redis's "no limit") is the default bound.
-                            "normal" => apply.push(Box::new(move || {
-                                settings.set_max_output_bytes(match hard {
-                                    0 => crate::config::DEFAULT_MAX_OUTPUT,
-                                    n => n as usize,
-                                })
-                            })),
-                            _ => apply.push(Box::new(move || {
-                                settings.set_replica_output_limit((hard, soft, secs))
-                            })),
-                        }
-                    }
-                }
-                "latency-tracking-info-percentiles" => {
-                    let p =
-                        crate::cmdstats::CommandStats::parse_percentiles(&value).map_err(bad)?;
-                    apply.push(Box::new(move || sh.cmdstats.set_percentiles(p.clone())));
-                }
-                "repl-backlog-size" => {
-                    let n: usize =
-                        value
-                            .parse()
-                            .ok()
-                            .filter(|&n| n >= 16 << 10)
-                            .ok_or_else(|| {
-                                bad("argument must be a number of bytes, at least 16384".into())
-                            })?;
-                    apply.push(Box::new(move || settings.set_repl_backlog_bytes(n)));
-                }
-                "requirepass" => {
-                    apply.push(Box::new(move || {
-                        settings.set_requirepass(Some(value.clone()))
-                    }));
-                }
-                "halflife-lua-memory-limit" => {
-                    let n: usize =
-                        value
-                            .parse()
-                            .ok()
-                            .filter(|&n| n >= 1 << 20)
-                            .ok_or_else(|| {
-                                bad("argument must be a number of bytes, at least 1048576".into())
-                            })?;
-                    apply.push(Box::new(move || sh.scripting.set_memory_limit(n)));
-                }
-                "slowlog-log-slower-than" => {
-                    let us: i64 = value.parse().ok().filter(|&n| n >= -1).ok_or_else(|| {
-                        bad("argument must be a number of microseconds, -1 (off) or more".into())
-                    })?;
-                    apply.push(Box::new(move || sh.slowlog.set_slower_than(us)));
-                }
-                "slowlog-max-len" | "latency-monitor-threshold" => {
-                    let n: u64 = value
-                        .parse()
-                        .ok()
-                        .filter(|&n| {
-                            name != "slowlog-max-len" || n <= crate::slowlog::MAX_LEN_LIMIT as u64
-                        })
-                        .ok_or_else(|| {
-                            bad(match name.as_str() {
-                                "slowlog-max-len" => format!(
-                                    "argument must be a number of entries up to {}",
-                                    crate::slowlog::MAX_LEN_LIMIT
-                                ),
-                                _ => "argument must be a number of milliseconds (0: off)".into(),
-                            })
-                        })?;
-                    if name == "slowlog-max-len" {
-                        apply.push(Box::new(move || sh.slowlog.set_max_len(n as usize)));
-                    } else {
-                        apply.push(Box::new(move || sh.latency.set_threshold(n)));
-                    }
-                }
-                "timeout" | "tcp-keepalive" => {
-                    let n: u64 = value.parse().map_err(|_| {
-                        bad("argument must be a number of seconds, 0 or more".into())
-                    })?;
-                    if name == "timeout" {
-                        apply.push(Box::new(move || settings.set_timeout_secs(n)));
-                    } else {
-                        apply.push(Box::new(move || settings.set_tcp_keepalive_secs(n)));
-                    }
-                }
-                "maxclients" | "proto-max-bulk-len" | "halflife-client-output-limit" => {
-                    let n: usize = value
-                        .parse()
-                        .ok()
-                        .filter(|&n| n > 0)
-                        .ok_or_else(|| bad("argument must be a positive integer".into()))?;
-                    match name.as_str() {
-                        "maxclients" => apply.push(Box::new(move || settings.set_maxclients(n))),
-                        "proto-max-bulk-len" => {
-                            apply.push(Box::new(move || settings.set_max_request_bytes(n)))
-                        }
-                        _ => apply.push(Box::new(move || settings.set_max_output_bytes(n))),
-                    }
-                }
-                _ => {
-                    if !crate::config::compat_value_ok(&name, &value) {
-                        return Err(bad("argument couldn't be parsed into an integer".into()));
-                    }
-                    let settings = settings.clone();
-                    apply.push(Box::new(move || settings.set_compat(&name, value.clone())));
-                }
-            }
-        }
-        apply.iter().for_each(|f| f());
-        sh.store
-            .log_mut()
-            .set_capacity(sh.settings.repl_backlog_bytes());
+        let pairs: Vec<(String, String)> = args
+            .chunks(2)
+            .map(|kv| (text(&kv[0]).to_ascii_lowercase(), text(&kv[1])))
+            .collect();
+        set(sh, pairs)?;
+        Ok(Reply::ok())
+    } else if eq(sub, "rewrite") {
+        rewrite(sh).map_err(Reply::err)?;
         Ok(Reply::ok())
     } else if eq(sub, "resetstat") {
         sh.stats.reset();
@@ -365,4 +208,277 @@ fn config(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
             text(sub)
         )))
     }
+}
+
+/// `CONFIG SET`'s pairs (names lower-cased), also the settings of a config file at start:
+/// every pair is checked before any is applied, as Redis does.
+pub(crate) fn set(sh: &Shared, pairs: Vec<(String, String)>) -> Result<(), Reply> {
+    let params = config_params(sh);
+    let mut apply: Vec<Box<dyn Fn() + '_>> = Vec::new();
+    for (name, value) in pairs {
+        let bad = |why: String| {
+            Reply::err(format!(
+                "CONFIG SET failed (possibly related to argument '{name}') - {why}"
+            ))
+        };
+        match params.iter().find(|(n, _, _)| *n == name) {
+            None => {
+                return Err(Reply::err(format!(
+                    "Unknown option or number of arguments for CONFIG SET - '{name}'"
+                )))
+            }
+            Some((_, _, false)) => {
+                // The engine takes its options at open and has no way to change
+                // these while it runs (the GC policy and its target included).
+                let flag = match name.as_str() {
+                    "halflife-gc-policy" => " (--policy)",
+                    "halflife-space-amp-target" => " (--space-amp-target)",
+                    "backup-dir" => " (--backup-dir)",
+                    _ => "",
+                };
+                return Err(bad(format!(
+                        "fixed while the database is open; restart halflife serve with the matching option{flag}"
+                    )));
+            }
+            Some(_) => {}
+        }
+        let settings = sh.settings.clone();
+        match name.as_str() {
+            "appendfsync" => {
+                let v: crate::AppendFsync = value.parse().map_err(bad)?;
+                apply.push(Box::new(move || settings.set_appendfsync(v)));
+            }
+            "masterauth" => {
+                apply.push(Box::new(move || {
+                    settings.set_masterauth(Some(value.clone()))
+                }));
+            }
+            "replica-read-only" | "slave-read-only" | "latency-tracking" => {
+                let on = match value.to_ascii_lowercase().as_str() {
+                    "yes" => true,
+                    "no" => false,
+                    _ => return Err(bad("argument must be 'yes' or 'no'".into())),
+                };
+                if name == "latency-tracking" {
+                    apply.push(Box::new(move || sh.cmdstats.set_tracking(on)));
+                } else {
+                    apply.push(Box::new(move || settings.set_replica_read_only(on)));
+                }
+            }
+            "notify-keyspace-events" => {
+                let c = crate::notify::parse(&value).ok_or_else(|| {
+                    bad("Invalid event class character. Use 'Ag$lshzxeKEtmdn'.".into())
+                })?;
+                apply.push(Box::new(move || sh.notify.set(c, &sh.store.expiries)));
+            }
+            "client-output-buffer-limit" => {
+                for (class, hard, soft, secs) in
+                    crate::config::output_limits(&value).map_err(bad)?
+                {
+                    let settings = settings.clone();
+                    match class {
+                        "pubsub" => apply.push(Box::new(move || {
+                            sh.pubsub.set_limits(crate::pubsub::Limits {
+                                hard: hard as usize,
+                                soft: soft as usize,
+                                soft_seconds: secs,
+                            })
+                        })),
+                        // A connection's unread replies are always bounded here: 0
+                        // (Redis's "no limit") is the default bound.
+                        "normal" => apply.push(Box::new(move || {
+                            settings.set_max_output_bytes(match hard {
+                                0 => crate::config::DEFAULT_MAX_OUTPUT,
+                                n => n as usize,
+                            })
+                        })),
+                        _ => apply.push(Box::new(move || {
+                            settings.set_replica_output_limit((hard, soft, secs))
+                        })),
+                    }
+                }
+            }
+            "latency-tracking-info-percentiles" => {
+                let p = crate::cmdstats::CommandStats::parse_percentiles(&value).map_err(bad)?;
+                apply.push(Box::new(move || sh.cmdstats.set_percentiles(p.clone())));
+            }
+            "repl-backlog-size" => {
+                let n: usize = value
+                    .parse()
+                    .ok()
+                    .filter(|&n| n >= 16 << 10)
+                    .ok_or_else(|| {
+                        bad("argument must be a number of bytes, at least 16384".into())
+                    })?;
+                apply.push(Box::new(move || settings.set_repl_backlog_bytes(n)));
+            }
+            "requirepass" => {
+                apply.push(Box::new(move || {
+                    settings.set_requirepass(Some(value.clone()))
+                }));
+            }
+            "halflife-lua-memory-limit" => {
+                let n: usize = value
+                    .parse()
+                    .ok()
+                    .filter(|&n| n >= 1 << 20)
+                    .ok_or_else(|| {
+                        bad("argument must be a number of bytes, at least 1048576".into())
+                    })?;
+                apply.push(Box::new(move || sh.scripting.set_memory_limit(n)));
+            }
+            "slowlog-log-slower-than" => {
+                let us: i64 = value.parse().ok().filter(|&n| n >= -1).ok_or_else(|| {
+                    bad("argument must be a number of microseconds, -1 (off) or more".into())
+                })?;
+                apply.push(Box::new(move || sh.slowlog.set_slower_than(us)));
+            }
+            "slowlog-max-len" | "latency-monitor-threshold" => {
+                let n: u64 = value
+                    .parse()
+                    .ok()
+                    .filter(|&n| {
+                        name != "slowlog-max-len" || n <= crate::slowlog::MAX_LEN_LIMIT as u64
+                    })
+                    .ok_or_else(|| {
+                        bad(match name.as_str() {
+                            "slowlog-max-len" => format!(
+                                "argument must be a number of entries up to {}",
+                                crate::slowlog::MAX_LEN_LIMIT
+                            ),
+                            _ => "argument must be a number of milliseconds (0: off)".into(),
+                        })
+                    })?;
+                if name == "slowlog-max-len" {
+                    apply.push(Box::new(move || sh.slowlog.set_max_len(n as usize)));
+                } else {
+                    apply.push(Box::new(move || sh.latency.set_threshold(n)));
+                }
+            }
+            "save" => {
+                let points = crate::backup::Backups::parse_points(&value).map_err(bad)?;
+                apply.push(Box::new(move || sh.backups.set_points(points.clone())));
+            }
+            "loglevel" => {
+                crate::logs::Logs::parse_level(&value).map_err(bad)?;
+                settings.logs.can_set().map_err(bad)?;
+                apply.push(Box::new(move || {
+                    if let Err(e) = settings.logs.set_level(&value) {
+                        tracing::warn!("loglevel {value}: {e}");
+                    }
+                }));
+            }
+            "logfile" => {
+                settings.logs.can_set().map_err(bad)?;
+                if !value.is_empty() {
+                    std::fs::OpenOptions::new()
+                        .append(true)
+                        .create(true)
+                        .open(&value)
+                        .map_err(|e| bad(format!("Can't open the log file {value}: {e}")))?;
+                }
+                apply.push(Box::new(move || {
+                    if let Err(e) = settings.logs.set_file(&value) {
+                        tracing::warn!("logfile {value}: {e}");
+                    }
+                }));
+            }
+            "timeout" | "tcp-keepalive" => {
+                let n: u64 = value
+                    .parse()
+                    .map_err(|_| bad("argument must be a number of seconds, 0 or more".into()))?;
+                if name == "timeout" {
+                    apply.push(Box::new(move || settings.set_timeout_secs(n)));
+                } else {
+                    apply.push(Box::new(move || settings.set_tcp_keepalive_secs(n)));
+                }
+            }
+            "maxclients" | "proto-max-bulk-len" | "halflife-client-output-limit" => {
+                let n: usize = value
+                    .parse()
+                    .ok()
+                    .filter(|&n| n > 0)
+                    .ok_or_else(|| bad("argument must be a positive integer".into()))?;
+                match name.as_str() {
+                    "maxclients" => apply.push(Box::new(move || settings.set_maxclients(n))),
+                    "proto-max-bulk-len" => {
+                        apply.push(Box::new(move || settings.set_max_request_bytes(n)))
+                    }
+                    _ => apply.push(Box::new(move || settings.set_max_output_bytes(n))),
+                }
+            }
+            _ => {
+                if !crate::config::compat_value_ok(&name, &value) {
+                    return Err(bad("argument couldn't be parsed into an integer".into()));
+                }
+                let settings = settings.clone();
+                apply.push(Box::new(move || settings.set_compat(&name, value.clone())));
+            }
+        }
+    }
+    apply.iter().for_each(|f| f());
+    sh.store
+        .log_mut()
+        .set_capacity(sh.settings.repl_backlog_bytes());
+    Ok(())
+}
+
+/// Names `CONFIG REWRITE` leaves out: the other name of a setting it writes.
+fn alias(name: &str) -> bool {
+    name == "slave-read-only" || name == "lua-time-limit" || name.contains("ziplist")
+}
+
+/// The settings `CONFIG SET` may change, with their values now, one name each.
+pub(crate) fn settable(sh: &Shared) -> Vec<(&'static str, String)> {
+    config_params(sh)
+        .into_iter()
+        .filter(|(n, _, set)| *set && !alias(n))
+        .map(|(n, v, _)| (n, v))
+        .collect()
+}
+
+/// `CONFIG REWRITE` ([`crate::conffile`]): every settable setting the file names is
+/// written in place with its value now, those changed since the start are appended, and
+/// `replicaof` says the primary this server follows now (removed on a primary).
+fn rewrite(sh: &Shared) -> Result<(), String> {
+    let Some(path) = &sh.conf.path else {
+        return Err("The server is running without a config file".into());
+    };
+    let present: std::collections::HashSet<String> = crate::conffile::parse(path)?
+        .into_iter()
+        .map(|d| d.name)
+        .collect();
+    let base = sh.conf.baseline.get();
+    let mut out: Vec<(String, Option<String>)> = settable(sh)
+        .into_iter()
+        .filter(|(n, v)| {
+            let changed = base
+                .and_then(|b| b.iter().find(|(bn, _)| bn == n))
+                .is_none_or(|(_, bv)| bv != v);
+            changed || present.contains(*n)
+        })
+        .map(|(n, v)| (n.to_string(), Some(crate::conffile::quote(&v))))
+        .collect();
+    let primary = sh.repl.primary();
+    out.push((
+        "replicaof".into(),
+        primary.map(|(h, p)| format!("{} {p}", crate::conffile::quote(&h))),
+    ));
+    out.push(("slaveof".into(), None));
+    crate::conffile::rewrite(path, &out).map_err(|e| format!("Rewriting config file: {e}"))?;
+    tracing::info!("CONFIG REWRITE executed with success ({})", path.display());
+    Ok(())
+}
+
+/// A config file's setting at start: as `CONFIG SET`, except that a fixed setting the
+/// file gives its current value (`appendonly yes`, the policy the server runs) is accepted.
+pub(crate) fn set_at_start(sh: &Shared, name: &str, value: &str) -> Result<(), Reply> {
+    let name = name.to_ascii_lowercase();
+    let same = config_params(sh)
+        .iter()
+        .any(|(n, v, set)| !*set && *n == name && v.eq_ignore_ascii_case(value));
+    if same {
+        return Ok(());
+    }
+    set(sh, vec![(name, value.to_string())])
 }

@@ -21,6 +21,7 @@ pub mod latency;
 pub mod list;
 pub mod migrate;
 pub mod multi;
+pub mod persist;
 pub mod pubsub;
 pub mod server;
 pub mod set;

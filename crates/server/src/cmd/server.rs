@@ -34,10 +34,10 @@ fn time(_cx: &mut Ctx, _a: &[Bytes]) -> CmdResult {
     ]))
 }
 
-/// The server's start: every write is in the WAL, there is no separate save.
+/// The last successful `BGSAVE`, `SAVE` or `BACKUP CREATE` (the start until one ran, as
+/// in Redis).
 fn lastsave(cx: &mut Ctx, _a: &[Bytes]) -> CmdResult {
-    let up = cx.sh.started.elapsed().as_secs();
-    Ok(Reply::Int((crate::record::now_ms() / 1000 - up) as i64))
+    Ok(Reply::Int(cx.sh.backups.last_save() as i64))
 }
 
 /// `LOLWUT [VERSION v] [...]`: Redis draws computer art for versions 5 and 6 and answers

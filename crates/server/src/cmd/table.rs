@@ -280,6 +280,7 @@ pub fn all() -> impl Iterator<Item = &'static Spec> {
         super::connection::COMMANDS,
         super::client::COMMANDS,
         super::server::COMMANDS,
+        super::persist::COMMANDS,
         super::config::COMMANDS,
         super::command::COMMANDS,
         super::slowlog::COMMANDS,
