@@ -289,8 +289,9 @@ impl Decoder {
 /// `'...'` the escape `\'`; a quote may open mid-word, a closing one must be followed by a
 /// blank or the end of the line, and an unclosed one is an error. More than `max_args`
 /// words is `too_many`, found before more are collected. Unquoted words are slices of
-/// `line`; quoted ones are copies.
-fn split_inline(
+/// `line`; quoted ones are copies. Config files' lines are split by it too
+/// ([`crate::conffile::split_args`]).
+pub(crate) fn split_inline(
     line: &Bytes,
     max_args: usize,
     too_many: ProtocolError,
