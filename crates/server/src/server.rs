@@ -823,16 +823,34 @@ fn note_batch(sh: &Shared, s: &Session, last: Option<&Vec<Bytes>>) {
     }
 }
 
+/// The ticks of a background task of the server: every `period` (a tick missed while the
+/// task worked is not made up for), until the server shuts down.
+struct Ticks {
+    tick: tokio::time::Interval,
+    shutdown: watch::Receiver<bool>,
+}
+
+impl Ticks {
+    fn new(period: Duration, shutdown: watch::Receiver<bool>) -> Ticks {
+        let mut tick = tokio::time::interval(period);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        Ticks { tick, shutdown }
+    }
+
+    /// Waits for the next tick; `false` once the server shuts down.
+    async fn next(&mut self) -> bool {
+        tokio::select! {
+            _ = self.tick.tick() => true,
+            _ = self.shutdown.changed() => false,
+        }
+    }
+}
+
 /// `save <seconds> <changes> ...`: a `BGSAVE` once a point is reached, checked each
 /// second (Redis's `serverCron`).
-async fn save_points(shared: Arc<Shared>, mut shutdown: watch::Receiver<bool>) {
-    let mut tick = tokio::time::interval(Duration::from_secs(1));
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            _ = tick.tick() => {}
-            _ = shutdown.changed() => return,
-        }
+async fn save_points(shared: Arc<Shared>, shutdown: watch::Receiver<bool>) {
+    let mut ticks = Ticks::new(Duration::from_secs(1), shutdown);
+    while ticks.next().await {
         let db = shared.store.db();
         if let Some((secs, changes)) = shared.backups.due(db.latest_sequence_number()) {
             tracing::info!("{changes} changes in {secs} seconds. Saving...");
@@ -842,14 +860,9 @@ async fn save_points(shared: Arc<Shared>, mut shutdown: watch::Receiver<bool>) {
 }
 
 /// `appendfsync everysec`: syncs the WAL once a second while that is the setting.
-async fn sync_every_second(shared: Arc<Shared>, mut shutdown: watch::Receiver<bool>) {
-    let mut tick = tokio::time::interval(Duration::from_secs(1));
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            _ = tick.tick() => {}
-            _ = shutdown.changed() => return,
-        }
+async fn sync_every_second(shared: Arc<Shared>, shutdown: watch::Receiver<bool>) {
+    let mut ticks = Ticks::new(Duration::from_secs(1), shutdown);
+    while ticks.next().await {
         if shared.settings.appendfsync() != AppendFsync::EverySec {
             continue;
         }
@@ -869,19 +882,14 @@ async fn sync_every_second(shared: Arc<Shared>, mut shutdown: watch::Receiver<bo
 /// Active expiry: walks the key space in key order, a tenth of the per-second budget ten
 /// times a second, deleting expired keys so that their space goes to GC even if no client
 /// reads them again (reads delete the expired keys they meet as well).
-async fn sweep_expired(shared: Arc<Shared>, mut shutdown: watch::Receiver<bool>) {
+async fn sweep_expired(shared: Arc<Shared>, shutdown: watch::Receiver<bool>) {
     let per_tick = shared.active_expire_keys_per_sec.div_ceil(10);
     if per_tick == 0 {
         return;
     }
-    let mut tick = tokio::time::interval(Duration::from_millis(100));
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut ticks = Ticks::new(Duration::from_millis(100), shutdown);
     let mut at: Option<Vec<u8>> = None;
-    loop {
-        tokio::select! {
-            _ = tick.tick() => {}
-            _ = shutdown.changed() => return,
-        }
+    while ticks.next().await {
         let sh = shared.clone();
         let from = at.take();
         let sweep = move || {
