@@ -133,12 +133,8 @@ fn config_file_errors_name_the_file_and_line() {
 }
 
 fn persistence(c: &mut Client, field: &str) -> String {
-    let info = text(&c.cmd(&["INFO", "persistence"]));
-    info.lines()
-        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
-        .unwrap_or_else(|| panic!("no {field} in {info}"))
-        .trim()
-        .to_string()
+    c.info_field("persistence", field)
+        .unwrap_or_else(|| panic!("no {field} in INFO persistence"))
 }
 
 /// A `BGSAVE`, waited for until `rdb_saves` says it is the `n`-th.

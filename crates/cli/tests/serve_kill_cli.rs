@@ -35,13 +35,6 @@ fn text(f: &F) -> String {
     }
 }
 
-fn info_field(c: &mut Client, key: &str) -> Option<String> {
-    text(&c.cmd(&["INFO", "replication"]))
-        .lines()
-        .find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))
-        .map(|v| v.trim().to_string())
-}
-
 fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
     let deadline = Instant::now() + GUARD;
     while !cond() {
@@ -86,7 +79,7 @@ fn a_sigkilled_primary_process_loses_no_write_wait_acknowledged() {
     let replica = Served::start(&rd, &["--replicaof", &primary.addr.to_string()]);
     let mut r = Client::connect(replica.addr);
     wait_until("the replica's link is up", || {
-        info_field(&mut r, "master_link_status").as_deref() == Some("up")
+        r.info_field("replication", "master_link_status").as_deref() == Some("up")
     });
 
     // The writer goes on until the primary dies under it; the kill lands wherever it
@@ -119,7 +112,7 @@ fn a_sigkilled_primary_process_loses_no_write_wait_acknowledged() {
 
     // The replica notices, and serves what it applied.
     wait_until("the replica's link is down", || {
-        info_field(&mut r, "master_link_status").as_deref() == Some("down")
+        r.info_field("replication", "master_link_status").as_deref() == Some("down")
     });
     let F::Array(log) = r.cmd(&["LRANGE", "log", "0", "-1"]) else {
         panic!("LRANGE reply")

@@ -36,12 +36,8 @@ fn text(f: &F) -> String {
 
 /// A field of `INFO persistence`.
 fn persistence(c: &mut Client, field: &str) -> String {
-    let info = text(&c.cmd(&["INFO", "persistence"]));
-    info.lines()
-        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
-        .unwrap_or_else(|| panic!("no {field} in {info}"))
-        .trim()
-        .to_string()
+    c.info_field("persistence", field)
+        .unwrap_or_else(|| panic!("no {field} in INFO persistence"))
 }
 
 /// Waits until the `BGSAVE` running has finished and `rdb_saves` reached `saves`; the

@@ -965,17 +965,6 @@ fn pipelined_commands_see_the_ones_before_them() {
     }
 }
 
-/// The `field:value` line of an INFO section, if present.
-fn info_line(c: &mut Client, section: &str, field: &str) -> Option<String> {
-    let F::BulkString(info) = c.cmd(&["INFO", section]) else {
-        panic!("INFO is a bulk string")
-    };
-    let prefix = format!("{field}:");
-    String::from_utf8_lossy(&info)
-        .lines()
-        .find_map(|l| l.strip_prefix(&prefix).map(str::to_string))
-}
-
 #[test]
 fn info_counts_calls_rejections_failures_errors_and_latency() {
     let t = tempfile::tempdir().unwrap();
@@ -1014,7 +1003,7 @@ fn info_counts_calls_rejections_failures_errors_and_latency() {
     assert!(is_err(&other.read().unwrap(), "UNBLOCKED"));
 
     let stat =
-        |c: &mut Client, name: &str| info_line(c, "commandstats", &format!("cmdstat_{name}"));
+        |c: &mut Client, name: &str| c.info_field("commandstats", &format!("cmdstat_{name}"));
     let set = stat(&mut c, "set").unwrap();
     assert!(set.starts_with("calls=3,"), "{set}");
     assert!(set.ends_with(",rejected_calls=1,failed_calls=0"), "{set}");
@@ -1032,25 +1021,24 @@ fn info_counts_calls_rejections_failures_errors_and_latency() {
     assert_eq!(stat(&mut c, "nosuch"), None);
     // ERR: arity, INCR, the unknown command and subcommand; UNBLOCKED: the pop.
     assert_eq!(
-        info_line(&mut c, "errorstats", "errorstat_ERR").unwrap(),
+        c.info_field("errorstats", "errorstat_ERR").unwrap(),
         "count=4"
     );
     assert_eq!(
-        info_line(&mut c, "errorstats", "errorstat_UNBLOCKED").unwrap(),
+        c.info_field("errorstats", "errorstat_UNBLOCKED").unwrap(),
         "count=1"
     );
-    assert_eq!(
-        info_line(&mut c, "stats", "total_error_replies").unwrap(),
-        "5"
-    );
-    let p = info_line(&mut c, "latencystats", "latency_percentiles_usec_set").unwrap();
+    assert_eq!(c.info_field("stats", "total_error_replies").unwrap(), "5");
+    let p = c
+        .info_field("latencystats", "latency_percentiles_usec_set")
+        .unwrap();
     assert!(
         p.starts_with("p50=") && p.contains(",p99=") && p.contains(",p99.9="),
         "{p}"
     );
     // Neither section is in the default INFO (a line per command), both are in `all`.
-    assert_eq!(info_line(&mut c, "", "cmdstat_set"), None);
-    assert!(info_line(&mut c, "all", "cmdstat_set").is_some());
+    assert_eq!(c.info_field("", "cmdstat_set"), None);
+    assert!(c.info_field("all", "cmdstat_set").is_some());
 
     assert_eq!(
         c.cmd(&["CONFIG", "SET", "latency-tracking", "no"]),
@@ -1060,10 +1048,10 @@ fn info_counts_calls_rejections_failures_errors_and_latency() {
     assert_eq!(c.cmd(&["GET", "k0"]), bulk("v"));
     assert!(stat(&mut c, "get").unwrap().starts_with("calls=1,"));
     assert_eq!(
-        info_line(&mut c, "latencystats", "latency_percentiles_usec_get"),
+        c.info_field("latencystats", "latency_percentiles_usec_get"),
         None
     );
-    assert_eq!(info_line(&mut c, "errorstats", "errorstat_ERR"), None);
+    assert_eq!(c.info_field("errorstats", "errorstat_ERR"), None);
     assert!(is_err(
         &c.cmd(&[
             "CONFIG",

@@ -60,6 +60,17 @@ impl Client {
         self.send(&args);
         self.read().expect("a reply")
     }
+
+    /// The value of `field` in `INFO section`, if the server reports it.
+    pub fn info_field(&mut self, section: &str, field: &str) -> Option<String> {
+        let info = match self.cmd(&["INFO", section]) {
+            F::BulkString(b) => String::from_utf8_lossy(&b).into_owned(),
+            other => panic!("INFO {section} answered {other:?}"),
+        };
+        info.lines()
+            .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+            .map(|v| v.trim().to_string())
+    }
 }
 
 pub fn bulk(s: &str) -> F {
