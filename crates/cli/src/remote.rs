@@ -90,8 +90,21 @@ pub fn int(f: &Frame) -> Result<i64> {
     }
 }
 
+/// The integer fields of a map reply.
+pub struct Fields(Vec<(String, i64)>);
+
+impl Fields {
+    /// The field `name`; 0 if the reply has none.
+    pub fn get(&self, name: &str) -> i64 {
+        self.0
+            .iter()
+            .find(|(n, _)| n == name)
+            .map_or(0, |(_, v)| *v)
+    }
+}
+
 /// A map reply as RESP2 sends it (a flat array of name, value, ...): its integer fields.
-pub fn int_fields(f: &Frame) -> Result<Vec<(String, i64)>> {
+pub fn int_fields(f: &Frame) -> Result<Fields> {
     let Frame::Array(items) = f else {
         bail!("expected a map, got {f:?}");
     };
@@ -101,5 +114,6 @@ pub fn int_fields(f: &Frame) -> Result<Vec<(String, i64)>> {
             [Frame::BulkString(k), v] => Ok((String::from_utf8_lossy(k).into_owned(), int(v)?)),
             _ => bail!("expected name and value, got {kv:?}"),
         })
-        .collect()
+        .collect::<Result<_>>()
+        .map(Fields)
 }

@@ -177,14 +177,13 @@ pub fn run_backup(a: BackupArgs) -> anyhow::Result<()> {
             Some((mut c, addr)) => {
                 let started = Instant::now();
                 let f = remote::int_fields(&c.call(&["BACKUP", "CREATE"])?)?;
-                let get = |k: &str| f.iter().find(|(n, _)| n == k).map_or(0, |(_, v)| *v);
                 println!(
                     "backup {} of the server at {addr} in {:.3} s: {} files, {} bytes, every write up to sequence {}",
-                    get("id"),
+                    f.get("id"),
                     started.elapsed().as_secs_f64(),
-                    get("files"),
-                    get("bytes"),
-                    get("sequence")
+                    f.get("files"),
+                    f.get("bytes"),
+                    f.get("sequence")
                 );
                 Ok(())
             }
@@ -211,13 +210,12 @@ pub fn run_backup(a: BackupArgs) -> anyhow::Result<()> {
                     .iter()
                     .map(|m| {
                         let f = remote::int_fields(m)?;
-                        let get = |k: &str| f.iter().find(|(n, _)| n == k).map_or(0, |(_, v)| *v);
                         Ok(Row {
-                            id: get("id") as u64,
-                            timestamp: get("timestamp") as u64,
-                            sequence: get("sequence") as u64,
-                            files: get("files") as usize,
-                            bytes: get("bytes") as u64,
+                            id: f.get("id") as u64,
+                            timestamp: f.get("timestamp") as u64,
+                            sequence: f.get("sequence") as u64,
+                            files: f.get("files") as usize,
+                            bytes: f.get("bytes") as u64,
                             source: format!("the server at {addr}"),
                         })
                     })
