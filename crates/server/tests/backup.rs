@@ -27,13 +27,6 @@ fn config(backup: &Path) -> Config {
     }
 }
 
-fn text(f: &F) -> String {
-    match f {
-        F::BulkString(b) | F::SimpleString(b) => String::from_utf8_lossy(b).into_owned(),
-        other => panic!("not a string: {other:?}"),
-    }
-}
-
 /// A field of `INFO persistence`.
 fn persistence(c: &mut Client, field: &str) -> String {
     c.info_field("persistence", field)
