@@ -32,8 +32,8 @@ pub fn execute(sh: &Shared, s: &mut Session, args: &[Bytes]) -> (Reply, Outcome)
     {
         return refuse(Reply::Error("NOAUTH Authentication required.".into()));
     }
-    // Held to the end of the command: see `cluster::route::Admitted`.
-    let _moving = match crate::cluster::admit(sh, s, spec, args) {
+    // Held to the end of the command: see `cmd::cluster::route::Admitted`.
+    let _moving = match crate::cmd::cluster::route::admit(sh, s, spec, args) {
         Ok(g) => g,
         Err(r) => return refuse(r),
     };

@@ -4,15 +4,18 @@
 //! exactly as Redis Cluster nodes do, so cluster clients (redis-py's `RedisCluster`,
 //! `redis-cli -c`) work unchanged.
 //!
+//! This module is the node's cluster state, below the server's shared state:
 //! - [`slot`]: which of the 16384 slots a key belongs to (CRC16-XMODEM, hash tags);
 //! - [`topology`]: the controller's topology, parsed and validated;
 //! - [`state`]: this node's id, topology and version, kept in the database directory;
-//! - [`route`]: the check before each command (MOVED, ASK, TRYAGAIN, CROSSSLOT,
-//!   CLUSTERDOWN);
-//! - [`cmd`]: `CLUSTER ...` (with Redis's `SETSLOT ... MIGRATING|IMPORTING|STABLE|NODE`),
-//!   `CLUSTERX ...`, `READONLY`, `READWRITE`, `ASKING`;
-//! - [`migration`]: Kvrocks' `CLUSTERX MIGRATE`, the source moving a slot by itself;
+//! - [`jobs`]: the state of Kvrocks' `CLUSTERX MIGRATE` jobs;
 //! - [`publish`]: `PUBLISH` forwarded to the other nodes, for their subscribers.
+//!
+//! The command layer acts on it ([`crate::cmd::cluster`]): the routing check before each
+//! command (MOVED, ASK, TRYAGAIN, CROSSSLOT, CLUSTERDOWN), `CLUSTER ...` (with Redis's
+//! `SETSLOT ... MIGRATING|IMPORTING|STABLE|NODE`), `CLUSTERX ...`, `READONLY`,
+//! `READWRITE`, `ASKING`, and the job of `CLUSTERX MIGRATE`, the source moving a slot by
+//! itself.
 //!
 //! A slot moves as in Redis Cluster: the keys go with `MIGRATE` ([`crate::cmd::migrate`])
 //! while both nodes serve, the source answering `-ASK` for the keys already gone; the
@@ -20,14 +23,11 @@
 //! Not implemented: failure detection and failover (the controller's job in Kvrocks'
 //! design too).
 
-pub mod cmd;
-pub mod migration;
+pub mod jobs;
 pub mod publish;
-pub mod route;
 pub mod slot;
 pub mod state;
 pub mod topology;
 
 pub use publish::forward_publish;
-pub use route::{admit, serves};
 pub use state::Cluster;

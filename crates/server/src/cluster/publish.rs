@@ -6,7 +6,7 @@
 //! messages that do not fit in its queue ([`QUEUE`]), counted in `INFO`'s
 //! `cluster_publish_dropped`. `SPUBLISH` stays on the node that owns its slot.
 
-use crate::shared::Shared;
+use super::state::Cluster;
 use bytes::{Bytes, BytesMut};
 use parking_lot::Mutex;
 use std::collections::HashMap;
@@ -25,11 +25,16 @@ pub struct Forwarder {
     pub dropped: AtomicU64,
 }
 
-/// Forwards a `PUBLISH` of `channel` to every other node (nothing outside cluster mode).
-pub fn forward_publish(sh: &Shared, channel: &Bytes, msg: &Bytes) {
-    let Some(c) = &sh.cluster else {
-        return;
-    };
+/// Forwards a `PUBLISH` of `channel` to every other node of `c`'s topology, over
+/// connections started on `runtime` that authenticate with `password` (the nodes share
+/// one, as Kvrocks assumes).
+pub fn forward_publish(
+    c: &Cluster,
+    runtime: &tokio::runtime::Handle,
+    password: Option<String>,
+    channel: &Bytes,
+    msg: &Bytes,
+) {
     let addrs: Vec<String> = {
         let st = c.read();
         let Some(t) = &st.topology else {
@@ -47,7 +52,7 @@ pub fn forward_publish(sh: &Shared, channel: &Bytes, msg: &Bytes) {
     for a in addrs {
         let tx = peers
             .entry(a.clone())
-            .or_insert_with(|| start(sh, a.clone()));
+            .or_insert_with(|| start(runtime, password.clone(), a.clone()));
         if tx.try_send((channel.clone(), msg.clone())).is_err() {
             f.dropped.fetch_add(1, Relaxed);
         }
@@ -55,10 +60,13 @@ pub fn forward_publish(sh: &Shared, channel: &Bytes, msg: &Bytes) {
 }
 
 /// A task that keeps a connection to `addr` and sends it what comes on the queue.
-fn start(sh: &Shared, addr: String) -> mpsc::Sender<(Bytes, Bytes)> {
+fn start(
+    runtime: &tokio::runtime::Handle,
+    password: Option<String>,
+    addr: String,
+) -> mpsc::Sender<(Bytes, Bytes)> {
     let (tx, mut rx) = mpsc::channel::<(Bytes, Bytes)>(QUEUE);
-    let password = sh.settings.requirepass();
-    sh.runtime.spawn(async move {
+    runtime.spawn(async move {
         while let Some(first) = rx.recv().await {
             let Ok(Ok(mut conn)) = tokio::time::timeout(
                 Duration::from_secs(2),

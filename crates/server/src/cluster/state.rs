@@ -175,8 +175,8 @@ pub struct Cluster {
     /// other keys of the slot are served meanwhile.
     departing: Mutex<HashSet<Vec<u8>>>,
     departed: Condvar,
-    /// The last `CLUSTERX MIGRATE` job ([`super::migration`]), kept in memory only.
-    pub jobs: super::migration::Jobs,
+    /// The last `CLUSTERX MIGRATE` job ([`super::jobs`]), kept in memory only.
+    pub jobs: super::jobs::Jobs,
     /// Connections that forward `PUBLISH` to the other nodes ([`super::publish`]).
     pub publish: super::publish::Forwarder,
 }

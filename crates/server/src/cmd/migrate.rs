@@ -7,7 +7,7 @@
 //! the moment it reads them until it has deleted the ones the target acknowledged, so no
 //! write to them can fall between the copy and the delete. In cluster mode it picks its
 //! keys under the cluster's migration lock, which every command on a migrating slot holds
-//! shared from its routing check to its end ([`crate::cluster::route::admit`]), and marks
+//! shared from its routing check to its end ([`crate::cmd::cluster::route::admit`]), and marks
 //! them leaving before it releases it, so a key never leaves while a command that found
 //! it here runs; during the round trip the slot's other keys are served, and a command on
 //! a key in flight waits for its end. The target writes each key with one engine batch:
@@ -178,7 +178,7 @@ pub fn migrate(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
 }
 
 /// A client connection to the server keys move to, opened at its first use: `MIGRATE`
-/// makes one per call, the slot-migration job ([`crate::cluster::migration`]) one per
+/// makes one per call, the slot-migration job ([`crate::cmd::cluster::migration`]) one per
 /// job. Commands of the prelude (`AUTH`, `SELECT`) go first on the connection, their
 /// replies read with the first reply awaited. After an error the connection is closed
 /// (what was in flight is unknown) and the next use opens another.

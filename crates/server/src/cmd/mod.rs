@@ -9,6 +9,7 @@
 pub mod bitfield;
 pub mod blocking;
 pub mod client;
+pub mod cluster;
 pub mod command;
 pub mod config;
 pub mod connection;

@@ -780,7 +780,7 @@ pub fn is_plain_set(sh: &Shared, s: &Session, cmd: &[Bytes]) -> bool {
         && s.replies.on()
         && cmd[1].len() + record::META_KEY_OVERHEAD <= o.max_key_size
         && cmd[2].len() + record::STRING_HEADER <= o.max_value_size
-        && crate::cluster::serves(sh, s, cmd)
+        && crate::cmd::cluster::route::serves(sh, s, cmd)
         // A `new` event needs to know whether each key existed.
         && !sh.notify.wants(Class::NEW)
 }

@@ -287,7 +287,7 @@ pub fn all() -> impl Iterator<Item = &'static Spec> {
         super::latency::COMMANDS,
         super::debug::COMMANDS,
         crate::repl::cmd::COMMANDS,
-        crate::cluster::cmd::COMMANDS,
+        super::cluster::COMMANDS,
         super::keyspace::COMMANDS,
         super::migrate::COMMANDS,
         super::string::COMMANDS,

@@ -286,7 +286,7 @@ impl ScriptHost for Host<'_> {
         if sh.cluster.is_none() {
             return Ok(());
         }
-        if !crate::cluster::serves(sh, &self.session, args) {
+        if !crate::cmd::cluster::route::serves(sh, &self.session, args) {
             return Err("ERR Script attempted to access a non local key in a cluster node".into());
         }
         let spec = crate::cmd::table::find(cmd.name.as_bytes()).expect("looked up");

@@ -23,8 +23,8 @@
 //! (Redis's `cluster-require-full-coverage no`): a controller pushes whole topologies,
 //! there is no failure detection whose verdict would take the cluster down.
 
-use super::slot::key_slot;
-use super::state::State;
+use crate::cluster::slot::key_slot;
+use crate::cluster::state::{Cluster, State};
 use crate::cmd::table::{self, Flags, Spec};
 use crate::protocol::Reply;
 use crate::session::Session;
@@ -269,7 +269,7 @@ pub fn admit<'a>(
 /// guard there could wait on a `MIGRATE` of its own that waits on this node).
 fn decide<'a, 'b, I: Iterator<Item = &'b [Bytes]>>(
     sh: &'a Shared,
-    c: &'a super::Cluster,
+    c: &'a Cluster,
     readonly: bool,
     asking: bool,
     cmds: impl Fn() -> I,
@@ -369,7 +369,7 @@ mod tests {
         };
         assert!(err(one(&st, false, &["GET", "foo"])).starts_with("CLUSTERDOWN"));
         assert!(one(&st, false, &["PING"]).is_ok());
-        st.topology = Some(super::super::topology::Topology::parse(&text).unwrap());
+        st.topology = Some(crate::cluster::topology::Topology::parse(&text).unwrap());
         // bar: slot 5061 (a's), foo: 12182 (b's).
         assert!(one(&st, false, &["GET", "bar"]).is_ok());
         assert_eq!(

@@ -2,7 +2,8 @@
 //! SLOTS, SHARDS, MYID, KEYSLOT, COUNTKEYSINSLOT, GETKEYSINSLOT) in Redis 7.0's formats,
 //! `CLUSTER SETSLOT` through which a slot is moved, `READONLY`/`READWRITE`/`ASKING`, and
 //! Kvrocks' `CLUSTERX` through which a controller sets this node's id and pushes the
-//! topology.
+//! topology; and, in its submodules, the routing check before each command ([`route`]) and
+//! the job of `CLUSTERX MIGRATE` ([`migration`]). The node's cluster state is [`crate::cluster`].
 //!
 //! Keys by slot: the key layout ([`crate::record`]) has no slot in the metadata key, so
 //! `COUNTKEYSINSLOT` and `GETKEYSINSLOT` walk the database's metadata records and hash
@@ -12,9 +13,12 @@
 //! resharding tools call. A slot move that takes its keys by batches of `GETKEYSINSLOT`
 //! therefore walks the node once per batch: larger batches, fewer walks.
 
-use super::slot::{key_slot, parse_slot, SLOTS};
-use super::state::{Cluster, State};
-use super::topology::{fmt_range, valid_id, Node, Topology, ID_LEN};
+pub mod migration;
+pub mod route;
+
+use crate::cluster::slot::{key_slot, parse_slot, SLOTS};
+use crate::cluster::state::{Cluster, State};
+use crate::cluster::topology::{fmt_range, valid_id, Node, Topology, ID_LEN};
 use crate::cmd::table::c;
 use crate::cmd::{
     check_reply_size, eq, int, over_output_limit, text, wrong_args, CmdResult, Ctx, REPLY_OVERHEAD,
@@ -94,7 +98,7 @@ pub fn cluster(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
         "help" => Ok(Reply::Array(
             HELP.iter().copied().map(Reply::Simple).collect(),
         )),
-        "info" => arity(1).map(|_| Reply::Text(info(&c.read()) + &super::migration::info(c))),
+        "info" => arity(1).map(|_| Reply::Text(info(&c.read()) + &crate::cluster::jobs::info(c))),
         "nodes" => arity(1).map(|_| Reply::Text(nodes(&c.read(), cx.sh.tcp_port))),
         "slots" => arity(1).map(|_| slots(&c.read())),
         "shards" => arity(1).map(|_| shards(&c.read())),
@@ -472,7 +476,7 @@ pub fn clusterx(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
             })
         }
         "migrate" => {
-            use super::migration::Wait;
+            use migration::Wait;
             let (slot, dst, wait) = match args {
                 [slot, dst] => (slot, dst, Wait::No),
                 [slot, dst, w] if eq(w, "async") => (slot, dst, Wait::No),
@@ -495,7 +499,7 @@ pub fn clusterx(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
             let slot = parse_slot(slot).ok_or_else(|| Reply::err("Slot is out of range"))?;
             let dst = std::str::from_utf8(dst)
                 .map_err(|_| Reply::err("Can't find the destination node id"))?;
-            super::migration::migrate(cx.sh, c, slot, dst, wait).map(|_| Reply::ok())
+            migration::migrate(cx.sh, c, slot, dst, wait).map(|_| Reply::ok())
         }
         "version" | "myid" => Err(wrong()),
         _ => Err(unknown_sub("CLUSTERX", &a[0])),
@@ -514,7 +518,7 @@ fn update(
             UpdateError::Refused(r) => r,
             UpdateError::Io(e) => not_saved(e),
         })?;
-    super::route::redirect_blocked(sh);
+    route::redirect_blocked(sh);
     Ok(Reply::ok())
 }
 

@@ -28,14 +28,13 @@
 //! of the slot to the same destination goes on from there, `CLUSTER SETSLOT STABLE`
 //! abandons it (see docs/cluster.md).
 
-use super::slot::{key_slot, SLOTS};
-use super::state::Cluster;
+use crate::cluster::slot::{key_slot, SLOTS};
+use crate::cluster::state::Cluster;
 use crate::cmd::migrate::{move_keys, Target};
 use crate::protocol::Reply;
 use crate::shared::Shared;
 use bytes::Bytes;
-use parking_lot::{Condvar, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Most keys one batch moves: commands on them (and on keys sharing their lock stripes)
 /// wait while the batch is in flight (one round trip to the destination).
@@ -46,119 +45,6 @@ const BATCH_KEY_BYTES: usize = 1 << 20;
 const WALK_STEP: usize = crate::cmd::keyspace::MAX_SCAN_COUNT;
 /// Bound of the connection to the destination and of each read and write on it.
 const TIMEOUT: Duration = Duration::from_secs(10);
-
-/// Where a job is, as `CLUSTER INFO` says it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Phase {
-    Start,
-    Success,
-    Fail,
-}
-
-impl Phase {
-    fn name(self) -> &'static str {
-        match self {
-            Phase::Start => "start",
-            Phase::Success => "success",
-            Phase::Fail => "fail",
-        }
-    }
-}
-
-/// One `CLUSTERX MIGRATE`.
-#[derive(Clone, Debug)]
-pub struct Job {
-    pub slot: u16,
-    pub dst: String,
-    pub phase: Phase,
-    /// Why it failed.
-    pub error: Option<String>,
-    /// Counts the jobs started: a `SYNC` waits for its own.
-    id: u64,
-}
-
-/// The last job, and the signal of its end. One job at a time, as in Kvrocks.
-#[derive(Default)]
-pub struct Jobs {
-    last: Mutex<Option<Job>>,
-    ended: Condvar,
-}
-
-impl Jobs {
-    /// The last job started since this node started, if any.
-    pub fn last(&self) -> Option<Job> {
-        self.last.lock().clone()
-    }
-
-    /// Records a new job, unless one runs.
-    fn begin(&self, slot: u16, dst: &str) -> Result<u64, Reply> {
-        let mut last = self.last.lock();
-        if last.as_ref().is_some_and(|j| j.phase == Phase::Start) {
-            return Err(Reply::err("There is already a migrating slot"));
-        }
-        let id = last.as_ref().map_or(1, |j| j.id + 1);
-        *last = Some(Job {
-            slot,
-            dst: dst.to_string(),
-            phase: Phase::Start,
-            error: None,
-            id,
-        });
-        Ok(id)
-    }
-
-    fn end(&self, result: Result<(), String>) {
-        let mut last = self.last.lock();
-        if let Some(j) = last.as_mut() {
-            match result {
-                Ok(()) => j.phase = Phase::Success,
-                Err(e) => {
-                    j.phase = Phase::Fail;
-                    j.error = Some(e);
-                }
-            }
-        }
-        self.ended.notify_all();
-    }
-
-    /// Waits for the end of job `id` (up to `timeout`, if given): its error, `None` when
-    /// it has not ended yet.
-    fn wait(&self, id: u64, timeout: Option<Duration>) -> Option<Result<(), String>> {
-        let deadline = timeout.map(|t| Instant::now() + t);
-        let mut last = self.last.lock();
-        loop {
-            match last.as_ref() {
-                Some(j) if j.id == id && j.phase == Phase::Start => {}
-                Some(j) if j.id == id => {
-                    return Some(j.error.clone().map_or(Ok(()), Err));
-                }
-                // A later job replaced it: it ended.
-                _ => return Some(Ok(())),
-            }
-            match deadline {
-                None => self.ended.wait(&mut last),
-                Some(d) => {
-                    if self.ended.wait_until(&mut last, d).timed_out() {
-                        return None;
-                    }
-                }
-            }
-        }
-    }
-}
-
-/// `CLUSTER INFO`'s lines about the last job (Kvrocks' format), empty before any.
-pub fn info(c: &Cluster) -> String {
-    match c.jobs.last() {
-        None => String::new(),
-        Some(j) => format!(
-            "migrating_slot: {}\r\ndestination_node: {}\r\nmigrating_state: {}\r\n",
-            j.slot,
-            j.dst,
-            j.phase.name()
-        ),
-    }
-}
 
 /// How `CLUSTERX MIGRATE` waits: not at all (`ASYNC`, the default), or for the job's end
 /// (`SYNC`), at most `Some(timeout)`.
@@ -317,7 +203,7 @@ impl From<String> for UpdateError {
 
 /// The job goes on only while the slot is still marked MIGRATING towards `dst` (a new
 /// topology, `CLUSTER SETSLOT ... STABLE` or `NODE` end it).
-fn still_migrating(s: &super::state::State, slot: u16, dst: &str) -> Result<(), String> {
+fn still_migrating(s: &crate::cluster::state::State, slot: u16, dst: &str) -> Result<(), String> {
     if s.migrating.get(&slot).is_some_and(|d| d == dst) {
         Ok(())
     } else {
