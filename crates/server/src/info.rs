@@ -197,7 +197,7 @@ pub fn render(sh: &Shared, args: &[Bytes]) -> String {
                 kv("engine_puts", stats.puts.to_string());
                 kv("engine_deletes", stats.deletes.to_string());
                 kv("engine_gets", stats.gets.to_string());
-                crate::repl::info_stats(sh, &mut out);
+                sh.repl.info_stats(&mut out);
             }
             "memory" => {
                 // What the engine holds in memory: memtables and the block cache's contents.
@@ -245,7 +245,9 @@ pub fn render(sh: &Shared, args: &[Bytes]) -> String {
                 kv("flushes", stats.flushes.to_string());
                 kv("compactions", stats.compactions.to_string());
             }
-            "replication" => crate::repl::info(sh, &mut out),
+            "replication" => sh
+                .repl
+                .info(&sh.store, sh.settings.replica_read_only(), &mut out),
             "cpu" => {
                 let (user, sys) = cpu_seconds();
                 kv("used_cpu_sys", format!("{sys:.6}"));

@@ -32,6 +32,7 @@ pub mod record;
 // The runtime lands before its commands (EVAL, FUNCTION) are wired into the table.
 mod repl;
 mod repl_log;
+mod repl_state;
 mod script;
 mod server;
 mod session;

@@ -50,7 +50,7 @@ pub const SUB: u8 = b'S';
 /// (first byte 0xfe) cannot be a legacy record, so a legacy user key `F` is still migrated.
 pub const MARKER_KEY: &[u8] = b"F";
 pub const MARKER_VALUE: &[u8] = &[0xfe, b'h', b'l', FORMAT];
-/// A replica's replication position ([`crate::repl::Position`]): the id, offset and
+/// A replica's replication position ([`crate::repl_state::Position`]): the id, offset and
 /// sequence number of the primary's stream its data holds. Neither a metadata key nor a sub-key, so no
 /// walk of the key space meets it.
 pub const REPL_KEY: &[u8] = b"R";

@@ -115,8 +115,8 @@ pub(crate) struct Shared {
     pub next_id: AtomicU64,
     pub shutdown: Arc<watch::Sender<bool>>,
     pub active_expire_keys_per_sec: usize,
-    /// Role, replicas and link state ([`crate::repl`]).
-    pub repl: crate::repl::Replication,
+    /// Role, replicas and link state ([`crate::repl_state`]).
+    pub repl: crate::repl_state::Replication,
     /// The runtime, for the tasks commands start (a replica's link).
     pub runtime: tokio::runtime::Handle,
     /// This, for commands that start tasks holding it (they are handed a reference).

@@ -24,6 +24,7 @@ pub mod migrate;
 pub mod multi;
 pub mod persist;
 pub mod pubsub;
+pub mod repl;
 pub mod server;
 pub mod set;
 pub mod slowlog;

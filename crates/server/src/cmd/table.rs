@@ -286,7 +286,7 @@ pub fn all() -> impl Iterator<Item = &'static Spec> {
         super::slowlog::COMMANDS,
         super::latency::COMMANDS,
         super::debug::COMMANDS,
-        crate::repl::cmd::COMMANDS,
+        super::repl::COMMANDS,
         super::cluster::COMMANDS,
         super::keyspace::COMMANDS,
         super::migrate::COMMANDS,

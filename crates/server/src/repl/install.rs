@@ -79,7 +79,12 @@ pub fn recover(data: &Path) -> io::Result<()> {
 /// role changed since the link of generation `gen` started. The primary's replication
 /// histories are removed from the copy: they are its own, and this server's sequence
 /// numbers will not be the primary's.
-pub fn install(sh: &Shared, dir: &Path, pos: &super::Position, gen: u64) -> Result<(), String> {
+pub fn install(
+    sh: &Shared,
+    dir: &Path,
+    pos: &crate::repl_state::Position,
+    gen: u64,
+) -> Result<(), String> {
     let data = sh.store.db().path().to_path_buf();
     let opts = sh.store.db().options().clone();
     let step = |what: &str, e: &dyn std::fmt::Display| format!("{what}: {e}");

@@ -11,10 +11,10 @@
 //! second later; a change of role or a shutdown ends the task.
 
 use super::files::{self, ToDisk};
-use super::{LinkState, Position};
 use crate::protocol::{self, Limits};
 use crate::record;
 use crate::repl_log::wire::{self, Answer, Event, SyncDecoder};
+use crate::repl_state::{LinkState, Position};
 use crate::shared::Shared;
 use bytes::{Bytes, BytesMut};
 use engine::WriteBatch;
@@ -158,7 +158,7 @@ async fn session(sh: &Arc<Shared>, host: &str, port: u16, gen: u64) -> Result<()
     .await
     .map_err(|e| e.to_string())?
     .map_err(|e| format!("reading the stored position: {e}"))?
-    .and_then(|v| super::Position::decode(&v));
+    .and_then(|v| crate::repl_state::Position::decode(&v));
     // `PSYNC <replid> <offset + 1> [<seq>]`: the offset as Redis's replicas send it (-1:
     // none), and halflife's primary sequence number, from which a primary that cannot
     // continue from its backlog may continue from its WAL.

@@ -1,9 +1,9 @@
 //! The replication commands: `REPLICAOF`/`SLAVEOF`, `ROLE`, `WAIT`, `REPLCONF`, `PSYNC`.
 
-use super::{become_primary, become_replica, Replication};
 use crate::cmd::table::c;
 use crate::cmd::{eq, int, text, wrong_args, CmdResult, Ctx};
 use crate::protocol::Reply;
+use crate::repl::{become_primary, become_replica};
 use crate::session::Outcome;
 use bytes::Bytes;
 use std::time::{Duration, Instant};
@@ -51,37 +51,7 @@ fn replicaof(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
 
 /// `ROLE`.
 fn role(cx: &mut Ctx, _a: &[Bytes]) -> CmdResult {
-    let sh = cx.sh;
-    let st = sh.repl.state.lock();
-    Ok(match &st.link {
-        Some(l) => Reply::Array(vec![
-            Reply::bulk("slave"),
-            Reply::bulk(l.host.clone()),
-            Reply::Int(l.port as i64),
-            Reply::bulk(l.state.name()),
-            Reply::Int(l.offset as i64),
-        ]),
-        None => {
-            let offset = sh.store.log().offset();
-            let peers = st
-                .peers
-                .values()
-                .filter(|p| p.state == "online")
-                .map(|p| {
-                    Reply::Array(vec![
-                        Reply::bulk(p.ip.clone()),
-                        Reply::bulk(p.port.to_string()),
-                        Reply::bulk(p.ack.unwrap_or(0).to_string()),
-                    ])
-                })
-                .collect();
-            Reply::Array(vec![
-                Reply::bulk("master"),
-                Reply::Int(offset as i64),
-                Reply::Array(peers),
-            ])
-        }
-    })
+    Ok(cx.sh.repl.role(cx.sh.store.log().offset()))
 }
 
 /// `REPLCONF` from a replica before its `PSYNC` (`listening-port`, `ip-address`, `capa`),
@@ -129,25 +99,14 @@ fn wait(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     }
     let target = sh.store.log().offset();
     let deadline = (timeout > 0).then(|| Instant::now() + Duration::from_millis(timeout as u64));
-    let mut st = sh.repl.state.lock();
-    if Replication::acked_at_least(&st, target) < want {
-        drop(st);
-        sh.store.log_command(&[b"REPLCONF", b"GETACK", b"*"]);
-        st = sh.repl.state.lock();
-    }
-    loop {
-        let n = Replication::acked_at_least(&st, target);
-        if n >= want || sh.is_shutting_down() {
-            return Ok(Reply::Int(n));
-        }
-        let step = Duration::from_millis(100);
-        let until = match deadline {
-            Some(d) if d <= Instant::now() => return Ok(Reply::Int(n)),
-            Some(d) => d.min(Instant::now() + step),
-            None => Instant::now() + step,
-        };
-        sh.repl.acked.wait_until(&mut st, until);
-    }
+    let n = sh.repl.wait_acks(
+        target,
+        want,
+        deadline,
+        || sh.store.log_command(&[b"REPLCONF", b"GETACK", b"*"]),
+        || sh.is_shutting_down(),
+    );
+    Ok(Reply::Int(n))
 }
 
 /// `PSYNC <replid> <offset>`, and halflife's primary sequence number third: the
