@@ -12,12 +12,11 @@
 //! command did not answer "unknown subcommand" (and at most [`MAX_SUBCOMMANDS`]), an error
 //! code is the first word of one of the server's own errors (at most [`MAX_ERROR_CODES`]).
 
-use crate::cmd::table;
 use crate::protocol::Reply;
 use bytes::Bytes;
 use hdrhistogram::Histogram;
 use parking_lot::Mutex;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::time::Duration;
@@ -33,6 +32,8 @@ pub const MAX_SUBCOMMANDS: usize = 256;
 /// Most distinct error codes counted; later codes still count in `total_error_replies`
 /// (Redis stops at 128 too).
 pub const MAX_ERROR_CODES: usize = 128;
+/// Longest subcommand name counted (longer ones are cut; no Redis subcommand is).
+const MAX_SUBCOMMAND_NAME: usize = 32;
 /// Longest error code kept (longer first words are cut).
 const MAX_CODE: usize = 32;
 
@@ -109,8 +110,12 @@ impl Entry {
 
 /// The server's command, error and latency statistics (in [`crate::shared::Shared`]).
 pub struct CommandStats {
-    /// Per shard, an entry per command, by its number in [`table::all`].
+    /// Per shard, an entry per command, by its number (its position in the command table,
+    /// [`CommandStats::new`]).
     shards: Vec<Box<[Entry]>>,
+    /// The commands' names by number, and their numbers by name.
+    names: Box<[&'static str]>,
+    numbers: HashMap<&'static str, usize>,
     /// The name of the command of that number if it counts per subcommand.
     container: Box<[Option<&'static str>]>,
     /// `parent|sub` entries (rare commands: one copy).
@@ -121,16 +126,21 @@ pub struct CommandStats {
     percentiles: Mutex<Vec<f64>>,
 }
 
-impl Default for CommandStats {
-    fn default() -> Self {
-        let n = table::all().count();
+impl CommandStats {
+    /// Statistics of the commands `names`, numbered in that order (the command table's:
+    /// the numbers the dispatch passes to [`CommandStats::ran`]).
+    pub fn new(names: impl IntoIterator<Item = &'static str>) -> Self {
+        let names: Box<[&'static str]> = names.into_iter().collect();
         CommandStats {
             shards: (0..SHARDS)
-                .map(|_| (0..n).map(|_| Entry::default()).collect())
+                .map(|_| (0..names.len()).map(|_| Entry::default()).collect())
                 .collect(),
-            container: table::all()
-                .map(|s| CONTAINERS.contains(&s.name).then_some(s.name))
+            container: names
+                .iter()
+                .map(|&n| CONTAINERS.contains(&n).then_some(n))
                 .collect(),
+            numbers: names.iter().enumerate().map(|(i, &n)| (n, i)).collect(),
+            names,
             subcommands: Mutex::new(BTreeMap::new()),
             errors: Mutex::new(BTreeMap::new()),
             total_errors: AtomicU64::new(0),
@@ -160,7 +170,7 @@ impl CommandStats {
             (Some(sub), Some(parent)) => {
                 let key = format!(
                     "{parent}|{}",
-                    crate::cmd::text(&sub[..sub.len().min(crate::cmd::table::MAX_NAME)])
+                    crate::args::text(&sub[..sub.len().min(MAX_SUBCOMMAND_NAME)])
                         .to_ascii_lowercase()
                         .replace(|c: char| !c.is_ascii_graphic(), "_")
                 );
@@ -179,13 +189,13 @@ impl CommandStats {
     /// table (`None`: an unknown command).
     pub fn rejected(&self, name: Option<&str>, args: &[Bytes], reply: &Reply) {
         self.replied(reply);
-        let found = name.and_then(|n| table::lookup(n.as_bytes()));
-        if let (Some((number, _)), false) = (found, unknown_subcommand(reply)) {
+        let found = name.and_then(|n| self.numbers.get(n).copied());
+        if let (Some(number), false) = (found, unknown_subcommand(reply)) {
             self.with_entry(number, args, Entry::rejected);
         }
     }
 
-    /// Command `number` ([`table::lookup`]) ran for `took` and answered `reply`
+    /// Command `number` ran for `took` and answered `reply`
     /// (an error counts as failed).
     pub fn ran(&self, number: usize, args: &[Bytes], reply: &Reply, took: Duration) {
         self.replied(reply);
@@ -206,7 +216,7 @@ impl CommandStats {
     /// `replies.len()` calls of `name` that ran together for `took` (a pipeline's plain
     /// `SET`s applied as one write): each gets an equal share of the time.
     pub fn ran_together(&self, name: &str, replies: &[Reply], took: Duration) {
-        let Some((number, _)) = table::lookup(name.as_bytes()) else {
+        let Some(&number) = self.numbers.get(name) else {
             return;
         };
         let e = &self.shards[shard()][number];
@@ -223,7 +233,7 @@ impl CommandStats {
     pub fn answered(&self, command: &str, reply: &Reply) {
         if let Reply::Error(_) = reply {
             self.replied(reply);
-            if let Some((number, _)) = table::lookup(command.as_bytes()) {
+            if let Some(&number) = self.numbers.get(command) {
                 self.shards[shard()][number].failed();
             }
         }
@@ -298,14 +308,16 @@ impl CommandStats {
 
     /// Every used entry's totals, in name order, subcommands included.
     fn totals(&self) -> Vec<(String, Counts)> {
-        let mut out: Vec<(String, Counts)> = table::all()
+        let mut out: Vec<(String, Counts)> = self
+            .names
+            .iter()
             .enumerate()
-            .map(|(number, spec)| {
+            .map(|(number, name)| {
                 let mut t = Counts::default();
                 for shard in &self.shards {
                     shard[number].add_to(&mut t);
                 }
-                (spec.name.to_string(), t)
+                (name.to_string(), t)
             })
             .collect();
         for (name, e) in self.subcommands.lock().iter() {
@@ -411,8 +423,14 @@ pub type Cdf = Vec<(u64, u64)>;
 mod tests {
     use super::*;
 
+    use crate::cmd::table;
+
     fn number(name: &str) -> usize {
         table::lookup(name.as_bytes()).unwrap().0
+    }
+
+    fn stats() -> CommandStats {
+        CommandStats::new(table::all().map(|s| s.name))
     }
 
     fn args(words: &[&str]) -> Vec<Bytes> {
@@ -445,7 +463,7 @@ mod tests {
 
     #[test]
     fn counts_calls_rejections_failures_and_error_codes() {
-        let st = CommandStats::default();
+        let st = stats();
         let ms = Duration::from_millis(1);
         st.ran(number("set"), &args(&["set", "k", "v"]), &Reply::ok(), ms);
         st.ran(
@@ -490,7 +508,7 @@ mod tests {
 
     #[test]
     fn subcommands_count_apart_and_unknown_ones_do_not_count() {
-        let st = CommandStats::default();
+        let st = stats();
         let t = Duration::from_micros(5);
         st.ran(
             number("client"),
@@ -529,7 +547,7 @@ mod tests {
 
     #[test]
     fn error_codes_are_bounded() {
-        let st = CommandStats::default();
+        let st = stats();
         for i in 0..(MAX_ERROR_CODES + 5) {
             st.replied(&Reply::Error(format!("CODE{i} message")));
         }
@@ -541,7 +559,7 @@ mod tests {
 
     #[test]
     fn latency_follows_tracking_and_the_percentiles_set() {
-        let st = CommandStats::default();
+        let st = stats();
         st.set_tracking(false);
         st.ran(
             number("get"),

@@ -7,6 +7,7 @@
 
 mod args;
 mod backup;
+mod blocked;
 mod cluster;
 mod cmd;
 mod cmdstats;

@@ -3,9 +3,6 @@
 //! blocked pop does ([`crate::cmd::blocking`]): it holds no worker thread, and
 //! `CLIENT UNPAUSE` or the deadline wakes it.
 
-use crate::cmd::table::{self, Flags};
-use crate::session::Session;
-use bytes::Bytes;
 use parking_lot::Mutex;
 use std::time::Duration;
 use tokio::sync::{watch, Notify};
@@ -65,15 +62,4 @@ impl Pause {
             }
         }
     }
-}
-
-/// Whether a batch may write, for a pause of writes: a command flagged `write`, or an
-/// `EXEC` of queued commands of which one is (Redis's "may replicate" commands).
-pub fn may_write(s: &Session, batch: &[Vec<Bytes>]) -> bool {
-    let flagged = |c: &Vec<Bytes>, f| table::find(&c[0]).is_some_and(|s| s.has(f));
-    let write = |c: &Vec<Bytes>| flagged(c, Flags::WRITE);
-    let exec = batch
-        .iter()
-        .any(|c| table::find(&c[0]).is_some_and(|s| s.name == "exec"));
-    batch.iter().any(write) || (exec && s.ext.multi.iter().flatten().any(write))
 }

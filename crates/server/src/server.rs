@@ -7,7 +7,8 @@
 //! milliseconds), and writes all the replies back in one write. `SHUTDOWN`, SIGTERM and
 //! SIGINT stop the listeners, close the connections, sync the WAL and close the engine.
 
-use crate::cmd::blocking::{self, Blocked, Registry};
+use crate::blocked::{Blocked, Registry};
+use crate::cmd::blocking;
 use crate::config::{AppendFsync, Config, Settings};
 use crate::dispatch;
 use crate::protocol::{self, Reply};
@@ -98,7 +99,9 @@ impl Server {
                 blocked: Registry::default(),
                 settings: Arc::new(Settings::new(config)),
                 stats: Stats::default(),
-                cmdstats: Default::default(),
+                cmdstats: crate::cmdstats::CommandStats::new(
+                    crate::cmd::table::all().map(|s| s.name),
+                ),
                 pubsub: Default::default(),
                 notify: Default::default(),
                 slowlog: Default::default(),
@@ -434,7 +437,7 @@ where
         if !batch.is_empty() {
             // A pause in force holds writes at least; only then is the batch looked at.
             let paused = shared.pause.holds(true).is_some();
-            let writes = paused && crate::pause::may_write(&session, &batch);
+            let writes = paused && crate::cmd::client::may_write(&session, &batch);
             if paused && shared.pause.holds(writes).is_some() {
                 shared.set_paused(session.id, true);
                 let go_on = shared.pause.wait(writes, &mut shutdown).await;

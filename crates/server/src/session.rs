@@ -113,7 +113,7 @@ pub struct SessionExt {
     pub in_script: bool,
     /// Set by a blocking command that found nothing: the connection waits on it before
     /// it runs anything else.
-    pub blocked: Option<crate::cmd::blocking::Blocked>,
+    pub blocked: Option<crate::blocked::Blocked>,
     /// Cluster mode's `READONLY`: reads of the slots of this node's master are served.
     pub cluster_readonly: bool,
     /// Cluster mode's `ASKING`: the next command (or transaction) may run on a slot this

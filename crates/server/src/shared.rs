@@ -2,7 +2,7 @@
 //! blocked clients, replication and cluster state. Commands reach it through
 //! [`crate::cmd::Ctx`]; the network layer ([`crate::server`]) builds it.
 
-use crate::cmd::blocking::Registry;
+use crate::blocked::Registry;
 use crate::config::Settings;
 use crate::session::Session;
 use crate::store::Store;
@@ -146,7 +146,7 @@ impl Shared {
             blocked: Registry::default(),
             settings: Arc::new(Settings::new(config)),
             stats: Stats::default(),
-            cmdstats: Default::default(),
+            cmdstats: crate::cmdstats::CommandStats::new(crate::cmd::table::all().map(|s| s.name)),
             pubsub: Default::default(),
             notify: Default::default(),
             slowlog: Default::default(),

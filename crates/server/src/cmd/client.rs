@@ -274,3 +274,14 @@ fn reset(cx: &mut Ctx, _a: &[Bytes]) -> CmdResult {
     }
     Ok(Reply::Simple("RESET"))
 }
+
+/// Whether a batch may write, for `CLIENT PAUSE WRITE` ([`crate::pause`]): a command flagged `write`, or an
+/// `EXEC` of queued commands of which one is (Redis's "may replicate" commands).
+pub fn may_write(s: &Session, batch: &[Vec<Bytes>]) -> bool {
+    let flagged = |c: &Vec<Bytes>, f| super::table::find(&c[0]).is_some_and(|s| s.has(f));
+    let write = |c: &Vec<Bytes>| flagged(c, super::table::Flags::WRITE);
+    let exec = batch
+        .iter()
+        .any(|c| super::table::find(&c[0]).is_some_and(|s| s.name == "exec"));
+    batch.iter().any(write) || (exec && s.ext.multi.iter().flatten().any(write))
+}
