@@ -21,80 +21,18 @@
 //! end, as if it had blocked after the pipeline). Another client's `FLUSHDB` is no more
 //! atomic with a run than with a single command (`Store::flush`).
 
+use crate::cmd::dispatch;
 use crate::cmd::table::{self, Flags};
-use crate::dispatch;
+use crate::pending::Pending;
 use crate::protocol::Reply;
-use crate::record::Meta;
 use crate::session::Session;
 use crate::shared::Shared;
-use crate::store::{self, Batch, Store};
 use bytes::Bytes;
-use std::cell::RefCell;
-use std::collections::HashMap;
 use std::sync::atomic::Ordering::Relaxed;
 
 /// Most commands in one run: bounds the batch a run builds (each command is already
 /// bounded by the request's size).
 pub const MAX_RUN: usize = 64;
-
-/// The state of a run while its commands execute (kept in the session; see
-/// [`crate::cmd::Ctx`]).
-pub struct Pending {
-    db: u8,
-    key: Bytes,
-    /// The run's writes so far.
-    batch: RefCell<Batch>,
-    /// Engine records as a read will see them once `batch` is applied: those the run wrote,
-    /// and those it read (the run holds the key, so they cannot change).
-    records: RefCell<HashMap<Vec<u8>, Option<Vec<u8>>>>,
-}
-
-impl Pending {
-    /// Whether the run is on `key` of `db`.
-    pub fn covers(&self, db: u8, key: &[u8]) -> bool {
-        self.db == db && self.key[..] == *key
-    }
-
-    /// The engine record `k` as it will read once the run's writes are applied.
-    pub fn get(&self, store: &Store, k: &[u8]) -> engine::Result<Option<Vec<u8>>> {
-        if let Some(v) = self.records.borrow().get(k) {
-            return Ok(v.clone());
-        }
-        let v = store.db().get(k)?;
-        self.records.borrow_mut().insert(k.to_vec(), v.clone());
-        Ok(v)
-    }
-
-    /// Whether the engine record `k` will exist once the run's writes are applied, without
-    /// reading its value unless the run has it already.
-    pub fn contains(&self, store: &Store, k: &[u8]) -> engine::Result<bool> {
-        match self.records.borrow().get(k) {
-            Some(v) => Ok(v.is_some()),
-            None => store.db().contains(k),
-        }
-    }
-
-    /// The key's live metadata as it will read once the run's writes are applied.
-    pub fn meta(&self, store: &Store) -> store::Result<Option<Meta>> {
-        match self.get(store, &crate::record::meta_key(self.db, &self.key))? {
-            Some(raw) => store::live_meta(&raw),
-            None => Ok(None),
-        }
-    }
-
-    /// Adds a command's writes to the run.
-    pub fn add(&self, b: Batch) {
-        let mut records = self.records.borrow_mut();
-        for (k, v) in b.records() {
-            records.insert(k.to_vec(), v.map(<[u8]>::to_vec));
-        }
-        self.batch.borrow_mut().append(b);
-    }
-
-    fn writes(&self) -> usize {
-        self.batch.borrow().len()
-    }
-}
 
 /// How many of `cmds`, from the first, run as one run (0 or 1: none).
 pub fn run_len(sh: &Shared, s: &Session, cmds: &[Vec<Bytes>]) -> usize {
@@ -129,12 +67,7 @@ pub fn run(sh: &Shared, s: &mut Session, cmds: &[Vec<Bytes>]) -> Vec<Reply> {
     let key = cmds[0][1].clone();
     let _x = sh.store.command_lock();
     let _g = sh.store.lock(db, &[&key]);
-    s.ext.combining = Some(Pending {
-        db,
-        key,
-        batch: RefCell::new(Batch::new()),
-        records: RefCell::new(HashMap::new()),
-    });
+    s.ext.combining = Some(Pending::new(db, key));
     let mut replies = Vec::with_capacity(cmds.len());
     let mut wrote = Vec::new();
     for c in cmds {
@@ -148,7 +81,7 @@ pub fn run(sh: &Shared, s: &mut Session, cmds: &[Vec<Bytes>]) -> Vec<Reply> {
     }
     let pending = s.ext.combining.take().expect("set above");
     let cx = crate::cmd::Ctx { sh, s };
-    if let Err(e) = cx.write(pending.batch.into_inner()) {
+    if let Err(e) = cx.write(pending.into_batch()) {
         for i in wrote {
             replies[i] = e.clone();
         }

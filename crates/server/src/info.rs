@@ -13,10 +13,6 @@ use engine::io::IoCause;
 use std::fmt::Write;
 use std::sync::atomic::Ordering::Relaxed;
 
-/// The Redis version whose command set and replies the server follows; clients gate
-/// features on it.
-pub const REDIS_VERSION: &str = "7.0.15";
-
 const SECTIONS: [&str; 14] = [
     "server",
     "clients",
@@ -126,7 +122,7 @@ pub fn render(sh: &Shared, args: &[Bytes]) -> String {
         match section {
             "server" => {
                 // Clients gate features on the Redis version; this is the command set's level.
-                kv("redis_version", REDIS_VERSION.into());
+                kv("redis_version", crate::protocol::REDIS_VERSION.into());
                 kv("redis_git_sha1", "00000000".into());
                 kv("redis_git_dirty", "0".into());
                 kv("halflife_version", env!("CARGO_PKG_VERSION").into());

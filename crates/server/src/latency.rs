@@ -5,7 +5,7 @@
 //!
 //! The events here are those of this server, not Redis's fork, AOF and defrag ones:
 //!
-//! - `command` and `fast-command`: a command's run, as [`crate::dispatch`] times it
+//! - `command` and `fast-command`: a command's run, as [`crate::cmd::dispatch`] times it
 //!   (`fast-command` for commands flagged `fast`), as in Redis;
 //! - `expire-cycle`: one step of the background sweep that deletes expired keys (it
 //!   holds the command lock meanwhile).

@@ -15,16 +15,15 @@ mod combine;
 pub mod conffile;
 mod config;
 mod deferred;
-mod dispatch;
 mod dump;
 mod info;
 mod inline;
 mod latency;
 mod logs;
 mod notify;
-mod observe;
 mod pattern;
 mod pause;
+mod pending;
 #[cfg(test)]
 mod proptests;
 pub mod protocol;

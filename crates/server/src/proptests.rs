@@ -6,8 +6,8 @@
 //! well-formed frame. Case counts are small so that `cargo test` stays quick; the
 //! `cargo-fuzz` target in `crates/server/fuzz` runs the decoder for as long as one likes.
 
+use crate::cmd::dispatch;
 use crate::config::Config;
-use crate::dispatch;
 use crate::protocol::{Decoder, Limits, ProtocolError, Reply, MAX_INLINE};
 use crate::session::Session;
 use crate::shared::Shared;

@@ -22,6 +22,10 @@ use bytes::{Buf, Bytes, BytesMut};
 use redis_protocol::bytes_utils::Str;
 use redis_protocol::resp3::types::{BytesFrame as Frame3, FrameMap, VerbatimStringFormat};
 
+/// The Redis version whose command set and replies the server follows (what `INFO`,
+/// `HELLO` and a script's `redis.REDIS_VERSION` report); clients gate features on it.
+pub const REDIS_VERSION: &str = "7.0.15";
+
 /// Why a connection's input cannot be read as commands; the connection is closed after the
 /// error is sent, as Redis does. The texts are Redis's (`networking.c`) where it has one.
 #[derive(Clone, Debug, thiserror::Error, PartialEq, Eq)]

@@ -9,8 +9,8 @@
 
 use crate::blocked::{Blocked, Registry};
 use crate::cmd::blocking;
+use crate::cmd::dispatch;
 use crate::config::{AppendFsync, Config, Settings};
-use crate::dispatch;
 use crate::protocol::{self, Reply};
 use crate::session::{Outcome, Session};
 use crate::shared::{ClientEntry, Shared, Stats};
@@ -527,7 +527,7 @@ where
                 if let Some(r) = &waited {
                     shared.cmdstats.answered(command, r);
                     if let Some(spec) = crate::cmd::table::find(command.as_bytes()) {
-                        crate::observe::ran(shared, &session, spec, &args, took);
+                        crate::cmd::observe::ran(shared, &session, spec, &args, took);
                     }
                 }
                 match waited {
@@ -756,7 +756,7 @@ fn run_batch(
             if let Some(set) = crate::cmd::table::find(b"set") {
                 let share = (end - start) / run as u32;
                 for c in &batch[i..i + run] {
-                    crate::observe::ran(sh, &s, set, c, share);
+                    crate::cmd::observe::ran(sh, &s, set, c, share);
                 }
             }
             replies.extend(done);

@@ -121,7 +121,7 @@ pub struct SessionExt {
     pub cluster_asking: bool,
     /// The run of commands on one key this connection is executing as one engine write
     /// ([`crate::combine`]).
-    pub combining: Option<crate::combine::Pending>,
+    pub combining: Option<crate::pending::Pending>,
     /// The command running is a read (`readonly`): its key lookups count as hits and misses
     /// ([`crate::cmd::Ctx::looked_up`]).
     pub reading: bool,

@@ -124,7 +124,7 @@ pub(crate) struct Shared {
     /// `CLIENT PAUSE`'s state.
     pub pause: crate::pause::Pause,
     /// Lua scripts and function libraries ([`crate::script`]).
-    pub scripting: crate::script::cmd::Scripting,
+    pub scripting: crate::script::scripting::Scripting,
     /// `BGSAVE`, `BACKUP` and `backup-dir` ([`crate::backup`]).
     pub backups: Arc<crate::backup::Backups>,
     /// The config file `CONFIG REWRITE` writes ([`crate::conffile`]).

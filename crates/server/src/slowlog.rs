@@ -2,7 +2,7 @@
 //! newest first, at most `slowlog-max-len` of them (Redis's slow log, with its entry
 //! format: id, unix time, microseconds, arguments, client address, client name).
 //!
-//! A command's time is what [`crate::dispatch`] measures around its handler (the engine
+//! A command's time is what [`crate::cmd::dispatch`] measures around its handler (the engine
 //! work it does included, the time it waited for a lock included), as Redis measures
 //! `call()`. Each entry's arguments are cut as Redis cuts them (at most
 //! [`MAX_ARGS`] arguments and [`MAX_ARG_BYTES`] bytes of each, with a note of what was

@@ -14,6 +14,7 @@ pub mod command;
 pub mod config;
 pub mod connection;
 pub mod debug;
+pub mod dispatch;
 pub mod geo;
 pub mod hash;
 pub mod hll;
@@ -22,9 +23,11 @@ pub mod latency;
 pub mod list;
 pub mod migrate;
 pub mod multi;
+pub mod observe;
 pub mod persist;
 pub mod pubsub;
 pub mod repl;
+pub mod script;
 pub mod server;
 pub mod set;
 pub mod slowlog;
@@ -98,7 +101,7 @@ impl Ctx<'_> {
     }
 
     /// The run of commands on `key` this command belongs to ([`crate::combine`]), if any.
-    fn combining(&self, key: &[u8]) -> Option<&crate::combine::Pending> {
+    fn combining(&self, key: &[u8]) -> Option<&crate::pending::Pending> {
         self.s
             .ext
             .combining

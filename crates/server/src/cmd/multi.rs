@@ -6,7 +6,7 @@
 use super::table::c;
 use super::table::{Flags, Spec};
 use super::{wrong_args, CmdResult, Ctx};
-use crate::dispatch;
+use crate::cmd::dispatch;
 use crate::protocol::Reply;
 use crate::session::Session;
 use crate::shared::Shared;

@@ -20,7 +20,7 @@ pub static COMMANDS: &[crate::cmd::table::Spec] = &[
 ];
 
 /// `REPLICAOF host port` / `REPLICAOF NO ONE` (and `SLAVEOF`). Runs without the shared
-/// command lock (see [`crate::dispatch::execute`]) and takes the exec lock itself.
+/// command lock (see [`crate::cmd::dispatch::execute`]) and takes the exec lock itself.
 fn replicaof(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     let sh = cx.sh;
     let sh = &sh

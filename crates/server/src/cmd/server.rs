@@ -52,6 +52,6 @@ fn lolwut(_cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     Ok(Reply::Text(format!(
         "halflife {}, Redis ver. {}\n",
         env!("CARGO_PKG_VERSION"),
-        crate::info::REDIS_VERSION
+        crate::protocol::REDIS_VERSION
     )))
 }

@@ -768,7 +768,7 @@ pub fn bitop(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
 
 /// Whether `cmd` is a `SET key value` without options that the engine will accept, so that
 /// it can join [`set_many`]; anything else (options, limits, authentication, a cluster
-/// redirection) goes through [`crate::dispatch::execute`] and gets its own reply.
+/// redirection) goes through [`crate::cmd::dispatch::execute`] and gets its own reply.
 pub fn is_plain_set(sh: &Shared, s: &Session, cmd: &[Bytes]) -> bool {
     let engine = sh.store.db();
     let o = engine.options();

@@ -303,7 +303,7 @@ pub fn all() -> impl Iterator<Item = &'static Spec> {
         super::bitfield::COMMANDS,
         super::sort::COMMANDS,
         super::geo::COMMANDS,
-        crate::script::cmd::COMMANDS,
+        super::script::COMMANDS,
     ]
     .into_iter()
     .flatten()

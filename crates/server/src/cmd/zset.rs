@@ -1241,8 +1241,8 @@ fn zscan(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
 
 #[cfg(test)]
 mod tests {
+    use crate::cmd::dispatch::execute;
     use crate::config::Config;
-    use crate::dispatch::execute;
     use crate::protocol::Reply;
     use crate::session::Session;
     use crate::shared::Shared;

@@ -24,12 +24,12 @@ pub mod bit;
 pub mod cjson;
 // The server's commands; the fuzz target compiles the runtime without the server.
 #[cfg(not(fuzzing))]
-pub mod cmd;
 pub mod cmsgpack;
 pub mod convert;
 pub mod eval;
 pub mod library;
 pub mod sandbox;
+pub mod scripting;
 pub mod structlib;
 
 use crate::protocol::Reply;

@@ -646,7 +646,7 @@ impl Interp {
         if kind == Kind::Functions {
             rust.set("register_function", lua.create_function(register_function)?)?;
         }
-        let version = crate::info::REDIS_VERSION;
+        let version = crate::protocol::REDIS_VERSION;
         let num = version
             .split('.')
             .map(|p| p.parse::<u32>().unwrap_or(0))

@@ -5,8 +5,8 @@
 //! trims (`MAXLEN`/`MINID`, `=`/`~`, `LIMIT`) must leave the server's stream with the
 //! model's entries, length, first, last and largest deleted IDs and counters.
 
+use crate::cmd::dispatch;
 use crate::config::Config;
-use crate::dispatch;
 use crate::protocol::Reply;
 use crate::session::Session;
 use crate::shared::Shared;

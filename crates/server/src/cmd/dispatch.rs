@@ -51,7 +51,7 @@ pub fn execute(sh: &Shared, s: &mut Session, args: &[Bytes]) -> (Reply, Outcome)
     // A command sent inside MULTI while a script is busy is refused as it would be outside,
     // and fails the transaction; `EXEC` then ends it.
     if s.ext.multi.is_some() {
-        if let Some(r) = crate::script::cmd::busy_refusal(sh, spec) {
+        if let Some(r) = crate::cmd::script::busy_refusal(sh, spec) {
             return refuse(in_multi_rejected(sh, s, spec, r));
         }
     }
@@ -66,7 +66,7 @@ pub fn execute(sh: &Shared, s: &mut Session, args: &[Bytes]) -> (Reply, Outcome)
     let own = spec.is_some_and(|s| s.has(Flags::OWN_LOCK));
     let _g = match !own && s.ext.combining.is_none() {
         // -BUSY instead of waiting while a script runs past busy-reply-threshold.
-        true => match crate::script::cmd::command_lock(sh, spec) {
+        true => match crate::cmd::script::command_lock(sh, spec) {
             Ok(g) => g,
             Err(r) => return refuse(r),
         },
@@ -144,7 +144,7 @@ fn run_found(
             b.args = args.to_vec();
             b.took = end - start;
         }
-        None => crate::observe::ran(sh, s, spec, args, end - start),
+        None => crate::cmd::observe::ran(sh, s, spec, args, end - start),
     }
     (reply, std::mem::replace(&mut s.outcome, Outcome::Continue))
 }

@@ -13,22 +13,21 @@
 //! Function libraries are kept in the database (one record per library,
 //! [`record::function_key`]): `FUNCTION LOAD` and the others write them there, so they
 //! survive a restart, replicate and come with a full sync; the registry of loaded
-//! libraries follows the records ([`Scripting::libraries`]).
+//! libraries follows the records ([`crate::script::scripting::Scripting::libraries`]).
 
-use super::eval::{noscript, Scripts};
-use super::library::{Libraries, RestorePolicy};
-use super::{Activity, CommandInfo, Running, ScriptHost, DEFAULT_MEMORY_LIMIT};
 use crate::cmd::table::{c, Flags, Spec};
 use crate::cmd::{eq, int, CmdResult, Ctx};
 use crate::protocol::Reply;
 use crate::record;
+use crate::script::eval::noscript;
+use crate::script::library::{Libraries, RestorePolicy};
+use crate::script::scripting::Registry;
+use crate::script::{Activity, CommandInfo, Running, ScriptHost};
 use crate::session::Session;
 use crate::shared::Shared;
 use crate::store::Batch;
 use bytes::Bytes;
-use parking_lot::{Mutex, MutexGuard, RwLockReadGuard, RwLockWriteGuard};
-use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
-use std::sync::Arc;
+use parking_lot::{RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 
 #[rustfmt::skip]
@@ -67,119 +66,6 @@ fn numkeys(b: &[u8], rest: usize, fcall: bool) -> Result<usize, Reply> {
         ));
     }
     Ok(n as usize)
-}
-
-/// The scripting state of a server: both interpreters and what runs now.
-pub struct Scripting {
-    pub activity: Arc<Activity>,
-    scripts: Mutex<Scripts>,
-    libraries: Mutex<Registry>,
-    /// Libraries and functions loaded and the interpreter's memory, for `FUNCTION STATS`
-    /// and `INFO` while a function runs (it holds the registry).
-    counts: [AtomicUsize; 3],
-    /// The eval interpreter's memory, its scripts' bytes and count, likewise.
-    eval_stats: [AtomicUsize; 3],
-    /// `halflife-lua-memory-limit`.
-    memory: AtomicUsize,
-}
-
-/// The function libraries, and the store's [`crate::store::Store::functions_epoch`] they
-/// were loaded at (`None`: not loaded from the database yet).
-struct Registry {
-    libs: Libraries,
-    epoch: Option<u64>,
-}
-
-impl Default for Scripting {
-    fn default() -> Scripting {
-        let activity = Arc::new(Activity::default());
-        Scripting {
-            scripts: Mutex::new(Scripts::new(activity.clone(), DEFAULT_MEMORY_LIMIT)),
-            libraries: Mutex::new(Registry {
-                libs: Libraries::new(activity.clone(), DEFAULT_MEMORY_LIMIT),
-                epoch: None,
-            }),
-            activity,
-            counts: Default::default(),
-            eval_stats: Default::default(),
-            memory: AtomicUsize::new(DEFAULT_MEMORY_LIMIT),
-        }
-    }
-}
-
-impl Scripting {
-    /// The libraries, loaded again from the database first if it changed under them (at
-    /// the first use, after a replicated `FUNCTION` command or a full sync).
-    fn libraries(&self, sh: &Shared) -> Result<MutexGuard<'_, Registry>, Reply> {
-        let mut reg = self.libraries.lock();
-        let epoch = sh.store.functions_epoch();
-        if reg.epoch != Some(epoch) {
-            reg.libs.flush();
-            for code in sh.store.function_libraries()? {
-                if let Err(e) = reg.libs.load(&code, true) {
-                    eprintln!("halflife serve: a stored function library does not load: {e}");
-                }
-            }
-            reg.epoch = Some(epoch);
-            self.note_counts(&reg.libs);
-        }
-        Ok(reg)
-    }
-
-    fn note_counts(&self, libs: &Libraries) {
-        self.counts[0].store(libs.libraries().count(), Relaxed);
-        self.counts[1].store(libs.function_count(), Relaxed);
-        self.counts[2].store(libs.used_memory(), Relaxed);
-    }
-
-    /// `INFO memory`'s scripting lines. A script may ask for them while it holds its
-    /// interpreter: then they are as of the last time the interpreter was free.
-    pub fn info(&self, out: &mut Vec<(&'static str, String)>) {
-        if let Some(s) = self.scripts.try_lock() {
-            self.note_scripts(&s);
-        }
-        if let Some(r) = self.libraries.try_lock() {
-            self.note_counts(&r.libs);
-        }
-        let [lua, sources, cached] = &self.eval_stats;
-        let lua = lua.load(Relaxed).to_string();
-        out.push(("used_memory_lua", lua.clone()));
-        out.push(("used_memory_vm_eval", lua));
-        out.push((
-            "used_memory_scripts_eval",
-            sources.load(Relaxed).to_string(),
-        ));
-        out.push(("number_of_cached_scripts", cached.load(Relaxed).to_string()));
-        out.push((
-            "used_memory_vm_functions",
-            self.counts[2].load(Relaxed).to_string(),
-        ));
-        out.push((
-            "number_of_functions",
-            self.counts[1].load(Relaxed).to_string(),
-        ));
-        out.push((
-            "number_of_libraries",
-            self.counts[0].load(Relaxed).to_string(),
-        ));
-    }
-
-    fn note_scripts(&self, s: &Scripts) {
-        self.eval_stats[0].store(s.used_memory(), Relaxed);
-        self.eval_stats[1].store(s.source_bytes(), Relaxed);
-        self.eval_stats[2].store(s.len(), Relaxed);
-    }
-
-    /// Sets `halflife-lua-memory-limit` on both interpreters (each has its own cap).
-    pub fn set_memory_limit(&self, bytes: usize) {
-        self.memory.store(bytes, Relaxed);
-        self.scripts.lock().set_memory_limit(bytes);
-        self.libraries.lock().libs.set_memory_limit(bytes);
-    }
-
-    pub fn memory_limit(&self) -> usize {
-        self.memory.load(Relaxed)
-    }
 }
 
 fn threshold(sh: &Shared) -> u64 {
@@ -312,7 +198,7 @@ impl ScriptHost for Host<'_> {
             self.sh.store.log_command(&[b"MULTI"]);
             self.wrapped = true;
         }
-        crate::dispatch::run(self.sh, &mut self.session, args).0
+        crate::cmd::dispatch::run(self.sh, &mut self.session, args).0
     }
 
     fn rejected(&mut self, cmd: Option<&CommandInfo>, args: &[Bytes], error: &str) {
@@ -332,7 +218,7 @@ fn shown(args: &[Bytes]) -> Vec<Bytes> {
 
 /// Checks a script's flags against the server's state (Redis's `scriptPrepareForRun`):
 /// whether it runs read-only.
-fn prepare(cx: &Ctx, flags: super::Flags, ro: bool) -> Result<bool, Reply> {
+fn prepare(cx: &Ctx, flags: crate::script::Flags, ro: bool) -> Result<bool, Reply> {
     if flags.compat {
         return Ok(ro);
     }
@@ -365,7 +251,7 @@ fn run_script(
     cross_slot: bool,
     command: Vec<Bytes>,
     keys: &[Bytes],
-    run: impl FnOnce(&mut Host) -> super::sandbox::Outcome,
+    run: impl FnOnce(&mut Host) -> crate::script::sandbox::Outcome,
 ) -> CmdResult {
     let sh = cx.sh;
     let mut session = Session::new(0);
@@ -450,7 +336,7 @@ fn fcall_generic(cx: &mut Ctx, a: &[Bytes], ro: bool) -> CmdResult {
     let (keys, argv) = a[2..].split_at(n);
     let sh = cx.sh;
     let _x = exec_lock(sh, cx.s)?;
-    let reg = sh.scripting.libraries(sh)?;
+    let reg = sh.scripting.libraries(&sh.store)?;
     let name = String::from_utf8_lossy(&a[0]).into_owned();
     let Some(f) = reg.libs.function(&name) else {
         return Err(Reply::err("Function not found"));
@@ -578,7 +464,7 @@ fn function(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     }
     let sync = cx.sync();
     let _g = registry_lock(sh, cx.s)?;
-    let mut reg = sh.scripting.libraries(sh)?;
+    let mut reg = sh.scripting.libraries(&sh.store)?;
     if eq(sub, "load") && !args.is_empty() {
         writable(sh)?;
         let (opts, code) = args.split_at(args.len() - 1);
@@ -764,8 +650,7 @@ fn stats(sh: &Shared) -> Reply {
         ]),
         None => Reply::Nil,
     };
-    let libs = sh.scripting.counts[0].load(Relaxed);
-    let funcs = sh.scripting.counts[1].load(Relaxed);
+    let (libs, funcs) = sh.scripting.library_counts();
     Reply::Map(vec![
         (Reply::bulk("running_script"), running),
         (

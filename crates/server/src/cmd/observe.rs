@@ -1,6 +1,6 @@
 //! What watches every command after it ran, besides its statistics
 //! ([`crate::cmdstats`]): the slow log ([`crate::slowlog`]) and the latency monitor
-//! ([`crate::latency`]). [`crate::dispatch`] calls [`ran`] once per command run, and the
+//! ([`crate::latency`]). [`crate::cmd::dispatch`] calls [`ran`] once per command run, and the
 //! pipelined plain `SET`s applied as one write call it for each of them.
 
 use crate::cmd::table::{Flags, Spec};
