@@ -27,7 +27,6 @@
 mod config;
 mod device;
 mod error;
-mod files;
 mod flash;
 pub mod parity;
 mod plm;
@@ -35,9 +34,9 @@ mod set;
 mod time;
 
 pub use config::{DeviceConfig, FlashTimings, Geometry, PlmConfig};
+pub use device::files::DeviceFile;
 pub use device::{Device, SetId};
 pub use error::{DeviceError, Result};
-pub use files::DeviceFile;
 pub use plm::{DtwinExit, PlmLogPage, PlmStatus, Window};
 pub use set::{Completion, SetStats};
 pub use time::VirtualTime;

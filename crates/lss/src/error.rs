@@ -20,8 +20,8 @@ pub enum LssError {
         msg: String,
     },
     /// A policy name that no implementation answers to.
-    #[error("unknown placement policy `{0}` (known: {known})", known = crate::placement::NAMES.join(", "))]
-    UnknownPolicy(String),
+    #[error("unknown placement policy `{name}` (known: {known})")]
+    UnknownPolicy { name: String, known: String },
     /// A trace format name that no reader answers to.
     #[error("unknown trace format `{0}` (known: alibaba, tencent, msrc)")]
     UnknownFormat(String),

@@ -24,6 +24,6 @@ pub mod volume;
 
 pub use config::{Mode, VolumeConfig};
 pub use context::{begin_client_op, end_client_op, OpTimes};
-pub use sched::View;
+pub use stats::View;
 pub use stats::VolumeStats;
 pub use volume::VigilVolume;

@@ -18,17 +18,8 @@
 
 use crate::cache::WriteCache;
 use crate::config::{Mode, VolumeConfig};
-use crate::stats::Recorder;
+use crate::stats::{Recorder, View};
 use device::{Device, PlmStatus, VirtualTime, Window};
-
-/// A kv-set's window as the driver sees it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
-pub enum View {
-    Off,
-    Ndwin,
-    Lockdown,
-    Dtwin,
-}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Phase {

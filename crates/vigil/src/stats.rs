@@ -1,8 +1,16 @@
 //! What the volume measures: reads served directly or reconstructed, the write cache over
 //! time, window changes, forced writes and write throughput per time bucket.
 
-use crate::sched::View;
 use serde::Serialize;
+
+/// A kv-set's window as the driver sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum View {
+    Off,
+    Ndwin,
+    Lockdown,
+    Dtwin,
+}
 
 /// Width of a throughput bucket in virtual time.
 pub const BUCKET_NS: u64 = 100_000_000;

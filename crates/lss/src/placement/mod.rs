@@ -165,7 +165,7 @@ pub fn build(name: &str, env: &Env) -> Result<Box<dyn Placement>> {
             Box::new(adapt::Adapt::new(env, c).named(name))
         }
         "fk" => Box::new(fk::Fk::new(env)),
-        _ => return Err(LssError::UnknownPolicy(name.to_string())),
+        _ => return Err(unknown_policy(name)),
     })
 }
 
@@ -184,12 +184,20 @@ pub fn parse_list(spec: &str) -> Result<Vec<String>> {
         {
             out.push(s.to_ascii_lowercase());
         } else {
-            return Err(LssError::UnknownPolicy(s.to_string()));
+            return Err(unknown_policy(s));
         }
     }
     out.dedup();
     if out.is_empty() {
-        return Err(LssError::UnknownPolicy(spec.to_string()));
+        return Err(unknown_policy(spec));
     }
     Ok(out)
+}
+
+/// The error for a policy name no implementation answers to, listing those that do.
+fn unknown_policy(name: &str) -> LssError {
+    LssError::UnknownPolicy {
+        name: name.to_string(),
+        known: NAMES.join(", "),
+    }
 }

@@ -2,7 +2,6 @@
 //! error, and the signal of its end (the job itself runs in the command layer,
 //! [`crate::cmd::cluster::migration`]). Kept in memory only.
 
-use super::state::Cluster;
 use crate::protocol::Reply;
 use parking_lot::{Condvar, Mutex};
 use std::time::{Duration, Instant};
@@ -105,17 +104,17 @@ impl Jobs {
             }
         }
     }
-}
 
-/// `CLUSTER INFO`'s lines about the last job (Kvrocks' format), empty before any.
-pub fn info(c: &Cluster) -> String {
-    match c.jobs.last() {
-        None => String::new(),
-        Some(j) => format!(
-            "migrating_slot: {}\r\ndestination_node: {}\r\nmigrating_state: {}\r\n",
-            j.slot,
-            j.dst,
-            j.phase.name()
-        ),
+    /// `CLUSTER INFO`'s lines about the last job (Kvrocks' format), empty before any.
+    pub fn info(&self) -> String {
+        match self.last() {
+            None => String::new(),
+            Some(j) => format!(
+                "migrating_slot: {}\r\ndestination_node: {}\r\nmigrating_state: {}\r\n",
+                j.slot,
+                j.dst,
+                j.phase.name()
+            ),
+        }
     }
 }

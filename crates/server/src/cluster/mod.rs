@@ -29,5 +29,4 @@ pub mod slot;
 pub mod state;
 pub mod topology;
 
-pub use publish::forward_publish;
 pub use state::Cluster;

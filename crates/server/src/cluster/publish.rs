@@ -6,7 +6,6 @@
 //! messages that do not fit in its queue ([`QUEUE`]), counted in `INFO`'s
 //! `cluster_publish_dropped`. `SPUBLISH` stays on the node that owns its slot.
 
-use super::state::Cluster;
 use bytes::{Bytes, BytesMut};
 use parking_lot::Mutex;
 use std::collections::HashMap;
@@ -25,36 +24,27 @@ pub struct Forwarder {
     pub dropped: AtomicU64,
 }
 
-/// Forwards a `PUBLISH` of `channel` to every other node of `c`'s topology, over
-/// connections started on `runtime` that authenticate with `password` (the nodes share
-/// one, as Kvrocks assumes).
-pub fn forward_publish(
-    c: &Cluster,
-    runtime: &tokio::runtime::Handle,
-    password: Option<String>,
-    channel: &Bytes,
-    msg: &Bytes,
-) {
-    let addrs: Vec<String> = {
-        let st = c.read();
-        let Some(t) = &st.topology else {
-            return;
-        };
-        t.nodes
-            .iter()
-            .filter(|n| n.id != st.myid)
-            .map(|n| n.addr())
-            .collect()
-    };
-    let f = &c.publish;
-    let mut peers = f.peers.lock();
-    peers.retain(|a, tx| addrs.contains(a) && !tx.is_closed());
-    for a in addrs {
-        let tx = peers
-            .entry(a.clone())
-            .or_insert_with(|| start(runtime, password.clone(), a.clone()));
-        if tx.try_send((channel.clone(), msg.clone())).is_err() {
-            f.dropped.fetch_add(1, Relaxed);
+impl Forwarder {
+    /// Forwards a `PUBLISH` of `channel` to the nodes at `addrs` (connections to nodes
+    /// not among them are dropped), over connections started on `runtime` that
+    /// authenticate with `password` (the nodes share one, as Kvrocks assumes).
+    pub fn send(
+        &self,
+        addrs: Vec<String>,
+        runtime: &tokio::runtime::Handle,
+        password: Option<String>,
+        channel: &Bytes,
+        msg: &Bytes,
+    ) {
+        let mut peers = self.peers.lock();
+        peers.retain(|a, tx| addrs.contains(a) && !tx.is_closed());
+        for a in addrs {
+            let tx = peers
+                .entry(a.clone())
+                .or_insert_with(|| start(runtime, password.clone(), a.clone()));
+            if tx.try_send((channel.clone(), msg.clone())).is_err() {
+                self.dropped.fetch_add(1, Relaxed);
+            }
         }
     }
 }

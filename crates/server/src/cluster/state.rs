@@ -206,6 +206,29 @@ fn random_id() -> String {
 }
 
 impl Cluster {
+    /// Forwards a `PUBLISH` of `channel` to every other node of the topology
+    /// ([`super::publish`]), over connections started on `runtime`.
+    pub fn forward_publish(
+        &self,
+        runtime: &tokio::runtime::Handle,
+        password: Option<String>,
+        channel: &bytes::Bytes,
+        msg: &bytes::Bytes,
+    ) {
+        let addrs: Vec<String> = {
+            let st = self.read();
+            let Some(t) = &st.topology else {
+                return;
+            };
+            t.nodes
+                .iter()
+                .filter(|n| n.id != st.myid)
+                .map(|n| n.addr())
+                .collect()
+        };
+        self.publish.send(addrs, runtime, password, channel, msg);
+    }
+
     /// Reads the state kept in `dir`, or starts a new one with a random id (written at
     /// once, so that `CLUSTER MYID` is stable across restarts). A file that cannot be read
     /// stops the start: serving without it would route by no topology at all.

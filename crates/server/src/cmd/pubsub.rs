@@ -95,7 +95,7 @@ fn publish(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     let n = cx.sh.pubsub.publish(false, &a[0], &a[1]);
     if let Some(c) = &cx.sh.cluster {
         let password = cx.sh.settings.requirepass();
-        crate::cluster::forward_publish(c, &cx.sh.runtime, password, &a[0], &a[1]);
+        c.forward_publish(&cx.sh.runtime, password, &a[0], &a[1]);
     }
     Ok(Reply::Int(n as i64))
 }

@@ -98,7 +98,7 @@ pub fn cluster(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
         "help" => Ok(Reply::Array(
             HELP.iter().copied().map(Reply::Simple).collect(),
         )),
-        "info" => arity(1).map(|_| Reply::Text(info(&c.read()) + &crate::cluster::jobs::info(c))),
+        "info" => arity(1).map(|_| Reply::Text(info(&c.read()) + &c.jobs.info())),
         "nodes" => arity(1).map(|_| Reply::Text(nodes(&c.read(), cx.sh.tcp_port))),
         "slots" => arity(1).map(|_| slots(&c.read())),
         "shards" => arity(1).map(|_| shards(&c.read())),

@@ -7,7 +7,7 @@
 //! amplification, as on a real SSD). Until then the tail sits in host memory, and reading it
 //! costs no device time. Reads are charged for the pages they touch.
 
-use crate::device::{Device, SetId};
+use super::{Device, SetId};
 use crate::error::{DeviceError, Result};
 use crate::set::Completion;
 use crate::time::VirtualTime;

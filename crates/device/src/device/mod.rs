@@ -1,12 +1,15 @@
 //! The device: NVM sets behind one handle, page-level commands, PLM controls, and a small
-//! file table whose bytes live in real files under the backing directory.
+//! file table whose bytes live in real files under the backing directory ([`files`]: a
+//! file's handle charges the device for its pages, so the two are one module).
+
+pub mod files;
 
 use crate::config::DeviceConfig;
 use crate::error::{DeviceError, Result};
-use crate::files::{DeviceFile, FileEntry};
 use crate::plm::{PlmLogPage, Window};
 use crate::set::{Completion, NvmSet, SetStats};
 use crate::time::VirtualTime;
+use files::{DeviceFile, FileEntry};
 use parking_lot::Mutex;
 use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
