@@ -21,12 +21,6 @@ use std::fmt::Write;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::time::Duration;
 
-/// Commands that Redis 7.0 counts per subcommand.
-const CONTAINERS: &[&str] = &[
-    "acl", "client", "cluster", "command", "config", "function", "latency", "memory", "module",
-    "object", "pubsub", "script", "slowlog", "xgroup", "xinfo",
-];
-
 /// Most distinct `parent|sub` names counted (Redis 7.0 has fewer than 150 subcommands).
 pub const MAX_SUBCOMMANDS: usize = 256;
 /// Most distinct error codes counted; later codes still count in `total_error_replies`
@@ -127,17 +121,20 @@ pub struct CommandStats {
 }
 
 impl CommandStats {
-    /// Statistics of the commands `names`, numbered in that order (the command table's:
-    /// the numbers the dispatch passes to [`CommandStats::ran`]).
-    pub fn new(names: impl IntoIterator<Item = &'static str>) -> Self {
-        let names: Box<[&'static str]> = names.into_iter().collect();
+    /// Statistics of the commands `commands` (each name, and whether it counts per
+    /// subcommand), numbered in that order (the command table's: the numbers the dispatch
+    /// passes to [`CommandStats::ran`]).
+    pub fn new(commands: impl IntoIterator<Item = (&'static str, bool)>) -> Self {
+        let (names, per_sub): (Vec<&'static str>, Vec<bool>) = commands.into_iter().unzip();
+        let names: Box<[&'static str]> = names.into();
         CommandStats {
             shards: (0..SHARDS)
                 .map(|_| (0..names.len()).map(|_| Entry::default()).collect())
                 .collect(),
             container: names
                 .iter()
-                .map(|&n| CONTAINERS.contains(&n).then_some(n))
+                .zip(per_sub)
+                .map(|(&n, sub)| sub.then_some(n))
                 .collect(),
             numbers: names.iter().enumerate().map(|(i, &n)| (n, i)).collect(),
             names,
@@ -430,7 +427,7 @@ mod tests {
     }
 
     fn stats() -> CommandStats {
-        CommandStats::new(table::all().map(|s| s.name))
+        CommandStats::new(table::counted())
     }
 
     fn args(words: &[&str]) -> Vec<Bytes> {

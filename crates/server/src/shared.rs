@@ -146,7 +146,7 @@ impl Shared {
             blocked: Registry::default(),
             settings: Arc::new(Settings::new(config)),
             stats: Stats::default(),
-            cmdstats: crate::cmdstats::CommandStats::new(crate::cmd::table::all().map(|s| s.name)),
+            cmdstats: crate::cmdstats::CommandStats::new(crate::cmd::table::counted()),
             pubsub: Default::default(),
             notify: Default::default(),
             slowlog: Default::default(),

@@ -45,7 +45,7 @@ fn on_off(b: &[u8]) -> Result<bool, Reply> {
 
 #[rustfmt::skip]
 pub static COMMANDS: &[super::table::Spec] = &[
-    c!("client", -2, [ADMIN NOSCRIPT LOADING STALE], 0, 0, 0, Connection, client),
+    c!("client", -2, [ADMIN NOSCRIPT LOADING STALE SUBCOMMANDS], 0, 0, 0, Connection, client),
     c!("reset", 1, [NOSCRIPT LOADING STALE FAST NO_AUTH ALLOW_BUSY NOT_QUEUED PUBSUB_CONTEXT], 0, 0, 0, Connection, reset),
 ];
 

@@ -64,7 +64,7 @@ fn docs(s: &Spec) -> Reply {
 
 #[rustfmt::skip]
 pub static COMMANDS: &[Spec] = &[
-    c!("command", -1, [LOADING STALE], 0, 0, 0, Server, command),
+    c!("command", -1, [LOADING STALE SUBCOMMANDS], 0, 0, 0, Server, command),
 ];
 
 fn command(_cx: &mut Ctx, a: &[Bytes]) -> CmdResult {

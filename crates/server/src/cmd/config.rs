@@ -12,7 +12,7 @@ use bytes::Bytes;
 
 #[rustfmt::skip]
 pub static COMMANDS: &[super::table::Spec] = &[
-    c!("config", -2, [ADMIN NOSCRIPT LOADING STALE], 0, 0, 0, Server, config),
+    c!("config", -2, [ADMIN NOSCRIPT LOADING STALE SUBCOMMANDS], 0, 0, 0, Server, config),
 ];
 
 fn yes_no(on: bool) -> &'static str {

@@ -42,8 +42,8 @@ pub static COMMANDS: &[super::table::Spec] = &[
     c!("copy", -3, [WRITE DENYOOM], 1, 2, 1, Generic, copy),
     c!("move", 3, [WRITE FAST], 1, 1, 1, Generic, move_),
     c!("randomkey", 1, [READONLY], 0, 0, 0, Generic, randomkey),
-    c!("memory", -2, [READONLY], 0, 0, 0, Server, memory),
-    c!("object", -2, [READONLY], 2, 2, 1, Generic, object),
+    c!("memory", -2, [READONLY SUBCOMMANDS], 0, 0, 0, Server, memory),
+    c!("object", -2, [READONLY SUBCOMMANDS], 2, 2, 1, Generic, object),
 ];
 
 /// Open `SCAN` cursors a connection keeps; older ones are forgotten.

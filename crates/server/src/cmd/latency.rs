@@ -9,7 +9,7 @@ use bytes::Bytes;
 
 #[rustfmt::skip]
 pub static COMMANDS: &[super::table::Spec] = &[
-    c!("latency", -2, [ADMIN NOSCRIPT LOADING STALE], 0, 0, 0, Server, latency),
+    c!("latency", -2, [ADMIN NOSCRIPT LOADING STALE SUBCOMMANDS], 0, 0, 0, Server, latency),
 ];
 
 fn latency(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {

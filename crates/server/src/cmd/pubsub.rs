@@ -22,7 +22,7 @@ pub static COMMANDS: &[Spec] = &[
     c!("sunsubscribe", -1, [PUBSUB NOSCRIPT LOADING STALE CHEAP PUBSUB_CONTEXT], 1, -1, 1, Pubsub, sunsubscribe),
     c!("publish", 3, [PUBSUB LOADING STALE FAST MAY_REPLICATE CHEAP], 0, 0, 0, Pubsub, publish),
     c!("spublish", 3, [PUBSUB LOADING STALE FAST MAY_REPLICATE CHEAP], 1, 1, 1, Pubsub, spublish),
-    c!("pubsub", -2, [PUBSUB LOADING STALE], 0, 0, 0, Pubsub, pubsub),
+    c!("pubsub", -2, [PUBSUB LOADING STALE SUBCOMMANDS], 0, 0, 0, Pubsub, pubsub),
 ];
 
 /// Refuses a command a RESP2 connection may not run while subscribed (`None`: it may).

@@ -40,8 +40,8 @@ pub static COMMANDS: &[Spec] = &[
     c!("fcall_ro", -3, [NOSCRIPT STALE READONLY NO_MANDATORY_KEYS MOVABLEKEYS OWN_LOCK], 0, 0, 0, Scripting, fcall_ro, find_keys = script_keys),
     // ALLOW_BUSY and OWN_LOCK: KILL and STATS answer while a script runs; the other
     // subcommands take the lock (or answer -BUSY) themselves.
-    c!("script", -2, [NOSCRIPT ALLOW_BUSY OWN_LOCK], 0, 0, 0, Scripting, script),
-    c!("function", -2, [NOSCRIPT ALLOW_BUSY OWN_LOCK], 0, 0, 0, Scripting, function),
+    c!("script", -2, [NOSCRIPT ALLOW_BUSY OWN_LOCK SUBCOMMANDS], 0, 0, 0, Scripting, script),
+    c!("function", -2, [NOSCRIPT ALLOW_BUSY OWN_LOCK SUBCOMMANDS], 0, 0, 0, Scripting, function),
 ];
 
 /// `EVAL`'s and `FCALL`'s keys: the `numkeys` arguments after the third word.

@@ -7,7 +7,7 @@ use bytes::Bytes;
 
 #[rustfmt::skip]
 pub static COMMANDS: &[super::table::Spec] = &[
-    c!("slowlog", -2, [ADMIN LOADING STALE], 0, 0, 0, Server, slowlog),
+    c!("slowlog", -2, [ADMIN LOADING STALE SUBCOMMANDS], 0, 0, 0, Server, slowlog),
 ];
 
 /// Entries `SLOWLOG GET` returns without a count (Redis's 10).

@@ -57,6 +57,9 @@ bitflags::bitflags! {
         /// May run on a RESP2 connection that has subscriptions (Redis's subscribed
         /// state: (un)subscribing, `PING`, `QUIT`, `RESET`).
         const PUBSUB_CONTEXT = 1 << 29;
+        /// A container of subcommands (`CLIENT`, `CONFIG`, ...): `INFO commandstats`
+        /// counts its calls per subcommand, as Redis 7.0 does ([`crate::cmdstats`]).
+        const SUBCOMMANDS = 1 << 30;
     }
 }
 
@@ -264,6 +267,12 @@ pub fn lookup(name: &[u8]) -> Option<(usize, &'static Spec)> {
         .get_or_init(|| all().enumerate().map(|(i, s)| (s.name, (i, s))).collect())
         .get(lower)
         .copied()
+}
+
+/// Each command's name and whether it counts per subcommand ([`Flags::SUBCOMMANDS`]), in
+/// the table's order: what [`crate::cmdstats::CommandStats::new`] counts.
+pub fn counted() -> impl Iterator<Item = (&'static str, bool)> {
+    all().map(|s| (s.name, s.has(Flags::SUBCOMMANDS)))
 }
 
 /// The spec of `name` (any case).

@@ -29,7 +29,7 @@ use std::fmt::Write;
 
 #[rustfmt::skip]
 pub static COMMANDS: &[crate::cmd::table::Spec] = &[
-    c!("cluster", -2, [LOADING STALE], 0, 0, 0, Cluster, cluster),
+    c!("cluster", -2, [LOADING STALE SUBCOMMANDS], 0, 0, 0, Cluster, cluster),
     c!("clusterx", -2, [ADMIN LOADING STALE OWN_LOCK], 0, 0, 0, Cluster, clusterx),
     c!("readonly", 1, [LOADING STALE FAST], 0, 0, 0, Cluster, readonly),
     c!("readwrite", 1, [LOADING STALE FAST], 0, 0, 0, Cluster, readwrite),

@@ -47,12 +47,12 @@ pub static COMMANDS: &[super::table::Spec] = &[
     c!("xsetid", -3, [WRITE DENYOOM FAST], 1, 1, 1, Stream, entries::xsetid),
     c!("xread", -4, [READONLY BLOCKING MOVABLEKEYS], 0, 0, 0, Stream, read::xread, find_keys = read::stream_keys),
     c!("xreadgroup", -7, [WRITE BLOCKING MOVABLEKEYS], 0, 0, 0, Stream, read::xreadgroup, find_keys = read::stream_keys),
-    c!("xgroup", -2, [WRITE], 2, 2, 1, Stream, groups::xgroup),
+    c!("xgroup", -2, [WRITE SUBCOMMANDS], 2, 2, 1, Stream, groups::xgroup),
     c!("xack", -4, [WRITE FAST], 1, 1, 1, Stream, groups::xack),
     c!("xpending", -3, [READONLY], 1, 1, 1, Stream, groups::xpending),
     c!("xclaim", -6, [WRITE FAST], 1, 1, 1, Stream, groups::xclaim),
     c!("xautoclaim", -6, [WRITE FAST], 1, 1, 1, Stream, groups::xautoclaim),
-    c!("xinfo", -2, [READONLY], 2, 2, 1, Stream, info::xinfo),
+    c!("xinfo", -2, [READONLY SUBCOMMANDS], 2, 2, 1, Stream, info::xinfo),
 ];
 
 /// A stream as a command sees it: its metadata and state, and the writes the command has
