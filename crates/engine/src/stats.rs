@@ -31,6 +31,8 @@ pub(crate) struct EngineCounters {
     pub compactions: AtomicU64,
     pub gc_jobs: AtomicU64,
     pub gc_relocated_bytes: AtomicU64,
+    /// CPU time of the threads that ran GC jobs, spent in them.
+    pub gc_cpu_micros: AtomicU64,
     pub gc_relocated_expiring_bytes: AtomicU64,
     pub gc_writeback_entries: AtomicU64,
     /// Expired entries flushes and compactions turned into deletions or dropped, and value
@@ -132,6 +134,12 @@ pub struct DbStats {
     pub compactions: u64,
     pub gc_jobs: u64,
     pub gc_relocated_bytes: u64,
+    /// CPU time GC jobs took on the threads that ran them (the kernel's copies, syncs and
+    /// deletes included; not the lookup pool's, used only for files written before the
+    /// last open, nor BlobDB's relocation inside compaction): over `gc_relocated_bytes`,
+    /// GC's CPU per byte moved.
+    #[serde(default)]
+    pub gc_cpu_micros: u64,
     /// Of `gc_relocated_bytes`, those copied out of value files holding values with an
     /// expiry ([`crate::expiry`]: an expiry window's file, which is otherwise dropped
     /// whole once its last value expired, or a `Mixed` one).

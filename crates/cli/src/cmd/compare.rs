@@ -659,6 +659,12 @@ fn metric_rows(results: &[EngineResult], live: u64) -> Vec<Row> {
     push("GC back-pressure wait", fmt_secs, false, &|r| {
         Some(r.report.gc_delay_micros as f64 / 1e6)
     });
+    push("GC CPU per GiB moved", fmt_secs, false, &|r| {
+        let s = &r.report.engine_stats;
+        let moved = s.get("gc_relocated_bytes")?.as_u64().filter(|&b| b > 0)?;
+        let cpu = s.get("gc_cpu_micros")?.as_u64()?;
+        Some(cpu as f64 / 1e6 / (moved as f64 / (1u64 << 30) as f64))
+    });
     push("settle time", fmt_secs, false, &|r| phase_secs(r, "settle"));
     push("max RSS (process)", fmt_bytes, false, &|r| {
         r.report.max_rss_bytes.map(|b| b as f64)

@@ -478,6 +478,7 @@ fn stats(inner: &Inner) -> DbStats {
         compactions: EngineCounters::get(&c.compactions),
         gc_jobs: EngineCounters::get(&c.gc_jobs),
         gc_relocated_bytes: EngineCounters::get(&c.gc_relocated_bytes),
+        gc_cpu_micros: EngineCounters::get(&c.gc_cpu_micros),
         gc_relocated_expiring_bytes: EngineCounters::get(&c.gc_relocated_expiring_bytes),
         gc_writeback_entries: EngineCounters::get(&c.gc_writeback_entries),
         expired_entries: EngineCounters::get(&c.expired_entries),

@@ -59,7 +59,15 @@ impl GcJob for IndexMapJob<'_> {
         let mut by_class = [(0u64, 0u64); 3];
         let (mut total, mut garbage) = (0u64, 0u64);
         let result = (|| -> Result<()> {
-            for f in files {
+            if let Some(f) = files.first() {
+                will_need_live(early, f);
+            }
+            for (i, f) in files.iter().enumerate() {
+                // The next input's live records are read by the kernel while this one's
+                // are copied.
+                if let Some(next) = files.get(i + 1) {
+                    will_need_live(early, next);
+                }
                 let class_idx = f.lifetime.map_or(0, |l| l.class as usize);
                 // Every dead record of a covered file is known (but for those of writes not
                 // found yet): the others are kept without a lookup.
@@ -217,6 +225,17 @@ impl GcJob for IndexMapJob<'_> {
             }
         }
         result
+    }
+}
+
+/// Asks the kernel to start reading the extents of `f` a scan will read
+/// (`posix_fadvise(WILLNEED)`): a victim's live records are small extents between known dead
+/// ones, and read one after another each was a device read the job waited for (8.6K waits,
+/// 4.9 s of a 46 s run at the `lifetime` preset); queued together the device serves them
+/// in parallel, ahead of the scan.
+fn will_need_live(early: &EarlyGarbage, f: &BlobFile) {
+    for (from, to) in early.live_extents(f.number, FILE_HEADER as u64, f.size, READ_THROUGH_GAP) {
+        f.will_need(from, (to - from) as usize);
     }
 }
 
