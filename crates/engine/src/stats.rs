@@ -31,6 +31,8 @@ pub(crate) struct EngineCounters {
     pub compactions: AtomicU64,
     pub gc_jobs: AtomicU64,
     pub gc_relocated_bytes: AtomicU64,
+    pub gc_log_syncs: AtomicU64,
+    pub gc_log_syncs_skipped: AtomicU64,
     /// CPU time of the threads that ran GC jobs, spent in them.
     pub gc_cpu_micros: AtomicU64,
     pub gc_relocated_expiring_bytes: AtomicU64,
@@ -134,6 +136,13 @@ pub struct DbStats {
     pub compactions: u64,
     pub gc_jobs: u64,
     pub gc_relocated_bytes: u64,
+    /// GC jobs that synced the write path's logs before deleting their inputs, and those
+    /// that did not need to: every write hiding a record they dropped was already durable
+    /// (synced, or flushed).
+    #[serde(default)]
+    pub gc_log_syncs: u64,
+    #[serde(default)]
+    pub gc_log_syncs_skipped: u64,
     /// CPU time GC jobs took on the threads that ran them (the kernel's copies, syncs and
     /// deletes included; not the lookup pool's, used only for files written before the
     /// last open, nor BlobDB's relocation inside compaction): over `gc_relocated_bytes`,

@@ -211,6 +211,7 @@ fn flush_one(inner: &Arc<Inner>) -> Result<bool> {
     // its table, charged with the values the flush dropped; synced here, off the write
     // path and outside the lock.
     let logged_files = mem.value_files();
+    let flushed_seq = mem.largest_seq();
     drop((v, mem));
     let mut st = inner.state.lock();
     st.flushing = false;
@@ -245,6 +246,9 @@ fn flush_one(inner: &Arc<Inner>) -> Result<bool> {
     }
     st.versions.last_sequence = inner.last_seq.load(Ordering::Acquire);
     st.versions.log_and_apply(edit)?;
+    // Its writes are in a synced table (their values in synced value files), and every
+    // older memtable was flushed before it.
+    inner.durable_seq.fetch_max(flushed_seq, Ordering::AcqRel);
     if let Some(rt) = &inner.lifetime {
         // Only now that the flush is installed are the records it hides garbage.
         rt.early

@@ -154,7 +154,13 @@ impl GcHost for EngineGcHost<'_> {
         write_back(self.inner, entries)
     }
 
-    fn make_durable(&self) -> Result<()> {
+    fn make_durable(&self, hidden_by: SeqNo) -> Result<()> {
+        let c = &self.inner.counters;
+        if hidden_by <= self.inner.durable_seq.load(Ordering::Acquire) {
+            EngineCounters::add(&c.gc_log_syncs_skipped, 1);
+            return Ok(());
+        }
+        EngineCounters::add(&c.gc_log_syncs, 1);
         // The pointers went through the WAL unsynced, and the lookups saw writes not yet
         // synced. Without a WAL, only a flushed table keeps them.
         if self.inner.opts.wal.use_wal {
@@ -209,20 +215,27 @@ impl GcHost for EngineGcHost<'_> {
             } else if read::needed_by_snapshot(inner, &view, key, self.snapshots, ptr)? {
                 Liveness::ForSnapshot
             } else {
-                Liveness::Dead
+                Liveness::Dead(latest.map_or(0, |f| f.seq))
             });
         }
         Ok(out)
     }
 
-    fn hidden_by_memtable(&self, key: &[u8], ptr: &ValuePointer, seq: SeqNo) -> Result<bool> {
+    fn hidden_by_memtable(
+        &self,
+        key: &[u8],
+        ptr: &ValuePointer,
+        seq: SeqNo,
+    ) -> Result<Option<SeqNo>> {
         let inner = self.inner;
         let view = ReadView::take(inner);
         let Some(newest) = view.lookup_memtables(key, seq, inner.now_ms())? else {
-            return Ok(false);
+            return Ok(None);
         };
-        Ok(!read::found_points_at(inner, &view, &Some(newest), ptr)?
-            && !read::needed_by_snapshot(inner, &view, key, self.snapshots, ptr)?)
+        let by = newest.seq;
+        let hidden = !read::found_points_at(inner, &view, &Some(newest), ptr)?
+            && !read::needed_by_snapshot(inner, &view, key, self.snapshots, ptr)?;
+        Ok(hidden.then_some(by))
     }
 
     fn install_with_maps(&self, install: &mut Install) -> Result<()> {
@@ -598,7 +611,7 @@ mod tests {
                 let l = match l {
                     Liveness::Live(_) => "live",
                     Liveness::ForSnapshot => "snapshot",
-                    Liveness::Dead => "dead",
+                    Liveness::Dead(_) => "dead",
                 };
                 (k.as_slice(), l)
             })
@@ -615,10 +628,48 @@ mod tests {
         // A write still in a memtable hides `b` from every reader but the snapshot, and
         // `d` from all of them.
         let seq = h.visible_seq();
-        assert!(!h.hidden_by_memtable(b"b", &recs[1].0, seq).unwrap());
-        assert!(h.hidden_by_memtable(b"d", &recs[3].0, seq).unwrap());
-        assert!(!h.hidden_by_memtable(b"a", &recs[0].0, seq).unwrap());
+        assert_eq!(h.hidden_by_memtable(b"b", &recs[1].0, seq).unwrap(), None);
+        let by = h.hidden_by_memtable(b"d", &recs[3].0, seq).unwrap();
+        assert!(by.is_some_and(|s| s < seq), "{by:?}");
+        assert_eq!(h.hidden_by_memtable(b"a", &recs[0].0, seq).unwrap(), None);
         drop(snap);
+    }
+
+    #[test]
+    fn logs_are_synced_for_a_job_only_when_a_write_it_relied_on_may_not_be_durable() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = db(dir.path(), 1.0);
+        let h = host(&db, &[], &[]);
+        let syncs = |db: &DB| {
+            let s = db.stats();
+            (s.gc_log_syncs, s.gc_log_syncs_skipped)
+        };
+        db.put(b"a", &value("a")).unwrap();
+        let a = h.visible_seq();
+        // Nothing is known durable after open: a job relying on `a` syncs, and then a job
+        // relying on it again need not.
+        h.make_durable(a).unwrap();
+        assert_eq!(syncs(&db), (1, 0));
+        h.make_durable(a).unwrap();
+        assert_eq!(syncs(&db), (1, 1));
+        // A write since is not durable until a sync or a flush covers it.
+        db.put(b"b", &value("b")).unwrap();
+        let b = h.visible_seq();
+        h.make_durable(b).unwrap();
+        assert_eq!(syncs(&db), (2, 1));
+        db.put(b"c", &value("c")).unwrap();
+        let c = h.visible_seq();
+        db.sync_wal().unwrap();
+        h.make_durable(c).unwrap();
+        assert_eq!(syncs(&db), (2, 2));
+        db.put(b"d", &value("d")).unwrap();
+        let d = h.visible_seq();
+        db.flush().unwrap();
+        h.make_durable(d).unwrap();
+        assert_eq!(syncs(&db), (2, 3));
+        // A written-back pointer is newer than anything durable.
+        h.make_durable(SeqNo::MAX).unwrap();
+        assert_eq!(syncs(&db), (3, 3));
     }
 
     #[test]
@@ -635,7 +686,7 @@ mod tests {
         db.put(b"b", &value("b2")).unwrap();
         assert_eq!(h.write_back(copies).unwrap(), [true, false]);
         // `a` reads from the copy once the old file is gone; `b` keeps its newer value.
-        h.make_durable().unwrap();
+        h.make_durable(SeqNo::MAX).unwrap();
         h.apply(VersionEdit {
             deleted_blobs: vec![old],
             ..Default::default()

@@ -117,6 +117,12 @@ pub(crate) struct Inner {
     pub last_seq: AtomicU64,
     /// Last sequence number whose write is fully in the memtable.
     pub visible_seq: AtomicU64,
+    /// Every write up to this sequence number is durable: the logs were synced after it
+    /// was visible ([`super::write::sync_logs`]), or its memtable was flushed. A GC job
+    /// whose dead records only such writes hide needs no sync of the logs
+    /// ([`crate::gc::job::GcHost::make_durable`]). 0 at open: a replayed log may not have
+    /// been synced before the process died.
+    pub durable_seq: AtomicU64,
     pub counters: EngineCounters,
     /// The value files' space amplification when GC last picked (`f64` bits; 0 before),
     /// under a space-amplification target (also handed to `gc_pacer`).

@@ -478,6 +478,8 @@ fn stats(inner: &Inner) -> DbStats {
         compactions: EngineCounters::get(&c.compactions),
         gc_jobs: EngineCounters::get(&c.gc_jobs),
         gc_relocated_bytes: EngineCounters::get(&c.gc_relocated_bytes),
+        gc_log_syncs: EngineCounters::get(&c.gc_log_syncs),
+        gc_log_syncs_skipped: EngineCounters::get(&c.gc_log_syncs_skipped),
         gc_cpu_micros: EngineCounters::get(&c.gc_cpu_micros),
         gc_relocated_expiring_bytes: EngineCounters::get(&c.gc_relocated_expiring_bytes),
         gc_writeback_entries: EngineCounters::get(&c.gc_writeback_entries),

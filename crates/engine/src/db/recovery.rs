@@ -393,6 +393,7 @@ pub(crate) fn open(dir: &Path, opts: Options) -> Result<Inner> {
         clock_floor: AtomicU64::new(0),
         last_seq: AtomicU64::new(last_seq),
         visible_seq: AtomicU64::new(last_seq),
+        durable_seq: AtomicU64::new(0),
         counters: EngineCounters::default(),
         value_space_amp: AtomicU64::new(0),
         throttle: super::throttle::WriteController::new(),

@@ -290,6 +290,14 @@ pub(crate) fn sync_logs(inner: &Inner) -> Result<()> {
     if !inner.opts.wal.use_wal {
         return Ok(());
     }
+    // A visible write's records are in the logs already: the syncs below cover it.
+    let upto = inner.visible_seq.load(Ordering::Acquire);
+    sync_all_logs(inner)?;
+    inner.durable_seq.fetch_max(upto, Ordering::AcqRel);
+    Ok(())
+}
+
+fn sync_all_logs(inner: &Inner) -> Result<()> {
     let values = inner.value_wal.lock().start_sync()?;
     values.run()?;
     inner.value_wal.lock().synced(values);

@@ -26,7 +26,7 @@ use parking_lot::Mutex;
 pub use skiplist::ChunkPool;
 use skiplist::{Node, Position, SkipList, Target};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 pub struct Memtable {
@@ -34,6 +34,9 @@ pub struct Memtable {
     index: Index,
     /// Arena bytes taken by the entries.
     size: AtomicUsize,
+    /// The largest sequence number added: once the memtable is flushed, every write up to
+    /// it is durable (older memtables flush first).
+    largest_seq: AtomicU64,
     /// The WAL file holding this memtable's writes (0 when the WAL is off).
     wal_number: u64,
     /// With the value log as the WAL (`Options::wal.value_log_wal`): where each separated
@@ -82,6 +85,7 @@ impl Memtable {
             list,
             index,
             size: AtomicUsize::new(0),
+            largest_seq: AtomicU64::new(0),
             wal_number,
             logged: Mutex::new(HashMap::new()),
             value_files: Mutex::new(Vec::new()),
@@ -138,6 +142,12 @@ impl Memtable {
             }
         };
         self.size.fetch_add(bytes, Ordering::Relaxed);
+        self.largest_seq.fetch_max(seq, Ordering::Relaxed);
+    }
+
+    /// The largest sequence number of an entry added (0 while empty).
+    pub fn largest_seq(&self) -> SeqNo {
+        self.largest_seq.load(Ordering::Relaxed)
     }
 
     /// Memory taken by the entries (their nodes in the arena), in bytes: what fills the

@@ -20,8 +20,9 @@ pub(crate) enum Liveness {
     Live(Found),
     /// Only a snapshot still reads it.
     ForSnapshot,
-    /// No reader reads it.
-    Dead,
+    /// No reader reads it: hidden by the write of this sequence number (0 if no version
+    /// of the key is left, its deletion compacted away).
+    Dead(SeqNo),
 }
 
 /// Installs a version edit with the index maps it adds.
@@ -47,9 +48,10 @@ pub(crate) trait GcHost {
     fn write_back(&self, entries: Vec<Writeback>) -> Result<Vec<bool>>;
     /// Makes durable what the edit deleting the inputs relies on: the written-back pointers
     /// and the user writes that made the records GC skipped garbage (the lookups saw them
-    /// before any sync). Both jobs call it: with a WAL it syncs the logs; without one only a
-    /// flushed table keeps those writes.
-    fn make_durable(&self) -> Result<()>;
+    /// before any sync), every write up to `hidden_by`. Both jobs call it: with a WAL it
+    /// syncs the logs, unless a sync or a flush already made those writes durable;
+    /// without one only a flushed table keeps them.
+    fn make_durable(&self, hidden_by: SeqNo) -> Result<()>;
     /// Counts bytes copied (`from_expiring`: out of a file holding values with an expiry).
     fn relocated(&self, bytes: u64, from_expiring: bool);
     /// Output files are cut at this size.
@@ -68,10 +70,16 @@ pub(crate) trait GcHost {
     /// dead; looked up several at a time, all against one view of the tree.
     fn liveness(&self, records: &[Record], seq: SeqNo) -> Result<Vec<Liveness>>;
     /// Whether a memtable holds a write of `key`, visible as of `seq`, that hides the record
-    /// `ptr` from every reader, snapshots included. In a file whose dead records are all
-    /// known by position, these are the only dead records not known yet (no flush has
-    /// found them): answered from memory, without a tree lookup.
-    fn hidden_by_memtable(&self, key: &[u8], ptr: &ValuePointer, seq: SeqNo) -> Result<bool>;
+    /// `ptr` from every reader, snapshots included: that write's sequence number. In a
+    /// file whose dead records are all known by position, these are the only dead records
+    /// not known yet (no flush has found them): answered from memory, without a tree
+    /// lookup.
+    fn hidden_by_memtable(
+        &self,
+        key: &[u8],
+        ptr: &ValuePointer,
+        seq: SeqNo,
+    ) -> Result<Option<SeqNo>>;
     /// Runs `install` under the lock that orders version edits, with the current version,
     /// the pointers compactions dropped into the job's inputs while it ran (handed over
     /// once), and the function that installs an edit with index maps; then drops the index

@@ -58,6 +58,9 @@ impl GcJob for IndexMapJob<'_> {
         // (input bytes, garbage bytes) per class of input file.
         let mut by_class = [(0u64, 0u64); 3];
         let (mut total, mut garbage) = (0u64, 0u64);
+        // The newest write that hid a record this job drops (records known dead by
+        // position are hidden by flushed writes, already durable).
+        let mut hidden_by: SeqNo = 0;
         let result = (|| -> Result<()> {
             if let Some(f) = files.first() {
                 will_need_live(early, f);
@@ -103,7 +106,8 @@ impl GcJob for IndexMapJob<'_> {
                             // writes still in a memtable. Copied, they would be garbage no
                             // one knows of (a fifth of what GC copied at the `lifetime`
                             // preset with a 64 MiB memtable).
-                            if host.hidden_by_memtable(key, &ptr, now)? {
+                            if let Some(by) = host.hidden_by_memtable(key, &ptr, now)? {
+                                hidden_by = hidden_by.max(by);
                                 garbage += ptr.size as u64;
                                 by_class[class_idx].1 += ptr.size as u64;
                                 continue;
@@ -133,7 +137,8 @@ impl GcJob for IndexMapJob<'_> {
                             // Still needed by a snapshot reader: kept; it dies with the
                             // snapshot.
                             Liveness::ForSnapshot => Kept::ForSnapshot,
-                            Liveness::Dead => {
+                            Liveness::Dead(by) => {
+                                hidden_by = hidden_by.max(by);
                                 garbage += ptr.size as u64;
                                 by_class[class_idx].1 += ptr.size as u64;
                                 continue;
@@ -178,10 +183,10 @@ impl GcJob for IndexMapJob<'_> {
                 edit.added_blobs.push(meta);
             }
             let copies: Vec<u64> = edit.added_blobs.iter().map(|b| b.number).collect();
-            // The lookups saw writes not yet synced: a record they found overwritten is
-            // dropped with its file, so the overwrite must outlive a power cut first (without
-            // a WAL, only a flush keeps it).
-            host.make_durable()?;
+            // The lookups saw writes perhaps not yet synced: a record they found overwritten
+            // is dropped with its file, so the overwrite must outlive a power cut first
+            // (without a WAL, only a flush keeps it).
+            host.make_durable(hidden_by)?;
             let mut edit = Some(edit);
             let mut maps = Some(maps);
             host.install_with_maps(&mut |current, drops, apply| {

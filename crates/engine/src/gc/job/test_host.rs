@@ -279,7 +279,7 @@ impl GcHost for MapHost {
         Ok(flags)
     }
 
-    fn make_durable(&self) -> Result<()> {
+    fn make_durable(&self, _hidden_by: SeqNo) -> Result<()> {
         self.line("sync".into());
         Ok(())
     }
@@ -322,17 +322,23 @@ impl GcHost for MapHost {
                 } else if snapshot.contains(ptr) {
                     Liveness::ForSnapshot
                 } else {
-                    Liveness::Dead
+                    Liveness::Dead(VISIBLE_SEQ)
                 }
             })
             .collect())
     }
 
-    fn hidden_by_memtable(&self, key: &[u8], ptr: &ValuePointer, seq: SeqNo) -> Result<bool> {
+    fn hidden_by_memtable(
+        &self,
+        key: &[u8],
+        ptr: &ValuePointer,
+        seq: SeqNo,
+    ) -> Result<Option<SeqNo>> {
         assert_eq!(seq, VISIBLE_SEQ);
-        Ok(self.in_memtable.borrow().iter().any(|k| k == key)
+        let hidden = self.in_memtable.borrow().iter().any(|k| k == key)
             && !self.points_at(key, ptr)
-            && !self.snapshot_reads.borrow().contains(ptr))
+            && !self.snapshot_reads.borrow().contains(ptr);
+        Ok(hidden.then_some(VISIBLE_SEQ))
     }
 
     fn install_with_maps(&self, install: &mut Install) -> Result<()> {

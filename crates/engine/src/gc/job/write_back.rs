@@ -2,6 +2,7 @@
 
 use super::host::{GcHost, GcJob};
 use crate::error::Result;
+use crate::internal_key::SeqNo;
 use crate::io::IoCause;
 use crate::version::VersionEdit;
 use crate::vlog::{BlobFile, ValueFileWriter, ValuePointer};
@@ -77,7 +78,8 @@ impl GcJob for WriteBack {
             host.write_back(writebacks)?
         };
         // The edit below lets the collected files be deleted.
-        host.make_durable()?;
+        // The written-back pointers are newer than any write the job saw.
+        host.make_durable(SeqNo::MAX)?;
         let mut edit = VersionEdit {
             deleted_blobs: files.iter().map(|f| f.number).collect(),
             gc_settled: settled,
