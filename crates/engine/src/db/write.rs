@@ -605,10 +605,9 @@ fn wait_for_gc(inner: &Inner) {
     if wait >= crate::rate::MIN_SLEEP {
         inner.bg_cv.notify_all();
     }
-    // The time slept, not the time asked for: a sleep overshoots by the timer slack.
-    let slept = Instant::now();
-    std::thread::sleep(wait);
-    EngineCounters::add(&c.gc_delay_micros, slept.elapsed().as_micros() as u64);
+    // The time waited, not the time asked for: a sleep overshoots by the timer slack.
+    let waited = crate::gc::pacer::wait_out(wait);
+    EngineCounters::add(&c.gc_delay_micros, waited.as_micros() as u64);
     EngineCounters::add(&c.gc_delay_count, 1);
 }
 

@@ -8,14 +8,16 @@ use std::time::{Duration, Instant};
 /// a writer never sees a stop, only a slower rate.
 pub(crate) const MAX_GC_WAIT: Duration = Duration::from_millis(20);
 
-/// Waits shorter than this are owed to the next write group instead of slept: about a
-/// sleep's own cost (Linux's default timer slack is 50 us). It decides which tail the
-/// delay shows in, not how much there is: the rate sets the total. At the `lifetime`
-/// preset (2M updates, the writers owing about a tenth of the run), with 50 us 3.8 % of
-/// the updates slept: update p99 3.3x titan's, p99.9 1.0-1.8x; with 0.5 ms 1.1 % slept:
-/// p99 10.5x, p99.9 1.1-1.6x; the chunked pacer before (1 ms to 100 ms) slept 0.5 %: p99
-/// 1.8-2.1x, p99.9 1.9-2.1x (docs/results/2026-12-07-gc-pacer.md).
-const MIN_GC_SLEEP: Duration = Duration::from_micros(50);
+/// Waits shorter than this are paid on the spot by giving the CPU away until they are
+/// over ([`wait_out`]), longer ones are slept. A sleep cannot be shorter than the timer
+/// slack (50 us) and a wakeup, so a delay of a few microseconds per write used to be owed
+/// until it made a sleep: at the `lifetime` preset (2M updates, the writers owing about a
+/// tenth of the run) waits owed up to 50 us made 3.8 % of the updates sleep, update p99
+/// 3.3x titan's; up to 0.5 ms, 1.1 % and 10.5x (docs/results/2026-12-07-gc-pacer.md).
+/// Paid where owed, the delay is spread over every write of a paced run, as the rate
+/// wants. Only a write larger than the rate pays in this time (a batch, or a rate near
+/// the floor) sleeps.
+const SPIN_UNDER: Duration = Duration::from_micros(200);
 
 /// How far the bucket may fill while writes go slower than the rate: the burst a writer
 /// may take at once, and the credit for a sleep that overslept.
@@ -64,9 +66,9 @@ const FASTER: f64 = 1.25;
 /// so the rate settles where GC keeps up, and that rate is where the next episode starts.
 /// The delay is released once the rate is back at the undelayed rate measured before.
 ///
-/// Each write group pays for its own bytes at the delayed rate (a bucket of [`BURST`]),
-/// slept once at least [`MIN_GC_SLEEP`] is owed, never more than [`MAX_GC_WAIT`]: a
-/// writer sees a lower rate, not a tail of long sleeps.
+/// Each write group pays for its own bytes at the delayed rate (a bucket of [`BURST`])
+/// before it starts, never more than [`MAX_GC_WAIT`], and short waits are not rounded up
+/// to a sleep ([`wait_out`]): a writer sees a lower rate, not a tail of sleeps.
 /// (Before, the rate was `(1 - d)` times the undelayed one, down to 16 KiB/s from
 /// `d = 1` on, and paid in sleeps of at least 1 ms and at most 100 ms: 70 % of the
 /// writer's time off the CPU was in those sleeps, and the update p99 was 1.2 ms where
@@ -166,8 +168,8 @@ impl GcPacer {
     }
 
     /// Charges the user bytes written up to `user_bytes` (a running total) and returns how
-    /// long the next write group waits: zero unless paced and at least [`MIN_GC_SLEEP`]
-    /// is owed (less is owed to the next group); at most [`MAX_GC_WAIT`].
+    /// long the next write group waits ([`wait_out`]): zero unless paced and owed; at most
+    /// [`MAX_GC_WAIT`].
     pub fn charge(&self, user_bytes: u64, now: Instant) -> Duration {
         let mut p = self.state.lock();
         let written = user_bytes.saturating_sub(p.seen);
@@ -192,13 +194,25 @@ impl GcPacer {
         let from = p.paid.map_or(now, |t| t.max(floor));
         let paid = (from + Duration::from_secs_f64(written as f64 / rate)).min(now + MAX_GC_WAIT);
         p.paid = Some(paid);
-        let wait = paid.saturating_duration_since(now);
-        if wait >= MIN_GC_SLEEP {
-            wait
-        } else {
-            Duration::ZERO
+        paid.saturating_duration_since(now)
+    }
+}
+
+/// Waits `wait` out and returns the time it took: a short wait by yielding the CPU until
+/// it is over (`sched_yield`: GC and the other background threads run meanwhile, and the
+/// writer resumes within microseconds of the end, where a sleep overshoots by the timer
+/// slack), a long one ([`SPIN_UNDER`] or more) by sleeping.
+pub(crate) fn wait_out(wait: Duration) -> Duration {
+    let start = Instant::now();
+    if wait >= SPIN_UNDER {
+        std::thread::sleep(wait);
+    } else {
+        let end = start + wait;
+        while Instant::now() < end {
+            std::thread::yield_now();
         }
     }
+    start.elapsed()
 }
 
 #[cfg(test)]
@@ -309,10 +323,23 @@ mod tests {
             );
             now += d;
         }
-        // A small write is owed, not slept; after a pause the bucket's credit (BURST) pays.
+        // A small write waits for its own few bytes, not rounded to a sleep; after a
+        // pause the bucket's credit (BURST) pays.
         let p2 = paced(t0);
-        assert_eq!(p2.charge((1 << 20) + 100, at(700_000)), Duration::ZERO);
+        let small = p2.charge((1 << 20) + 100, at(700_000));
+        let want = Duration::from_secs_f64(100.0 / rate);
+        assert!(
+            small.abs_diff(want) < Duration::from_micros(2),
+            "{small:?} {want:?}"
+        );
         let later = at(800_000);
         assert_eq!(p2.charge((1 << 20) + 200 + 4096, later), Duration::ZERO);
+    }
+
+    #[test]
+    fn a_short_wait_is_paid_without_a_sleep_and_a_long_one_slept() {
+        for wait in [Duration::ZERO, Duration::from_micros(30), SPIN_UNDER * 2] {
+            assert!(wait_out(wait) >= wait);
+        }
     }
 }
