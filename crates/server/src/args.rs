@@ -94,3 +94,26 @@ pub fn bulk(v: Vec<u8>) -> Reply {
 pub fn now_ms() -> i64 {
     record::now_ms() as i64
 }
+
+/// `b` in double quotes with Redis's escapes (`sdscatrepr`): `\\`, `\"`, `\n`, `\r`, `\t`,
+/// `\a`, `\b`, and `\xHH` for any other byte that is not printable ASCII. What `MONITOR`
+/// shows of each argument and a rewritten config file of a value that needs quotes.
+pub fn repr(b: &[u8]) -> String {
+    let mut s = String::with_capacity(b.len() + 2);
+    s.push('"');
+    for &c in b {
+        match c {
+            b'\\' => s.push_str("\\\\"),
+            b'"' => s.push_str("\\\""),
+            b'\n' => s.push_str("\\n"),
+            b'\r' => s.push_str("\\r"),
+            b'\t' => s.push_str("\\t"),
+            0x07 => s.push_str("\\a"),
+            0x08 => s.push_str("\\b"),
+            0x20..=0x7e => s.push(c as char),
+            _ => s.push_str(&format!("\\x{c:02x}")),
+        }
+    }
+    s.push('"');
+    s
+}

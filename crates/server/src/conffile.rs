@@ -57,22 +57,7 @@ pub fn quote(v: &str) -> String {
     {
         return v.to_string();
     }
-    let mut s = String::from("\"");
-    for c in v.chars() {
-        match c {
-            '"' => s.push_str("\\\""),
-            '\\' => s.push_str("\\\\"),
-            '\n' => s.push_str("\\n"),
-            '\r' => s.push_str("\\r"),
-            '\t' => s.push_str("\\t"),
-            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
-                s.push_str(&format!("\\x{:02x}", c as u32))
-            }
-            c => s.push(c),
-        }
-    }
-    s.push('"');
-    s
+    crate::args::repr(v.as_bytes())
 }
 
 /// The directives of a config file's text; an error names the line (`path:line: why`).

@@ -237,6 +237,10 @@ impl State {
 pub struct Hub {
     state: RwLock<State>,
     limits: RwLock<Limits>,
+    /// `MONITOR`'s connections, which receive a line for every command the server runs
+    /// ([`crate::cmd::observe::monitor`]); their count, read by every command.
+    monitors: RwLock<Subscribers>,
+    monitoring: AtomicUsize,
 }
 
 impl Hub {
@@ -312,8 +316,41 @@ impl Hub {
         Reply::Many(out)
     }
 
-    /// Forgets every subscription of client `id` (it disconnected, or `RESET`).
+    /// `MONITOR`: `mailbox`'s client receives the command feed from now on; `false` if it
+    /// did already.
+    pub fn monitor(&self, mailbox: &Arc<Mailbox>) -> bool {
+        let mut m = self.monitors.write();
+        let added = m.insert(mailbox.id, mailbox.clone()).is_none();
+        self.monitoring.store(m.len(), Relaxed);
+        added
+    }
+
+    /// Whether any connection monitors (a relaxed read: a command that runs as `MONITOR`
+    /// is answered may or may not be shown, as in Redis).
+    pub fn monitoring(&self) -> bool {
+        self.monitoring.load(Relaxed) > 0
+    }
+
+    /// Sends `line` (a status line, without `+` and CRLF) to every monitoring connection,
+    /// within the pub/sub output limits: a monitor that does not read is cut off as a
+    /// subscriber that does not read is.
+    pub fn feed_monitors(&self, line: String) {
+        let limits = self.limits();
+        let size = line.len() + 3;
+        for m in self.monitors.read().values() {
+            m.deliver(Reply::Status(line.clone()), size, &limits);
+        }
+    }
+
+    /// Forgets every subscription of client `id` (it disconnected, or `RESET`), and its
+    /// `MONITOR`.
     pub fn forget(&self, id: u64) {
+        {
+            let mut m = self.monitors.write();
+            if m.remove(&id).is_some() {
+                self.monitoring.store(m.len(), Relaxed);
+            }
+        }
         let mut st = self.state.write();
         let Some(subs) = st.clients.remove(&id) else {
             return;

@@ -755,6 +755,7 @@ fn run_batch(
                 let share = (end - start) / run as u32;
                 for c in &batch[i..i + run] {
                     crate::cmd::observe::ran(sh, &s, set, c, share);
+                    crate::cmd::observe::monitor(sh, &s, c);
                 }
             }
             replies.extend(done);

@@ -473,3 +473,97 @@ fn timeout_closes_an_idle_client_and_spares_a_subscriber() {
     admin.cmd(&["CONFIG", "SET", "timeout", "0"]);
     srv.stop();
 }
+
+/// The next line a `MONITOR` connection received, as text.
+fn monitored(m: &mut Client) -> String {
+    match m.read().expect("a monitor line") {
+        F::SimpleString(s) => String::from_utf8(s.to_vec()).unwrap(),
+        other => panic!("not a monitor line: {other:?}"),
+    }
+}
+
+#[test]
+fn monitor_shows_each_command_as_redis_formats_it_in_the_order_they_ran() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = Running::start(dir.path(), config());
+    let mut m = Client::connect(srv.addr);
+    let mut c = Client::connect(srv.addr);
+    assert_eq!(m.cmd(&["MONITOR"]), F::SimpleString("OK".into()));
+
+    // A command after it ran (so SELECT shows its new database): time, database,
+    // client, each argument quoted and escaped as Redis's sdscatrepr does.
+    c.cmd(&["SELECT", "2"]);
+    c.send(&[&b"SET"[..], b"k", b"a \"b\"\n\x01"]);
+    c.read();
+    let select = monitored(&mut m);
+    let (time, rest) = select.split_once(' ').unwrap();
+    let (secs, micros) = time.split_once('.').unwrap();
+    assert!(
+        secs.parse::<u64>().unwrap() > 1_600_000_000 && micros.len() == 6,
+        "{select}"
+    );
+    let (client, args) = rest
+        .strip_prefix("[2 ")
+        .and_then(|r| r.split_once("] "))
+        .unwrap_or_else(|| panic!("{select}"));
+    assert!(client.starts_with("127.0.0.1:"), "{select}");
+    assert_eq!(args, r#""SELECT" "2""#);
+    let set = monitored(&mut m);
+    assert!(
+        set.ends_with(&format!(r#"[2 {client}] "SET" "k" "a \"b\"\n\x01""#)),
+        "{set}"
+    );
+
+    // A script before the commands it runs, which show as `lua`.
+    c.cmd(&["EVAL", "return redis.call('set', KEYS[1], 'v')", "1", "s"]);
+    let eval = monitored(&mut m);
+    assert!(
+        eval.ends_with(r#""EVAL" "return redis.call('set', KEYS[1], 'v')" "1" "s""#),
+        "{eval}"
+    );
+    let call = monitored(&mut m);
+    assert!(call.ends_with(r#"[2 lua] "set" "s" "v""#), "{call}");
+
+    // A transaction: MULTI, its commands when EXEC runs them, then EXEC; a refused
+    // command shows nothing, an aborted EXEC still shows.
+    c.cmd(&["MULTI"]);
+    c.cmd(&["INCR", "n"]);
+    assert!(is_err(&c.cmd(&["NOSUCH"]), "ERR unknown command"));
+    assert!(is_err(&c.cmd(&["EXEC"]), "EXECABORT"));
+    assert!(monitored(&mut m).ends_with(r#""MULTI""#));
+    assert!(monitored(&mut m).ends_with(r#""EXEC""#));
+    c.cmd(&["MULTI"]);
+    c.cmd(&["INCR", "n"]);
+    c.cmd(&["EXEC"]);
+    assert!(monitored(&mut m).ends_with(r#""MULTI""#));
+    assert!(monitored(&mut m).ends_with(r#""INCR" "n""#));
+    assert!(monitored(&mut m).ends_with(r#""EXEC""#));
+
+    // Passwords are redacted; administrative commands never show.
+    assert!(is_err(&c.cmd(&["AUTH", "nobody", "secret"]), ""));
+    let auth = monitored(&mut m);
+    assert!(
+        auth.ends_with(r#""AUTH" "(redacted)" "(redacted)""#),
+        "{auth}"
+    );
+    c.cmd(&["CONFIG", "SET", "slowlog-max-len", "10"]);
+    c.cmd(&["PING"]);
+    assert!(
+        monitored(&mut m).ends_with(r#""PING""#),
+        "CONFIG SET is not shown"
+    );
+
+    // RESET ends it: a later command reaches it no more (its next read is PING's reply).
+    assert_eq!(m.cmd(&["RESET"]), F::SimpleString("RESET".into()));
+    c.cmd(&["SET", "after", "1"]);
+    assert_eq!(m.cmd(&["PING"]), F::SimpleString("PONG".into()));
+
+    // Inside MULTI it is refused when EXEC runs it, as Redis refuses a client that
+    // cannot block.
+    c.cmd(&["MULTI"]);
+    c.cmd(&["MONITOR"]);
+    match c.cmd(&["EXEC"]) {
+        F::Array(v) => assert!(is_err(&v[0], "ERR MONITOR isn't allowed"), "{v:?}"),
+        other => panic!("{other:?}"),
+    }
+}

@@ -111,10 +111,19 @@ fn run_found(
     // Set for each command, so that a script's or a transaction's commands are counted by
     // their own flags.
     s.ext.reading = spec.has(Flags::READONLY);
+    // `MONITOR` sees a command once it ran, a script before it runs (so that the
+    // commands it runs come after it), an administrative command never.
+    let shown = !spec.has(Flags::ADMIN);
+    if shown && spec.has(Flags::SKIP_MONITOR) {
+        crate::cmd::observe::monitor(sh, s, args);
+    }
     let reply = {
         let mut cx = Ctx { sh, s };
         (spec.handler)(&mut cx, &args[1..])
     };
+    if shown && !spec.has(Flags::SKIP_MONITOR) {
+        crate::cmd::observe::monitor(sh, s, args);
+    }
     // A command that failed changed nothing to announce (its writes are one batch,
     // applied last); a run of combined commands publishes its events once its write is
     // applied.

@@ -1,5 +1,6 @@
 //! Pub/sub commands: `SUBSCRIBE`, `UNSUBSCRIBE`, `PSUBSCRIBE`, `PUNSUBSCRIBE`, `SSUBSCRIBE`,
-//! `SUNSUBSCRIBE`, `PUBLISH`, `SPUBLISH`, `PUBSUB`, over the server's [`crate::pubsub::Hub`].
+//! `SUNSUBSCRIBE`, `PUBLISH`, `SPUBLISH`, `PUBSUB`, over the server's [`crate::pubsub::Hub`];
+//! and `MONITOR`, whose feed comes through the same mailbox.
 //!
 //! A RESP2 connection with subscriptions is in Redis's subscribed state: it may only
 //! (un)subscribe, `PING`, `QUIT` and `RESET` ([`check_context`]); a RESP3 connection gets
@@ -23,6 +24,7 @@ pub static COMMANDS: &[Spec] = &[
     c!("publish", 3, [PUBSUB LOADING STALE FAST MAY_REPLICATE CHEAP], 0, 0, 0, Pubsub, publish),
     c!("spublish", 3, [PUBSUB LOADING STALE FAST MAY_REPLICATE CHEAP], 1, 1, 1, Pubsub, spublish),
     c!("pubsub", -2, [PUBSUB LOADING STALE SUBCOMMANDS], 0, 0, 0, Pubsub, pubsub),
+    c!("monitor", 1, [ADMIN NOSCRIPT LOADING STALE], 0, 0, 0, Server, monitor),
 ];
 
 /// Refuses a command a RESP2 connection may not run while subscribed (`None`: it may).
@@ -35,8 +37,9 @@ pub fn check_context(s: &Session, spec: &Spec) -> Option<Reply> {
     })
 }
 
-fn sub(cx: &mut Ctx, kind: Kind, a: &[Bytes]) -> CmdResult {
-    let mailbox = match &cx.s.pubsub.mailbox {
+/// The connection's mailbox, made at its first subscription (or `MONITOR`).
+fn mailbox(cx: &mut Ctx) -> std::sync::Arc<Mailbox> {
+    match &cx.s.pubsub.mailbox {
         Some(m) => m.clone(),
         None => {
             let kill = cx.sh.clients.lock().get(&cx.s.id).map(|c| c.kill.clone());
@@ -45,7 +48,11 @@ fn sub(cx: &mut Ctx, kind: Kind, a: &[Bytes]) -> CmdResult {
             cx.s.pubsub.inbox = Some(inbox);
             m
         }
-    };
+    }
+}
+
+fn sub(cx: &mut Ctx, kind: Kind, a: &[Bytes]) -> CmdResult {
+    let mailbox = mailbox(cx);
     let r = cx.sh.pubsub.subscribe(kind, &mailbox, a);
     note(cx);
     Ok(r)
@@ -159,4 +166,17 @@ fn pubsub(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
             text(&sub[..sub.len().min(64)])
         )))
     }
+}
+
+/// `MONITOR`: from now on the connection receives a line for every command the server
+/// runs ([`crate::cmd::observe::monitor`]), through the mailbox pub/sub messages take,
+/// until it disconnects or sends `RESET`. Its own commands still run. Refused inside
+/// `MULTI` and scripts, as Redis refuses it to a client that cannot block.
+fn monitor(cx: &mut Ctx, _a: &[Bytes]) -> CmdResult {
+    if cx.s.ext.in_exec {
+        return Err(Reply::err("MONITOR isn't allowed for DENY BLOCKING client"));
+    }
+    let m = mailbox(cx);
+    cx.sh.pubsub.monitor(&m);
+    Ok(Reply::ok())
 }

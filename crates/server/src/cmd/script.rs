@@ -32,12 +32,12 @@ use std::time::{Duration, Instant};
 
 #[rustfmt::skip]
 pub static COMMANDS: &[Spec] = &[
-    c!("eval", -3, [NOSCRIPT STALE MAY_REPLICATE NO_MANDATORY_KEYS MOVABLEKEYS OWN_LOCK], 0, 0, 0, Scripting, eval, find_keys = script_keys),
-    c!("evalsha", -3, [NOSCRIPT STALE MAY_REPLICATE NO_MANDATORY_KEYS MOVABLEKEYS OWN_LOCK], 0, 0, 0, Scripting, evalsha, find_keys = script_keys),
-    c!("eval_ro", -3, [NOSCRIPT STALE READONLY NO_MANDATORY_KEYS MOVABLEKEYS OWN_LOCK], 0, 0, 0, Scripting, eval_ro, find_keys = script_keys),
-    c!("evalsha_ro", -3, [NOSCRIPT STALE READONLY NO_MANDATORY_KEYS MOVABLEKEYS OWN_LOCK], 0, 0, 0, Scripting, evalsha_ro, find_keys = script_keys),
-    c!("fcall", -3, [NOSCRIPT STALE MAY_REPLICATE NO_MANDATORY_KEYS MOVABLEKEYS OWN_LOCK], 0, 0, 0, Scripting, fcall, find_keys = script_keys),
-    c!("fcall_ro", -3, [NOSCRIPT STALE READONLY NO_MANDATORY_KEYS MOVABLEKEYS OWN_LOCK], 0, 0, 0, Scripting, fcall_ro, find_keys = script_keys),
+    c!("eval", -3, [NOSCRIPT SKIP_MONITOR STALE MAY_REPLICATE NO_MANDATORY_KEYS MOVABLEKEYS OWN_LOCK], 0, 0, 0, Scripting, eval, find_keys = script_keys),
+    c!("evalsha", -3, [NOSCRIPT SKIP_MONITOR STALE MAY_REPLICATE NO_MANDATORY_KEYS MOVABLEKEYS OWN_LOCK], 0, 0, 0, Scripting, evalsha, find_keys = script_keys),
+    c!("eval_ro", -3, [NOSCRIPT SKIP_MONITOR STALE READONLY NO_MANDATORY_KEYS MOVABLEKEYS OWN_LOCK], 0, 0, 0, Scripting, eval_ro, find_keys = script_keys),
+    c!("evalsha_ro", -3, [NOSCRIPT SKIP_MONITOR STALE READONLY NO_MANDATORY_KEYS MOVABLEKEYS OWN_LOCK], 0, 0, 0, Scripting, evalsha_ro, find_keys = script_keys),
+    c!("fcall", -3, [NOSCRIPT SKIP_MONITOR STALE MAY_REPLICATE NO_MANDATORY_KEYS MOVABLEKEYS OWN_LOCK], 0, 0, 0, Scripting, fcall, find_keys = script_keys),
+    c!("fcall_ro", -3, [NOSCRIPT SKIP_MONITOR STALE READONLY NO_MANDATORY_KEYS MOVABLEKEYS OWN_LOCK], 0, 0, 0, Scripting, fcall_ro, find_keys = script_keys),
     // ALLOW_BUSY and OWN_LOCK: KILL and STATS answer while a script runs; the other
     // subcommands take the lock (or answer -BUSY) themselves.
     c!("script", -2, [NOSCRIPT ALLOW_BUSY OWN_LOCK SUBCOMMANDS], 0, 0, 0, Scripting, script),

@@ -36,6 +36,9 @@ bitflags::bitflags! {
         const ALLOW_BUSY = 1 << 15;
         const MOVABLEKEYS = 1 << 16;
         const NO_MANDATORY_KEYS = 1 << 17;
+        /// Shown to `MONITOR` before it runs instead of after (scripts, so that the
+        /// commands they run come after them).
+        const SKIP_MONITOR = 1 << 18;
 
         /// A bounded number of engine point reads and at most one engine write, whatever
         /// the data: runs on the connection's task instead of the blocking pool
@@ -74,6 +77,7 @@ const REDIS_FLAGS: &[(Flags, &str)] = &[
     (Flags::BLOCKING, "blocking"),
     (Flags::LOADING, "loading"),
     (Flags::STALE, "stale"),
+    (Flags::SKIP_MONITOR, "skip_monitor"),
     (Flags::SKIP_SLOWLOG, "skip_slowlog"),
     (Flags::ASKING, "asking"),
     (Flags::FAST, "fast"),
