@@ -24,7 +24,7 @@ ROOT="$(cd "$HERE/../../../.." && pwd)"
 
 UNITS_DEFAULT=(type/string type/incr expire keyspace scan auth info multi
   type/hash type/set type/list type/zset type/stream type/stream-cgroups hyperloglog bitfield sort geo slowlog latency-monitor protocol dump
-  pubsub pubsubshard scripting functions)
+  pubsub pubsubshard scripting functions introspection)
 # Units run in the suite's own mode, where it starts each server itself from a config
 # file (through the `redis-server` next to this script): every test of theirs is tagged
 # `external:skip`, as it needs a server started with a password or a second server.
