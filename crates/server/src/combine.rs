@@ -12,14 +12,20 @@
 //! applied (and, under `appendfsync always`, synced once) before any reply is sent, so a
 //! client sees what it would have seen had the commands run one by one.
 //!
-//! What may join a run: commands flagged [`Flags::COMBINABLE`], every one of which reads only its key's
-//! metadata record and sub-keys by point lookups ([`crate::cmd::Ctx::meta`],
-//! [`crate::cmd::Ctx::sub_get`]; pops only without a count) and writes only those; not in
-//! a transaction, on a replica or in cluster mode (a slot move orders its own locks); list
-//! pushes only while no client is blocked on a key (Redis serves a blocked client between
-//! two pushes of a pipeline; a client that blocks while the run is under way waits for its
-//! end, as if it had blocked after the pipeline). Another client's `FLUSHDB` is no more
-//! atomic with a run than with a single command (`Store::flush`).
+//! What may join a run: commands flagged [`Flags::COMBINABLE`] with one key, every one of
+//! which reads only that key's metadata record and sub-keys, by point lookups
+//! ([`crate::cmd::Ctx::meta`], [`crate::cmd::Ctx::sub_get`]; pops only without a count)
+//! or, for streams, by bounded scans that see the run's writes ([`crate::pending::Pending::range`]: an
+//! `XADD` trimming whole nodes, an `XREAD`/`XREADGROUP` with a short `COUNT` and no
+//! `BLOCK`), and writes only those; not in a transaction, on a replica or in cluster mode
+//! (a slot move orders its own locks); list pushes and stream appends only while no
+//! client is blocked on a key (Redis serves a blocked client between two pushes of a
+//! pipeline; a client that blocks while the run is under way waits for its end, as if it
+//! had blocked after the pipeline). Another client's `FLUSHDB` is no more atomic with a
+//! run than with a single command (`Store::flush`).
+//!
+//! The run's batch keeps the last of the key's metadata records ([`crate::store::Batch::keep_last_of`]):
+//! the record every command of the run rewrote is written once.
 
 use crate::cmd::dispatch;
 use crate::cmd::table::{self, Flags};
@@ -45,26 +51,31 @@ pub fn run_len(sh: &Shared, s: &Session, cmds: &[Vec<Bytes>]) -> usize {
     {
         return 0;
     }
-    let Some(key) = cmds[0].get(1) else {
+    let blocked = sh.blocked.any();
+    let Some(key) = joining_key(&cmds[0], blocked) else {
         return 0;
     };
-    let blocked = sh.blocked.any();
     cmds.iter()
         .take(MAX_RUN)
-        .take_while(|c| {
-            c.get(1) == Some(key)
-                && table::find(&c[0]).is_some_and(|s| {
-                    s.runs_as(Flags::COMBINABLE, c) && !(blocked && s.has(Flags::WAKES))
-                })
-        })
+        .take_while(|c| joining_key(c, blocked) == Some(key))
         .count()
+}
+
+/// The key of `c` if it may join a run (`blocked`: some client is blocked on a key).
+fn joining_key(c: &[Bytes], blocked: bool) -> Option<&Bytes> {
+    table::find(&c[0])
+        .filter(|s| s.runs_as(Flags::COMBINABLE, c) && !(blocked && s.has(Flags::WAKES)))
+        .and_then(|s| s.sole_key(c))
 }
 
 /// Runs `cmds` (a run found by [`run_len`]) as one engine write; their replies, in order.
 /// If that write fails, every command that wrote replies with its error.
 pub fn run(sh: &Shared, s: &mut Session, cmds: &[Vec<Bytes>]) -> Vec<Reply> {
     let db = s.ext.db;
-    let key = cmds[0][1].clone();
+    let key = table::find(&cmds[0][0])
+        .and_then(|spec| spec.sole_key(&cmds[0]))
+        .expect("a run's commands have one key (run_len)")
+        .clone();
     let _x = sh.store.command_lock();
     let _g = sh.store.lock(db, &[&key]);
     s.ext.combining = Some(Pending::new(db, key));

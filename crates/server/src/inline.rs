@@ -57,6 +57,28 @@ mod tests {
         assert!(is_cheap(&cmd(&["LRANGE", "l", "0", "99"])));
         assert!(is_cheap(&cmd(&["lrange", "l", "-100", "-1"])));
         assert!(is_cheap(&cmd(&["lrange", "l", "5", "1"])));
+        assert!(is_cheap(&cmd(&["xadd", "s", "*", "f", "v"])));
+        assert!(is_cheap(&cmd(&[
+            "XADD", "s", "MAXLEN", "~", "9", "*", "f", "v"
+        ])));
+        assert!(is_cheap(&cmd(&[
+            "xadd", "s", "minid", "~", "9", "limit", "5", "1-1", "f", "v"
+        ])));
+        assert!(is_cheap(&cmd(&["xack", "s", "g", "1-1", "1-2"])));
+        assert!(is_cheap(&cmd(&[
+            "xread", "count", "5", "streams", "s", "0"
+        ])));
+        assert!(is_cheap(&cmd(&[
+            "XREADGROUP",
+            "GROUP",
+            "g",
+            "block",
+            "COUNT",
+            "1",
+            "STREAMS",
+            "s",
+            ">"
+        ])));
     }
 
     #[test]
@@ -72,6 +94,29 @@ mod tests {
             &["wait", "1", "0"],
             &["exec"],
             &["blpop", "l", "0"],
+            // Trims exactly (any number of entries), or without a bound.
+            &["xadd", "s", "maxlen", "9", "*", "f", "v"],
+            &["xadd", "s", "maxlen", "=", "9", "*", "f", "v"],
+            &["xadd", "s", "maxlen", "~", "9", "limit", "0", "*", "f", "v"],
+            // Waits, reads without a short count, or reads several streams.
+            &["xread", "count", "5", "block", "0", "streams", "s", "0"],
+            &["xread", "streams", "s", "0"],
+            &["xread", "count", "1000", "streams", "s", "0"],
+            &["xread", "count", "-1", "streams", "s", "0"],
+            &["xread", "count", "5", "streams", "s", "t", "0", "0"],
+            &[
+                "xreadgroup",
+                "group",
+                "g",
+                "c",
+                "count",
+                "1",
+                "block",
+                "5",
+                "streams",
+                "s",
+                ">",
+            ],
             &["a-name-longer-than-any-cheap-one"],
         ] {
             assert!(!is_cheap(&cmd(c)), "{c:?}");

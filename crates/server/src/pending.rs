@@ -6,7 +6,7 @@ use crate::record::Meta;
 use crate::store::{self, Batch, Store};
 use bytes::Bytes;
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 /// The state of a run while its commands execute (kept in the session; see
 /// [`crate::cmd::Ctx`]).
@@ -63,6 +63,18 @@ impl Pending {
         }
     }
 
+    /// The engine records of `[start, the end of prefix)` the run has written or read, in
+    /// key order: what a scan of that range must see over the engine's (a record the run
+    /// only read holds the engine's value, so merging it changes nothing).
+    pub fn range(&self, start: &[u8], prefix: &[u8]) -> BTreeMap<Vec<u8>, Option<Vec<u8>>> {
+        self.records
+            .borrow()
+            .iter()
+            .filter(|(k, _)| k.starts_with(prefix) && k.as_slice() >= start)
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    }
+
     /// Adds a command's writes to the run.
     pub fn add(&self, b: Batch) {
         let mut records = self.records.borrow_mut();
@@ -77,8 +89,11 @@ impl Pending {
         self.batch.borrow().len()
     }
 
-    /// The run's writes, to apply as one engine batch.
+    /// The run's writes, to apply as one engine batch, with one metadata record of the
+    /// key: every command of the run rewrote it ([`Batch::keep_last_of`]).
     pub fn into_batch(self) -> Batch {
-        self.batch.into_inner()
+        let mut b = self.batch.into_inner();
+        b.keep_last_of(&crate::record::meta_key(self.db, &self.key));
+        b
     }
 }

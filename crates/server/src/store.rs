@@ -224,6 +224,34 @@ impl Batch {
         self.puts.extend(other.puts);
     }
 
+    /// Drops every record of engine key `k` but the last (the batch is applied whole, so
+    /// the others can never be read). A run of commands on one collection
+    /// ([`crate::combine`]) rewrites its metadata record once per command; written once,
+    /// the memtable and the WAL hold one version of it instead of one per command.
+    pub fn keep_last_of(&mut self, k: &[u8]) {
+        let (mut n, mut last) = (0, 0);
+        for (i, e) in self.wb.iter().enumerate() {
+            if e.key == k {
+                (n, last) = (n + 1, i);
+            }
+        }
+        if n < 2 {
+            return;
+        }
+        let mut wb = WriteBatch::new();
+        for (i, e) in self.wb.iter().enumerate() {
+            if e.key == k && i != last {
+                continue;
+            }
+            match (e.kind, e.expire_at()) {
+                (ValueKind::Deletion, _) => wb.delete(e.key),
+                (_, Some(t)) => wb.put_with_expiry(e.key, e.payload(), t),
+                (_, None) => wb.put(e.key, e.payload()),
+            }
+        }
+        self.wb = wb;
+    }
+
     /// Each record as a read would see it once the batch is applied: the key and the
     /// value, or `None` for a deletion.
     pub fn records(&self) -> impl Iterator<Item = (&[u8], Option<&[u8]>)> {
@@ -1068,6 +1096,30 @@ mod tests {
         let t = tempfile::tempdir().unwrap();
         let db = DB::open(t.path(), engine::Options::default()).unwrap();
         (t, Store::open(db, 1 << 20).unwrap())
+    }
+
+    #[test]
+    fn keep_last_of_writes_one_record_of_the_key_in_place_of_many() {
+        let mut b = Batch::new();
+        b.put(b"k", b"1");
+        b.put(b"a", b"x");
+        b.put(b"k", b"2");
+        b.delete(b"b");
+        b.put(b"k", b"3");
+        b.put(b"c", b"y");
+        b.keep_last_of(b"k");
+        let got: Vec<_> = b.records().collect();
+        assert_eq!(
+            got,
+            vec![
+                (&b"a"[..], Some(&b"x"[..])),
+                (b"b", None),
+                (b"k", Some(b"3")),
+                (b"c", Some(b"y"))
+            ]
+        );
+        b.keep_last_of(b"a");
+        assert_eq!(b.len(), 4);
     }
 
     fn put(s: &Store, db: u8, key: &[u8], m: &Meta) {

@@ -101,7 +101,7 @@ impl Ctx<'_> {
     }
 
     /// The run of commands on `key` this command belongs to ([`crate::combine`]), if any.
-    fn combining(&self, key: &[u8]) -> Option<&crate::pending::Pending> {
+    pub(crate) fn combining(&self, key: &[u8]) -> Option<&crate::pending::Pending> {
         self.s
             .ext
             .combining

@@ -205,6 +205,17 @@ impl Spec {
         self.has(f) && self.point_if.is_none_or(|ok| ok(args))
     }
 
+    /// The key of `args` (the whole command, name first) if it has exactly one.
+    pub fn sole_key<'a>(&self, args: &'a [Bytes]) -> Option<&'a Bytes> {
+        if self.find_keys.is_none() && self.keys.first == 1 && self.keys.last == 1 {
+            return args.get(1);
+        }
+        match self.key_indexes(args).ok()?[..] {
+            [i] => args.get(i),
+            _ => None,
+        }
+    }
+
     /// Redis's names of the command's flags, for `COMMAND INFO`.
     pub fn redis_flags(&self) -> impl Iterator<Item = &'static str> + '_ {
         REDIS_FLAGS

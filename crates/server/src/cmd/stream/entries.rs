@@ -114,6 +114,45 @@ pub fn trim_args(cx: &Ctx, a: &[Bytes], xadd: bool) -> Result<(TrimArgs, usize),
     Ok((t, i))
 }
 
+/// Most entries an `XADD` given `LIMIT` may trim and still run on the connection's task
+/// and join a run ([`crate::inline`], [`crate::combine`]): the default limit of an
+/// approximate trim at the default node size (100 nodes of 100 entries).
+const CHEAP_TRIM: i64 = 10_000;
+
+/// Whether an `XADD` (the whole command) trims a bounded number of entries: none, or
+/// approximately (`~`, whole nodes, at most `LIMIT`, by default 100 nodes' worth, as Redis
+/// caps it). An exact trim may delete any number (`MAXLEN = 0` on a long stream). Parses
+/// the options as [`trim_args`] does, so that it judges the command the handler runs.
+pub fn bounded_trim(cmd: &[Bytes]) -> bool {
+    let a = cmd.get(2..).unwrap_or_default();
+    let (mut exact, mut limit) = (false, None);
+    let mut i = 0;
+    while i < a.len() {
+        let more = a.len() - 1 - i;
+        let o = &a[i];
+        if (eq(o, "maxlen") || eq(o, "minid")) && more > 0 {
+            match &a[i + 1][..] {
+                b"~" if more >= 2 => i += 1,
+                b"=" if more >= 2 => {
+                    exact = true;
+                    i += 1
+                }
+                _ => exact = true,
+            }
+            i += 2;
+        } else if eq(o, "limit") && more > 0 {
+            limit = crate::cmd::parse_int(&a[i + 1]);
+            i += 2;
+        } else if eq(o, "nomkstream") {
+            i += 1;
+        } else {
+            // `*` or an ID: the fields follow.
+            break;
+        }
+    }
+    !exact && limit.is_none_or(|n| (1..=CHEAP_TRIM).contains(&n))
+}
+
 /// `XADD key [NOMKSTREAM] [MAXLEN|MINID [=|~] threshold [LIMIT count]] *|id field value
 /// [field value ...]`
 pub fn xadd(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
@@ -226,8 +265,11 @@ pub fn append(tx: &mut Tx, id: Id, fields: &[Bytes]) -> Result<(), Reply> {
 /// then, unless approximate, entries of the first node left; at most `t.limit` entries.
 /// Returns how many entries it deleted.
 pub fn trim(tx: &mut Tx, t: &TrimArgs) -> Result<u64, Reply> {
-    if t.strategy == Strategy::None {
-        return Ok(0);
+    match t.strategy {
+        Strategy::None => return Ok(0),
+        // Under its length (every append to a stream not yet full): no node is read.
+        Strategy::MaxLen(max) if tx.m.size <= max && tx.m.size > 0 => return Ok(0),
+        _ => {}
     }
     let mut deleted = 0u64;
     let mut nodes = tx.nodes_after(None, 64)?;

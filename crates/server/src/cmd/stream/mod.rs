@@ -16,6 +16,13 @@
 //!   `XPENDING`'s summary scans the group's pending entries (the engine has no backward
 //!   seek for the last one).
 //! - `DEL`, expiry and overwrites: O(1), as for every collection.
+//!
+//! Where they run: `XADD` (unless it trims exactly, which may delete any number of
+//! entries), `XACK`, and `XREAD`/`XREADGROUP` of one stream with a `COUNT` of at most 128
+//! and no `BLOCK` run on the connection's task ([`crate::inline`]), and a pipeline's run
+//! of them on one stream is one engine write ([`crate::combine`]; [`Tx`] reads through
+//! the run's writes). A command that leaves the stream's length and state as they were
+//! (`XACK`) does not rewrite its metadata record.
 
 pub mod entries;
 pub mod groups;
@@ -38,17 +45,17 @@ use std::collections::BTreeMap;
 
 #[rustfmt::skip]
 pub static COMMANDS: &[super::table::Spec] = &[
-    c!("xadd", -5, [WRITE DENYOOM FAST], 1, 1, 1, Stream, entries::xadd),
+    c!("xadd", -5, [WRITE DENYOOM FAST CHEAP COMBINABLE WAKES], 1, 1, 1, Stream, entries::xadd, point_if = entries::bounded_trim),
     c!("xrange", -4, [READONLY], 1, 1, 1, Stream, entries::xrange),
     c!("xrevrange", -4, [READONLY], 1, 1, 1, Stream, entries::xrevrange),
     c!("xlen", 2, [READONLY FAST CHEAP], 1, 1, 1, Stream, entries::xlen),
     c!("xdel", -3, [WRITE FAST], 1, 1, 1, Stream, entries::xdel),
     c!("xtrim", -4, [WRITE], 1, 1, 1, Stream, entries::xtrim),
     c!("xsetid", -3, [WRITE DENYOOM FAST], 1, 1, 1, Stream, entries::xsetid),
-    c!("xread", -4, [READONLY BLOCKING MOVABLEKEYS], 0, 0, 0, Stream, read::xread, find_keys = read::stream_keys),
-    c!("xreadgroup", -7, [WRITE BLOCKING MOVABLEKEYS], 0, 0, 0, Stream, read::xreadgroup, find_keys = read::stream_keys),
+    c!("xread", -4, [READONLY BLOCKING MOVABLEKEYS CHEAP COMBINABLE], 0, 0, 0, Stream, read::xread, find_keys = read::stream_keys, point_if = read::short_read),
+    c!("xreadgroup", -7, [WRITE BLOCKING MOVABLEKEYS CHEAP COMBINABLE], 0, 0, 0, Stream, read::xreadgroup, find_keys = read::stream_keys, point_if = read::short_read),
     c!("xgroup", -2, [WRITE SUBCOMMANDS], 2, 2, 1, Stream, groups::xgroup),
-    c!("xack", -4, [WRITE FAST], 1, 1, 1, Stream, groups::xack),
+    c!("xack", -4, [WRITE FAST CHEAP COMBINABLE], 1, 1, 1, Stream, groups::xack),
     c!("xpending", -3, [READONLY], 1, 1, 1, Stream, groups::xpending),
     c!("xclaim", -6, [WRITE FAST], 1, 1, 1, Stream, groups::xclaim),
     c!("xautoclaim", -6, [WRITE FAST], 1, 1, 1, Stream, groups::xautoclaim),
@@ -64,6 +71,9 @@ pub struct Tx<'a, 'c> {
     pub st: State,
     /// Sub-key -> new value (`None`: deleted).
     over: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
+    /// The length and state as read (`None`: a new stream): a command that changes neither
+    /// (`XACK`, a read by a group) leaves the metadata record as it is.
+    read: Option<(u64, State)>,
 }
 
 fn corrupt() -> Reply {
@@ -84,6 +94,7 @@ impl<'a, 'c> Tx<'a, 'c> {
         Ok(Tx {
             cx,
             key,
+            read: Some((m.size, st.clone())),
             m,
             st,
             over: BTreeMap::new(),
@@ -98,6 +109,7 @@ impl<'a, 'c> Tx<'a, 'c> {
             m: cx.new_collection(Kind::Stream),
             st: State::default(),
             over: BTreeMap::new(),
+            read: None,
         }
     }
 
@@ -114,6 +126,9 @@ impl<'a, 'c> Tx<'a, 'c> {
         if let Some(v) = self.over.get(&k) {
             return Ok(v.clone());
         }
+        if let Some(p) = self.cx.combining(self.key) {
+            return Ok(p.get(&self.cx.sh.store, &k)?);
+        }
         Ok(self.cx.sh.store.get_raw(&k)?)
     }
 
@@ -121,6 +136,9 @@ impl<'a, 'c> Tx<'a, 'c> {
         let k = self.sub(tag, member);
         if let Some(v) = self.over.get(&k) {
             return Ok(v.is_some());
+        }
+        if let Some(p) = self.cx.combining(self.key) {
+            return Ok(p.contains(&self.cx.sh.store, &k)?);
         }
         Ok(self.cx.sh.store.contains(&k)?)
     }
@@ -134,7 +152,8 @@ impl<'a, 'c> Tx<'a, 'c> {
     }
 
     /// The records with `tag` whose members are at least `from`, in order, while `f`
-    /// says so: the engine's merged with this command's writes.
+    /// says so: the engine's merged with the writes of the run this command is in
+    /// ([`crate::combine`]) and with this command's own.
     pub fn scan(
         &self,
         tag: u8,
@@ -144,11 +163,20 @@ impl<'a, 'c> Tx<'a, 'c> {
         let prefix = self.prefix(tag);
         let n = prefix.len();
         let start = [&prefix[..], from].concat();
-        let over: Vec<(&Vec<u8>, &Option<Vec<u8>>)> = self
+        let mine = self
             .over
-            .range(start..)
-            .take_while(|(k, _)| k.starts_with(&prefix))
-            .collect();
+            .range(start.clone()..)
+            .take_while(|(k, _)| k.starts_with(&prefix));
+        let mut run = match self.cx.combining(self.key) {
+            Some(p) => p.range(&start, &prefix),
+            None => BTreeMap::new(),
+        };
+        let over: Vec<(&Vec<u8>, &Option<Vec<u8>>)> = if run.is_empty() {
+            mine.collect()
+        } else {
+            run.extend(mine.map(|(k, v)| (k.clone(), v.clone())));
+            run.iter().collect()
+        };
         let (mut oi, mut go, mut failed) = (0, true, None);
         let mut emit = |m: &[u8], v: &[u8], go: &mut bool| match f(m, v) {
             Ok(true) => true,
@@ -195,7 +223,9 @@ impl<'a, 'c> Tx<'a, 'c> {
         }
     }
 
-    /// The command's writes and the metadata record, as one batch.
+    /// The command's writes and the metadata record, as one batch. The record is written
+    /// only if the length or the state changed; otherwise the key is only marked as
+    /// written (for `WATCH` and blocked readers), as a hash's field update does.
     pub fn batch(mut self) -> Batch {
         let mut b = Batch::new();
         for (k, v) in std::mem::take(&mut self.over) {
@@ -204,8 +234,15 @@ impl<'a, 'c> Tx<'a, 'c> {
                 None => b.delete(&k),
             }
         }
-        self.m.value = self.st.encode();
-        b.put_meta(self.cx.db(), self.key, &self.m);
+        match &self.read {
+            Some((size, st)) if *size == self.m.size && *st == self.st => {
+                b.touch_meta(self.cx.db(), self.key)
+            }
+            _ => {
+                self.m.value = self.st.encode();
+                b.put_meta(self.cx.db(), self.key, &self.m);
+            }
+        }
         b
     }
 

@@ -158,6 +158,39 @@ pub fn xreadgroup(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     read_cmd(cx, a, true)
 }
 
+/// Most entries a read without `BLOCK` may ask for (`COUNT`) and still run on the
+/// connection's task and join a run of commands on its stream ([`crate::inline`],
+/// [`crate::combine`]), as a short `LRANGE` does.
+const SHORT_READ: i64 = 128;
+
+/// Whether an `XREAD`/`XREADGROUP` (the whole command) is a bounded read of one stream
+/// that does not wait: no `BLOCK`, a `COUNT` of at most [`SHORT_READ`]. Parses the options
+/// as [`read_cmd`] does, so that it judges the command the handler runs.
+pub fn short_read(cmd: &[Bytes]) -> bool {
+    let a = cmd.get(1..).unwrap_or_default();
+    let mut count = None;
+    let mut i = 0;
+    while i < a.len() {
+        let more = a.len() - 1 - i;
+        let o = &a[i];
+        if eq(o, "block") && more > 0 {
+            return false;
+        } else if eq(o, "count") && more > 0 {
+            count = crate::cmd::parse_int(&a[i + 1]);
+            i += 2;
+        } else if eq(o, "streams") && more > 0 {
+            return more == 2 && count.is_some_and(|n| (1..=SHORT_READ).contains(&n));
+        } else if eq(o, "group") && more >= 2 {
+            i += 3;
+        } else if eq(o, "noack") {
+            i += 1;
+        } else {
+            return false;
+        }
+    }
+    false
+}
+
 /// `XREAD [COUNT count] [BLOCK ms] STREAMS key [key ...] id [id ...]` and `XREADGROUP
 /// GROUP group consumer [COUNT count] [BLOCK ms] [NOACK] STREAMS key [key ...] id [id ...]`
 /// (Redis's `xreadCommand`).
