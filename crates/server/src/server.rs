@@ -2,10 +2,13 @@
 //!
 //! Each connection is a task that reads whatever the client has sent, decodes every
 //! complete command in it (a pipeline arrives as many commands in one read), runs them
-//! (on the task itself when every one is cheap, [`crate::inline`]; otherwise as one job on
-//! tokio's blocking pool, since engine calls may block on I/O and a WAL sync can take
+//! (on the task itself when every one is cheap, [`crate::inline`]; on the script thread
+//! when every one runs a script, [`crate::server::lane`]; otherwise as one job on tokio's
+//! blocking pool, since engine calls may block on I/O and a WAL sync can take
 //! milliseconds), and writes all the replies back in one write. `SHUTDOWN`, SIGTERM and
 //! SIGINT stop the listeners, close the connections, sync the WAL and close the engine.
+
+mod lane;
 
 use crate::blocked::{Blocked, Registry};
 use crate::cmd::blocking;
@@ -159,6 +162,8 @@ impl Server {
         } = self;
         start_role(&shared, replicaof).await?;
         let mut conns = JoinSet::new();
+        // The script thread of this server's connections (ends when the last one is gone).
+        let lane = Arc::new(lane::Lane::default());
         let syncer = tokio::spawn(sync_every_second(shared.clone(), shutdown.clone()));
         let sweeper = tokio::spawn(sweep_expired(shared.clone(), shutdown.clone()));
         let pinger = tokio::spawn(crate::repl::primary::ping_replicas(
@@ -184,14 +189,14 @@ impl Server {
                         stream.set_nodelay(true).ok();
                         keepalive(&stream, shared.settings.tcp_keepalive_secs());
                         let local = stream.local_addr().map_or_else(|_| String::new(), |a| a.to_string());
-                        admit(&shared, &mut conns, stream, peer.to_string(), local, &shutdown).await;
+                        admit(&shared, &lane, &mut conns, stream, peer.to_string(), local, &shutdown).await;
                     }
                     Err(e) => accept_failed(e).await,
                 },
                 r = accept_unix(&unix) => match r {
                     Ok(stream) => {
                         let local = unix.as_ref().map_or_else(String::new, |(_, p)| format!("{}:0", p.display()));
-                        admit(&shared, &mut conns, stream, "unix".to_string(), local, &shutdown).await
+                        admit(&shared, &lane, &mut conns, stream, "unix".to_string(), local, &shutdown).await
                     }
                     Err(e) => accept_failed(e).await,
                 },
@@ -293,6 +298,7 @@ async fn accept_failed(e: std::io::Error) {
 /// Starts a connection task, or refuses the client when `maxclients` are connected.
 async fn admit<S>(
     shared: &Arc<Shared>,
+    lane: &Arc<lane::Lane>,
     conns: &mut JoinSet<()>,
     mut stream: S,
     addr: String,
@@ -337,11 +343,18 @@ async fn admit<S>(
         stop
     };
     let session = Session::connected(id, shared.settings.requirepass().is_some());
-    conns.spawn(connection(shared.clone(), stream, session, stop));
+    conns.spawn(connection(
+        shared.clone(),
+        lane.clone(),
+        stream,
+        session,
+        stop,
+    ));
 }
 
 async fn connection<S>(
     shared: Arc<Shared>,
+    lane: Arc<lane::Lane>,
     stream: S,
     session: Session,
     shutdown: watch::Receiver<bool>,
@@ -351,7 +364,7 @@ async fn connection<S>(
     let id = session.id;
     // Halves, so that the connection can read requests while replies wait to be written.
     let (mut rd, mut wr) = tokio::io::split(stream);
-    let served = serve_connection(&shared, &mut rd, &mut wr, session, shutdown).await;
+    let served = serve_connection(&shared, &lane, &mut rd, &mut wr, session, shutdown).await;
     // The slot is freed before the socket is closed: a client that saw the close and
     // connects again is not refused for `maxclients` by its own old connection.
     shared.clients.lock().remove(&id);
@@ -387,6 +400,7 @@ const READ_CHUNK: usize = 16 << 10;
 /// otherwise grow it without end).
 async fn serve_connection<R, W>(
     shared: &Arc<Shared>,
+    lane: &lane::Lane,
     rd: &mut R,
     wr: &mut W,
     mut session: Session,
@@ -453,6 +467,8 @@ where
                     tokio::task::yield_now().await;
                 }
                 run_batch(shared, session, batch)
+            } else if lane::takes(shared, &session, &batch) {
+                lane.run(shared, session, batch).await?
             } else {
                 let sh = shared.clone();
                 tokio::task::spawn_blocking(move || run_batch(&sh, session, batch))
@@ -613,7 +629,14 @@ where
                 idle_check.as_mut().reset(tokio::time::Instant::now() + next);
             }
             p = next_push(&mut inbox), if inbox.is_some() && output.len() < PUSH_WINDOW => match p {
-                Some(crate::pubsub::Push(r, _)) => r.encode(session.proto, &mut output),
+                Some(crate::pubsub::Push(r, _)) => {
+                    r.encode(session.proto, &mut output);
+                    // The publishers running now add their messages meanwhile, and they
+                    // go out in one write, as Redis writes a subscriber's messages once per
+                    // pass of its event loop: a write per message was most of the CPU of a
+                    // PUBLISH (each wakes the reader in the kernel).
+                    tokio::task::yield_now().await;
+                }
                 // Its mailbox is gone (`RESET`): a later subscription makes a new one.
                 None => inbox = None,
             },
@@ -725,15 +748,15 @@ async fn flush<W: AsyncWrite + Unpin>(
     }
 }
 
+/// What a batch of a connection's commands gave: the session back, the replies, how the
+/// connection goes on, and the commands after one that blocked.
+pub(crate) type Ran = (Session, Vec<Reply>, Outcome, Vec<Vec<Bytes>>);
+
 /// Runs a connection's commands in order; stops after one that closes the connection.
 ///
 /// A blocking command that blocks ends the batch too: the commands after it are
 /// returned, to run once it is answered.
-fn run_batch(
-    sh: &Shared,
-    mut s: Session,
-    mut batch: Vec<Vec<Bytes>>,
-) -> (Session, Vec<Reply>, Outcome, Vec<Vec<Bytes>>) {
+pub(crate) fn run_batch(sh: &Shared, mut s: Session, mut batch: Vec<Vec<Bytes>>) -> Ran {
     let mut replies = Vec::with_capacity(batch.len());
     let mut outcome = Outcome::Continue;
     note_batch(sh, &s, batch.last());
@@ -775,8 +798,11 @@ fn run_batch(
         let (reply, o) = dispatch::execute(sh, &mut s, &batch[i]);
         let silent = s.replies.after_command();
         i += 1;
-        // Clients blocked on keys this command wrote are answered before the next one.
-        blocking::serve_ready(sh);
+        // Clients blocked on keys this command wrote are answered before the next one
+        // (in a script group, once the group's writes are applied: it holds the lock).
+        if s.ext.script_group.is_none() {
+            blocking::serve_ready(sh);
+        }
         if s.ext.blocked.is_some() {
             s.replies.blocked_silent = silent;
             let rest = batch.split_off(i);

@@ -125,6 +125,17 @@ pub struct SessionExt {
     /// The command running is a read (`readonly`): its key lookups count as hits and misses
     /// ([`crate::cmd::Ctx::looked_up`]).
     pub reading: bool,
+    /// The batch runs in a group of the script thread ([`crate::server::lane`]).
+    pub script_group: Option<ScriptGroup>,
+}
+
+/// Set on the session of each batch of a script thread's group while it runs: the group
+/// holds the exec lock and the held writes, and writes the replication stream's
+/// `MULTI`/`EXEC` ([`crate::server::lane`]).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ScriptGroup {
+    /// The group's `MULTI` is in the stream (a script of it wrote).
+    pub wrapped: bool,
 }
 
 /// `CLIENT REPLY`'s state: which replies the connection sends.

@@ -3,8 +3,9 @@
 //! server-wide lock it runs under, and its statistics. What a command is and does is its
 //! [`Spec`] in the command table ([`crate::cmd::table`]); nothing here names a command.
 //!
-//! Runs on the connection's task when cheap ([`crate::inline`]), else on a blocking-pool
-//! thread (engine calls may block).
+//! Runs on the connection's task when cheap ([`crate::inline`]), on the script thread for
+//! scripts ([`crate::server::lane`]), else on a blocking-pool thread (engine calls may
+//! block).
 
 use crate::cmd::table::{self, Flags, Spec};
 use crate::cmd::Ctx;

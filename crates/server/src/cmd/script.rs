@@ -32,12 +32,12 @@ use std::time::{Duration, Instant};
 
 #[rustfmt::skip]
 pub static COMMANDS: &[Spec] = &[
-    c!("eval", -3, [NOSCRIPT SKIP_MONITOR STALE MAY_REPLICATE NO_MANDATORY_KEYS MOVABLEKEYS OWN_LOCK], 0, 0, 0, Scripting, eval, find_keys = script_keys),
-    c!("evalsha", -3, [NOSCRIPT SKIP_MONITOR STALE MAY_REPLICATE NO_MANDATORY_KEYS MOVABLEKEYS OWN_LOCK], 0, 0, 0, Scripting, evalsha, find_keys = script_keys),
-    c!("eval_ro", -3, [NOSCRIPT SKIP_MONITOR STALE READONLY NO_MANDATORY_KEYS MOVABLEKEYS OWN_LOCK], 0, 0, 0, Scripting, eval_ro, find_keys = script_keys),
-    c!("evalsha_ro", -3, [NOSCRIPT SKIP_MONITOR STALE READONLY NO_MANDATORY_KEYS MOVABLEKEYS OWN_LOCK], 0, 0, 0, Scripting, evalsha_ro, find_keys = script_keys),
-    c!("fcall", -3, [NOSCRIPT SKIP_MONITOR STALE MAY_REPLICATE NO_MANDATORY_KEYS MOVABLEKEYS OWN_LOCK], 0, 0, 0, Scripting, fcall, find_keys = script_keys),
-    c!("fcall_ro", -3, [NOSCRIPT SKIP_MONITOR STALE READONLY NO_MANDATORY_KEYS MOVABLEKEYS OWN_LOCK], 0, 0, 0, Scripting, fcall_ro, find_keys = script_keys),
+    c!("eval", -3, [RUNS_SCRIPT NOSCRIPT SKIP_MONITOR STALE MAY_REPLICATE NO_MANDATORY_KEYS MOVABLEKEYS OWN_LOCK], 0, 0, 0, Scripting, eval, find_keys = script_keys),
+    c!("evalsha", -3, [RUNS_SCRIPT NOSCRIPT SKIP_MONITOR STALE MAY_REPLICATE NO_MANDATORY_KEYS MOVABLEKEYS OWN_LOCK], 0, 0, 0, Scripting, evalsha, find_keys = script_keys),
+    c!("eval_ro", -3, [RUNS_SCRIPT NOSCRIPT SKIP_MONITOR STALE READONLY NO_MANDATORY_KEYS MOVABLEKEYS OWN_LOCK], 0, 0, 0, Scripting, eval_ro, find_keys = script_keys),
+    c!("evalsha_ro", -3, [RUNS_SCRIPT NOSCRIPT SKIP_MONITOR STALE READONLY NO_MANDATORY_KEYS MOVABLEKEYS OWN_LOCK], 0, 0, 0, Scripting, evalsha_ro, find_keys = script_keys),
+    c!("fcall", -3, [RUNS_SCRIPT NOSCRIPT SKIP_MONITOR STALE MAY_REPLICATE NO_MANDATORY_KEYS MOVABLEKEYS OWN_LOCK], 0, 0, 0, Scripting, fcall, find_keys = script_keys),
+    c!("fcall_ro", -3, [RUNS_SCRIPT NOSCRIPT SKIP_MONITOR STALE READONLY NO_MANDATORY_KEYS MOVABLEKEYS OWN_LOCK], 0, 0, 0, Scripting, fcall_ro, find_keys = script_keys),
     // ALLOW_BUSY and OWN_LOCK: KILL and STATS answer while a script runs; the other
     // subcommands take the lock (or answer -BUSY) themselves.
     c!("script", -2, [NOSCRIPT ALLOW_BUSY OWN_LOCK SUBCOMMANDS], 0, 0, 0, Scripting, script),
@@ -107,10 +107,11 @@ pub fn busy_refusal(sh: &Shared, spec: Option<&Spec>) -> Option<Reply> {
     Some(Activity::busy_error(&r))
 }
 
-/// The exec lock held exclusively for a script, unless the caller runs inside `EXEC`
-/// (which holds it already); `-BUSY` while another script is busy.
+/// The exec lock held exclusively for a script, unless the caller runs inside `EXEC` or
+/// in a group of the script thread (which hold it already); `-BUSY` while another script
+/// is busy.
 fn exec_lock<'a>(sh: &'a Shared, s: &Session) -> Result<Option<RwLockWriteGuard<'a, ()>>, Reply> {
-    if s.ext.in_exec {
+    if s.ext.in_exec || s.ext.script_group.is_some() {
         return Ok(None);
     }
     loop {
@@ -119,6 +120,19 @@ fn exec_lock<'a>(sh: &'a Shared, s: &Session) -> Result<Option<RwLockWriteGuard<
         }
         if let Some(g) = sh.store.try_exec_lock_for(BUSY_POLL) {
             return Ok(Some(g));
+        }
+    }
+}
+
+/// The exec lock for a group of the script thread ([`super::lane`]); `None` while a
+/// script is busy (inside `EXEC`), when each batch of the group is to run on its own.
+pub fn group_lock(sh: &Shared) -> Option<RwLockWriteGuard<'_, ()>> {
+    loop {
+        if sh.scripting.activity.busy(threshold(sh)).is_some() {
+            return None;
+        }
+        if let Some(g) = sh.store.try_exec_lock_for(BUSY_POLL) {
+            return Some(g);
         }
     }
 }
@@ -261,13 +275,16 @@ fn run_script(
     session.ext.in_script = true;
     session.ext.cluster_readonly = cx.s.ext.cluster_readonly;
     session.ext.cluster_asking = cx.s.ext.cluster_asking;
+    // In a group of the script thread the group writes the stream's MULTI (once, at the
+    // first write of any of its scripts) and EXEC.
+    let group = cx.s.ext.script_group;
     let mut host = Host {
         sh,
         session,
         slot: keys.first().map(|k| crate::cluster::slot::key_slot(k)),
         cross_slot,
         wrap: !cx.s.ext.in_exec,
-        wrapped: false,
+        wrapped: group.is_some_and(|g| g.wrapped),
     };
     let _run = sh.scripting.activity.start(Running {
         name,
@@ -280,8 +297,10 @@ fn run_script(
     let held = sh.store.defer();
     let out = run(&mut host);
     let applied = held.finish();
-    if host.wrapped {
-        sh.store.log_command(&[b"EXEC"]);
+    match cx.s.ext.script_group.as_mut() {
+        Some(g) => g.wrapped = host.wrapped,
+        None if host.wrapped => sh.store.log_command(&[b"EXEC"]),
+        None => {}
     }
     applied?;
     if out.counted {

@@ -63,6 +63,9 @@ bitflags::bitflags! {
         /// A container of subcommands (`CLIENT`, `CONFIG`, ...): `INFO commandstats`
         /// counts its calls per subcommand, as Redis 7.0 does ([`crate::cmdstats`]).
         const SUBCOMMANDS = 1 << 30;
+        /// Runs a script: a batch of only such commands runs on the script thread
+        /// ([`crate::server::lane`]).
+        const RUNS_SCRIPT = 1 << 31;
     }
 }
 

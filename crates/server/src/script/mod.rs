@@ -156,6 +156,9 @@ pub struct Activity {
     wrote: AtomicBool,
     /// While `FUNCTION LOAD` runs a library's code: when it must have ended.
     load_deadline: Mutex<Option<Instant>>,
+    /// Called at each look of the hook (the server's script thread sheds its queue while
+    /// a script is busy).
+    on_check: std::sync::OnceLock<Box<dyn Fn() + Send + Sync>>,
 }
 
 /// The error a killed script ends with.
@@ -232,8 +235,17 @@ impl Activity {
         *self.load_deadline.lock() = d;
     }
 
+    /// Sets what the hook calls at each look, besides its checks (once; later calls are
+    /// ignored).
+    pub fn on_check(&self, f: Box<dyn Fn() + Send + Sync>) {
+        let _ = self.on_check.set(f);
+    }
+
     /// What the interpreter's hook does: an error ends the script.
     fn check(&self) -> Result<(), String> {
+        if let Some(f) = self.on_check.get() {
+            f();
+        }
         if self.killed() {
             return Err(KILLED.into());
         }

@@ -16,12 +16,17 @@ pub struct Client {
 
 impl Client {
     pub fn connect(addr: SocketAddr) -> Client {
-        let s = TcpStream::connect(addr).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-        Client {
+        Client::try_connect(addr).unwrap()
+    }
+
+    /// [`Client::connect`] that reports a refused connection (the server went away).
+    pub fn try_connect(addr: SocketAddr) -> std::io::Result<Client> {
+        let s = TcpStream::connect(addr)?;
+        s.set_read_timeout(Some(Duration::from_secs(30)))?;
+        Ok(Client {
             s,
             buf: BytesMut::new(),
-        }
+        })
     }
 
     pub fn send(&mut self, args: &[&[u8]]) {
@@ -31,11 +36,19 @@ impl Client {
     /// [`Client::send`] that reports a failed write (the server went away) instead of
     /// panicking.
     pub fn try_send(&mut self, args: &[&[u8]]) -> std::io::Result<()> {
-        let mut out = format!("*{}\r\n", args.len()).into_bytes();
-        for a in args {
-            out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
-            out.extend_from_slice(a);
-            out.extend_from_slice(b"\r\n");
+        self.try_send_all(&[args])
+    }
+
+    /// Sends several commands in one write: a pipeline the server reads at once.
+    pub fn try_send_all(&mut self, cmds: &[&[&[u8]]]) -> std::io::Result<()> {
+        let mut out = Vec::new();
+        for args in cmds {
+            out.extend_from_slice(format!("*{}\r\n", args.len()).as_bytes());
+            for a in *args {
+                out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
+                out.extend_from_slice(a);
+                out.extend_from_slice(b"\r\n");
+            }
         }
         self.s.write_all(&out)
     }
