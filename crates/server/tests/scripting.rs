@@ -371,10 +371,7 @@ fn pairs_through_a_cut(cut: Option<u64>) -> (u64, u64, usize) {
         srv.stop();
         return (start, end, acked);
     }
-    storage.cut();
-    let _ = srv.stop_result();
-    storage.apply();
-    let srv = Running::start(dir.path(), always);
+    let srv = restart_after_cut(srv, &storage, dir.path(), always);
     let mut c = Client::connect(srv.addr);
     for i in 0..PAIRS {
         let (a, b) = (
@@ -392,6 +389,19 @@ fn pairs_through_a_cut(cut: Option<u64>) -> (u64, u64, usize) {
     }
     srv.stop();
     (start, end, acked)
+}
+
+/// Cuts the power under `srv`, stops it, and starts a server on what the disk then holds.
+fn restart_after_cut(
+    srv: Running,
+    storage: &testkit::powercut::PowerCutStorage,
+    dir: &std::path::Path,
+    config: Config,
+) -> Running {
+    storage.cut();
+    let _ = srv.stop_result();
+    storage.apply();
+    Running::start(dir, config)
 }
 
 /// A transaction's and a script's writes are one engine batch: a power cut at any point
@@ -612,10 +622,7 @@ fn groups_through_a_cut(cut: Option<u64>) -> (u64, u64, usize) {
         srv.stop();
         return (start, end, total);
     }
-    storage.cut();
-    let _ = srv.stop_result();
-    storage.apply();
-    let srv = Running::start(dir.path(), always);
+    let srv = restart_after_cut(srv, &storage, dir.path(), always);
     let mut c = Client::connect(srv.addr);
     for (w, &acked) in acked.iter().enumerate() {
         let mut present = 0;
