@@ -184,8 +184,7 @@ impl Default for Config {
 
 /// Redis parameters that `CONFIG SET` accepts and `CONFIG GET` reports but that change
 /// nothing here, with Redis 7.0's defaults: encoding thresholds (the layout has no
-/// encodings), memory and eviction knobs (the engine bounds its own memory), latency
-/// tracking and the like. The stream node sizes are the exception: they bound the nodes
+/// encodings), latency tracking and the like. The stream node sizes are the exception: they bound the nodes
 /// that approximate trimming removes whole (`cmd::stream::layout`). Test suites and client setups set them; refusing would stop
 /// them before they test anything.
 pub const COMPAT_PARAMS: &[(&str, &str)] = &[
@@ -204,9 +203,6 @@ pub const COMPAT_PARAMS: &[(&str, &str)] = &[
     ("list-max-listpack-size", "-2"),
     ("list-max-ziplist-size", "-2"),
     ("lua-time-limit", "5000"),
-    ("maxmemory", "0"),
-    ("maxmemory-policy", "noeviction"),
-    ("maxmemory-samples", "5"),
     ("set-max-intset-entries", "512"),
     ("set-max-listpack-entries", "128"),
     ("stream-node-max-bytes", "4096"),

@@ -170,7 +170,10 @@ pub fn render(sh: &Shared, args: &[Bytes]) -> String {
                     "total_error_replies",
                     sh.cmdstats.total_errors().to_string(),
                 );
-                kv("evicted_keys", "0".into());
+                kv(
+                    "evicted_keys",
+                    sh.maxmemory.evicted.load(Relaxed).to_string(),
+                );
                 kv(
                     "expired_keys_untracked",
                     sh.store.expiries.untracked().to_string(),
@@ -196,15 +199,30 @@ pub fn render(sh: &Shared, args: &[Bytes]) -> String {
                 sh.repl.info_stats(&mut out);
             }
             "memory" => {
+                // The data set's live bytes, what `maxmemory` bounds ([`crate::maxmemory`]),
+                // measured the first time it is asked for.
+                if !sh.store.usage.measured() {
+                    if let Err(e) = sh.store.usage.measure(&sh.store.db()) {
+                        tracing::error!("measuring the data set: {e}");
+                    }
+                }
+                let used = sh.store.usage.estimate();
+                sh.maxmemory.seen(used);
                 // What the engine holds in memory: memtables and the block cache's contents.
-                let used = stats.memtable_bytes + stats.cache.usage;
+                let engine = stats.memtable_bytes + stats.cache.usage;
+                let max = sh.maxmemory.bytes();
                 kv("used_memory", used.to_string());
                 kv("used_memory_human", human(used));
-                kv("used_memory_rss", rss_bytes().unwrap_or(used).to_string());
-                kv("used_memory_peak", used.to_string());
+                kv("used_memory_rss", rss_bytes().unwrap_or(engine).to_string());
+                let peak = sh.maxmemory.peak.load(Relaxed);
+                kv("used_memory_peak", peak.to_string());
+                kv("used_memory_peak_human", human(peak));
                 kv("used_memory_dataset", used.to_string());
-                kv("maxmemory", "0".into());
-                kv("maxmemory_policy", "noeviction".into());
+                kv("used_memory_engine", engine.to_string());
+                kv("maxmemory", max.to_string());
+                kv("maxmemory_human", human(max));
+                kv("maxmemory_policy", sh.maxmemory.policy().name().into());
+                kv("access_table_keys", sh.store.access.len().to_string());
                 // Not jemalloc: Redis's tests then treat MEMORY USAGE as approximate.
                 kv("mem_allocator", sh.settings.mem_allocator().into());
                 kv("used_memory_memtables", stats.memtable_bytes.to_string());

@@ -5,6 +5,7 @@
 //! expiry, [`record`]); `appendfsync` maps onto WAL syncs ([`AppendFsync`]). See
 //! `docs/serve.md` for the command list and the measurements.
 
+mod access;
 mod args;
 mod backup;
 mod blocked;
@@ -20,6 +21,7 @@ mod info;
 mod inline;
 mod latency;
 mod logs;
+mod maxmemory;
 mod notify;
 mod pattern;
 mod pause;

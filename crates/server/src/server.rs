@@ -120,6 +120,7 @@ impl Server {
                 me: Default::default(),
                 pause: Default::default(),
                 scripting: Default::default(),
+                maxmemory: Default::default(),
             }),
             replicaof: config.replicaof.clone(),
             tcp,
@@ -166,6 +167,7 @@ impl Server {
         let lane = Arc::new(lane::Lane::default());
         let syncer = tokio::spawn(sync_every_second(shared.clone(), shutdown.clone()));
         let sweeper = tokio::spawn(sweep_expired(shared.clone(), shutdown.clone()));
+        let evictor = tokio::spawn(crate::cmd::evict::run(shared.clone(), shutdown.clone()));
         let pinger = tokio::spawn(crate::repl::primary::ping_replicas(
             shared.clone(),
             shutdown.clone(),
@@ -212,6 +214,7 @@ impl Server {
         while conns.join_next().await.is_some() {}
         syncer.await.ok();
         sweeper.await.ok();
+        evictor.await.ok();
         pinger.await.ok();
         saver.await.ok();
         close(shared).await

@@ -129,6 +129,8 @@ pub(crate) struct Shared {
     pub backups: Arc<crate::backup::Backups>,
     /// The config file `CONFIG REWRITE` writes ([`crate::conffile`]).
     pub conf: crate::conffile::Conf,
+    /// `maxmemory` and its policy ([`crate::maxmemory`]).
+    pub maxmemory: crate::maxmemory::MaxMemory,
 }
 
 impl Shared {
@@ -163,6 +165,7 @@ impl Shared {
             me: Default::default(),
             pause: Default::default(),
             scripting: Default::default(),
+            maxmemory: Default::default(),
             runtime: tokio::runtime::Builder::new_current_thread()
                 .build()
                 .expect("a runtime")

@@ -30,6 +30,9 @@ const STRIPES: usize = 1024;
 /// Entries one migration batch rewrites.
 const MIGRATION_BATCH: usize = 1000;
 
+/// Members of an evicted collection deleted per batch ([`Store::evict`]).
+pub const EVICT_CHUNK: usize = 1024;
+
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     #[error(transparent)]
@@ -98,6 +101,10 @@ pub struct Store {
     /// The writes of the transaction or script running, held back until it ends
     /// ([`Store::defer`]).
     deferred: crate::deferred::Slot,
+    /// When each key was last read or written, and how often ([`crate::access`]).
+    pub access: crate::access::AccessTable,
+    /// The estimate of the live bytes `maxmemory` bounds ([`crate::maxmemory`]).
+    pub usage: crate::maxmemory::Usage,
 }
 
 /// A transaction's held writes ([`Store::defer`]); [`Deferral::finish`] applies them as one
@@ -145,7 +152,8 @@ pub enum KeyLocks<'a> {
 }
 
 /// A command's writes, applied atomically by [`Store::write`]; remembers which user keys
-/// it changes so that their watchers see it.
+/// it changes so that their watchers see it, and what it does to each (for the access
+/// table and the memory estimate, [`crate::access`], [`crate::maxmemory`]).
 #[derive(Default)]
 pub struct Batch {
     wb: WriteBatch,
@@ -153,8 +161,26 @@ pub struct Batch {
     /// The metadata keys it writes as strings with an expiry, and when they expire (for
     /// their `expired` event, [`crate::notify::Expiries`]).
     expiring: Vec<(Vec<u8>, u64)>,
-    /// Which of `touched` it puts (rather than deletes or only touches).
-    puts: Vec<bool>,
+    /// What it does to each of `touched`.
+    changes: Vec<Change>,
+    /// Bytes of the sub-keys it puts, less those it deletes whose size it knows.
+    sub_bytes: i64,
+}
+
+/// What a batch does to one metadata key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Change {
+    /// Puts a record of this many bytes (key and value).
+    Put(u32),
+    /// Deletes it; the record's size if the writer knows it.
+    Delete(Option<u32>),
+    /// Changes the key's sub-keys only.
+    Touch,
+}
+
+/// The size of a record for the memory estimate.
+fn record_size(k: &[u8], v: &[u8]) -> u32 {
+    (k.len() + v.len()).min(u32::MAX as usize) as u32
 }
 
 impl Batch {
@@ -168,15 +194,20 @@ impl Batch {
         if let Some(t) = put_record(&mut self.wb, &k, &raw) {
             self.expiring.push((k.clone(), t));
         }
+        self.changes.push(Change::Put(record_size(&k, &raw)));
         self.touched.push(k);
-        self.puts.push(true);
     }
 
     pub fn del_meta(&mut self, db: u8, key: &[u8]) {
+        self.del_meta_sized(db, key, None);
+    }
+
+    /// [`Batch::del_meta`] of a record of `size` bytes, if known.
+    fn del_meta_sized(&mut self, db: u8, key: &[u8], size: Option<u32>) {
         let k = record::meta_key(db, key);
         self.wb.delete(&k);
         self.touched.push(k);
-        self.puts.push(false);
+        self.changes.push(Change::Delete(size));
     }
 
     /// Tells the watchers of `key` that it changed, without rewriting its metadata: a
@@ -184,17 +215,24 @@ impl Batch {
     /// (an `HSET` or `ZADD` of existing members) saves a record and a memtable insert.
     pub fn touch_meta(&mut self, db: u8, key: &[u8]) {
         self.touched.push(record::meta_key(db, key));
-        self.puts.push(false);
+        self.changes.push(Change::Touch);
     }
 
     /// A sub-key write (every command that writes one writes its key's metadata too, or
     /// [`Batch::touch_meta`]s it, which tells the key's watchers).
     pub fn put(&mut self, k: &[u8], v: &[u8]) {
         self.wb.put(k, v);
+        self.sub_bytes += (k.len() + v.len()) as i64;
     }
 
     pub fn delete(&mut self, k: &[u8]) {
         self.wb.delete(k);
+    }
+
+    /// [`Batch::delete`] of a sub-key whose record is `size` bytes.
+    fn delete_sized(&mut self, k: &[u8], size: usize) {
+        self.wb.delete(k);
+        self.sub_bytes -= size as i64;
     }
 
     pub fn is_empty(&self) -> bool {
@@ -205,8 +243,8 @@ impl Batch {
     pub fn put_meta_keys(&self) -> impl Iterator<Item = &[u8]> {
         self.touched
             .iter()
-            .zip(&self.puts)
-            .filter(|(_, p)| **p)
+            .zip(&self.changes)
+            .filter(|(_, c)| matches!(c, Change::Put(_)))
             .map(|(k, _)| &k[..])
     }
 
@@ -221,7 +259,8 @@ impl Batch {
         self.wb.append(&other.wb);
         self.touched.extend(other.touched);
         self.expiring.extend(other.expiring);
-        self.puts.extend(other.puts);
+        self.changes.extend(other.changes);
+        self.sub_bytes += other.sub_bytes;
     }
 
     /// Drops every record of engine key `k` but the last (the batch is applied whole, so
@@ -275,6 +314,20 @@ fn put_record(wb: &mut WriteBatch, k: &[u8], raw: &[u8]) -> Option<u64> {
     t
 }
 
+/// A key drawn between `lo` and `hi` (`lo <= hi`): their common prefix, a byte uniformly
+/// between theirs at the first position they differ, then eight random bytes.
+fn random_between(lo: &[u8], hi: &[u8]) -> Vec<u8> {
+    use rand::Rng;
+    let mut rng = rand::rng();
+    let common = lo.iter().zip(hi).take_while(|(a, b)| a == b).count();
+    let mut k = hi[..common].to_vec();
+    let a = lo.get(common).copied().unwrap_or(0);
+    let b = hi.get(common).copied().unwrap_or(0xff).max(a);
+    k.push(rng.random_range(a..=b));
+    k.extend((0..8).map(|_| rng.random::<u8>()));
+    k
+}
+
 /// The metadata in the record `raw`, or `None` if it expired.
 pub fn live_meta(raw: &[u8]) -> Result<Option<Meta>> {
     let m = Meta::decode(raw)?;
@@ -317,6 +370,8 @@ impl Store {
             any_expired: AtomicBool::new(false),
             functions_epoch: AtomicU64::new(0),
             deferred: Default::default(),
+            access: Default::default(),
+            usage: Default::default(),
         };
         s.migrate()?;
         Ok(s)
@@ -739,9 +794,20 @@ impl Store {
         }
     }
 
-    /// The live metadata of `key` in `db`. An expired key reads as absent; it is deleted
-    /// when `purge` is set (the caller must then not hold the key's lock).
+    /// The live metadata of `key` in `db`, counted as an access to it ([`crate::access`]).
+    /// An expired key reads as absent; it is deleted when `purge` is set (the caller must
+    /// then not hold the key's lock).
     pub fn read(&self, db: u8, key: &[u8], purge: bool) -> Result<Option<Meta>> {
+        self.read_opt(db, key, purge, true)
+    }
+
+    /// [`Store::read`] that does not count as an access (Redis's `LOOKUP_NOTOUCH`: `TTL`,
+    /// `TYPE`, `EXISTS`, `OBJECT`).
+    pub fn read_untouched(&self, db: u8, key: &[u8], purge: bool) -> Result<Option<Meta>> {
+        self.read_opt(db, key, purge, false)
+    }
+
+    fn read_opt(&self, db: u8, key: &[u8], purge: bool, touch: bool) -> Result<Option<Meta>> {
         let mk = record::meta_key(db, key);
         let Some(raw) = self.get_raw(&mk)? else {
             // A string with an expiry the engine hides by itself: deleted (and announced)
@@ -754,6 +820,9 @@ impl Store {
         let live = live_meta(&raw)?;
         if live.is_none() && purge && !self.is_replica() {
             self.purge_expired(&mk)?;
+        }
+        if touch && live.is_some() {
+            self.access.touch(&mk, Some(record_size(&mk, &raw)));
         }
         Ok(live)
     }
@@ -889,7 +958,31 @@ impl Store {
         self.apply(batch.wb, sync)?;
         self.touch(&batch.touched);
         self.expiries.written(&batch.touched, &batch.expiring);
+        self.accessed(&batch.touched, &batch.changes, batch.sub_bytes);
         Ok(batch.touched)
+    }
+
+    /// Tells the access table what a batch did to its keys, and counts the bytes it
+    /// added for the memory estimate: a put adds its record less the
+    /// record the table knew for the key; a deletion takes away the record's size if the
+    /// writer or the table knows it.
+    fn accessed(&self, keys: &[Vec<u8>], changes: &[Change], sub_bytes: i64) {
+        let mut delta = sub_bytes;
+        for (k, c) in keys.iter().zip(changes) {
+            match *c {
+                Change::Put(n) => {
+                    delta += n as i64 - self.access.touch(k, Some(n)).unwrap_or(0) as i64;
+                }
+                Change::Delete(known) => {
+                    let tracked = self.access.remove(k);
+                    delta -= known.or(tracked).unwrap_or(0) as i64;
+                }
+                Change::Touch => {
+                    self.access.touch(k, None);
+                }
+            }
+        }
+        self.usage.add(delta);
     }
 
     /// The user keys of `db`'s metadata records from `lower` on, each with its type and
@@ -963,6 +1056,106 @@ impl Store {
         Ok((out, None))
     }
 
+    /// Up to `n` live keys of `db` with their headers, from a random point of its key
+    /// space on (wrapping to its first key), looking at no more than `examine` records:
+    /// eviction's sample ([`crate::cmd::evict`]). Only keys with an expiry if `volatile`.
+    ///
+    /// The point is drawn between the database's first and last keys (a forward and a
+    /// reverse seek): their common prefix, then a byte drawn uniformly between theirs,
+    /// then random bytes. Keys are not uniform in byte space, so keys after a sparse
+    /// stretch are drawn more often than keys in a dense one; the sample is consecutive
+    /// keys from there, as Redis's is consecutive buckets of its hash table.
+    pub fn sample(
+        &self,
+        db: u8,
+        n: usize,
+        volatile: bool,
+        examine: usize,
+    ) -> Result<Vec<(Vec<u8>, Head)>> {
+        let prefix = record::meta_prefix(db);
+        let end = record::prefix_end(&prefix);
+        let upper = end.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
+        let engine = self.db();
+        let opts = engine::ReadOptions::without_readahead();
+        let lower = Bound::Included(prefix.as_slice());
+        let Some((first, _)) = engine
+            .scan_opt(lower, upper, None, &opts)?
+            .next()
+            .transpose()?
+        else {
+            return Ok(Vec::new());
+        };
+        let last = match engine.scan_rev(lower, upper)?.next().transpose()? {
+            Some((k, _)) => k,
+            None => first.clone(),
+        };
+        let from = random_between(&first, &last);
+        let now = record::now_ms();
+        let (mut out, mut seen) = (Vec::new(), 0);
+        for (lo, hi) in [
+            (Bound::Included(from.as_slice()), upper),
+            (lower, Bound::Excluded(from.as_slice())),
+        ] {
+            for kv in engine.scan_opt(lo, hi, None, &opts)? {
+                let (k, raw) = kv?;
+                seen += 1;
+                if let Ok(h) = Head::decode(&raw) {
+                    if !h.is_expired(now) && (!volatile || h.expire_at_ms.is_some()) {
+                        out.push((k[record::META_KEY_OVERHEAD..].to_vec(), h));
+                    }
+                }
+                if out.len() >= n || seen >= examine {
+                    return Ok(out);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Deletes `key` of `db` for eviction ([`crate::cmd::evict`]) as `DEL` does, and its
+    /// collection's members with it (`DEL` leaves them to the sweep; eviction deletes
+    /// them at once, so that the bytes it freed are gone when the data set is measured):
+    /// the metadata record and the first [`EVICT_CHUNK`] members in one batch, the rest
+    /// (no longer reachable once the record is gone) in batches of that many. Returns the
+    /// bytes freed, or `None` if the key is gone or expired, or has no expiry while
+    /// `volatile` asks for one.
+    pub fn evict(&self, db: u8, key: &[u8], volatile: bool, sync: bool) -> Result<Option<u64>> {
+        let mk = record::meta_key(db, key);
+        let _g = self.lock(db, &[key]);
+        let Some(raw) = self.db().get(&mk)? else {
+            return Ok(None);
+        };
+        let Some(m) = live_meta(&raw)? else {
+            return Ok(None);
+        };
+        if volatile && m.expire_at_ms.is_none() {
+            return Ok(None);
+        }
+        let size = record_size(&mk, &raw);
+        let mut freed = size as u64;
+        let mut b = Batch::new();
+        b.del_meta_sized(db, key, Some(size));
+        if m.kind != Kind::String {
+            // Every tag's sub-keys of this version.
+            let mut prefix = record::sub_prefix(db, key, m.version, 0);
+            prefix.pop();
+            let end = record::prefix_end(&prefix);
+            let upper = end.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
+            let opts = engine::ReadOptions::without_readahead();
+            let engine = self.db();
+            for kv in engine.scan_opt(Bound::Included(prefix.as_slice()), upper, None, &opts)? {
+                let (k, v) = kv?;
+                b.delete_sized(&k, k.len() + v.len());
+                freed += (k.len() + v.len()) as u64;
+                if b.len() >= EVICT_CHUNK {
+                    self.write(std::mem::take(&mut b), sync)?;
+                }
+            }
+        }
+        self.write(b, sync)?;
+        Ok(Some(freed))
+    }
+
     /// The entries (sub-key without `prefix`, value) whose keys start with `prefix`, from
     /// `from` (a suffix, inclusive) on, while `keep` says so. The value is handed over, so
     /// that a caller keeping it (a range's reply) does not copy it again.
@@ -998,6 +1191,10 @@ impl Store {
         self.touch_existing(db)?;
         // The flush reads the engine: what the transaction holds is applied first.
         self.settle_deferred()?;
+        match db {
+            Some(d) => self.access.remove_prefix(&record::meta_prefix(d)),
+            None => self.access.remove_prefix(&[record::META]),
+        }
         for prefix in ranges {
             let end = record::prefix_end(&prefix);
             let upper = end.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
@@ -1015,6 +1212,10 @@ impl Store {
                 }
                 self.apply_now(b, sync)?;
             }
+        }
+        // What the flush freed is known only by measuring.
+        if self.usage.measured() {
+            self.usage.measure(&self.db())?;
         }
         Ok(())
     }

@@ -109,6 +109,27 @@ fn config_params(sh: &Shared) -> Vec<(&'static str, String, bool)> {
         ("loglevel", st.logs.level().into(), true),
         ("save", sh.backups.points_text(), true),
         ("logfile", st.logs.file(), true),
+        ("maxmemory", sh.maxmemory.bytes().to_string(), true),
+        (
+            "maxmemory-policy",
+            sh.maxmemory.policy().name().into(),
+            true,
+        ),
+        (
+            "maxmemory-samples",
+            sh.maxmemory.samples().to_string(),
+            true,
+        ),
+        (
+            "lfu-log-factor",
+            sh.store.access.log_factor().to_string(),
+            true,
+        ),
+        (
+            "lfu-decay-time",
+            sh.store.access.decay_minutes().to_string(),
+            true,
+        ),
         ("tcp-keepalive", st.tcp_keepalive_secs().to_string(), true),
         (
             "latency-monitor-threshold",
@@ -382,6 +403,46 @@ pub(crate) fn set(sh: &Shared, pairs: Vec<(String, String)>) -> Result<(), Reply
                         tracing::warn!("logfile {value}: {e}");
                     }
                 }));
+            }
+            "maxmemory" => {
+                let n = crate::config::memory(&value)
+                    .ok_or_else(|| bad("argument must be a memory value".into()))?;
+                apply.push(Box::new(move || {
+                    if let Err(e) = super::evict::set_maxmemory(sh, n) {
+                        tracing::error!("measuring the data set for maxmemory: {e}");
+                    }
+                }));
+            }
+            "maxmemory-policy" => {
+                let p: crate::maxmemory::Policy = value.parse().map_err(bad)?;
+                apply.push(Box::new(move || sh.maxmemory.set_policy(p)));
+            }
+            "maxmemory-samples" | "lfu-log-factor" | "lfu-decay-time" => {
+                let n: u32 = value
+                    .parse()
+                    .ok()
+                    .filter(|&n| {
+                        name != "maxmemory-samples"
+                            || (1..=crate::maxmemory::MAX_SAMPLES).contains(&n)
+                    })
+                    .ok_or_else(|| {
+                        bad(match name.as_str() {
+                            "maxmemory-samples" => format!(
+                                "argument must be between 1 and {}",
+                                crate::maxmemory::MAX_SAMPLES
+                            ),
+                            _ => "argument must be a number, 0 or more".into(),
+                        })
+                    })?;
+                match name.as_str() {
+                    "maxmemory-samples" => {
+                        apply.push(Box::new(move || sh.maxmemory.set_samples(n)))
+                    }
+                    "lfu-log-factor" => {
+                        apply.push(Box::new(move || sh.store.access.set_log_factor(n)))
+                    }
+                    _ => apply.push(Box::new(move || sh.store.access.set_decay_minutes(n))),
+                }
             }
             "timeout" | "tcp-keepalive" => {
                 let n: u64 = value

@@ -1,6 +1,6 @@
 //! Running one command: the checks every command passes before its handler runs
-//! (authentication, cluster routing, a read-only replica, `MULTI`'s queue, arity), the
-//! server-wide lock it runs under, and its statistics. What a command is and does is its
+//! (authentication, cluster routing, `maxmemory`, a read-only replica, `MULTI`'s queue,
+//! arity), the server-wide lock it runs under, and its statistics. What a command is and does is its
 //! [`Spec`] in the command table ([`crate::cmd::table`]); nothing here names a command.
 //!
 //! Runs on the connection's task when cheap ([`crate::inline`]), on the script thread for
@@ -38,6 +38,12 @@ pub fn execute(sh: &Shared, s: &mut Session, args: &[Bytes]) -> (Reply, Outcome)
         Ok(g) => g,
         Err(r) => return refuse(r),
     };
+    // Where Redis checks it: after routing, before the replica's and the context's checks.
+    if sh.maxmemory.bytes() != 0 {
+        if let Some(r) = super::evict::admit(sh, s, spec) {
+            return refuse(in_multi_rejected(sh, s, spec, r));
+        }
+    }
     if sh.store.is_replica()
         && sh.settings.replica_read_only()
         && spec.is_some_and(|s| s.has(Flags::WRITE))

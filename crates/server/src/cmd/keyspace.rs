@@ -26,7 +26,7 @@ pub static COMMANDS: &[super::table::Spec] = &[
     c!("del", -2, [WRITE], 1, -1, 1, Generic, del),
     c!("unlink", -2, [WRITE FAST], 1, -1, 1, Generic, del),
     c!("exists", -2, [READONLY FAST CHEAP], 1, -1, 1, Generic, exists),
-    c!("touch", -2, [READONLY FAST], 1, -1, 1, Generic, exists),
+    c!("touch", -2, [READONLY FAST], 1, -1, 1, Generic, touch),
     c!("type", 2, [READONLY FAST CHEAP], 1, 1, 1, Generic, type_),
     c!("ttl", 2, [READONLY FAST CHEAP], 1, 1, 1, Generic, ttl),
     c!("pttl", 2, [READONLY FAST CHEAP], 1, 1, 1, Generic, pttl),
@@ -102,8 +102,18 @@ pub fn del(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     Ok(Reply::Int(deleted.len() as i64))
 }
 
-/// `EXISTS` and `TOUCH`: how many of the keys exist (repeats count again).
+/// `EXISTS`: how many of the keys exist (repeats count again); not an access to them
+/// ([`crate::access`]), as in Redis.
 pub fn exists(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
+    let mut n = 0;
+    for k in a {
+        n += cx.sh.store.read_untouched(cx.db(), k, true)?.is_some() as i64;
+    }
+    Ok(Reply::Int(n))
+}
+
+/// `TOUCH`: [`exists`], counted as an access to each key.
+pub fn touch(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     let mut n = 0;
     for k in a {
         n += cx.sh.store.read(cx.db(), k, true)?.is_some() as i64;
@@ -115,23 +125,26 @@ pub fn type_(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     Ok(Reply::Simple(
         cx.sh
             .store
-            .read(cx.db(), &a[0], true)?
+            .read_untouched(cx.db(), &a[0], true)?
             .map_or("none", |m| m.kind.name()),
     ))
 }
 
 /// TTL-like replies: -2 for a missing key, -1 for one without expiry, else `f(expiry)`.
+/// Not an access to the key, as in Redis.
 fn ttl_with(cx: &Ctx, key: &[u8], f: impl Fn(u64) -> i64) -> CmdResult {
-    Ok(Reply::Int(match cx.sh.store.read(cx.db(), key, true)? {
-        None => -2,
-        Some(Meta {
-            expire_at_ms: None, ..
-        }) => -1,
-        Some(Meta {
-            expire_at_ms: Some(t),
-            ..
-        }) => f(t),
-    }))
+    Ok(Reply::Int(
+        match cx.sh.store.read_untouched(cx.db(), key, true)? {
+            None => -2,
+            Some(Meta {
+                expire_at_ms: None, ..
+            }) => -1,
+            Some(Meta {
+                expire_at_ms: Some(t),
+                ..
+            }) => f(t),
+        },
+    ))
 }
 
 pub fn ttl(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
@@ -555,14 +568,22 @@ pub fn object(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
             "unknown subcommand or wrong number of arguments for '{sub}'. Try OBJECT HELP."
         )));
     };
-    let Some(m) = cx.meta(key)? else {
+    // Not an access to the key (Redis's `LOOKUP_NOTOUCH`).
+    let Some(m) = cx.sh.store.read_untouched(cx.db(), key, false)? else {
         return Ok(Reply::Nil);
     };
+    let lfu = cx.sh.maxmemory.policy().lfu();
+    // From the access table ([`crate::access`]): for a key it does not hold, the time
+    // since its shard's horizon (or the server's start), a lower bound.
+    let access = || cx.sh.store.access.peek(&record::meta_key(cx.db(), key));
     match sub.as_str() {
         "encoding" => Ok(Reply::bulk(encoding(cx, key, &m)?)),
         "refcount" => Ok(Reply::Int(1)),
-        // No access times are kept.
-        "idletime" => Ok(Reply::Int(0)),
+        "idletime" if lfu => Err(Reply::err(
+            "An LFU maxmemory policy is selected, idle time not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust.",
+        )),
+        "idletime" => Ok(Reply::Int(access().idle_secs as i64)),
+        "freq" if lfu => Ok(Reply::Int(access().freq as i64)),
         "freq" => Err(Reply::err(
             "An LFU maxmemory policy is not selected, access frequency not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust.",
         )),

@@ -15,6 +15,7 @@ pub mod config;
 pub mod connection;
 pub mod debug;
 pub mod dispatch;
+pub mod evict;
 pub mod geo;
 pub mod hash;
 pub mod hll;

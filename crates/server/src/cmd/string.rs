@@ -783,6 +783,8 @@ pub fn is_plain_set(sh: &Shared, s: &Session, cmd: &[Bytes]) -> bool {
         && crate::cmd::cluster::route::serves(sh, s, cmd)
         // A `new` event needs to know whether each key existed.
         && !sh.notify.wants(Class::NEW)
+        // Over `maxmemory`, each SET is checked (and evicts) on its own.
+        && !super::evict::over(sh)
 }
 
 /// Consecutive plain SETs of one connection (a pipeline) as one atomic engine write: one
