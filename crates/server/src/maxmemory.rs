@@ -239,9 +239,12 @@ impl MaxMemory {
         Policy::ALL[self.policy.load(Relaxed) as usize]
     }
 
+    /// Sets the policy; the pool's candidates, scored under the old one, are dropped.
     pub fn set_policy(&self, p: Policy) {
         let i = Policy::ALL.iter().position(|q| *q == p).unwrap_or(0);
-        self.policy.store(i as u8, Relaxed)
+        if self.policy.swap(i as u8, Relaxed) != i as u8 {
+            self.pool.lock().entries.clear();
+        }
     }
 
     pub fn samples(&self) -> usize {

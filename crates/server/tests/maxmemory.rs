@@ -333,3 +333,23 @@ fn object_freq_answers_under_lfu_and_idletime_otherwise() {
     assert!(int(c.cmd(&["OBJECT", "IDLETIME", "k"])) >= 0);
     r.stop();
 }
+
+#[test]
+fn candidates_left_from_before_a_flush_or_another_policy_do_not_refuse_writes() {
+    let (_d, r, mut c) = start();
+    // Evictions under allkeys-lfu leave candidates in the pool, scored by frequency.
+    fill(&mut c, "a:", 40, |_| None);
+    bound_here(&mut c, "allkeys-lfu");
+    fill(&mut c, "b:", 20, |_| None);
+    assert!(evicted(&mut c) > 0);
+    assert_eq!(c.cmd(&["FLUSHALL"]), simple("OK"));
+    config_set(&mut c, "maxmemory", "0");
+    fill(&mut c, "t:", 40, |_| Some(100_000));
+    // Under volatile-lru, with keys that all have an expiry, every write evicts one.
+    bound_here(&mut c, "volatile-lru");
+    for i in 0..20 {
+        let reply = set(&mut c, &format!("u:{i:03}"), Some(100_000));
+        assert_eq!(reply, simple("OK"), "write {i}");
+    }
+    r.stop();
+}

@@ -106,7 +106,7 @@ fn evict_one(sh: &Shared, pool: &Mutex<Pool>, policy: Policy) -> crate::store::R
     let volatile = policy.volatile();
     let sync = sh.settings.appendfsync() == crate::config::AppendFsync::Always;
     for _ in 0..MAX_EMPTY_ROUNDS {
-        let victim = if policy.random() {
+        if policy.random() {
             let mut keys = Vec::new();
             for db in 0..DATABASES {
                 let n = sh.maxmemory.samples();
@@ -117,32 +117,42 @@ fn evict_one(sh: &Shared, pool: &Mutex<Pool>, policy: Policy) -> crate::store::R
             if keys.is_empty() {
                 return Ok(false);
             }
-            let i = rand::random_range(0..keys.len());
-            Some(keys.swap_remove(i))
-        } else {
-            let mut p = pool.lock();
-            if !populate(sh, &mut p, policy)? && p.entries.is_empty() {
-                return Ok(false);
+            let (db, key) = keys.swap_remove(rand::random_range(0..keys.len()));
+            if let Some(freed) = sh.store.evict(db, &key, volatile, sync)? {
+                announce(sh, db, key, freed);
+                return Ok(true);
             }
-            pick(sh, &mut p, policy)
-        };
-        let Some((db, key)) = victim else {
             continue;
-        };
-        if let Some(freed) = sh.store.evict(db, &key, volatile, sync)? {
-            sh.maxmemory.evicted.fetch_add(1, Relaxed);
-            tracing::debug!(db, freed, "evicted a key");
-            if sh.notify.wants(crate::notify::Class::EVICTED) {
-                sh.publish_events(&mut vec![crate::notify::Event {
-                    db,
-                    name: "evicted",
-                    key: key.into(),
-                }]);
+        }
+        let mut p = pool.lock();
+        let found = populate(sh, &mut p, policy)?;
+        // As Redis's loop: the best candidate that still exists (with an expiry, under a
+        // volatile policy); one gone since it joined leaves the pool, and the next is tried.
+        while let Some((db, key)) = pick(sh, &mut p, policy) {
+            if let Some(freed) = sh.store.evict(db, &key, volatile, sync)? {
+                drop(p);
+                announce(sh, db, key, freed);
+                return Ok(true);
             }
-            return Ok(true);
+        }
+        if !found {
+            return Ok(false);
         }
     }
     Ok(false)
+}
+
+/// Counts an eviction and publishes its `evicted` event.
+fn announce(sh: &Shared, db: u8, key: Vec<u8>, freed: u64) {
+    sh.maxmemory.evicted.fetch_add(1, Relaxed);
+    tracing::debug!(db, freed, "evicted a key");
+    if sh.notify.wants(crate::notify::Class::EVICTED) {
+        sh.publish_events(&mut vec![crate::notify::Event {
+            db,
+            name: "evicted",
+            key: key.into(),
+        }]);
+    }
 }
 
 /// The best candidate of the pool, taken out of it. A candidate accessed since it joined
