@@ -484,13 +484,8 @@ fn a_replica_that_loses_power_resumes_from_the_position_its_disk_kept() {
         let applied: u64 = field(&mut r, "replication", "slave_repl_offset")
             .parse()
             .unwrap();
-        storage.cut();
         drop(r);
-        assert!(
-            replica.stop_result().is_err(),
-            "the engine cannot close without power"
-        );
-        storage.apply();
+        replica.cut_power(&storage);
         let kept = {
             let db = engine::DB::open(rd.path(), small_engine()).unwrap();
             let pos = db.get(b"R").unwrap().expect("a stored position");
@@ -688,13 +683,8 @@ fn writes_acknowledged_by_wait_survive_a_killed_primary() {
     }
     // Written after the last WAIT: on the replica or not, as the stream had it.
     p.cmd(&["SET", "unacknowledged", "1"]);
-    storage.cut();
     drop(p);
-    assert!(
-        primary.stop_result().is_err(),
-        "the engine cannot close once killed"
-    );
-    storage.apply();
+    primary.cut_power(&storage);
 
     let primary = Running::start_with(pd.path(), listening_on(addr), keeping_wals());
     let mut p = Client::connect(addr);
@@ -759,10 +749,8 @@ fn a_replica_holding_writes_a_primary_lost_copies_anew_even_after_the_primary_pa
         assert_eq!(p.cmd(&["WAIT", "1", "0"]), F::Integer(1));
         replica.stop();
         let replica_seq = stored_seq(rd.path());
-        storage.cut();
         drop(p);
-        assert!(primary.stop_result().is_err());
-        storage.apply();
+        primary.cut_power(&storage);
 
         let primary = Running::start_with(pd.path(), nosync.clone(), keeping_wals());
         let mut p = Client::connect(primary.addr);

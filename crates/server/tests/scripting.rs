@@ -371,7 +371,8 @@ fn pairs_through_a_cut(cut: Option<u64>) -> (u64, u64, usize) {
         srv.stop();
         return (start, end, acked);
     }
-    let srv = restart_after_cut(srv, &storage, dir.path(), always);
+    srv.cut_power(&storage);
+    let srv = Running::start(dir.path(), always);
     let mut c = Client::connect(srv.addr);
     for i in 0..PAIRS {
         let (a, b) = (
@@ -389,19 +390,6 @@ fn pairs_through_a_cut(cut: Option<u64>) -> (u64, u64, usize) {
     }
     srv.stop();
     (start, end, acked)
-}
-
-/// Cuts the power under `srv`, stops it, and starts a server on what the disk then holds.
-fn restart_after_cut(
-    srv: Running,
-    storage: &testkit::powercut::PowerCutStorage,
-    dir: &std::path::Path,
-    config: Config,
-) -> Running {
-    storage.cut();
-    let _ = srv.stop_result();
-    storage.apply();
-    Running::start(dir, config)
 }
 
 /// A transaction's and a script's writes are one engine batch: a power cut at any point
@@ -622,7 +610,8 @@ fn groups_through_a_cut(cut: Option<u64>) -> (u64, u64, usize) {
         srv.stop();
         return (start, end, total);
     }
-    let srv = restart_after_cut(srv, &storage, dir.path(), always);
+    srv.cut_power(&storage);
+    let srv = Running::start(dir.path(), always);
     let mut c = Client::connect(srv.addr);
     for (w, &acked) in acked.iter().enumerate() {
         let mut present = 0;

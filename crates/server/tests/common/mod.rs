@@ -79,6 +79,19 @@ impl Running {
         (Running::start_with(dir, config, opts), storage)
     }
 
+    /// Cuts the power under the server now (every byte and directory entry not synced is
+    /// lost), stops it and leaves its directory as the disk would hold it. The stop must
+    /// fail: an engine whose storage lost power cannot close, or the cut missed it. Drop
+    /// the server's clients first (a shutdown waits for them).
+    pub fn cut_power(self, storage: &PowerCutStorage) {
+        storage.cut();
+        assert!(
+            self.stop_result().is_err(),
+            "the engine closed after the power cut"
+        );
+        storage.apply();
+    }
+
     /// Shuts the server down and waits for it; its result must be `Ok`.
     pub fn stop(self) {
         self.stop_result().unwrap();
