@@ -272,27 +272,21 @@ pub fn trim(tx: &mut Tx, t: &TrimArgs) -> Result<u64, Reply> {
         _ => {}
     }
     let mut deleted = 0u64;
-    let mut nodes = tx.nodes_after(None, 64)?;
-    let mut at = 0;
-    loop {
+    // From the node holding the first entry (no node before it holds one: `drop_if_empty`),
+    // never from the first node record: those a trim removed are tombstones until
+    // compaction, and an append that trims would pass every one of them.
+    let mut at = if tx.m.size > 0 {
+        tx.node_of(tx.st.first_id)?
+    } else {
+        tx.nodes_after(None, 1)?.first().copied()
+    };
+    while let Some(first) = at {
         if let Strategy::MaxLen(max) = t.strategy {
             if tx.m.size <= max {
                 break;
             }
         }
-        if at == nodes.len() {
-            let Some(&last) = nodes.last() else { break };
-            nodes = tx.nodes_after(Some(last), 64)?;
-            at = 0;
-            if nodes.is_empty() {
-                break;
-            }
-        }
-        let first = nodes[at];
-        let next = match nodes.get(at + 1) {
-            Some(&n) => Some(n),
-            None => tx.nodes_after(Some(first), 1)?.first().copied(),
-        };
+        let next = tx.nodes_after(Some(first), 1)?.first().copied();
         let live = tx.node_live(first)?;
         if t.limit > 0 && deleted + live > t.limit {
             break;
@@ -315,7 +309,7 @@ pub fn trim(tx: &mut Tx, t: &TrimArgs) -> Result<u64, Reply> {
                 tx.st.tail_count = 0;
                 tx.st.tail_live = 0;
             }
-            at += 1;
+            at = next;
             continue;
         }
         if t.approx {
@@ -346,6 +340,7 @@ pub fn trim(tx: &mut Tx, t: &TrimArgs) -> Result<u64, Reply> {
         tx.m.size -= n;
         deleted += n;
         tx.set_node_live(first, live.saturating_sub(n))?;
+        tx.drop_if_empty(first)?;
         break;
     }
     if tx.m.size == 0 {
@@ -453,9 +448,7 @@ pub fn xdel(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
             let live = tx.node_live(node)?.saturating_sub(1);
             tx.set_node_live(node, live)?;
             // Redis frees a listpack left with no entry; the next append starts another.
-            if live == 0 && tx.is_open(node) {
-                tx.close_last_node()?;
-            }
+            tx.drop_if_empty(node)?;
         }
         first |= id == tx.st.first_id;
         tx.st.max_deleted = tx.st.max_deleted.max(id);

@@ -275,6 +275,13 @@ impl<'a, 'c> Tx<'a, 'c> {
         end: Id,
         mut f: impl FnMut(Id, &[u8]) -> Result<bool, Reply>,
     ) -> Result<(), Reply> {
+        // Nothing lives before the first entry: seeking there skips the deleted entries
+        // a trim left before it (each a tombstone until compaction).
+        let start = if self.m.size > 0 {
+            start.max(self.st.first_id)
+        } else {
+            start
+        };
         if start > end {
             return Ok(());
         }
@@ -440,6 +447,9 @@ impl<'a, 'c> Tx<'a, 'c> {
     }
 
     /// The first ID of the node holding `id` (the last node starting at or before it).
+    /// Found from the first node after `id` and its link back, not by a walk from the first
+    /// node: the nodes a trim removed stay as tombstones until compaction, and a walk
+    /// from the start would pass every one of them.
     pub fn node_of(&self, id: Id) -> Result<Option<Id>, Reply> {
         if self.st.nodes == 0 {
             return Ok(None);
@@ -447,16 +457,51 @@ impl<'a, 'c> Tx<'a, 'c> {
         if id >= self.st.last_node {
             return Ok(Some(self.st.last_node));
         }
-        let mut found = None;
-        self.scan(NODE, &[], |m, _| {
-            let first = Id::from_bytes(m).ok_or_else(corrupt)?;
-            if first > id {
-                return Ok(false);
-            }
-            found = Some(first);
-            Ok(true)
+        let mut after = None;
+        self.scan(NODE, &id.bytes(), |m, _| {
+            after = Some(Id::from_bytes(m).ok_or_else(corrupt)?);
+            Ok(false)
         })?;
-        Ok(found)
+        let Some(after) = after else {
+            return Ok(Some(self.st.last_node));
+        };
+        if after == id {
+            return Ok(Some(id));
+        }
+        match self.node(after)?.and_then(|n| n.prev) {
+            // A node trimmed away: nothing lies before `after`.
+            Some(prev) if self.exists(NODE, &prev.bytes())? => Ok(Some(prev)),
+            _ => Ok(None),
+        }
+    }
+
+    /// Removes node `first` once it has no live entry, as Redis frees an emptied listpack,
+    /// linking the node after it to the one before: so every node but an open last one
+    /// holds an entry, and the first node is the one holding the first entry.
+    pub fn drop_if_empty(&mut self, first: Id) -> Result<(), Reply> {
+        if self.node_live(first)? > 0 {
+            return Ok(());
+        }
+        let Some(node) = self.node(first)? else {
+            return Ok(());
+        };
+        let prev = match node.prev {
+            Some(p) if self.exists(NODE, &p.bytes())? => Some(p),
+            _ => None,
+        };
+        if first == self.st.last_node {
+            self.st.tail_count = 0;
+            self.st.tail_live = 0;
+            self.st.last_node = prev.unwrap_or(Id::MIN);
+        } else if let Some(&next) = self.nodes_after(Some(first), 1)?.first() {
+            if let Some(mut n) = self.node(next)? {
+                n.prev = prev;
+                self.put(NODE, &next.bytes(), n.encode());
+            }
+        }
+        self.del(NODE, &first.bytes());
+        self.st.nodes = self.st.nodes.saturating_sub(1);
+        Ok(())
     }
 
     /// Up to `n` node first IDs after `after` (from the first if `None`).
