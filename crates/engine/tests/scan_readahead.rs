@@ -64,12 +64,14 @@ fn settings() -> Vec<ReadOptions> {
     let fixed = |readahead_size| ReadOptions {
         readahead_size,
         auto_readahead: false,
+        max_skipped: 0,
     };
     vec![
         ReadOptions::default(),
         ReadOptions {
             readahead_size: 8 << 10,
             auto_readahead: true,
+            max_skipped: 0,
         },
         fixed(1),
         fixed(5000),

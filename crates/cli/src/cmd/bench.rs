@@ -612,6 +612,7 @@ fn read_options(a: &Args) -> ReadOptions {
         Some(kib) => ReadOptions {
             readahead_size: kib << 10,
             auto_readahead: true,
+            max_skipped: 0,
         },
     }
 }

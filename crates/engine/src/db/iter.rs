@@ -197,6 +197,16 @@ struct Visible {
     /// Walking backward: the value of the newest visible version met so far of the key
     /// being walked (versions come oldest first that way).
     value: Vec<u8>,
+    /// The range walked: a step stops at its far end even while it passes over
+    /// tombstones, instead of running on to the next live entry beyond it.
+    lower: Bound<Vec<u8>>,
+    upper: Bound<Vec<u8>>,
+    /// [`ReadOptions::max_skipped`]: entries the walk may pass over (0: any number), and
+    /// how many it has since it was positioned.
+    max_skipped: usize,
+    passed: usize,
+    /// The walk stopped at `max_skipped`, not at the end of the range.
+    cut: bool,
 }
 
 impl Visible {
@@ -210,7 +220,18 @@ impl Visible {
             skipping: Vec::new(),
             reseeks: 0,
             value: Vec::new(),
+            lower: Bound::Unbounded,
+            upper: Bound::Unbounded,
+            max_skipped: 0,
+            passed: 0,
+            cut: false,
         }
+    }
+
+    /// Whether the walk has passed over as many entries as it may.
+    fn skipped_enough(&mut self) -> bool {
+        self.cut = self.max_skipped != 0 && self.passed >= self.max_skipped;
+        self.cut
     }
 
     /// Positions the walk to go `dir` from `from` (from that end when unbounded).
@@ -218,6 +239,8 @@ impl Visible {
         self.last_key = None;
         self.skipped = 0;
         self.skipping.clear();
+        self.passed = 0;
+        self.cut = false;
         match (dir, from) {
             (Direction::Forward, Bound::Unbounded) => self.merged.seek_to_first(),
             (Direction::Forward, Bound::Included(k)) => self.merged.seek(&seek_key(k, self.seq)),
@@ -242,9 +265,15 @@ impl Visible {
     /// an expiring entry's time is split off (the kind is `Value` or `Pointer`).
     fn next_entry(&mut self) -> Result<Option<RawEntry>> {
         while self.merged.valid() {
+            if self.skipped_enough() {
+                return Ok(None);
+            }
             let ikey = self.merged.key();
             let p = parse_internal_key(ikey)
                 .ok_or_else(|| Error::corruption("<scan>", "malformed internal key"))?;
+            if !within(&self.upper, p.user_key, true) {
+                return Ok(None);
+            }
             let newer = p.seq > self.seq;
             if newer || self.last_key.as_deref() == Some(p.user_key) {
                 if self.skipping != p.user_key {
@@ -253,6 +282,7 @@ impl Visible {
                     self.skipped = 0;
                 }
                 self.skipped += 1;
+                self.passed += 1;
                 if self.skipped > MAX_SEQUENTIAL_SKIP {
                     // Versions sort newest first: past the snapshot's newer ones lies the
                     // version it sees; past sequence number 0, the next user key.
@@ -279,6 +309,7 @@ impl Visible {
             if out.is_some() {
                 return Ok(out);
             }
+            self.passed += 1;
         }
         Ok(None)
     }
@@ -295,6 +326,9 @@ impl Visible {
                 .ok_or_else(malformed)?
                 .user_key
                 .to_vec();
+            if !within(&self.lower, &user_key, false) || self.skipped_enough() {
+                return Ok(None);
+            }
             let mut found = None;
             let mut steps = 0;
             while self.merged.valid() {
@@ -330,9 +364,12 @@ impl Visible {
                 let out = self.live(&user_key, kind, &value);
                 self.value = value;
                 if let Some(e) = out? {
+                    // Its older versions were passed over.
+                    self.passed += steps.saturating_sub(1);
                     return Ok(Some(e));
                 }
             }
+            self.passed += steps.max(1);
         }
         Ok(None)
     }
@@ -419,9 +456,13 @@ impl Walk {
         let view = ReadView::take(inner);
         let seq = snap.map_or_else(|| inner.visible_seq.load(Ordering::Acquire), |s| s.seq());
         let merged = MergingIterator::new(children(&view, IoCause::ClientRead)?);
+        let mut visible = Visible::new(merged, seq, inner.now_ms());
+        visible.lower = lower.map(<[u8]>::to_vec);
+        visible.upper = upper.map(<[u8]>::to_vec);
+        visible.max_skipped = opts.max_skipped;
         Ok(Walk {
             inner: inner.clone(),
-            visible: Visible::new(merged, seq, inner.now_ms()),
+            visible,
             version: view.version.clone(),
             pinned: snap.map(|s| Arc::new(s.blobs().clone())),
             lower: lower.map(<[u8]>::to_vec),
@@ -533,6 +574,13 @@ impl DbIter {
         let mut walk = Walk::new(inner, lower, upper, snap, opts)?;
         walk.start(dir, Bound::Unbounded)?;
         Ok(DbIter { walk, done: false })
+    }
+
+    /// Whether the scan ended because it passed over [`ReadOptions::max_skipped`] entries
+    /// (tombstones, expired entries, older versions) rather than at the end of its range:
+    /// live entries may remain beyond where it stopped.
+    pub fn cut_short(&self) -> bool {
+        self.walk.visible.cut
     }
 }
 

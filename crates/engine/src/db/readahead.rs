@@ -192,17 +192,20 @@ mod tests {
         let mut r = Readahead::new(&ReadOptions {
             readahead_size: 5 * i,
             auto_readahead: true,
+            max_skipped: 0,
         });
         let w: Vec<usize> = (0..5).map(|_| r.window()).collect();
         assert_eq!(w, [i, 2 * i, 4 * i, 5 * i, 5 * i]);
         let mut r = Readahead::new(&ReadOptions {
             readahead_size: i / 2,
             auto_readahead: true,
+            max_skipped: 0,
         });
         assert_eq!((r.window(), r.window()), (i / 2, i / 2));
         let mut r = Readahead::new(&ReadOptions {
             readahead_size: 64 << 10,
             auto_readahead: false,
+            max_skipped: 0,
         });
         assert_eq!((r.window(), r.window()), (64 << 10, 64 << 10));
         let mut r = Readahead::new(&ReadOptions::without_readahead());

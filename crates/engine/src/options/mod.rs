@@ -210,6 +210,13 @@ pub struct ReadOptions {
     /// `readahead_size` (RocksDB's auto read-ahead), so that a short scan reads few values
     /// it does not return; `false`: every window is `readahead_size`.
     pub auto_readahead: bool,
+    /// Entries the scan may pass over in all (tombstones, expired entries, versions
+    /// hidden by newer ones) before it ends there; 0: any number. RocksDB's
+    /// `max_skippable_internal_keys` bounds each step instead; a bound on the whole scan
+    /// suits its callers here, which want what a bounded amount of work finds (a sample of
+    /// keys) rather than every entry. [`crate::DbIter::cut_short`] tells such an end from
+    /// the range's.
+    pub max_skipped: usize,
 }
 
 impl Default for ReadOptions {
@@ -217,6 +224,7 @@ impl Default for ReadOptions {
         ReadOptions {
             readahead_size: DEFAULT_READAHEAD,
             auto_readahead: true,
+            max_skipped: 0,
         }
     }
 }
@@ -227,6 +235,7 @@ impl ReadOptions {
         ReadOptions {
             readahead_size: 0,
             auto_readahead: false,
+            max_skipped: 0,
         }
     }
 }
