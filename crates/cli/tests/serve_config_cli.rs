@@ -68,6 +68,19 @@ fn config_file_round_trip_through_config_rewrite_and_a_restart() {
         c.cmd(&["CONFIG", "SET", "notify-keyspace-events", "KEA"]),
         simple("OK")
     );
+    // Redis 7's alias: lua-time-limit is busy-reply-threshold.
+    assert_eq!(
+        c.cmd(&[
+            "CONFIG",
+            "SET",
+            "lua-time-limit",
+            "1234",
+            "client-query-buffer-limit",
+            "2mb"
+        ]),
+        simple("OK")
+    );
+    assert_eq!(get(&mut c, "busy-reply-threshold"), "1234");
     assert_eq!(c.cmd(&["CONFIG", "REWRITE"]), simple("OK"));
     let after = std::fs::read_to_string(&conf).unwrap();
     // Comments and the lines it does not rewrite stay; the changed setting is written in
@@ -85,6 +98,15 @@ fn config_file_round_trip_through_config_rewrite_and_a_restart() {
         "{after}"
     );
     assert!(!lines.iter().any(|l| l.starts_with("loglevel")), "{after}");
+    assert!(lines.contains(&"busy-reply-threshold 1234"), "{after}");
+    assert!(
+        !lines.iter().any(|l| l.starts_with("lua-time-limit")),
+        "{after}"
+    );
+    assert!(
+        lines.contains(&"client-query-buffer-limit 2097152"),
+        "{after}"
+    );
     drop(c);
     drop(srv);
 
@@ -95,6 +117,8 @@ fn config_file_round_trip_through_config_rewrite_and_a_restart() {
     assert_eq!(c.cmd(&["GET", "k"]), F::BulkString("v".into()));
     assert_eq!(get(&mut c, "timeout"), "300");
     assert_eq!(get(&mut c, "slowlog-max-len"), "100");
+    assert_eq!(get(&mut c, "lua-time-limit"), "1234");
+    assert_eq!(get(&mut c, "client-query-buffer-limit"), "2097152");
     let events = get(&mut c, "notify-keyspace-events");
     assert!(events.contains('K') && events.contains('E'), "{events}");
     assert_eq!(get(&mut c, "backup-dir"), other.display().to_string());

@@ -84,7 +84,7 @@ pub struct Config {
     pub requirepass: Option<String>,
     /// Connections beyond this are refused with an error.
     pub maxclients: usize,
-    /// Largest request (one command with its arguments) in bytes.
+    /// Longest bulk string of a request in bytes (`proto-max-bulk-len`).
     pub max_request_bytes: usize,
     /// Keys the active expiry sweep examines per second (0: expired keys are deleted only
     /// when read).
@@ -189,8 +189,6 @@ impl Default for Config {
 /// them before they test anything.
 pub const COMPAT_PARAMS: &[(&str, &str)] = &[
     ("active-expire-effort", "1"),
-    ("busy-reply-threshold", "5000"),
-    ("client-query-buffer-limit", "1073741824"),
     ("hash-max-listpack-entries", "128"),
     ("hash-max-listpack-value", "64"),
     ("hash-max-ziplist-entries", "128"),
@@ -202,7 +200,6 @@ pub const COMPAT_PARAMS: &[(&str, &str)] = &[
     ("list-compress-depth", "0"),
     ("list-max-listpack-size", "-2"),
     ("list-max-ziplist-size", "-2"),
-    ("lua-time-limit", "5000"),
     ("set-max-intset-entries", "512"),
     ("set-max-listpack-entries", "128"),
     ("stream-node-max-bytes", "4096"),
@@ -287,6 +284,8 @@ pub struct Settings {
     requirepass: RwLock<Option<String>>,
     maxclients: AtomicUsize,
     max_request_bytes: AtomicUsize,
+    /// `client-query-buffer-limit`: the largest request, all its bulks and headers.
+    max_query_bytes: AtomicUsize,
     max_output_bytes: AtomicUsize,
     masterauth: RwLock<Option<String>>,
     replica_read_only: AtomicBool,
@@ -301,6 +300,9 @@ pub struct Settings {
     /// `tcp-keepalive`: seconds of silence before the kernel probes an accepted TCP
     /// connection (0: no keepalive); applied to connections accepted after it is set.
     tcp_keepalive_secs: AtomicU64,
+    /// `busy-reply-threshold` (alias `lua-time-limit`): milliseconds a script runs before
+    /// other clients are answered `-BUSY` (0: at once).
+    busy_reply_ms: AtomicU64,
     /// `loglevel` and `logfile`.
     pub logs: crate::logs::Logs,
 }
@@ -309,6 +311,13 @@ pub struct Settings {
 /// it is closed. Above the largest value the engine stores (256 MiB), so that one `GET`
 /// never trips it; a client that reads its replies never comes near it.
 pub const DEFAULT_MAX_OUTPUT: usize = 512 << 20;
+
+/// Redis's default `client-query-buffer-limit` (1 GiB), and its least (1 MiB).
+pub const DEFAULT_QUERY_BUFFER: usize = 1 << 30;
+pub const MIN_QUERY_BUFFER: usize = 1 << 20;
+
+/// Redis's default `busy-reply-threshold`, in milliseconds.
+pub const DEFAULT_BUSY_REPLY_MS: u64 = 5000;
 
 impl Settings {
     pub fn new(c: &Config) -> Settings {
@@ -323,6 +332,7 @@ impl Settings {
             requirepass: RwLock::new(c.requirepass.clone().filter(|p| !p.is_empty())),
             maxclients: AtomicUsize::new(c.maxclients),
             max_request_bytes: AtomicUsize::new(c.max_request_bytes),
+            max_query_bytes: AtomicUsize::new(DEFAULT_QUERY_BUFFER),
             max_output_bytes: AtomicUsize::new(DEFAULT_MAX_OUTPUT),
             masterauth: RwLock::new(c.masterauth.clone().filter(|p| !p.is_empty())),
             replica_read_only: AtomicBool::new(true),
@@ -332,6 +342,7 @@ impl Settings {
             mem_allocator: c.mem_allocator,
             timeout_secs: AtomicU64::new(0),
             tcp_keepalive_secs: AtomicU64::new(300),
+            busy_reply_ms: AtomicU64::new(DEFAULT_BUSY_REPLY_MS),
             logs: crate::logs::Logs::new(c.log.clone()),
         }
     }
@@ -346,12 +357,9 @@ impl Settings {
     }
 
     /// Sets a [`COMPAT_PARAMS`] parameter (others are ignored), and its alias: Redis 7.0
-    /// reads `*-ziplist-*` as the `*-listpack-*` parameter of the same name, and
-    /// `lua-time-limit` as `busy-reply-threshold`.
+    /// reads `*-ziplist-*` as the `*-listpack-*` parameter of the same name.
     pub fn set_compat(&self, name: &str, value: String) {
         let alias = match name {
-            "lua-time-limit" => "busy-reply-threshold".to_string(),
-            "busy-reply-threshold" => "lua-time-limit".to_string(),
             n if n.contains("ziplist") => n.replace("ziplist", "listpack"),
             n => n.replace("listpack", "ziplist"),
         };
@@ -402,6 +410,14 @@ impl Settings {
 
     pub fn set_max_request_bytes(&self, n: usize) {
         self.max_request_bytes.store(n, Ordering::Relaxed)
+    }
+
+    pub fn max_query_bytes(&self) -> usize {
+        self.max_query_bytes.load(Ordering::Relaxed)
+    }
+
+    pub fn set_max_query_bytes(&self, n: usize) {
+        self.max_query_bytes.store(n, Ordering::Relaxed)
     }
 
     pub fn max_output_bytes(&self) -> usize {
@@ -459,6 +475,14 @@ impl Settings {
 
     pub fn set_tcp_keepalive_secs(&self, n: u64) {
         self.tcp_keepalive_secs.store(n, Ordering::Relaxed)
+    }
+
+    pub fn busy_reply_ms(&self) -> u64 {
+        self.busy_reply_ms.load(Ordering::Relaxed)
+    }
+
+    pub fn set_busy_reply_ms(&self, n: u64) {
+        self.busy_reply_ms.store(n, Ordering::Relaxed)
     }
 
     pub fn repl_backlog_bytes(&self) -> usize {

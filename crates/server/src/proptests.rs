@@ -178,8 +178,8 @@ fn valid_pipelines_decode_the_same_in_any_chunks() {
 fn hostile_input_gives_the_same_commands_and_error_in_any_chunks() {
     let limits = prop::sample::select(vec![
         SMALL,
-        Limits::new(512 << 20, false),
-        Limits::new(512 << 20, true),
+        Limits::new(512 << 20, 1 << 30, false),
+        Limits::new(512 << 20, 1 << 30, true),
     ]);
     runner(512)
         .run(&(hostile(), sizes(), limits), |(input, sizes, limits)| {
@@ -276,7 +276,8 @@ fn commands_from_hostile_input_get_well_formed_replies() {
     runner(48)
         .run(&(stream, sizes()), |(pieces, sizes)| {
             let input = pieces.concat();
-            let (cmds, err) = decode_in_chunks(&input, &sizes, &Limits::new(1 << 20, false));
+            let (cmds, err) =
+                decode_in_chunks(&input, &sizes, &Limits::new(1 << 20, 1 << 20, false));
             let mut s = Session::new(1);
             for c in cmds {
                 // Not the ones that would stop the run or change what the next case sees.

@@ -50,7 +50,7 @@ pub enum ProtocolError {
     InlineTooLong,
     #[error("Protocol error: unbalanced quotes in request")]
     UnbalancedQuotes,
-    #[error("Protocol error: request of more than {limit} bytes (proto-max-bulk-len)")]
+    #[error("Protocol error: request of more than {limit} bytes (client-query-buffer-limit)")]
     TooLarge { limit: usize },
 }
 
@@ -83,20 +83,26 @@ pub struct Limits {
 }
 
 impl Limits {
-    /// The limits of a connection: `max_request` (`proto-max-bulk-len`) bounds one bulk
-    /// and one request; an unauthenticated connection gets Redis's tighter ones.
-    pub fn new(max_request: usize, unauthenticated: bool) -> Limits {
+    /// The limits of a connection: `max_bulk` (`proto-max-bulk-len`) bounds one bulk and
+    /// `max_request` (`client-query-buffer-limit`) one request; an unauthenticated
+    /// connection gets Redis's tighter ones.
+    ///
+    /// Redis's `client-query-buffer-limit` bounds a connection's query buffer, which may
+    /// hold many pipelined requests. Here the buffer holds the unparsed part of one request
+    /// and the bytes of the last read after it (the requests before were parsed off its
+    /// front), so bounding the request bounds the buffer to the limit plus one read.
+    pub fn new(max_bulk: usize, max_request: usize, unauthenticated: bool) -> Limits {
         if unauthenticated {
             Limits {
                 max_args: UNAUTH_MAX_ARGS,
-                max_bulk: UNAUTH_MAX_BULK.min(max_request),
+                max_bulk: UNAUTH_MAX_BULK.min(max_bulk),
                 max_request: max_request.min(UNAUTH_MAX_ARGS * (UNAUTH_MAX_BULK + 2 * MAX_HEADER)),
                 unauthenticated,
             }
         } else {
             Limits {
                 max_args: MAX_ARGS,
-                max_bulk: max_request,
+                max_bulk,
                 max_request,
                 unauthenticated,
             }
@@ -742,7 +748,7 @@ mod tests {
             Err(ProtocolError::InlineTooLong)
         );
         // Inline commands are held to the argument limit too (found by cargo-fuzz).
-        let unauth = Limits::new(512 << 20, true);
+        let unauth = Limits::new(512 << 20, 1 << 30, true);
         assert_eq!(
             all_with(b"a b c d e f g h i j k\r\n", &unauth),
             Err(UnauthenticatedMultibulkLength)
@@ -777,7 +783,7 @@ mod tests {
             all_with(b"*2\r\n$8\r\n12345678\r\n$8\r\n", &small),
             Err(ProtocolError::TooLarge { limit: 20 })
         );
-        let unauth = Limits::new(512 << 20, true);
+        let unauth = Limits::new(512 << 20, 1 << 30, true);
         assert_eq!(
             all_with(b"*11\r\n", &unauth),
             Err(ProtocolError::UnauthenticatedMultibulkLength)
@@ -796,7 +802,7 @@ mod tests {
     fn a_declared_length_reserves_nothing() {
         // A huge array and a huge bulk are accepted as headers but allocate only for what
         // has arrived.
-        let limits = Limits::new(512 << 20, false);
+        let limits = Limits::new(512 << 20, 1 << 30, false);
         let mut d = Decoder::new();
         let mut buf = BytesMut::from(&b"*1048576\r\n$536870800\r\nabc"[..]);
         assert_eq!(d.next(&mut buf, &limits), Ok(None));

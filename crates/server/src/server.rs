@@ -432,7 +432,11 @@ where
     loop {
         let settings = &shared.settings;
         let unauthenticated = !session.authed && settings.requirepass().is_some();
-        let limits = protocol::Limits::new(settings.max_request_bytes(), unauthenticated);
+        let limits = protocol::Limits::new(
+            settings.max_request_bytes(),
+            settings.max_query_bytes(),
+            unauthenticated,
+        );
         // Before authentication, one command at a time: an `AUTH` changes the limits the
         // next request is read with, as in Redis, which reads a request after running the
         // one before it.

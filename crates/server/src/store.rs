@@ -1345,7 +1345,10 @@ mod tests {
         // One entry: HLBATCH with the batch's one record.
         let mut buf = bytes::BytesMut::from(&logged[..]);
         let cmd = crate::protocol::Decoder::new()
-            .next(&mut buf, &crate::protocol::Limits::new(1 << 20, false))
+            .next(
+                &mut buf,
+                &crate::protocol::Limits::new(1 << 20, 1 << 20, false),
+            )
             .unwrap()
             .unwrap();
         assert!(buf.is_empty());

@@ -120,14 +120,7 @@ fn malformed_and_oversized_requests_close_only_their_connection() {
     refused(&srv, srv.connect(), &deep, expected_dollar);
     refused(&srv, srv.authed(), &deep, expected_dollar);
 
-    // A bulk of 512 MiB declared: refused from its header, before any byte of it arrives
-    // (the request with its headers is over proto-max-bulk-len).
-    refused(
-        &srv,
-        srv.authed(),
-        b"*2\r\n$3\r\nGET\r\n$536870912\r\n",
-        "-ERR Protocol error: request of more than 536870912 bytes (proto-max-bulk-len)",
-    );
+    // A bulk over proto-max-bulk-len (512 MiB) declared: refused from its header.
     refused(
         &srv,
         srv.authed(),
@@ -179,6 +172,53 @@ fn malformed_and_oversized_requests_close_only_their_connection() {
     s.write_all(b"*-1\r\n*0\r\nPING\r\n").unwrap();
     assert_eq!(read_line(&mut s), "+PONG");
     srv.stop();
+}
+
+#[test]
+fn client_query_buffer_limit_bounds_a_request() {
+    let t = tempfile::tempdir().unwrap();
+    let srv = Running::start(t.path(), config());
+    let mut s = srv.authed();
+    s.write_all(&frame(&[b"CONFIG", b"GET", b"client-query-buffer-limit"]))
+        .unwrap();
+    for want in [
+        "*2",
+        "$25",
+        "client-query-buffer-limit",
+        "$10",
+        "1073741824",
+    ] {
+        assert_eq!(read_line(&mut s), want);
+    }
+    // Redis's least is 1 MiB.
+    s.write_all(&frame(&[
+        b"CONFIG",
+        b"SET",
+        b"client-query-buffer-limit",
+        b"1000",
+    ]))
+    .unwrap();
+    assert!(read_line(&mut s).starts_with("-ERR CONFIG SET failed"));
+    s.write_all(&frame(&[
+        b"CONFIG",
+        b"SET",
+        b"client-query-buffer-limit",
+        b"1mb",
+    ]))
+    .unwrap();
+    assert_eq!(read_line(&mut s), "+OK");
+    // A bulk of 1 MiB is under proto-max-bulk-len, but the request with its headers is
+    // over the query buffer's limit: refused from the header, before any byte of it.
+    refused(
+        &srv,
+        srv.authed(),
+        b"*2\r\n$3\r\nGET\r\n$1048576\r\n",
+        "-ERR Protocol error: request of more than 1048576 bytes (client-query-buffer-limit)",
+    );
+    // A request under it is served.
+    let value = vec![b'v'; 1000 << 10];
+    s.write_all(&frame(&[b"SET", b"k", &value])).unwrap();
+    assert_eq!(read_line(&mut s), "+OK");
 }
 
 #[test]

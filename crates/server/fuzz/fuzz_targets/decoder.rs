@@ -51,8 +51,8 @@ fuzz_target!(|data: &[u8]| {
             max_request: 256,
             unauthenticated: false,
         },
-        1 => Limits::new(512 << 20, false),
-        _ => Limits::new(512 << 20, true),
+        1 => Limits::new(512 << 20, 1 << 30, false),
+        _ => Limits::new(512 << 20, 1 << 30, true),
     };
     let whole = decode(input, input.len().max(1), &limits);
     let chunked = decode(input, *b as usize % 17 + 1, &limits);

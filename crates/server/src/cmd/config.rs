@@ -58,6 +58,11 @@ fn config_params(sh: &Shared) -> Vec<(&'static str, String, bool)> {
             true,
         ),
         (
+            "client-query-buffer-limit",
+            st.max_query_bytes().to_string(),
+            true,
+        ),
+        (
             "halflife-client-output-limit",
             st.max_output_bytes().to_string(),
             true,
@@ -131,6 +136,8 @@ fn config_params(sh: &Shared) -> Vec<(&'static str, String, bool)> {
             true,
         ),
         ("tcp-keepalive", st.tcp_keepalive_secs().to_string(), true),
+        ("busy-reply-threshold", st.busy_reply_ms().to_string(), true),
+        ("lua-time-limit", st.busy_reply_ms().to_string(), true),
         (
             "latency-monitor-threshold",
             sh.latency.threshold().to_string(),
@@ -453,6 +460,24 @@ pub(crate) fn set(sh: &Shared, pairs: Vec<(String, String)>) -> Result<(), Reply
                 } else {
                     apply.push(Box::new(move || settings.set_tcp_keepalive_secs(n)));
                 }
+            }
+            "client-query-buffer-limit" => {
+                let n = crate::config::memory(&value)
+                    .and_then(|n| usize::try_from(n).ok())
+                    .filter(|&n| n >= crate::config::MIN_QUERY_BUFFER)
+                    .ok_or_else(|| {
+                        bad(format!(
+                            "argument must be a memory value of at least {}",
+                            crate::config::MIN_QUERY_BUFFER
+                        ))
+                    })?;
+                apply.push(Box::new(move || settings.set_max_query_bytes(n)));
+            }
+            "busy-reply-threshold" | "lua-time-limit" => {
+                let n: u64 = value.parse().map_err(|_| {
+                    bad("argument must be a number of milliseconds, 0 or more".into())
+                })?;
+                apply.push(Box::new(move || settings.set_busy_reply_ms(n)));
             }
             "maxclients" | "proto-max-bulk-len" | "halflife-client-output-limit" => {
                 let n: usize = value

@@ -69,7 +69,7 @@ fn numkeys(b: &[u8], rest: usize, fcall: bool) -> Result<usize, Reply> {
 }
 
 fn threshold(sh: &Shared) -> u64 {
-    sh.settings.compat_num("busy-reply-threshold").max(0) as u64
+    sh.settings.busy_reply_ms()
 }
 
 /// How long a client waits for the exec lock before it looks again whether a script has
