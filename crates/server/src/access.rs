@@ -37,13 +37,17 @@ pub const ENTRY_OVERHEAD: usize = 96;
 pub const MAX_TRACKED_KEY: usize = 1024;
 /// Redis's `LFU_INIT_VAL`: the counter of a new key, so that it is not evicted at once.
 pub const LFU_INIT_VAL: u8 = 5;
+/// The seconds clock's value when the table is made. Not 0, so that a key can be given
+/// an idle time older than the table (`RESTORE ... IDLETIME`) without the clock going
+/// below zero: about 68 years of room either side.
+const ORIGIN: u32 = 1 << 31;
 
 /// What the table knows of one key.
 #[derive(Clone, Copy, Debug)]
 struct Entry {
-    /// Seconds since the table was made, at the last access.
+    /// The seconds clock ([`ORIGIN`] when the table was made) at the last access.
     lru: u32,
-    /// Minutes since the table was made, when the counter was last decayed.
+    /// The clock in minutes when the counter was last decayed.
     ldt: u32,
     counter: u8,
     /// Bytes of the key's metadata record (key and value) as last read or written.
@@ -53,7 +57,7 @@ struct Entry {
 struct Shard {
     map: LruCache<Vec<u8>, Entry>,
     bytes: usize,
-    /// The `lru` of the newest entry that fell out (0: none did).
+    /// The `lru` of the newest entry that fell out ([`ORIGIN`]: none did).
     horizon: u32,
 }
 
@@ -86,7 +90,7 @@ impl Default for AccessTable {
                     Mutex::new(Shard {
                         map: LruCache::unbounded(),
                         bytes: 0,
-                        horizon: 0,
+                        horizon: ORIGIN,
                     })
                 })
                 .collect(),
@@ -124,7 +128,7 @@ impl AccessTable {
     }
 
     fn now(&self) -> (u32, u32) {
-        let s = self.start.elapsed().as_secs() as u32;
+        let s = ORIGIN.saturating_add(self.start.elapsed().as_secs() as u32);
         (s, s / 60)
     }
 
@@ -180,6 +184,27 @@ impl AccessTable {
             sh.horizon = sh.horizon.max(e.lru);
         }
         None
+    }
+
+    /// Sets what `RESTORE ... IDLETIME s FREQ f` gives the key `mk` it restored: the last
+    /// access `idle_secs` ago, the counter `freq` (decayed from now on). What is not given
+    /// stays as the restoring write left it.
+    pub fn restore(&self, mk: &[u8], idle_secs: Option<u64>, freq: Option<u8>) {
+        if mk.len() > MAX_TRACKED_KEY || (idle_secs.is_none() && freq.is_none()) {
+            return;
+        }
+        self.touch(mk, None);
+        let (now, now_min) = self.now();
+        let mut sh = self.shard(mk).lock();
+        if let Some(e) = sh.map.get_mut(mk) {
+            if let Some(s) = idle_secs {
+                e.lru = now.saturating_sub(s.min(u32::MAX as u64) as u32);
+            }
+            if let Some(f) = freq {
+                e.counter = f;
+                e.ldt = now_min;
+            }
+        }
     }
 
     /// Forgets `mk` (its key was deleted); the size the table had for it.
@@ -259,6 +284,22 @@ mod tests {
         assert_eq!(t.remove(b"Mk"), Some(20));
         assert!(!t.peek(b"Mk").tracked);
         assert_eq!(t.remove(b"Mk"), None);
+    }
+
+    #[test]
+    fn a_restored_key_has_the_idle_time_and_counter_it_was_given() {
+        let t = AccessTable::default();
+        t.touch(b"Mk", Some(10));
+        t.restore(b"Mk", Some(100_000), Some(200));
+        let a = t.peek(b"Mk");
+        assert!((100_000..100_010).contains(&a.idle_secs), "{a:?}");
+        assert_eq!(a.freq, 200);
+        // One given, the other as the restoring write left it.
+        t.restore(b"Mn", None, Some(3));
+        let a = t.peek(b"Mn");
+        assert_eq!((a.idle_secs, a.freq), (0, 3));
+        // An untracked key of a new table is idle since the table was made.
+        assert_eq!(t.peek(b"Mx").idle_secs, 0);
     }
 
     #[test]

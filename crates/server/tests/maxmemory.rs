@@ -353,3 +353,40 @@ fn candidates_left_from_before_a_flush_or_another_policy_do_not_refuse_writes() 
     }
     r.stop();
 }
+
+#[test]
+fn restore_sets_the_idle_time_and_frequency_it_is_given() {
+    let (_d, r, mut c) = start();
+    assert_eq!(c.cmd(&["SET", "k", "v"]), simple("OK"));
+    // `RESTORE k 0 <k's payload> REPLACE <opts>`.
+    let restore = |c: &mut Client, opts: &[&str]| {
+        let F::BulkString(p) = c.cmd(&["DUMP", "k"]) else {
+            panic!("DUMP")
+        };
+        let mut args: Vec<&[u8]> = vec![b"RESTORE", b"k", b"0", &p, b"REPLACE"];
+        args.extend(opts.iter().map(|o| o.as_bytes()));
+        c.send(&args);
+        c.read().expect("a reply")
+    };
+    assert_eq!(restore(&mut c, &["IDLETIME", "1000"]), simple("OK"));
+    let idle = int(c.cmd(&["OBJECT", "IDLETIME", "k"]));
+    assert!((1000..1010).contains(&idle), "{idle}");
+    assert_eq!(c.cmd(&["GET", "k"]), bulk("v"));
+    assert!(
+        int(c.cmd(&["OBJECT", "IDLETIME", "k"])) < 1000,
+        "GET is an access"
+    );
+    config_set(&mut c, "maxmemory-policy", "allkeys-lfu");
+    assert_eq!(restore(&mut c, &["FREQ", "100"]), simple("OK"));
+    assert_eq!(int(c.cmd(&["OBJECT", "FREQ", "k"])), 100);
+    assert_eq!(c.cmd(&["GET", "k"]), bulk("v"));
+    assert!(is_err(
+        &restore(&mut c, &["FREQ", "256"]),
+        "ERR Invalid FREQ value, must be >= 0 and <= 255"
+    ));
+    assert!(is_err(
+        &restore(&mut c, &["IDLETIME", "-1"]),
+        "ERR Invalid IDLETIME value, must be >= 0"
+    ));
+    r.stop();
+}

@@ -55,8 +55,9 @@ pub fn dump_cmd(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
 }
 
 /// `RESTORE key ttl payload [REPLACE] [ABSTTL] [IDLETIME s] [FREQ f]` (and
-/// `RESTORE-ASKING`, the same with the `asking` flag). Idle time and frequency are
-/// checked and ignored: this server keeps no LRU/LFU data.
+/// `RESTORE-ASKING`, the same with the `asking` flag). The idle time and the frequency
+/// go to the access table ([`crate::access`]), which keeps both whatever the policy
+/// (Redis sets the one its policy uses): `OBJECT IDLETIME` and `OBJECT FREQ` answer them.
 pub fn restore(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
     let (key, payload) = (&a[0], &a[2]);
     let ttl = int(&a[1])?;
@@ -64,6 +65,7 @@ pub fn restore(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
         return Err(Reply::err("Invalid TTL value, must be >= 0"));
     }
     let (mut replace, mut absttl) = (false, false);
+    let (mut idle, mut freq) = (None, None);
     let mut i = 3;
     while i < a.len() {
         let o = &a[i];
@@ -74,11 +76,16 @@ pub fn restore(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
         } else if (eq(o, "idletime") || eq(o, "freq")) && i + 1 < a.len() {
             i += 1;
             let v = int(&a[i])?;
-            if eq(o, "idletime") && v < 0 {
-                return Err(Reply::err("Invalid IDLETIME value, must be >= 0"));
-            }
-            if eq(o, "freq") && !(0..=255).contains(&v) {
-                return Err(Reply::err("Invalid FREQ value, must be >= 0 and <= 255"));
+            if eq(o, "idletime") {
+                if v < 0 {
+                    return Err(Reply::err("Invalid IDLETIME value, must be >= 0"));
+                }
+                idle = Some(v as u64);
+            } else {
+                freq = Some(
+                    u8::try_from(v)
+                        .map_err(|_| Reply::err("Invalid FREQ value, must be >= 0 and <= 255"))?,
+                );
             }
         } else {
             return Err(syntax());
@@ -109,6 +116,8 @@ pub fn restore(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
         dump::restore(&cx.sh.store, &mut b, cx.db(), key, payload, expire_at)?;
     }
     cx.write(b)?;
+    let mk = record::meta_key(cx.db(), key);
+    cx.sh.store.access.restore(&mk, idle, freq);
     cx.notify(crate::notify::Class::GENERIC, "restore", &a[0]);
     Ok(Reply::ok())
 }
