@@ -314,6 +314,13 @@ fn put_record(wb: &mut WriteBatch, k: &[u8], raw: &[u8]) -> Option<u64> {
     t
 }
 
+/// Eviction's sample of a database: keys and their headers ([`Store::sample`]).
+pub type Sample = Vec<(Vec<u8>, Head)>;
+
+/// Tombstones and expired records one scan of eviction's sample passes over at first
+/// ([`Store::sample`]).
+const SAMPLE_MAX_SKIPPED: usize = 256;
+
 /// A key drawn between `lo` and `hi` (`lo <= hi`): their common prefix, a byte uniformly
 /// between theirs at the first position they differ, then eight random bytes.
 fn random_between(lo: &[u8], hi: &[u8]) -> Vec<u8> {
@@ -1065,38 +1072,63 @@ impl Store {
     /// then random bytes. Keys are not uniform in byte space, so keys after a sparse
     /// stretch are drawn more often than keys in a dense one; the sample is consecutive
     /// keys from there, as Redis's is consecutive buckets of its hash table.
-    pub fn sample(
+    ///
+    /// Each of its scans passes over at most [`SAMPLE_MAX_SKIPPED`] tombstones and expired
+    /// records at first: deleted keys stay in the tree as tombstones until compaction drops
+    /// them, and most samples need not step over many. One that finds no key within that
+    /// bound is drawn again without it, so that a database with keys never answers none.
+    /// (A bound alone does not hold: evictions leave runs of tombstones, and since a sample
+    /// is the keys after a random point, the key after a long run is drawn in proportion to
+    /// the run's length and evicted, so runs grow until compaction.)
+    pub fn sample(&self, db: u8, n: usize, volatile: bool, examine: usize) -> Result<Sample> {
+        match self.sample_within(db, n, volatile, examine, SAMPLE_MAX_SKIPPED)? {
+            (out, true) if out.is_empty() => Ok(self.sample_within(db, n, volatile, examine, 0)?.0),
+            (out, _) => Ok(out),
+        }
+    }
+
+    /// [`Store::sample`] with its scans passing over `max_skipped` dead records at most (0:
+    /// any number), and whether one of them was cut there.
+    fn sample_within(
         &self,
         db: u8,
         n: usize,
         volatile: bool,
         examine: usize,
-    ) -> Result<Vec<(Vec<u8>, Head)>> {
+        max_skipped: usize,
+    ) -> Result<(Sample, bool)> {
         let prefix = record::meta_prefix(db);
         let end = record::prefix_end(&prefix);
         let upper = end.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
         let engine = self.db();
-        let opts = engine::ReadOptions::without_readahead();
+        let opts = engine::ReadOptions {
+            max_skipped,
+            ..engine::ReadOptions::without_readahead()
+        };
         let lower = Bound::Included(prefix.as_slice());
-        let Some((first, _)) = engine
-            .scan_opt(lower, upper, None, &opts)?
-            .next()
-            .transpose()?
-        else {
-            return Ok(Vec::new());
+        let mut cut = false;
+        let mut edge = |dir| -> Result<Option<Vec<u8>>> {
+            let mut it = engine.scan_dir(lower, upper, None, &opts, dir)?;
+            let k = it.next().transpose()?.map(|(k, _)| k);
+            cut |= it.cut_short();
+            Ok(k)
         };
-        let last = match engine.scan_rev(lower, upper)?.next().transpose()? {
-            Some((k, _)) => k,
-            None => first.clone(),
-        };
-        let from = random_between(&first, &last);
+        let first = edge(engine::Direction::Forward)?;
+        let last = edge(engine::Direction::Reverse)?;
+        if first.is_none() && last.is_none() && !cut {
+            return Ok((Vec::new(), false));
+        }
+        let lo = first.unwrap_or_else(|| prefix.clone());
+        let hi = last.or_else(|| end.clone()).unwrap_or_else(|| lo.clone());
+        let from = random_between(&lo, &hi.max(lo.clone()));
         let now = record::now_ms();
         let (mut out, mut seen) = (Vec::new(), 0);
         for (lo, hi) in [
             (Bound::Included(from.as_slice()), upper),
             (lower, Bound::Excluded(from.as_slice())),
         ] {
-            for kv in engine.scan_opt(lo, hi, None, &opts)? {
+            let mut it = engine.scan_opt(lo, hi, None, &opts)?;
+            for kv in it.by_ref() {
                 let (k, raw) = kv?;
                 seen += 1;
                 if let Ok(h) = Head::decode(&raw) {
@@ -1105,11 +1137,12 @@ impl Store {
                     }
                 }
                 if out.len() >= n || seen >= examine {
-                    return Ok(out);
+                    return Ok((out, cut));
                 }
             }
+            cut |= it.cut_short();
         }
-        Ok(out)
+        Ok((out, cut))
     }
 
     /// Deletes `key` of `db` for eviction ([`crate::cmd::evict`]) as `DEL` does, and its
@@ -1195,22 +1228,37 @@ impl Store {
             Some(d) => self.access.remove_prefix(&record::meta_prefix(d)),
             None => self.access.remove_prefix(&[record::META]),
         }
-        for prefix in ranges {
-            let end = record::prefix_end(&prefix);
+        let mut deleted = false;
+        for prefix in &ranges {
+            let end = record::prefix_end(prefix);
             let upper = end.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
+            // Each batch's scan starts after the last key deleted: from the prefix, it
+            // would step again over every tombstone the batches before left.
+            let mut after: Option<Vec<u8>> = None;
             loop {
+                let lower = after
+                    .as_deref()
+                    .map_or(Bound::Included(prefix.as_slice()), Bound::Excluded);
                 let mut b = WriteBatch::new();
-                for kv in self
-                    .db()
-                    .scan(Bound::Included(prefix.as_slice()), upper)?
-                    .take(1000)
-                {
-                    b.delete(&kv?.0);
+                for kv in self.db().scan(lower, upper)?.take(1000) {
+                    let k = kv?.0;
+                    b.delete(&k);
+                    after = Some(k);
                 }
                 if b.is_empty() {
                     break;
                 }
                 self.apply_now(b, sync)?;
+                deleted = true;
+            }
+        }
+        // The tombstones go at once: compacted away, they cost later scans of the range
+        // (eviction's samples, SCAN, the expiry sweep) nothing, as Redis's emptied tables
+        // cost nothing. The compaction reads what the flush deleted, as the flush did.
+        if deleted {
+            let db = self.db();
+            for prefix in &ranges {
+                db.compact_range(Some(prefix), record::prefix_end(prefix).as_deref())?;
             }
         }
         // What the flush freed is known only by measuring.
@@ -1623,5 +1671,73 @@ mod tests {
         s.watch(3, 3, b"c");
         s.flush(Some(3), false).unwrap();
         assert!(s.is_dirty(3));
+    }
+
+    /// What a scan of `prefix`'s keys finds, passing over one entry at most, and whether
+    /// it was cut there.
+    fn scan_passing_one(s: &Store, prefix: &[u8]) -> (usize, bool) {
+        let end = record::prefix_end(prefix).unwrap();
+        let opts = engine::ReadOptions {
+            max_skipped: 1,
+            ..engine::ReadOptions::without_readahead()
+        };
+        let db = s.db();
+        let mut it = db
+            .scan_opt(
+                Bound::Included(prefix),
+                Bound::Excluded(end.as_slice()),
+                None,
+                &opts,
+            )
+            .unwrap();
+        let n = it.by_ref().count();
+        (n, it.cut_short())
+    }
+
+    #[test]
+    fn a_flush_leaves_no_tombstones_and_a_sample_passes_few_unless_it_must() {
+        let (_t, s) = store();
+        for i in 0..3000u32 {
+            put(
+                &s,
+                2,
+                format!("k{i:05}").as_bytes(),
+                &Meta::string(vec![1], None),
+            );
+        }
+        put(&s, 4, b"kept", &Meta::string(vec![], None));
+        s.flush(Some(2), false).unwrap();
+        assert_eq!(scan_passing_one(&s, &record::meta_prefix(2)), (0, false));
+        assert_eq!(scan_passing_one(&s, &record::meta_prefix(4)), (1, false));
+        // Deleted keys (not a flush) stay as tombstones: a sample passes over a bounded
+        // number of them, and one that found nothing within the bound is drawn without it.
+        let mut b = Batch::new();
+        for i in 0..3000u32 {
+            b.put_meta(
+                5,
+                format!("k{i:05}").as_bytes(),
+                &Meta::string(vec![1], None),
+            );
+        }
+        s.write(b, false).unwrap();
+        let mut b = Batch::new();
+        for i in 0..3000u32 {
+            b.del_meta(5, format!("k{i:05}").as_bytes());
+        }
+        put(&s, 5, b"z-live", &Meta::string(vec![], None));
+        s.write(b, false).unwrap();
+        let (sample, cut) = s
+            .sample_within(5, 5, false, 80, SAMPLE_MAX_SKIPPED)
+            .unwrap();
+        assert!(cut, "3000 tombstones, {SAMPLE_MAX_SKIPPED} passed at most");
+        assert!(sample.len() <= 1);
+        for _ in 0..20 {
+            assert_eq!(s.sample(5, 5, false, 80).unwrap()[0].0, b"z-live");
+        }
+        let (sample, cut) = s
+            .sample_within(4, 5, false, 80, SAMPLE_MAX_SKIPPED)
+            .unwrap();
+        assert_eq!((sample.len(), cut), (1, false));
+        assert!(s.sample(6, 5, false, 80).unwrap().is_empty());
     }
 }

@@ -24,18 +24,21 @@ ROOT="$(cd "$HERE/../../../.." && pwd)"
 
 UNITS_DEFAULT=(type/string type/incr expire keyspace scan auth info multi
   type/hash type/set type/list type/zset type/stream type/stream-cgroups hyperloglog bitfield sort geo slowlog latency-monitor protocol dump
-  pubsub pubsubshard scripting functions introspection)
+  pubsub pubsubshard scripting functions introspection maxmemory)
 # Units run in the suite's own mode, where it starts each server itself from a config
 # file (through the `redis-server` next to this script): every test of theirs is tagged
 # `external:skip`, as it needs a server started with a password or a second server
-# (maxmemory's, as each block wants a fresh server; not in UNITS_DEFAULT yet:
-# docs/serve-tests.md says why).
+# (maxmemory's, as each block wants a fresh server).
 OWN_MODE=(auth info pubsubshard maxmemory)
 # Tags of tests that need what an external, non-Redis server cannot offer: DEBUG,
-# replication, RDB saves, CONFIG of Redis's memory and eviction internals, DEBUG-like
-# HyperLogLog and latency introspection.
-SKIP_TAGS=(-needs:debug -needs:repl -needs:save -needs:config-maxmemory -needs:pfdebug
-  -needs:latency -needs:reset -needs:local-process)
+# replication, RDB saves, DEBUG-like HyperLogLog and latency introspection.
+SKIP_TAGS=(-needs:debug -needs:repl -needs:save -needs:pfdebug -needs:latency -needs:reset
+  -needs:local-process)
+# Units whose `needs:config-maxmemory` tests set `maxmemory 1` to make every write fail on
+# a database they have just emptied: used_memory here is the data set's bytes
+# (docs/maxmemory.md), 0 for an empty one, which is under any bound (Redis's is never 0).
+# The tag is skipped for them; the other units run their maxmemory tests.
+MAXMEMORY_1_UNITS=(scripting functions)
 # Units whose `needs:debug` tests use only `DEBUG SLEEP` (which the server has, with
 # --enable-debug-command) and whose `needs:latency` tests need the latency monitor the
 # server has: those two tags run for them.
@@ -104,11 +107,15 @@ for t in "${SKIP_TAGS[@]}"; do
   [[ "$t" == -needs:debug || "$t" == -needs:latency ]] || DEBUG_TAGS+=(--tags "$t")
 done
 
-# A tree for the suite's own mode: Redis's tests and runtest, and the stand-in server as
-# src/redis-server (the suite starts `src/redis-server CONFIG` from its working directory).
+# A tree every unit runs from: Redis's tests and runtest, and for the suite's own mode the
+# stand-in server as src/redis-server (the suite starts `src/redis-server CONFIG` from its
+# working directory). Its tests/tmp is its own (the suite empties tests/tmp when it starts,
+# which would pull the files from under another run's servers); the rest are links.
 OWN="$OUT/own-mode"
-mkdir -p "$OWN/src"
-ln -s "$SRC/tests" "$OWN/tests"
+mkdir -p "$OWN/src" "$OWN/tests/tmp"
+for e in "$SRC"/tests/*; do
+  [ "$(basename "$e")" = tmp ] || ln -s "$e" "$OWN/tests/$(basename "$e")"
+done
 cp "$SRC/runtest" "$OWN/runtest"
 cp "$HERE/redis-server" "$OWN/src/redis-server"
 export HALFLIFE_BIN="$BIN"
@@ -118,6 +125,9 @@ run_unit() {
   local log="$1" unit="$2"
   local tags=("${TAGS[@]}")
   if [[ " ${DEBUG_SLEEP_UNITS[*]} " == *" $unit "* ]]; then tags=("${DEBUG_TAGS[@]}"); fi
+  if [[ " ${MAXMEMORY_1_UNITS[*]} " == *" $unit "* ]]; then
+    tags+=(--tags -needs:config-maxmemory)
+  fi
   local common=(--single "unit/$unit" --durable --clients 1 --timeout 600
     --baseport "${REDIS_SUITE_BASEPORT:-21111}"
     --skipfile "$HERE/skip.txt" "${tags[@]}")
@@ -125,7 +135,7 @@ run_unit() {
     (cd "$OWN" && timeout 1800 ./runtest "${common[@]}")
   else
     start_server "$(echo "$unit" | tr / _)"
-    (cd "$SRC" && timeout 1800 ./runtest --host 127.0.0.1 --port "$PORT" "${common[@]}")
+    (cd "$OWN" && timeout 1800 ./runtest --host 127.0.0.1 --port "$PORT" "${common[@]}")
     stop_server
   fi 2>&1 | sed 's/\x1b\[[0-9;]*m//g' >"$log" || true
 }
