@@ -234,6 +234,42 @@ fn one_job_at_a_time_and_bgsave_schedule_waits_for_it() {
     srv.stop();
 }
 
+/// `save 1 <n>`: once the changes since the last save reach the point's count and a second
+/// has passed since it, the server runs a `BGSAVE` by itself: `LASTSAVE` moves, the
+/// changes count starts again, and the checkpoint holds the writes. Fewer changes than
+/// the point asks for start none.
+#[test]
+fn save_points_schedule_a_bgsave_after_enough_changes() {
+    let t = tempfile::tempdir().unwrap();
+    let (data, backup) = (t.path().join("db"), t.path().join("backup"));
+    let srv = Running::start(&data, config(&backup));
+    let mut c = Client::connect(srv.addr);
+    let start = match c.cmd(&["LASTSAVE"]) {
+        F::Integer(n) => n,
+        other => panic!("LASTSAVE: {other:?}"),
+    };
+    write_keys(&mut c, 0, 2);
+    // The changes are the engine's sequence numbers: one more than now is the next write.
+    let changes: u64 = persistence(&mut c, "rdb_changes_since_last_save")
+        .parse()
+        .unwrap();
+    assert!(changes > 0);
+    let point = format!("1 {}", changes + 1);
+    assert_eq!(c.cmd(&["CONFIG", "SET", "save", &point]), simple("OK"));
+    // Under the point, whenever the check runs: nothing saved.
+    assert_eq!(persistence(&mut c, "rdb_saves"), "0");
+    write_keys(&mut c, 2, 3);
+    wait_bgsave(&mut c, 1);
+    let F::Integer(last) = c.cmd(&["LASTSAVE"]) else {
+        panic!("LASTSAVE")
+    };
+    assert!(last > start, "LASTSAVE {last}, {start} at the start");
+    assert_eq!(persistence(&mut c, "rdb_changes_since_last_save"), "0");
+    assert_eq!(checkpoint_holds(t.path(), &backup, 0), 3);
+    drop(c);
+    srv.stop();
+}
+
 /// The keys `k0..n` with values, written and acknowledged (appendfsync always).
 fn write_keys(c: &mut Client, from: usize, to: usize) {
     for i in from..to {
