@@ -11,6 +11,9 @@ INFO halflife.
 Part 3: Lua scripts, EVALSHA of a one-INCR script and of a ten-command script on a random
 key, 50 connections, without pipelining and with -P 16, halflife against Redis (AOF on,
 appendfsync everysec).
+Part 4: what the maxmemory check costs a write: SET and HSET (100 B, 50 connections,
+without pipelining and with -P 16, appendfsync everysec) on halflife with maxmemory set far
+above the data (64 GB) against maxmemory 0, rounds alternating the two; ratios set / unset.
 
 Needs redis-benchmark and redis-server (Debian: redis-tools, redis-server) and a release
 build of halflife (cargo build --release -p halflife-cli). Prints Markdown tables.
@@ -116,6 +119,7 @@ def main():
     ap.add_argument("--out", default="bench-out/serve")
     ap.add_argument("--parts", default="1,2", help="which tables to measure (1, 2, 3)")
     ap.add_argument("--script-requests", type=int, default=100_000, help="EVALSHAs per cell (part 3)")
+    ap.add_argument("--mm-rounds", type=int, default=3, help="rounds of each maxmemory setting (part 4)")
     a = ap.parse_args()
     for tool in ("redis-benchmark", "redis-server", "redis-cli"):
         if not shutil.which(tool):
@@ -126,7 +130,8 @@ def main():
     commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
                             capture_output=True, text=True).stdout.strip()
     load = os.getloadavg()
-    results = {"commit": commit, "loadavg_start": load, "part1": [], "part2": [], "part3": []}
+    results = {"commit": commit, "loadavg_start": load, "part1": [], "part2": [], "part3": [],
+               "part4": []}
     print(f"commit {commit}, load average at start {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}", file=sys.stderr)
 
     parts = a.parts.split(",")
@@ -136,6 +141,8 @@ def main():
         part2(a, results)
     if "3" in parts:
         part3(a, results)
+    if "4" in parts:
+        part4(a, results)
     results["loadavg_end"] = os.getloadavg()
     print(f"\nload average at end {results['loadavg_end'][0]:.2f}", file=sys.stderr)
     with open(os.path.join(a.out, "serve-bench.json"), "w") as f:
@@ -250,6 +257,35 @@ def part3(a, results):
                                          halflife_p50=hp, redis_p50=rp))
             print(f"| {name} | {pipeline} | {fmt_rate(h)} | {fmt_rate(r)} | {h / r:.2f}x | {hp:.3f} | {rp:.3f} |",
                   flush=True)
+
+
+def part4(a, results):
+    print(f"\n### maxmemory's check: SET and HSET of 100 B, 50 connections, {a.requests} requests per "
+          f"cell, {a.keyspace} random keys, appendfsync everysec, {a.mm_rounds} rounds of each setting\n")
+    print("| test | pipeline | maxmemory 0 ops/s (rounds) | maxmemory 64gb ops/s (rounds) | set / unset (median) |")
+    print("|---|---|---|---|---|")
+    rates = {}
+    for _ in range(a.mm_rounds):
+        for mm in ("0", "64gb"):
+            with tempfile.TemporaryDirectory(dir=a.out) as d:
+                p, port = start_halflife(a.binary, d, "everysec")
+                try:
+                    subprocess.run(["redis-cli", "-p", str(port), "config", "set", "maxmemory", mm],
+                                   check=True, capture_output=True)
+                    for pipeline in (1, 16):
+                        got, _ = bench(port, "set,hset", 100, pipeline, a.requests, a.keyspace)
+                        for test, r in got.items():
+                            rates.setdefault((test, pipeline, mm), []).append(r)
+                finally:
+                    stop(p, port)
+    for (test, pipeline, mm), unset in sorted(rates.items()):
+        if mm != "0":
+            continue
+        bound = rates[(test, pipeline, "64gb")]
+        med = lambda v: sorted(v)[len(v) // 2]
+        results["part4"].append(dict(test=test, pipeline=pipeline, unset=unset, set=bound))
+        print(f"| {test} | {pipeline} | {', '.join(fmt_rate(r) for r in unset)} | "
+              f"{', '.join(fmt_rate(r) for r in bound)} | {med(bound) / med(unset):.2f}x |", flush=True)
 
 
 if __name__ == "__main__":
