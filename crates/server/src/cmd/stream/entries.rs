@@ -272,7 +272,7 @@ pub fn trim(tx: &mut Tx, t: &TrimArgs) -> Result<u64, Reply> {
         _ => {}
     }
     let mut deleted = 0u64;
-    // From the node holding the first entry (no node before it holds one: `drop_if_empty`),
+    // From the node holding the first entry (no node before it holds one: `free_node`),
     // never from the first node record: those a trim removed are tombstones until
     // compaction, and an append that trims would pass every one of them.
     let mut at = if tx.m.size > 0 {
@@ -286,7 +286,6 @@ pub fn trim(tx: &mut Tx, t: &TrimArgs) -> Result<u64, Reply> {
                 break;
             }
         }
-        let next = tx.nodes_after(Some(first), 1)?.first().copied();
         let live = tx.node_live(first)?;
         if t.limit > 0 && deleted + live > t.limit {
             break;
@@ -296,6 +295,10 @@ pub fn trim(tx: &mut Tx, t: &TrimArgs) -> Result<u64, Reply> {
             Strategy::MinId(min) => tx.node_last(first)? < min,
             Strategy::None => unreachable!("returned above"),
         };
+        if !remove && t.approx {
+            break;
+        }
+        let next = tx.nodes_after(Some(first), 1)?.first().copied();
         if remove {
             let ids = node_ids(tx, first, next)?;
             for id in &ids {
@@ -311,9 +314,6 @@ pub fn trim(tx: &mut Tx, t: &TrimArgs) -> Result<u64, Reply> {
             }
             at = next;
             continue;
-        }
-        if t.approx {
-            break;
         }
         // Entries of the first node, from its start.
         let mut gone = Vec::new();
@@ -339,8 +339,10 @@ pub fn trim(tx: &mut Tx, t: &TrimArgs) -> Result<u64, Reply> {
         let n = gone.len() as u64;
         tx.m.size -= n;
         deleted += n;
-        tx.set_node_live(first, live.saturating_sub(n))?;
-        tx.drop_if_empty(first)?;
+        match live.saturating_sub(n) {
+            0 => tx.free_node(first)?,
+            left => tx.set_node_live(first, left)?,
+        }
         break;
     }
     if tx.m.size == 0 {
@@ -445,10 +447,11 @@ pub fn xdel(cx: &mut Ctx, a: &[Bytes]) -> CmdResult {
         tx.del(ENTRY, &id.bytes());
         tx.m.size = tx.m.size.saturating_sub(1);
         if let Some(node) = tx.node_of(id)? {
-            let live = tx.node_live(node)?.saturating_sub(1);
-            tx.set_node_live(node, live)?;
             // Redis frees a listpack left with no entry; the next append starts another.
-            tx.drop_if_empty(node)?;
+            match tx.node_live(node)?.saturating_sub(1) {
+                0 => tx.free_node(node)?,
+                live => tx.set_node_live(node, live)?,
+            }
         }
         first |= id == tx.st.first_id;
         tx.st.max_deleted = tx.st.max_deleted.max(id);

@@ -475,13 +475,10 @@ impl<'a, 'c> Tx<'a, 'c> {
         }
     }
 
-    /// Removes node `first` once it has no live entry, as Redis frees an emptied listpack,
-    /// linking the node after it to the one before: so every node but an open last one
-    /// holds an entry, and the first node is the one holding the first entry.
-    pub fn drop_if_empty(&mut self, first: Id) -> Result<(), Reply> {
-        if self.node_live(first)? > 0 {
-            return Ok(());
-        }
+    /// Removes node `first`, left with no live entry, as Redis frees an emptied listpack,
+    /// linking the node after it to the one before: so every node holds an entry, and the
+    /// first node is the one holding the first entry.
+    pub fn free_node(&mut self, first: Id) -> Result<(), Reply> {
         let Some(node) = self.node(first)? else {
             return Ok(());
         };
