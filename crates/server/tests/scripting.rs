@@ -7,7 +7,7 @@
 
 mod common;
 use common::client::{bulk, is_err, simple, Client};
-use common::Running;
+use common::{AlwaysCut, Running};
 use halflife_server::{AppendFsync, Config};
 use redis_protocol::resp2::types::BytesFrame as F;
 
@@ -321,18 +321,8 @@ fn functions_survive_a_restart_and_dump_restore() {
 fn pairs_through_a_cut(cut: Option<u64>) -> (u64, u64, usize) {
     use testkit::powercut::Moment;
     const PAIRS: usize = 16;
-    let (dir, shadow) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let always = Config {
-        appendfsync: AppendFsync::Always,
-        ..config()
-    };
-    let (srv, storage) = Running::start_power_cut(
-        dir.path(),
-        shadow.path(),
-        7,
-        cut.map_or(Moment::Never, Moment::AfterOps),
-        always.clone(),
-    );
+    let (power, srv) = AlwaysCut::start(config(), 7, cut.map_or(Moment::Never, Moment::AfterOps));
+    let storage = &power.storage;
     let start = storage.ops();
     let mut c = Client::connect(srv.addr);
     let script = "redis.call('set', KEYS[1], ARGV[1]) redis.call('set', KEYS[2], ARGV[1])";
@@ -371,8 +361,7 @@ fn pairs_through_a_cut(cut: Option<u64>) -> (u64, u64, usize) {
         srv.stop();
         return (start, end, acked);
     }
-    srv.cut_power(&storage);
-    let srv = Running::start(dir.path(), always);
+    let srv = power.restart(srv);
     let mut c = Client::connect(srv.addr);
     for i in 0..PAIRS {
         let (a, b) = (
@@ -550,18 +539,8 @@ const GROUP_CLIENTS: usize = 4;
 /// of what it sent.
 fn groups_through_a_cut(cut: Option<u64>) -> (u64, u64, usize) {
     use testkit::powercut::Moment;
-    let (dir, shadow) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let always = Config {
-        appendfsync: AppendFsync::Always,
-        ..config()
-    };
-    let (srv, storage) = Running::start_power_cut(
-        dir.path(),
-        shadow.path(),
-        11,
-        cut.map_or(Moment::Never, Moment::AfterOps),
-        always.clone(),
-    );
+    let (power, srv) = AlwaysCut::start(config(), 11, cut.map_or(Moment::Never, Moment::AfterOps));
+    let storage = &power.storage;
     let start = storage.ops();
     let script = "redis.call('set', KEYS[1], ARGV[1]) redis.call('set', KEYS[2], ARGV[1]) return 1";
     let addr = srv.addr;
@@ -610,8 +589,7 @@ fn groups_through_a_cut(cut: Option<u64>) -> (u64, u64, usize) {
         srv.stop();
         return (start, end, total);
     }
-    srv.cut_power(&storage);
-    let srv = Running::start(dir.path(), always);
+    let srv = power.restart(srv);
     let mut c = Client::connect(srv.addr);
     for (w, &acked) in acked.iter().enumerate() {
         let mut present = 0;

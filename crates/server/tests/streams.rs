@@ -4,7 +4,7 @@
 
 mod common;
 use common::client::{bulk, is_err, simple, Client};
-use common::Running;
+use common::{AlwaysCut, Running};
 use halflife_server::{AppendFsync, Config};
 use redis_protocol::resp2::types::BytesFrame as F;
 use std::time::Duration;
@@ -321,18 +321,7 @@ fn a_stream_moves_expires_and_restarts_whole() {
 fn acknowledged_appends_and_acks_survive_a_power_cut() {
     for seed in 0..3 {
         let pipelined = seed % 2 == 0;
-        let (dir, shadow) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-        let always = Config {
-            appendfsync: AppendFsync::Always,
-            ..config()
-        };
-        let (srv, storage) = Running::start_power_cut(
-            dir.path(),
-            shadow.path(),
-            seed,
-            testkit::powercut::Moment::Never,
-            always.clone(),
-        );
+        let (cut, srv) = AlwaysCut::start(config(), seed, testkit::powercut::Moment::Never);
         let mut c = Client::connect(srv.addr);
         assert_eq!(
             c.cmd(&["XGROUP", "CREATE", "s", "g", "$", "MKSTREAM"]),
@@ -409,9 +398,7 @@ fn acknowledged_appends_and_acks_survive_a_power_cut() {
         // Sent, but cut off before or after it reached the disk.
         c.send(&[b"XADD", b"s", b"61-0", b"n", b"61"]);
         drop(c);
-        srv.cut_power(&storage);
-
-        let srv = Running::start(dir.path(), always);
+        let srv = cut.restart(srv);
         let mut c = Client::connect(srv.addr);
         let F::Array(entries) = c.cmd(&["XRANGE", "s", "-", "+"]) else {
             panic!("entries")

@@ -5,7 +5,7 @@
 
 pub mod client;
 
-use halflife_server::{Config, Server};
+use halflife_server::{AppendFsync, Config, Server};
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
@@ -107,5 +107,43 @@ impl Running {
     /// Waits for a server that stops by itself (`SHUTDOWN`); its result must be `Ok`.
     pub fn join(mut self) {
         self.thread.take().unwrap().join().unwrap().unwrap();
+    }
+}
+
+/// A server in a fresh directory under `appendfsync always` (every acknowledged write was
+/// synced before its reply) on a storage that loses power at `moment` or at
+/// [`AlwaysCut::restart`]: the power-cut cases' common setup.
+pub struct AlwaysCut {
+    dir: tempfile::TempDir,
+    _shadow: tempfile::TempDir,
+    pub storage: Arc<PowerCutStorage>,
+    config: Config,
+}
+
+impl AlwaysCut {
+    /// Starts the server: `base` with `appendfsync always`, the storage's losses drawn
+    /// from `seed`.
+    pub fn start(base: Config, seed: u64, moment: Moment) -> (AlwaysCut, Running) {
+        let (dir, shadow) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let config = Config {
+            appendfsync: AppendFsync::Always,
+            ..base
+        };
+        let (srv, storage) =
+            Running::start_power_cut(dir.path(), shadow.path(), seed, moment, config.clone());
+        let cut = AlwaysCut {
+            dir,
+            _shadow: shadow,
+            storage,
+            config,
+        };
+        (cut, srv)
+    }
+
+    /// Cuts the power under `srv` ([`Running::cut_power`]) and starts a server on what
+    /// the disk then holds.
+    pub fn restart(&self, srv: Running) -> Running {
+        srv.cut_power(&self.storage);
+        Running::start(self.dir.path(), self.config.clone())
     }
 }
